@@ -1,0 +1,71 @@
+"""Executors: where evaluations run.  One small interface, one implementation per place.
+
+- :class:`LocalExecutor` (``sandbox.worker``): spawned worker processes on this machine's GPUs.
+- :class:`RemoteExecutor` (``sandbox.remote``): a ``cuda-agent worker`` over HTTP.
+- :class:`RayExecutor` (``sandbox.remote``): Ray tasks with ``num_gpus=1`` on a Ray cluster.
+
+The language server and the optimizer see only :class:`Executor`; tests plug in their own.
+
+Exceptions are for broken infrastructure only (no GPU, worker unreachable, wrong token)::
+
+    ExecutorError
+     ├── NoGpuError          no usable GPU / CuPy on this machine
+     ├── WorkerUnavailable   remote worker unreachable or died and did not come back
+     └── AuthError           remote worker refused the token
+
+A candidate that fails is a :class:`~sandbox.contract.CandidateResult` with a status.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+from collections.abc import Callable
+
+from sandbox.contract import DeviceInfo, EvalRequest, EvalResult, Progress
+
+ProgressFn = Callable[[Progress], None]
+
+
+class ExecutorError(RuntimeError):
+    """The executor itself cannot do its job (not a verdict on a candidate)."""
+
+
+class NoGpuError(ExecutorError):
+    pass
+
+
+class WorkerUnavailable(ExecutorError):
+    pass
+
+
+class AuthError(ExecutorError):
+    pass
+
+
+class Executor(abc.ABC):
+    """Evaluates requests. Thread-safe: callers may evaluate from several threads at once."""
+
+    @abc.abstractmethod
+    def evaluate(
+        self,
+        request: EvalRequest,
+        *,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> EvalResult:
+        """Run ``request`` to completion (or until ``cancel`` is set: remaining candidates come
+        back with status ``cancelled``). Never hangs past the request's budgets."""
+
+    @abc.abstractmethod
+    def device_info(self) -> DeviceInfo:
+        """The device evaluations run on (raises :class:`ExecutorError` if there is none)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release worker processes and connections."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

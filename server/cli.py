@@ -1,0 +1,184 @@
+"""The ``cuda-agent`` command line: the top layer, beside the language server.
+
+Each subcommand is a thin wrapper: parse options, call into ``agent``/``sandbox``/``server``,
+render the result for humans (default) or as JSON (``--json``).  Heavy modules are imported
+inside the commands so ``cuda-agent --help`` stays instant and ``serve`` never loads CuPy.
+
+User mistakes (missing file, unknown kernel, bad option) print one line on stderr and exit
+with status 2; a failed job exits 1; never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+
+class UserError(click.ClickException):
+    """A mistake the user can fix; printed as one line, exit status 2."""
+
+    exit_code = 2
+
+
+class JobFailed(click.ClickException):
+    """The job ran and failed (no GPU, compile errors found...); exit status 1."""
+
+    exit_code = 1
+
+
+def not_built(what: str) -> NoReturn:
+    raise JobFailed(f"`cuda-agent {what}` is not built yet")
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def read_source(path: str) -> tuple[Path, str]:
+    """Read a CUDA file as text; undecodable bytes become U+FFFD (and are reported by the parser)."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{path}: no such file")
+    if p.is_dir():
+        raise UserError(f"{path}: is a directory, expected a .cu/.cuh file")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from exc
+    return p, data.decode("utf-8", errors="replace")
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="cuda-agent")
+def cli() -> None:
+    """CUDA Agent: find, verify and measure faster CUDA kernels."""
+
+
+@cli.command()
+@click.option("--tcp", metavar="HOST:PORT", help="Listen on TCP instead of stdio (for debugging).")
+def serve(tcp: str | None) -> None:
+    """Run the language server on stdio."""
+    not_built("serve")
+
+
+@cli.command()
+@click.argument("file")
+@json_option
+def kernels(file: str, as_json: bool) -> None:
+    """List the kernels in FILE: ranges, parameters, launch sites and benchmark spec."""
+    read_source(file)
+    not_built("kernels")
+
+
+@cli.command()
+@click.argument("file")
+@click.option("--arch", default="sm_90", show_default=True, help="Target architecture for NVRTC.")
+@click.option("-I", "include", multiple=True, help="Include directory (repeatable).")
+@click.option("-D", "define", multiple=True, help="Preprocessor definition NAME[=VALUE] (repeatable).")
+@click.option("--compile-commands", type=click.Path(), help="compile_commands.json to take -I/-D from.")
+@json_option
+def check(
+    file: str,
+    arch: str,
+    include: tuple[str, ...],
+    define: tuple[str, ...],
+    compile_commands: str | None,
+    as_json: bool,
+) -> None:
+    """Compile each kernel of FILE on its own with NVRTC (no GPU needed); report errors and resources."""
+    read_source(file)
+    not_built("check")
+
+
+@cli.command()
+@click.argument("file")
+@click.option("--kernel", "-k", "kernel", help="Kernel name (default: the only kernel in FILE).")
+@click.option("--gpu", default=0, show_default=True, help="GPU index.")
+@json_option
+def bench(file: str, kernel: str | None, gpu: int, as_json: bool) -> None:
+    """Time a kernel under its spec on the local GPU: median, spread, GB/s, % of peak."""
+    read_source(file)
+    not_built("bench")
+
+
+@cli.command()
+@click.argument("file")
+@click.option("--kernel", "-k", "kernel", help="Kernel name (default: the only kernel in FILE).")
+@click.option("--proposer", type=click.Choice(["builtin", "llm"]), default="builtin", show_default=True)
+@click.option("--llm-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (vllm serve).")
+@click.option("--model", help="Model name at the endpoint.")
+@click.option(
+    "--budget",
+    default="60s",
+    show_default=True,
+    help="Budget: wall time (60s, 5m), candidates (40c) and/or tokens (200k), comma-separated.",
+)
+@click.option("--seed", default=0, show_default=True, help="Random seed (runs are reproducible).")
+@click.option("--diff", "show_diff", is_flag=True, help="Print the verified rewrite as a unified diff.")
+@click.option("--write", is_flag=True, help="Apply the verified rewrite to FILE (a backup is kept).")
+@json_option
+def optimize(
+    file: str,
+    kernel: str | None,
+    proposer: str,
+    llm_url: str | None,
+    model: str | None,
+    budget: str,
+    seed: int,
+    show_diff: bool,
+    write: bool,
+    as_json: bool,
+) -> None:
+    """Search for a faster kernel, verify it against the original, and report the speedup."""
+    read_source(file)
+    not_built("optimize")
+
+
+@cli.command()
+@click.argument("directory")
+@click.option("--budget", default="60s", show_default=True, help="Budget per kernel (see optimize).")
+@json_option
+def suite(directory: str, budget: str, as_json: bool) -> None:
+    """Optimize every kernel with a spec in DIRECTORY and print a table with fast_1, fast_1.5, geomean."""
+    if not Path(directory).is_dir():
+        raise UserError(f"{directory}: no such directory")
+    not_built("suite")
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8765, show_default=True)
+@click.option("--token-file", type=click.Path(), help="File holding the bearer token clients must send.")
+@click.option("--tls-cert", type=click.Path())
+@click.option("--tls-key", type=click.Path())
+def worker(host: str, port: int, token_file: str | None, tls_cert: str | None, tls_key: str | None) -> None:
+    """Serve this machine's GPUs to remote editors and optimizers over HTTP."""
+    not_built("worker")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI, turning every user-facing error into one line on stderr."""
+    try:
+        rv = cli.main(args=argv, prog_name="cuda-agent", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("cuda-agent: aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        msg = exc.format_message().splitlines()[0] if exc.format_message() else type(exc).__name__
+        click.echo(f"cuda-agent: error: {msg}", err=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("cuda-agent: interrupted", err=True)
+        return 130
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
