@@ -1,0 +1,298 @@
+"""Compile CUDA C++ with NVRTC (cuda-python's ``cuda.bindings.nvrtc``): no GPU or driver needed.
+
+:func:`compile_cuda` turns one translation unit into a cubin (or PTX for a ``compute_XX`` target)
+and a :class:`~sandbox.contract.CompileResult`: the log, diagnostics with file/line/column, the
+mangled name of each requested name expression (templates included) and ptxas' per-kernel
+resource report (registers, spills, shared memory, stack).  Results are cached in memory by a
+hash of everything that affects the output.
+
+:class:`CompilePool` compiles in spawned CPU processes so compiles overlap GPU work and each
+other, and so a compiler crash on a pathological candidate cannot take the caller down.
+
+CUDA headers (``cuda_fp16.h``, ``cuda_bf16.h``, vector types...) come from the
+``nvidia-cuda-runtime`` wheel or a CUDA toolkit, found with ``cuda.pathfinder``.  NVRTC ships no
+C standard library, so ``nvrtc_include/`` holds small stand-ins for the headers CUDA code commonly
+includes (``<cstdint>``, ``<climits>``, ``<cfloat>``, ``<cmath>``, ``<cstdio>``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import multiprocessing
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from sandbox.contract import CompileResult, Diagnostic, Resources
+
+SHIM_INCLUDE = Path(__file__).with_name("nvrtc_include")
+DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo", "--ptxas-options=-v")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    result: CompileResult
+    binary: bytes = b""  # cubin for sm_XX, PTX text for compute_XX; empty when compilation failed
+    ptx: bool = False
+
+
+class CompilerUnavailable(RuntimeError):
+    """NVRTC could not be loaded (cuda-bindings or the nvidia-cuda-nvrtc wheel missing)."""
+
+
+@functools.cache
+def cuda_include_dirs() -> tuple[str, ...]:
+    """Include directories for CUDA's own headers, plus our standard-library stand-ins."""
+    dirs = [str(SHIM_INCLUDE)]
+    try:
+        from cuda import pathfinder
+
+        found = pathfinder.locate_nvidia_header_directory("cudart")
+        if found is not None:
+            dirs.append(found.abs_path)
+    except Exception:  # no headers: kernels that include CUDA headers will report it as an error
+        pass
+    return tuple(dirs)
+
+
+@functools.cache
+def nvrtc_version() -> str:
+    nvrtc = _nvrtc()
+    _, major, minor = nvrtc.nvrtcVersion()
+    return f"{major}.{minor}"
+
+
+def _nvrtc():  # type: ignore[no-untyped-def]
+    try:
+        from cuda.bindings import nvrtc
+    except Exception as exc:
+        raise CompilerUnavailable(f"NVRTC is not available: {exc}") from exc
+    return nvrtc
+
+
+def cache_key(
+    source: str, filename: str, name_expressions: Sequence[str], arch: str, options: Sequence[str]
+) -> str:
+    h = hashlib.sha256()
+    for part in (source, filename, "\0".join(name_expressions), arch, "\0".join(options), nvrtc_version()):
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x01")
+    return h.hexdigest()
+
+
+_CACHE: OrderedDict[str, Compiled] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 512
+
+
+def _cache_get(key: str) -> Compiled | None:
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+        return hit
+
+
+def _cache_put(key: str, value: Compiled) -> None:
+    with _CACHE_LOCK:
+        _CACHE[key] = value
+        _CACHE.move_to_end(key)
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+
+
+def compile_cuda(
+    source: str,
+    *,
+    filename: str = "kernel.cu",
+    name_expressions: Sequence[str] = (),
+    arch: str = "sm_90",
+    options: Sequence[str] = (),
+) -> Compiled:
+    """Compile ``source``; never raises for a bad program (the result says ``ok=False``)."""
+    key = cache_key(source, filename, name_expressions, arch, options)
+    hit = _cache_get(key)
+    if hit is not None:
+        return replace(hit, result=replace(hit.result, cached=True, seconds=0.0))
+    compiled = _compile_uncached(source, filename, tuple(name_expressions), arch, tuple(options))
+    _cache_put(key, compiled)
+    return compiled
+
+
+def _compile_uncached(
+    source: str, filename: str, name_expressions: tuple[str, ...], arch: str, options: tuple[str, ...]
+) -> Compiled:
+    nvrtc = _nvrtc()
+    ok_code = nvrtc.nvrtcResult.NVRTC_SUCCESS
+    start = time.perf_counter()
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode("utf-8", "replace"), filename.encode(), 0, [], [])
+    if err != ok_code:
+        return Compiled(CompileResult(ok=False, log=f"nvrtcCreateProgram failed: {err}"))
+    try:
+        for expr in name_expressions:
+            (err,) = nvrtc.nvrtcAddNameExpression(prog, expr.encode())
+            if err != ok_code:
+                return Compiled(
+                    CompileResult(ok=False, log=f"invalid kernel name expression {expr!r}: {err}")
+                )
+        opts = [f"--gpu-architecture={arch}", *DEFAULT_OPTIONS]
+        opts += [f"-I{d}" for d in cuda_include_dirs()]
+        opts += list(options)
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        log = _program_log(nvrtc, prog)
+        diagnostics = parse_diagnostics(log)
+        ok = err == ok_code
+        binary = b""
+        lowered: dict[str, str] = {}
+        ptx = arch.startswith("compute_")
+        if ok:
+            binary = _output(nvrtc, prog, ptx)
+            for expr in name_expressions:
+                err, name = nvrtc.nvrtcGetLoweredName(prog, expr.encode())
+                if err == ok_code:
+                    lowered[expr] = name.decode()
+        if not ok and not any(d.severity == "error" for d in diagnostics):
+            diagnostics += (Diagnostic(line=0, column=0, severity="error", message=log.strip() or str(err)),)
+        result = CompileResult(
+            ok=ok,
+            log=log,
+            diagnostics=diagnostics,
+            resources=parse_resources(log),
+            lowered_names=lowered,
+            seconds=time.perf_counter() - start,
+        )
+        return Compiled(result, binary, ptx)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _program_log(nvrtc, prog) -> str:  # type: ignore[no-untyped-def]
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    buf = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    return buf.rstrip(b"\0").decode("utf-8", "replace")
+
+
+def _output(nvrtc, prog, ptx: bool) -> bytes:  # type: ignore[no-untyped-def]
+    if ptx:
+        _, size = nvrtc.nvrtcGetPTXSize(prog)
+        buf = b" " * size
+        nvrtc.nvrtcGetPTX(prog, buf)
+    else:
+        _, size = nvrtc.nvrtcGetCUBINSize(prog)
+        buf = b" " * size
+        nvrtc.nvrtcGetCUBIN(prog, buf)
+    return bytes(buf)
+
+
+# `kernel.cu(12): error: expected a ";"` / `kernel.cu(3): warning #177-D: variable "x" ...`
+_DIAG = re.compile(
+    r"^(?P<file>[^\n()]*)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning|remark|note)"
+    r"(?: #[\w-]+)?: (?P<msg>.*)$"
+)
+
+
+def parse_diagnostics(log: str) -> tuple[Diagnostic, ...]:
+    """Diagnostics from an NVRTC log. The column comes from the caret line NVRTC prints below the
+    echoed source line (1-based; 0 when there is none)."""
+    lines = log.splitlines()
+    out: list[Diagnostic] = []
+    for i, text in enumerate(lines):
+        m = _DIAG.match(text)
+        if not m:
+            continue
+        column = 0
+        if i + 2 < len(lines) and lines[i + 2].strip() == "^":
+            caret = lines[i + 2].index("^")
+            echoed = lines[i + 1]
+            indent = len(echoed) - len(echoed.lstrip(" "))
+            # NVRTC indents the echoed line by two spaces; the caret is aligned to it.
+            column = max(caret - min(indent, 2), 0) + 1
+        sev = m["sev"]
+        severity = "error" if "error" in sev else "warning" if sev == "warning" else "note"
+        out.append(
+            Diagnostic(
+                line=int(m["line"]),
+                column=column,
+                severity=severity,  # type: ignore[arg-type]
+                message=m["msg"].strip(),
+                file=m["file"],
+            )
+        )
+    return tuple(out)
+
+
+_ENTRY = re.compile(r"Compiling entry function '(?P<name>[^']+)'")
+_FRAME = re.compile(
+    r"(?P<stack>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, (?P<ld>\d+) bytes spill loads"
+)
+_USED = re.compile(r"Used (?P<regs>\d+) registers")
+_SMEM = re.compile(r"(?P<smem>\d+) bytes smem")
+_CMEM = re.compile(r"(?P<cmem>\d+) bytes cmem\[0\]")
+
+
+def parse_resources(log: str) -> dict[str, Resources]:
+    """Per-entry-function resources from ptxas' ``-v`` report, keyed by the (mangled) name."""
+    out: dict[str, Resources] = {}
+    current: str | None = None
+    fields: dict[str, int] = {}
+    for text in log.splitlines():
+        m = _ENTRY.search(text)
+        if m:
+            if current is not None:
+                out[current] = Resources(**fields)
+            current, fields = m["name"], {}
+            continue
+        if current is None:
+            continue
+        if m := _FRAME.search(text):
+            fields.update(stack_bytes=int(m["stack"]), spill_stores=int(m["st"]), spill_loads=int(m["ld"]))
+        if m := _USED.search(text):
+            fields["registers"] = int(m["regs"])
+            if s := _SMEM.search(text):
+                fields["shared_bytes"] = int(s["smem"])
+            if c := _CMEM.search(text):
+                fields["constant_bytes"] = int(c["cmem"])
+    if current is not None:
+        out[current] = Resources(**fields)
+    return out
+
+
+class CompilePool:
+    """Compile in spawned CPU processes, in parallel with GPU work; results cached by content hash."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self._pool = ProcessPoolExecutor(
+            max_workers=workers or min(8, multiprocessing.cpu_count()),
+            mp_context=multiprocessing.get_context("spawn"),
+        )
+
+    def submit(
+        self,
+        source: str,
+        *,
+        filename: str = "kernel.cu",
+        name_expressions: Sequence[str] = (),
+        arch: str = "sm_90",
+        options: Sequence[str] = (),
+    ) -> Future[Compiled]:
+        key = cache_key(source, filename, name_expressions, arch, options)
+        hit = _cache_get(key)
+        if hit is not None:
+            done: Future[Compiled] = Future()
+            done.set_result(replace(hit, result=replace(hit.result, cached=True, seconds=0.0)))
+            return done
+        fut = self._pool.submit(
+            _compile_uncached, source, filename, tuple(name_expressions), arch, tuple(options)
+        )
+        fut.add_done_callback(lambda f: f.exception() is None and _cache_put(key, f.result()))
+        return fut
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
