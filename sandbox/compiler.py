@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from sandbox.contract import CompileResult, Diagnostic, Resources
 
@@ -68,7 +69,7 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
-def _nvrtc():  # type: ignore[no-untyped-def]
+def _nvrtc() -> Any:
     try:
         from cuda.bindings import nvrtc
     except Exception as exc:
@@ -172,14 +173,14 @@ def _compile_uncached(
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-def _program_log(nvrtc, prog) -> str:  # type: ignore[no-untyped-def]
+def _program_log(nvrtc: Any, prog: Any) -> str:
     _, size = nvrtc.nvrtcGetProgramLogSize(prog)
     buf = b" " * size
     nvrtc.nvrtcGetProgramLog(prog, buf)
     return buf.rstrip(b"\0").decode("utf-8", "replace")
 
 
-def _output(nvrtc, prog, ptx: bool) -> bytes:  # type: ignore[no-untyped-def]
+def _output(nvrtc: Any, prog: Any, ptx: bool) -> bytes:
     if ptx:
         _, size = nvrtc.nvrtcGetPTXSize(prog)
         buf = b" " * size
@@ -291,7 +292,12 @@ class CompilePool:
         fut = self._pool.submit(
             _compile_uncached, source, filename, tuple(name_expressions), arch, tuple(options)
         )
-        fut.add_done_callback(lambda f: f.exception() is None and _cache_put(key, f.result()))
+
+        def remember(f: Future[Compiled]) -> None:
+            if not f.cancelled() and f.exception() is None:
+                _cache_put(key, f.result())
+
+        fut.add_done_callback(remember)
         return fut
 
     def close(self) -> None:
