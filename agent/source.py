@@ -1,0 +1,764 @@
+"""The CUDA source model: kernels, launch sites and dependencies of a ``.cu``/``.cuh`` file.
+
+One :class:`Document` holds a file's text and its tree-sitter tree.  Everything else is computed
+lazily from it and cached on the document, so the language server pays only for what it asks:
+
+- :attr:`Document.kernels` — every ``__global__`` function: name, ranges, parameters, template
+  parameters, ``__launch_bounds__`` and the ``//`` comment block directly above it (where a
+  kernel spec lives, see :mod:`agent.spec`);
+- :attr:`Document.launches` — every ``k<<<grid, block, smem, stream>>>(args)`` launch site;
+- :attr:`Document.issues` — what could not be understood (syntax errors, kernels declared through
+  a macro, undecodable bytes), each with a line;
+- :meth:`Document.standalone` — a kernel cut out with its transitive dependencies (macros,
+  types, device functions, ``__constant__``/``__device__`` globals, includes) into a translation
+  unit that compiles on its own, with a line map back to the file.
+
+Positions: lines are 0-based; columns count UTF-16 code units, as LSP does by default
+(:class:`Span` also carries UTF-8 byte offsets).  :meth:`Document.apply_change` takes an LSP
+change in the same coordinates and reparses incrementally through tree-sitter's edit API.
+
+A document is never mutated after construction: ``apply_change`` returns a new one.  Parsing
+is thread-safe (one tree-sitter parser per thread).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import tree_sitter
+import tree_sitter_cuda
+
+LANGUAGE = tree_sitter.Language(tree_sitter_cuda.language())
+
+_local = threading.local()
+
+
+def _parser() -> tree_sitter.Parser:
+    parser: tree_sitter.Parser | None = getattr(_local, "parser", None)
+    if parser is None:
+        parser = _local.parser = tree_sitter.Parser(LANGUAGE)
+    return parser
+
+
+_LAUNCH_QUERY = tree_sitter.Query(
+    LANGUAGE,
+    "(call_expression function: (_) @fn (kernel_call_syntax) @config arguments: (argument_list) @args) @call",
+)
+_NAME_QUERY = tree_sitter.Query(
+    LANGUAGE, "[(identifier) (type_identifier) (namespace_identifier) (field_identifier)] @name"
+)
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+# ---------------------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class Span:
+    """A range of the document: 0-based lines, UTF-16 columns (LSP), and UTF-8 byte offsets."""
+
+    start_line: int
+    start_col: int
+    end_line: int
+    end_col: int
+    start_byte: int
+    end_byte: int
+
+    def contains_line(self, line: int) -> bool:
+        return self.start_line <= line <= self.end_line
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter.  ``base_type`` is the element (or scalar) type without qualifiers,
+    e.g. ``float``, ``unsigned int``, ``T``; ``pointer`` counts ``*`` (``float v[]`` counts 1)."""
+
+    name: str
+    type_text: str  # the declaration without the name, e.g. "const float *__restrict__"
+    base_type: str
+    pointer: int
+    const: bool  # the pointee (or the scalar) is const
+    restrict: bool
+    reference: bool
+    span: Span
+
+
+@dataclass(frozen=True)
+class TemplateParam:
+    kind: Literal["type", "value"]
+    name: str
+    type_text: str = ""  # for a value parameter, e.g. "int"
+    default: str = ""
+
+
+@dataclass(frozen=True)
+class LaunchBounds:
+    max_threads: str  # expression text, e.g. "256" or "BLOCK"
+    min_blocks: str = ""
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A ``__global__`` function definition.
+
+    ``span`` covers the whole definition (from ``template`` if it is a template); ``comment`` is
+    the block of ``//`` lines directly above it, as (line, text after ``//``) pairs.
+    ``qualified_name`` includes enclosing namespaces (``ns::k``), for NVRTC name expressions.
+    """
+
+    name: str
+    qualified_name: str
+    span: Span
+    name_span: Span
+    body_span: Span | None
+    params: tuple[Param, ...]
+    template_params: tuple[TemplateParam, ...] = ()
+    launch_bounds: LaunchBounds | None = None
+    extern_c: bool = False
+    comment: tuple[tuple[int, str], ...] = ()
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+
+@dataclass(frozen=True)
+class Expr:
+    """An expression as written, with where it is."""
+
+    text: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class LaunchSite:
+    """``kernel<targs><<<grid, block, shared, stream>>>(args)``; absent configuration parts are None."""
+
+    kernel: str
+    template_args: tuple[str, ...]
+    grid: Expr | None
+    block: Expr | None
+    shared: Expr | None
+    stream: Expr | None
+    args: tuple[Expr, ...]
+    span: Span
+    caller: str  # the enclosing function's name ("" at file scope)
+
+
+@dataclass(frozen=True)
+class Issue:
+    """Something the model could not understand, at a 0-based line."""
+
+    line: int
+    message: str
+    severity: Literal["error", "warning", "info"] = "warning"
+
+
+@dataclass(frozen=True)
+class Standalone:
+    """A kernel cut out into its own translation unit.
+
+    ``line_map[i]`` is the 0-based line of the original file that line ``i`` (0-based) of
+    ``source`` came from, or -1 for generated lines.  ``options`` holds what NVRTC needs to find
+    the file's own headers (``-I`` of its directory).
+    """
+
+    kernel: str
+    source: str
+    line_map: tuple[int, ...]
+    options: tuple[str, ...] = ()
+
+    def original_line(self, unit_line: int) -> int:
+        """0-based original line of a 0-based unit line; -1 when generated or out of range."""
+        return self.line_map[unit_line] if 0 <= unit_line < len(self.line_map) else -1
+
+
+# ---------------------------------------------------------------------------------------- document
+
+
+class Document:
+    """A CUDA file's text and parse tree, with lazily computed kernels, launches and issues."""
+
+    def __init__(
+        self,
+        text: str | bytes,
+        path: str = "",
+        *,
+        _tree: tree_sitter.Tree | None = None,
+    ) -> None:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", errors="replace")
+        self.path = path
+        self.text = text
+        self.data = text.encode("utf-8", errors="surrogatepass")
+        self.tree = _tree if _tree is not None else _parser().parse(self.data)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Document:
+        """Read a file; undecodable bytes become U+FFFD and are reported in :attr:`issues`."""
+        p = Path(path)
+        return cls(p.read_bytes(), str(p))
+
+    # ------------------------------------------------------------------ positions
+
+    @cached_property
+    def _line_starts(self) -> tuple[int, ...]:
+        return (0, *(m.end() for m in re.finditer(b"\n", self.data)))
+
+    @property
+    def line_count(self) -> int:
+        return len(self._line_starts)
+
+    def line_bytes(self, line: int) -> bytes:
+        starts = self._line_starts
+        if not 0 <= line < len(starts):
+            return b""
+        end = starts[line + 1] - 1 if line + 1 < len(starts) else len(self.data)
+        return self.data[starts[line] : end]
+
+    def _utf16_col(self, row: int, byte_col: int) -> int:
+        if self.data.isascii():
+            return byte_col
+        prefix = self.line_bytes(row)[:byte_col]
+        if prefix.isascii():
+            return byte_col
+        return len(prefix.decode("utf-8", errors="replace").encode("utf-16-le")) // 2
+
+    def offset(self, line: int, utf16_col: int) -> int:
+        """UTF-8 byte offset of an LSP position (clamped to the document)."""
+        starts = self._line_starts
+        if line >= len(starts):
+            return len(self.data)
+        line = max(line, 0)
+        raw = self.line_bytes(line)
+        if raw.isascii():
+            return starts[line] + min(max(utf16_col, 0), len(raw))
+        units = 0
+        for i, ch in enumerate(raw.decode("utf-8", errors="replace")):
+            if units >= utf16_col:
+                return starts[line] + len(raw.decode("utf-8", errors="replace")[:i].encode("utf-8"))
+            units += 2 if ord(ch) > 0xFFFF else 1
+        return starts[line] + len(raw)
+
+    def span(self, node: tree_sitter.Node) -> Span:
+        return self.span_of(node.start_byte, node.end_byte, node.start_point, node.end_point)
+
+    def span_of(
+        self, start: int, end: int, start_point: tree_sitter.Point, end_point: tree_sitter.Point
+    ) -> Span:
+        return Span(
+            start_point.row,
+            self._utf16_col(start_point.row, start_point.column),
+            end_point.row,
+            self._utf16_col(end_point.row, end_point.column),
+            start,
+            end,
+        )
+
+    def node_text(self, node: tree_sitter.Node) -> str:
+        return self.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
+
+    # ------------------------------------------------------------------ incremental edits
+
+    def apply_change(
+        self, start_line: int, start_col: int, end_line: int, end_col: int, new_text: str
+    ) -> Document:
+        """Replace an LSP range (UTF-16 columns) with ``new_text``; reparse incrementally."""
+        start = self.offset(start_line, start_col)
+        end = max(self.offset(end_line, end_col), start)
+        inserted = new_text.encode("utf-8", errors="surrogatepass")
+        data = self.data[:start] + inserted + self.data[end:]
+        start_point = self._point(start)
+        old_end_point = self._point(end)
+        nl = inserted.count(b"\n")
+        if nl:
+            new_end_point = (start_point[0] + nl, len(inserted) - inserted.rfind(b"\n") - 1)
+        else:
+            new_end_point = (start_point[0], start_point[1] + len(inserted))
+        tree = self.tree.copy()
+        tree.edit(start, end, start + len(inserted), start_point, old_end_point, new_end_point)
+        new_tree = _parser().parse(data, tree)
+        return Document(data.decode("utf-8", errors="replace"), self.path, _tree=new_tree)
+
+    def replace_all(self, new_text: str) -> Document:
+        """A full-text change (LSP sync kind Full, or a change without a range)."""
+        return Document(new_text, self.path)
+
+    def _point(self, offset: int) -> tuple[int, int]:
+        starts = self._line_starts
+        lo, hi = 0, len(starts) - 1
+        while lo < hi:  # last line start <= offset
+            mid = (lo + hi + 1) // 2
+            if starts[mid] <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo, offset - starts[lo]
+
+    # ------------------------------------------------------------------ kernels
+
+    @cached_property
+    def _scan(self) -> _Scan:
+        return _Scan(self)
+
+    @property
+    def kernels(self) -> tuple[Kernel, ...]:
+        return self._scan.kernels
+
+    def kernel(self, name: str) -> Kernel | None:
+        return next((k for k in self.kernels if name in (k.name, k.qualified_name)), None)
+
+    def kernel_at(self, line: int) -> Kernel | None:
+        """The kernel whose definition (or spec comment) covers a 0-based line."""
+        for k in self.kernels:
+            first = k.comment[0][0] if k.comment else k.span.start_line
+            if first <= line <= k.span.end_line:
+                return k
+        return None
+
+    @cached_property
+    def launches(self) -> tuple[LaunchSite, ...]:
+        sites: list[LaunchSite] = []
+        for _, caps in tree_sitter.QueryCursor(_LAUNCH_QUERY).matches(self.tree.root_node):
+            sites.append(self._launch(caps["call"][0], caps["fn"][0], caps["config"][0], caps["args"][0]))
+        return tuple(sites)
+
+    def launches_of(self, kernel: str) -> tuple[LaunchSite, ...]:
+        return tuple(s for s in self.launches if s.kernel == kernel or s.kernel.endswith("::" + kernel))
+
+    @cached_property
+    def issues(self) -> tuple[Issue, ...]:
+        found = list(self._scan.issues)
+        if "\ufffd" in self.text:
+            line = self.text[: self.text.index("\ufffd")].count("\n")
+            found.append(Issue(line, "the file is not valid UTF-8 here (bytes replaced by U+FFFD)"))
+        found.extend(_syntax_issues(self))
+        return tuple(sorted(found, key=lambda i: i.line))
+
+    # ------------------------------------------------------------------ standalone units
+
+    def standalone(self, kernel: Kernel) -> Standalone:
+        """The kernel and everything it needs, transitively, in file order, as one unit."""
+        return self._scan.standalone(kernel)
+
+    def _launch(
+        self,
+        call: tree_sitter.Node,
+        fn: tree_sitter.Node,
+        config: tree_sitter.Node,
+        args: tree_sitter.Node,
+    ) -> LaunchSite:
+        targs: tuple[str, ...] = ()
+        name_node = fn
+        if fn.type == "template_function":
+            name_node = fn.child_by_field_name("name") or fn
+            tlist = fn.child_by_field_name("arguments")
+            if tlist is not None:
+                targs = tuple(self.node_text(c) for c in tlist.named_children if c.type != "comment")
+        parts: list[Expr | None] = [self._expr(c) for c in config.named_children if c.type != "comment"]
+        parts += [None] * (4 - len(parts))
+        caller = ""
+        p = call.parent
+        while p is not None:
+            if p.type == "function_definition":
+                caller = _function_name(self, p)
+                break
+            p = p.parent
+        return LaunchSite(
+            kernel=self.node_text(name_node),
+            template_args=targs,
+            grid=parts[0],
+            block=parts[1],
+            shared=parts[2],
+            stream=parts[3],
+            args=tuple(self._expr(a) for a in args.named_children if a.type != "comment"),
+            span=self.span(call),
+            caller=caller,
+        )
+
+    def _expr(self, node: tree_sitter.Node) -> Expr:
+        return Expr(self.node_text(node), self.span(node))
+
+
+# ---------------------------------------------------------------------------------------- scanning
+
+_CONTAINERS = frozenset(
+    {
+        "translation_unit",
+        "declaration_list",
+        "preproc_if",
+        "preproc_ifdef",
+        "preproc_else",
+        "preproc_elif",
+        "preproc_elifdef",
+        "linkage_specification",
+        "namespace_definition",
+        "template_declaration",
+        "ERROR",
+    }
+)
+_TYPE_SPECIFIERS = frozenset({"struct_specifier", "class_specifier", "union_specifier", "enum_specifier"})
+_NAME_NODES = frozenset({"identifier", "type_identifier", "field_identifier", "qualified_identifier"})
+# Host-only headers NVRTC cannot (and a kernel need not) include: dropped from standalone units.
+# (<cstdint>, <cmath>, <cstdio>... stay: sandbox.compiler ships NVRTC stand-ins for them.)
+HOST_HEADERS = frozenset(
+    {
+        "algorithm", "array", "cassert", "chrono", "cstring", "ctime", "fstream", "functional",
+        "iomanip", "iostream", "map", "memory", "numeric", "random", "set", "sstream", "stdexcept",
+        "string", "thread", "tuple", "unordered_map", "utility", "vector", "assert.h", "stdlib.h",
+        "cstdlib", "string.h", "time.h", "cuda.h", "cuda_runtime.h", "cuda_runtime_api.h",
+        "device_launch_parameters.h", "helper_cuda.h", "helper_functions.h",
+    }
+)  # fmt: skip
+
+
+@dataclass
+class _Item:
+    """A top-level node of the file and the names it defines (for dependency closure)."""
+
+    node: tree_sitter.Node
+    names: set[str]
+    include: str = ""  # for #include: the header as written, e.g. "common.cuh" or <cuda_fp16.h>
+
+
+class _Scan:
+    """One pass over the top level of a document: items, kernels and macro-related issues."""
+
+    def __init__(self, doc: Document) -> None:
+        self.doc = doc
+        self.items: list[_Item] = []
+        self.kernels_found: list[Kernel] = []
+        self.macros: dict[str, str] = {}
+        self.issue_list: list[Issue] = []
+        for child in doc.tree.root_node.children:
+            self._visit(child, None, (), False)
+        self.kernels = tuple(self.kernels_found)
+        self.issues = tuple(self.issue_list) + self._macro_kernel_issues()
+        self._by_name: dict[str, list[int]] | None = None
+
+    # ------------------------------------------------------------------ the walk
+
+    def _visit(self, node: tree_sitter.Node, item: _Item | None, ns: tuple[str, ...], extern_c: bool) -> None:
+        t = node.type
+        if item is None and t != "ERROR" and node.is_named and t != "comment":
+            item = _Item(node, set())
+            self.items.append(item)
+        if t in _CONTAINERS:
+            if t == "namespace_definition":
+                name = node.child_by_field_name("name")
+                ns = (*ns, self.doc.node_text(name)) if name is not None else ns
+                if item is not None and name is not None:
+                    item.names.add(self.doc.node_text(name))
+            kernels_before = len(self.kernels_found)
+            for c in node.children:
+                if t == "template_declaration" and c.type == "template_parameter_list":
+                    continue
+                self._visit(c, None if t == "ERROR" else item, ns, extern_c or t == "linkage_specification")
+            if t == "ERROR" and len(self.kernels_found) == kernels_before:
+                self._lost_kernel(node)
+            return
+        if item is None:
+            return
+        names = item.names
+        if t == "function_definition":
+            fname = _function_name(self.doc, node)
+            names.add(fname)
+            if any(c.type == "__global__" for c in node.children):
+                self.kernels_found.append(self._kernel(node, fname, ns, extern_c))
+        elif t in ("preproc_def", "preproc_function_def"):
+            name_node = node.child_by_field_name("name")
+            if name_node is not None:
+                macro = self.doc.node_text(name_node)
+                names.add(macro)
+                value = node.child_by_field_name("value")
+                self.macros[macro] = self.doc.node_text(value) if value is not None else ""
+        elif t == "preproc_include":
+            path = node.child_by_field_name("path")
+            item.include = self.doc.node_text(path).strip() if path is not None else ""
+        elif t in _TYPE_SPECIFIERS:
+            self._type_names(node, names)
+        elif t in ("declaration", "type_definition", "field_declaration"):
+            type_node = node.child_by_field_name("type")
+            if type_node is not None and type_node.type in _TYPE_SPECIFIERS:
+                self._type_names(type_node, names)
+            for d in node.children_by_field_name("declarator"):
+                declared = _declarator_name(self.doc, d)
+                if declared:
+                    names.add(declared)
+        elif t == "alias_declaration":
+            name_node = node.child_by_field_name("name")
+            if name_node is not None:
+                names.add(self.doc.node_text(name_node))
+
+    def _type_names(self, node: tree_sitter.Node, names: set[str]) -> None:
+        name_node = node.child_by_field_name("name")
+        if name_node is not None:
+            names.add(self.doc.node_text(name_node))
+        body = node.child_by_field_name("body")
+        if node.type == "enum_specifier" and body is not None:
+            for e in body.named_children:
+                enumerator = e.child_by_field_name("name")
+                if enumerator is not None:
+                    names.add(self.doc.node_text(enumerator))
+
+    def _lost_kernel(self, error: tree_sitter.Node) -> None:
+        text = self.doc.node_text(error)
+        pos = text.find("__global__")
+        if pos >= 0:
+            line = error.start_point.row + text[:pos].count("\n")
+            self.issue_list.append(
+                Issue(line, "a __global__ kernel here does not parse; it is skipped", "error")
+            )
+
+    def _macro_kernel_issues(self) -> tuple[Issue, ...]:
+        found: list[Issue] = []
+        for name, body in self.macros.items():
+            if "__global__" not in body:
+                continue
+            for m in re.finditer(rf"^(?!\s*#).*\b{re.escape(name)}\b", self.doc.text, re.M):
+                line = self.doc.text.count("\n", 0, m.start())
+                found.append(
+                    Issue(
+                        line,
+                        f"kernel declared through macro {name} (expands to __global__) is not analysed; "
+                        "write __global__ in the declaration",
+                    )
+                )
+        return tuple(found)
+
+    # ------------------------------------------------------------------ kernels
+
+    def _kernel(self, node: tree_sitter.Node, name: str, ns: tuple[str, ...], extern_c: bool) -> Kernel:
+        doc = self.doc
+        outer = (
+            node.parent if node.parent is not None and node.parent.type == "template_declaration" else node
+        )
+        template_params: tuple[TemplateParam, ...] = ()
+        if outer is not node:
+            tlist = outer.child_by_field_name("parameters")
+            if tlist is not None:
+                template_params = tuple(
+                    tp for c in tlist.named_children if (tp := _template_param(doc, c)) is not None
+                )
+        declarator = _function_declarator(node)
+        name_node = declarator.child_by_field_name("declarator") if declarator is not None else None
+        params_node = declarator.child_by_field_name("parameters") if declarator is not None else None
+        params = tuple(
+            _param(doc, c)
+            for c in (params_node.named_children if params_node is not None else ())
+            if c.type in ("parameter_declaration", "optional_parameter_declaration")
+        )
+        bounds = next((c for c in node.children if c.type == "launch_bounds"), None)
+        launch_bounds = None
+        if bounds is not None:
+            exprs = [doc.node_text(c) for c in bounds.named_children if c.type != "comment"]
+            if exprs:
+                launch_bounds = LaunchBounds(exprs[0], exprs[1] if len(exprs) > 1 else "")
+        body = node.child_by_field_name("body")
+        span = doc.span(outer)
+        return Kernel(
+            name=name,
+            qualified_name="::".join((*ns, name)),
+            span=span,
+            name_span=doc.span(name_node if name_node is not None else node),
+            body_span=doc.span(body) if body is not None else None,
+            params=params,
+            template_params=template_params,
+            launch_bounds=launch_bounds,
+            extern_c=extern_c,
+            comment=_comment_above(doc, span.start_line),
+        )
+
+    # ------------------------------------------------------------------ standalone
+
+    def standalone(self, kernel: Kernel) -> Standalone:
+        doc = self.doc
+        if self._by_name is None:
+            self._by_name = {}
+            for i, it in enumerate(self.items):
+                for n in it.names:
+                    self._by_name.setdefault(n, []).append(i)
+        start = next(
+            (
+                i
+                for i, it in enumerate(self.items)
+                if it.node.start_byte <= kernel.span.start_byte < it.node.end_byte
+            ),
+            None,
+        )
+        if start is None:
+            return Standalone(kernel.qualified_name, "", ())
+        chosen = {start}
+        todo = [start]
+        while todo:
+            for name in self._references(self.items[todo.pop()].node):
+                for j in self._by_name.get(name, ()):
+                    if j not in chosen:
+                        chosen.add(j)
+                        todo.append(j)
+        local_headers = False
+        for i, it in enumerate(self.items):
+            if it.include and it.include.strip('<>"') not in HOST_HEADERS:
+                chosen.add(i)
+                local_headers = local_headers or it.include.startswith('"')
+        lines: list[str] = []
+        line_map: list[int] = []
+        for i in sorted(chosen, key=lambda i: self.items[i].node.start_byte):
+            node = self.items[i].node
+            text = " " * node.start_point.column + doc.node_text(node)
+            for k, line in enumerate(text.split("\n")):
+                lines.append(line)
+                line_map.append(node.start_point.row + k)
+        options = (f"-I{Path(doc.path).resolve().parent}",) if local_headers and doc.path else ()
+        return Standalone(kernel.qualified_name, "\n".join(lines) + "\n", tuple(line_map), options)
+
+    def _references(self, node: tree_sitter.Node) -> set[str]:
+        if node.type in ("preproc_def", "preproc_function_def"):
+            return set(_IDENT.findall(self.doc.node_text(node))[2:])  # skip "define" and the name
+        caps = tree_sitter.QueryCursor(_NAME_QUERY).captures(node)
+        found = {self.doc.node_text(n) for n in caps.get("name", [])}
+        # Identifiers inside #if conditions and other preprocessor text are not always nodes.
+        for arg in _descendants_of_type(node, "preproc_arg"):
+            found.update(_IDENT.findall(self.doc.node_text(arg)))
+        return found
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+
+def _descendants_of_type(node: tree_sitter.Node, node_type: str) -> Iterator[tree_sitter.Node]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type == node_type:
+            yield n
+        elif n.type.startswith("preproc") or n.type in ("compound_statement", "declaration_list"):
+            stack.extend(n.children)
+
+
+def _function_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:
+    d = node.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    return d
+
+
+def _function_name(doc: Document, node: tree_sitter.Node) -> str:
+    d = _function_declarator(node)
+    name = d.child_by_field_name("declarator") if d is not None else None
+    return doc.node_text(name) if name is not None else ""
+
+
+def _declarator_name(doc: Document, node: tree_sitter.Node) -> str:
+    d: tree_sitter.Node | None = node
+    while d is not None:
+        if d.type in _NAME_NODES:
+            return doc.node_text(d)
+        d = d.child_by_field_name("declarator")
+    return ""
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _param(doc: Document, node: tree_sitter.Node) -> Param:
+    type_node = node.child_by_field_name("type")
+    const = any(c.type == "type_qualifier" and doc.node_text(c) == "const" for c in node.children)
+    restrict = False
+    pointer = 0
+    reference = False
+    name_node: tree_sitter.Node | None = None
+    d = node.child_by_field_name("declarator")
+    while d is not None:
+        if d.type in _NAME_NODES:
+            name_node = d
+            break
+        if d.type in ("pointer_declarator", "abstract_pointer_declarator"):
+            pointer += 1
+            restrict = restrict or any(
+                c.type == "type_qualifier" and "restrict" in doc.node_text(c) for c in d.children
+            )
+        elif d.type in ("array_declarator", "abstract_array_declarator"):
+            pointer += 1
+        elif d.type in ("reference_declarator", "abstract_reference_declarator"):
+            reference = True
+            d = next((c for c in d.named_children), None)
+            continue
+        d = d.child_by_field_name("declarator")
+    full = doc.node_text(node)
+    if name_node is not None:
+        a = name_node.start_byte - node.start_byte
+        b = name_node.end_byte - node.start_byte
+        raw = doc.data[node.start_byte : node.end_byte]
+        type_text = (raw[:a] + raw[b:]).decode("utf-8", errors="replace")
+    else:
+        type_text = full
+    return Param(
+        name=doc.node_text(name_node) if name_node is not None else "",
+        type_text=_squash(type_text),
+        base_type=_squash(doc.node_text(type_node)) if type_node is not None else "",
+        pointer=pointer,
+        const=const,
+        restrict=restrict,
+        reference=reference,
+        span=doc.span(node),
+    )
+
+
+def _template_param(doc: Document, node: tree_sitter.Node) -> TemplateParam | None:
+    t = node.type
+    if t in ("type_parameter_declaration", "variadic_type_parameter_declaration"):
+        name = next((c for c in node.named_children if c.type == "type_identifier"), None)
+        return TemplateParam("type", doc.node_text(name) if name is not None else "")
+    if t == "optional_type_parameter_declaration":
+        name = node.child_by_field_name("name")
+        default = node.child_by_field_name("default_type")
+        return TemplateParam(
+            "type",
+            doc.node_text(name) if name is not None else "",
+            default=doc.node_text(default) if default is not None else "",
+        )
+    if t in ("parameter_declaration", "optional_parameter_declaration"):
+        d = node.child_by_field_name("declarator")
+        type_node = node.child_by_field_name("type")
+        default = node.child_by_field_name("default_value")
+        return TemplateParam(
+            "value",
+            _declarator_name(doc, d) if d is not None else "",
+            _squash(doc.node_text(type_node)) if type_node is not None else "",
+            doc.node_text(default) if default is not None else "",
+        )
+    return None
+
+
+def _comment_above(doc: Document, line: int) -> tuple[tuple[int, str], ...]:
+    found: list[tuple[int, str]] = []
+    row = line - 1
+    while row >= 0:
+        raw = doc.line_bytes(row).decode("utf-8", errors="replace").strip()
+        if not raw.startswith("//"):
+            break
+        found.append((row, raw[2:]))
+        row -= 1
+    return tuple(reversed(found))
+
+
+def _syntax_issues(doc: Document, limit: int = 20) -> list[Issue]:
+    """ERROR and MISSING nodes, pruned to subtrees that contain errors, first ``limit`` of them."""
+    found: list[Issue] = []
+    stack = [doc.tree.root_node]
+    while stack and len(found) < limit:
+        n = stack.pop()
+        if n.is_missing:
+            found.append(Issue(n.start_point.row, f"syntax error: missing {n.type}", "error"))
+        elif n.is_error:
+            snippet = _squash(doc.node_text(n))[:40]
+            found.append(Issue(n.start_point.row, f"syntax error near `{snippet}`", "error"))
+        elif n.has_error:
+            stack.extend(reversed(n.children))
+    return found
