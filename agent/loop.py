@@ -1,0 +1,737 @@
+"""The optimize loop: propose candidates, evaluate them in the sandbox, keep the best verified one.
+
+::
+
+    proposer thread                          evaluator (caller's thread)
+    ───────────────                          ───────────────────────────
+    observe(results of batches < k-1)
+    propose(context, history, n) ─ batch k ─▶ queue ─▶ executor.evaluate(EvalRequest)
+    ...                                                   │
+    ◀──────────────── attempts of batch k ────────────────┘  → trajectory, best, progress events
+
+A :class:`Proposer` (the built-in rewrite/autotune engine, :class:`agent.llm.LLMProposer`, or a
+test's own) turns a :class:`Target` and the history of earlier :class:`Attempt` s into
+:class:`Proposal` s.  The loop splices each proposal into the kernel's standalone translation unit,
+sends batches to an :class:`~sandbox.executor.Executor` and feeds the verdicts back.  Proposing batch
+*k* overlaps evaluating batch *k-1*; the proposer sees exactly the results of batches up to *k-2*
+(more if it asks to wait by returning nothing), so a deterministic proposer and executor give the
+same run for the same seed.
+
+Stops at the first of: the wall-time, candidate or token budget; cancellation (``cancel`` event,
+honoured between batches and passed to the executor, which returns unfinished candidates as
+``cancelled``); the proposer having nothing more to propose; the proposer or executor failing.
+The best verified candidate so far is always kept: the caller gets an :class:`OptimizeResult`.
+
+Untrusted proposals are never compiled or run here: they only travel inside ``EvalRequest`` s.
+"""
+
+from __future__ import annotations
+
+import abc
+import difflib
+import hashlib
+import logging
+import math
+import queue
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Literal
+
+from agent.trajectory import RunInfo, TrajectoryLog, reward
+from sandbox.contract import (
+    Budget,
+    Candidate,
+    CandidateResult,
+    DeviceInfo,
+    EvalOptions,
+    EvalRequest,
+    EvalResult,
+    KernelSource,
+    Launch,
+    Problem,
+    Progress,
+    Status,
+    Tolerance,
+)
+from sandbox.executor import Executor, ExecutorError
+
+log = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------- what is optimized
+
+
+@dataclass(frozen=True)
+class LaunchChange:
+    """A new launch configuration as expressions over the spec's size variables and ``block``
+    (the spec's vocabulary, e.g. ``grid="cdiv(n, block*4)"``, ``block="128"``); None keeps the
+    spec's own expression."""
+
+    grid: str | None = None
+    block: str | None = None
+    shared: str | None = None
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    """Replace ``text[start:end]`` (character offsets into the original file) with ``new_text``."""
+
+    start: int
+    end: int
+    new_text: str
+
+
+Relauncher = Callable[[LaunchChange], tuple[Launch, ...]]
+SiteEditor = Callable[[LaunchChange], tuple[TextEdit, ...]]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One kernel of one file, resolved for evaluation.
+
+    ``definition`` is the kernel's definition exactly as it appears in ``text`` (at character
+    offset ``definition_start``) and in ``baseline.source``; a proposal replaces it in both.
+    ``relaunch`` turns a :class:`LaunchChange` into one :class:`Launch` per verify problem and then
+    the bench problem (raising ``ValueError`` for a bad expression); ``site_edits`` gives the edits
+    to this file's launch sites of the kernel for a change.  Without them, launch changes are refused.
+    """
+
+    path: str
+    text: str
+    definition: str
+    definition_start: int
+    baseline: KernelSource
+    verify_problems: tuple[Problem, ...]
+    bench_problem: Problem
+    tolerance: Tolerance | None = None
+    spec_text: str = ""  # the kernel's spec as written, for prompts
+    relaunch: Relauncher | None = field(default=None, compare=False, repr=False)
+    site_edits: SiteEditor | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.text[self.definition_start : self.definition_start + len(self.definition)] != self.definition:
+            raise ValueError("definition_start does not point at the definition in text")
+        if self.definition not in self.baseline.source:
+            raise ValueError("the standalone unit does not contain the kernel's definition verbatim")
+
+    @property
+    def kernel(self) -> str:
+        return self.baseline.name
+
+    @property
+    def problems(self) -> tuple[Problem, ...]:
+        return (*self.verify_problems, self.bench_problem)
+
+    def unit_with(self, code: str) -> str:
+        """The standalone unit with the kernel's definition replaced by ``code``."""
+        return self.baseline.source.replace(self.definition, code, 1)
+
+    def file_with(self, code: str, edits: Sequence[TextEdit] = ()) -> str:
+        """The original file with the definition replaced by ``code`` and ``edits`` applied."""
+        end = self.definition_start + len(self.definition)
+        all_edits = sorted([TextEdit(self.definition_start, end, code), *edits], key=lambda e: e.start)
+        out, pos = [], 0
+        for e in all_edits:
+            if e.start < pos:
+                raise ValueError("overlapping edits")
+            out += [self.text[pos : e.start], e.new_text]
+            pos = e.end
+        out.append(self.text[pos:])
+        return "".join(out)
+
+
+# --------------------------------------------------------------------------- proposer interface
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A rewrite to evaluate.
+
+    ``code`` replaces the kernel's definition (helper ``__device__`` functions may precede the
+    kernel in it); the kernel keeps its parameter list, since the spec launches it.  ``kernel``
+    renames the launched name expression (e.g. other template arguments).  ``assumptions`` are
+    what the rewrite relies on beyond the spec ("a and c never alias"), reported with the result.
+    ``key`` is the proposer's own handle (the loop never reads it); ``transcript`` the chat that
+    produced the proposal, as (role, content) pairs, kept in the trajectory for training.
+    """
+
+    code: str
+    description: str
+    assumptions: tuple[str, ...] = ()
+    launch: LaunchChange | None = None
+    kernel: str | None = None
+    key: str = ""
+    transcript: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A proposal and its verdict. ``reward`` is :func:`agent.trajectory.reward` (None when cancelled)."""
+
+    index: int  # 0-based, in evaluation order
+    batch: int
+    candidate_id: str
+    proposal: Proposal
+    result: CandidateResult
+    reward: float | None
+    duplicate_of: str = ""  # candidate id of an identical earlier proposal whose verdict this reuses
+
+
+@dataclass(frozen=True)
+class OptimizeContext:
+    """What a proposer gets: the target, where it runs, the baseline's measured verdict, the seed.
+
+    ``cancel`` is set when the run stops; a proposer blocked on I/O should give up promptly.
+    """
+
+    target: Target
+    device: DeviceInfo | None
+    baseline: CandidateResult
+    seed: int
+    budget: OptimizeBudget
+    cancel: threading.Event
+
+
+class Proposer(abc.ABC):
+    """Proposes rewrites.  All methods are called from one thread (the loop's proposer thread).
+
+    ``propose`` returns up to ``n`` proposals; it may block (an LLM request) but should return
+    promptly once ``context.cancel`` is set.  Returning an empty list means "nothing until I see
+    more results": the loop then waits for the outstanding evaluations, calls :meth:`observe` and
+    asks again; if nothing is outstanding the run ends (the proposer is exhausted).
+    ``history`` holds every attempt observed so far, in order.  Raising ends the run (the best
+    candidate so far is kept) with the exception's message as the stop reason.
+    """
+
+    name: str = "proposer"
+
+    @abc.abstractmethod
+    def propose(self, context: OptimizeContext, history: Sequence[Attempt], n: int) -> list[Proposal]: ...
+
+    def observe(self, attempts: Sequence[Attempt]) -> None:  # noqa: B027 - optional hook
+        """Results of the proposals of one batch, in proposal order."""
+
+    @property
+    def tokens_used(self) -> int:
+        """LLM tokens spent so far (prompt + completion); counted against the token budget."""
+        return 0
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections and pools."""
+
+
+# --------------------------------------------------------------------------- budget, settings
+
+
+@dataclass(frozen=True)
+class OptimizeBudget:
+    """When to stop: wall seconds, candidates evaluated, LLM tokens (None: unlimited)."""
+
+    wall_s: float | None = 60.0
+    candidates: int | None = None
+    tokens: int | None = None
+
+
+_BUDGET_PART = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|c|k|M|t)?$")
+
+
+def parse_budget(text: str) -> OptimizeBudget:
+    """``"60s"``, ``"5m"``, ``"40c"`` (candidates), ``"200k"`` / ``"1M"`` / ``"5000t"`` (tokens),
+    comma-separated; a plain number is seconds.  Unnamed parts are unlimited, except wall time,
+    which defaults to 60 s when no part is given.  Raises ``ValueError`` with a one-line reason."""
+    wall: float | None = None
+    candidates: int | None = None
+    tokens: int | None = None
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ValueError("empty budget")
+    for part in parts:
+        m = _BUDGET_PART.match(part)
+        if not m:
+            raise ValueError(f"bad budget part {part!r} (examples: 60s, 5m, 40c, 200k)")
+        value, unit = float(m[1]), m[2] or "s"
+        if value <= 0:
+            raise ValueError(f"budget part {part!r} must be positive")
+        if unit in "smh":
+            wall = value * {"s": 1, "m": 60, "h": 3600}[unit]
+        elif unit == "c":
+            candidates = int(value)
+        else:
+            tokens = int(value * {"k": 1_000, "M": 1_000_000, "t": 1}[unit])
+    return OptimizeBudget(wall_s=wall, candidates=candidates, tokens=tokens)
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    batch_size: int = 8  # proposals asked for per batch (one EvalRequest)
+    lookahead: int = 1  # batches proposed ahead of the evaluation results
+    seeds: int = 3  # verification seeds (drawn from the run's seed)
+    eval_budget: Budget = field(default_factory=Budget)
+    options: EvalOptions = field(default_factory=EvalOptions)
+
+
+# --------------------------------------------------------------------------- events, result
+
+
+@dataclass(frozen=True)
+class LoopEvent:
+    """Progress of a run, for progress bars. ``fraction`` (0..1) is the largest share of any budget
+    spent, None when no budget bounds the run."""
+
+    kind: Literal["baseline", "evaluating", "evaluated", "improved", "finished"]
+    evaluated: int
+    fraction: float | None
+    best_speedup: float
+    message: str = ""
+
+
+EventFn = Callable[[LoopEvent], None]
+
+
+class Outcome(str, Enum):
+    IMPROVED = "improved"  # a verified candidate is faster, even pessimistically (speedup_low > 1)
+    NOT_IMPROVED = "not_improved"  # nothing verified was reliably faster
+    BASELINE_FAILED = "baseline_failed"  # the original kernel did not pass its own checks
+
+
+@dataclass(frozen=True)
+class SizeCheck:
+    """Verification of the winner at one problem size, over all seeds."""
+
+    label: str
+    seeds: int
+    ok: bool
+    max_abs_err: float
+    max_rel_err: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    outcome: Outcome
+    stop_reason: str
+    baseline: CandidateResult
+    best: Attempt | None  # the fastest verified attempt (even when not reliably faster)
+    attempts: int
+    tokens: int
+    seconds: float
+    device: DeviceInfo | None
+    rewritten: str = ""  # the whole file with the rewrite (empty unless improved)
+    diff: str = ""  # unified diff against the original file (empty unless improved)
+    launch: LaunchChange | None = None  # the winner's launch change, if any
+    launch_edits: tuple[TextEdit, ...] = ()  # its edits to this file's launch sites (in `rewritten`)
+    verification: tuple[SizeCheck, ...] = ()
+
+    @property
+    def speedup(self) -> float:
+        return self.best.result.speedup if self.best else 0.0
+
+    @property
+    def speedup_low(self) -> float:
+        return self.best.result.speedup_low if self.best else 0.0
+
+    @property
+    def speedup_high(self) -> float:
+        return self.best.result.speedup_high if self.best else 0.0
+
+    @property
+    def assumptions(self) -> tuple[str, ...]:
+        return self.best.proposal.assumptions if self.best else ()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.stop_reason == "cancelled"
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def optimize(
+    target: Target,
+    proposer: Proposer,
+    executor: Executor,
+    *,
+    budget: OptimizeBudget | None = None,
+    seed: int = 0,
+    settings: LoopSettings | None = None,
+    on_event: EventFn | None = None,
+    cancel: threading.Event | None = None,
+    trajectory: TrajectoryLog | None = None,
+) -> OptimizeResult:
+    """Run the loop (see the module docstring).  Raises :class:`~sandbox.executor.ExecutorError`
+    only when the baseline cannot be evaluated at all (no GPU, worker unreachable)."""
+    run = _Run(
+        target,
+        proposer,
+        executor,
+        budget or OptimizeBudget(),
+        seed,
+        settings or LoopSettings(),
+        on_event,
+        cancel or threading.Event(),
+        trajectory,
+    )
+    return run.run()
+
+
+@dataclass(frozen=True)
+class _Batch:
+    index: int
+    proposals: tuple[Proposal, ...]
+
+
+class _Run:
+    def __init__(
+        self,
+        target: Target,
+        proposer: Proposer,
+        executor: Executor,
+        budget: OptimizeBudget,
+        seed: int,
+        settings: LoopSettings,
+        on_event: EventFn | None,
+        cancel: threading.Event,
+        trajectory: TrajectoryLog | None,
+    ) -> None:
+        self.target = target
+        self.proposer = proposer
+        self.executor = executor
+        self.budget = budget
+        self.seed = seed
+        self.settings = settings
+        self.on_event = on_event
+        self.user_cancel = cancel
+        self.trajectory = trajectory
+        rng = random.Random(seed)
+        self.seeds = tuple(rng.randrange(1, 2**31) for _ in range(settings.seeds))
+        self.run_id = hashlib.sha256(
+            f"{target.path}:{target.kernel}:{seed}:{time.time_ns()}".encode()
+        ).hexdigest()[:12]
+        self.stop = threading.Event()  # set on cancel, deadline, or the end of the run
+        self.stop_reason = ""
+        self.start = time.monotonic()
+        self.queue: queue.Queue[_Batch] = queue.Queue(maxsize=max(1, settings.lookahead))
+        self.done = threading.Condition()
+        self.batches_done: list[tuple[Attempt, ...]] = []  # guarded by done
+        self.submitted = 0  # batches put on the queue; guarded by done
+        self.attempts: list[Attempt] = []  # evaluator thread only
+        self.seen: dict[str, Attempt] = {}  # proposal fingerprint -> first attempt
+        self.best: Attempt | None = None
+        self.device: DeviceInfo | None = None
+        self.baseline: CandidateResult | None = None
+        self.info: RunInfo | None = None
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self) -> OptimizeResult:
+        baseline_result = self._evaluate_baseline()
+        baseline = baseline_result.baseline
+        self.baseline = baseline
+        self.device = baseline_result.device
+        self._emit("baseline", f"baseline {baseline.status.value}" + _ms(baseline))
+        if baseline.status is not Status.OK:
+            return self._result(
+                Outcome.BASELINE_FAILED, f"baseline {baseline.status.value}: {baseline.message}"
+            )
+        if self.user_cancel.is_set():
+            return self._result(Outcome.NOT_IMPROVED, "cancelled")
+        self.info = RunInfo(
+            run_id=self.run_id,
+            file=self.target.path,
+            kernel=self.target.kernel,
+            proposer=self.proposer.name,
+            seed=self.seed,
+            device=self.device.name if self.device else "",
+            original=self.target.definition,
+            spec=self.target.spec_text,
+            baseline_ms=baseline.timing.median_ms if baseline.timing else 0.0,
+        )
+        context = OptimizeContext(self.target, self.device, baseline, self.seed, self.budget, self.stop)
+        watcher = threading.Thread(target=self._watch, name="optimize-watch", daemon=True)
+        producer = threading.Thread(
+            target=self._produce, args=(context,), name="optimize-propose", daemon=True
+        )
+        watcher.start()
+        producer.start()
+        try:
+            self._consume()
+        finally:
+            self._finish("finished")
+            producer.join(timeout=10)
+            watcher.join(timeout=1)
+            if producer.is_alive():
+                log.warning("the proposer did not stop within 10 s of the end of the run")
+        best = self.best
+        improved = best is not None and best.result.speedup_low > 1.0
+        self._emit("finished", self.stop_reason)
+        return self._result(Outcome.IMPROVED if improved else Outcome.NOT_IMPROVED, self.stop_reason)
+
+    def _evaluate_baseline(self) -> EvalResult:
+        request = self._request("baseline", ())
+        return self.executor.evaluate(request, cancel=self.user_cancel)
+
+    def _watch(self) -> None:
+        deadline = self.start + self.budget.wall_s if self.budget.wall_s else math.inf
+        while not self.stop.wait(0.02):
+            if self.user_cancel.is_set():
+                self._finish("cancelled")
+            elif time.monotonic() >= deadline:
+                self._finish("budget: wall time")
+
+    def _finish(self, reason: str) -> None:
+        with self.done:
+            if not self.stop_reason:
+                self.stop_reason = reason
+            self.stop.set()
+            self.done.notify_all()
+
+    # ------------------------------------------------------------------ proposer thread
+
+    def _produce(self, context: OptimizeContext) -> None:
+        try:
+            reason = self._produce_batches(context)
+        except Exception as exc:
+            log.warning("proposer %s failed: %s", self.proposer.name, exc, exc_info=True)
+            reason = f"proposer failed: {exc}"
+        with self.done:  # let the submitted batches finish, then end the run
+            while len(self.batches_done) < self.submitted and not self.stop.is_set():
+                self.done.wait(0.1)
+        self._finish(reason)
+
+    def _produce_batches(self, context: OptimizeContext) -> str:
+        observed, proposed = 0, 0
+        history: list[Attempt] = []
+        limit = self.budget.candidates
+        while not self.stop.is_set():
+            # Deterministic view: before proposing batch k, observe exactly batches < k - lookahead.
+            observed = self._observe_until(self.submitted - self.settings.lookahead, observed, history)
+            if self.stop.is_set():
+                break
+            n = self.settings.batch_size if limit is None else min(self.settings.batch_size, limit - proposed)
+            proposals = self.proposer.propose(context, tuple(history), n)[:n]
+            if proposals:
+                self._submit(_Batch(self.submitted, tuple(proposals)))
+                proposed += len(proposals)
+            if self.budget.tokens is not None and self.proposer.tokens_used >= self.budget.tokens:
+                return "budget: tokens"
+            if limit is not None and proposed >= limit:
+                return "budget: candidates"
+            if not proposals:
+                if observed == self.submitted:
+                    return "proposer exhausted"
+                observed = self._observe_until(observed + 1, observed, history)
+        return "cancelled"
+
+    def _observe_until(self, upto: int, observed: int, history: list[Attempt]) -> int:
+        """Wait until batches < ``upto`` are evaluated, hand the new ones to the proposer."""
+        with self.done:
+            while len(self.batches_done) < upto and not self.stop.is_set():
+                self.done.wait(0.1)
+            ready = self.batches_done[observed:upto] if upto > observed else []
+        for attempts in ready:
+            history.extend(attempts)
+            self.proposer.observe(attempts)
+        return observed + len(ready)
+
+    def _submit(self, batch: _Batch) -> None:
+        while not self.stop.is_set():
+            try:
+                self.queue.put(batch, timeout=0.1)
+            except queue.Full:
+                continue
+            with self.done:
+                self.submitted += 1
+            return
+
+    # ------------------------------------------------------------------ evaluator (caller's thread)
+
+    def _consume(self) -> None:
+        while not self.stop.is_set():
+            try:
+                batch = self.queue.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            try:
+                attempts = self._evaluate(batch)
+            except ExecutorError as exc:
+                log.warning("executor failed: %s", exc)
+                self._finish(f"executor failed: {exc}")
+                return
+            with self.done:
+                self.batches_done.append(attempts)
+                self.done.notify_all()
+
+    def _evaluate(self, batch: _Batch) -> tuple[Attempt, ...]:
+        cids = [f"b{batch.index}-c{i}" for i in range(len(batch.proposals))]
+        verdicts: dict[str, CandidateResult] = {}  # decided here or by the executor, by candidate id
+        reuse: dict[str, tuple[str, CandidateResult | None]] = {}  # duplicate -> (its original, verdict)
+        owners: dict[str, str] = {}  # fingerprint -> candidate id in this batch
+        to_run: list[Candidate] = []
+        for cid, proposal in zip(cids, batch.proposals, strict=True):
+            fp = _fingerprint(proposal)
+            if fp in self.seen:
+                reuse[cid] = (self.seen[fp].candidate_id, self.seen[fp].result)
+            elif fp in owners:
+                reuse[cid] = (owners[fp], None)
+            else:
+                owners[fp] = cid
+                candidate, error = self._candidate(cid, proposal)
+                if candidate is None:
+                    verdicts[cid] = CandidateResult(cid, Status.LAUNCH_ERROR, message=error)
+                else:
+                    to_run.append(candidate)
+        if to_run:
+            self._emit("evaluating", f"batch {batch.index}: evaluating {len(to_run)} candidates")
+            request = self._request(f"{self.run_id}-b{batch.index}", tuple(to_run))
+            result = self.executor.evaluate(request, progress=self._on_progress, cancel=self.stop)
+            verdicts.update({r.candidate_id: r for r in result.candidates})
+        attempts = []
+        for cid, proposal in zip(cids, batch.proposals, strict=True):
+            original, earlier = reuse.get(cid, ("", None))
+            res = (
+                earlier
+                or verdicts.get(original or cid)
+                or CandidateResult(cid, Status.CANCELLED, "no result")
+            )
+            attempts.append(
+                self._record(batch.index, cid, proposal, replace(res, candidate_id=cid), original)
+            )
+        return tuple(attempts)
+
+    def _candidate(self, cid: str, proposal: Proposal) -> tuple[Candidate | None, str]:
+        launches: tuple[Launch, ...] | None = None
+        if proposal.launch is not None:
+            if self.target.relaunch is None:
+                return None, "this kernel's spec cannot relaunch with another configuration"
+            try:
+                launches = self.target.relaunch(proposal.launch)
+            except ValueError as exc:
+                return None, f"bad launch configuration: {exc}"
+        kernel = replace(
+            self.target.baseline,
+            source=self.target.unit_with(proposal.code),
+            name=proposal.kernel or self.target.kernel,
+        )
+        return Candidate(cid, kernel, launches), ""
+
+    def _record(self, batch: int, cid: str, proposal: Proposal, res: CandidateResult, dup: str) -> Attempt:
+        attempt = Attempt(
+            index=len(self.attempts),
+            batch=batch,
+            candidate_id=cid,
+            proposal=proposal,
+            result=res,
+            reward=None if res.status is Status.CANCELLED else reward(res),
+            duplicate_of=dup,
+        )
+        self.attempts.append(attempt)
+        if res.status is not Status.CANCELLED:
+            self.seen.setdefault(_fingerprint(proposal), attempt)
+        if self.trajectory is not None and self.info is not None:
+            self.trajectory.record(self.info, attempt)
+        if res.status is Status.OK and (self.best is None or res.speedup > self.best.result.speedup):
+            self.best = attempt
+            self._emit("improved", f"{cid}: {res.speedup:.2f}x ({proposal.description})")
+        else:
+            self._emit("evaluated", f"{cid}: {res.status.value}")
+        return attempt
+
+    def _request(self, request_id: str, candidates: tuple[Candidate, ...]) -> EvalRequest:
+        t = self.target
+        return EvalRequest(
+            id=request_id,
+            baseline=t.baseline,
+            candidates=candidates,
+            verify_problems=t.verify_problems,
+            bench_problem=t.bench_problem,
+            seeds=self.seeds,
+            tolerance=t.tolerance,
+            budget=self.settings.eval_budget,
+            options=self.settings.options,
+        )
+
+    # ------------------------------------------------------------------ events and result
+
+    def _on_progress(self, p: Progress) -> None:
+        self._emit("evaluating", p.message or f"{p.done}/{p.total}")
+
+    def _fraction(self) -> float | None:
+        shares = []
+        if self.budget.wall_s:
+            shares.append((time.monotonic() - self.start) / self.budget.wall_s)
+        if self.budget.candidates:
+            shares.append(len(self.attempts) / self.budget.candidates)
+        if self.budget.tokens:
+            shares.append(self.proposer.tokens_used / self.budget.tokens)
+        return min(1.0, max(shares)) if shares else None
+
+    def _emit(
+        self, kind: Literal["baseline", "evaluating", "evaluated", "improved", "finished"], message: str
+    ) -> None:
+        if self.on_event is None:
+            return
+        best = self.best.result.speedup if self.best else 0.0
+        fraction = 1.0 if kind == "finished" else self._fraction()
+        try:
+            self.on_event(LoopEvent(kind, len(self.attempts), fraction, best, message))
+        except Exception:  # a broken progress bar must not end the run
+            log.exception("progress callback failed")
+
+    def _result(self, outcome: Outcome, reason: str) -> OptimizeResult:
+        assert self.baseline is not None
+        best = self.best
+        res = OptimizeResult(
+            outcome=outcome,
+            stop_reason=reason,
+            baseline=self.baseline,
+            best=best,
+            attempts=len(self.attempts),
+            tokens=self.proposer.tokens_used,
+            seconds=time.monotonic() - self.start,
+            device=self.device,
+            verification=_size_checks(best.result) if best else (),
+        )
+        if outcome is not Outcome.IMPROVED or best is None:
+            return res
+        change = best.proposal.launch
+        edits = self.target.site_edits(change) if change and self.target.site_edits else ()
+        rewritten = self.target.file_with(best.proposal.code, edits)
+        name = self.target.path or "kernel.cu"
+        diff = "".join(
+            difflib.unified_diff(
+                self.target.text.splitlines(keepends=True),
+                rewritten.splitlines(keepends=True),
+                fromfile=f"a/{name}",
+                tofile=f"b/{name}",
+            )
+        )
+        return replace(res, rewritten=rewritten, diff=diff, launch=change, launch_edits=edits)
+
+
+def _fingerprint(p: Proposal) -> str:
+    return hashlib.sha256(repr((p.code, p.launch, p.kernel)).encode()).hexdigest()
+
+
+def _ms(r: CandidateResult) -> str:
+    return f" ({r.timing.median_ms:.4g} ms)" if r.timing else ""
+
+
+def _size_checks(r: CandidateResult) -> tuple[SizeCheck, ...]:
+    by_label: dict[str, list] = {}
+    for c in r.checks:
+        by_label.setdefault(c.label, []).append(c)
+    return tuple(
+        SizeCheck(
+            label=label,
+            seeds=len(checks),
+            ok=all(c.ok for c in checks),
+            max_abs_err=max(c.max_abs_err for c in checks),
+            max_rel_err=max(c.max_rel_err for c in checks),
+            detail="; ".join(c.detail for c in checks if c.detail),
+        )
+        for label, checks in by_label.items()
+    )
