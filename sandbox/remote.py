@@ -1,0 +1,508 @@
+"""Executors that evaluate somewhere else: a ``cuda-agent worker`` over HTTP, or a Ray cluster.
+
+Both speak only contract types (:mod:`sandbox.contract`) as JSON, and both are used exactly like the
+local executor: ``evaluate(request, progress=..., cancel=...)`` returns an :class:`EvalResult`.
+
+The worker protocol (served by :mod:`sandbox.service`):
+
+- ``GET /health`` (no token): ``{"status": "ok"}``.
+- ``GET /device``: ``{"devices": [DeviceInfo, ...]}``, one per GPU the worker serves.
+- ``POST /evaluate`` with an ``EvalRequest`` as JSON: a stream of NDJSON events, one per line:
+  ``queued`` (``gpu``, ``ahead``), ``started`` (``gpu``), ``progress`` (``progress``: Progress),
+  ``heartbeat`` (at least every few seconds, so a silent connection is a dead one), and finally
+  ``result`` (``result``: EvalResult) or ``error`` (``message``).  The request's ``id`` makes it
+  idempotent: posting the same id again attaches to the running evaluation or returns its cached
+  result, so a client that lost its connection simply posts again.
+- ``POST /cancel/{id}``: sets the evaluation's cancel event.
+
+Every endpoint but ``/health`` needs ``Authorization: Bearer <token>``.  Errors are JSON
+``{"error": message}`` with status 400 (not JSON), 401 (token), 409 (id reused for another
+request), 413 (too large), 422 (not a valid EvalRequest), 429 (too many evaluations from this
+client; ``Retry-After``), 503 (no GPU).
+
+Ray is imported only inside :class:`RayExecutor` (extra ``cluster``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+
+from sandbox.contract import (
+    CandidateResult,
+    DeviceInfo,
+    EvalRequest,
+    EvalResult,
+    Progress,
+    Status,
+    from_dict,
+    from_json,
+    to_json,
+)
+from sandbox.executor import (
+    AuthError,
+    Executor,
+    ExecutorError,
+    ProgressFn,
+    WorkerUnavailable,
+)
+
+log = logging.getLogger(__name__)
+
+# Wire protocol, shared with sandbox.service.
+EVALUATE_PATH = "/evaluate"
+CANCEL_PATH = "/cancel/{id}"
+DEVICE_PATH = "/device"
+HEALTH_PATH = "/health"
+NDJSON = "application/x-ndjson"
+FINAL_EVENTS = frozenset({"result", "error"})
+HEARTBEAT_S = 2.0  # the worker sends at least one line this often on an evaluation stream
+
+# Slack added to a request's own budgets before the client gives up on the worker.
+_DEADLINE_SLACK_S = 30.0
+
+EvalFn = Callable[[EvalRequest, ProgressFn, threading.Event], EvalResult]
+
+
+def run_budget_s(request: EvalRequest) -> float:
+    """The longest an evaluation may run once started: every kernel (baseline included) at its
+    per-candidate timeout, plus slack for worker start-up and transfer."""
+    return (1 + len(request.candidates)) * request.budget.timeout_s + _DEADLINE_SLACK_S
+
+
+def cancelled_result(request: EvalRequest, message: str) -> EvalResult:
+    """The result of a request that was cancelled before the worker could answer."""
+
+    def cancelled(candidate_id: str) -> CandidateResult:
+        return CandidateResult(candidate_id=candidate_id, status=Status.CANCELLED, message=message)
+
+    return EvalResult(
+        request_id=request.id,
+        baseline=cancelled("baseline"),
+        candidates=tuple(cancelled(c.id) for c in request.candidates),
+    )
+
+
+# --------------------------------------------------------------------------- HTTP worker client
+
+
+class RemoteExecutor(Executor):
+    """Evaluates on a ``cuda-agent worker`` over HTTP(S), authenticated with a bearer token.
+
+    ``verify``: True (system CAs), False (no TLS check; only for tests) or the path of a CA bundle or
+    self-signed certificate to trust.  ``reconnect_s``: how long the worker may stay unreachable
+    (connection refused, dropped stream, 502-504) before :class:`WorkerUnavailable`; in that window
+    the client re-posts the same request id, which the worker answers idempotently.
+    ``queue_timeout_s``: how long a request may wait for a GPU (queued or refused with 429) before
+    it starts; once started, the request's own budgets bound the wait (:func:`run_budget_s`).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        verify: bool | str = True,
+        connect_timeout_s: float = 5.0,
+        reconnect_s: float = 30.0,
+        queue_timeout_s: float = 600.0,
+        cancel_grace_s: float = 10.0,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.reconnect_s = reconnect_s
+        self.queue_timeout_s = queue_timeout_s
+        self.cancel_grace_s = cancel_grace_s
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        tls: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
+        )
+        self._client = httpx.Client(
+            base_url=self.url,
+            headers=headers,
+            verify=tls,
+            # A stream is silent for at most HEARTBEAT_S; three missed heartbeats mean it is dead.
+            timeout=httpx.Timeout(connect=connect_timeout_s, read=3 * HEARTBEAT_S, write=30.0, pool=None),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    # ---------------------------------------------------------------- Executor
+
+    def device_info(self) -> DeviceInfo:
+        """The first GPU the worker serves (see :meth:`devices` for all)."""
+        return self.devices()[0]
+
+    def devices(self) -> tuple[DeviceInfo, ...]:
+        data = self._request("GET", DEVICE_PATH).json()
+        devices = tuple(from_dict(DeviceInfo, d) for d in data["devices"])
+        if not devices:
+            raise WorkerUnavailable(f"worker at {self.url} serves no GPU")
+        return devices
+
+    def evaluate(
+        self,
+        request: EvalRequest,
+        *,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> EvalResult:
+        body = to_json(request).encode()
+        call = _Call(self, request, body, progress, cancel or threading.Event())
+        watcher = threading.Thread(target=call.watch_cancel, name=f"cancel-{request.id}", daemon=True)
+        watcher.start()
+        try:
+            return call.run()
+        finally:
+            call.done.set()
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _request(self, method: str, path: str) -> httpx.Response:
+        """One short request, retried while the worker is unreachable (up to ``reconnect_s``)."""
+        outage = _Outage(self)
+        while True:
+            try:
+                response = self._client.request(method, path)
+            except httpx.TransportError as exc:
+                outage.wait_or_raise(exc)
+                continue
+            if response.status_code in _TRANSIENT:
+                outage.wait_or_raise(_describe_response(response))
+                continue
+            self._raise_for_status(response)
+            return response
+
+    def _raise_for_status(self, response: httpx.Response) -> None:
+        """Turn a refused request into one clear exception; 200 passes."""
+        code = response.status_code
+        if code == 200:
+            return
+        reason = _describe_response(response)
+        if code in (401, 403):
+            raise AuthError(f"worker at {self.url} refused the token ({reason}); check the token file")
+        if code == 503:
+            raise WorkerUnavailable(f"worker at {self.url} cannot evaluate: {reason}")
+        raise ExecutorError(f"worker at {self.url} refused the request: {reason}")
+
+    def _cancel_on_worker(self, request_id: str) -> None:
+        try:
+            self._client.post(CANCEL_PATH.format(id=request_id), timeout=5.0)
+        except httpx.HTTPError as exc:
+            log.warning("could not cancel %s on %s: %s", request_id, self.url, exc)
+
+
+_TRANSIENT = frozenset({502, 503, 504})
+
+
+class _Outage:
+    """Tracks how long the worker has been unreachable; raises once ``reconnect_s`` is spent."""
+
+    def __init__(self, executor: RemoteExecutor) -> None:
+        self.executor = executor
+        self.since: float | None = None
+        self.delay = 0.1
+
+    def reset(self) -> None:
+        self.since, self.delay = None, 0.1
+
+    def wait_or_raise(self, cause: BaseException | str) -> None:
+        url = self.executor.url
+        if isinstance(cause, BaseException) and _tls_failure(cause):
+            raise WorkerUnavailable(
+                f"TLS check of {url} failed ({_tls_failure(cause)}); pass the worker's certificate as verify="
+            )
+        now = time.monotonic()
+        self.since = self.since if self.since is not None else now
+        if now - self.since >= self.executor.reconnect_s:
+            reason = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+            raise WorkerUnavailable(
+                f"cannot reach the worker at {url} for {self.executor.reconnect_s:.0f} s ({reason}); "
+                "is `cuda-agent worker` running there and the tunnel, if any, up?"
+            )
+        log.info("worker at %s unreachable (%s); retrying in %.1f s", url, cause, self.delay)
+        time.sleep(self.delay)
+        self.delay = min(self.delay * 2, 2.0)
+
+
+class _Call:
+    """One evaluation on the worker: post, follow the event stream, re-post after a drop."""
+
+    def __init__(
+        self,
+        executor: RemoteExecutor,
+        request: EvalRequest,
+        body: bytes,
+        progress: ProgressFn | None,
+        cancel: threading.Event,
+    ) -> None:
+        self.executor = executor
+        self.request = request
+        self.body = body
+        self.progress = progress
+        self.cancel = cancel
+        self.done = threading.Event()
+        self.submitted = time.monotonic()
+        self.started: float | None = None
+        self.cancelled_at: float | None = None
+
+    def watch_cancel(self) -> None:
+        """Forward the caller's cancel to the worker the moment it is set (runs in its own thread)."""
+        while not self.done.is_set():
+            if self.cancel.wait(0.05):
+                if not self.done.is_set():
+                    self.executor._cancel_on_worker(self.request.id)
+                return
+
+    def run(self) -> EvalResult:
+        outage = _Outage(self.executor)
+        while True:
+            if self.cancel.is_set() and self.started is None:
+                return cancelled_result(self.request, "cancelled before the worker started it")
+            try:
+                with self.executor._client.stream(
+                    "POST", EVALUATE_PATH, content=self.body, headers={"Content-Type": "application/json"}
+                ) as response:
+                    if response.status_code == 429:
+                        self._wait_for_slot(response)
+                        continue
+                    if response.status_code in _TRANSIENT:
+                        outage.wait_or_raise(_describe_response(response))
+                        continue
+                    self.executor._raise_for_status(response)
+                    outage.reset()
+                    result = self._follow(response.iter_lines())
+                    if result is not None:
+                        return result
+                    cause: BaseException | str = "the worker closed the stream before the result"
+            except httpx.TransportError as exc:
+                cause = exc
+            if self.cancel.is_set():
+                return cancelled_result(self.request, f"cancelled; the worker went away ({cause})")
+            outage.wait_or_raise(cause)
+
+    def _follow(self, lines: Iterator[str]) -> EvalResult | None:
+        """Consume events until the result; None if the stream ended without one."""
+        for line in lines:
+            if not line:
+                continue
+            event = json.loads(line)
+            kind = event["event"]
+            if kind == "result":
+                return from_dict(EvalResult, event["result"])
+            if kind == "error":
+                raise WorkerUnavailable(f"worker at {self.executor.url} failed: {event['message']}")
+            if kind == "started" and self.started is None:
+                self.started = time.monotonic()
+            elif kind == "progress" and self.progress is not None:
+                self.progress(from_dict(Progress, event["progress"]))
+            if self._cancel_unconfirmed():
+                return cancelled_result(self.request, "cancelled; the worker did not confirm in time")
+            self._check_deadline()
+        return None
+
+    def _cancel_unconfirmed(self) -> bool:
+        """True once the caller cancelled and the worker has not answered within ``cancel_grace_s``."""
+        if not self.cancel.is_set():
+            return False
+        now = time.monotonic()
+        self.cancelled_at = self.cancelled_at or now
+        return now - self.cancelled_at > self.executor.cancel_grace_s
+
+    def _check_deadline(self) -> None:
+        now = time.monotonic()
+        if self.started is None:
+            limit, since, what = self.executor.queue_timeout_s, self.submitted, "start"
+        else:
+            limit, since, what = run_budget_s(self.request), self.started, "finish"
+        if now - since > limit:
+            self.executor._cancel_on_worker(self.request.id)
+            raise WorkerUnavailable(
+                f"worker at {self.executor.url} did not {what} request {self.request.id} within {limit:.0f} s; "
+                "cancelled it there"
+            )
+
+    def _wait_for_slot(self, response: httpx.Response) -> None:
+        if time.monotonic() - self.submitted > self.executor.queue_timeout_s:
+            raise WorkerUnavailable(
+                f"worker at {self.executor.url} stayed busy for {self.executor.queue_timeout_s:.0f} s "
+                f"({_describe_response(response)})"
+            )
+        try:
+            delay = float(response.headers.get("Retry-After", "1"))
+        except ValueError:
+            delay = 1.0
+        time.sleep(min(max(delay, 0.05), 5.0))
+
+
+def _describe_response(response: httpx.Response) -> str:
+    try:
+        response.read()
+        message = response.json().get("error", "")
+    except (ValueError, AttributeError, httpx.HTTPError):
+        message = ""
+    return f"HTTP {response.status_code}" + (f": {message}" if message else "")
+
+
+def _tls_failure(exc: BaseException) -> str:
+    """The certificate problem behind a connection error, or '' if it is not one."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return seen.verify_message or str(seen)
+        if "CERTIFICATE_VERIFY_FAILED" in str(seen):
+            return "certificate verify failed"
+        seen = seen.__cause__ or seen.__context__
+    return ""
+
+
+# --------------------------------------------------------------------------- Ray
+
+
+def local_gpu_executor(gpu: int) -> Executor:
+    """The sandbox's local executor on GPU ``gpu`` of this machine (imports the GPU stack)."""
+    from sandbox.worker import LocalExecutor
+
+    return LocalExecutor(devices=(gpu,))
+
+
+def _evaluate_on_local_gpu(request: EvalRequest, progress: ProgressFn, cancel: threading.Event) -> EvalResult:
+    """The default Ray task body: the sandbox's local executor on the GPU Ray assigned this task.
+
+    Ray reuses worker processes, so the local executor (and its spawned GPU worker) is kept per
+    process and per visible device set; Ray makes the task's GPU device 0."""
+    key = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    with _LOCAL_LOCK:
+        executor = _LOCAL.get(key)
+        if executor is None:
+            executor = _LOCAL[key] = local_gpu_executor(0)
+    return executor.evaluate(request, progress=progress, cancel=cancel)
+
+
+_LOCAL: dict[str, Executor] = {}
+_LOCAL_LOCK = threading.Lock()
+
+
+def _ray_task(request_json: str, evaluate: EvalFn) -> Iterator[tuple[str, str]]:
+    """Body of the Ray generator task: ``("progress", json)`` items, then ``("result", json)``.
+
+    The evaluation runs in a thread so progress streams while it runs; ``ray.cancel`` raises
+    KeyboardInterrupt here, which sets the evaluation's cancel event."""
+    import queue
+
+    request = from_json(EvalRequest, request_json)
+    cancel = threading.Event()
+    events: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
+
+    def work() -> None:
+        try:
+            result = evaluate(request, lambda p: events.put(("progress", to_json(p))), cancel)
+            events.put(("result", to_json(result)))
+        except ExecutorError as exc:
+            events.put(("error", str(exc)))
+        except Exception as exc:
+            log.exception("evaluation of %s failed", request.id)
+            events.put(("error", f"{type(exc).__name__}: {exc}"))
+
+    thread = threading.Thread(target=work, name=f"eval-{request.id}", daemon=True)
+    thread.start()
+    try:
+        yield "started", ""
+        while True:
+            kind, payload = events.get()
+            yield kind, payload
+            if kind != "progress":
+                return
+    except KeyboardInterrupt:
+        cancel.set()
+        thread.join(timeout=run_budget_s(request))
+        raise
+
+
+class RayExecutor(Executor):
+    """Evaluates each request as a Ray task holding ``num_gpus`` GPUs on an existing Ray cluster.
+
+    ``address``: the cluster (``ray://head:10001`` or ``auto``); None uses ``RAY_ADDRESS`` or, if
+    unset, starts a local instance.  ``init``: extra keyword arguments for ``ray.init`` (e.g.
+    ``runtime_env``; tests pass ``num_cpus``).  ``evaluate``: the task body (test seam); the default
+    runs the sandbox's local executor on the task's GPU.  Thread-safe: evaluate from many threads
+    to spread a batch over the cluster's GPUs.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        num_gpus: float = 1,
+        evaluate: EvalFn = _evaluate_on_local_gpu,
+        init: dict[str, Any] | None = None,
+    ) -> None:
+        try:
+            import ray
+        except ImportError as exc:
+            raise ExecutorError(
+                "the Ray executor needs the `cluster` extra: pip install 'cuda-agent[cluster]'"
+            ) from exc
+        self._ray = ray
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address or os.environ.get("RAY_ADDRESS"), **(init or {}))
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                raise WorkerUnavailable(
+                    f"cannot connect to the Ray cluster at {address or 'RAY_ADDRESS'}: {exc}"
+                ) from exc
+        self._evaluate = evaluate
+        self._task = ray.remote(_ray_task).options(num_gpus=num_gpus, max_retries=0)
+
+    def device_info(self) -> DeviceInfo:
+        infos = self._ray.get(self._ray.remote(_device_task).options(num_gpus=1).remote())
+        return from_json(DeviceInfo, infos)
+
+    def evaluate(
+        self,
+        request: EvalRequest,
+        *,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> EvalResult:
+        ray = self._ray
+        stream: Any = self._task.remote(to_json(request), self._evaluate)  # an ObjectRefGenerator
+        started: float | None = None
+        while True:
+            if cancel is not None and cancel.is_set():
+                ray.cancel(stream)
+                return cancelled_result(request, "cancelled")
+            ready, _ = ray.wait([stream], timeout=0.1)
+            if not ready:
+                if started is not None and time.monotonic() - started > run_budget_s(request):
+                    ray.cancel(stream, force=True)
+                    raise WorkerUnavailable(f"Ray task for {request.id} did not finish within its budget")
+                continue
+            try:
+                kind, payload = ray.get(next(stream))
+            except StopIteration:
+                raise WorkerUnavailable(f"Ray task for {request.id} ended without a result") from None
+            except ray.exceptions.RayError as exc:
+                raise WorkerUnavailable(f"Ray task for {request.id} failed: {exc}") from exc
+            if kind == "started":
+                started = time.monotonic()
+            elif kind == "result":
+                return from_json(EvalResult, payload)
+            elif kind == "error":
+                raise WorkerUnavailable(f"Ray task for {request.id} failed: {payload}")
+            elif progress is not None:
+                progress(from_json(Progress, payload))
+
+
+def _device_task() -> str:
+    with local_gpu_executor(0) as executor:
+        return to_json(executor.device_info())

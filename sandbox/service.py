@@ -1,0 +1,454 @@
+"""The ``cuda-agent worker`` HTTP service: any :class:`Executor` served to remote clients.
+
+One lane per GPU: each lane has its own job queue and a thread that feeds its executor one request
+at a time; a new request goes to the lane with the least work.  Evaluations stream NDJSON events
+(see :mod:`sandbox.remote` for the protocol).  A request id is idempotent: a repeated id attaches
+to the running job or gets the cached result.  A job nobody watches any more (every client
+disconnected and none came back within ``disconnect_grace_s``) is cancelled, as is one named by
+``POST /cancel/{id}``.
+
+Security: a bearer token (compared with :func:`hmac.compare_digest`) on every endpoint but
+``/health``; :func:`check_listen_policy` refuses a non-loopback address without one.  Only JSON
+``EvalRequest`` bodies are accepted (CUDA source and numbers: nothing that runs on the host), no
+larger than ``max_body_bytes`` (413), with no include-path options (they would read the worker's
+files); at most ``max_per_client`` evaluations per client address at once (429).
+
+Needs the ``worker`` extra (Starlette, uvicorn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import queue
+import socket
+import ssl
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from sandbox.contract import ContractError, EvalRequest, Progress, from_dict, to_dict
+from sandbox.executor import Executor, ExecutorError
+from sandbox.remote import (
+    CANCEL_PATH,
+    DEVICE_PATH,
+    EVALUATE_PATH,
+    FINAL_EVENTS,
+    HEALTH_PATH,
+    HEARTBEAT_S,
+    NDJSON,
+)
+
+log = logging.getLogger(__name__)
+
+Event = dict[str, Any]
+_MAX_ID_CHARS = 200
+# NVRTC options that make the compiler read files on the worker's host.
+_HOST_FILE_OPTIONS = ("-I", "--include-path", "-include", "--pre-include")
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_body_bytes: int = 8 << 20
+    max_per_client: int = 8  # evaluations in flight per client address
+    heartbeat_s: float = HEARTBEAT_S
+    disconnect_grace_s: float = 10.0  # an unwatched job is cancelled after this
+    cached_results: int = 1024  # finished results kept for repeated request ids
+
+
+# --------------------------------------------------------------------------- listening policy
+
+
+def is_loopback(host: str) -> bool:
+    """True if every address ``host`` resolves to is a loopback address."""
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except socket.gaierror:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
+
+
+def check_listen_policy(host: str, token: str | None) -> str | None:
+    """Why the worker must not listen on ``host`` with this token, or None if it may."""
+    if token or is_loopback(host):
+        return None
+    return (
+        f"refusing to listen on {host} without --token-file: anyone who can reach it could run code on "
+        "your GPU (use a token, or listen on 127.0.0.1 and connect through an SSH tunnel)"
+    )
+
+
+def check_tls(cert: str | None, key: str | None) -> str | None:
+    """Why the TLS files cannot be used, or None (also when TLS is off)."""
+    if key and not cert:
+        return "--tls-key needs --tls-cert"
+    if not cert:
+        return None
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        return f"cannot use TLS certificate {cert}{' / key ' + key if key else ''}: {getattr(exc, 'strerror', None) or exc}"
+    return None
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A bound, listening TCP socket (port 0: any free port). Raises OSError."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(512)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def make_server(
+    app: ASGIApp, *, tls_cert: str | None = None, tls_key: str | None = None, log_level: str = "info"
+) -> uvicorn.Server:
+    """A uvicorn server for ``app``; run it with ``server.run(sockets=[listen(host, port)])``."""
+    config = uvicorn.Config(
+        app,
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        limit_concurrency=4096,
+    )
+    return uvicorn.Server(config)
+
+
+# --------------------------------------------------------------------------- jobs and lanes
+
+
+class _Job:
+    """One evaluation: its cancel event, its subscribers (one queue per open stream), and the latest
+    state to replay to a client that attaches late.  Mutated only on the event loop; the lane thread
+    reaches it through :meth:`post`."""
+
+    def __init__(self, request: EvalRequest, digest: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.request = request
+        self.digest = digest
+        self.loop = loop
+        self.cancel = threading.Event()
+        self.subscribers: set[asyncio.Queue[Event]] = set()
+        self.latest: dict[str, Event] = {}  # by event kind: queued, started, progress
+        self.final: Event | None = None
+        self.abandoned = False
+
+    def post(self, event: Event, then: Callable[[], None] | None = None) -> None:
+        """From any thread: publish ``event`` on the loop, then run ``then`` there."""
+
+        def publish() -> None:
+            self.publish(event)
+            if then is not None:
+                then()
+
+        self.loop.call_soon_threadsafe(publish)
+
+    def publish(self, event: Event) -> None:
+        kind = event["event"]
+        if kind in FINAL_EVENTS:
+            self.final = event
+        else:
+            if kind == "started":
+                self.latest.pop("queued", None)
+            self.latest[kind] = event
+        for subscriber in self.subscribers:
+            subscriber.put_nowait(event)
+
+    def snapshot(self) -> list[Event]:
+        return [self.final] if self.final is not None else list(self.latest.values())
+
+
+class _Lane:
+    """One GPU: a queue of jobs and a thread that runs them on the GPU's executor in turn."""
+
+    def __init__(self, index: int, executor: Executor, finished: Callable[[_Job, _Lane], None]) -> None:
+        self.index = index
+        self.executor = executor
+        self.load = 0  # queued + running; touched only on the event loop
+        self._finished = finished
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=f"gpu-lane-{index}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        self._jobs.put(None)
+        self._thread.join(timeout)
+
+    def submit(self, job: _Job) -> None:
+        job.publish({"event": "queued", "gpu": self.index, "ahead": self.load})
+        self.load += 1
+        self._jobs.put(job)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            self._evaluate(job)
+
+    def _evaluate(self, job: _Job) -> None:
+        job.post({"event": "started", "gpu": self.index})
+
+        def progress(p: Progress) -> None:
+            job.post({"event": "progress", "progress": to_dict(p)})
+
+        try:
+            result = self.executor.evaluate(job.request, progress=progress, cancel=job.cancel)
+            event: Event = {"event": "result", "result": to_dict(result)}
+        except ExecutorError as exc:
+            event = {"event": "error", "message": str(exc)}
+        except Exception as exc:
+            log.exception("evaluation %s crashed the executor", job.request.id)
+            event = {
+                "event": "error",
+                "message": f"internal error on the worker: {type(exc).__name__}: {exc}",
+            }
+        job.post(event, then=functools.partial(self._finished, job, self))
+
+
+# --------------------------------------------------------------------------- the service
+
+
+class WorkerService:
+    """The HTTP application over one executor per GPU; ``app`` is the ASGI application."""
+
+    def __init__(
+        self, executors: Sequence[Executor], *, token: str | None, limits: Limits = Limits()
+    ) -> None:
+        if not executors:
+            raise ValueError("a worker needs at least one executor")
+        self.limits = limits
+        self.lanes = [_Lane(i, e, self._finished) for i, e in enumerate(executors)]
+        self.running: dict[str, _Job] = {}
+        self.done: OrderedDict[str, tuple[str, Event]] = OrderedDict()  # id -> (digest, final event)
+        self.clients: dict[str, int] = {}
+        app = Starlette(
+            routes=[
+                Route(HEALTH_PATH, self.health, methods=["GET"]),
+                Route(DEVICE_PATH, self.device, methods=["GET"]),
+                Route(EVALUATE_PATH, self.evaluate, methods=["POST"]),
+                Route(CANCEL_PATH.replace("{id}", "{request_id}"), self.cancel, methods=["POST"]),
+            ],
+            lifespan=self._lifespan,
+        )
+        self.app: ASGIApp = _BearerAuth(app, token) if token else app
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        for lane in self.lanes:
+            lane.start()
+        try:
+            yield
+        finally:
+            for job in self.running.values():
+                job.cancel.set()
+            for lane in self.lanes:
+                await run_in_threadpool(lane.stop, 10.0)
+
+    # ---------------------------------------------------------------- endpoints
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def device(self, request: Request) -> Response:
+        try:
+            infos = await run_in_threadpool(
+                lambda: [to_dict(lane.executor.device_info()) for lane in self.lanes]
+            )
+        except ExecutorError as exc:
+            return _error(503, str(exc))
+        return JSONResponse({"devices": infos})
+
+    async def cancel(self, request: Request) -> Response:
+        request_id = request.path_params["request_id"]
+        job = self.running.get(request_id)
+        if job is not None:
+            job.cancel.set()
+            log.info("cancel requested for %s", request_id)
+            return JSONResponse({"id": request_id, "cancelled": True})
+        if request_id in self.done:
+            return JSONResponse({"id": request_id, "cancelled": False, "finished": True})
+        return _error(404, f"no evaluation with id {request_id!r}")
+
+    async def evaluate(self, request: Request) -> Response:
+        client = request.client.host if request.client else "unknown"
+        if self.clients.get(client, 0) >= self.limits.max_per_client:
+            return _error(
+                429,
+                f"{self.limits.max_per_client} evaluations from {client} are already in flight",
+                headers={"Retry-After": "1"},
+            )
+        body = await _read_body(request, self.limits.max_body_bytes)
+        if isinstance(body, Response):
+            return body
+        parsed = _parse_request(body)
+        if isinstance(parsed, Response):
+            return parsed
+        digest = hashlib.sha256(body).hexdigest()
+
+        cached = self.done.get(parsed.id)
+        job = self.running.get(parsed.id)
+        if (cached and cached[0] != digest) or (job and job.digest != digest):
+            return _error(409, f"request id {parsed.id!r} was already used for a different request")
+        if cached:
+            return _EventStream(_replay([cached[1]]), on_close=lambda: None)
+        if job is None:
+            job = self.running[parsed.id] = _Job(parsed, digest, asyncio.get_running_loop())
+            min(self.lanes, key=lambda lane: lane.load).submit(job)
+        else:
+            log.info("client reattached to %s", parsed.id)
+
+        subscriber: asyncio.Queue[Event] = asyncio.Queue()
+        snapshot = job.snapshot()  # taken together with subscribing: no event is lost or doubled
+        job.subscribers.add(subscriber)
+        self.clients[client] = self.clients.get(client, 0) + 1
+
+        def on_close(job: _Job = job) -> None:
+            self.clients[client] -= 1
+            if not self.clients[client]:
+                del self.clients[client]
+            job.subscribers.discard(subscriber)
+            if job.final is None and not job.subscribers:
+                job.loop.call_later(self.limits.disconnect_grace_s, self._abandon_if_unwatched, job)
+
+        return _EventStream(self._follow(snapshot, subscriber), on_close=on_close)
+
+    # ---------------------------------------------------------------- bookkeeping (event loop)
+
+    async def _follow(self, snapshot: list[Event], subscriber: asyncio.Queue[Event]) -> AsyncIterator[bytes]:
+        for event in snapshot:
+            yield _line(event)
+            if event["event"] in FINAL_EVENTS:
+                return
+        while True:
+            try:
+                event = await asyncio.wait_for(subscriber.get(), self.limits.heartbeat_s)
+            except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
+                event = {"event": "heartbeat"}
+            yield _line(event)
+            if event["event"] in FINAL_EVENTS:
+                return
+
+    def _abandon_if_unwatched(self, job: _Job) -> None:
+        if job.final is None and not job.subscribers:
+            log.info("no client is waiting for %s any more; cancelling it", job.request.id)
+            job.abandoned = True
+            job.cancel.set()
+
+    def _finished(self, job: _Job, lane: _Lane) -> None:
+        lane.load -= 1
+        self.running.pop(job.request.id, None)
+        final = job.final
+        # Results of abandoned jobs are not kept: a client that comes back later gets a fresh run.
+        if final is not None and final["event"] == "result" and not job.abandoned:
+            self.done[job.request.id] = (job.digest, final)
+            while len(self.done) > self.limits.cached_results:
+                self.done.popitem(last=False)
+
+
+# --------------------------------------------------------------------------- HTTP helpers
+
+
+class _EventStream(StreamingResponse):
+    """An NDJSON event stream that runs ``on_close`` however it ends (finished, client gone,
+    server shutting down)."""
+
+    def __init__(self, events: AsyncIterator[bytes], on_close: Callable[[], None]) -> None:
+        super().__init__(events, media_type=NDJSON, headers={"Cache-Control": "no-store"})
+        self._on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._on_close()
+
+
+class _BearerAuth:
+    """ASGI middleware: every path but /health needs ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] != HEALTH_PATH:
+            scheme, _, given = Headers(scope=scope).get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self._token):
+                message = "missing bearer token" if not given else "wrong bearer token"
+                response = _error(401, message, headers={"WWW-Authenticate": 'Bearer realm="cuda-agent"'})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _line(event: Event) -> bytes:
+    return json.dumps(event, separators=(",", ":")).encode() + b"\n"
+
+
+async def _replay(events: list[Event]) -> AsyncIterator[bytes]:
+    for event in events:
+        yield _line(event)
+
+
+async def _read_body(request: Request, limit: int) -> bytes | Response:
+    too_large = _error(413, f"request body larger than {limit} bytes")
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        return too_large if declared.isdigit() else _error(400, "bad Content-Length")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _parse_request(body: bytes) -> EvalRequest | Response:
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return _error(400, f"body is not JSON: {exc}")
+    try:
+        request = from_dict(EvalRequest, data)
+    except ContractError as exc:
+        return _error(422, str(exc))
+    if not request.id or len(request.id) > _MAX_ID_CHARS or not request.id.isprintable():
+        return _error(422, f"request id must be 1-{_MAX_ID_CHARS} printable characters")
+    kernels = [request.baseline, *(c.kernel for c in request.candidates)]
+    for option in (o for k in kernels for o in k.options):
+        if option.startswith(_HOST_FILE_OPTIONS):
+            return _error(
+                422, f"option {option!r} is not allowed on a remote worker (it reads the worker's files)"
+            )
+    return request
