@@ -1,0 +1,132 @@
+"""A deterministic, in-process :class:`~sandbox.executor.Executor` that needs no GPU.
+
+``FakeExecutor`` answers every request as a well-behaved GPU would, without compiling or running
+anything: the baseline takes ``baseline_ms``; a candidate whose source and launches equal the
+baseline's is exactly as fast; every other candidate is verified on every problem and seed and
+runs ``speedup`` times faster.  Timings carry a fixed ±1% spread, so speedup bounds are real
+numbers too.  ``delay_s`` per candidate (honouring ``cancel``) makes runs long enough to watch
+progress and cancel them.
+
+It is what the language server runs with the ``test`` executor (setting ``executor.kind: "test"``
+or ``CUDA_AGENT_TEST_EXECUTOR=1``; ``CUDA_AGENT_TEST_EXECUTOR_DELAY`` sets ``delay_s``), for
+editor end-to-end tests and demos on machines without a GPU.  Its results say so: the device is
+named "simulated GPU".
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from sandbox.contract import (
+    Candidate,
+    CandidateResult,
+    Check,
+    DeviceInfo,
+    EvalRequest,
+    EvalResult,
+    KernelSource,
+    Problem,
+    Progress,
+    Resources,
+    Status,
+    Timing,
+)
+from sandbox.executor import Executor, ProgressFn
+
+DELAY_ENV = "CUDA_AGENT_TEST_EXECUTOR_DELAY"
+SPREAD = 0.01  # timings are median * (1 ± SPREAD)
+
+DEVICE = DeviceInfo(
+    name="simulated GPU",
+    compute_capability="9.0",
+    sm_count=132,
+    l2_bytes=50 << 20,
+    memory_bytes=141 << 30,
+    driver="none",
+    peak_bandwidth_gbps=4300.0,
+    peak_gflops=60000.0,
+)
+
+
+class FakeExecutor(Executor):
+    def __init__(self, speedup: float = 2.0, baseline_ms: float = 1.0, delay_s: float = 0.0) -> None:
+        self.speedup = speedup
+        self.baseline_ms = baseline_ms
+        self.delay_s = delay_s
+        self.requests: list[EvalRequest] = []  # every request evaluated, in order
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls) -> FakeExecutor:
+        try:
+            delay = float(os.environ.get(DELAY_ENV, "0") or 0)
+        except ValueError:
+            delay = 0.0
+        return cls(delay_s=max(delay, 0.0))
+
+    def device_info(self) -> DeviceInfo:
+        return DEVICE
+
+    def evaluate(
+        self,
+        request: EvalRequest,
+        *,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> EvalResult:
+        with self._lock:
+            self.requests.append(request)
+        base = self._result("baseline", request, self.baseline_ms, None)
+        results: list[CandidateResult] = []
+        total = len(request.candidates)
+        for done, cand in enumerate(request.candidates):
+            if self._wait(cancel):
+                results.append(CandidateResult(cand.id, Status.CANCELLED, "cancelled"))
+                continue
+            same = _same(cand, request.baseline)
+            ms = self.baseline_ms if same else self.baseline_ms / self.speedup
+            results.append(self._result(cand.id, request, ms, base.timing))
+            if progress is not None:
+                progress(Progress(request.id, done + 1, total, f"{cand.id}: ok"))
+        return EvalResult(request.id, base, tuple(results), DEVICE)
+
+    def _wait(self, cancel: threading.Event | None) -> bool:
+        """Spend ``delay_s`` on a candidate; True when the caller cancelled."""
+        if cancel is None:
+            time.sleep(self.delay_s)
+            return False
+        return cancel.wait(self.delay_s) if self.delay_s > 0 else cancel.is_set()
+
+    def _result(self, cid: str, request: EvalRequest, ms: float, baseline: Timing | None) -> CandidateResult:
+        timing = Timing(ms, ms * (1 - SPREAD), ms * (1 + SPREAD), ms * (1 - SPREAD), 50, 2 * SPREAD)
+        checks = tuple(_check(p, s) for p in request.verify_problems for s in request.seeds)
+        bench: Problem = request.bench_problem
+        gbps = bench.bytes_moved / (ms * 1e-3) / 1e9 if bench.bytes_moved else 0.0
+        speedup = low = high = 0.0
+        if baseline is not None:
+            speedup = baseline.median_ms / timing.median_ms
+            low = baseline.q1_ms / timing.q3_ms
+            high = baseline.q3_ms / timing.q1_ms
+        return CandidateResult(
+            candidate_id=cid,
+            status=Status.OK,
+            checks=checks,
+            timing=timing,
+            baseline_timing=baseline,
+            speedup=speedup,
+            speedup_low=low,
+            speedup_high=high,
+            resources=Resources(registers=32),
+            achieved_gbps=gbps,
+            pct_peak_bandwidth=100.0 * gbps / DEVICE.peak_bandwidth_gbps,
+        )
+
+
+def _same(cand: Candidate, baseline: KernelSource) -> bool:
+    return cand.kernel.source == baseline.source and cand.kernel.name == baseline.name and cand.launches is None
+
+
+def _check(p: Problem, seed: int) -> Check:
+    return Check(label=p.label, seed=seed, ok=True)
