@@ -158,8 +158,8 @@ class RemoteExecutor(Executor):
     ) -> EvalResult:
         body = to_json(request).encode()
         call = _Call(self, request, body, progress, cancel or threading.Event())
-        watcher = threading.Thread(target=call.watch_cancel, name=f"cancel-{request.id}", daemon=True)
-        watcher.start()
+        if cancel is not None:
+            threading.Thread(target=call.watch_cancel, name=f"cancel-{request.id}", daemon=True).start()
         try:
             return call.run()
         finally:

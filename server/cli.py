@@ -153,14 +153,98 @@ def suite(directory: str, budget: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8765, show_default=True)
-@click.option("--token-file", type=click.Path(), help="File holding the bearer token clients must send.")
-@click.option("--tls-cert", type=click.Path())
-@click.option("--tls-key", type=click.Path())
-def worker(host: str, port: int, token_file: str | None, tls_cert: str | None, tls_key: str | None) -> None:
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--token-file",
+    type=click.Path(),
+    help="File holding the bearer token clients must send (required off loopback).",
+)
+@click.option("--tls-cert", type=click.Path(), help="PEM certificate (chain): serve HTTPS.")
+@click.option("--tls-key", type=click.Path(), help="PEM private key of --tls-cert.")
+@click.option(
+    "--gpus", default="0", show_default=True, help="Comma-separated GPU indices to serve, one queue each."
+)
+@click.option(
+    "--max-per-client",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Evaluations in flight per client.",
+)
+def worker(
+    host: str,
+    port: int,
+    token_file: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    gpus: str,
+    max_per_client: int,
+) -> None:
     """Serve this machine's GPUs to remote editors and optimizers over HTTP."""
-    not_built("worker")
+    import logging
+
+    try:
+        from sandbox import service
+    except ImportError as exc:
+        raise UserError(
+            f"the worker needs the `worker` extra: pip install 'cuda-agent[worker]' ({exc})"
+        ) from exc
+    from sandbox.executor import ExecutorError
+    from sandbox.remote import local_gpu_executor
+
+    token = read_token(token_file) if token_file else None
+    why = service.check_listen_policy(host, token) or service.check_tls(tls_cert, tls_key)
+    if why:
+        raise UserError(why)
+    try:
+        indices = [int(g) for g in gpus.split(",")]
+    except ValueError:
+        raise UserError(f"--gpus {gpus!r}: expected comma-separated GPU indices such as 0,1") from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("cuda_agent.worker")
+    try:
+        sock = service.listen(host, port)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    executors = []
+    try:
+        for index in indices:
+            executors.append(local_gpu_executor(index))
+        app = service.WorkerService(
+            executors, token=token, limits=service.Limits(max_per_client=max_per_client)
+        )
+        server = service.make_server(app.app, tls_cert=tls_cert, tls_key=tls_key)
+        scheme = "https" if tls_cert else "http"
+        log.info("serving GPUs %s on %s://%s:%d", gpus, scheme, host, sock.getsockname()[1])
+        if not token:
+            log.warning("no --token-file: any user of this machine can run kernels on its GPUs")
+        elif not tls_cert and not service.is_loopback(host):
+            log.warning("no TLS: the token crosses the network in clear; use --tls-cert or an SSH tunnel")
+        server.run(sockets=[sock])
+    except ExecutorError as exc:
+        raise JobFailed(str(exc)) from exc
+    finally:
+        for executor in executors:
+            executor.close()
+        sock.close()
+
+
+def read_token(path: str) -> str:
+    """The bearer token in ``path`` (surrounding whitespace ignored); a warning if others may read it."""
+    import logging
+    import stat
+
+    p = Path(path)
+    try:
+        token = p.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the token ({getattr(exc, 'strerror', None) or exc})") from exc
+    if not token:
+        raise UserError(f"{path}: the token file is empty")
+    if p.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        logging.getLogger("cuda_agent.worker").warning("%s is readable by other users; chmod 600 it", path)
+    return token
 
 
 def main(argv: list[str] | None = None) -> int:

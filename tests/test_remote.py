@@ -1,0 +1,464 @@
+"""The remote worker on loopback: a real uvicorn server around a fake executor (no GPU needed).
+
+Covers the token, malformed/oversized requests, the per-client limit, idempotent request ids,
+cancellation (explicit and by disconnecting), a worker killed mid-run and coming back, TLS, the
+`cuda-agent worker` command's refusals, and a load test of 200 concurrent evaluations.
+
+Run as a script (``python tests/test_remote.py PORT TOKEN DELAY_S``) it is a fake worker process,
+so tests can kill it with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sandbox.contract import (
+    ArgSpec,
+    Budget,
+    Candidate,
+    CandidateResult,
+    DeviceInfo,
+    EvalRequest,
+    EvalResult,
+    KernelSource,
+    Launch,
+    Problem,
+    Progress,
+    Status,
+    to_json,
+)
+from sandbox.executor import AuthError, Executor, ExecutorError, ProgressFn, WorkerUnavailable
+from sandbox.remote import RemoteExecutor
+from sandbox.service import Limits, WorkerService, listen, make_server
+
+TOKEN = "test-token-3f9a"
+VADD = (Path(__file__).parent / "data" / "remote_vadd.cu").read_text()
+
+
+def make_request(request_id: str, candidates: int = 3, source: str = VADD) -> EvalRequest:
+    n = 1 << 20
+    args = (
+        ArgSpec("a", "in", "float32", n),
+        ArgSpec("b", "in", "float32", n),
+        ArgSpec("c", "out", "float32", n),
+        ArgSpec("n", "scalar", "int32", value=n),
+    )
+    problem = Problem(f"n={n}", {"n": n}, args, Launch((n // 256, 1, 1), (256, 1, 1)), bytes_moved=12 * n)
+    return EvalRequest(
+        id=request_id,
+        baseline=KernelSource(source, "vadd"),
+        candidates=tuple(
+            Candidate(f"c{i}", KernelSource(source.replace("256", str(128 << i)), "vadd")) for i in range(candidates)
+        ),
+        verify_problems=(problem,),
+        bench_problem=problem,
+        budget=Budget(timeout_s=5.0),
+    )
+
+
+class FakeExecutor(Executor):
+    """Evaluates by sleeping ``delay_s`` per candidate; the 'speedup' is a function of the source so
+    results can be checked end to end.  Records every request and whether a cancel reached it."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+        self.evaluated: list[str] = []
+        self.running = threading.Event()
+        self.saw_cancel = threading.Event()
+        self._lock = threading.Lock()
+
+    def evaluate(
+        self, request: EvalRequest, *, progress: ProgressFn | None = None, cancel: threading.Event | None = None
+    ) -> EvalResult:
+        with self._lock:
+            self.evaluated.append(request.id)
+        cancel = cancel or threading.Event()
+        results = []
+        for i, cand in enumerate(request.candidates):
+            if progress:
+                progress(Progress(request.id, i, len(request.candidates), f"evaluating {cand.id}"))
+            self.running.set()
+            if cancel.wait(self.delay_s):
+                self.saw_cancel.set()
+                results.append(CandidateResult(cand.id, Status.CANCELLED, "cancelled"))
+                continue
+            results.append(CandidateResult(cand.id, Status.OK, speedup=fake_speedup(request, cand)))
+        return EvalResult(request.id, CandidateResult("baseline", Status.OK, speedup=1.0), tuple(results))
+
+    def device_info(self) -> DeviceInfo:
+        return DeviceInfo("Fake H200", "9.0", 132, 50 << 20, 141 << 30)
+
+
+def fake_speedup(request: EvalRequest, cand: Candidate) -> float:
+    return len(request.baseline.source) / len(cand.kernel.source)
+
+
+@contextlib.contextmanager
+def running_worker(
+    *executors: Executor, token: str | None = TOKEN, limits: Limits = Limits(), tls: tuple[str, str] | None = None
+) -> Iterator[tuple[str, WorkerService]]:
+    """A real uvicorn server on a free loopback port, in a thread."""
+    service = WorkerService(executors, token=token, limits=limits)
+    server = make_server(
+        service.app, tls_cert=tls[0] if tls else None, tls_key=tls[1] if tls else None, log_level="warning"
+    )
+    sock = listen("127.0.0.1", 0)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "worker did not start"
+        time.sleep(0.01)
+    try:
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{sock.getsockname()[1]}", service
+    finally:
+        server.should_exit = True
+        thread.join(15)
+        sock.close()
+
+
+def auth(token: str = TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+# --------------------------------------------------------------------------- token
+
+
+def test_health_is_open_and_everything_else_needs_the_token() -> None:
+    with running_worker(FakeExecutor()) as (url, _):
+        assert httpx.get(f"{url}/health").json() == {"status": "ok"}
+        missing = httpx.get(f"{url}/device")
+        assert missing.status_code == 401 and missing.json()["error"] == "missing bearer token"
+        wrong = httpx.get(f"{url}/device", headers=auth("nope"))
+        assert wrong.status_code == 401 and wrong.json()["error"] == "wrong bearer token"
+        assert httpx.post(f"{url}/evaluate", content=to_json(make_request("r"))).status_code == 401
+        assert httpx.post(f"{url}/cancel/r").status_code == 401
+        ok = httpx.get(f"{url}/device", headers=auth())
+        assert ok.json()["devices"][0]["name"] == "Fake H200"
+
+
+def test_wrong_token_is_one_auth_error_and_runs_nothing() -> None:
+    fake = FakeExecutor()
+    with running_worker(fake) as (url, _), RemoteExecutor(url, "wrong-token") as remote:
+        with pytest.raises(AuthError, match=rf"worker at {url} refused the token .*wrong bearer token"):
+            remote.evaluate(make_request("r1"))
+        with pytest.raises(AuthError):
+            remote.device_info()
+    assert fake.evaluated == []
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def test_evaluation_streams_progress_then_the_result() -> None:
+    fake = FakeExecutor(delay_s=0.01)
+    request = make_request("stream-1", candidates=4)
+    seen: list[Progress] = []
+    with running_worker(fake) as (url, _), RemoteExecutor(url, TOKEN) as remote:
+        result = remote.evaluate(request, progress=seen.append)
+        assert remote.device_info().name == "Fake H200"
+    assert [p.done for p in seen] == [0, 1, 2, 3] and all(p.total == 4 for p in seen)
+    assert result.request_id == "stream-1"
+    assert [c.candidate_id for c in result.candidates] == ["c0", "c1", "c2", "c3"]
+    assert [c.speedup for c in result.candidates] == [fake_speedup(request, c) for c in request.candidates]
+    assert all(c.status is Status.OK for c in result.candidates)
+
+
+def test_repeated_id_is_answered_from_the_cache_and_a_reused_id_is_refused() -> None:
+    fake = FakeExecutor()
+    with running_worker(fake) as (url, _), RemoteExecutor(url, TOKEN) as remote:
+        first = remote.evaluate(make_request("same-id"))
+        again = remote.evaluate(make_request("same-id"))
+        with pytest.raises(ExecutorError, match="409.*already used for a different request"):
+            remote.evaluate(make_request("same-id", candidates=1))
+    assert first == again
+    assert fake.evaluated == ["same-id"]
+
+
+def test_requests_spread_over_the_gpu_lanes() -> None:
+    lanes = [FakeExecutor(delay_s=0.05), FakeExecutor(delay_s=0.05)]
+    with running_worker(*lanes) as (url, _), RemoteExecutor(url, TOKEN) as remote, ThreadPoolExecutor(4) as pool:
+        list(pool.map(remote.evaluate, [make_request(f"lane-{i}", 2) for i in range(4)]))
+    assert len(lanes[0].evaluated) == len(lanes[1].evaluated) == 2
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(
+    "body, status, needle",
+    [
+        (b"{not json", 400, "body is not JSON"),
+        (b'{"id": "x"}', 422, "malformed EvalRequest"),
+        (to_json(make_request("v")).replace('"schema_version":1', '"schema_version":99').encode(), 422, "schema version 99"),
+        (to_json(make_request("")).encode(), 422, "request id must be"),
+        (
+            to_json(make_request("inc")).replace('"options":[]', '"options":["-I/etc"]', 1).encode(),
+            422,
+            "not allowed on a remote worker",
+        ),
+        (b"x" * 70_000, 413, "larger than 65536 bytes"),
+    ],
+    ids=["not-json", "wrong-shape", "schema-version", "empty-id", "include-path", "oversized"],
+)
+def test_malformed_and_oversized_requests_are_refused(body: bytes, status: int, needle: str) -> None:
+    fake = FakeExecutor()
+    with running_worker(fake, limits=Limits(max_body_bytes=65536)) as (url, _):
+        response = httpx.post(f"{url}/evaluate", content=body, headers=auth())
+    assert response.status_code == status
+    assert needle in response.json()["error"]
+    assert fake.evaluated == []
+
+
+def test_oversized_stream_without_content_length_is_refused() -> None:
+    def chunks() -> Iterator[bytes]:
+        for _ in range(100):
+            yield b" " * 4096
+
+    with running_worker(FakeExecutor(), limits=Limits(max_body_bytes=65536)) as (url, _):
+        response = httpx.post(f"{url}/evaluate", content=chunks(), headers=auth())
+    assert response.status_code == 413
+
+
+def test_remote_executor_reports_a_refused_request_clearly() -> None:
+    big = make_request("big", source=VADD + "// padding\n" * 10_000)
+    with running_worker(FakeExecutor(), limits=Limits(max_body_bytes=65536)) as (url, _):
+        with RemoteExecutor(url, TOKEN) as remote, pytest.raises(ExecutorError, match="refused the request: HTTP 413"):
+            remote.evaluate(big)
+
+
+def test_per_client_concurrency_limit_answers_429() -> None:
+    fake = FakeExecutor(delay_s=5.0)
+    with running_worker(fake, limits=Limits(max_per_client=1)) as (url, _), httpx.Client(headers=auth()) as client:
+        with client.stream("POST", f"{url}/evaluate", content=to_json(make_request("busy"))) as first:
+            assert first.status_code == 200
+            second = client.post(f"{url}/evaluate", content=to_json(make_request("next")))
+            assert second.status_code == 429
+            assert second.headers["Retry-After"] == "1"
+            assert "already in flight" in second.json()["error"]
+            client.post(f"{url}/cancel/busy")
+    assert fake.evaluated == ["busy"]
+
+
+# --------------------------------------------------------------------------- cancellation
+
+
+def test_cancel_reaches_the_worker_and_returns_cancelled_candidates() -> None:
+    fake = FakeExecutor(delay_s=10.0)
+    cancel = threading.Event()
+    with running_worker(fake) as (url, _), RemoteExecutor(url, TOKEN) as remote:
+        with ThreadPoolExecutor(1) as pool:
+            future = pool.submit(remote.evaluate, make_request("to-cancel"), cancel=cancel)
+            assert fake.running.wait(5)
+            started = time.monotonic()
+            cancel.set()
+            assert fake.saw_cancel.wait(5), "the cancel never reached the executor on the worker"
+            result = future.result(timeout=10)
+    assert time.monotonic() - started < 5
+    assert [c.status for c in result.candidates] == [Status.CANCELLED] * 3
+
+
+def test_a_client_that_disconnects_for_good_cancels_its_job() -> None:
+    fake = FakeExecutor(delay_s=10.0)
+    with running_worker(fake, limits=Limits(disconnect_grace_s=0.2)) as (url, service):
+        with httpx.stream("POST", f"{url}/evaluate", content=to_json(make_request("gone")), headers=auth()) as r:
+            assert next(r.iter_lines()).startswith('{"event":"queued"')
+            assert fake.running.wait(5)
+        assert fake.saw_cancel.wait(5)
+        deadline = time.monotonic() + 5
+        while "gone" in service.running:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert "gone" not in service.done  # an abandoned job's result is not served to a later retry
+
+
+def test_a_client_that_reconnects_in_time_gets_the_same_job() -> None:
+    fake = FakeExecutor(delay_s=0.3)
+    request = make_request("blip", candidates=2)
+    with running_worker(fake, limits=Limits(disconnect_grace_s=5.0)) as (url, _):
+        with httpx.stream("POST", f"{url}/evaluate", content=to_json(request), headers=auth()) as r:
+            next(r.iter_lines())
+            assert fake.running.wait(5)
+        with RemoteExecutor(url, TOKEN) as remote:
+            result = remote.evaluate(request)
+    assert not fake.saw_cancel.is_set()
+    assert fake.evaluated == ["blip"]
+    assert [c.status for c in result.candidates] == [Status.OK, Status.OK]
+
+
+# --------------------------------------------------------------------------- a worker that dies
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def worker_process(port: int, delay_s: float) -> Iterator[subprocess.Popen[bytes]]:
+    """This file run as a fake worker process on ``port``; killed (SIGKILL) on exit."""
+    proc = subprocess.Popen([sys.executable, __file__, str(port), TOKEN, str(delay_s)])
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, "fake worker exited"
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, "fake worker did not come up"
+            time.sleep(0.05)
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_killed_worker_is_a_clear_error_and_the_client_recovers_when_it_returns() -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    progress = threading.Event()
+    with RemoteExecutor(url, TOKEN, reconnect_s=1.0) as remote:
+        with worker_process(port, delay_s=1.0) as proc, ThreadPoolExecutor(1) as pool:
+            future = pool.submit(remote.evaluate, make_request("doomed", 5), progress=lambda p: progress.set())
+            assert progress.wait(10)
+            proc.kill()
+            with pytest.raises(WorkerUnavailable, match=rf"cannot reach the worker at {url} for 1 s"):
+                future.result(timeout=15)
+        with worker_process(port, delay_s=0.0):
+            result = remote.evaluate(make_request("after", 2))
+    assert [c.status for c in result.candidates] == [Status.OK, Status.OK]
+
+
+def test_a_worker_restarted_within_the_reconnect_window_finishes_the_same_call() -> None:
+    port = free_port()
+    progress = threading.Event()
+    with RemoteExecutor(f"http://127.0.0.1:{port}", TOKEN, reconnect_s=30.0) as remote, ThreadPoolExecutor(1) as pool:
+        with worker_process(port, delay_s=0.5) as proc:
+            future = pool.submit(remote.evaluate, make_request("survivor", 4), progress=lambda p: progress.set())
+            assert progress.wait(10)
+            proc.kill()
+        with worker_process(port, delay_s=0.0):
+            result = future.result(timeout=30)
+    assert result.request_id == "survivor"
+    assert [c.status for c in result.candidates] == [Status.OK] * 4
+
+
+def test_an_unreachable_worker_is_one_clear_error() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with RemoteExecutor(url, TOKEN, reconnect_s=0.5) as remote, pytest.raises(WorkerUnavailable) as info:
+        remote.evaluate(make_request("nobody-home"))
+    assert time.monotonic() - started < 5
+    assert str(info.value).startswith(f"cannot reach the worker at {url} for 0 s (ConnectError")
+    assert "is `cuda-agent worker` running there" in str(info.value)
+
+
+# --------------------------------------------------------------------------- TLS
+
+
+@pytest.fixture(scope="module")
+def self_signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = str(d / "cert.pem"), str(d / "key.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1"]
+        + ["-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def test_tls_worker_is_reachable_with_its_certificate_and_refused_without(self_signed: tuple[str, str]) -> None:
+    cert, _ = self_signed
+    with running_worker(FakeExecutor(), tls=self_signed) as (url, _):
+        with RemoteExecutor(url, TOKEN, verify=cert) as remote:
+            assert remote.evaluate(make_request("tls", 1)).candidates[0].status is Status.OK
+        with RemoteExecutor(url, TOKEN) as remote, pytest.raises(WorkerUnavailable, match=f"TLS check of {url} failed"):
+            remote.device_info()
+
+
+# --------------------------------------------------------------------------- `cuda-agent worker`
+
+
+def run_worker_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "server", "worker", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield int(s.getsockname()[1])
+
+
+def test_worker_command_refuses_unsafe_or_impossible_setups(tmp_path: Path, busy_port: int) -> None:
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    token.chmod(0o600)
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    cases = [
+        (("--host", "0.0.0.0"), "refusing to listen on 0.0.0.0 without --token-file"),
+        (("--token-file", "/no/such/token"), "/no/such/token: cannot read the token"),
+        (("--token-file", str(empty)), "the token file is empty"),
+        (("--tls-key", str(token)), "--tls-key needs --tls-cert"),
+        (("--tls-cert", str(token)), f"cannot use TLS certificate {token}"),
+        (("--gpus", "zero"), "expected comma-separated GPU indices"),
+        (("--token-file", str(token), "--port", str(busy_port)), f"cannot listen on 127.0.0.1:{busy_port}"),
+    ]
+    for args, needle in cases:
+        out = run_worker_cli(*args)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2, (args, out.stderr)
+        assert len(lines) == 1 and lines[0].startswith("cuda-agent: error:"), (args, out.stderr)
+        assert needle in lines[0], (args, lines[0])
+
+
+# --------------------------------------------------------------------------- load
+
+
+def test_load_200_concurrent_evaluations_all_answered_nothing_lost() -> None:
+    """200 evaluations at once from one client whose limit is 32: the rest are refused with 429
+    and retried, two GPU lanes share the work, and every request gets its own result exactly once."""
+    lanes = [FakeExecutor(delay_s=0.002), FakeExecutor(delay_s=0.002)]
+    requests = [make_request(f"load-{i:03d}", candidates=2) for i in range(200)]
+    started = time.monotonic()
+    with running_worker(*lanes, limits=Limits(max_per_client=32)) as (url, service):
+        with RemoteExecutor(url, TOKEN, queue_timeout_s=60) as remote, ThreadPoolExecutor(200) as pool:
+            results = list(pool.map(remote.evaluate, requests, timeout=90))
+        assert not service.running and not service.clients
+    elapsed = time.monotonic() - started
+    assert [r.request_id for r in results] == [r.id for r in requests]
+    assert all(c.status is Status.OK for r in results for c in r.candidates)
+    ran = lanes[0].evaluated + lanes[1].evaluated
+    assert sorted(ran) == sorted(r.id for r in requests)  # each ran exactly once
+    assert min(len(lane.evaluated) for lane in lanes) > 50  # both lanes worked
+    assert elapsed < 60
+
+
+def serve_fake_worker(port: int, token: str, delay_s: float) -> None:
+    service = WorkerService([FakeExecutor(delay_s)], token=token)
+    make_server(service.app, log_level="warning").run(sockets=[listen("127.0.0.1", port)])
+
+
+if __name__ == "__main__":
+    serve_fake_worker(int(sys.argv[1]), sys.argv[2], float(sys.argv[3]))
