@@ -1,0 +1,724 @@
+"""LocalExecutor: evaluate candidates in a spawned worker process per GPU.
+
+Parent side (:class:`LocalExecutor`, :class:`WorkerProcess`): compiles baseline and candidates in
+``sandbox.compiler.CompilePool`` (CPU processes, overlapping GPU work), rejects what can be
+rejected statically, and sends each candidate to the GPU worker with a deadline.  The worker is a
+fresh interpreter (``python -m sandbox.worker``) started with a clean environment, in its own
+session and process group, with stdout sent to /dev/null; jobs and replies travel as pickles over
+a private socket pair.  Inside ``bwrap`` (bubblewrap) when it is installed and works: read-only
+root, private /tmp, no network.  A job past its deadline gets the whole process group killed and
+comes back ``timeout``; a worker that dies comes back ``crash``; after a sticky CUDA error the
+worker answers ``crash`` and exits; either way a fresh worker is started for the next job.
+
+Worker side (:class:`GpuHandler`): one CUDA context for the worker's life; per request it loads the
+baseline, computes reference outputs lazily (``sandbox.verify.Verifier``), verifies each candidate
+and times it interleaved with the baseline (``sandbox.timing.bench``), then re-checks the outputs
+the timed runs left on every rotated input slot.
+
+The handler is pluggable (``handler="module:factory"``) so lifecycle tests can run workers that
+crash or hang without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import logging
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sandbox.contract import (
+    Budget,
+    CandidateResult,
+    DeviceInfo,
+    EvalRequest,
+    EvalResult,
+    KernelSource,
+    Launch,
+    Progress,
+    Status,
+)
+from sandbox.executor import Executor, ExecutorError, NoGpuError, ProgressFn, WorkerUnavailable
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HANDLER = "sandbox.worker:GpuHandler"
+_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LD_LIBRARY_PATH", "XDG_CACHE_HOME")
+_ENV_KEEP_PREFIX = ("CUDA_", "CUPY_", "NVIDIA_")
+# Symbols of the CUDA device runtime: present only when device code launches kernels or streams.
+DEVICE_RUNTIME_SYMBOLS = (b"cudaLaunchDevice", b"cudaGetParameterBuffer", b"cudaStreamCreateWithFlags")
+SEPARATE_COMPILATION_OPTIONS = ("-rdc", "--relocatable-device-code", "-dc", "--device-c", "-dlto")
+SANITIZER_TOOLS = ("memcheck", "racecheck")
+
+
+# --------------------------------------------------------------------------- messages
+
+
+@dataclass(frozen=True)
+class Binary:
+    """A compiled kernel: cubin and the (mangled) symbol to launch."""
+
+    cubin: bytes
+    symbol: str
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    """Evaluate one kernel of ``request``: the baseline itself (``index == -1``) or a candidate."""
+
+    request: EvalRequest
+    baseline: Binary
+    index: int
+    candidate: Binary | None = None
+
+
+@dataclass(frozen=True)
+class InfoJob:
+    """Describe the device; measure its ceilings unless ``known`` already has them."""
+
+    known: DeviceInfo | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    value: CandidateResult | DeviceInfo | None
+    restart: bool = False  # the worker exits after this reply (sticky CUDA error)
+    unavailable: str = ""  # the worker cannot work at all (no GPU, no CuPy): why
+
+
+Job = EvalJob | InfoJob
+Handler = Callable[[Job], Reply]
+
+
+# --------------------------------------------------------------------------- static rules
+
+
+def static_rejection(kernel: KernelSource, cubin: bytes) -> str:
+    """Why a compiled kernel is rejected before it runs, or ''.
+
+    Work launched from device code (dynamic parallelism, device-side streams, fire-and-forget or
+    tail launches) would escape the timed region and the verification's view; it needs separate
+    compilation and the device runtime, whose symbols then appear in the cubin."""
+    for opt in kernel.options:
+        if opt.split("=")[0] in SEPARATE_COMPILATION_OPTIONS:
+            return f"option {opt} (separate compilation / dynamic parallelism) is not allowed"
+    for sym in DEVICE_RUNTIME_SYMBOLS:
+        if sym in cubin:
+            return f"launches work from device code ({sym.decode()}): dynamic parallelism is not allowed"
+    return ""
+
+
+# --------------------------------------------------------------------------- worker process
+
+
+def bwrap_prefix() -> list[str]:
+    """bubblewrap command prefix (no network, read-only root, private /tmp), or [] if unusable."""
+    exe = shutil.which("bwrap")
+    if not exe:
+        return []
+    prefix = [
+        exe,
+        "--die-with-parent",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev-bind",
+        "/dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+    ]
+    try:
+        probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if probe.returncode != 0:
+        log.warning("bwrap is installed but unusable here (%s); workers run unsandboxed", probe.stderr[:200])
+        return []
+    return prefix
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIX)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["CUPY_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "cuda-agent-cupy")
+    return env
+
+
+class WorkerProcess:
+    """One worker process: start, call with a deadline, kill its process group, restart."""
+
+    def __init__(
+        self,
+        device: int = 0,
+        backend: str = "cupy",
+        handler: str = DEFAULT_HANDLER,
+        prefix: Sequence[str] = (),
+    ) -> None:
+        self.device = device
+        self.backend = backend
+        self.handler = handler
+        self.prefix = list(prefix)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.conn: Connection | None = None
+        self.restarts = 0
+
+    def start(self) -> None:
+        parent, child = socket.socketpair()
+        cmd = [
+            *self.prefix,
+            sys.executable,
+            "-m",
+            "sandbox.worker",
+            "--fd",
+            str(child.fileno()),
+            "--device",
+            str(self.device),
+            "--backend",
+            self.backend,
+            "--handler",
+            self.handler,
+        ]
+        self.proc = subprocess.Popen(
+            cmd,
+            pass_fds=(child.fileno(),),
+            env=clean_env(),
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            cwd=str(Path(__file__).resolve().parent.parent),
+        )
+        child.close()
+        self.conn = Connection(parent.detach())
+
+    def call(self, job: Job, timeout: float) -> Reply:
+        """Send ``job``; the reply, or a ``timeout``/``crash`` result if none comes in ``timeout`` s."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.restart()
+        assert self.conn is not None
+        try:
+            self.conn.send(job)
+            if self.conn.poll(max(timeout, 0.0)):
+                reply: Reply = self.conn.recv()
+                if reply.restart:
+                    self.restart()
+                return reply
+            self.restart()
+            return Reply(_failure(job, Status.TIMEOUT, f"killed at its {timeout:.1f} s deadline"))
+        except (EOFError, OSError) as exc:
+            code = self.proc.wait(timeout=5) if self.proc else None
+            self.restart()
+            return Reply(_failure(job, Status.CRASH, f"worker died (exit status {code}): {exc or 'EOF'}"))
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group (the worker and anything it started)."""
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+
+    def restart(self) -> None:
+        self.kill()
+        self.restarts += 1
+        self.start()
+
+    def close(self, timeout: float = 5.0) -> int | None:
+        """Ask the worker to exit; kill it if it does not. Returns its exit status."""
+        if self.proc is None:
+            return None
+        proc = self.proc
+        try:
+            if self.conn is not None:
+                self.conn.send(None)
+            code: int | None = proc.wait(timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired):
+            code = None
+        self.kill()
+        return code
+
+
+def _failure(job: Job, status: Status, message: str) -> CandidateResult | None:
+    if isinstance(job, EvalJob):
+        return CandidateResult(candidate_id=_job_id(job), status=status, message=message)
+    return None
+
+
+def _job_id(job: EvalJob) -> str:
+    return "baseline" if job.index < 0 else job.request.candidates[job.index].id
+
+
+# --------------------------------------------------------------------------- executor
+
+
+class LocalExecutor(Executor):
+    """Evaluates on this machine's GPUs: one worker process per device, one request per worker."""
+
+    def __init__(
+        self,
+        devices: Sequence[int] = (0,),
+        *,
+        backend: str = "cupy",
+        handler: str = DEFAULT_HANDLER,
+        sandbox: bool = True,
+        compile_workers: int | None = None,
+    ) -> None:
+        from sandbox.compiler import CompilePool
+
+        prefix = bwrap_prefix() if sandbox else []
+        self.sandboxed = bool(prefix)
+        self._workers = [WorkerProcess(d, backend, handler, prefix) for d in devices]
+        self._idle: queue.Queue[WorkerProcess] = queue.Queue()
+        for w in self._workers:
+            self._idle.put(w)
+        self._pool = CompilePool(compile_workers)
+        self._info: dict[int, DeviceInfo] = {}
+        self._info_lock = threading.Lock()
+
+    def device_info(self) -> DeviceInfo:
+        worker = self._idle.get()
+        try:
+            return self._device_info(worker)
+        finally:
+            self._idle.put(worker)
+
+    def _device_info(self, worker: WorkerProcess) -> DeviceInfo:
+        from sandbox.timing import cached_ceilings, store_ceilings
+
+        with self._info_lock:
+            if worker.device in self._info:
+                return self._info[worker.device]
+            if worker.proc is None:
+                worker.start()
+            bare = self._ask_info(worker, None, 60.0)
+            known = cached_ceilings(bare)
+            info = known or self._ask_info(worker, bare, 120.0)
+            if known is None:
+                store_ceilings(info)
+            self._info[worker.device] = info
+            return info
+
+    @staticmethod
+    def _ask_info(worker: WorkerProcess, bare: DeviceInfo | None, timeout: float) -> DeviceInfo:
+        reply = worker.call(InfoJob(known=None if bare is None else bare), timeout)
+        if reply.unavailable:
+            raise NoGpuError(reply.unavailable)
+        if not isinstance(reply.value, DeviceInfo):
+            raise WorkerUnavailable(f"GPU worker {worker.device} did not describe its device")
+        return reply.value
+
+    def evaluate(
+        self,
+        request: EvalRequest,
+        *,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> EvalResult:
+        worker = self._idle.get()
+        try:
+            if worker.backend != request.options.backend:
+                worker.kill()
+                worker.backend = request.options.backend
+            info = self._device_info(worker)
+            return _Evaluation(self, worker, info, request, progress, cancel).run()
+        finally:
+            self._idle.put(worker)
+
+    def close(self) -> None:
+        for w in self._workers:
+            w.close()
+        self._pool.close()
+
+
+class _Evaluation:
+    """One request on one worker."""
+
+    def __init__(
+        self,
+        executor: LocalExecutor,
+        worker: WorkerProcess,
+        info: DeviceInfo,
+        request: EvalRequest,
+        progress: ProgressFn | None,
+        cancel: threading.Event | None,
+    ) -> None:
+        self.ex, self.worker, self.info, self.request = executor, worker, info, request
+        self.progress, self.cancel = progress, cancel or threading.Event()
+        self.arch = request.options.arch or "sm_" + info.compute_capability.replace(".", "")
+
+    def _compile(self, kernel: KernelSource) -> Any:
+        return self.ex._pool.submit(
+            kernel.source,
+            filename=kernel.filename,
+            name_expressions=(kernel.name,),
+            arch=self.arch,
+            options=kernel.options,
+        )
+
+    def run(self) -> EvalResult:
+        req = self.request
+        futures = [self._compile(req.baseline)] + [self._compile(c.kernel) for c in req.candidates]
+        total = len(req.candidates) + 1
+        budget = req.budget
+        started = time.perf_counter()
+        base_bin, baseline = self._prepare(futures[0], req.baseline, "baseline", budget.timeout_s)
+        if base_bin is not None:
+            job = EvalJob(req, base_bin, -1)
+            baseline = self._finish(self.worker.call(job, 2 * budget.timeout_s), job, started, baseline)
+        self._report(1, total, f"baseline: {baseline.status.value}")
+        results: list[CandidateResult] = []
+        for i, (cand, fut) in enumerate(zip(req.candidates, futures[1:], strict=True)):
+            started = time.perf_counter()
+            if self.cancel.is_set():
+                fut.cancel()
+                results.append(CandidateResult(cand.id, Status.CANCELLED, "cancelled"))
+            elif base_bin is None or baseline.status != Status.OK:
+                fut.cancel()
+                results.append(
+                    CandidateResult(cand.id, Status.CANCELLED, f"baseline failed: {baseline.message}")
+                )
+            else:
+                binary, result = self._prepare(fut, cand.kernel, cand.id, budget.timeout_s)
+                if binary is not None:
+                    job = EvalJob(req, base_bin, i, binary)
+                    remaining = budget.timeout_s - (time.perf_counter() - started)
+                    result = self._finish(self.worker.call(job, remaining), job, started, result)
+                    if result.status == Status.OK and req.options.sanitize:
+                        result = sanitize(self.worker, job, result, budget)
+                results.append(result)
+            self._report(i + 2, total, f"{cand.id}: {results[-1].status.value}")
+        return EvalResult(req.id, baseline, tuple(results), self.info)
+
+    def _prepare(
+        self, fut: Any, kernel: KernelSource, cid: str, timeout: float
+    ) -> tuple[Binary | None, CandidateResult]:
+        """Wait for a compile; the binary to run, or None and the result that ends this candidate."""
+        try:
+            compiled = fut.result(timeout=timeout)
+        except TimeoutError:
+            return None, CandidateResult(cid, Status.TIMEOUT, f"compilation took over {timeout:.0f} s")
+        except Exception as exc:  # the compiler process died on this input
+            return None, CandidateResult(cid, Status.COMPILE_ERROR, f"compiler failed: {exc}")
+        res = compiled.result
+        symbol = res.lowered_names.get(kernel.name, kernel.name)
+        base = CandidateResult(cid, Status.OK, compile_log=res.log, resources=res.resources.get(symbol))
+        if not res.ok:
+            first = next((d for d in res.diagnostics if d.severity == "error"), None)
+            msg = f"line {first.line}: {first.message}" if first else "compilation failed"
+            return None, replace(base, status=Status.COMPILE_ERROR, message=msg)
+        if why := static_rejection(kernel, compiled.binary):
+            return None, replace(base, status=Status.REJECTED, message=why)
+        return Binary(compiled.binary, symbol), base
+
+    def _finish(
+        self, reply: Reply, job: EvalJob, started: float, compiled: CandidateResult
+    ) -> CandidateResult:
+        if reply.unavailable:
+            raise NoGpuError(reply.unavailable)
+        result = reply.value
+        if not isinstance(result, CandidateResult):
+            raise ExecutorError(f"GPU worker answered {type(result).__name__} to an evaluation")
+        from sandbox.timing import with_throughput
+
+        result = replace(
+            result,
+            compile_log=compiled.compile_log,
+            resources=compiled.resources,
+            seconds=time.perf_counter() - started,
+        )
+        return with_throughput(result, job.request.bench_problem, self.info)
+
+    def _report(self, done: int, total: int, message: str) -> None:
+        if self.progress is not None:
+            self.progress(Progress(self.request.id, done, total, message))
+
+
+def sanitize(worker: WorkerProcess, job: EvalJob, result: CandidateResult, budget: Budget) -> CandidateResult:
+    """Re-run an ``ok`` candidate's verification (bench problem, first seed) under compute-sanitizer
+    memcheck and racecheck; any error turns it into ``rejected``.  No-op without the tool."""
+    exe = shutil.which("compute-sanitizer")
+    if not exe:
+        return replace(result, sanitizer="compute-sanitizer not found: skipped")
+    req = job.request
+    small = replace(
+        req,
+        verify_problems=(),
+        seeds=req.seeds[:1],
+        options=replace(req.options, time=False, sanitize=False),
+    )
+    lines = []
+    for tool in SANITIZER_TOOLS:
+        with tempfile.TemporaryDirectory() as tmp:
+            logfile = Path(tmp) / "sanitizer.log"
+            prefix = [exe, "--tool", tool, "--error-exitcode", "86", "--log-file", str(logfile)]
+            proc = WorkerProcess(worker.device, worker.backend, worker.handler, [*worker.prefix, *prefix])
+            proc.start()
+            reply = proc.call(replace(job, request=small), 10 * budget.timeout_s)
+            code = proc.close(timeout=60)
+            text = logfile.read_text(errors="replace") if logfile.exists() else ""
+        summary = next((ln for ln in reversed(text.splitlines()) if "ERROR SUMMARY" in ln), "")
+        lines.append(f"{tool}: {summary.replace('========= ', '') or f'exit status {code}'}")
+        if code == 86 or (isinstance(reply.value, CandidateResult) and reply.value.status != Status.OK):
+            detail = "\n".join([ln for ln in text.splitlines() if ln.startswith("=========")][:20])
+            return replace(
+                result,
+                status=Status.REJECTED,
+                message=f"compute-sanitizer {tool}: {detail}",
+                sanitizer="; ".join(lines),
+            )
+    return replace(result, sanitizer="; ".join(lines))
+
+
+# --------------------------------------------------------------------------- worker side
+
+
+HELPERS = r"""
+extern "C" __global__ void cuda_agent_scribble(unsigned int pattern, unsigned int words) {
+    extern __shared__ unsigned int smem[];
+    for (unsigned int i = threadIdx.x; i < words; i += blockDim.x)
+        smem[i] = (pattern + blockIdx.x) * 2654435761u ^ (i * 40503u);
+}
+extern "C" __global__ void cuda_agent_spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) { }
+}
+"""
+SPIN_CYCLES = 2_000_000
+TIMING_SLOTS = 3
+
+
+class GpuHandler:
+    """Serves jobs in the worker process: one CUDA context, state for the latest request."""
+
+    def __init__(self, device: int, backend: str) -> None:
+        from sandbox.runtime import make_runtime
+
+        self.rt = make_runtime(backend, device)
+        self.info = self.rt.device_info()
+        self._helpers: dict[str, Any] = {}
+        self._state: tuple[str, Any, Any] | None = None  # request id, baseline handle, verifier
+        self._flusher: Any = None
+        self._scribbles = 0
+
+    def __call__(self, job: Job) -> Reply:
+        from sandbox.runtime import CudaError
+
+        if isinstance(job, InfoJob):
+            return Reply(self.describe(job.known))
+        try:
+            return Reply(self.evaluate(job))
+        except CudaError as exc:
+            status = Status.CRASH if exc.sticky else Status.LAUNCH_ERROR
+            return Reply(_failure(job, status, str(exc)), restart=exc.sticky)
+
+    def describe(self, known: DeviceInfo | None) -> DeviceInfo:
+        if known is None:
+            return self.info
+        from sandbox.timing import measure_ceilings
+
+        bandwidth, gflops = measure_ceilings(self.rt)
+        return replace(known, peak_bandwidth_gbps=bandwidth, peak_gflops=gflops)
+
+    def _helper(self, name: str) -> Any:
+        if name not in self._helpers:
+            from sandbox.compiler import compile_cuda
+
+            arch = "sm_" + self.info.compute_capability.replace(".", "")
+            compiled = compile_cuda(HELPERS, filename="cuda_agent_helpers.cu", arch=arch)
+            if not compiled.result.ok:
+                raise RuntimeError(f"helper kernels failed to compile: {compiled.result.log}")
+            self._helpers[name] = self.rt.load(compiled.binary, name)
+        return self._helpers[name]
+
+    def scribble(self, pattern: int) -> None:
+        """Fill the shared memory of every SM with a pattern that changes on every call."""
+        self._scribbles += 1
+        optin = self.rt.max_shared_optin()
+        launch = Launch((2 * self.info.sm_count, 1, 1), (256, 1, 1), optin)
+        args = (np.uint32((pattern << 16) ^ self._scribbles), np.uint32(optin // 4))
+        self.rt.launch(self._helper("cuda_agent_scribble"), launch, args)
+
+    def clock_mhz(self) -> float:
+        start, end = self.rt.event(), self.rt.event()
+        self.rt.record(start)
+        self.rt.launch(
+            self._helper("cuda_agent_spin"), Launch((1, 1, 1), (1, 1, 1)), (np.int64(SPIN_CYCLES),)
+        )
+        self.rt.record(end)
+        self.rt.synchronize()
+        return SPIN_CYCLES / (self.rt.elapsed_ms(start, end) * 1e3)
+
+    def _request_state(self, job: EvalJob) -> tuple[Any, Any]:
+        from sandbox.verify import Verifier
+
+        req = job.request
+        if self._state is None or self._state[0] != req.id:
+            baseline = self.rt.load(job.baseline.cubin, job.baseline.symbol)
+            problems = (*req.verify_problems, req.bench_problem)
+            verifier = Verifier(self.rt, problems, req.seeds, baseline, req.tolerance, self.scribble)
+            self._state = (req.id, baseline, verifier)
+        return self._state[1], self._state[2]
+
+    def evaluate(self, job: EvalJob) -> CandidateResult:
+        req = job.request
+        cid = _job_id(job)
+        self.rt.set_memory_limit(0)
+        if self._flusher is None:
+            from sandbox.timing import Flusher
+
+            self._flusher = Flusher(self.rt, 2 * max(self.info.l2_bytes, 1 << 20))
+        self._helper("cuda_agent_scribble")
+        self._helper("cuda_agent_spin")
+        baseline, verifier = self._request_state(job)
+        self.rt.set_memory_limit(req.budget.gpu_memory_bytes)
+        try:
+            if job.candidate is None:
+                kernel, launches = baseline, None
+            else:
+                kernel = self.rt.load(job.candidate.cubin, job.candidate.symbol)
+                launches = req.candidates[job.index].launches
+            verdict = verifier.verify(kernel, launches)
+            if verdict.status is not None:
+                return CandidateResult(cid, verdict.status, verdict.message, checks=verdict.checks)
+            if not req.options.time:
+                return CandidateResult(cid, Status.OK, "verified (not timed)", checks=verdict.checks)
+            bench_launch = launches[-1] if launches else req.bench_problem.launch
+            return self._time(job, baseline, kernel, bench_launch, verdict.checks)
+        finally:
+            self.rt.set_memory_limit(0)
+
+    def _time(self, job: EvalJob, baseline: Any, kernel: Any, launch: Launch, checks: Any) -> CandidateResult:
+        from sandbox.timing import bench, speedups
+        from sandbox.verify import POISON_A, Workspace, compare, default_tolerance, inputs_for
+
+        req = job.request
+        problem = req.bench_problem
+        alone = job.candidate is None
+        pairs: list[tuple[Workspace, Workspace]] = []
+        try:
+            for slot in range(TIMING_SLOTS):
+                inputs = inputs_for(problem, 1000 + slot)
+                a = Workspace(self.rt, problem)
+                b = a if alone else Workspace(self.rt, problem)
+                pairs.append((a, b))
+                a.prepare(inputs, POISON_A)
+                if b is not a:
+                    b.prepare(inputs, POISON_A)
+            runs = [lambda s: self.rt.launch(baseline, problem.launch, pairs[s][0].args())]
+            if not alone:
+                runs.append(lambda s: self.rt.launch(kernel, launch, pairs[s][1].args()))
+            timings = bench(self.rt, runs, TIMING_SLOTS, self._flusher, req.budget, self.clock_mhz)
+            if not alone:
+                for slot, (a, b) in enumerate(pairs):
+                    for arg in problem.args:
+                        if arg.role != "out":
+                            continue
+                        tol = req.tolerance or default_tolerance(arg.dtype)
+                        cmp = compare(a.read(arg.name), b.read(arg.name), arg.dtype, tol)
+                        if not cmp.ok:
+                            return CandidateResult(
+                                _job_id(job),
+                                Status.MISMATCH,
+                                f"{problem.label}: outputs of the timed runs differ from the baseline's "
+                                f"on rotated input slot {slot} (`{arg.name}` {cmp.detail}): "
+                                "results depend on earlier calls",
+                                checks=checks,
+                            )
+        finally:
+            for a, b in pairs:
+                a.close()
+                if b is not a:
+                    b.close()
+        if alone:
+            return CandidateResult(_job_id(job), Status.OK, checks=checks, timing=timings[0])
+        speed, low, high = speedups(timings[0], timings[1])
+        return CandidateResult(
+            _job_id(job),
+            Status.OK,
+            checks=checks,
+            timing=timings[1],
+            baseline_timing=timings[0],
+            speedup=speed,
+            speedup_low=low,
+            speedup_high=high,
+        )
+
+
+def _load_handler(spec: str, device: int, backend: str) -> Handler:
+    module, _, name = spec.partition(":")
+    factory = getattr(importlib.import_module(module), name)
+    handler: Handler = factory(device, backend)
+    return handler
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Worker process entry: serve jobs from the inherited socket until it closes."""
+    parser = argparse.ArgumentParser(prog="python -m sandbox.worker")
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--backend", default="cupy")
+    parser.add_argument("--handler", default=DEFAULT_HANDLER)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="worker: %(message)s")
+    conn = Connection(args.fd)
+    handler: Handler | None = None
+    unavailable = ""
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return 0
+        if job is None:
+            return 0
+        if handler is None and not unavailable:
+            try:
+                handler = _load_handler(args.handler, args.device, args.backend)
+            except Exception as exc:  # no CuPy, no driver, no device
+                unavailable = f"no usable GPU {args.device} ({args.backend}): {type(exc).__name__}: {exc}"
+        if handler is None:
+            conn.send(Reply(None, unavailable=unavailable))
+            continue
+        try:
+            reply = handler(job)
+        except Exception as exc:  # a bug in the harness: report it on this job and start afresh
+            log.exception("worker job failed")
+            reply = Reply(
+                _failure(job, Status.CRASH, f"worker error: {type(exc).__name__}: {exc}"), restart=True
+            )
+        conn.send(reply)
+        if reply.restart:
+            return 3
+
+
+if __name__ == "__main__":
+    # Run the imported module's main, so replies pickle as ``sandbox.worker.Reply``, not ``__main__.Reply``.
+    from sandbox.worker import main as worker_main
+
+    sys.exit(worker_main())

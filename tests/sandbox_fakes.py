@@ -1,0 +1,102 @@
+"""Worker handlers for lifecycle tests: no GPU, behaviour chosen by the candidate's id.
+
+Loaded inside spawned worker processes through ``LocalExecutor(handler="sandbox_fakes:...")``
+(the tests directory is on the worker's ``PYTHONPATH``, inherited from pytest's ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from sandbox.contract import (
+    ArgSpec,
+    Budget,
+    Candidate,
+    CandidateResult,
+    DeviceInfo,
+    EvalRequest,
+    KernelSource,
+    Launch,
+    Problem,
+    Status,
+    Timing,
+)
+from sandbox.worker import EvalJob, InfoJob, Job, Reply
+
+FAKE_DEVICE = DeviceInfo(name="Fake GPU", compute_capability="9.0", sm_count=4, l2_bytes=1 << 20, memory_bytes=1 << 30)
+
+
+class ScriptedHandler:
+    """``ok*`` answers ok with the worker's pid; ``hang`` sleeps forever after starting a
+    grandchild whose pid it writes to ``<request id>``; ``crash`` dies; ``sticky`` reports a
+    sticky CUDA error and asks for a restart."""
+
+    def __init__(self, device: int, backend: str) -> None:
+        self.device = device
+
+    def __call__(self, job: Job) -> Reply:
+        if isinstance(job, InfoJob):
+            known = job.known
+            if known is None:
+                return Reply(FAKE_DEVICE)
+            return Reply(DeviceInfo(**{**known.__dict__, "peak_bandwidth_gbps": 1000.0, "peak_gflops": 500.0}))
+        assert isinstance(job, EvalJob)
+        cid = "baseline" if job.index < 0 else job.request.candidates[job.index].id
+        if cid == "hang":
+            child = subprocess.Popen(["sleep", "600"])
+            Path(job.request.id).write_text(str(child.pid))
+            time.sleep(600)
+        if cid == "crash":
+            os._exit(9)
+        if cid == "sticky":
+            return Reply(CandidateResult(cid, Status.CRASH, "CUDA_ERROR_ILLEGAL_ADDRESS"), restart=True)
+        timing = Timing(median_ms=1.0, q1_ms=0.9, q3_ms=1.1, min_ms=0.8, samples=10, rel_spread=0.2)
+        return Reply(CandidateResult(cid, Status.OK, f"pid {os.getpid()}", timing=timing))
+
+
+class NoGpuHandler:
+    def __init__(self, device: int, backend: str) -> None:
+        raise RuntimeError("CUDA driver not found")
+
+
+def vadd_problem(n: int, block: int = 256, label: str = "") -> Problem:
+    """c = a + b over ``n`` floats, one thread per element, ``block`` threads per block."""
+    return Problem(
+        label=label or f"n={n}",
+        sizes={"n": n},
+        args=(
+            ArgSpec("a", "in", "float32", n),
+            ArgSpec("b", "in", "float32", n),
+            ArgSpec("c", "out", "float32", n),
+            ArgSpec("n", "scalar", "int32", value=n),
+        ),
+        launch=Launch(((n + block - 1) // block, 1, 1), (block, 1, 1)),
+        bytes_moved=12 * n,
+        flops=n,
+    )
+
+
+def kernel_file(path: Path, name: str, options: tuple[str, ...] = ()) -> KernelSource:
+    return KernelSource(source=path.read_text(), name=name, options=options, filename=path.name)
+
+
+def vadd_request(
+    baseline: KernelSource,
+    candidates: tuple[Candidate, ...],
+    sizes: tuple[int, ...] = (1, 4097),
+    bench: int = 1 << 16,
+    block: int = 256,
+    budget: Budget | None = None,
+    request_id: str = "req",
+) -> EvalRequest:
+    return EvalRequest(
+        id=request_id,
+        baseline=baseline,
+        candidates=candidates,
+        verify_problems=tuple(vadd_problem(n, block) for n in sizes),
+        bench_problem=vadd_problem(bench, block),
+        budget=budget or Budget(),
+    )

@@ -1,0 +1,124 @@
+"""Statistics, adaptive interleaved sampling (on a scripted runtime), throughput, ceilings cache."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from sandbox.contract import Budget, CandidateResult, DeviceInfo, Status, Timing
+from sandbox.timing import (
+    Flusher,
+    bench,
+    cached_ceilings,
+    speedups,
+    store_ceilings,
+    summarize,
+    with_throughput,
+)
+from sandbox_fakes import vadd_problem
+
+
+def test_summarize_quartiles() -> None:
+    t = summarize([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert (t.median_ms, t.q1_ms, t.q3_ms, t.min_ms, t.samples) == (3.0, 2.0, 4.0, 1.0, 5)
+    assert t.rel_spread == pytest.approx(2.0 / 3.0)
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_speedups_are_bracketed() -> None:
+    base = Timing(2.0, 1.9, 2.1, 1.8, 10, 0.1)
+    cand = Timing(1.0, 0.95, 1.05, 0.9, 10, 0.1)
+    speed, low, high = speedups(base, cand)
+    assert speed == 2.0 and low < speed < high
+    assert low == pytest.approx(1.9 / 1.05) and high == pytest.approx(2.1 / 0.95)
+
+
+class ScriptedRuntime:
+    """Stands in for a Runtime: events carry the time a scripted sequence gives each launch."""
+
+    def __init__(self, durations: dict[int, list[float]]) -> None:
+        self.durations = {k: itertools.cycle(v) for k, v in durations.items()}
+        self.log: list[str] = []
+        self.clock = 0.0
+
+    def alloc(self, nbytes: int) -> int:
+        return 4096
+
+    def free(self, ptr: int) -> None:
+        pass
+
+    def memset_async(self, ptr: int, byte: int, nbytes: int) -> None:
+        self.log.append("flush")
+
+    def event(self) -> list[float]:
+        return [0.0]
+
+    def record(self, event: list[float]) -> None:
+        event[0] = self.clock
+
+    def elapsed_ms(self, start: list[float], end: list[float]) -> float:
+        return end[0] - start[0]
+
+    def synchronize(self) -> None:
+        pass
+
+    def enqueue(self, k: int) -> object:
+        def run(slot: int) -> None:
+            self.log.append(f"{'AB'[k]}{slot}")
+            self.clock += next(self.durations[k])
+
+        return run
+
+
+def test_bench_interleaves_flushes_and_stops_when_quiet() -> None:
+    rt = ScriptedRuntime({0: [2.0], 1: [1.0]})
+    budget = Budget(min_samples=10, max_samples=200, target_rel_spread=0.01, time_budget_ms=10_000)
+    a, b = bench(rt, [rt.enqueue(0), rt.enqueue(1)], 3, Flusher(rt, 1 << 20), budget)  # type: ignore[arg-type]
+    assert a.median_ms == 2.0 and b.median_ms == 1.0
+    assert a.samples == b.samples == 16  # two rounds of 8 reach min_samples with zero spread
+    timed = [e for e in rt.log[2:] if e != "flush"]  # after the two warm-up launches
+    assert timed[:8] == ["A0", "B0", "B1", "A1", "A2", "B2", "B0", "A0"]
+    assert rt.log[2:].count("flush") == len(timed)  # L2 flushed before every sample
+
+
+def test_bench_keeps_sampling_while_noisy_up_to_max() -> None:
+    rt = ScriptedRuntime({0: [1.0, 1.5, 0.7, 1.2]})
+    budget = Budget(min_samples=10, max_samples=40, target_rel_spread=0.01, time_budget_ms=10_000)
+    (t,) = bench(rt, [rt.enqueue(0)], 2, Flusher(rt, 1024), budget)  # type: ignore[arg-type]
+    assert t.samples == 40 and t.rel_spread > 0.01
+
+
+def test_bench_flags_throttling() -> None:
+    rt = ScriptedRuntime({0: [1.0]})
+    clocks = iter([1980.0, 1500.0])
+    (t,) = bench(rt, [rt.enqueue(0)], 1, Flusher(rt, 1024), Budget(), lambda: next(clocks))  # type: ignore[arg-type]
+    assert t.throttled
+    steady = iter([1980.0, 1975.0])
+    (t,) = bench(rt, [rt.enqueue(0)], 1, Flusher(rt, 1024), Budget(), lambda: next(steady))  # type: ignore[arg-type]
+    assert not t.throttled
+
+
+DEVICE = DeviceInfo("H200", "9.0", 132, 50 << 20, 141 << 30, driver="13.0")
+
+
+def test_throughput_from_problem_counts() -> None:
+    device = DeviceInfo(**{**DEVICE.__dict__, "peak_bandwidth_gbps": 4000.0, "peak_gflops": 50_000.0})
+    timing = Timing(0.1, 0.09, 0.11, 0.08, 10, 0.2)
+    result = with_throughput(CandidateResult("c", Status.OK, timing=timing), vadd_problem(1 << 24), device)
+    assert result.achieved_gbps == pytest.approx(12 * (1 << 24) / 1e-4 / 1e9)
+    assert result.pct_peak_bandwidth == pytest.approx(100 * result.achieved_gbps / 4000.0)
+    untimed = CandidateResult("c", Status.MISMATCH)
+    assert with_throughput(untimed, vadd_problem(8), device) is untimed
+
+
+def test_ceilings_cache_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "ceilings.json"
+    assert cached_ceilings(DEVICE, path) is None
+    measured = DeviceInfo(**{**DEVICE.__dict__, "peak_bandwidth_gbps": 4300.0, "peak_gflops": 51_000.0})
+    store_ceilings(measured, path)
+    assert cached_ceilings(DEVICE, path) == measured
+    other_driver = DeviceInfo(**{**DEVICE.__dict__, "driver": "12.8"})
+    assert cached_ceilings(other_driver, path) is None

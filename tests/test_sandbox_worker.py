@@ -1,0 +1,148 @@
+"""Worker lifecycle without a GPU: real worker processes running scripted handlers, real NVRTC
+compiles in the CPU pool.  Hangs are killed at their deadline with their whole process group,
+crashes and sticky errors restart the worker, and every candidate gets a result."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox.contract import Budget, Candidate, EvalResult, KernelSource, Progress, Status
+from sandbox.executor import NoGpuError
+from sandbox.worker import LocalExecutor, WorkerProcess, clean_env
+from sandbox_fakes import kernel_file, vadd_request
+
+SCRIPTED = "sandbox_fakes:ScriptedHandler"
+
+
+@pytest.fixture
+def executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalExecutor]:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    ex = LocalExecutor(handler=SCRIPTED, sandbox=False, compile_workers=2)
+    yield ex
+    ex.close()
+
+
+@pytest.fixture
+def vadd(data_dir: Path) -> KernelSource:
+    return kernel_file(data_dir / "sandbox" / "vadd.cu", "vadd")
+
+
+def evaluate(ex: LocalExecutor, vadd: KernelSource, ids: list[str], request_id: str, **kw: object) -> EvalResult:
+    cands = tuple(Candidate(cid, vadd) for cid in ids)
+    return ex.evaluate(vadd_request(vadd, cands, request_id=request_id), **kw)  # type: ignore[arg-type]
+
+
+def alive(pid: int) -> bool:
+    """Running (a killed process whose parent died may linger as a zombie until reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def pid_of(message: str) -> int:
+    return int(message.split()[-1])
+
+
+def test_hang_is_killed_with_its_process_group_and_worker_serves_on(
+    executor: LocalExecutor, vadd: KernelSource, tmp_path: Path
+) -> None:
+    marker = tmp_path / "grandchild.pid"
+    cands = tuple(Candidate(cid, vadd) for cid in ("ok1", "hang", "ok2"))
+    request = vadd_request(vadd, cands, budget=Budget(timeout_s=3.0), request_id=str(marker))
+    start = time.monotonic()
+    result = executor.evaluate(request)
+    statuses = [c.status for c in result.candidates]
+    assert statuses == [Status.OK, Status.TIMEOUT, Status.OK]
+    assert "deadline" in result.candidates[1].message
+    assert time.monotonic() - start < 30
+    grandchild = int(marker.read_text())
+    time.sleep(0.2)
+    assert not alive(grandchild)  # the hung job's own child went down with the process group
+    assert pid_of(result.candidates[0].message) != pid_of(result.candidates[2].message)
+
+
+def test_crash_and_sticky_error_restart_the_worker(executor: LocalExecutor, vadd: KernelSource) -> None:
+    result = evaluate(executor, vadd, ["ok1", "crash", "ok2", "sticky", "ok3"], "r1")
+    assert [c.status for c in result.candidates] == [
+        Status.OK,
+        Status.CRASH,
+        Status.OK,
+        Status.CRASH,
+        Status.OK,
+    ]
+    assert "exit status 9" in result.candidates[1].message
+    pids = [pid_of(result.candidates[i].message) for i in (0, 2, 4)]
+    assert len(set(pids)) == 3  # a fresh worker after each crash
+    assert result.baseline.status == Status.OK
+    assert result.device is not None and result.device.peak_bandwidth_gbps == 1000.0
+
+
+def test_compile_errors_and_static_rejections_never_reach_the_worker(
+    executor: LocalExecutor, vadd: KernelSource
+) -> None:
+    broken = KernelSource(vadd.source.replace("c[i] = a[i] + b[i];", "c[i] = a[i] + ;"), "vadd")
+    rdc = KernelSource(vadd.source, "vadd", options=("-rdc=true",))
+    cands = (Candidate("broken", broken), Candidate("rdc", rdc), Candidate("hang", vadd))
+    request = vadd_request(vadd, cands, budget=Budget(timeout_s=2.0))
+    result = executor.evaluate(request)
+    b, r, h = result.candidates
+    assert b.status == Status.COMPILE_ERROR and "line 6" in b.message and "error" in b.compile_log
+    assert r.status == Status.REJECTED and "-rdc" in r.message
+    assert h.status == Status.TIMEOUT
+
+
+def test_baseline_compile_error_cancels_candidates(executor: LocalExecutor, vadd: KernelSource) -> None:
+    broken = KernelSource("__global__ void vadd(float* x) { x[0] = ; }", "vadd")
+    request = vadd_request(broken, (Candidate("ok1", vadd),))
+    result = executor.evaluate(request)
+    assert result.baseline.status == Status.COMPILE_ERROR
+    assert result.candidates[0].status == Status.CANCELLED
+
+
+def test_progress_and_cancel(executor: LocalExecutor, vadd: KernelSource) -> None:
+    cancel = threading.Event()
+    seen: list[Progress] = []
+
+    def on_progress(p: Progress) -> None:
+        seen.append(p)
+        if p.done == 2:
+            cancel.set()
+
+    result = evaluate(executor, vadd, ["ok1", "ok2", "ok3"], "r2", progress=on_progress, cancel=cancel)
+    assert [c.status for c in result.candidates] == [Status.OK, Status.CANCELLED, Status.CANCELLED]
+    assert [p.done for p in seen] == [1, 2, 3, 4] and seen[-1].total == 4
+
+
+def test_ceilings_measured_once_and_cached(executor: LocalExecutor, tmp_path: Path) -> None:
+    info = executor.device_info()
+    assert info.name == "Fake GPU" and info.peak_gflops == 500.0
+    assert (tmp_path / "cache" / "cuda-agent" / "ceilings.json").exists()
+
+
+def test_no_gpu_is_an_executor_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with LocalExecutor(handler="sandbox_fakes:NoGpuHandler", sandbox=False, compile_workers=1) as ex, pytest.raises(
+        NoGpuError, match="CUDA driver not found"
+    ):
+        ex.device_info()
+
+
+def test_worker_runs_in_its_own_session_with_a_clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SECRET_TOKEN", "x")
+    env = clean_env()
+    assert "SECRET_TOKEN" not in env and "PYTHONPATH" in env
+    w = WorkerProcess(handler=SCRIPTED)
+    w.start()
+    try:
+        assert w.proc is not None
+        assert os.getpgid(w.proc.pid) == w.proc.pid != os.getpgid(0)
+    finally:
+        assert w.close() == 0
