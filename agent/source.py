@@ -147,6 +147,7 @@ class LaunchSite:
     args: tuple[Expr, ...]
     span: Span
     caller: str  # the enclosing function's name ("" at file scope)
+    caller_span: Span | None = None
 
 
 @dataclass(frozen=True)
@@ -259,6 +260,9 @@ class Document:
             end,
         )
 
+    def text_in(self, span: Span) -> str:
+        return self.data[span.start_byte : span.end_byte].decode("utf-8", errors="replace")
+
     def node_text(self, node: tree_sitter.Node) -> str:
         return self.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
 
@@ -362,10 +366,11 @@ class Document:
         parts: list[Expr | None] = [self._expr(c) for c in config.named_children if c.type != "comment"]
         parts += [None] * (4 - len(parts))
         caller = ""
+        caller_span = None
         p = call.parent
         while p is not None:
             if p.type == "function_definition":
-                caller = _function_name(self, p)
+                caller, caller_span = _function_name(self, p), self.span(p)
                 break
             p = p.parent
         return LaunchSite(
@@ -378,6 +383,7 @@ class Document:
             args=tuple(self._expr(a) for a in args.named_children if a.type != "comment"),
             span=self.span(call),
             caller=caller,
+            caller_span=caller_span,
         )
 
     def _expr(self, node: tree_sitter.Node) -> Expr:
@@ -434,6 +440,10 @@ class _Scan:
         self.kernels_found: list[Kernel] = []
         self.macros: dict[str, str] = {}
         self.issue_list: list[Issue] = []
+        self.kernel_items: dict[int, _Item] = {}
+        self.recovering = False
+        self.error_depth = 0
+        self.subtrees: list[tree_sitter.Tree] = []  # keeps the nodes of recovered kernels alive
         for child in doc.tree.root_node.children:
             self._visit(child, None, (), False)
         self.kernels = tuple(self.kernels_found)
@@ -454,12 +464,14 @@ class _Scan:
                 if item is not None and name is not None:
                     item.names.add(self.doc.node_text(name))
             kernels_before = len(self.kernels_found)
+            self.error_depth += t == "ERROR"
             for c in node.children:
                 if t == "template_declaration" and c.type == "template_parameter_list":
                     continue
                 self._visit(c, None if t == "ERROR" else item, ns, extern_c or t == "linkage_specification")
-            if t == "ERROR" and len(self.kernels_found) == kernels_before:
-                self._lost_kernel(node)
+            self.error_depth -= t == "ERROR"
+            if t == "ERROR" and not self.error_depth:
+                self._recover(node, self.kernels_found[kernels_before:])
             return
         if item is None:
             return
@@ -468,7 +480,9 @@ class _Scan:
             fname = _function_name(self.doc, node)
             names.add(fname)
             if any(c.type == "__global__" for c in node.children):
-                self.kernels_found.append(self._kernel(node, fname, ns, extern_c))
+                kernel = self._kernel(node, fname, ns, extern_c)
+                self.kernels_found.append(kernel)
+                self.kernel_items[kernel.span.start_byte] = item
         elif t in ("preproc_def", "preproc_function_def"):
             name_node = node.child_by_field_name("name")
             if name_node is not None:
@@ -505,14 +519,42 @@ class _Scan:
                 if enumerator is not None:
                     names.add(self.doc.node_text(enumerator))
 
-    def _lost_kernel(self, error: tree_sitter.Node) -> None:
-        text = self.doc.node_text(error)
-        pos = text.find("__global__")
-        if pos >= 0:
-            line = error.start_point.row + text[:pos].count("\n")
-            self.issue_list.append(
-                Issue(line, "a __global__ kernel here does not parse; it is skipped", "error")
-            )
+    def _recover(self, error: tree_sitter.Node, found: list[Kernel]) -> None:
+        """Kernels swallowed by a syntax error: reparse each ``__global__`` definition's own lines
+        (tree-sitter's included ranges keep file positions) and keep the ones that parse cleanly."""
+        doc = self.doc
+        text = doc.data[error.start_byte : error.end_byte]
+        starts = [
+            error.start_byte + m.start()
+            for m in re.finditer(rb"\b__global__\b", text)
+            if not any(k.span.start_byte <= error.start_byte + m.start() < k.span.end_byte for k in found)
+        ]
+        lines = [doc._point(o)[0] for o in starts]
+        for k, line in enumerate(lines):
+            if self.recovering or (k > 0 and line == lines[k - 1]):
+                continue
+            begin = doc._line_starts[line]
+            end = doc._line_starts[lines[k + 1]] if k + 1 < len(lines) else error.end_byte
+            before = len(self.kernels_found)
+            if end > begin:
+                sub = tree_sitter.Parser(
+                    LANGUAGE,
+                    included_ranges=[
+                        tree_sitter.Range(
+                            tree_sitter.Point(line, 0), tree_sitter.Point(*doc._point(end)), begin, end
+                        )
+                    ],
+                ).parse(doc.data)
+                self.subtrees.append(sub)
+                self.recovering = True
+                for child in sub.root_node.children:
+                    if not child.has_error:
+                        self._visit(child, None, (), False)
+                self.recovering = False
+            if len(self.kernels_found) == before:
+                self.issue_list.append(
+                    Issue(line, "a __global__ kernel here does not parse; it is skipped", "error")
+                )
 
     def _macro_kernel_issues(self) -> tuple[Issue, ...]:
         found: list[Issue] = []
@@ -583,11 +625,7 @@ class _Scan:
                 for n in it.names:
                     self._by_name.setdefault(n, []).append(i)
         start = next(
-            (
-                i
-                for i, it in enumerate(self.items)
-                if it.node.start_byte <= kernel.span.start_byte < it.node.end_byte
-            ),
+            (i for i, it in enumerate(self.items) if it is self.kernel_items.get(kernel.span.start_byte)),
             None,
         )
         if start is None:
@@ -610,6 +648,9 @@ class _Scan:
         for i in sorted(chosen, key=lambda i: self.items[i].node.start_byte):
             node = self.items[i].node
             text = " " * node.start_point.column + doc.node_text(node)
+            after = node.next_sibling
+            if node.type in _TYPE_SPECIFIERS and after is not None and after.type == ";":
+                text += ";"  # `struct S {...};` at file scope: the `;` is the parent's token
             for k, line in enumerate(text.split("\n")):
                 lines.append(line)
                 line_map.append(node.start_point.row + k)

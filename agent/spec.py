@@ -30,10 +30,10 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, cast
 
 from agent.source import Document, Kernel, Param
-from sandbox.contract import ArgSpec, ConstantInit, Distribution, DistKind, Launch, Problem, Tolerance
+from sandbox.contract import ArgSpec, ConstantInit, DistKind, Distribution, Launch, Problem, Tolerance
 
 MARKER = "@cuda-agent"
 Confidence = Literal["high", "medium", "low"]
@@ -239,3 +239,820 @@ class SpecResult:
     spec: KernelSpec | None
     errors: tuple[SpecError, ...] = ()
     inference: Inference | None = None
+
+
+# ---------------------------------------------------------------------------------------- expressions
+
+Number = int | float
+
+
+def _cdiv(a: Number, b: Number) -> Number:
+    if isinstance(a, int) and isinstance(b, int):
+        return -(-a // b)
+    return math.ceil(a / b)
+
+
+def _cdivision(a: Number, b: Number) -> Number:
+    """C's ``/``: truncating on integers, true division on floats."""
+    if isinstance(a, int) and isinstance(b, int):
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b >= 0) else -q
+    return a / b
+
+
+def _shift(op: Callable[[int, int], int]) -> Callable[[Number, Number], Number]:
+    def apply(a: Number, b: Number) -> Number:
+        if not isinstance(a, int) or not isinstance(b, int) or not 0 <= b < 64:
+            raise ValueError("shifts take integers and a shift count in 0..63")
+        return op(a, b)
+
+    return apply
+
+
+_BINOPS: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: _cdivision,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.LShift: _shift(operator.lshift),
+    ast.RShift: _shift(operator.rshift),
+}
+_FUNCS: dict[str, Callable[..., Number]] = {"min": min, "max": max, "cdiv": _cdiv}
+_LIMIT = 1 << 62  # keeps a hostile expression from building huge integers
+
+
+def evaluate(expr: str, env: Mapping[str, Number]) -> Number:
+    """Evaluate a spec expression; raises ValueError with a readable message."""
+    try:
+        tree = ast.parse(expr.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"`{expr.strip()}` is not an expression ({exc.msg})") from None
+    try:
+        return _eval(tree.body, env)
+    except ZeroDivisionError:
+        raise ValueError(f"`{expr.strip()}` divides by zero") from None
+
+
+def _eval(node: ast.AST, env: Mapping[str, Number]) -> Number:
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, int | float)
+        and not isinstance(node.value, bool)
+    ):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in env:
+            known = ", ".join(sorted(env)) or "none"
+            raise ValueError(f"unknown name `{node.id}` (known: {known})")
+        return env[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        v = _eval(node.operand, env)
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        v = _BINOPS[type(node.op)](_eval(node.left, env), _eval(node.right, env))
+        if abs(v) > _LIMIT:
+            raise ValueError("value out of range")
+        return v
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCS
+        and not node.keywords
+        and node.args
+    ):
+        if node.func.id == "cdiv" and len(node.args) != 2:
+            raise ValueError("cdiv takes two arguments")
+        return _FUNCS[node.func.id](*(_eval(a, env) for a in node.args))
+    raise ValueError(
+        f"`{ast.unparse(node)}` is not allowed (use numbers, sizes, + - * / % << >>, min, max, cdiv)"
+    )
+
+
+def _eval_int(expr: str, env: Mapping[str, Number], what: str) -> int:
+    v = evaluate(expr, env)
+    if isinstance(v, float):
+        if not v.is_integer():
+            raise ValueError(f"{what} `{expr}` is {v}, not an integer")
+        v = int(v)
+    return v
+
+
+# ---------------------------------------------------------------------------------------- parsing
+
+_PAIR_KEY = re.compile(r"(?<![<>!=\w])([A-Za-z_]\w*)\s*=(?!=)")
+_ARRAY = re.compile(
+    r"^(?P<name>\w+)\s+(?P<role>in|out|inout)\s+(?P<dtype>[\w:\s]+?)\s*\[(?P<count>.*)\]\s*(?P<dist>.*)$"
+)
+_SCALAR = re.compile(r"^(?P<name>\w+)\s*=\s*(?P<value>.+)$")
+_CONST = re.compile(r"^(?P<name>\w+)\s+(?P<dtype>[\w:\s]+?)\s*\[(?P<count>.*)\]\s*(?P<dist>.*)$")
+_DIST = re.compile(r"^(?P<kind>uniform|normal|randint|const|arange)\s*(?:\((?P<args>.*)\))?$")
+_DIST_ARITY = {"uniform": (2,), "normal": (0,), "randint": (2,), "const": (1,), "arange": (0,)}
+
+
+def _split_top(text: str, sep: str = ",") -> list[str]:
+    """Split at ``sep`` outside parentheses."""
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for ch in text:
+        depth += (ch in "([") - (ch in ")]")
+        if ch == sep and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur).strip())
+    return parts
+
+
+def _pairs(text: str) -> list[tuple[str, str]]:
+    """``a=1<<24 b = cdiv(n, 2)`` -> [("a", "1<<24"), ("b", "cdiv(n, 2)")], keys at depth 0 only."""
+    keys: list[re.Match[str]] = []
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif (
+            depth == 0
+            and (ch.isalpha() or ch == "_")
+            and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_"))
+        ):
+            m = _PAIR_KEY.match(text, i)
+            if m:
+                keys.append(m)
+    if not keys or text[: keys[0].start()].strip():
+        raise ValueError(f"expected NAME=VALUE pairs, got `{text.strip()}`")
+    out = []
+    for k, m in enumerate(keys):
+        end = keys[k + 1].start() if k + 1 < len(keys) else len(text)
+        value = text[m.end() : end].strip()
+        if not value:
+            raise ValueError(f"`{m.group(1)}=` has no value")
+        out.append((m.group(1), value))
+    return out
+
+
+def _dims(text: str) -> tuple[str, ...]:
+    t = text.strip()
+    if t.startswith("(") and t.endswith(")") and _split_top(t[1:-1]) and len(_split_top(t[1:-1])) > 1:
+        dims = tuple(_split_top(t[1:-1]))
+    else:
+        dims = (t,)
+    if not 1 <= len(dims) <= 3 or not all(dims):
+        raise ValueError(f"`{t}` must be EXPR or (EXPR, EXPR[, EXPR])")
+    return dims
+
+
+def _dist(text: str) -> DistSpec:
+    m = _DIST.match(text.strip())
+    if not m:
+        raise ValueError(
+            f"unknown distribution `{text.strip()}` (uniform(lo,hi), normal, randint(lo,hi), const(v), arange)"
+        )
+    kind: DistKind = m["kind"]  # type: ignore[assignment]
+    args = tuple(_split_top(m["args"])) if m["args"] and m["args"].strip() else ()
+    if len(args) not in _DIST_ARITY[kind]:
+        raise ValueError(f"{kind} takes {_DIST_ARITY[kind][0]} argument(s)")
+    return DistSpec(kind, args)
+
+
+class _Builder:
+    """Accumulates directives of one comment block into a KernelSpec, collecting errors."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.errors: list[SpecError] = []
+        self.fields: dict[str, object] = {}
+        self.sizes: dict[str, str] = {}
+        self.verify: list[dict[str, str]] = []
+        self.args: dict[str, ArraySpec | ScalarSpec] = {}
+        self.constants: list[ConstantSpec] = []
+        self.lines: dict[str, int] = {}
+
+    def directive(self, line: int, text: str) -> None:
+        keyword, _, rest = text.strip().partition(" ")
+        handler = getattr(self, f"_d_{keyword}", None)
+        if handler is None:
+            self.errors.append(
+                SpecError(
+                    line,
+                    f"unknown directive `{keyword}` (sizes, verify, launch, arg, const, template, tolerance, work)",
+                )
+            )
+            return
+        try:
+            handler(line, rest.strip())
+        except ValueError as exc:
+            self.errors.append(SpecError(line, f"{keyword}: {exc}"))
+
+    def _d_sizes(self, line: int, rest: str) -> None:
+        head, _, verify = rest.partition(" verify ")
+        for name, value in _pairs(head):
+            if name in self.sizes:
+                raise ValueError(f"size `{name}` given twice")
+            self.sizes[name] = value
+        self.lines["sizes"] = line
+        if verify:
+            self._d_verify(line, verify)
+
+    def _d_verify(self, line: int, rest: str) -> None:
+        columns = [(name, _split_top(values)) for name, values in _pairs(rest)]
+        count = max(len(v) for _, v in columns)
+        for name, values in columns:
+            if len(values) not in (1, count):
+                raise ValueError(f"`{name}` has {len(values)} values, expected 1 or {count}")
+        for i in range(count):
+            self.verify.append(
+                {name: values[i] if len(values) > 1 else values[0] for name, values in columns}
+            )
+        self.lines.setdefault("verify", line)
+
+    def _d_launch(self, line: int, rest: str) -> None:
+        for key, value in _pairs(rest):
+            if key in ("grid", "block"):
+                self.fields[key] = _dims(value)
+            elif key == "smem":
+                self.fields["smem"] = value
+            else:
+                raise ValueError(f"unknown key `{key}` (grid, block, smem)")
+        self.lines["launch"] = line
+
+    def _d_arg(self, line: int, rest: str) -> None:
+        if m := _SCALAR.match(rest):
+            param = self._param(m["name"])
+            dtype = self._dtype(param.base_type)
+            spec: ArraySpec | ScalarSpec = ScalarSpec(m["name"], dtype, m["value"].strip(), line)
+        elif m := _ARRAY.match(rest):
+            param = self._param(m["name"])
+            if not param.pointer:
+                raise ValueError(f"`{m['name']}` is a scalar parameter; write `arg {m['name']} = EXPR`")
+            dist = _dist(m["dist"]) if m["dist"].strip() else None
+            dtype = self._dtype(m["dtype"])
+            role = cast(ArrayRole, m["role"])
+            spec = ArraySpec(m["name"], role, dtype, m["count"].strip(), dist or default_dist(dtype), line)
+        else:
+            raise ValueError("expected `arg NAME in|out|inout DTYPE[COUNT] [DIST]` or `arg NAME = EXPR`")
+        if spec.name in self.args:
+            raise ValueError(f"`{spec.name}` described twice")
+        self.args[spec.name] = spec
+
+    def _d_const(self, line: int, rest: str) -> None:
+        m = _CONST.match(rest)
+        if not m:
+            raise ValueError("expected `const NAME DTYPE[COUNT] [DIST]`")
+        dtype = self._dtype(m["dtype"])
+        dist = _dist(m["dist"]) if m["dist"].strip() else default_dist(dtype)
+        self.constants.append(ConstantSpec(m["name"], dtype, m["count"].strip(), dist, line))
+
+    def _d_template(self, line: int, rest: str) -> None:
+        args = tuple(a for a in _split_top(rest.strip().removeprefix("<").removesuffix(">")) if a)
+        if len(args) != len(self.kernel.template_params):
+            raise ValueError(
+                f"{self.kernel.name} has {len(self.kernel.template_params)} template parameter(s), got {len(args)}"
+            )
+        self.fields["template_args"] = args
+        self.lines["template"] = line
+
+    def _d_tolerance(self, line: int, rest: str) -> None:
+        values = {"atol": 0.0, "rtol": 0.0}
+        for key, value in _pairs(rest):
+            if key not in values:
+                raise ValueError(f"unknown key `{key}` (atol, rtol)")
+            try:
+                values[key] = float(value)
+            except ValueError:
+                raise ValueError(f"{key}={value} is not a number") from None
+        self.fields["tolerance"] = Tolerance(values["atol"], values["rtol"])
+        self.lines["tolerance"] = line
+
+    def _d_work(self, line: int, rest: str) -> None:
+        for key, value in _pairs(rest):
+            if key not in ("bytes", "flops"):
+                raise ValueError(f"unknown key `{key}` (bytes, flops)")
+            self.fields[key] = value
+        self.lines["work"] = line
+
+    def _param(self, name: str) -> Param:
+        param = self.kernel.param(name)
+        if param is None:
+            names = ", ".join(p.name for p in self.kernel.params)
+            raise ValueError(f"{self.kernel.name} has no parameter `{name}` (parameters: {names})")
+        return param
+
+    def _dtype(self, text: str) -> str:
+        text = " ".join(text.split())
+        targs = self.fields.get("template_args", ())
+        for tp, value in zip(self.kernel.template_params, targs, strict=False):  # type: ignore[call-overload]
+            if tp.name == text:
+                text = value
+        dtype = canonical_dtype(text)
+        if dtype is None:
+            raise ValueError(f"unknown element type `{text}`")
+        return dtype
+
+    def build(self) -> KernelSpec:
+        kernel = self.kernel
+        first = kernel.comment[0][0] if kernel.comment else kernel.span.start_line
+        if not self.sizes:
+            self.errors.append(SpecError(self.lines.get("sizes", first), "no `sizes` line"))
+        args: list[ArraySpec | ScalarSpec] = []
+        for p in kernel.params:
+            if p.name in self.args:
+                args.append(self.args[p.name])
+            elif not p.pointer and p.name in self.sizes:  # `int n` with a size `n`: implied
+                args.append(ScalarSpec(p.name, canonical_dtype(p.base_type) or "int32", p.name))
+            else:
+                self.errors.append(SpecError(first, f"parameter `{p.name}` has no `arg` line"))
+        if kernel.template_params and "template_args" not in self.fields:
+            self.errors.append(SpecError(first, f"{kernel.name} is a template: add `template ARG, ...`"))
+        grid = self.fields.get("grid")
+        if grid is None and len(self.sizes) != 1:
+            self.errors.append(SpecError(first, "no `launch grid=...` (needed with more than one size)"))
+        spec = KernelSpec(
+            kernel=kernel.qualified_name,
+            sizes=dict(self.sizes),
+            verify=tuple(self.verify),
+            grid=grid or (f"cdiv({next(iter(self.sizes), 'n')}, block)",),  # type: ignore[arg-type]
+            block=self.fields.get("block", ("256",)),  # type: ignore[arg-type]
+            smem=str(self.fields.get("smem", "0")),
+            args=tuple(args),
+            constants=tuple(self.constants),
+            template_args=self.fields.get("template_args", ()),  # type: ignore[arg-type]
+            tolerance=self.fields.get("tolerance"),  # type: ignore[arg-type]
+            bytes=str(self.fields.get("bytes", "")),
+            flops=str(self.fields.get("flops", "")),
+            lines=dict(self.lines),
+        )
+        if not self.errors:
+            for label_sizes in (None, *spec.verify):
+                try:
+                    problem(spec, _sizes(spec, label_sizes))
+                except InvalidSpec as exc:
+                    self.errors.extend(exc.errors)
+                    break
+        return spec
+
+
+def default_dist(dtype: str) -> DistSpec:
+    if is_float(dtype):
+        return DistSpec("uniform", ("-1", "1"))
+    if dtype == "bool":
+        return DistSpec("randint", ("0", "2"))
+    return DistSpec("randint", ("0", "100"))
+
+
+def parse(kernel: Kernel) -> tuple[KernelSpec | None, tuple[SpecError, ...]]:
+    """The spec written above ``kernel`` (None when there is no ``@cuda-agent`` line)."""
+    lines = [(line, text.split(MARKER, 1)[1]) for line, text in kernel.comment if MARKER in text]
+    if not lines:
+        return None, ()
+    b = _Builder(kernel)
+    # template first: element types may name template parameters (`arg x in T[n]`)
+    for line, text in sorted(lines, key=lambda lt: not lt[1].strip().startswith("template")):
+        b.directive(line, text)
+    spec = b.build()
+    return spec, tuple(sorted(set(b.errors), key=lambda e: e.line))
+
+
+# ---------------------------------------------------------------------------------------- resolution
+
+_VERIFY_DEFAULTS = (97, 1021)  # odd primes: never a multiple of a block size
+
+
+def _has_names(expr: str) -> bool:
+    try:
+        return any(isinstance(n, ast.Name) for n in ast.walk(ast.parse(expr.strip(), mode="eval")))
+    except SyntaxError:
+        return True
+
+
+def _sizes(spec: KernelSpec, overrides: Mapping[str, str] | None) -> dict[str, int]:
+    env: dict[str, Number] = {}
+    for name, expr in spec.sizes.items():
+        source = overrides.get(name, expr) if overrides else expr
+        key = "verify" if overrides and name in overrides else "sizes"
+        try:
+            env[name] = _eval_int(source, env, f"size {name}")
+        except ValueError as exc:
+            raise InvalidSpec((SpecError(spec.lines.get(key, -1), f"size {name}: {exc}"),)) from None
+    unknown = set(overrides or ()) - set(spec.sizes)
+    if unknown:
+        raise InvalidSpec(
+            (SpecError(spec.lines.get("verify", -1), f"verify: unknown size {sorted(unknown)[0]}"),)
+        )
+    return {k: int(v) for k, v in env.items()}
+
+
+def verify_sizes(spec: KernelSpec) -> tuple[dict[str, int], ...]:
+    """The verification problem sizes: the spec's, or by default each literal size capped at 97
+    and at 1021 (derived sizes such as ``m=2*n`` follow)."""
+    if spec.verify:
+        return tuple(_sizes(spec, v) for v in spec.verify)
+    bench = _sizes(spec, None)
+    out: list[dict[str, int]] = []
+    for cap in _VERIFY_DEFAULTS:
+        overrides = {k: str(min(bench[k], cap)) for k, e in spec.sizes.items() if not _has_names(e)}
+        sizes = _sizes(spec, overrides)
+        if sizes != bench and sizes not in out:
+            out.append(sizes)
+    return tuple(out) or (bench,)
+
+
+def problem(
+    spec: KernelSpec,
+    sizes: Mapping[str, int],
+    block: int | tuple[int, ...] | None = None,
+) -> Problem:
+    """Resolve ``spec`` at concrete ``sizes``; ``block`` overrides the spec's block size (the
+    grid, shared memory and counts that depend on ``block`` follow).  Raises InvalidSpec."""
+    env: dict[str, Number] = dict(sizes)
+    lines = spec.lines
+
+    def fail(key: str, exc: Exception) -> InvalidSpec:
+        return InvalidSpec((SpecError(lines.get(key, -1), f"{key}: {exc}"),))
+
+    try:
+        dims = (block,) if isinstance(block, int) else block
+        if dims is None:
+            dims = tuple(_eval_int(e, env, "block") for e in spec.block)
+        bx, by, bz = (*dims, 1, 1, 1)[:3]
+        if min(bx, by, bz) < 1 or bx * by * bz > 1024:
+            raise ValueError(f"block ({bx}, {by}, {bz}) must have 1..1024 threads")
+        env.update(block=bx, block_x=bx, block_y=by, block_z=bz)
+        gx, gy, gz = (*(_eval_int(e, env, "grid") for e in spec.grid), 1, 1, 1)[:3]
+        if min(gx, gy, gz) < 1:
+            raise ValueError(f"grid ({gx}, {gy}, {gz}) must be at least 1 in every dimension")
+        smem = _eval_int(spec.smem, env, "smem")
+    except ValueError as exc:
+        raise fail("launch", exc) from None
+    args: list[ArgSpec] = []
+    moved = 0
+    for a in spec.args:
+        try:
+            if isinstance(a, ScalarSpec):
+                args.append(ArgSpec(a.name, "scalar", a.dtype, value=float(evaluate(a.value, env))))
+                continue
+            count = _eval_int(a.count, env, "count")
+            if count < 0:
+                raise ValueError(f"count {a.count} = {count} is negative")
+            args.append(ArgSpec(a.name, a.role, a.dtype, count, _distribution(a.dist, env)))
+            moved += count * dtype_bytes(a.dtype) * (2 if a.role == "inout" else 1)
+        except ValueError as exc:
+            raise InvalidSpec((SpecError(a.line, f"arg {a.name}: {exc}"),)) from None
+    constants: list[ConstantInit] = []
+    for c in spec.constants:
+        try:
+            constants.append(
+                ConstantInit(c.name, c.dtype, _eval_int(c.count, env, "count"), _distribution(c.dist, env))
+            )
+        except ValueError as exc:
+            raise InvalidSpec((SpecError(c.line, f"const {c.name}: {exc}"),)) from None
+    try:
+        bytes_moved = _eval_int(spec.bytes, env, "bytes") if spec.bytes else moved
+        flops = _eval_int(spec.flops, env, "flops") if spec.flops else 0
+    except ValueError as exc:
+        raise fail("work", exc) from None
+    return Problem(
+        label=", ".join(f"{k}={v}" for k, v in sizes.items()),
+        sizes=dict(sizes),
+        args=tuple(args),
+        launch=Launch((gx, gy, gz), (bx, by, bz), smem),
+        constants=tuple(constants),
+        bytes_moved=bytes_moved,
+        flops=flops,
+    )
+
+
+def problems(spec: KernelSpec, block: int | tuple[int, ...] | None = None) -> tuple[Problem, ...]:
+    """Verification problems, then the benchmark problem last (the order of Candidate.launches)."""
+    return tuple(problem(spec, s, block) for s in (*verify_sizes(spec), _sizes(spec, None)))
+
+
+def _distribution(d: DistSpec, env: Mapping[str, Number]) -> Distribution:
+    v = [float(evaluate(a, env)) for a in d.args]
+    if d.kind in ("uniform", "randint"):
+        if v[0] >= v[1]:
+            raise ValueError(f"{d.text()}: low must be below high")
+        return Distribution(d.kind, low=v[0], high=v[1])
+    if d.kind == "const":
+        return Distribution("const", value=v[0])
+    return Distribution(d.kind)
+
+
+# ---------------------------------------------------------------------------------------- rendering
+
+_RENDER_DTYPE = {"float32": "float", "float64": "double", "int32": "int"}
+
+
+def render(spec: KernelSpec) -> str:
+    """The comment block for ``spec`` (what an editor inserts above the kernel), ending in a newline."""
+    out = ["sizes " + " ".join(f"{k}={v}" for k, v in spec.sizes.items())]
+    out += ["verify " + " ".join(f"{k}={v}" for k, v in ver.items()) for ver in spec.verify]
+    launch = f"launch grid={_render_dims(spec.grid)} block={_render_dims(spec.block)}"
+    out.append(launch + (f" smem={spec.smem}" if spec.smem != "0" else ""))
+    if spec.template_args:
+        out.append("template " + ", ".join(spec.template_args))
+    for a in spec.args:
+        if isinstance(a, ScalarSpec):
+            out.append(f"arg {a.name} = {a.value}")
+        else:
+            dist = "" if a.role == "out" else " " + a.dist.text()
+            out.append(f"arg {a.name} {a.role} {_RENDER_DTYPE.get(a.dtype, a.dtype)}[{a.count}]{dist}")
+    for c in spec.constants:
+        out.append(f"const {c.name} {_RENDER_DTYPE.get(c.dtype, c.dtype)}[{c.count}] {c.dist.text()}")
+    if spec.tolerance is not None:
+        out.append(f"tolerance atol={spec.tolerance.atol:g} rtol={spec.tolerance.rtol:g}")
+    work = " ".join(f"{k}={v}" for k, v in (("bytes", spec.bytes), ("flops", spec.flops)) if v)
+    if work:
+        out.append("work " + work)
+    return "".join(f"// {MARKER} {line}\n" for line in out)
+
+
+def _render_dims(dims: tuple[str, ...]) -> str:
+    return dims[0] if len(dims) == 1 else "(" + ", ".join(dims) + ")"
+
+
+# ---------------------------------------------------------------------------------------- inference
+
+_SIZE_NAMES = re.compile(r"^(n|N|size|len|length|count|num\w*|n_\w+|N_\w+|numel|nelem\w*|total\w*)$")
+_CAST = re.compile(
+    r"\(\s*(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|long long|size_t|int64_t|uint64_t|unsigned)\s*\)"
+)
+_INT_SUFFIX = re.compile(r"\b(\d+)(?:[uU]?[lL]{0,2}|[lL]{1,2}[uU])\b")
+_SIZEOF = re.compile(r"sizeof\s*\(\s*([\w\s:]+?)\s*\)")
+_HOST_DEF = re.compile(
+    r"(?:^|[;{}\s])(?:(?:static\s+)?(?:const(?:expr)?\s+)?(?:unsigned\s+)?(?:int|long|long long|size_t|auto|int64_t|uint64_t|int32_t|unsigned)\s+)"
+    r"(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>(?:\([^;{}]*\)|[^;,{}()])+);",
+    re.M,
+)
+_CDIV_MACROS = frozenset({"CEIL_DIV", "CEILDIV", "DIV_UP", "DIVUP", "div_up", "ceil_div", "iDivUp", "cdiv"})
+_DEFINE = re.compile(r"^\s*#\s*define\s+(?P<name>[A-Za-z_]\w*)\s+(?P<value>[^\n]+?)\s*$", re.M)
+_DIM3 = re.compile(r"\bdim3\s+(?P<name>[A-Za-z_]\w*)\s*(?:\(|=\s*dim3\s*\(|\{)(?P<value>[^;]*?)[)}]\s*;")
+
+
+def infer(doc: Document, kernel: Kernel) -> Inference:
+    """Propose a spec from the signature and, when the file launches the kernel, from the launch
+    site and the host allocations of its arguments.  Says how sure it is, and why."""
+    reasons: list[str] = []
+    site = next(iter(doc.launches_of(kernel.name)), None)
+    # names defined in the launching function win over same-named ones elsewhere in the file
+    caller = doc.text_in(site.caller_span) if site is not None and site.caller_span is not None else ""
+    defs = {**_host_definitions(doc.text), **_host_definitions(caller)}
+    ints = [
+        p
+        for p in kernel.params
+        if not p.pointer and (canonical_dtype(p.base_type) or "").startswith(("int", "uint"))
+    ]
+    sizes = [p for p in ints if _SIZE_NAMES.match(p.name)] or ints
+    # host expression text -> kernel size name, from the launch site's arguments
+    names: dict[str, str] = {}
+    host_args: dict[str, str] = {}
+    if site is not None:
+        reasons.append(f"launch site at line {site.span.start_line + 1}")
+        for p, a in zip(kernel.params, site.args, strict=False):
+            host_args[p.name] = a.text
+            if p in sizes and re.fullmatch(r"[A-Za-z_]\w*", a.text):
+                names[a.text] = p.name
+    else:
+        reasons.append("no launch site in this file: roles and sizes come from the signature only")
+    default_size = {1: "1<<24", 2: "4096"}.get(len(sizes), "512")
+    size_exprs: dict[str, str] = {}
+    for p in sizes:
+        value = _host_value(host_args.get(p.name, ""), defs)
+        size_exprs[p.name] = value or default_size
+        if value is None:
+            reasons.append(f"benchmark value of {p.name} guessed as {default_size}")
+    if not size_exprs:
+        size_exprs = {"n": "1<<20"}
+        reasons.append("no integer size parameter: invented n=1<<20")
+    env: dict[str, Number] = {k: 97 for k in size_exprs}
+    fallback_count = "*".join(size_exprs)
+    args: list[ArraySpec | ScalarSpec] = []
+    sure = site is not None
+    template_args = tuple(_host_value(a, defs) or a for a in site.template_args) if site is not None else ()
+    tmap = {tp.name: v for tp, v in zip(kernel.template_params, template_args, strict=False)}
+    for p in kernel.params:
+        dtype = canonical_dtype(tmap.get(p.base_type, p.base_type))
+        if not p.pointer:
+            value = p.name if p.name in size_exprs else ("1.5" if dtype and is_float(dtype) else "1")
+            args.append(ScalarSpec(p.name, dtype or "int32", value))
+            if p.name not in size_exprs:
+                reasons.append(f"scalar {p.name} set to {value}")
+            continue
+        if dtype is None:
+            reasons.append(f"element type of {p.name} (`{p.base_type}`) unknown: assumed float")
+            dtype, sure = "float32", False
+        role: ArrayRole = "in" if p.const else ("inout" if _reads(doc, kernel, p.name) else "out")
+        count = _allocation_count(doc.text, host_args.get(p.name, ""), names, defs, env)
+        if count is None:
+            count, sure = fallback_count, False
+            reasons.append(f"count of {p.name} assumed {count}")
+        else:
+            reasons.append(f"count of {p.name} = {count} from its allocation")
+        args.append(ArraySpec(p.name, role, dtype, count, default_dist(dtype)))
+    grid: tuple[str, ...] = (f"cdiv({next(iter(size_exprs))}, block)",)
+    block: tuple[str, ...] = ("256",)
+    if site is not None and site.block is not None and site.grid is not None:
+        launch = _launch_from_site(site.grid.text, site.block.text, names, defs, env)
+        if launch is not None:
+            grid, block = launch
+            reasons.append("grid and block from the launch site")
+        else:
+            sure = False
+            reasons.append("could not read grid/block from the launch site: assumed cdiv(n, 256) x 256")
+    smem = "0"
+    if site is not None and site.shared is not None:
+        smem = _translate(site.shared.text, names, defs) or "0"
+    if kernel.template_params and not template_args:
+        template_args = tuple(
+            "float" if tp.kind == "type" else (tp.default or "256") for tp in kernel.template_params
+        )
+        sure = False
+        reasons.append(f"template arguments guessed: {', '.join(template_args)}")
+    spec = KernelSpec(
+        kernel=kernel.qualified_name,
+        sizes=size_exprs,
+        grid=grid,
+        block=block,
+        smem=smem,
+        args=tuple(args),
+        template_args=template_args,
+    )
+    try:
+        problems(spec)
+    except InvalidSpec as exc:
+        spec = replace(spec, grid=(f"cdiv({next(iter(size_exprs))}, block)",), block=("256",), smem="0")
+        sure = False
+        reasons.append(f"fell back to a default launch ({exc})")
+    confidence: Confidence = "high" if sure else ("medium" if site is not None or len(sizes) == 1 else "low")
+    return Inference(spec, confidence, tuple(reasons))
+
+
+def spec_for(doc: Document, kernel: Kernel) -> SpecResult:
+    """The written spec if there is one (with its errors), else an inferred one."""
+    spec, errors = parse(kernel)
+    if spec is not None:
+        return SpecResult(kernel.qualified_name, "parsed", spec, errors)
+    inference = infer(doc, kernel)
+    return SpecResult(kernel.qualified_name, "inferred", inference.spec, (), inference)
+
+
+def _host_definitions(text: str) -> dict[str, str]:
+    """Host-side names with a simple initialiser: ``int N = 1 << 20;``, ``#define N 4096``, ``dim3 b(16, 16);``."""
+    defs: dict[str, str] = {}
+    for pattern in (_DEFINE, _HOST_DEF):
+        for m in pattern.finditer(text):
+            defs.setdefault(m["name"], m["value"].strip())
+    for m in _DIM3.finditer(text):
+        defs.setdefault(m["name"], f"dim3({m['value'].strip()})")
+    return defs
+
+
+def _translate(text: str, names: Mapping[str, str], defs: Mapping[str, str], depth: int = 0) -> str:
+    """A host C expression as a spec expression over the kernel's sizes, expanding host names."""
+    t = _CAST.sub("", text)
+    t = _INT_SUFFIX.sub(r"\1", t)
+    t = _SIZEOF.sub(lambda m: str(dtype_bytes(canonical_dtype(m[1]) or "float32")), t)
+
+    def sub(m: re.Match[str]) -> str:
+        word = m[0]
+        if word in _CDIV_MACROS:
+            return "cdiv"
+        if word in names:
+            return names[word]
+        if word in defs and depth < 6 and word not in _FUNCS:
+            inner = _translate(defs[word], names, defs, depth + 1)
+            return inner if re.fullmatch(r"[\w.]+|\(.*\)", inner) and _balanced(inner) else f"({inner})"
+        return word
+
+    return re.sub(r"[A-Za-z_]\w*", sub, t).strip()
+
+
+def _host_value(arg: str, defs: Mapping[str, str]) -> str | None:
+    """The literal value a launch argument stands for, as written (``1 << 24``), if it has one."""
+    if not arg:
+        return None
+    text = defs.get(arg, arg) if re.fullmatch(r"[A-Za-z_]\w*", arg) else arg
+    expr = _translate(text, {}, defs)
+    try:
+        value = evaluate(expr, {})
+    except ValueError:
+        return None
+    return text if text == expr else str(value) if isinstance(value, int) else None
+
+
+def _allocation_count(
+    text: str, arg: str, names: Mapping[str, str], defs: Mapping[str, str], env: Mapping[str, Number]
+) -> str | None:
+    """Element count of the host buffer behind a launch argument, from cudaMalloc/new/vector."""
+    if not re.fullmatch(r"[A-Za-z_]\w*", arg):
+        return None
+    a = re.escape(arg)
+    patterns = (
+        rf"cudaMalloc(?:Managed|Async)?\s*\(\s*(?:\(\s*\w+\s*\*\*\s*\)\s*)?&\s*{a}\s*,\s*(?P<bytes>[^;]+?)\s*(?:,[^,;]*)?\)\s*;",
+        rf"\b{a}\s*=\s*new\s+[\w:]+\s*\[(?P<count>[^\]]+)\]",
+        rf"std::vector\s*<[^>]+>\s*{a}\s*[({{](?P<count>[^,;)}}]+)",
+    )
+    for i, pattern in enumerate(patterns):
+        m = re.search(pattern, text)
+        if not m:
+            continue
+        if i == 0:
+            raw = m["bytes"].strip()
+            raw = defs.get(raw, raw)  # `cudaMalloc(&d_a, bytes)` with `size_t bytes = n * sizeof(float);`
+            stripped = re.sub(r"\s*\*\s*sizeof\s*\([^)]*\)|sizeof\s*\([^)]*\)\s*\*\s*", "", raw, count=1)
+            count = _translate(stripped, names, defs) if stripped != raw else None
+        else:
+            count = _translate(m["count"], names, defs)
+        if count is not None:
+            try:
+                evaluate(count, env)
+            except ValueError:
+                continue
+            return count
+    return None
+
+
+def _launch_from_site(
+    grid: str, block: str, names: Mapping[str, str], defs: Mapping[str, str], env: Mapping[str, Number]
+) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    block_dims = _dim3(_translate(block, names, defs))
+    if block_dims is None:
+        return None
+    grid = grid.strip()
+    if grid in defs:
+        grid = defs[grid]
+    hidden = dict(defs)
+    if re.fullmatch(r"[A-Za-z_]\w*", block.strip()):  # the block's host name: `threads`, `block.x`
+        name = block.strip()
+        hidden.pop(name, None)
+        grid = re.sub(rf"\b{name}\s*\.\s*([xyz])\b", r"block_\1", grid)
+        if len(block_dims) == 1:
+            grid = re.sub(rf"\b{name}\b", "block", grid)
+    grid_dims = _dim3(_translate(grid, names, hidden))
+    if grid_dims is None:
+        return None
+    if len(block_dims) == 1:
+        literal = block_dims[0]
+        if literal.isdigit():  # `(n + 255) / 256` -> `(n + (block - 1)) / block`
+            minus_one = str(int(literal) - 1)
+            grid_dims = tuple(
+                re.sub(
+                    rf"(?<![\w.])({re.escape(literal)}|{minus_one})(?![\w.])",
+                    lambda m: "block" if m[1] == literal else "(block - 1)",
+                    g,
+                )
+                for g in grid_dims
+            )
+    trial = {**env, "block": 32, "block_x": 32, "block_y": 1, "block_z": 1}
+    try:
+        for e in (*block_dims, *grid_dims):
+            evaluate(e, trial)
+    except ValueError:
+        return None
+    return grid_dims, block_dims
+
+
+def _dim3(text: str) -> tuple[str, ...] | None:
+    t = text.strip()
+    while t.startswith("(") and t.endswith(")") and len(_split_top(t[1:-1])) == 1 and _balanced(t[1:-1]):
+        t = t[1:-1].strip()
+    m = re.fullmatch(r"dim3\s*[({](.*)[)}]", t, re.S)
+    if m:
+        dims = tuple(d for d in _split_top(m[1]) if d)
+        return dims if 1 <= len(dims) <= 3 else None
+    return (t,) if t else None
+
+
+def _balanced(t: str) -> bool:
+    depth = 0
+    for ch in t:
+        depth += (ch == "(") - (ch == ")")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _reads(doc: Document, kernel: Kernel, name: str) -> bool:
+    """Whether the kernel's body reads through pointer ``name`` (anything but ``name[i] = ...``)."""
+    if kernel.body_span is None:
+        return True
+    body = doc.text_in(kernel.body_span)
+    for m in re.finditer(rf"(?<![\w.]){re.escape(name)}\b", body):
+        rest = body[m.end() :]
+        sub = re.match(r"\s*\[", rest)
+        if not sub:
+            return True  # passed on, aliased or dereferenced: assume read
+        depth, i = 0, sub.end() - 1
+        while i < len(rest):
+            depth += (rest[i] == "[") - (rest[i] == "]")
+            if depth == 0:
+                break
+            i += 1
+        if not re.match(r"\s*=(?!=)", rest[i + 1 :]):
+            return True
+    return False

@@ -1,0 +1,161 @@
+"""Compile each kernel of a file on its own with NVRTC and map what the compiler says back to the file.
+
+Every kernel is cut out with its dependencies (:meth:`agent.source.Document.standalone`) and
+compiled through :func:`sandbox.compiler.compile_cuda` — no GPU or driver needed.  Diagnostics
+come back at lines of the user's file; ptxas' registers, spills and shared memory per kernel.
+A template kernel is instantiated as its spec says (or as the file launches it); without
+either it is compiled uninstantiated, which checks syntax but yields no resources.
+
+Include paths and defines come from the caller or from a ``compile_commands.json`` entry.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from agent.source import Document, Issue, Kernel
+from agent.spec import infer, parse
+from sandbox.compiler import compile_cuda
+from sandbox.contract import Diagnostic, Resources
+
+
+@dataclass(frozen=True)
+class KernelCheck:
+    """One kernel's standalone compile.  Diagnostic lines are 1-based lines of the user's file
+    (``file`` says which file: the checked one, or a header it includes)."""
+
+    kernel: str
+    ok: bool
+    name_expression: str  # "" when a template was compiled uninstantiated
+    diagnostics: tuple[Diagnostic, ...]
+    resources: Resources | None
+    seconds: float
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    path: str
+    arch: str
+    kernels: tuple[KernelCheck, ...]
+    issues: tuple[Issue, ...]  # what the parser could not understand (0-based lines)
+
+    @property
+    def ok(self) -> bool:
+        return all(k.ok for k in self.kernels)
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        """Every kernel's diagnostics, each reported once (kernels share their dependencies)."""
+        seen: dict[tuple[str, int, int, str], Diagnostic] = {}
+        for k in self.kernels:
+            for d in k.diagnostics:
+                seen.setdefault((d.file, d.line, d.column, d.message), d)
+        return tuple(sorted(seen.values(), key=lambda d: (d.file, d.line, d.column)))
+
+
+def check_document(doc: Document, *, arch: str = "sm_90", options: tuple[str, ...] = ()) -> FileCheck:
+    """Compile every kernel of ``doc``; compile errors are values in the result, never raised.
+    Raises :class:`sandbox.compiler.CompilerUnavailable` when NVRTC itself cannot be loaded."""
+    return FileCheck(
+        doc.path,
+        arch,
+        tuple(check_kernel(doc, k, arch=arch, options=options) for k in doc.kernels),
+        doc.issues,
+    )
+
+
+def check_kernel(
+    doc: Document, kernel: Kernel, *, arch: str = "sm_90", options: tuple[str, ...] = ()
+) -> KernelCheck:
+    unit = doc.standalone(kernel)
+    filename = Path(doc.path).name if doc.path else "kernel.cu"
+    name_expression, note = _name_expression(doc, kernel)
+    compiled = compile_cuda(
+        unit.source,
+        filename=filename,
+        name_expressions=(name_expression,) if name_expression else (),
+        arch=arch,
+        options=(*unit.options, *options),
+    ).result
+    diagnostics = []
+    for d in compiled.diagnostics:
+        if d.file in (filename, "") and d.line > 0:
+            original = unit.original_line(d.line - 1)
+            d = replace(d, line=original + 1 if original >= 0 else 0, file=doc.path or filename)
+        diagnostics.append(d)
+    mangled = compiled.lowered_names.get(name_expression, "")
+    resources = compiled.resources.get(mangled) if mangled else None
+    if resources is None and not kernel.template_params:
+        resources = compiled.resources.get(kernel.name)  # extern "C": ptxas uses the plain name
+    return KernelCheck(
+        kernel.qualified_name,
+        compiled.ok,
+        name_expression,
+        tuple(diagnostics),
+        resources,
+        compiled.seconds,
+        note,
+    )
+
+
+def _name_expression(doc: Document, kernel: Kernel) -> tuple[str, str]:
+    if not kernel.template_params:
+        return kernel.qualified_name, ""
+    spec, errors = parse(kernel)
+    if spec is not None and spec.template_args and not errors:
+        return spec.name_expression, ""
+    if doc.launches_of(kernel.name):
+        return infer(doc, kernel).spec.name_expression, "instantiated as the file launches it"
+    return "", "template without a `template` spec line or launch: compiled uninstantiated (no resources)"
+
+
+def compile_commands_options(path: str | Path, source: str | Path) -> tuple[str, ...]:
+    """``-I``/``-D``/``-U``/``-std`` options of ``source``'s entry in a compile_commands.json
+    (paths made absolute against the entry's directory).  Raises ValueError when unusable."""
+    try:
+        entries = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read compile commands ({exc})") from None
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: expected a JSON list of compile commands")
+    target = Path(source).resolve()
+    for entry in entries:
+        if not isinstance(entry, dict) or "file" not in entry:
+            continue
+        directory = Path(str(entry.get("directory", ".")))
+        if (directory / str(entry["file"])).resolve() != target:
+            continue
+        args = entry.get("arguments") or shlex.split(str(entry.get("command", "")))
+        return _useful_options([str(a) for a in args], directory)
+    raise ValueError(f"{path}: no entry for {source}")
+
+
+def _useful_options(args: list[str], directory: Path) -> tuple[str, ...]:
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        for flag in ("-I", "-isystem", "-D", "-U", "--include-path", "--define-macro"):
+            if a == flag and i + 1 < len(args):
+                out.append(_option(flag, args[i + 1], directory))
+                i += 1
+                break
+            if a.startswith(flag) and a != flag and not a.startswith(flag + "-"):
+                out.append(_option(flag, a[len(flag) :].lstrip("="), directory))
+                break
+        else:
+            if a.startswith(("-std=", "--std=")):
+                out.append("-std=" + a.split("=", 1)[1])
+        i += 1
+    return tuple(out)
+
+
+def _option(flag: str, value: str, directory: Path) -> str:
+    if flag in ("-I", "-isystem", "--include-path"):
+        p = Path(value)
+        return f"-I{p if p.is_absolute() else (directory / p).resolve()}"
+    return f"-{'D' if flag in ('-D', '--define-macro') else 'U'}{value}"
