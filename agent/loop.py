@@ -28,6 +28,7 @@ Untrusted proposals are never compiled or run here: they only travel inside ``Ev
 from __future__ import annotations
 
 import abc
+import ast
 import difflib
 import hashlib
 import logging
@@ -40,8 +41,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from pathlib import Path
 from typing import Literal
 
+from agent import spec as spec_mod
+from agent.source import Document, Expr, Kernel, LaunchSite
+from agent.spec import KernelSpec, ScalarSpec
 from agent.trajectory import RunInfo, TrajectoryLog, reward
 from sandbox.contract import (
     Budget,
@@ -142,6 +147,169 @@ class Target:
             pos = e.end
         out.append(self.text[pos:])
         return "".join(out)
+
+
+class TargetError(ValueError):
+    """The kernel cannot be optimized as asked (not found, ambiguous, no usable spec); one line."""
+
+
+def target_for(doc: Document, kernel: str | None = None) -> Target:
+    """Resolve kernel ``kernel`` of ``doc`` (the only kernel when None) under its written spec.
+
+    An inferred spec is not trusted for optimizing: the user must write (or accept) one first."""
+    if kernel is None:
+        if len(doc.kernels) != 1:
+            names = ", ".join(k.name for k in doc.kernels) or "none"
+            raise TargetError(
+                f"{doc.path or 'file'} has {len(doc.kernels)} kernels ({names}); pick one with --kernel"
+            )
+        k = doc.kernels[0]
+    else:
+        found = doc.kernel(kernel)
+        if found is None:
+            names = ", ".join(k.name for k in doc.kernels) or "none"
+            raise TargetError(f"no kernel {kernel!r} in {doc.path or 'file'} (kernels: {names})")
+        k = found
+    spec, errors = spec_mod.parse(k)
+    where = f"{doc.path or 'file'}:{k.span.start_line + 1}"
+    if spec is None:
+        raise TargetError(
+            f"{where}: kernel {k.name} has no spec; `cuda-agent kernels` shows an inferred one to add"
+        )
+    if errors:
+        raise TargetError(f"{doc.path or 'file'}:{errors[0].line + 1}: spec error: {errors[0].message}")
+    try:
+        problems = spec_mod.problems(spec)
+    except spec_mod.InvalidSpec as exc:
+        raise TargetError(f"{where}: {exc}") from None
+    unit = doc.standalone(k)
+    start = _char(doc, k.span.start_byte)
+    definition = doc.data[k.span.start_byte : k.span.end_byte].decode("utf-8", errors="replace")
+    sites = doc.launches_of(k.name)
+
+    def relaunch(change: LaunchChange) -> tuple[Launch, ...]:
+        try:
+            return tuple(p.launch for p in spec_mod.problems(_with_launch(spec, change)))
+        except spec_mod.InvalidSpec as exc:
+            raise ValueError(str(exc)) from None
+
+    def site_edits(change: LaunchChange) -> tuple[TextEdit, ...]:
+        return _site_edits(doc, k, spec, sites, change)
+
+    return Target(
+        path=doc.path,
+        text=doc.text,
+        definition=definition,
+        definition_start=start,
+        baseline=KernelSource(
+            unit.source, spec.name_expression, unit.options, Path(doc.path).name or "kernel.cu"
+        ),
+        verify_problems=problems[:-1],
+        bench_problem=problems[-1],
+        tolerance=spec.tolerance,
+        spec_text="\n".join(f"//{text}" for _, text in k.comment),
+        relaunch=relaunch,
+        site_edits=site_edits,
+    )
+
+
+def _char(doc: Document, byte: int) -> int:
+    return len(doc.data[:byte].decode("utf-8", errors="replace"))
+
+
+def _dims(expr: str) -> tuple[str, ...]:
+    """``"cdiv(n, 256)"`` -> one dimension; ``"(a, b)"`` -> two (ValueError if not an expression)."""
+    try:
+        tree = ast.parse(expr.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise ValueError(f"not an expression: {expr!r}") from exc
+    parts = tree.elts if isinstance(tree, ast.Tuple) else [tree]
+    return tuple(ast.unparse(p) for p in parts)
+
+
+def _with_launch(spec: KernelSpec, change: LaunchChange) -> KernelSpec:
+    return replace(
+        spec,
+        grid=_dims(change.grid) if change.grid else spec.grid,
+        block=_dims(change.block) if change.block else spec.block,
+        smem=change.shared or spec.smem,
+    )
+
+
+class _ToHost(ast.NodeTransformer):
+    """A spec expression as C host code: sizes become the launch site's argument expressions."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id not in self.names:
+            raise KeyError(node.id)
+        host = self.names[node.id]
+        return ast.Name(id=host if re.fullmatch(r"\w+", host) else f"({host})")
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if not isinstance(node.func, ast.Name) or node.func.id not in ("cdiv", "min", "max"):
+            raise KeyError(ast.unparse(node.func))
+        args = [self.visit(x) for x in node.args]
+        if node.func.id == "cdiv" and len(args) == 2:  # (a + b - 1) / b
+            a, b = args
+            return ast.BinOp(ast.BinOp(a, ast.Add(), ast.BinOp(b, ast.Sub(), ast.Constant(1))), ast.Div(), b)
+        return ast.Call(node.func, args, [])
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        raise KeyError(ast.unparse(node))
+
+
+def _host(expr: str, names: dict[str, str]) -> str:
+    tree = _ToHost(names).visit(ast.parse(expr, mode="eval"))
+    return ast.unparse(ast.fix_missing_locations(tree)).replace("//", "/")
+
+
+def _site_edits(
+    doc: Document, k: Kernel, spec: KernelSpec, sites: tuple[LaunchSite, ...], change: LaunchChange
+) -> tuple[TextEdit, ...]:
+    """Edits of this file's launch sites of ``k`` for ``change``: each size variable must be passed
+    to the kernel as a scalar argument (``arg n = n``) so it has a host expression there.  Sites
+    that cannot be translated are left alone (the result then lists no edit for them)."""
+    params = [p.name for p in k.params]
+    new = _with_launch(spec, change)
+    edits: list[TextEdit] = []
+    for site in sites:
+        names: dict[str, str] = {}
+        for a in spec.args:
+            if isinstance(a, ScalarSpec) and a.value in spec.sizes and a.name in params:
+                i = params.index(a.name)
+                if i < len(site.args):
+                    names[a.value] = site.args[i].text
+        parts: list[tuple[Expr | None, str]] = []
+        try:
+            block = ", ".join(_host(e, names) for e in new.block)
+            block_host = block if len(new.block) == 1 else f"dim3({block})"
+            names_b = {**names, "block": block_host, "block_x": _host(new.block[0], names)}
+            grid = ", ".join(_host(e, names_b) for e in new.grid)
+            if change.grid or change.block:
+                parts.append((site.grid, grid if len(new.grid) == 1 else f"dim3({grid})"))
+            if change.block:
+                parts.append((site.block, block_host))
+            if change.shared:
+                parts.append((site.shared, _host(new.smem, names_b)))
+        except (KeyError, SyntaxError):
+            log.info(
+                "launch site at line %d not rewritten: its sizes have no host expression",
+                site.span.start_line + 1,
+            )
+            continue
+        for expr, text in parts:
+            if expr is None:  # no shared-memory argument at the site: insert one after the block
+                assert site.block is not None
+                at = _char(doc, site.block.span.end_byte)
+                edits.append(TextEdit(at, at, f", {text}"))
+                continue
+            start, end = _char(doc, expr.span.start_byte), _char(doc, expr.span.end_byte)
+            if doc.text[start:end] != text:
+                edits.append(TextEdit(start, end, text))
+    return tuple(edits)
 
 
 # --------------------------------------------------------------------------- proposer interface
