@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import ssl
 import threading
 import time
@@ -397,8 +398,6 @@ def _ray_task(request_json: str, evaluate: EvalFn) -> Iterator[tuple[str, str]]:
 
     The evaluation runs in a thread so progress streams while it runs; ``ray.cancel`` raises
     KeyboardInterrupt here, which sets the evaluation's cancel event."""
-    import queue
-
     request = from_json(EvalRequest, request_json)
     cancel = threading.Event()
     events: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
@@ -418,7 +417,10 @@ def _ray_task(request_json: str, evaluate: EvalFn) -> Iterator[tuple[str, str]]:
     try:
         yield "started", ""
         while True:
-            kind, payload = events.get()
+            try:  # wake up often: Ray's KeyboardInterrupt only lands while Python code runs
+                kind, payload = events.get(timeout=0.05)
+            except queue.Empty:
+                continue
             yield kind, payload
             if kind != "progress":
                 return

@@ -60,7 +60,8 @@ def make_request(request_id: str, candidates: int = 3, source: str = VADD) -> Ev
         id=request_id,
         baseline=KernelSource(source, "vadd"),
         candidates=tuple(
-            Candidate(f"c{i}", KernelSource(source.replace("256", str(128 << i)), "vadd")) for i in range(candidates)
+            Candidate(f"c{i}", KernelSource(source.replace("256", str(128 << i)), "vadd"))
+            for i in range(candidates)
         ),
         verify_problems=(problem,),
         bench_problem=problem,
@@ -80,7 +81,11 @@ class FakeExecutor(Executor):
         self._lock = threading.Lock()
 
     def evaluate(
-        self, request: EvalRequest, *, progress: ProgressFn | None = None, cancel: threading.Event | None = None
+        self,
+        request: EvalRequest,
+        *,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
     ) -> EvalResult:
         with self._lock:
             self.evaluated.append(request.id)
@@ -107,10 +112,13 @@ def fake_speedup(request: EvalRequest, cand: Candidate) -> float:
 
 @contextlib.contextmanager
 def running_worker(
-    *executors: Executor, token: str | None = TOKEN, limits: Limits = Limits(), tls: tuple[str, str] | None = None
+    *executors: Executor,
+    token: str | None = TOKEN,
+    limits: Limits | None = None,
+    tls: tuple[str, str] | None = None,
 ) -> Iterator[tuple[str, WorkerService]]:
     """A real uvicorn server on a free loopback port, in a thread."""
-    service = WorkerService(executors, token=token, limits=limits)
+    service = WorkerService(executors, token=token, limits=limits or Limits())
     server = make_server(
         service.app, tls_cert=tls[0] if tls else None, tls_key=tls[1] if tls else None, log_level="warning"
     )
@@ -181,7 +189,7 @@ def test_repeated_id_is_answered_from_the_cache_and_a_reused_id_is_refused() -> 
     with running_worker(fake) as (url, _), RemoteExecutor(url, TOKEN) as remote:
         first = remote.evaluate(make_request("same-id"))
         again = remote.evaluate(make_request("same-id"))
-        with pytest.raises(ExecutorError, match="409.*already used for a different request"):
+        with pytest.raises(ExecutorError, match=r"409.*already used for a different request"):
             remote.evaluate(make_request("same-id", candidates=1))
     assert first == again
     assert fake.evaluated == ["same-id"]
@@ -189,7 +197,11 @@ def test_repeated_id_is_answered_from_the_cache_and_a_reused_id_is_refused() -> 
 
 def test_requests_spread_over_the_gpu_lanes() -> None:
     lanes = [FakeExecutor(delay_s=0.05), FakeExecutor(delay_s=0.05)]
-    with running_worker(*lanes) as (url, _), RemoteExecutor(url, TOKEN) as remote, ThreadPoolExecutor(4) as pool:
+    with (
+        running_worker(*lanes) as (url, _),
+        RemoteExecutor(url, TOKEN) as remote,
+        ThreadPoolExecutor(4) as pool,
+    ):
         list(pool.map(remote.evaluate, [make_request(f"lane-{i}", 2) for i in range(4)]))
     assert len(lanes[0].evaluated) == len(lanes[1].evaluated) == 2
 
@@ -202,7 +214,11 @@ def test_requests_spread_over_the_gpu_lanes() -> None:
     [
         (b"{not json", 400, "body is not JSON"),
         (b'{"id": "x"}', 422, "malformed EvalRequest"),
-        (to_json(make_request("v")).replace('"schema_version":1', '"schema_version":99').encode(), 422, "schema version 99"),
+        (
+            to_json(make_request("v")).replace('"schema_version":1', '"schema_version":99').encode(),
+            422,
+            "schema version 99",
+        ),
         (to_json(make_request("")).encode(), 422, "request id must be"),
         (
             to_json(make_request("inc")).replace('"options":[]', '"options":["-I/etc"]', 1).encode(),
@@ -234,21 +250,27 @@ def test_oversized_stream_without_content_length_is_refused() -> None:
 
 def test_remote_executor_reports_a_refused_request_clearly() -> None:
     big = make_request("big", source=VADD + "// padding\n" * 10_000)
-    with running_worker(FakeExecutor(), limits=Limits(max_body_bytes=65536)) as (url, _):
-        with RemoteExecutor(url, TOKEN) as remote, pytest.raises(ExecutorError, match="refused the request: HTTP 413"):
-            remote.evaluate(big)
+    with (
+        running_worker(FakeExecutor(), limits=Limits(max_body_bytes=65536)) as (url, _),
+        RemoteExecutor(url, TOKEN) as remote,
+        pytest.raises(ExecutorError, match="refused the request: HTTP 413"),
+    ):
+        remote.evaluate(big)
 
 
 def test_per_client_concurrency_limit_answers_429() -> None:
     fake = FakeExecutor(delay_s=5.0)
-    with running_worker(fake, limits=Limits(max_per_client=1)) as (url, _), httpx.Client(headers=auth()) as client:
-        with client.stream("POST", f"{url}/evaluate", content=to_json(make_request("busy"))) as first:
-            assert first.status_code == 200
-            second = client.post(f"{url}/evaluate", content=to_json(make_request("next")))
-            assert second.status_code == 429
-            assert second.headers["Retry-After"] == "1"
-            assert "already in flight" in second.json()["error"]
-            client.post(f"{url}/cancel/busy")
+    with (
+        running_worker(fake, limits=Limits(max_per_client=1)) as (url, _),
+        httpx.Client(headers=auth()) as client,
+        client.stream("POST", f"{url}/evaluate", content=to_json(make_request("busy"))) as first,
+    ):
+        assert first.status_code == 200
+        second = client.post(f"{url}/evaluate", content=to_json(make_request("next")))
+        assert second.status_code == 429
+        assert second.headers["Retry-After"] == "1"
+        assert "already in flight" in second.json()["error"]
+        client.post(f"{url}/cancel/busy")
     assert fake.evaluated == ["busy"]
 
 
@@ -258,14 +280,17 @@ def test_per_client_concurrency_limit_answers_429() -> None:
 def test_cancel_reaches_the_worker_and_returns_cancelled_candidates() -> None:
     fake = FakeExecutor(delay_s=10.0)
     cancel = threading.Event()
-    with running_worker(fake) as (url, _), RemoteExecutor(url, TOKEN) as remote:
-        with ThreadPoolExecutor(1) as pool:
-            future = pool.submit(remote.evaluate, make_request("to-cancel"), cancel=cancel)
-            assert fake.running.wait(5)
-            started = time.monotonic()
-            cancel.set()
-            assert fake.saw_cancel.wait(5), "the cancel never reached the executor on the worker"
-            result = future.result(timeout=10)
+    with (
+        running_worker(fake) as (url, _),
+        RemoteExecutor(url, TOKEN) as remote,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        future = pool.submit(remote.evaluate, make_request("to-cancel"), cancel=cancel)
+        assert fake.running.wait(5)
+        started = time.monotonic()
+        cancel.set()
+        assert fake.saw_cancel.wait(5), "the cancel never reached the executor on the worker"
+        result = future.result(timeout=10)
     assert time.monotonic() - started < 5
     assert [c.status for c in result.candidates] == [Status.CANCELLED] * 3
 
@@ -273,7 +298,9 @@ def test_cancel_reaches_the_worker_and_returns_cancelled_candidates() -> None:
 def test_a_client_that_disconnects_for_good_cancels_its_job() -> None:
     fake = FakeExecutor(delay_s=10.0)
     with running_worker(fake, limits=Limits(disconnect_grace_s=0.2)) as (url, service):
-        with httpx.stream("POST", f"{url}/evaluate", content=to_json(make_request("gone")), headers=auth()) as r:
+        with httpx.stream(
+            "POST", f"{url}/evaluate", content=to_json(make_request("gone")), headers=auth()
+        ) as r:
             assert next(r.iter_lines()).startswith('{"event":"queued"')
             assert fake.running.wait(5)
         assert fake.saw_cancel.wait(5)
@@ -332,7 +359,9 @@ def test_a_killed_worker_is_a_clear_error_and_the_client_recovers_when_it_return
     progress = threading.Event()
     with RemoteExecutor(url, TOKEN, reconnect_s=1.0) as remote:
         with worker_process(port, delay_s=1.0) as proc, ThreadPoolExecutor(1) as pool:
-            future = pool.submit(remote.evaluate, make_request("doomed", 5), progress=lambda p: progress.set())
+            future = pool.submit(
+                remote.evaluate, make_request("doomed", 5), progress=lambda p: progress.set()
+            )
             assert progress.wait(10)
             proc.kill()
             with pytest.raises(WorkerUnavailable, match=rf"cannot reach the worker at {url} for 1 s"):
@@ -345,9 +374,14 @@ def test_a_killed_worker_is_a_clear_error_and_the_client_recovers_when_it_return
 def test_a_worker_restarted_within_the_reconnect_window_finishes_the_same_call() -> None:
     port = free_port()
     progress = threading.Event()
-    with RemoteExecutor(f"http://127.0.0.1:{port}", TOKEN, reconnect_s=30.0) as remote, ThreadPoolExecutor(1) as pool:
+    with (
+        RemoteExecutor(f"http://127.0.0.1:{port}", TOKEN, reconnect_s=30.0) as remote,
+        ThreadPoolExecutor(1) as pool,
+    ):
         with worker_process(port, delay_s=0.5) as proc:
-            future = pool.submit(remote.evaluate, make_request("survivor", 4), progress=lambda p: progress.set())
+            future = pool.submit(
+                remote.evaluate, make_request("survivor", 4), progress=lambda p: progress.set()
+            )
             assert progress.wait(10)
             proc.kill()
         with worker_process(port, delay_s=0.0):
@@ -376,20 +410,41 @@ def self_signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     d = tmp_path_factory.mktemp("tls")
     cert, key = str(d / "cert.pem"), str(d / "key.pem")
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1"]
-        + ["-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
         check=True,
         capture_output=True,
     )
     return cert, key
 
 
-def test_tls_worker_is_reachable_with_its_certificate_and_refused_without(self_signed: tuple[str, str]) -> None:
+def test_tls_worker_is_reachable_with_its_certificate_and_refused_without(
+    self_signed: tuple[str, str],
+) -> None:
     cert, _ = self_signed
     with running_worker(FakeExecutor(), tls=self_signed) as (url, _):
         with RemoteExecutor(url, TOKEN, verify=cert) as remote:
             assert remote.evaluate(make_request("tls", 1)).candidates[0].status is Status.OK
-        with RemoteExecutor(url, TOKEN) as remote, pytest.raises(WorkerUnavailable, match=f"TLS check of {url} failed"):
+        with (
+            RemoteExecutor(url, TOKEN) as remote,
+            pytest.raises(WorkerUnavailable, match=f"TLS check of {url} failed"),
+        ):
             remote.device_info()
 
 

@@ -1,0 +1,103 @@
+"""RayExecutor against a local Ray instance on the CPU (tasks need no GPU here): an injected
+evaluation runs as a Ray generator task, streams progress, and sees the caller's cancel."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from sandbox.contract import CandidateResult, EvalRequest, EvalResult, Progress, Status
+from sandbox.executor import ExecutorError, ProgressFn, WorkerUnavailable
+from sandbox.remote import RayExecutor
+from test_remote import fake_speedup, make_request
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (extra `cluster`)")
+
+
+class FakeEvaluation:
+    """A picklable evaluation for the Ray task: ``delay_s`` per candidate; writes ``marker`` when
+    the cancel event reaches it (the task runs in another process)."""
+
+    def __init__(self, delay_s: float = 0.0, marker: Path | None = None, fail: str = "") -> None:
+        self.delay_s = delay_s
+        self.marker = marker
+        self.fail = fail
+
+    def __call__(self, request: EvalRequest, progress: ProgressFn, cancel: threading.Event) -> EvalResult:
+        if self.fail:
+            raise ExecutorError(self.fail)
+        results = []
+        for i, cand in enumerate(request.candidates):
+            progress(Progress(request.id, i, len(request.candidates), cand.id))
+            if cancel.wait(self.delay_s):
+                if self.marker is not None and not self.marker.exists():
+                    self.marker.write_text(f"cancelled {request.id} at {cand.id}")
+                results.append(CandidateResult(cand.id, Status.CANCELLED, "cancelled"))
+            else:
+                results.append(CandidateResult(cand.id, Status.OK, speedup=fake_speedup(request, cand)))
+        return EvalResult(request.id, CandidateResult("baseline", Status.OK), tuple(results))
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    tests = str(Path(__file__).parent)
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": tests}},  # task processes import this module
+    )
+    yield
+    ray.shutdown()
+
+
+def test_ray_task_streams_progress_and_returns_the_result(local_ray: None) -> None:
+    executor = RayExecutor(num_gpus=0, evaluate=FakeEvaluation())
+    request = make_request("ray-1", candidates=3)
+    seen: list[Progress] = []
+    result = executor.evaluate(request, progress=seen.append)
+    assert [p.done for p in seen] == [0, 1, 2]
+    assert result.request_id == "ray-1"
+    assert [c.speedup for c in result.candidates] == [fake_speedup(request, c) for c in request.candidates]
+
+
+def test_ray_spreads_concurrent_evaluations(local_ray: None) -> None:
+    executor = RayExecutor(num_gpus=0, evaluate=FakeEvaluation(delay_s=0.05))
+    requests = [make_request(f"ray-many-{i}", candidates=2) for i in range(6)]
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(executor.evaluate, requests))
+    assert [r.request_id for r in results] == [r.id for r in requests]
+    assert all(c.status is Status.OK for r in results for c in r.candidates)
+
+
+def test_ray_cancel_reaches_the_task(local_ray: None, tmp_path: Path) -> None:
+    marker = tmp_path / "cancelled"
+    executor = RayExecutor(num_gpus=0, evaluate=FakeEvaluation(delay_s=30.0, marker=marker))
+    cancel = threading.Event()
+    started = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(
+            executor.evaluate, make_request("ray-cancel"), progress=lambda p: started.set(), cancel=cancel
+        )
+        assert started.wait(60)
+        cancel.set()
+        result = future.result(timeout=30)
+    assert [c.status for c in result.candidates] == [Status.CANCELLED] * 3
+    deadline = time.monotonic() + 30
+    while not marker.exists():
+        assert time.monotonic() < deadline, "the cancel never reached the evaluation in the Ray task"
+        time.sleep(0.05)
+    assert marker.read_text() == "cancelled ray-cancel at c0"
+
+
+def test_ray_evaluation_failure_is_one_clear_error(local_ray: None) -> None:
+    executor = RayExecutor(num_gpus=0, evaluate=FakeEvaluation(fail="no GPU: CUDA reports 0 devices"))
+    with pytest.raises(
+        WorkerUnavailable, match="Ray task for ray-fail failed: no GPU: CUDA reports 0 devices"
+    ):
+        executor.evaluate(make_request("ray-fail"))
