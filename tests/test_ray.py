@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from test_remote import fake_speedup, make_request
 
 from sandbox.contract import CandidateResult, EvalRequest, EvalResult, Progress, Status
 from sandbox.executor import ExecutorError, ProgressFn, WorkerUnavailable
 from sandbox.remote import RayExecutor
-from test_remote import fake_speedup, make_request
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (extra `cluster`)")
 
