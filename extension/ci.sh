@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# CI for the VS Code extension, from a clean checkout on a CPU-only machine: build the .vsix, run the
+# unit tests, then the end-to-end test in a real VS Code (code-server driven by Debian's chromium).
+# Everything it installs stays under extension/ (node_modules, .tmp/); called by .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+echo "== extension: build"
+npm ci --no-audit --no-fund
+npm run package
+
+echo "== extension: unit tests"
+npm test
+

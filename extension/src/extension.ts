@@ -1,0 +1,464 @@
+// The one module that talks to VS Code and vscode-languageclient. It wires the editor to the
+// vscode-free logic in the other modules (unit-tested under node) and to `cuda-agent serve`,
+// where all the intelligence lives.
+
+import { randomBytes } from "node:crypto";
+import * as fs from "node:fs";
+import { PythonExtension } from "@vscode/python-extension";
+import * as vscode from "vscode";
+import {
+  DidChangeConfigurationNotification,
+  LanguageClient,
+  type LanguageClientOptions,
+  type ServerOptions,
+  State,
+  TransportKind,
+} from "vscode-languageclient/node";
+import { installSteps, probeInterpreter, type Resolution, resolveInterpreter, run, serverCommand, venvPython } from "./interpreter";
+import { kernelAt, kernelSymbols } from "./kernels";
+import { canApply, diffTitle, formatSpeedup, PendingRewrites, PREVIEW_SCHEME, parsePreviewPath } from "./preview";
+import {
+  BENCHMARK_COMMAND,
+  type BenchmarkResult,
+  type KernelRef,
+  OPTIMIZE_COMMAND,
+  type OptimizeResult,
+  RESULTS_REQUEST,
+  REWRITE_REQUEST,
+  type Rewrite,
+  STATUS_NOTIFICATION,
+  type ServerStatus,
+} from "./protocol";
+import { resultsHtml } from "./results";
+import { LLM_API_KEY, SECRETS, SECTION, type SecretSpec, serverEnvironment, serverSettings, WORKER_TOKEN } from "./settings";
+import { type ServerState, statusView } from "./status";
+
+const LANGUAGE = "cuda-cpp";
+const PREVIEW_CONTEXT = "cudaAgent.previewOpen";
+/** Settings whose change needs a new server process rather than a configuration update. */
+const RESTART_SETTINGS = ["python", "serverPackage"].map((key) => `${SECTION}.${key}`);
+
+let agent: Agent | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  agent = new Agent(context);
+  await agent.start();
+}
+
+export async function deactivate(): Promise<void> {
+  await agent?.stopServer();
+  agent = undefined;
+}
+
+class Agent {
+  private readonly output = vscode.window.createOutputChannel("CUDA Agent", { log: true });
+  private readonly statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
+  private readonly pending = new PendingRewrites();
+  private readonly previewChanged = new vscode.EventEmitter<vscode.Uri>();
+  private client: LanguageClient | undefined;
+  private state: ServerState = "stopped";
+  private serverStatus: ServerStatus | undefined;
+  private resultsPanel: vscode.WebviewPanel | undefined;
+  private starting: Promise<void> | undefined;
+
+  constructor(private readonly context: vscode.ExtensionContext) {
+    const reg = (id: string, fn: (...args: any[]) => unknown) =>
+      context.subscriptions.push(vscode.commands.registerCommand(id, fn));
+    reg("cudaAgent.optimizeKernel", () => this.runOnKernel(OPTIMIZE_COMMAND));
+    reg("cudaAgent.benchmarkKernel", () => this.runOnKernel(BENCHMARK_COMMAND));
+    reg("cudaAgent.showResults", () => this.showResults());
+    reg("cudaAgent.restartServer", () => this.restart());
+    reg("cudaAgent.setWorkerToken", () => this.setSecret(WORKER_TOKEN));
+    reg("cudaAgent.setLlmApiKey", () => this.setSecret(LLM_API_KEY));
+    reg("cudaAgent.acceptRewrite", (uri?: vscode.Uri) => this.settle(uri, true));
+    reg("cudaAgent.discardRewrite", (uri?: vscode.Uri) => this.settle(uri, false));
+    context.subscriptions.push(
+      this.output,
+      this.statusItem,
+      this.previewChanged,
+      vscode.workspace.registerTextDocumentContentProvider(PREVIEW_SCHEME, {
+        onDidChange: this.previewChanged.event,
+        provideTextDocumentContent: (uri) => this.pending.content(uri.path) ?? "",
+      }),
+      vscode.workspace.onDidChangeConfiguration((e) => this.configurationChanged(e)),
+    );
+    this.watchPythonExtension();
+    this.render();
+    this.statusItem.show();
+  }
+
+  // ------------------------------------------------------------------ server lifecycle
+
+  async start(): Promise<void> {
+    this.starting ??= this.startServer().finally(() => (this.starting = undefined));
+    return this.starting;
+  }
+
+  private async startServer(): Promise<void> {
+    this.setState("starting");
+    const resolution = await resolveInterpreter({
+      configured: () => vscode.workspace.getConfiguration(SECTION).get<string>("python", ""),
+      pythonExtension: () => this.pythonExtensionInterpreter(),
+      managedPython: venvPython(this.managedVenv()),
+      probe: (python) => probeInterpreter(python, this.context.extensionPath),
+    });
+    if (!resolution.ready) {
+      this.output.error(resolution.reason);
+      this.setState("failed");
+      void this.offerInstall(resolution);
+      return;
+    }
+    this.output.info(`starting the server with ${resolution.python} (${resolution.source}, cuda-agent ${resolution.version})`);
+    const { command, args } = serverCommand(resolution.python);
+    const serverOptions: ServerOptions = {
+      command,
+      args,
+      transport: TransportKind.stdio,
+      options: { cwd: this.context.extensionPath, env: serverEnvironment(process.env, await this.storedSecrets()) },
+    };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: [
+        { scheme: "file", language: LANGUAGE },
+        { scheme: "untitled", language: LANGUAGE },
+      ],
+      outputChannel: this.output,
+      initializationOptions: () => this.serverSettings(),
+      middleware: {
+        workspace: {
+          configuration: async (params, token, next) => {
+            const values = await next(params, token);
+            if (!Array.isArray(values)) {
+              return values;
+            }
+            return values.map((value, i) => (params.items[i]?.section === SECTION ? serverSettings(value) : value));
+          },
+        },
+        executeCommand: (command, args, next) => this.executeCommand(command, args, next),
+      },
+    };
+    const client = new LanguageClient("cudaAgent", "CUDA Agent", serverOptions, clientOptions);
+    client.onNotification(STATUS_NOTIFICATION, (status: ServerStatus) => {
+      this.serverStatus = status;
+      this.render();
+    });
+    client.onDidChangeState((e) => {
+      if (e.newState === State.Running) {
+        this.setState("running");
+      } else if (e.newState === State.Stopped) {
+        this.serverStatus = undefined;
+        this.setState(this.state === "starting" ? "failed" : "stopped");
+      }
+    });
+    this.client = client;
+    try {
+      await client.start();
+    } catch (err) {
+      this.output.error(`the server did not start: ${String(err)}`);
+      this.setState("failed");
+      void vscode.window.showErrorMessage("CUDA Agent: the language server did not start. See the output for details.", "Show output").then((choice) => {
+        if (choice) {
+          this.output.show();
+        }
+      });
+    }
+  }
+
+  async stopServer(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (client) {
+      try {
+        await client.dispose(2000);
+      } catch (err) {
+        this.output.warn(`stopping the server: ${String(err)}`);
+      }
+    }
+  }
+
+  private async restart(): Promise<void> {
+    await this.starting;
+    await this.stopServer();
+    await this.start();
+  }
+
+  private serverSettings(): Record<string, unknown> {
+    return serverSettings(vscode.workspace.getConfiguration(SECTION));
+  }
+
+  private configurationChanged(e: vscode.ConfigurationChangeEvent): void {
+    if (RESTART_SETTINGS.some((key) => e.affectsConfiguration(key))) {
+      void this.restart();
+    } else if (e.affectsConfiguration(SECTION) && this.client?.isRunning()) {
+      void this.client.sendNotification(DidChangeConfigurationNotification.type, {
+        settings: { [SECTION]: this.serverSettings() },
+      });
+    }
+  }
+
+  // ------------------------------------------------------------------ interpreter
+
+  private managedVenv(): string {
+    return vscode.Uri.joinPath(this.context.globalStorageUri, "venv").fsPath;
+  }
+
+  private async pythonExtensionInterpreter(): Promise<string | undefined> {
+    if (!vscode.extensions.getExtension("ms-python.python")) {
+      return undefined;
+    }
+    try {
+      const api = await PythonExtension.api();
+      const active = api.environments.getActiveEnvironmentPath(vscode.workspace.workspaceFolders?.[0]?.uri);
+      const env = await api.environments.resolveEnvironment(active);
+      return env?.executable.uri?.fsPath;
+    } catch (err) {
+      this.output.warn(`the Python extension did not give an interpreter: ${String(err)}`);
+      return undefined;
+    }
+  }
+
+  private watchPythonExtension(): void {
+    if (!vscode.extensions.getExtension("ms-python.python")) {
+      return;
+    }
+    void PythonExtension.api().then(
+      (api) =>
+        this.context.subscriptions.push(
+          api.environments.onDidChangeActiveEnvironmentPath(() => {
+            if (!vscode.workspace.getConfiguration(SECTION).get<string>("python")) {
+              void this.restart();
+            }
+          }),
+        ),
+      (err) => this.output.warn(`the Python extension is not available: ${String(err)}`),
+    );
+  }
+
+  private async offerInstall(resolution: Resolution & { ready: false }): Promise<void> {
+    const install = "Install into a managed environment";
+    const choose = "Choose interpreter";
+    const choice = await vscode.window.showWarningMessage(`CUDA Agent: ${resolution.reason}`, install, choose);
+    if (choice === choose) {
+      await vscode.commands.executeCommand("workbench.action.openSettings", `${SECTION}.python`);
+    } else if (choice === install) {
+      await this.installManaged(resolution.python);
+    }
+  }
+
+  private async installManaged(basePython: string): Promise<void> {
+    const venv = this.managedVenv();
+    const pkg = vscode.workspace.getConfiguration(SECTION).get<string>("serverPackage", "cuda-agent");
+    fs.mkdirSync(this.context.globalStorageUri.fsPath, { recursive: true });
+    const ok = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `CUDA Agent: installing ${pkg} into ${venv}` },
+      async () => {
+        for (const [command, ...args] of installSteps(basePython, venv, pkg)) {
+          this.output.info(`$ ${command} ${args.join(" ")}`);
+          const result = await run(command, args, this.context.globalStorageUri.fsPath);
+          this.output.info(result.stdout + result.stderr);
+          if (result.code !== 0) {
+            this.output.error(result.error ?? `exit status ${result.code}`);
+            return false;
+          }
+        }
+        return true;
+      },
+    );
+    if (ok) {
+      await this.restart();
+    } else {
+      this.output.show();
+      void vscode.window.showErrorMessage(`CUDA Agent: installing ${pkg} failed; the output has the details.`);
+    }
+  }
+
+  // ------------------------------------------------------------------ secrets
+
+  private async storedSecrets(): Promise<Map<string, string | undefined>> {
+    const entries = await Promise.all(SECRETS.map(async (s) => [s.id, await this.context.secrets.get(s.id)] as const));
+    return new Map(entries);
+  }
+
+  private async setSecret(secret: SecretSpec): Promise<void> {
+    const value = await vscode.window.showInputBox({
+      prompt: `${secret.prompt}. Leave empty to remove it.`,
+      password: true,
+      ignoreFocusOut: true,
+    });
+    if (value === undefined) {
+      return;
+    }
+    if (value) {
+      await this.context.secrets.store(secret.id, value);
+    } else {
+      await this.context.secrets.delete(secret.id);
+    }
+    this.output.info(`${secret.id} ${value ? "stored" : "removed"}; restarting the server to pass it on`);
+    await this.restart();
+  }
+
+  // ------------------------------------------------------------------ commands
+
+  /** Palette commands: the kernel under the cursor (or picked), then the server's command. */
+  private async runOnKernel(command: string): Promise<unknown> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor || editor.document.languageId !== LANGUAGE) {
+      void vscode.window.showInformationMessage("CUDA Agent: open a .cu file and put the cursor in a kernel.");
+      return undefined;
+    }
+    if (!this.client?.isRunning()) {
+      void vscode.window.showErrorMessage("CUDA Agent: the language server is not running.", "Restart server").then((c) => c && this.restart());
+      return undefined;
+    }
+    const symbols =
+      (await vscode.commands.executeCommand<vscode.DocumentSymbol[] | undefined>(
+        "vscode.executeDocumentSymbolProvider",
+        editor.document.uri,
+      )) ?? [];
+    let kernel = kernelAt(symbols, editor.selection.active.line);
+    if (!kernel) {
+      const names = kernelSymbols(symbols).map((s) => s.name);
+      kernel = names.length === 1 ? names[0] : await vscode.window.showQuickPick(names, { placeHolder: "Which kernel?" });
+    }
+    if (!kernel) {
+      return undefined;
+    }
+    const ref: KernelRef = { uri: editor.document.uri.toString(), kernel };
+    return vscode.commands.executeCommand(command, ref);
+  }
+
+  /** Every server command (code lens or palette) passes here; optimize and benchmark results are shown. */
+  private async executeCommand(command: string, args: any[], next: (command: string, args: any[]) => any): Promise<unknown> {
+    const result = await next(command, args);
+    if (command === OPTIMIZE_COMMAND) {
+      await this.optimized(result as OptimizeResult | undefined);
+    } else if (command === BENCHMARK_COMMAND) {
+      this.benchmarked(result as BenchmarkResult | undefined);
+    }
+    return result;
+  }
+
+  private benchmarked(result: BenchmarkResult | undefined): void {
+    if (!result) {
+      return;
+    }
+    if (result.status === "ok") {
+      void vscode.window.showInformationMessage(
+        `CUDA Agent: ${result.medianMs.toFixed(3)} ms ± ${(100 * result.relSpread).toFixed(1)}%, ${result.gbps.toFixed(0)} GB/s (${result.pctPeak.toFixed(0)}% of peak)`,
+      );
+    } else {
+      void vscode.window.showWarningMessage(`CUDA Agent: ${result.message || result.status}`);
+    }
+  }
+
+  // ------------------------------------------------------------------ preview
+
+  private async optimized(result: OptimizeResult | undefined): Promise<void> {
+    if (!result) {
+      return;
+    }
+    if (result.status !== "ok" || !result.runId) {
+      void vscode.window.showInformationMessage(`CUDA Agent: ${result.message || result.status}`);
+      return;
+    }
+    const rewrite = await this.client?.sendRequest<Rewrite | null>(REWRITE_REQUEST, { runId: result.runId });
+    if (!rewrite) {
+      void vscode.window.showWarningMessage(`CUDA Agent: the rewrite of run ${result.runId} is no longer available.`);
+      return;
+    }
+    const uris = this.pending.add(result.runId, rewrite);
+    const original = vscode.Uri.parse(uris.original);
+    const rewritten = vscode.Uri.parse(uris.rewritten);
+    this.previewChanged.fire(original);
+    this.previewChanged.fire(rewritten);
+    await vscode.commands.executeCommand("setContext", PREVIEW_CONTEXT, true);
+    await vscode.commands.executeCommand("vscode.diff", original, rewritten, diffTitle(rewrite), { preview: false });
+    const summary = rewrite.summary ? ` ${rewrite.summary}` : "";
+    void vscode.window
+      .showInformationMessage(`CUDA Agent: verified rewrite, ${formatSpeedup(rewrite.speedup)} faster.${summary}`, "Accept", "Discard")
+      .then((choice) => choice && this.settleRun(result.runId, choice === "Accept"));
+  }
+
+  /** Accept or Discard from the diff editor's title (its URI) or the palette (the active diff, else the only one). */
+  private async settle(uri: vscode.Uri | undefined, accept: boolean): Promise<void> {
+    const fromTab = vscode.window.tabGroups.activeTabGroup.activeTab?.input;
+    const candidates = [uri, fromTab instanceof vscode.TabInputTextDiff ? fromTab.modified : undefined];
+    const runId = candidates.map((u) => u?.scheme === PREVIEW_SCHEME && this.pending.runOf(u.path)).find(Boolean);
+    if (runId) {
+      await this.settleRun(runId, accept);
+    } else {
+      void vscode.window.showInformationMessage("CUDA Agent: no rewrite preview is open.");
+    }
+  }
+
+  private async settleRun(runId: string, accept: boolean): Promise<void> {
+    const rewrite = this.pending.settle(runId);
+    if (!rewrite) {
+      return; // already accepted or discarded from the other control
+    }
+    await vscode.commands.executeCommand("setContext", PREVIEW_CONTEXT, this.pending.size > 0);
+    await this.closePreview(runId);
+    if (!accept) {
+      return;
+    }
+    const uri = vscode.Uri.parse(rewrite.uri);
+    let document: vscode.TextDocument | undefined;
+    try {
+      document = await vscode.workspace.openTextDocument(uri);
+    } catch {
+      document = undefined;
+    }
+    const verdict = canApply(rewrite, document && { version: document.version, text: document.getText() });
+    if (!verdict.ok || !document || !this.client) {
+      void vscode.window.showErrorMessage(`CUDA Agent: ${verdict.ok ? "the server stopped" : verdict.message}`);
+      return;
+    }
+    const edit = new vscode.WorkspaceEdit();
+    edit.set(uri, await this.client.protocol2CodeConverter.asTextEdits(rewrite.edits));
+    if (await vscode.workspace.applyEdit(edit)) {
+      await vscode.window.showTextDocument(document);
+      void vscode.window.showInformationMessage(
+        `CUDA Agent: applied the verified rewrite (${formatSpeedup(rewrite.speedup)} faster). Undo reverts it in one step.`,
+      );
+    } else {
+      void vscode.window.showErrorMessage("CUDA Agent: the editor refused the edit; nothing was changed.");
+    }
+  }
+
+  private async closePreview(runId: string): Promise<void> {
+    const tabs = vscode.window.tabGroups.all
+      .flatMap((group) => group.tabs)
+      .filter((tab) => tab.input instanceof vscode.TabInputTextDiff && parsePreviewPath(tab.input.modified.path)?.runId === runId);
+    await vscode.window.tabGroups.close(tabs);
+  }
+
+  // ------------------------------------------------------------------ results and status
+
+  private async showResults(): Promise<void> {
+    if (!this.client?.isRunning()) {
+      void vscode.window.showErrorMessage("CUDA Agent: the language server is not running.");
+      return;
+    }
+    const results = await this.client.sendRequest<unknown>(RESULTS_REQUEST, {});
+    if (!this.resultsPanel) {
+      this.resultsPanel = vscode.window.createWebviewPanel("cudaAgent.results", "CUDA Agent results", vscode.ViewColumn.Beside, {
+        enableScripts: false,
+        localResourceRoots: [],
+      });
+      this.resultsPanel.onDidDispose(() => (this.resultsPanel = undefined));
+    }
+    this.resultsPanel.webview.html = resultsHtml(results, randomBytes(16).toString("base64"));
+    this.resultsPanel.reveal();
+  }
+
+  private setState(state: ServerState): void {
+    this.state = state;
+    this.render();
+  }
+
+  private render(): void {
+    const view = statusView(this.state, this.serverStatus);
+    this.statusItem.text = view.text;
+    this.statusItem.tooltip = view.tooltip;
+    this.statusItem.command = this.state === "running" ? "cudaAgent.showResults" : "cudaAgent.restartServer";
+  }
+}

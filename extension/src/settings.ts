@@ -1,0 +1,77 @@
+// What the server gets from the `cudaAgent` settings, and how secrets reach it.
+//
+// The server reads the `cudaAgent` section (initializationOptions and workspace/configuration) in
+// the shape VS Code shows as `cudaAgent.executor.kind` and so on (server/settings.py). Secrets never
+// travel in settings: the server's settings name an environment variable (`env:NAME`), and the
+// extension sets that variable in the server's environment from SecretStorage.
+
+export const SECTION = "cudaAgent";
+
+/** Settings only the extension reads; the server would report them as unknown. */
+const CLIENT_ONLY_KEYS = ["python", "serverPackage", "trace"] as const;
+
+export interface SecretSpec {
+  /** Key in SecretStorage. */
+  id: string;
+  /** Environment variable of the server process that carries it. */
+  env: string;
+  /** Where the server's settings point at it: [group, key]. */
+  setting: [string, string];
+  /** Shown in the input box. */
+  prompt: string;
+}
+
+export const WORKER_TOKEN: SecretSpec = {
+  id: "cudaAgent.workerToken",
+  env: "CUDA_AGENT_TOKEN",
+  setting: ["executor", "token"],
+  prompt: "Bearer token of the remote `cuda-agent worker` (stored in the editor's secret storage)",
+};
+
+export const LLM_API_KEY: SecretSpec = {
+  id: "cudaAgent.llmApiKey",
+  env: "OPENAI_API_KEY",
+  setting: ["proposer", "apiKey"],
+  prompt: "API key of the LLM endpoint (stored in the editor's secret storage)",
+};
+
+export const SECRETS: readonly SecretSpec[] = [WORKER_TOKEN, LLM_API_KEY];
+
+type Json = Record<string, unknown>;
+
+function isObject(value: unknown): value is Json {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * The server's view of the `cudaAgent` section: the user's settings as plain JSON, without the
+ * extension's own keys, with each secret pointing at its environment variable.
+ */
+export function serverSettings(section: unknown): Json {
+  const settings: Json = isObject(section) ? JSON.parse(JSON.stringify(section)) : {};
+  for (const key of CLIENT_ONLY_KEYS) {
+    delete settings[key];
+  }
+  for (const secret of SECRETS) {
+    const [group, key] = secret.setting;
+    const target = isObject(settings[group]) ? (settings[group] as Json) : {};
+    target[key] = `env:${secret.env}`;
+    settings[group] = target;
+  }
+  return settings;
+}
+
+/** The server process's environment: the editor's, plus each secret the user stored. */
+export function serverEnvironment(
+  base: NodeJS.ProcessEnv,
+  stored: ReadonlyMap<string, string | undefined>,
+): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...base };
+  for (const secret of SECRETS) {
+    const value = stored.get(secret.id);
+    if (value) {
+      env[secret.env] = value;
+    }
+  }
+  return env;
+}

@@ -1,0 +1,61 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { baseName, canApply, diffTitle, parsePreviewPath, PendingRewrites, previewUris } from "../src/preview";
+import type { Rewrite } from "../src/protocol";
+
+const original = "__global__ void vadd(const float* a, const float* b, float* c, int n) {\n  int i = threadIdx.x;\n}\n";
+const rewritten = original.replace("const float* a", "const float* __restrict__ a");
+const rewrite: Rewrite = {
+  uri: "file:///work/src/my%20kernels/vadd.cu",
+  version: 7,
+  original,
+  rewritten,
+  edits: [{ range: { start: { line: 0, character: 0 }, end: { line: 1, character: 0 } }, newText: rewritten.split("\n")[0] + "\n" }],
+  speedup: 2.4321,
+  summary: "__restrict__ on a, b, c",
+};
+
+// VS Code hands the content provider the URI's decoded path.
+const pathOf = (uri: string) => decodeURIComponent(uri.slice("cuda-agent-rewrite:".length));
+
+test("virtual URIs end in the file's name and round-trip to run and side", () => {
+  const uris = previewUris("run/1 b", rewrite.uri);
+  assert.equal(uris.original, "cuda-agent-rewrite:/run%2F1%20b/original/vadd.cu");
+  assert.equal(uris.rewritten, "cuda-agent-rewrite:/run%2F1%20b/rewritten/vadd.cu");
+  assert.deepEqual(parsePreviewPath(pathOf(uris.rewritten)), { runId: "run/1 b", side: "rewritten" });
+  assert.deepEqual(parsePreviewPath(pathOf(uris.original)), { runId: "run/1 b", side: "original" });
+  assert.equal(parsePreviewPath("/x/sideways/vadd.cu"), undefined);
+  assert.equal(baseName("file:///a/b/c.cuh?x=1"), "c.cuh");
+  assert.equal(baseName(rewrite.uri), "vadd.cu");
+});
+
+test("the diff title names the file and the measured speedup", () => {
+  assert.equal(diffTitle(rewrite), "vadd.cu: original ↔ rewrite (2.43× faster, verified)");
+  assert.match(diffTitle({ ...rewrite, speedup: 12.4 }), /\(12× faster/);
+});
+
+test("a rewrite applies to the version it was computed for, or to the same text", () => {
+  assert.deepEqual(canApply(rewrite, { version: 7, text: original }), { ok: true });
+  assert.deepEqual(canApply(rewrite, { version: 1, text: original }), { ok: true }); // reopened, unchanged
+});
+
+test("a rewrite is refused when the document changed or is gone", () => {
+  const changed = canApply(rewrite, { version: 8, text: original + "// edit\n" });
+  assert.equal(changed.ok, false);
+  assert.match(!changed.ok ? changed.message : "", /vadd\.cu changed since the optimize run began/);
+  const gone = canApply(rewrite, undefined);
+  assert.equal(gone.ok, false);
+});
+
+test("pending rewrites serve both sides until settled", () => {
+  const pending = new PendingRewrites();
+  const uris = pending.add("r1", rewrite);
+  assert.equal(pending.content(pathOf(uris.original)), original);
+  assert.equal(pending.content(pathOf(uris.rewritten)), rewritten);
+  assert.equal(pending.runOf(pathOf(uris.rewritten)), "r1");
+  assert.equal(pending.size, 1);
+  assert.equal(pending.settle("r1"), rewrite);
+  assert.equal(pending.settle("r1"), undefined); // Accept after Discard does nothing
+  assert.equal(pending.content(pathOf(uris.original)), undefined);
+  assert.equal(pending.runOf(pathOf(uris.original)), undefined);
+});
