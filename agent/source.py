@@ -221,8 +221,12 @@ class Document:
         end = starts[line + 1] - 1 if line + 1 < len(starts) else len(self.data)
         return self.data[starts[line] : end]
 
+    @cached_property
+    def _ascii(self) -> bool:
+        return self.data.isascii()
+
     def _utf16_col(self, row: int, byte_col: int) -> int:
-        if self.data.isascii():
+        if self._ascii:
             return byte_col
         prefix = self.line_bytes(row)[:byte_col]
         if prefix.isascii():

@@ -432,6 +432,7 @@ class _Builder:
         self.args: dict[str, ArraySpec | ScalarSpec] = {}
         self.constants: list[ConstantSpec] = []
         self.lines: dict[str, int] = {}
+        self.mentioned: set[str] = set()  # parameters with an `arg` line, valid or not
 
     def directive(self, line: int, text: str) -> None:
         keyword, _, rest = text.strip().partition(" ")
@@ -482,6 +483,7 @@ class _Builder:
         self.lines["launch"] = line
 
     def _d_arg(self, line: int, rest: str) -> None:
+        self.mentioned.add(rest.split("=")[0].split()[0] if rest.split() else "")
         if m := _SCALAR.match(rest):
             param = self._param(m["name"])
             dtype = self._dtype(param.base_type)
@@ -565,7 +567,7 @@ class _Builder:
                 args.append(self.args[p.name])
             elif not p.pointer and p.name in self.sizes:  # `int n` with a size `n`: implied
                 args.append(ScalarSpec(p.name, canonical_dtype(p.base_type) or "int32", p.name))
-            else:
+            elif p.name not in self.mentioned:
                 self.errors.append(SpecError(first, f"parameter `{p.name}` has no `arg` line"))
         if kernel.template_params and "template_args" not in self.fields:
             self.errors.append(SpecError(first, f"{kernel.name} is a template: add `template ARG, ...`"))
@@ -587,10 +589,10 @@ class _Builder:
             flops=str(self.fields.get("flops", "")),
             lines=dict(self.lines),
         )
-        if not self.errors:
-            for label_sizes in (None, *spec.verify):
+        if self.sizes:  # evaluate every expression once per problem size, to report what fails
+            for overrides in (None, *spec.verify):
                 try:
-                    problem(spec, _sizes(spec, label_sizes))
+                    problem(spec, _sizes(spec, overrides))
                 except InvalidSpec as exc:
                     self.errors.extend(exc.errors)
                     break
@@ -751,7 +753,10 @@ _RENDER_DTYPE = {"float32": "float", "float64": "double", "int32": "int"}
 def render(spec: KernelSpec) -> str:
     """The comment block for ``spec`` (what an editor inserts above the kernel), ending in a newline."""
     out = ["sizes " + " ".join(f"{k}={v}" for k, v in spec.sizes.items())]
-    out += ["verify " + " ".join(f"{k}={v}" for k, v in ver.items()) for ver in spec.verify]
+    if spec.verify and all(v.keys() == spec.verify[0].keys() for v in spec.verify):
+        out.append("verify " + " ".join(f"{k}={','.join(v[k] for v in spec.verify)}" for k in spec.verify[0]))
+    else:
+        out += ["verify " + " ".join(f"{k}={v}" for k, v in ver.items()) for ver in spec.verify]
     launch = f"launch grid={_render_dims(spec.grid)} block={_render_dims(spec.block)}"
     out.append(launch + (f" smem={spec.smem}" if spec.smem != "0" else ""))
     if spec.template_args:
@@ -853,7 +858,10 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
             reasons.append(f"count of {p.name} assumed {count}")
         else:
             reasons.append(f"count of {p.name} = {count} from its allocation")
-        args.append(ArraySpec(p.name, role, dtype, count, default_dist(dtype)))
+        dist = default_dist(dtype)
+        if role == "in" and dist.kind == "randint" and dtype != "bool":  # maybe indices: keep them in range
+            dist = DistSpec("randint", ("0", next(iter(size_exprs))))
+        args.append(ArraySpec(p.name, role, dtype, count, dist))
     grid: tuple[str, ...] = (f"cdiv({next(iter(size_exprs))}, block)",)
     block: tuple[str, ...] = ("256",)
     if site is not None and site.block is not None and site.grid is not None:

@@ -38,7 +38,7 @@ __global__ void saxpy4(int n, float alpha, const float4* x, float4* y) {
 
 // Evaluates the cubic in kPoly at every x.
 // @cuda-agent sizes n=1<<24
-// @cuda-agent launch grid=cdiv(n, block) block=BLOCK
+// @cuda-agent launch grid=cdiv(n, block) block=256
 // @cuda-agent arg x in float[n]
 // @cuda-agent arg y out float[n]
 // @cuda-agent const kPoly float[4] uniform(-1, 1)
