@@ -312,7 +312,6 @@ class Verdict:
     status: Status | None
     message: str = ""
     checks: tuple[Check, ...] = ()
-    sticky: bool = False  # the CUDA context is broken: the worker must restart
 
 
 class Verifier:
@@ -390,8 +389,9 @@ class Verifier:
         except MemoryCapExceeded as exc:
             return Verdict(Status.LAUNCH_ERROR, str(exc), tuple(checks))
         except CudaError as exc:
-            status = Status.CRASH if exc.sticky else Status.LAUNCH_ERROR
-            return Verdict(status, str(exc), tuple(checks), sticky=exc.sticky)
+            if exc.sticky:  # the context is gone: the worker reports a crash and restarts
+                raise
+            return Verdict(Status.LAUNCH_ERROR, str(exc), tuple(checks))
         return Verdict(None, "", tuple(checks))
 
     def _check(self, kernel: KernelHandle, ws: Workspace, index: int, seed: int, launch: Launch) -> Check:

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import importlib
 import logging
 import os
+import pickle
 import queue
 import shutil
 import signal
@@ -148,6 +150,10 @@ def bwrap_prefix() -> list[str]:
         "--tmpfs",
         "/tmp",
     ]
+    tmp = tempfile.gettempdir()
+    for path in sys.path:  # packages installed under /tmp must stay importable
+        if path.startswith(tmp + os.sep) and os.path.isdir(path):
+            prefix += ["--ro-bind", path, path]
     try:
         probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
@@ -467,8 +473,13 @@ def sanitize(worker: WorkerProcess, job: EvalJob, result: CandidateResult, budge
     if not exe:
         return replace(result, sanitizer="compute-sanitizer not found: skipped")
     req = job.request
+    cands = list(req.candidates)
+    launches = cands[job.index].launches
+    if launches:  # only the bench problem remains: keep its launch
+        cands[job.index] = replace(cands[job.index], launches=launches[-1:])
     small = replace(
         req,
+        candidates=tuple(cands),
         verify_problems=(),
         seeds=req.seeds[:1],
         options=replace(req.options, time=False, sanitize=False),
@@ -483,7 +494,7 @@ def sanitize(worker: WorkerProcess, job: EvalJob, result: CandidateResult, budge
             reply = proc.call(replace(job, request=small), 10 * budget.timeout_s)
             code = proc.close(timeout=60)
             text = logfile.read_text(errors="replace") if logfile.exists() else ""
-        summary = next((ln for ln in reversed(text.splitlines()) if "ERROR SUMMARY" in ln), "")
+        summary = next((ln for ln in reversed(text.splitlines()) if "SUMMARY" in ln), "")
         lines.append(f"{tool}: {summary.replace('========= ', '') or f'exit status {code}'}")
         if code == 86 or (isinstance(reply.value, CandidateResult) and reply.value.status != Status.OK):
             detail = "\n".join([ln for ln in text.splitlines() if ln.startswith("=========")][:20])
@@ -523,17 +534,19 @@ class GpuHandler:
         self.rt = make_runtime(backend, device)
         self.info = self.rt.device_info()
         self._helpers: dict[str, Any] = {}
-        self._state: tuple[str, Any, Any] | None = None  # request id, baseline handle, verifier
+        self._state: tuple[str, Any, Any] | None = None  # request key, baseline handle, verifier
         self._flusher: Any = None
         self._scribbles = 0
 
     def __call__(self, job: Job) -> Reply:
-        from sandbox.runtime import CudaError
+        from sandbox.runtime import CudaError, MemoryCapExceeded
 
         if isinstance(job, InfoJob):
             return Reply(self.describe(job.known))
         try:
             return Reply(self.evaluate(job))
+        except MemoryCapExceeded as exc:
+            return Reply(_failure(job, Status.LAUNCH_ERROR, str(exc)))
         except CudaError as exc:
             status = Status.CRASH if exc.sticky else Status.LAUNCH_ERROR
             return Reply(_failure(job, status, str(exc)), restart=exc.sticky)
@@ -579,11 +592,16 @@ class GpuHandler:
         from sandbox.verify import Verifier
 
         req = job.request
-        if self._state is None or self._state[0] != req.id:
+        key = hashlib.sha256(
+            pickle.dumps(
+                (req.id, job.baseline, req.verify_problems, req.bench_problem, req.seeds, req.tolerance)
+            )
+        ).hexdigest()
+        if self._state is None or self._state[0] != key:
             baseline = self.rt.load(job.baseline.cubin, job.baseline.symbol)
             problems = (*req.verify_problems, req.bench_problem)
             verifier = Verifier(self.rt, problems, req.seeds, baseline, req.tolerance, self.scribble)
-            self._state = (req.id, baseline, verifier)
+            self._state = (key, baseline, verifier)
         return self._state[1], self._state[2]
 
     def evaluate(self, job: EvalJob) -> CandidateResult:

@@ -26,7 +26,9 @@ from sandbox.contract import (
 )
 from sandbox.worker import EvalJob, InfoJob, Job, Reply
 
-FAKE_DEVICE = DeviceInfo(name="Fake GPU", compute_capability="9.0", sm_count=4, l2_bytes=1 << 20, memory_bytes=1 << 30)
+FAKE_DEVICE = DeviceInfo(
+    name="Fake GPU", compute_capability="9.0", sm_count=4, l2_bytes=1 << 20, memory_bytes=1 << 30
+)
 
 
 class ScriptedHandler:
@@ -42,7 +44,9 @@ class ScriptedHandler:
             known = job.known
             if known is None:
                 return Reply(FAKE_DEVICE)
-            return Reply(DeviceInfo(**{**known.__dict__, "peak_bandwidth_gbps": 1000.0, "peak_gflops": 500.0}))
+            return Reply(
+                DeviceInfo(**{**known.__dict__, "peak_bandwidth_gbps": 1000.0, "peak_gflops": 500.0})
+            )
         assert isinstance(job, EvalJob)
         cid = "baseline" if job.index < 0 else job.request.candidates[job.index].id
         if cid == "hang":

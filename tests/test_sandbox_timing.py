@@ -6,6 +6,7 @@ import itertools
 from pathlib import Path
 
 import pytest
+from sandbox_fakes import vadd_problem
 
 from sandbox.contract import Budget, CandidateResult, DeviceInfo, Status, Timing
 from sandbox.timing import (
@@ -17,7 +18,6 @@ from sandbox.timing import (
     summarize,
     with_throughput,
 )
-from sandbox_fakes import vadd_problem
 
 
 def test_summarize_quartiles() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sandbox_fakes import vadd_problem
 
 from sandbox.compiler import compile_cuda
 from sandbox.contract import ArgSpec, Distribution, KernelSource, Tolerance
@@ -21,7 +22,6 @@ from sandbox.verify import (
     unwritten,
 )
 from sandbox.worker import static_rejection
-from sandbox_fakes import vadd_problem
 
 
 def raw(a: np.ndarray) -> np.ndarray:
@@ -161,5 +161,5 @@ def test_static_rules_reject_dynamic_parallelism() -> None:
     assert "-rdc=true" in by_option
     by_symbol = static_rejection(KernelSource(CDP, "parent"), compiled.binary)
     assert "cudaLaunchDevice" in by_symbol or "cudaGetParameterBuffer" in by_symbol
-    plain = compile_cuda("extern \"C\" __global__ void k(float* y) { y[0] = 1.0f; }", name_expressions=("k",))
+    plain = compile_cuda('extern "C" __global__ void k(float* y) { y[0] = 1.0f; }', name_expressions=("k",))
     assert static_rejection(KernelSource("", "k"), plain.binary) == ""

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sandbox_fakes import kernel_file, vadd_request
 
 from sandbox.contract import Budget, Candidate, EvalResult, KernelSource, Progress, Status
 from sandbox.executor import NoGpuError
 from sandbox.worker import LocalExecutor, WorkerProcess, clean_env
-from sandbox_fakes import kernel_file, vadd_request
 
 SCRIPTED = "sandbox_fakes:ScriptedHandler"
 
@@ -33,7 +33,9 @@ def vadd(data_dir: Path) -> KernelSource:
     return kernel_file(data_dir / "sandbox" / "vadd.cu", "vadd")
 
 
-def evaluate(ex: LocalExecutor, vadd: KernelSource, ids: list[str], request_id: str, **kw: object) -> EvalResult:
+def evaluate(
+    ex: LocalExecutor, vadd: KernelSource, ids: list[str], request_id: str, **kw: object
+) -> EvalResult:
     cands = tuple(Candidate(cid, vadd) for cid in ids)
     return ex.evaluate(vadd_request(vadd, cands, request_id=request_id), **kw)  # type: ignore[arg-type]
 
@@ -129,8 +131,9 @@ def test_ceilings_measured_once_and_cached(executor: LocalExecutor, tmp_path: Pa
 
 def test_no_gpu_is_an_executor_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    with LocalExecutor(handler="sandbox_fakes:NoGpuHandler", sandbox=False, compile_workers=1) as ex, pytest.raises(
-        NoGpuError, match="CUDA driver not found"
+    with (
+        LocalExecutor(handler="sandbox_fakes:NoGpuHandler", sandbox=False, compile_workers=1) as ex,
+        pytest.raises(NoGpuError, match="CUDA driver not found"),
     ):
         ex.device_info()
 

@@ -1,0 +1,8 @@
+// Bug: off-by-one bound writes c[n] (one element past the end of the output).
+extern "C" __global__ void vadd(const float* __restrict__ a, const float* __restrict__ b,
+                                float* __restrict__ c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) {
+        c[i] = a[i] + b[i];
+    }
+}

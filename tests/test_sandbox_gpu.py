@@ -1,0 +1,187 @@
+"""The sandbox on a real GPU: an honest faster rewrite is accepted with its speedup; every kernel
+under tests/data/adversarial/ is refused with the right status, and the worker keeps serving."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sandbox_fakes import kernel_file, vadd_request
+
+from sandbox.contract import (
+    ArgSpec,
+    Budget,
+    Candidate,
+    EvalOptions,
+    EvalRequest,
+    EvalResult,
+    KernelSource,
+    Launch,
+    Problem,
+    Status,
+)
+from sandbox.worker import LocalExecutor
+
+pytestmark = pytest.mark.gpu
+
+ADV = Path(__file__).parent / "data" / "adversarial"
+HONEST = Path(__file__).parent / "data" / "sandbox"
+RDC = ("-rdc=true",)
+
+
+@pytest.fixture(scope="module")
+def executor() -> Iterator[LocalExecutor]:
+    with LocalExecutor() as ex:
+        yield ex  # type: ignore[misc]
+
+
+def adversarial(name: str, kernel: str = "vadd", options: tuple[str, ...] = ()) -> Candidate:
+    return Candidate(name, kernel_file(ADV / f"{name}.cu", kernel, options))
+
+
+def by_id(result: EvalResult) -> dict[str, object]:
+    return {c.candidate_id: c for c in result.candidates}
+
+
+def test_device_ceilings_measured(executor: LocalExecutor) -> None:
+    info = executor.device_info()
+    assert info.sm_count > 0 and info.l2_bytes > 0
+    assert info.peak_bandwidth_gbps > 500 and info.peak_gflops > 1000
+
+
+def grid_stride_launch(n: int) -> Launch:
+    return Launch((max(1, min((n // 4 + 255) // 256, 132 * 8)), 1, 1), (256, 1, 1))
+
+
+def test_faster_candidate_accepted_with_speedup(executor: LocalExecutor) -> None:
+    baseline = kernel_file(HONEST / "vadd.cu", "vadd")
+    sizes = (1, 4097, (1 << 20) + 3)
+    bench = 1 << 24
+    launches = tuple(grid_stride_launch(n) for n in (*sizes, bench))
+    good = Candidate("grid_stride", kernel_file(HONEST / "vadd_grid_stride.cu", "vadd"), launches)
+    same = Candidate("same", baseline)
+    request = vadd_request(baseline, (good, same), sizes=sizes, bench=bench, block=32)
+    result = executor.evaluate(request)
+    assert result.baseline.status == Status.OK, result.baseline.message
+    assert result.baseline.timing is not None and result.baseline.achieved_gbps > 0
+    g, s = result.candidates
+    assert g.status == Status.OK, g.message
+    assert len(g.checks) == 3 * 4 and all(c.ok for c in g.checks)
+    assert g.timing is not None and g.baseline_timing is not None
+    assert g.speedup > 1.5 and g.speedup_low <= g.speedup <= g.speedup_high
+    assert g.pct_peak_bandwidth > 30
+    assert s.status == Status.OK and 0.9 < s.speedup < 1.1
+
+
+def test_adversarial_vadd_kernels_rejected(executor: LocalExecutor) -> None:
+    baseline = kernel_file(HONEST / "vadd.cu", "vadd")
+    honest = Candidate("honest", baseline)
+    cands = (
+        adversarial("output_not_written"),
+        adversarial("out_of_bounds_write"),
+        adversarial("input_modified"),
+        adversarial("side_stream", options=RDC),
+        adversarial("dynamic_parallelism", options=RDC),
+        adversarial("cached_global"),
+        adversarial("precision_downgrade"),
+        adversarial("wrong_tail"),
+        adversarial("illegal_address"),
+        Candidate("honest_after_crash", baseline),
+        adversarial("infinite_loop"),
+        Candidate("honest_after_timeout", baseline),
+        adversarial("hardcoded_size"),
+        honest,
+    )
+    request = vadd_request(baseline, cands, sizes=(1, 4097), bench=1 << 16, budget=Budget(timeout_s=10.0))
+    r = by_id(executor.evaluate(request))
+
+    def expect(cid: str, statuses: set[Status], text: str = "") -> None:
+        res = r[cid]
+        assert res.status in statuses, f"{cid}: {res.status} {res.message}"  # type: ignore[attr-defined]
+        assert text in res.message, f"{cid}: {res.message}"  # type: ignore[attr-defined]
+
+    expect("output_not_written", {Status.REJECTED}, "not written")
+    expect("out_of_bounds_write", {Status.REJECTED}, "out-of-bounds")
+    expect("input_modified", {Status.REJECTED}, "input `a` was modified")
+    expect("side_stream", {Status.REJECTED}, "not allowed")
+    expect("dynamic_parallelism", {Status.REJECTED}, "not allowed")
+    expect("cached_global", {Status.MISMATCH, Status.REJECTED})
+    expect("precision_downgrade", {Status.MISMATCH}, "mismatch")
+    expect("wrong_tail", {Status.REJECTED, Status.MISMATCH}, "n=")
+    assert "n=65536" not in r["wrong_tail"].message  # type: ignore[attr-defined]
+    expect("illegal_address", {Status.CRASH})
+    expect("honest_after_crash", {Status.OK})
+    expect("infinite_loop", {Status.TIMEOUT}, "deadline")
+    expect("honest_after_timeout", {Status.OK})
+    expect("hardcoded_size", {Status.REJECTED, Status.CRASH, Status.MISMATCH})
+    expect("honest", {Status.OK})
+
+
+def test_wrong_tail_passes_at_multiples_of_four_only(executor: LocalExecutor) -> None:
+    """Why verification sizes include awkward ones: at friendly sizes the buggy kernel passes."""
+    baseline = kernel_file(HONEST / "vadd.cu", "vadd")
+    friendly = vadd_request(baseline, (adversarial("wrong_tail"),), sizes=(256, 4096), bench=1 << 16)
+    result = executor.evaluate(friendly)
+    assert result.candidates[0].status == Status.OK, result.candidates[0].message
+
+
+def block_sum_problem(n: int) -> Problem:
+    blocks = (n + 255) // 256
+    return Problem(
+        label=f"n={n}",
+        sizes={"n": n},
+        args=(
+            ArgSpec("x", "in", "float32", n),
+            ArgSpec("out", "out", "float32", blocks),
+            ArgSpec("n", "scalar", "int32", value=n),
+        ),
+        launch=Launch((blocks, 1, 1), (256, 1, 1)),
+        bytes_moved=4 * n + 4 * blocks,
+        flops=n,
+    )
+
+
+def test_shared_memory_bugs_rejected(executor: LocalExecutor) -> None:
+    baseline = kernel_file(HONEST / "block_sum.cu", "block_sum")
+    request = EvalRequest(
+        id="block_sum",
+        baseline=baseline,
+        candidates=(
+            adversarial("uninitialized_shared", "block_sum"),
+            adversarial("shared_race", "block_sum"),
+            Candidate("honest", baseline),
+        ),
+        verify_problems=(block_sum_problem(1000), block_sum_problem(70_001)),
+        bench_problem=block_sum_problem(1 << 20),
+        options=EvalOptions(sanitize=True),
+    )
+    result = executor.evaluate(request)
+    assert result.baseline.status == Status.OK, result.baseline.message
+    uninit, race, honest = result.candidates
+    assert uninit.status in (Status.MISMATCH, Status.REJECTED), uninit.message
+    assert race.status in (Status.MISMATCH, Status.REJECTED), race.message
+    assert honest.status == Status.OK, honest.message
+    assert "racecheck" in honest.sanitizer and "0 errors" in honest.sanitizer
+
+
+def test_memory_cap_is_enforced(executor: LocalExecutor) -> None:
+    baseline = kernel_file(HONEST / "vadd.cu", "vadd")
+    request = vadd_request(
+        baseline, (Candidate("honest", baseline),), bench=1 << 24, budget=Budget(gpu_memory_bytes=64 << 20)
+    )
+    result = executor.evaluate(request)
+    assert result.baseline.status == Status.LAUNCH_ERROR and "memory cap" in result.baseline.message
+
+
+def test_template_kernel_by_name_expression(executor: LocalExecutor) -> None:
+    src = (
+        (HONEST / "vadd.cu")
+        .read_text()
+        .replace('extern "C" __global__ void vadd', "template <typename T>\n__global__ void vadd_t")
+    )
+    src = src.replace("const float*", "const T*").replace("float*", "T*")
+    templ = KernelSource(src, "vadd_t<float>")
+    request = vadd_request(kernel_file(HONEST / "vadd.cu", "vadd"), (Candidate("template", templ),))
+    result = executor.evaluate(request)
+    assert result.candidates[0].status == Status.OK, result.candidates[0].message
