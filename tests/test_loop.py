@@ -1,0 +1,352 @@
+"""The optimize loop against a marker-driven executor: best-so-far, diffs, launch changes, budgets,
+overlap, determinism, cancellation, failures, trajectories."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Sequence
+
+import pytest
+from loop_fakes import DATA, MarkerExecutor, ScriptedProposer, saxpy_target, variant
+
+from agent.loop import (
+    Attempt,
+    LaunchChange,
+    LoopEvent,
+    LoopSettings,
+    OptimizeBudget,
+    Outcome,
+    Proposal,
+    TargetError,
+    optimize,
+    parse_budget,
+    target_for,
+)
+from agent.source import Document
+from agent.trajectory import SCHEMA, TrajectoryLog, reward
+from sandbox.contract import CandidateResult, Status, Timing
+from sandbox.executor import NoGpuError
+
+T = saxpy_target()
+
+
+def proposals(*markers: str) -> list[Proposal]:
+    return [Proposal(variant(T, m, f"/*{i}*/ "), f"variant {m}") for i, m in enumerate(markers)]
+
+
+def once(*markers: str):
+    """A plan proposing ``markers`` in the first call, then nothing."""
+    return lambda call, history, n: proposals(*markers) if call == 0 else []
+
+
+def test_keeps_the_fastest_verified_candidate_and_reports_a_diff() -> None:
+    plan = once("speedup=1.5", "mismatch", "compile_error", "speedup=3.0", "speedup=2.0")
+    res = optimize(T, ScriptedProposer(plan), MarkerExecutor(), budget=OptimizeBudget(wall_s=30))
+    assert res.outcome is Outcome.IMPROVED
+    assert res.stop_reason == "proposer exhausted"
+    assert res.attempts == 5
+    assert res.best is not None and "speedup=3.0" in res.best.proposal.code
+    assert res.speedup == pytest.approx(3.0)
+    assert res.speedup_low < res.speedup < res.speedup_high
+    assert res.rewritten == T.file_with(res.best.proposal.code)
+    assert res.diff.startswith(f"--- a/{T.path}\n+++ b/{T.path}\n")
+    assert "+    /*3*/ // speedup=3.0" in res.diff
+    assert [(c.label, c.seeds, c.ok) for c in res.verification] == [
+        ("n=1000", 3, True),
+        ("n=4097", 3, True),
+        ("n=16777216", 3, True),
+    ]
+
+
+def test_nothing_faster_is_not_improved_and_changes_nothing() -> None:
+    res = optimize(T, ScriptedProposer(once("speedup=1.0", "mismatch")), MarkerExecutor())
+    assert res.outcome is Outcome.NOT_IMPROVED
+    assert res.best is not None and res.best.result.status is Status.OK  # verified, not faster
+    assert res.diff == "" and res.rewritten == ""
+
+
+def test_a_launch_change_is_resolved_from_the_spec_and_edits_the_launch_site() -> None:
+    change = LaunchChange(block="256")
+
+    def plan(call, h, n):
+        return (
+            [Proposal(variant(T, "speedup=2.5"), "block 256", ("n fits in int",), change)]
+            if call == 0
+            else []
+        )
+
+    ex = MarkerExecutor()
+    res = optimize(T, ScriptedProposer(plan), ex)
+    cand = ex.requests[1].candidates[0]
+    assert cand.launches is not None
+    assert [launch.block[0] for launch in cand.launches] == [256, 256, 256]
+    assert [launch.grid[0] for launch in cand.launches] == [4, 17, (1 << 24) // 256]
+    assert res.launch == change
+    assert res.assumptions == ("n fits in int",)
+    assert len(res.launch_edits) == 2
+    assert "saxpy<<<(n + (256 - 1)) / 256, 256>>>(n, 2.0f, x, y);" in res.rewritten
+    assert "-    saxpy<<<(n + 31) / 32, 32>>>(n, 2.0f, x, y);" in res.diff
+
+
+def test_a_bad_launch_is_a_verdict_and_never_reaches_the_executor() -> None:
+    def plan(call, h, n):
+        return (
+            [Proposal(variant(T, "speedup=9"), "too big", launch=LaunchChange(block="2048"))]
+            if call == 0
+            else []
+        )
+
+    ex = MarkerExecutor()
+    res = optimize(T, ScriptedProposer(plan), ex)
+    assert len(ex.requests) == 1  # the baseline only
+    assert res.outcome is Outcome.NOT_IMPROVED and res.best is None
+    p = ScriptedProposer(plan)
+    optimize(T, p, MarkerExecutor())
+    assert p.observed == [["b0-c0"]]
+
+
+def test_proposing_overlaps_evaluating_and_the_proposer_sees_results_two_batches_back() -> None:
+    def plan(call: int, history: Sequence[Attempt], n: int) -> list[Proposal]:
+        return (
+            [Proposal(variant(T, f"delay=0.2 speedup={1 + call / 10}"), f"call {call}")] if call < 4 else []
+        )
+
+    p = ScriptedProposer(plan)
+    ex = MarkerExecutor()
+    res = optimize(T, p, ex, settings=LoopSettings(batch_size=1, lookahead=1))
+    assert res.attempts == 4
+    # call k sees batches < k-1 (one attempt each); after an empty answer it waits for one more batch
+    assert p.seen == [0, 0, 1, 2, 3, 4]
+    _, batch0_end, _ = ex.evaluated[1]
+    batch1_start, _, _ = ex.evaluated[2]
+    assert p.propose_times[1] < batch0_end  # batch 1 was proposed before batch 0's verdicts
+    assert batch1_start - batch0_end < 0.1  # so the executor never waited for the proposer
+
+
+def test_runs_are_reproducible_with_a_seed() -> None:
+    def plan(call: int, history: Sequence[Attempt], n: int) -> list[Proposal]:
+        if call >= 3:
+            return []
+        best = max((a.result.speedup for a in history), default=1.0)
+        return [Proposal(variant(T, f"speedup={best + 0.5 + i}", f"/*{call}.{i}*/ "), "v") for i in range(2)]
+
+    def run(seed: int) -> tuple[list[tuple[str, str, float | None]], tuple[int, ...]]:
+        ex = MarkerExecutor()
+        res = optimize(T, ScriptedProposer(plan), ex, seed=seed, settings=LoopSettings(batch_size=2))
+        assert res.best is not None
+        return [
+            (r.id, r.candidates[0].kernel.source[-40:], res.speedup) for r in ex.requests[1:]
+        ], ex.requests[0].seeds
+
+    a, seeds_a = run(7)
+    b, seeds_b = run(7)
+    _, seeds_c = run(8)
+    assert [x[1:] for x in a] == [x[1:] for x in b]
+    assert seeds_a == seeds_b != seeds_c
+    assert len(set(seeds_a)) == 3
+
+
+def test_candidate_budget_is_exact() -> None:
+    def endless(call, h, n):
+        return [Proposal(variant(T, f"speedup=1.{call}{i}"), "v") for i in range(n)]
+
+    res = optimize(
+        T,
+        ScriptedProposer(endless),
+        MarkerExecutor(),
+        budget=OptimizeBudget(candidates=5),
+        settings=LoopSettings(batch_size=2),
+    )
+    assert res.attempts == 5
+    assert res.stop_reason == "budget: candidates"
+
+
+def test_wall_time_budget_stops_a_slow_run_and_keeps_the_best() -> None:
+    def endless(call, h, n):
+        return [Proposal(variant(T, f"delay=0.15 speedup=1.{call + 1}"), "v")]
+
+    t0 = time.monotonic()
+    res = optimize(
+        T,
+        ScriptedProposer(endless),
+        MarkerExecutor(),
+        budget=OptimizeBudget(wall_s=0.6),
+        settings=LoopSettings(batch_size=1),
+    )
+    assert time.monotonic() - t0 < 2.0
+    assert res.stop_reason == "budget: wall time"
+    assert res.best is not None and res.outcome is Outcome.IMPROVED
+
+
+def test_token_budget() -> None:
+    def endless(call, h, n):
+        return [Proposal(variant(T, f"speedup=1.{call + 1}"), "v")]
+
+    p = ScriptedProposer(endless, tokens_per_call=400)
+    res = optimize(
+        T,
+        p,
+        MarkerExecutor(),
+        budget=OptimizeBudget(wall_s=None, tokens=1000),
+        settings=LoopSettings(batch_size=1),
+    )
+    assert res.stop_reason == "budget: tokens"
+    assert res.tokens == 1200 and res.attempts == 3  # the batch that crossed the budget is still evaluated
+
+
+def test_cancellation_mid_batch_returns_promptly_with_the_best_so_far() -> None:
+    cancel = threading.Event()
+
+    def plan(call: int, history: Sequence[Attempt], n: int) -> list[Proposal]:
+        return (
+            proposals("speedup=2.0")
+            if call == 0
+            else [Proposal(variant(T, f"delay=30 speedup=5.{call}"), "slow")]
+        )
+
+    events: list[LoopEvent] = []
+
+    def on_event(e: LoopEvent) -> None:
+        events.append(e)
+        if e.kind == "evaluating" and "batch 1" in e.message:
+            threading.Timer(0.2, cancel.set).start()
+
+    t0 = time.monotonic()
+    res = optimize(
+        T,
+        ScriptedProposer(plan),
+        MarkerExecutor(),
+        cancel=cancel,
+        on_event=on_event,
+        settings=LoopSettings(batch_size=1),
+    )
+    assert time.monotonic() - t0 < 3.0
+    assert res.cancelled and res.stop_reason == "cancelled"
+    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(2.0)
+    assert events[-1].kind == "finished" and events[-1].fraction == 1.0
+
+
+def test_cancelled_before_start_still_returns_the_baseline() -> None:
+    cancel = threading.Event()
+    cancel.set()
+    res = optimize(T, ScriptedProposer(once("speedup=2")), MarkerExecutor(), cancel=cancel)
+    assert res.cancelled and res.attempts == 0 and res.baseline.status is Status.OK
+
+
+def test_identical_proposals_are_evaluated_once() -> None:
+    same = Proposal(variant(T, "speedup=2.0"), "same")
+
+    def plan(call, h, n):
+        return [same, same] if call < 2 else []
+
+    ex = MarkerExecutor()
+    res = optimize(T, ScriptedProposer(plan), ex, settings=LoopSettings(batch_size=2))
+    assert sum(len(r.candidates) for r in ex.requests) == 1
+    assert res.attempts == 4
+    assert [a for a in res.verification if not a.ok] == []
+
+
+def test_a_broken_baseline_stops_before_proposing() -> None:
+    p = ScriptedProposer(once("speedup=2"))
+    res = optimize(T, p, MarkerExecutor(baseline=Status.CRASH))
+    assert res.outcome is Outcome.BASELINE_FAILED and p.calls == 0
+    assert res.stop_reason.startswith("baseline crash")
+
+
+def test_no_gpu_is_an_exception_for_the_caller() -> None:
+    with pytest.raises(NoGpuError):
+        optimize(T, ScriptedProposer(once("speedup=2")), MarkerExecutor(no_gpu=True))
+
+
+def test_a_failing_proposer_ends_the_run_keeping_the_best() -> None:
+    def plan(call: int, history: Sequence[Attempt], n: int) -> list[Proposal]:
+        if call == 0:
+            return proposals("speedup=2.0")
+        raise RuntimeError("model went away")
+
+    res = optimize(T, ScriptedProposer(plan), MarkerExecutor(), settings=LoopSettings(batch_size=1))
+    assert res.stop_reason == "proposer failed: model went away"
+    assert res.outcome is Outcome.IMPROVED
+
+
+def test_an_executor_failure_mid_run_keeps_the_best() -> None:
+    def plan(call, h, n):
+        return proposals("speedup=2.0") if call == 0 else proposals("die") if call == 1 else []
+
+    res = optimize(T, ScriptedProposer(plan), MarkerExecutor(), settings=LoopSettings(batch_size=1))
+    assert res.stop_reason.startswith("executor failed: worker died")
+    assert res.speedup == pytest.approx(2.0)
+
+
+def test_trajectory_has_one_line_per_attempt_with_rewards(tmp_path) -> None:
+    log = TrajectoryLog(tmp_path / "runs" / "t.jsonl")
+    res = optimize(
+        T, ScriptedProposer(once("speedup=2.0", "mismatch", "speedup=1.0")), MarkerExecutor(), trajectory=log
+    )
+    lines = [json.loads(x) for x in (tmp_path / "runs" / "t.jsonl").read_text().splitlines()]
+    assert len(lines) == res.attempts == 3
+    assert {x["schema"] for x in lines} == {SCHEMA}
+    assert [x["result"]["status"] for x in lines] == ["ok", "mismatch", "ok"]
+    assert lines[1]["reward"] == -1.0
+    assert lines[0]["reward"] > 3.0 > lines[2]["reward"] >= 1.0
+    assert lines[0]["original"] == T.definition and lines[0]["kernel"] == "saxpy"
+    assert lines[0]["proposal"]["code"].endswith("// speedup=2.0\n}\n")
+
+
+def _ok(speedup: float, spread: float = 0.01) -> CandidateResult:
+    t = Timing(1 / speedup, (1 - spread) / speedup, (1 + spread) / speedup, 0.9 / speedup, 20, 2 * spread)
+    return CandidateResult(
+        "c",
+        Status.OK,
+        timing=t,
+        speedup=speedup,
+        speedup_low=speedup * (1 - 2 * spread),
+        speedup_high=speedup * (1 + 2 * spread),
+    )
+
+
+def test_reward_milestones_order_wrong_correct_faster_much_faster() -> None:
+    wrong = [
+        reward(CandidateResult("c", s))
+        for s in (Status.COMPILE_ERROR, Status.MISMATCH, Status.REJECTED, Status.CRASH)
+    ]
+    slower, same, faster, much, huge = (reward(_ok(s)) for s in (0.5, 1.0, 1.2, 1.6, 8.0))
+    assert max(wrong) < min(slower, same) and max(slower, same) < faster < much < huge
+    assert reward(_ok(1.01, spread=0.05)) < 2.0  # within the noise: only "correct"
+    assert huge == 4.0  # the shaping term is bounded
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("60s", OptimizeBudget(60.0, None, None)),
+        ("5m,40c", OptimizeBudget(300.0, 40, None)),
+        ("200k, 2h", OptimizeBudget(7200.0, None, 200_000)),
+        ("1M", OptimizeBudget(None, None, 1_000_000)),
+        ("90", OptimizeBudget(90.0, None, None)),
+    ],
+)
+def test_parse_budget(text: str, expected: OptimizeBudget) -> None:
+    assert parse_budget(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "ten", "5x", "0s", "-3c"])
+def test_parse_budget_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_budget(text)
+
+
+def test_target_errors_are_one_line() -> None:
+    doc = Document.from_file(DATA / "vector_ops.cu")
+    with pytest.raises(TargetError, match="pick one with --kernel"):
+        target_for(doc)
+    with pytest.raises(TargetError, match=r"no kernel 'nope'.*vadd"):
+        target_for(doc, "nope")
+    with pytest.raises(TargetError, match="gather has no spec"):
+        target_for(doc, "gather")
+    t = target_for(doc, "vadd")
+    assert t.definition in t.baseline.source and t.text[t.definition_start :].startswith(
+        "__global__ void vadd("
+    )
