@@ -1,0 +1,265 @@
+"""The LLM proposer against a scripted OpenAI-compatible server on loopback (real HTTP): tool
+calls, fenced code, malformed replies, timeouts, cancellation, endpoint failures, the API key."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from typing import Any
+
+import pytest
+from loop_fakes import MarkerExecutor, saxpy_target, variant
+from scripted_llm import Call, Fail, Garbage, Say, ScriptedLLM, Slow
+
+from agent.llm import LLMProposer, LLMSettings, extract_code
+from agent.loop import LaunchChange, LoopSettings, OptimizeBudget, OptimizeResult, Outcome, optimize
+from agent.trajectory import TrajectoryLog
+from sandbox.compiler import CompilePool
+
+T = saxpy_target()
+KEY = "sk-test-4f1c9e"
+
+
+def settings(server: ScriptedLLM, **kw: Any) -> LLMSettings:
+    base: dict[str, Any] = dict(
+        base_url=server.url,
+        model="scripted-coder",
+        samples=1,
+        max_turns=4,
+        timeout_s=5,
+        api_key_env="TEST_LLM_KEY",
+    )
+    return LLMSettings(**{**base, **kw})
+
+
+def run(s: LLMSettings, **kw: Any) -> OptimizeResult:
+    proposer = LLMProposer(s, compiler=kw.pop("compiler", None))
+    try:
+        return optimize(
+            T,
+            proposer,
+            MarkerExecutor(),
+            budget=OptimizeBudget(wall_s=30),
+            settings=LoopSettings(batch_size=4),
+            **kw,
+        )
+    finally:
+        proposer.close()
+
+
+def last(server: ScriptedLLM, i: int) -> dict[str, Any]:
+    return server.requests[i].body["messages"][-1]
+
+
+def test_tool_calls_verify_profile_and_finish(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("TEST_LLM_KEY", KEY)
+    script = [
+        Call(
+            (
+                (
+                    "verify_and_time",
+                    {
+                        "code": variant(T, "speedup=1.8"),
+                        "description": "unrolled",
+                        "assumptions": ["x, y never alias"],
+                    },
+                ),
+            )
+        ),
+        Call((("profile", {"candidate": "b0-c0"}),)),
+        Say("Done: 1.8x faster."),
+    ]
+    log = TrajectoryLog(tmp_path / "t.jsonl")
+    with ScriptedLLM(script) as server:
+        res = run(settings(server), trajectory=log)
+    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(1.8)
+    assert res.assumptions == ("x, y never alias",) and res.best is not None
+    assert res.best.proposal.description == "unrolled"
+    assert res.stop_reason == "proposer exhausted"
+    first = server.requests[0].body
+    assert server.requests[0].authorization == f"Bearer {KEY}"
+    assert first["model"] == "scripted-coder"
+    assert {t["function"]["name"] for t in first["tools"]} == {
+        "verify_and_time",
+        "profile",
+    }  # no compiler given
+    prompt = first["messages"][1]["content"]
+    for needle in (
+        "Marker GPU",
+        "132 SMs",
+        "4300 GB/s",
+        "compute capability 9.0",
+        T.definition,
+        "@cuda-agent sizes",
+    ):
+        assert needle in prompt
+    assert "n=4097" in prompt and "1 ms median" in prompt
+    verdict = last(server, 1)
+    assert verdict["role"] == "tool" and verdict["tool_call_id"] == "call_0"
+    assert "Candidate b0-c0: ok" in verdict["content"] and "Speedup 1.800x" in verdict["content"]
+    assert "16 registers" in last(server, 2)["content"]
+    usage = sum(1 for _ in server.requests)
+    assert res.tokens > 0 and usage == 3
+    line = json.loads((tmp_path / "t.jsonl").read_text().splitlines()[0])
+    roles = [m["role"] for m in line["proposal"]["transcript"]]
+    assert roles == ["system", "user", "assistant"]
+    assert "[tool call verify_and_time]" in line["proposal"]["transcript"][-1]["content"]
+    assert line["proposer"] == "llm:scripted-coder"
+
+
+def test_malformed_replies_are_answered_and_cost_a_turn() -> None:
+    script = [
+        Call(
+            (
+                ("verify_and_time", "{not json"),
+                ("nonexistent", {}),
+                ("verify_and_time", {"code": "int x;"}),
+            )
+        ),
+        Garbage("this is not a chat completion"),  # retried once
+        Call((("verify_and_time", {"code": variant(T, "mismatch")}),)),
+        Say("I give up."),
+    ]
+    with ScriptedLLM(script) as server:
+        res = run(settings(server))
+    answers = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in answers] == ["call_0", "call_1", "call_2"]
+    assert "not a valid JSON object" in answers[0]["content"]
+    assert "there is no tool 'nonexistent'" in answers[1]["content"]
+    assert "complete definition of the __global__ kernel `saxpy`" in answers[2]["content"]
+    assert server.requests[2].body["messages"] == server.requests[1].body["messages"]  # the retry
+    mismatch = last(server, 3)["content"]
+    assert "mismatch" in mismatch and "n=4097" in mismatch and "first bad index 4096" in mismatch
+    assert res.outcome is Outcome.NOT_IMPROVED and res.attempts == 1
+    assert res.stop_reason == "proposer exhausted"
+
+
+def test_a_server_without_tool_calling_gets_fenced_code() -> None:
+    refusal = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+    fenced = [
+        Say(
+            "Wider blocks, same work per thread.\nlaunch: block=256\nAssumption: n < 2^31\n"
+            f"```cuda\n{variant(T, 'speedup=2.2')}```"
+        ),
+        Say("Let me think about it some more."),
+        Say(f"```cuda\n{variant(T, 'speedup=1.1', '/*b*/ ')}```"),
+    ]
+
+    def script(body: dict[str, Any], i: int):
+        return Fail(400, refusal) if "tools" in body else fenced[i - 1]
+
+    with ScriptedLLM(script) as server:
+        res = run(settings(server, max_turns=3))
+    assert "tools" in server.requests[0].body and "tools" not in server.requests[1].body
+    assert "```cuda" in server.requests[1].body["messages"][0]["content"]
+    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(2.2)
+    assert res.best is not None and res.best.proposal.launch == LaunchChange(block="256")
+    assert res.best.proposal.assumptions == ("n < 2^31",)
+    assert res.best.proposal.description == "Wider blocks, same work per thread."
+    assert "saxpy<<<(n + (256 - 1)) / 256, 256>>>" in res.rewritten
+    assert "Speedup 2.200x" in last(server, 2)["content"]
+    assert "No kernel found in your reply" in last(server, 3)["content"]
+    assert len(server.requests) == 4 and res.attempts == 2  # max_turns=3 ends the conversation
+
+
+def test_tools_on_with_a_refusing_server_ends_the_run() -> None:
+    with ScriptedLLM([Fail(400, "tool calling is not supported")]) as server:
+        res = run(settings(server, tools="on"))
+    assert res.stop_reason.startswith("proposer failed: the server refuses tool calls")
+
+
+def test_a_slow_server_times_out_and_the_conversation_ends() -> None:
+    with ScriptedLLM(lambda body, i: Slow(3, Say("too late"))) as server:
+        t0 = time.monotonic()
+        res = run(settings(server, timeout_s=0.4))
+        took = time.monotonic() - t0
+    assert len(server.requests) == 2  # the request and one retry
+    assert res.stop_reason == "proposer exhausted" and res.attempts == 0
+    assert took < 2.5
+
+
+def test_cancelling_during_a_request_abandons_it_and_keeps_the_best() -> None:
+    cancel = threading.Event()
+    script = [Call((("verify_and_time", {"code": variant(T, "speedup=2.0")}),)), Slow(30, Say("late"))]
+    with ScriptedLLM(script) as server:
+        cancelled_at: list[float] = []
+
+        def cancel_when_second_request_arrives() -> None:
+            while len(server.requests) < 2:
+                time.sleep(0.01)
+            time.sleep(0.2)
+            cancelled_at.append(time.monotonic())
+            cancel.set()
+
+        threading.Thread(target=cancel_when_second_request_arrives, daemon=True).start()
+        res = run(settings(server), cancel=cancel)
+        returned_at = time.monotonic()
+    assert res.cancelled and res.speedup == pytest.approx(2.0)
+    assert returned_at - cancelled_at[0] < 1.0  # the 30 s request was abandoned
+
+
+def test_an_unreachable_endpoint_ends_the_run_with_one_reason() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = run(LLMSettings(base_url=f"http://127.0.0.1:{port}/v1", model="m", samples=1, timeout_s=2))
+    assert res.stop_reason.startswith(f"proposer failed: cannot reach http://127.0.0.1:{port}/v1")
+    assert res.attempts == 0 and res.outcome is Outcome.NOT_IMPROVED
+
+
+def test_a_refused_key_ends_the_run() -> None:
+    with ScriptedLLM([Fail(401, "invalid api key")]) as server:
+        res = run(settings(server))
+    assert res.stop_reason == f"proposer failed: {server.url} refused the API key (401)"
+
+
+def test_key_from_a_file_is_sent_and_never_logged(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("file-key-77a1\n")
+    caplog.set_level(logging.DEBUG)
+    with ScriptedLLM([Garbage("{}"), Garbage("[]")]) as server:
+        run(settings(server, api_key_file=str(key_file)))
+    assert {r.authorization for r in server.requests} == {"Bearer file-key-77a1"}
+    assert "file-key-77a1" not in caplog.text
+    assert "file-key-77a1" not in repr(settings(server, api_key_file=str(key_file)))
+
+
+def test_parallel_samples_are_separate_conversations_with_their_own_seeds() -> None:
+    def script(body: dict[str, Any], i: int):
+        if len(body["messages"]) > 2:
+            return Say("done")
+        return Call((("verify_and_time", {"code": variant(T, f"speedup=1.{body['seed'] % 7 + 2}")}),))
+
+    with ScriptedLLM(script) as server:
+        res = run(settings(server, samples=3))
+    first_round = [r.body for r in server.requests if len(r.body["messages"]) == 2]
+    assert len(first_round) == 3 and len({b["seed"] for b in first_round}) == 3
+    assert res.attempts == 3 and res.outcome is Outcome.IMPROVED
+
+
+def test_the_compile_tool_uses_the_sandbox_compile_pool() -> None:
+    broken = variant(T, "x", "y[i] = undefined_name; ")
+    script = [
+        Call((("compile", {"code": broken}),)),
+        Call((("compile", {"code": variant(T, "ok")}),)),
+        Say("done"),
+    ]
+    pool = CompilePool(workers=1)
+    try:
+        with ScriptedLLM(script) as server:
+            run(settings(server), compiler=pool)
+    finally:
+        pool.close()
+    assert "compile" in {t["function"]["name"] for t in server.requests[0].body["tools"]}
+    failed, ok = last(server, 1)["content"], last(server, 2)["content"]
+    assert failed.startswith("Compilation failed") and "undefined_name" in failed
+    assert ok.startswith("Compiled.") and "registers" in ok
+
+
+def test_extract_code_takes_the_last_kernel_block() -> None:
+    reply = "```cuda\n__device__ int f();\n```\ntext\n```cpp\n__global__ void k() {}\n```\n```\nnot code\n```"
+    assert extract_code(reply) == "__global__ void k() {}\n"
+    assert extract_code("no code") is None
