@@ -10,37 +10,38 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from test_remote import fake_speedup, make_request
+from test_remote import make_request
 
-from sandbox.contract import CandidateResult, EvalRequest, EvalResult, Progress, Status
+from sandbox.contract import EvalRequest, EvalResult, Progress, Status
 from sandbox.executor import ExecutorError, ProgressFn, WorkerUnavailable
 from sandbox.remote import RayExecutor
+from sandbox.testing import FakeExecutor
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (extra `cluster`)")
 
 
 class FakeEvaluation:
-    """A picklable evaluation for the Ray task: ``delay_s`` per candidate; writes ``marker`` when
-    the cancel event reaches it (the task runs in another process)."""
+    """A picklable evaluation for the Ray task: the sandbox's fake executor (``delay_s`` per
+    candidate); touches ``started`` when it begins and writes ``marker`` when a cancel reached it (the task runs in another process)."""
 
-    def __init__(self, delay_s: float = 0.0, marker: Path | None = None, fail: str = "") -> None:
+    def __init__(
+        self, delay_s: float = 0.0, marker: Path | None = None, started: Path | None = None, fail: str = ""
+    ) -> None:
         self.delay_s = delay_s
         self.marker = marker
+        self.started = started
         self.fail = fail
 
     def __call__(self, request: EvalRequest, progress: ProgressFn, cancel: threading.Event) -> EvalResult:
+        if self.started is not None:
+            self.started.write_text(request.id)
         if self.fail:
             raise ExecutorError(self.fail)
-        results = []
-        for i, cand in enumerate(request.candidates):
-            progress(Progress(request.id, i, len(request.candidates), cand.id))
-            if cancel.wait(self.delay_s):
-                if self.marker is not None and not self.marker.exists():
-                    self.marker.write_text(f"cancelled {request.id} at {cand.id}")
-                results.append(CandidateResult(cand.id, Status.CANCELLED, "cancelled"))
-            else:
-                results.append(CandidateResult(cand.id, Status.OK, speedup=fake_speedup(request, cand)))
-        return EvalResult(request.id, CandidateResult("baseline", Status.OK), tuple(results))
+        result = FakeExecutor(delay_s=self.delay_s).evaluate(request, progress=progress, cancel=cancel)
+        cancelled = [c.candidate_id for c in result.candidates if c.status is Status.CANCELLED]
+        if self.marker is not None and cancelled:
+            self.marker.write_text(f"cancelled {request.id}: {' '.join(cancelled)}")
+        return result
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +62,9 @@ def test_ray_task_streams_progress_and_returns_the_result(local_ray: None) -> No
     request = make_request("ray-1", candidates=3)
     seen: list[Progress] = []
     result = executor.evaluate(request, progress=seen.append)
-    assert [p.done for p in seen] == [0, 1, 2]
+    assert [p.done for p in seen] == [1, 2, 3]
     assert result.request_id == "ray-1"
-    assert [c.speedup for c in result.candidates] == [fake_speedup(request, c) for c in request.candidates]
+    assert [round(c.speedup, 6) for c in result.candidates] == [2.0, 1.0, 2.0]
 
 
 def test_ray_spreads_concurrent_evaluations(local_ray: None) -> None:
@@ -76,15 +77,15 @@ def test_ray_spreads_concurrent_evaluations(local_ray: None) -> None:
 
 
 def test_ray_cancel_reaches_the_task(local_ray: None, tmp_path: Path) -> None:
-    marker = tmp_path / "cancelled"
-    executor = RayExecutor(num_gpus=0, evaluate=FakeEvaluation(delay_s=30.0, marker=marker))
+    started, marker = tmp_path / "started", tmp_path / "cancelled"
+    executor = RayExecutor(num_gpus=0, evaluate=FakeEvaluation(delay_s=30.0, marker=marker, started=started))
     cancel = threading.Event()
-    started = threading.Event()
     with ThreadPoolExecutor(1) as pool:
-        future = pool.submit(
-            executor.evaluate, make_request("ray-cancel"), progress=lambda p: started.set(), cancel=cancel
-        )
-        assert started.wait(60)
+        future = pool.submit(executor.evaluate, make_request("ray-cancel"), cancel=cancel)
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert time.monotonic() < deadline, "the Ray task never started"
+            time.sleep(0.05)
         cancel.set()
         result = future.result(timeout=30)
     assert [c.status for c in result.candidates] == [Status.CANCELLED] * 3
@@ -92,7 +93,7 @@ def test_ray_cancel_reaches_the_task(local_ray: None, tmp_path: Path) -> None:
     while not marker.exists():
         assert time.monotonic() < deadline, "the cancel never reached the evaluation in the Ray task"
         time.sleep(0.05)
-    assert marker.read_text() == "cancelled ray-cancel at c0"
+    assert marker.read_text() == "cancelled ray-cancel: c0 c1 c2"
 
 
 def test_ray_evaluation_failure_is_one_clear_error(local_ray: None) -> None:

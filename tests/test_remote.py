@@ -28,8 +28,6 @@ from sandbox.contract import (
     ArgSpec,
     Budget,
     Candidate,
-    CandidateResult,
-    DeviceInfo,
     EvalRequest,
     EvalResult,
     KernelSource,
@@ -42,6 +40,7 @@ from sandbox.contract import (
 from sandbox.executor import AuthError, Executor, ExecutorError, ProgressFn, WorkerUnavailable
 from sandbox.remote import RemoteExecutor
 from sandbox.service import Limits, WorkerService, listen, make_server
+from sandbox.testing import FakeExecutor
 
 TOKEN = "test-token-3f9a"
 VADD = (Path(__file__).parent / "data" / "remote_vadd.cu").read_text()
@@ -69,16 +68,18 @@ def make_request(request_id: str, candidates: int = 3, source: str = VADD) -> Ev
     )
 
 
-class FakeExecutor(Executor):
-    """Evaluates by sleeping ``delay_s`` per candidate; the 'speedup' is a function of the source so
-    results can be checked end to end.  Records every request and whether a cancel reached it."""
+class WatchedExecutor(FakeExecutor):
+    """The sandbox's fake executor (candidates identical to the baseline run at 1x, others at 2x),
+    noting when an evaluation is under way and when a cancel reached it."""
 
     def __init__(self, delay_s: float = 0.0) -> None:
-        self.delay_s = delay_s
-        self.evaluated: list[str] = []
+        super().__init__(delay_s=delay_s)
         self.running = threading.Event()
         self.saw_cancel = threading.Event()
-        self._lock = threading.Lock()
+
+    @property
+    def evaluated(self) -> list[str]:
+        return [r.id for r in self.requests]
 
     def evaluate(
         self,
@@ -87,27 +88,11 @@ class FakeExecutor(Executor):
         progress: ProgressFn | None = None,
         cancel: threading.Event | None = None,
     ) -> EvalResult:
-        with self._lock:
-            self.evaluated.append(request.id)
-        cancel = cancel or threading.Event()
-        results = []
-        for i, cand in enumerate(request.candidates):
-            if progress:
-                progress(Progress(request.id, i, len(request.candidates), f"evaluating {cand.id}"))
-            self.running.set()
-            if cancel.wait(self.delay_s):
-                self.saw_cancel.set()
-                results.append(CandidateResult(cand.id, Status.CANCELLED, "cancelled"))
-                continue
-            results.append(CandidateResult(cand.id, Status.OK, speedup=fake_speedup(request, cand)))
-        return EvalResult(request.id, CandidateResult("baseline", Status.OK, speedup=1.0), tuple(results))
-
-    def device_info(self) -> DeviceInfo:
-        return DeviceInfo("Fake H200", "9.0", 132, 50 << 20, 141 << 30)
-
-
-def fake_speedup(request: EvalRequest, cand: Candidate) -> float:
-    return len(request.baseline.source) / len(cand.kernel.source)
+        self.running.set()
+        result = super().evaluate(request, progress=progress, cancel=cancel)
+        if any(c.status is Status.CANCELLED for c in result.candidates):
+            self.saw_cancel.set()
+        return result
 
 
 @contextlib.contextmanager
@@ -145,7 +130,7 @@ def auth(token: str = TOKEN) -> dict[str, str]:
 
 
 def test_health_is_open_and_everything_else_needs_the_token() -> None:
-    with running_worker(FakeExecutor()) as (url, _):
+    with running_worker(WatchedExecutor()) as (url, _):
         assert httpx.get(f"{url}/health").json() == {"status": "ok"}
         missing = httpx.get(f"{url}/device")
         assert missing.status_code == 401 and missing.json()["error"] == "missing bearer token"
@@ -154,11 +139,11 @@ def test_health_is_open_and_everything_else_needs_the_token() -> None:
         assert httpx.post(f"{url}/evaluate", content=to_json(make_request("r"))).status_code == 401
         assert httpx.post(f"{url}/cancel/r").status_code == 401
         ok = httpx.get(f"{url}/device", headers=auth())
-        assert ok.json()["devices"][0]["name"] == "Fake H200"
+        assert ok.json()["devices"][0]["name"] == "simulated GPU"
 
 
 def test_wrong_token_is_one_auth_error_and_runs_nothing() -> None:
-    fake = FakeExecutor()
+    fake = WatchedExecutor()
     with running_worker(fake) as (url, _), RemoteExecutor(url, "wrong-token") as remote:
         with pytest.raises(AuthError, match=rf"worker at {url} refused the token .*wrong bearer token"):
             remote.evaluate(make_request("r1"))
@@ -171,21 +156,21 @@ def test_wrong_token_is_one_auth_error_and_runs_nothing() -> None:
 
 
 def test_evaluation_streams_progress_then_the_result() -> None:
-    fake = FakeExecutor(delay_s=0.01)
+    fake = WatchedExecutor(delay_s=0.01)
     request = make_request("stream-1", candidates=4)
     seen: list[Progress] = []
     with running_worker(fake) as (url, _), RemoteExecutor(url, TOKEN) as remote:
         result = remote.evaluate(request, progress=seen.append)
-        assert remote.device_info().name == "Fake H200"
-    assert [p.done for p in seen] == [0, 1, 2, 3] and all(p.total == 4 for p in seen)
+        assert remote.device_info().name == "simulated GPU"
+    assert [p.done for p in seen] == [1, 2, 3, 4] and all(p.total == 4 for p in seen)
     assert result.request_id == "stream-1"
     assert [c.candidate_id for c in result.candidates] == ["c0", "c1", "c2", "c3"]
-    assert [c.speedup for c in result.candidates] == [fake_speedup(request, c) for c in request.candidates]
-    assert all(c.status is Status.OK for c in result.candidates)
+    assert [round(c.speedup, 6) for c in result.candidates] == [2.0, 1.0, 2.0, 2.0]
+    assert result.device is not None and result.device.name == "simulated GPU"
 
 
 def test_repeated_id_is_answered_from_the_cache_and_a_reused_id_is_refused() -> None:
-    fake = FakeExecutor()
+    fake = WatchedExecutor()
     with running_worker(fake) as (url, _), RemoteExecutor(url, TOKEN) as remote:
         first = remote.evaluate(make_request("same-id"))
         again = remote.evaluate(make_request("same-id"))
@@ -196,7 +181,7 @@ def test_repeated_id_is_answered_from_the_cache_and_a_reused_id_is_refused() -> 
 
 
 def test_requests_spread_over_the_gpu_lanes() -> None:
-    lanes = [FakeExecutor(delay_s=0.05), FakeExecutor(delay_s=0.05)]
+    lanes = [WatchedExecutor(delay_s=0.05), WatchedExecutor(delay_s=0.05)]
     with (
         running_worker(*lanes) as (url, _),
         RemoteExecutor(url, TOKEN) as remote,
@@ -230,7 +215,7 @@ def test_requests_spread_over_the_gpu_lanes() -> None:
     ids=["not-json", "wrong-shape", "schema-version", "empty-id", "include-path", "oversized"],
 )
 def test_malformed_and_oversized_requests_are_refused(body: bytes, status: int, needle: str) -> None:
-    fake = FakeExecutor()
+    fake = WatchedExecutor()
     with running_worker(fake, limits=Limits(max_body_bytes=65536)) as (url, _):
         response = httpx.post(f"{url}/evaluate", content=body, headers=auth())
     assert response.status_code == status
@@ -243,7 +228,7 @@ def test_oversized_stream_without_content_length_is_refused() -> None:
         for _ in range(100):
             yield b" " * 4096
 
-    with running_worker(FakeExecutor(), limits=Limits(max_body_bytes=65536)) as (url, _):
+    with running_worker(WatchedExecutor(), limits=Limits(max_body_bytes=65536)) as (url, _):
         response = httpx.post(f"{url}/evaluate", content=chunks(), headers=auth())
     assert response.status_code == 413
 
@@ -251,7 +236,7 @@ def test_oversized_stream_without_content_length_is_refused() -> None:
 def test_remote_executor_reports_a_refused_request_clearly() -> None:
     big = make_request("big", source=VADD + "// padding\n" * 10_000)
     with (
-        running_worker(FakeExecutor(), limits=Limits(max_body_bytes=65536)) as (url, _),
+        running_worker(WatchedExecutor(), limits=Limits(max_body_bytes=65536)) as (url, _),
         RemoteExecutor(url, TOKEN) as remote,
         pytest.raises(ExecutorError, match="refused the request: HTTP 413"),
     ):
@@ -259,7 +244,7 @@ def test_remote_executor_reports_a_refused_request_clearly() -> None:
 
 
 def test_per_client_concurrency_limit_answers_429() -> None:
-    fake = FakeExecutor(delay_s=5.0)
+    fake = WatchedExecutor(delay_s=5.0)
     with (
         running_worker(fake, limits=Limits(max_per_client=1)) as (url, _),
         httpx.Client(headers=auth()) as client,
@@ -278,7 +263,7 @@ def test_per_client_concurrency_limit_answers_429() -> None:
 
 
 def test_cancel_reaches_the_worker_and_returns_cancelled_candidates() -> None:
-    fake = FakeExecutor(delay_s=10.0)
+    fake = WatchedExecutor(delay_s=10.0)
     cancel = threading.Event()
     with (
         running_worker(fake) as (url, _),
@@ -296,7 +281,7 @@ def test_cancel_reaches_the_worker_and_returns_cancelled_candidates() -> None:
 
 
 def test_a_client_that_disconnects_for_good_cancels_its_job() -> None:
-    fake = FakeExecutor(delay_s=10.0)
+    fake = WatchedExecutor(delay_s=10.0)
     with running_worker(fake, limits=Limits(disconnect_grace_s=0.2)) as (url, service):
         with httpx.stream(
             "POST", f"{url}/evaluate", content=to_json(make_request("gone")), headers=auth()
@@ -312,7 +297,7 @@ def test_a_client_that_disconnects_for_good_cancels_its_job() -> None:
 
 
 def test_a_client_that_reconnects_in_time_gets_the_same_job() -> None:
-    fake = FakeExecutor(delay_s=0.3)
+    fake = WatchedExecutor(delay_s=0.3)
     request = make_request("blip", candidates=2)
     with running_worker(fake, limits=Limits(disconnect_grace_s=5.0)) as (url, _):
         with httpx.stream("POST", f"{url}/evaluate", content=to_json(request), headers=auth()) as r:
@@ -438,7 +423,7 @@ def test_tls_worker_is_reachable_with_its_certificate_and_refused_without(
     self_signed: tuple[str, str],
 ) -> None:
     cert, _ = self_signed
-    with running_worker(FakeExecutor(), tls=self_signed) as (url, _):
+    with running_worker(WatchedExecutor(), tls=self_signed) as (url, _):
         with RemoteExecutor(url, TOKEN, verify=cert) as remote:
             assert remote.evaluate(make_request("tls", 1)).candidates[0].status is Status.OK
         with (
@@ -494,7 +479,7 @@ def test_worker_command_refuses_unsafe_or_impossible_setups(tmp_path: Path, busy
 def test_load_200_concurrent_evaluations_all_answered_nothing_lost() -> None:
     """200 evaluations at once from one client whose limit is 32: the rest are refused with 429
     and retried, two GPU lanes share the work, and every request gets its own result exactly once."""
-    lanes = [FakeExecutor(delay_s=0.002), FakeExecutor(delay_s=0.002)]
+    lanes = [WatchedExecutor(delay_s=0.002), WatchedExecutor(delay_s=0.002)]
     requests = [make_request(f"load-{i:03d}", candidates=2) for i in range(200)]
     started = time.monotonic()
     with running_worker(*lanes, limits=Limits(max_per_client=32)) as (url, service):
@@ -511,7 +496,7 @@ def test_load_200_concurrent_evaluations_all_answered_nothing_lost() -> None:
 
 
 def serve_fake_worker(port: int, token: str, delay_s: float) -> None:
-    service = WorkerService([FakeExecutor(delay_s)], token=token)
+    service = WorkerService([FakeExecutor(delay_s=delay_s)], token=token)
     make_server(service.app, log_level="warning").run(sockets=[listen("127.0.0.1", port)])
 
 
