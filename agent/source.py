@@ -651,7 +651,7 @@ class _Scan:
         line_map: list[int] = []
         for i in sorted(chosen, key=lambda i: self.items[i].node.start_byte):
             node = self.items[i].node
-            text = " " * node.start_point.column + doc.node_text(node)
+            text = " " * node.start_point.column + doc.node_text(node).rstrip("\r\n")
             after = node.next_sibling
             if node.type in _TYPE_SPECIFIERS and after is not None and after.type == ";":
                 text += ";"  # `struct S {...};` at file scope: the `;` is the parent's token

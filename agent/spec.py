@@ -486,6 +486,10 @@ class _Builder:
         self.mentioned.add(rest.split("=")[0].split()[0] if rest.split() else "")
         if m := _SCALAR.match(rest):
             param = self._param(m["name"])
+            if param.pointer:
+                raise ValueError(
+                    f"`{m['name']}` is a pointer; write `arg {m['name']} in|out|inout DTYPE[COUNT]`"
+                )
             dtype = self._dtype(param.base_type)
             spec: ArraySpec | ScalarSpec = ScalarSpec(m["name"], dtype, m["value"].strip(), line)
         elif m := _ARRAY.match(rest):
@@ -560,7 +564,9 @@ class _Builder:
         kernel = self.kernel
         first = kernel.comment[0][0] if kernel.comment else kernel.span.start_line
         if not self.sizes:
-            self.errors.append(SpecError(self.lines.get("sizes", first), "no `sizes` line"))
+            self.errors.append(SpecError(first, "no `sizes` line"))
+        for key in ("sizes", "verify", "launch", "work"):  # defaults are reported at the block's first line
+            self.lines.setdefault(key, first)
         args: list[ArraySpec | ScalarSpec] = []
         for p in kernel.params:
             if p.name in self.args:

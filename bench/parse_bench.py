@@ -36,7 +36,14 @@ FIXTURES = ("vector_ops.cu", "reduce.cu", "host_infer.cu")
 def big_source(lines: int) -> str:
     """Copies of the fixtures, kernels and helpers renamed per copy, up to ``lines`` lines."""
     texts = [(ROOT / "tests" / "data" / f).read_text(encoding="utf-8") for f in FIXTURES]
-    names = sorted({m for t in texts for m in re.findall(r"__global__\s+(?:void\s+)?(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(", t)} | {"main"})
+    names = sorted(
+        {
+            m
+            for t in texts
+            for m in re.findall(r"__global__\s+(?:void\s+)?(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(", t)
+        }
+        | {"main"}
+    )
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
     out: list[str] = []
     copy = 0
@@ -100,7 +107,12 @@ def main() -> None:
             "python": platform.python_version(),
             "tree_sitter": tree_sitter.__version__ if hasattr(tree_sitter, "__version__") else "",
         },
-        "file": {"lines": text.count("\n"), "bytes": len(data), "kernels": n_kernels, "launches": len(doc.launches)},
+        "file": {
+            "lines": text.count("\n"),
+            "bytes": len(data),
+            "kernels": n_kernels,
+            "launches": len(doc.launches),
+        },
         "repeats": args.repeats,
         "median_ms": {
             "full_parse": round(full_ms, 3),
@@ -110,7 +122,11 @@ def main() -> None:
             "edit_then_kernels_list": round(edit_then_kernels_ms, 3),
             "launch_sites": round(launches_ms, 3),
         },
-        "targets_ms": {"full_parse": 30, "incremental_reparse_one_line_edit": 5, "edit_then_kernels_list": 20},
+        "targets_ms": {
+            "full_parse": 30,
+            "incremental_reparse_one_line_edit": 5,
+            "edit_then_kernels_list": 20,
+        },
     }
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result["median_ms"], indent=2))

@@ -1,0 +1,302 @@
+"""Kernel specs: grammar, errors with lines, safe expressions, resolution to contract problems, inference."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from agent.source import Document, Kernel
+from agent.spec import (
+    KernelSpec,
+    ScalarSpec,
+    canonical_dtype,
+    dtype_bytes,
+    evaluate,
+    infer,
+    parse,
+    problem,
+    problems,
+    render,
+    spec_for,
+    verify_sizes,
+)
+from sandbox.contract import Distribution
+
+
+def load(data_dir: Path, name: str) -> Document:
+    return Document.from_file(data_dir / name)
+
+
+def kernel(doc: Document, name: str) -> Kernel:
+    k = doc.kernel(name)
+    assert k is not None
+    return k
+
+
+def parsed(doc: Document, name: str) -> KernelSpec:
+    spec, errors = parse(kernel(doc, name))
+    assert errors == ()
+    assert spec is not None
+    return spec
+
+
+def line_of(doc: Document, needle: str) -> int:
+    return next(i for i, line in enumerate(doc.text.splitlines()) if needle in line)
+
+
+def test_vadd_resolves_to_verify_and_bench_problems(data_dir: Path) -> None:
+    spec = parsed(load(data_dir, "vector_ops.cu"), "vadd")
+    *verify, bench = problems(spec)
+    assert [p.sizes for p in verify] == [{"n": 1000}, {"n": 4097}]
+    assert bench.sizes == {"n": 1 << 24}
+    assert bench.launch.block == (256, 1, 1)
+    assert bench.launch.grid == ((1 << 24) // 256, 1, 1)
+    assert verify[1].launch.grid == (17, 1, 1)  # cdiv(4097, 256)
+    a, _, c, n = bench.args
+    assert (a.role, a.dtype, a.count, a.dist) == (
+        "in",
+        "float32",
+        1 << 24,
+        Distribution("uniform", -1.0, 1.0),
+    )
+    assert (c.role, c.count) == ("out", 1 << 24)
+    assert (n.role, n.dtype, n.value) == ("scalar", "int32", float(1 << 24))
+    assert bench.bytes_moved == 12 * (1 << 24)  # default: two inputs and one output of floats
+
+
+def test_tuner_block_override_moves_the_grid(data_dir: Path) -> None:
+    spec = parsed(load(data_dir, "vector_ops.cu"), "vadd")
+    for block in (32, 128, 1024):
+        p = problem(spec, {"n": 4097}, block=block)
+        assert p.launch.block == (block, 1, 1)
+        assert p.launch.grid[0] == -(-4097 // block)
+    assert [p.launch.block for p in problems(spec, block=64)] == [(64, 1, 1)] * 3
+
+
+def test_vector_types_scalars_work_and_constants(data_dir: Path) -> None:
+    doc = load(data_dir, "vector_ops.cu")
+    saxpy = problem(parsed(doc, "saxpy4"), {"n": 1000})
+    by_name = {a.name: a for a in saxpy.args}
+    assert (by_name["x"].dtype, by_name["x"].dist) == ("float4", Distribution("uniform", -2.0, 2.0))
+    assert (by_name["y"].role, by_name["alpha"].value) == ("inout", 0.5)
+    assert (saxpy.bytes_moved, saxpy.flops) == (3 * 16 * 1000, 8 * 1000)
+    assert saxpy.launch.block == (128, 1, 1)
+    poly = problem(parsed(doc, "poly_eval"), {"n": 10})
+    (const,) = poly.constants
+    assert (const.name, const.dtype, const.count) == ("kPoly", "float32", 4)
+
+
+def test_template_instantiation_and_tolerance(data_dir: Path) -> None:
+    spec = parsed(load(data_dir, "reduce.cu"), "block_sum")
+    assert spec.name_expression == "block_sum<float, 256>"
+    assert spec.tolerance is not None and (spec.tolerance.atol, spec.tolerance.rtol) == (1e-4, 1e-5)
+    p = problem(spec, {"n": 1000})
+    assert {a.name: a.count for a in p.args}["partial"] == 4
+    assert {a.name: a.dtype for a in p.args}["in"] == "float32"  # `T` bound by `template float, 256`
+
+
+def test_errors_carry_their_lines(data_dir: Path) -> None:
+    doc = load(data_dir, "spec_errors.cu")
+    _, errors = parse(kernel(doc, "scale"))
+    found = {(e.line, e.message.split(":")[0]) for e in errors}
+    assert (line_of(doc, "block=BLOCK"), "launch") in found
+    assert (line_of(doc, "floot"), "arg") in found
+    assert (line_of(doc, "gaussian"), "arg") in found
+    assert (line_of(doc, "arg z in"), "arg") in found
+    assert (line_of(doc, "atol=tiny"), "tolerance") in found
+    assert not any("`x` has no `arg` line" in e.message for e in errors)  # its line had an error instead
+    _, errors2 = parse(kernel(doc, "scale2"))
+    assert [e.line for e in errors2] == [line_of(doc, "__import__")]
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["sizes n=100", "arg x in float[n]"], "parameter `y` has no `arg` line"),
+        (["sizes n=100 m=5", "arg x in float[n]", "arg y out float[n]"], "no `launch grid=...`"),
+        (["sizes n=100", "arg x in float[n]", "arg y out float[n]", "verify n=0"], "grid"),
+        (["sizes n=100", "arg x in float[n]", "arg y out float[n]", "launch block=2048"], "1..1024 threads"),
+        (["sizes n=100", "arg x in float[n]", "arg y out float[n]", "verify m=3"], "unknown size m"),
+        (["sizes n=100", "arg x = 3", "arg y out float[n]"], "is a pointer"),
+        (
+            ["sizes n=100", "arg n in int[n]", "arg x in float[n]", "arg y out float[n]"],
+            "is a scalar parameter",
+        ),
+        (["sizes n=100", "frobnicate", "arg x in float[n]", "arg y out float[n]"], "unknown directive"),
+        (["sizes n=100", "arg x in float[n] uniform(1, 0)", "arg y out float[n]"], "low must be below high"),
+        (["sizes n=100", "arg x in float[n] randint(0)", "arg y out float[n]"], "takes 2 argument"),
+    ],
+)
+def test_spec_mistakes(lines: list[str], message: str) -> None:
+    text = "".join(f"// @cuda-agent {line}\n" for line in lines)
+    doc = Document(text + "__global__ void k(const float* x, float* y, int n) { y[0] = x[0]; }\n")
+    spec, errors = parse(doc.kernels[0])
+    assert spec is not None
+    assert any(message in e.message for e in errors), errors
+    assert all(0 <= e.line < len(lines) for e in errors)
+
+
+def test_expressions_are_evaluated_safely() -> None:
+    env = {"n": 1000, "block": 256}
+    assert evaluate("cdiv(n, block)", env) == 4
+    assert evaluate("(n + block - 1) / block", env) == 4  # C integer division
+    assert evaluate("-7 / 2", {}) == -3  # truncates toward zero, like C
+    assert evaluate("min(n, 1 << 10) * 2 + max(1, 2) % 3 >> 1", env) == 1001
+    assert evaluate("1.5 * n", env) == 1500.0
+    for bad in (
+        "__import__('os')",
+        "n.__class__",
+        "[1]",
+        "lambda: 1",
+        "2 ** 10",
+        "1 << 100000",
+        "x",
+        "n /",
+        "9" * 30 + "*" + "9" * 30,
+    ):
+        with pytest.raises(ValueError):
+            evaluate(bad, env)
+    with pytest.raises(ValueError, match="divides by zero"):
+        evaluate("n // 0", env)
+
+
+@pytest.mark.parametrize(
+    ("ctype", "dtype", "size"),
+    [
+        ("float", "float32", 4),
+        ("double", "float64", 8),
+        ("__half", "float16", 2),
+        ("__nv_bfloat16", "bfloat16", 2),
+        ("const int", "int32", 4),
+        ("unsigned", "uint32", 4),
+        ("unsigned int", "uint32", 4),
+        ("long long", "int64", 8),
+        ("size_t", "uint64", 8),
+        ("int64_t", "int64", 8),
+        ("uint8_t", "uint8", 1),
+        ("signed char", "int8", 1),
+        ("unsigned short", "uint16", 2),
+        ("bool", "bool", 1),
+        ("float2", "float2", 8),
+        ("float4", "float4", 16),
+        ("int4", "int4", 16),
+        ("uint4", "uint4", 16),
+        ("double2", "double2", 16),
+        ("__half2", "half2", 4),
+        ("float32", "float32", 4),
+    ],
+)
+def test_element_types(ctype: str, dtype: str, size: int) -> None:
+    assert canonical_dtype(ctype) == dtype
+    assert dtype_bytes(dtype) == size
+
+
+def test_unknown_element_type() -> None:
+    assert canonical_dtype("MyStruct") is None
+
+
+def test_default_verify_sizes_are_small_and_not_block_multiples() -> None:
+    doc = Document(
+        "// @cuda-agent sizes n=1<<20 m=2*n\n"
+        "// @cuda-agent launch grid=cdiv(n, block) block=256\n"
+        "// @cuda-agent arg x in float[m]\n"
+        "__global__ void k(const float* x, int n, int m) {}\n"
+    )
+    spec, errors = parse(doc.kernels[0])
+    assert errors == () and spec is not None
+    sizes = verify_sizes(spec)
+    assert sizes == ({"n": 97, "m": 194}, {"n": 1021, "m": 2042})  # derived sizes follow
+    assert all(s["n"] % 32 for s in sizes)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "name"),
+    [("vector_ops.cu", k) for k in ("vadd", "saxpy4", "poly_eval")] + [("reduce.cu", "block_sum")],
+)
+def test_render_round_trips(data_dir: Path, fixture: str, name: str) -> None:
+    doc = load(data_dir, fixture)
+    spec = parsed(doc, name)
+    k = kernel(doc, name)
+    start = k.comment[0][0]
+    stripped = doc.apply_change(start, 0, k.span.start_line, 0, render(spec))
+    again = parsed(stripped, name)
+    assert _normal(again) == _normal(spec)
+    assert problems(again) == problems(spec)
+
+
+def _normal(spec: KernelSpec) -> KernelSpec:
+    """The spec without source lines (which move when the comment block is rewritten)."""
+    return replace(
+        spec,
+        lines={},
+        args=tuple(replace(a, line=-1) for a in spec.args),
+        constants=tuple(replace(c, line=-1) for c in spec.constants),
+    )
+
+
+def test_inference_from_2d_launch_and_allocations(data_dir: Path) -> None:
+    doc = load(data_dir, "host_infer.cu")
+    inf = infer(doc, kernel(doc, "scale_shift"))
+    assert inf.confidence == "high", inf.reasons
+    spec = inf.spec
+    assert spec.sizes == {"rows": "2048", "cols": "3000"}
+    assert spec.block == ("32", "8")
+    roles = {a.name: (a.role, a.count) for a in spec.args if not isinstance(a, ScalarSpec)}
+    assert roles == {"in": ("in", "rows * cols"), "out": ("out", "rows * cols")}
+    bench = problems(spec)[-1]
+    assert bench.launch.block == (32, 8, 1)
+    assert bench.launch.grid == (-(-3000 // 32), 2048 // 8, 1)  # covers cols x rows
+    assert any("allocation" in r for r in inf.reasons)
+
+
+def test_inference_from_signature_only(data_dir: Path) -> None:
+    doc = load(data_dir, "host_infer.cu")
+    inf = infer(doc, kernel(doc, "accumulate"))
+    assert inf.confidence == "medium"
+    roles = {a.name: a.role for a in inf.spec.args if not isinstance(a, ScalarSpec)}
+    assert roles == {"acc": "inout", "x": "in"}  # acc[i] += ... reads acc
+    assert any("no launch site" in r for r in inf.reasons)
+
+
+def test_inference_from_host_variables_and_launch(data_dir: Path) -> None:
+    text = (data_dir / "vector_ops.cu").read_text().replace("@cuda-agent", "(spec removed)")
+    doc = Document(text)
+    inf = infer(doc, kernel(doc, "vadd"))
+    assert inf.confidence == "high", inf.reasons
+    assert inf.spec.sizes == {"n": "1 << 20"}
+    roles = {a.name: (a.role, a.count) for a in inf.spec.args if not isinstance(a, ScalarSpec)}
+    assert roles == {"a": ("in", "n"), "b": ("in", "n"), "c": ("out", "n")}
+    # `blocks = (N + threads - 1) / threads` with `threads = BLOCK_SIZE`: the grid follows the block
+    assert problem(inf.spec, {"n": 1000}, block=64).launch.grid == (16, 1, 1)
+    gather = infer(doc, kernel(doc, "gather"))
+    idx = next(a for a in gather.spec.args if a.name == "idx")
+    assert problem(gather.spec, {"n": 50}).args[1].dist == Distribution("randint", 0.0, 50.0)
+    assert idx.role == "in"
+
+
+def test_inference_of_templated_launch(data_dir: Path) -> None:
+    doc = load(data_dir, "reduce.cu")
+    inf = infer(replace_spec_free(doc), kernel(replace_spec_free(doc), "block_sum"))
+    assert inf.spec.template_args == ("float", "256")  # kDefaultBlock resolved
+    assert inf.confidence == "high", inf.reasons
+    assert problem(inf.spec, {"n": 1000}).args[1].count == 4  # partial: cdiv(n, 256)
+
+
+def replace_spec_free(doc: Document) -> Document:
+    return Document(doc.text.replace("@cuda-agent", "(removed)"), doc.path)
+
+
+def test_spec_for_prefers_the_written_spec(data_dir: Path) -> None:
+    doc = load(data_dir, "vector_ops.cu")
+    assert spec_for(doc, kernel(doc, "vadd")).source == "parsed"
+    result = spec_for(doc, kernel(doc, "gather"))
+    assert result.source == "inferred" and result.inference is not None
+    # the inferred spec, rendered and inserted above the kernel, parses back cleanly
+    g = kernel(doc, "gather")
+    assert result.spec is not None
+    inserted = doc.apply_change(g.span.start_line, 0, g.span.start_line, 0, render(result.spec))
+    spec, errors = parse(kernel(inserted, "gather"))
+    assert errors == () and spec is not None
+    assert problems(spec) == problems(result.spec)
