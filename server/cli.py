@@ -65,7 +65,13 @@ def cli() -> None:
 @click.option("--tcp", metavar="HOST:PORT", help="Listen on TCP instead of stdio (for debugging).")
 def serve(tcp: str | None) -> None:
     """Run the language server on stdio."""
-    not_built("serve")
+    if tcp is not None:
+        _, sep, port = tcp.rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UserError(f"--tcp {tcp}: expected HOST:PORT, e.g. 127.0.0.1:2087")
+    from server.lsp import serve as run_server
+
+    run_server(tcp)
 
 
 @cli.command()

@@ -1,0 +1,75 @@
+"""Inlay hints: the last verified speedup at each kernel's name ("⚡ 2.4× verified")."""
+
+from __future__ import annotations
+
+from lsprotocol import types as lsp
+
+from agent.source import Kernel
+from server.lsp import CudaLanguageServer, OpenDocument
+from server.store import OptimizeRecord, kernel_hash
+
+
+def speedup_label(rec: OptimizeRecord, current_hash: str) -> str:
+    """``⚡ 2.40× verified``; marked when the kernel changed since the run (the claim is about other code)."""
+    label = f"⚡ {rec.speedup:.2f}× verified"
+    if current_hash not in (rec.original_hash, rec.rewritten_hash):
+        label += " (kernel edited since)"
+    return label
+
+
+def speedup_details(rec: OptimizeRecord, current_hash: str = "") -> str:
+    """Markdown: timings with spread, sizes checked, tolerance, device, date."""
+    state = {
+        rec.rewritten_hash: "This kernel is the verified rewrite.",
+        rec.original_hash: "A verified rewrite of this kernel is available (Apply on the code lens).",
+    }.get(current_hash, "The kernel changed since this run; the result is about the code it ran on.")
+    return "\n\n".join(
+        [
+            f"**{rec.speedup:.2f}× faster, verified** (between {rec.speedup_low:.2f}× and {rec.speedup_high:.2f}×)",
+            f"- original: {rec.baseline_ms:.4g} ms median, spread ±{rec.baseline_spread * 50:.1f}%\n"
+            f"- rewrite: {rec.candidate_ms:.4g} ms median, spread ±{rec.candidate_spread * 50:.1f}%\n"
+            f"- checked on {', '.join(rec.sizes) or 'the bench size'} × {rec.seeds} seeds, tolerance {rec.tolerance}\n"
+            f"- {rec.device}, {rec.date}, {rec.attempts} candidates ({rec.stop_reason})",
+            rec.summary,
+            state if current_hash else "",
+        ]
+    ).strip()
+
+
+def inlay_hints(ls: CudaLanguageServer, od: OpenDocument, first: int, last: int) -> list[lsp.InlayHint]:
+    if od.doc is None:
+        return []
+    results = ls.store.for_file(od.path)
+    hints = []
+    for k in od.kernels:
+        rec = results.get(k.qualified_name)
+        if rec is None or rec.optimize is None or rec.optimize.outcome != "improved":
+            continue
+        if not first <= k.name_span.end_line <= last:
+            continue
+        hints.append(_hint(od, k, rec.optimize))
+    return hints
+
+
+def _hint(od: OpenDocument, k: Kernel, rec: OptimizeRecord) -> lsp.InlayHint:
+    assert od.doc is not None
+    h = kernel_hash(od.doc, k)
+    return lsp.InlayHint(
+        position=lsp.Position(k.name_span.end_line, k.name_span.end_col),
+        label=speedup_label(rec, h),
+        padding_left=True,
+        tooltip=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=speedup_details(rec, h)),
+    )
+
+
+def setup(ls: CudaLanguageServer) -> None:
+    @ls.feature(lsp.TEXT_DOCUMENT_INLAY_HINT)
+    def hints(ls: CudaLanguageServer, params: lsp.InlayHintParams) -> list[lsp.InlayHint]:
+        od = ls.document(params.text_document.uri)
+        if od is None:
+            return []
+        r = params.range
+        return od.cached(
+            f"hints:{ls.generation}:{r.start.line}:{r.end.line}",
+            lambda: inlay_hints(ls, od, r.start.line, r.end.line),
+        )

@@ -1,0 +1,84 @@
+"""Hover on a kernel (its name, or a launch of it): signature, spec, last benchmark, registers/spills."""
+
+from __future__ import annotations
+
+from lsprotocol import types as lsp
+
+from agent import spec as specs
+from agent.source import Kernel
+from server.hints import speedup_details
+from server.lsp import CudaLanguageServer, OpenDocument
+from server.store import BenchmarkRecord, kernel_hash
+from server.symbols import lsp_range, signature
+
+
+def kernel_at(od: OpenDocument, line: int, col: int) -> tuple[Kernel, lsp.Range] | None:
+    """The kernel whose name is under (line, col): at its definition or at a launch site."""
+    for k in od.kernels:
+        s = k.name_span
+        if s.start_line == line and s.start_col <= col <= s.end_col:
+            return k, lsp_range(s)
+    if od.doc is None:
+        return None
+    for site in od.doc.launches:
+        s = site.span
+        name = site.kernel.rsplit("::", 1)[-1]
+        if s.start_line == line and s.start_col <= col <= s.start_col + len(site.kernel):
+            launched = od.kernel(site.kernel) or od.kernel(name)
+            if launched is not None:
+                end = lsp.Position(line, s.start_col + len(site.kernel))
+                return launched, lsp.Range(lsp.Position(line, s.start_col), end)
+    return None
+
+
+def benchmark_line(b: BenchmarkRecord) -> str:
+    return (
+        f"{b.median_ms:.4g} ms median (IQR ±{b.rel_spread * 50:.1f}%) at {b.problem}"
+        f" · {b.gbps:.0f} GB/s · {b.pct_peak:.0f}% of peak bandwidth · {b.device}, {b.date}"
+    )
+
+
+def hover_markdown(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> str:
+    assert od.doc is not None
+    parts = [f"```cuda\n{signature(od.doc, k)}\n```"]
+    view = od.spec(k)
+    if view.spec is not None:
+        parts.append("**Spec**\n```\n" + specs.render(view.spec).rstrip() + "\n```")
+    elif view.errors:
+        parts.append(
+            "**Spec errors**\n" + "\n".join(f"- line {e.line + 1}: {e.message}" for e in view.errors)
+        )
+    else:
+        parts.append("_No benchmark spec: use “Add benchmark spec” above the kernel._")
+    rec = ls.store.get(od.path, k.qualified_name)
+    if rec.benchmark is not None:
+        parts.append("**Last benchmark** " + benchmark_line(rec.benchmark))
+    res = ls.checks.resources(od, k.qualified_name) if ls.checks is not None else None
+    if res is not None:
+        spills = res.spill_stores + res.spill_loads
+        spill_text = (
+            f"**{res.spill_stores} B spill stores, {res.spill_loads} B spill loads**"
+            if spills
+            else "no spills"
+        )
+        parts.append(
+            f"**Resources** ({ls.settings.arch}) {res.registers} registers · {spill_text}"
+            f" · {res.shared_bytes} B static shared · {res.stack_bytes} B stack"
+        )
+    if rec.optimize is not None and rec.optimize.outcome == "improved":
+        parts.append("**Last optimize** " + speedup_details(rec.optimize, kernel_hash(od.doc, k)))
+    return "\n\n".join(parts)
+
+
+def setup(ls: CudaLanguageServer) -> None:
+    @ls.feature(lsp.TEXT_DOCUMENT_HOVER)
+    def hover(ls: CudaLanguageServer, params: lsp.HoverParams) -> lsp.Hover | None:
+        od = ls.document(params.text_document.uri)
+        if od is None:
+            return None
+        hit = kernel_at(od, params.position.line, params.position.character)
+        if hit is None:
+            return None
+        k, rng = hit
+        value = hover_markdown(ls, od, k)
+        return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=value), range=rng)

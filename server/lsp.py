@@ -1,0 +1,434 @@
+"""The language server object: document state, settings, results, logging to the client.
+
+State lives on :class:`CudaLanguageServer` and is mutated only on pygls' asyncio event loop.  Each
+open ``.cu``/``.cuh`` file is an immutable :class:`agent.source.Document` (text + tree-sitter
+tree) replaced on every change through the source model's incremental edit API; the current
+:class:`OpenDocument` (uri, version, document) is itself the snapshot background work receives.
+Features (one module each) register their handlers in a ``setup(ls)`` function called by
+:func:`create_server`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from lsprotocol import types as lsp
+from pygls.exceptions import FeatureRequestError, JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from agent import spec as specs
+from agent.source import Document, Kernel
+from server.settings import SECTION, Settings, parse_settings
+from server.store import Changes, ResultStore, Watcher
+
+if TYPE_CHECKING:
+    from server.diagnostics import Checker
+    from server.optimize import Runs
+
+log = logging.getLogger(__name__)
+
+LANGUAGE_IDS = frozenset({"cuda-cpp", "cuda"})
+SUFFIXES = (".cu", ".cuh")
+MAX_DOCUMENT_BYTES = 8 << 20  # larger documents are tracked but not parsed
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class OpenDocument:
+    """One version of an open file: what every feature reads, and the snapshot background work gets.
+
+    ``doc`` is None when the file is too large to analyse (see :data:`MAX_DOCUMENT_BYTES`).
+    ``cache`` memoises per-version views (symbols, lenses...): it dies with this version.
+    """
+
+    uri: str
+    version: int
+    path: Path
+    doc: Document | None
+    text: str
+    cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def cached(self, key: str, compute: Callable[[], T]) -> T:
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
+
+    @property
+    def kernels(self) -> tuple[Kernel, ...]:
+        return self.doc.kernels if self.doc is not None else ()
+
+    def kernel(self, name: str) -> Kernel | None:
+        return self.doc.kernel(name) if self.doc is not None else None
+
+    def spec(self, kernel: Kernel) -> KernelSpecView:
+        """The spec written above ``kernel`` (parsed once per version)."""
+        views: dict[str, KernelSpecView] = self.cache.setdefault("specs", {})
+        if kernel.qualified_name not in views:
+            spec, errors = specs.parse(kernel)
+            views[kernel.qualified_name] = KernelSpecView(
+                spec if not errors else None, errors, spec is not None
+            )
+        return views[kernel.qualified_name]
+
+
+@dataclass(frozen=True)
+class KernelSpecView:
+    """A kernel's written spec: ``spec`` is None when there is none (``written`` False) or it has errors."""
+
+    spec: specs.KernelSpec | None
+    errors: tuple[specs.SpecError, ...]
+    written: bool
+
+
+class CudaLanguageServer(LanguageServer):
+    """pygls server holding all state of the CUDA Agent language server."""
+
+    def __init__(self) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            ver = version("cuda-agent")
+        except PackageNotFoundError:
+            ver = "0"
+        super().__init__("cuda-agent", ver, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        self.documents: dict[str, OpenDocument] = {}
+        self.settings = Settings()
+        self.initialization_options: dict[str, Any] = {}
+        self.store = ResultStore(None)
+        self.watcher: Watcher | None = None
+        self.generation = 0  # bumped whenever stored results change (part of view cache keys)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.ready = False  # the client sent `initialized`: notifications may flow
+        self.on_settings: list[Callable[[Settings], None]] = []
+        self.on_document: list[Callable[[OpenDocument, str], None]] = []  # (doc, "open"|"change"|"save")
+        self.on_close: list[Callable[[str], None]] = []
+        self.on_outside_change: list[Callable[[Changes], None]] = []
+        self.on_stop: list[Callable[[], None]] = []
+        self.checks: Checker | None = None  # set by server.diagnostics.setup
+        self.runs: Runs | None = None  # set by server.optimize.setup
+
+    # ------------------------------------------------------------------ documents
+
+    def document(self, uri: str) -> OpenDocument | None:
+        return self.documents.get(uri)
+
+    def open(self, item: lsp.TextDocumentItem) -> OpenDocument | None:
+        if item.language_id not in LANGUAGE_IDS and not item.uri.endswith(SUFFIXES):
+            return None
+        path = Path(to_fs_path(item.uri) or item.uri)
+        od = OpenDocument(item.uri, item.version, path, _parse(item.text, path), item.text)
+        self.documents[item.uri] = od
+        self._notify(od, "open")
+        return od
+
+    def change(self, params: lsp.DidChangeTextDocumentParams) -> OpenDocument | None:
+        old = self.documents.get(params.text_document.uri)
+        if old is None:
+            return None
+        doc, text = old.doc, old.text
+        try:
+            for change in params.content_changes:
+                if isinstance(change, lsp.TextDocumentContentChangePartial):
+                    r = change.range
+                    if doc is not None:
+                        doc = doc.apply_change(
+                            r.start.line, r.start.character, r.end.line, r.end.character, change.text
+                        )
+                        text = doc.text
+                    else:
+                        text = self.workspace.get_text_document(old.uri).source
+                else:
+                    doc, text = None, change.text
+        except Exception:  # a change the model cannot apply: start again from pygls' own copy
+            log.warning(
+                "re-reading %s after a change the source model could not apply", old.uri, exc_info=True
+            )
+            doc, text = None, self.workspace.get_text_document(old.uri).source
+        if doc is None or doc.text != text or len(doc.data) > MAX_DOCUMENT_BYTES:
+            doc = _parse(text, old.path)
+        od = OpenDocument(old.uri, params.text_document.version, old.path, doc, text)
+        self.documents[old.uri] = od
+        self._notify(od, "change")
+        return od
+
+    def kernel_arg(self, args: tuple[Any, ...]) -> tuple[OpenDocument, Kernel]:
+        """The ``[{uri, kernel}]`` argument of a kernel command (``kernel`` may be omitted when the
+        file has one kernel); raises JsonRpcInvalidParams with a message for the user."""
+        arg = args[0] if len(args) == 1 else None
+        if not isinstance(arg, dict) or not isinstance(arg.get("uri"), str):
+            raise JsonRpcInvalidParams("expected one argument {uri, kernel}")
+        od = self.documents.get(arg["uri"])
+        if od is None:
+            raise JsonRpcInvalidParams(f"{arg['uri']} is not open in the editor")
+        name = arg.get("kernel")
+        if name is None and len(od.kernels) == 1:
+            return od, od.kernels[0]
+        k = od.kernel(name) if isinstance(name, str) else None
+        if k is None:
+            known = ", ".join(x.qualified_name for x in od.kernels) or "none"
+            raise JsonRpcInvalidParams(f"no kernel {name!r} in {od.path.name} (kernels: {known})")
+        return od, k
+
+    def saved(self, uri: str) -> None:
+        od = self.documents.get(uri)
+        if od is not None:
+            self._notify(od, "save")
+
+    def close(self, uri: str) -> None:
+        if self.documents.pop(uri, None) is not None:
+            for fn in self.on_close:
+                fn(uri)
+
+    def _notify(self, od: OpenDocument, why: str) -> None:
+        for fn in self.on_document:
+            fn(od, why)
+
+    # ------------------------------------------------------------------ settings, results
+
+    def apply_settings(self, data: Any) -> None:
+        """Parse the client's ``cudaAgent`` settings over the initialization options."""
+        merged = (
+            _merge(self.initialization_options, data)
+            if isinstance(data, dict)
+            else self.initialization_options
+        )
+        settings, problems = parse_settings(merged)
+        for p in problems:
+            log.warning("setting %s.%s", SECTION, p)
+        if settings != self.settings:
+            self.settings = settings
+            log.info(
+                "settings: executor %s, proposer %s, arch %s",
+                settings.executor.kind,
+                settings.proposer.kind,
+                settings.arch,
+            )
+            for fn in self.on_settings:
+                fn(settings)
+
+    def open_workspace(self, root: Path | None) -> None:
+        self.store = ResultStore(root)
+        if root is not None and root.is_dir() and self.loop is not None:
+            self.watcher = Watcher(root, self.loop, self._outside_change)
+            self.watcher.start()
+
+    def results_changed(self) -> None:
+        """Stored results changed (a run finished, or outside the editor): refresh lenses and hints."""
+        self.generation += 1
+        caps = self.client_capabilities.workspace
+        if caps is not None and caps.code_lens is not None and caps.code_lens.refresh_support:
+            self.workspace_code_lens_refresh(None)
+        if caps is not None and caps.inlay_hint is not None and caps.inlay_hint.refresh_support:
+            self.workspace_inlay_hint_refresh(None)
+
+    def _outside_change(self, changes: Changes) -> None:
+        if changes.results and self.store.reload():
+            log.info("results changed outside the editor; refreshing")
+            self.results_changed()
+        for fn in self.on_outside_change:
+            fn(changes)
+
+    # ------------------------------------------------------------------ threads -> loop
+
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the event loop (safe from any thread)."""
+        if self.loop is None:
+            return
+        if _on_loop(self.loop):
+            fn(*args)
+        else:
+            self.loop.call_soon_threadsafe(fn, *args)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Unexpected errors go to the log, not pop-ups (requests already answer with the error)."""
+        if source is not FeatureRequestError:
+            log.error("internal error: %s", error)
+
+    def stop(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+            self.watcher = None
+        for fn in self.on_stop:
+            fn()
+        self.on_stop.clear()
+
+
+def _parse(text: str, path: Path) -> Document | None:
+    if len(text) > MAX_DOCUMENT_BYTES:
+        log.warning("%s: %d characters; too large to analyse", path, len(text))
+        return None
+    return Document(text, str(path))
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` on top of ``base``, recursively for nested objects."""
+    out = dict(base)
+    for key, value in over.items():
+        old = out.get(key)
+        out[key] = _merge(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+# ------------------------------------------------------------------------------------- logging
+
+
+class ClientLogHandler(logging.Handler):
+    """Forwards log records to the client as ``window/logMessage`` (never stdout)."""
+
+    LEVELS = (
+        (logging.ERROR, lsp.MessageType.Error),
+        (logging.WARNING, lsp.MessageType.Warning),
+        (logging.INFO, lsp.MessageType.Info),
+        (0, lsp.MessageType.Log),
+    )
+
+    def __init__(self, ls: CudaLanguageServer) -> None:
+        super().__init__()
+        self.ls = ls
+        self._busy = threading.local()
+        self.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(self._busy, "on", False):  # sending a message logged something: drop it
+            return
+        kind = next(t for level, t in self.LEVELS if record.levelno >= level)
+        try:
+            message = self.format(record)
+        except Exception:
+            self.handleError(record)
+            return
+        self.ls.call_soon(self._send, lsp.LogMessageParams(type=kind, message=message))
+
+    def _send(self, params: lsp.LogMessageParams) -> None:
+        self._busy.on = True
+        try:
+            self.ls.window_log_message(params)
+        except Exception:  # the client went away; nothing left to tell
+            pass
+        finally:
+            self._busy.on = False
+
+
+def install_logging(ls: CudaLanguageServer, level: int = logging.INFO) -> None:
+    """Our packages log at ``level`` to the client; pygls' own chatter only from warnings up."""
+    handler = ClientLogHandler(ls)
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    for name in ("server", "agent", "sandbox"):
+        logging.getLogger(name).setLevel(level)
+
+
+# ------------------------------------------------------------------------------------- wiring
+
+
+def create_server() -> CudaLanguageServer:
+    """The server with every feature registered."""
+    from server import diagnostics, hints, hover, lenses, optimize, symbols
+
+    ls = CudaLanguageServer()
+    _setup_lifecycle(ls)
+    for feature in (symbols, lenses, hints, hover, diagnostics, optimize):
+        feature.setup(ls)
+    return ls
+
+
+def _setup_lifecycle(ls: CudaLanguageServer) -> None:
+    @ls.feature(lsp.INITIALIZE)
+    def initialize(ls: CudaLanguageServer, params: lsp.InitializeParams) -> None:
+        ls.loop = asyncio.get_running_loop()
+        options = params.initialization_options
+        if isinstance(options, dict) and isinstance(options.get(SECTION), dict):
+            options = options[SECTION]
+        ls.initialization_options = options if isinstance(options, dict) else {}
+        ls.apply_settings(None)
+        root = ls.workspace.root_path
+        ls.open_workspace(Path(root) if root else None)
+
+    @ls.feature(lsp.INITIALIZED)
+    async def initialized(ls: CudaLanguageServer, params: lsp.InitializedParams) -> None:
+        caps = ls.client_capabilities.workspace
+        dcc = caps.did_change_configuration if caps else None
+        if dcc is not None and dcc.dynamic_registration:
+            reg = lsp.Registration(id="cuda-agent-config", method=lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+            ls.client_register_capability(lsp.RegistrationParams(registrations=[reg]))
+        ls.ready = True
+        await _pull_configuration(ls)
+        if ls.runs is not None:
+            ls.runs.status()
+
+    @ls.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(
+        ls: CudaLanguageServer, params: lsp.DidChangeConfigurationParams
+    ) -> None:
+        pushed = params.settings.get(SECTION) if isinstance(params.settings, dict) else None
+        if not await _pull_configuration(ls) and pushed is not None:
+            ls.apply_settings(pushed)
+
+    @ls.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: CudaLanguageServer, params: lsp.DidOpenTextDocumentParams) -> None:
+        ls.open(params.text_document)
+
+    @ls.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: CudaLanguageServer, params: lsp.DidChangeTextDocumentParams) -> None:
+        ls.change(params)
+
+    @ls.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: CudaLanguageServer, params: lsp.DidSaveTextDocumentParams) -> None:
+        ls.saved(params.text_document.uri)
+
+    @ls.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: CudaLanguageServer, params: lsp.DidCloseTextDocumentParams) -> None:
+        ls.close(params.text_document.uri)
+
+    @ls.feature(lsp.SHUTDOWN)
+    def shutdown(ls: CudaLanguageServer, params: None) -> None:
+        ls.stop()
+
+
+async def _pull_configuration(ls: CudaLanguageServer) -> bool:
+    """Ask the client for the ``cudaAgent`` section; False when it cannot answer."""
+    caps = ls.client_capabilities.workspace
+    if caps is None or not caps.configuration:
+        return False
+    try:
+        result = await ls.workspace_configuration_async(
+            lsp.ConfigurationParams(items=[lsp.ConfigurationItem(section=SECTION)])
+        )
+    except Exception as exc:
+        log.warning("workspace/configuration failed: %s", exc)
+        return False
+    if result and result[0] is not None:
+        ls.apply_settings(result[0])
+    return True
+
+
+def serve(tcp: str | None = None) -> None:
+    """Run the server on stdio (or on ``HOST:PORT`` for debugging)."""
+    ls = create_server()
+    install_logging(ls)
+    try:
+        if tcp:
+            host, _, port = tcp.rpartition(":")
+            ls.start_tcp(host or "127.0.0.1", int(port))
+        else:
+            ls.start_io()
+    finally:
+        ls.stop()

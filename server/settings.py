@@ -1,0 +1,202 @@
+"""Typed settings of the language server, parsed once from the editor's JSON.
+
+They arrive as ``initializationOptions`` and as the ``cudaAgent`` section of
+``workspace/configuration`` (re-read on ``workspace/didChangeConfiguration``).  Both have the same
+shape (the keys VS Code shows as ``cudaAgent.executor.kind`` and so on)::
+
+    {
+      "executor": {"kind": "local", "gpu": 0, "url": "", "token": "env:CUDA_AGENT_TOKEN", "rayAddress": ""},
+      "proposer": {"kind": "builtin", "endpoint": "", "model": "", "apiKey": "env:OPENAI_API_KEY"},
+      "budget": {"seconds": 60, "candidates": 40, "tokens": 200000},
+      "arch": "sm_90", "includePaths": [], "defines": [], "compileCommands": "",
+      "diagnosticsDelayMs": 400
+    }
+
+Secrets (``token``, ``apiKey``) name where the value lives, never the value itself:
+``env:NAME`` (an environment variable of the server) or ``file:PATH`` (first line of a file).
+
+Parsing never raises: a bad value keeps its default and comes back as a problem to report.
+``CUDA_AGENT_TEST_EXECUTOR=1`` in the server's environment forces the ``test`` executor.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+ExecutorKind = Literal["local", "remote", "ray", "test"]
+ProposerKind = Literal["builtin", "llm"]
+TEST_EXECUTOR_ENV = "CUDA_AGENT_TEST_EXECUTOR"
+SECTION = "cudaAgent"
+
+
+@dataclass(frozen=True)
+class Secret:
+    """Where a secret lives: ``env:NAME`` or ``file:PATH``; empty for none."""
+
+    source: str = ""
+
+    def resolve(self) -> str:
+        """The secret's value ("" when unset or unreadable)."""
+        kind, _, where = self.source.partition(":")
+        if kind == "env":
+            return os.environ.get(where, "")
+        if kind == "file":
+            try:
+                return Path(where).expanduser().read_text(encoding="utf-8").strip().splitlines()[0]
+            except (OSError, IndexError):
+                return ""
+        return ""
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    kind: ExecutorKind = "local"
+    gpu: int = 0  # local: GPU index
+    url: str = ""  # remote: worker URL, e.g. https://gpu-box:8765
+    token: Secret = field(default_factory=Secret)  # remote: bearer token
+    ray_address: str = ""  # ray: cluster address, e.g. ray://head:10001
+
+
+@dataclass(frozen=True)
+class ProposerSettings:
+    kind: ProposerKind = "builtin"
+    endpoint: str = ""  # llm: OpenAI-compatible base URL, e.g. http://localhost:8000/v1
+    model: str = ""
+    api_key: Secret = field(default_factory=lambda: Secret("env:OPENAI_API_KEY"))
+
+
+@dataclass(frozen=True)
+class BudgetSettings:
+    seconds: float = 60.0
+    candidates: int = 40
+    tokens: int = 200_000
+
+
+@dataclass(frozen=True)
+class Settings:
+    executor: ExecutorSettings = field(default_factory=ExecutorSettings)
+    proposer: ProposerSettings = field(default_factory=ProposerSettings)
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
+    arch: str = "sm_90"
+    include_paths: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()
+    compile_commands: str = ""
+    diagnostics_delay_ms: int = 400
+
+    def nvrtc_options(self) -> tuple[str, ...]:
+        """``-I``/``-D`` options from the settings (``compile_commands.json`` is read by the checker)."""
+        return (*(f"-I{p}" for p in self.include_paths), *(f"-D{d}" for d in self.defines))
+
+
+T = TypeVar("T")
+
+
+class _Reader:
+    """Reads typed values out of untrusted JSON, collecting problems instead of raising."""
+
+    def __init__(self, data: Any, prefix: str, problems: list[str]) -> None:
+        self.data: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
+        self.prefix = prefix
+        self.problems = problems
+        if data is not None and not isinstance(data, Mapping):
+            problems.append(f"{prefix or SECTION}: expected an object, got {type(data).__name__}")
+
+    def child(self, key: str) -> _Reader:
+        return _Reader(self.data.get(key), f"{self.prefix}{key}.", self.problems)
+
+    def get(self, key: str, default: T, check: Callable[[Any], bool], want: str) -> T:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not check(value):
+            self.problems.append(f"{self.prefix}{key}: expected {want}, got {value!r}")
+            return default
+        return value
+
+    def text(self, key: str, default: str = "") -> str:
+        return self.get(key, default, lambda v: isinstance(v, str), "a string").strip()
+
+    def choice(self, key: str, default: T, options: tuple[str, ...]) -> T:
+        return self.get(key, default, lambda v: v in options, " or ".join(options))
+
+    def number(self, key: str, default: float, low: float) -> float:
+        value = self.get(key, default, _is_number, "a number")
+        if value < low:
+            self.problems.append(f"{self.prefix}{key}: must be at least {low}, got {value}")
+            return default
+        return float(value)
+
+    def integer(self, key: str, default: int, low: int) -> int:
+        return int(self.number(key, default, low))
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        value: list[str] = self.get(
+            key, [], lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v), "a list of strings"
+        )
+        return tuple(value)
+
+    def secret(self, key: str, default: Secret) -> Secret:
+        source = self.text(key, default.source)
+        if source and source.partition(":")[0] not in ("env", "file"):
+            self.problems.append(f"{self.prefix}{key}: write env:NAME or file:PATH, not the secret itself")
+            return default
+        return Secret(source)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def parse_settings(data: Any, env: Mapping[str, str] = os.environ) -> tuple[Settings, tuple[str, ...]]:
+    """Settings from the editor's JSON (missing keys keep their defaults) and the problems found."""
+    problems: list[str] = []
+    root = _Reader(data, "", problems)
+    ex = root.child("executor")
+    pr = root.child("proposer")
+    bu = root.child("budget")
+    d = Settings()
+    executor = ExecutorSettings(
+        kind=ex.choice("kind", d.executor.kind, ("local", "remote", "ray", "test")),
+        gpu=ex.integer("gpu", d.executor.gpu, 0),
+        url=ex.text("url"),
+        token=ex.secret("token", d.executor.token),
+        ray_address=ex.text("rayAddress"),
+    )
+    if env.get(TEST_EXECUTOR_ENV, "") not in ("", "0"):
+        executor = replace(executor, kind="test")
+    if executor.kind == "remote" and not executor.url:
+        problems.append("executor.url: the remote executor needs the worker's URL")
+    proposer = ProposerSettings(
+        kind=pr.choice("kind", d.proposer.kind, ("builtin", "llm")),
+        endpoint=pr.text("endpoint"),
+        model=pr.text("model"),
+        api_key=pr.secret("apiKey", d.proposer.api_key),
+    )
+    if proposer.kind == "llm" and not proposer.endpoint:
+        problems.append("proposer.endpoint: the llm proposer needs an OpenAI-compatible endpoint URL")
+    settings = Settings(
+        executor=executor,
+        proposer=proposer,
+        budget=BudgetSettings(
+            seconds=bu.number("seconds", d.budget.seconds, 1.0),
+            candidates=bu.integer("candidates", d.budget.candidates, 1),
+            tokens=bu.integer("tokens", d.budget.tokens, 0),
+        ),
+        arch=root.text("arch", d.arch) or d.arch,
+        include_paths=root.strings("includePaths"),
+        defines=root.strings("defines"),
+        compile_commands=root.text("compileCommands"),
+        diagnostics_delay_ms=root.integer("diagnosticsDelayMs", d.diagnostics_delay_ms, 0),
+    )
+    known = {_camel(f.name) for f in fields(Settings)}
+    problems += [f"{key}: unknown setting" for key in root.data if key not in known]
+    return settings, tuple(problems)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.capitalize() for w in rest)
