@@ -125,7 +125,9 @@ class FakeExecutor(Executor):
 
 
 def _same(cand: Candidate, baseline: KernelSource) -> bool:
-    return cand.kernel.source == baseline.source and cand.kernel.name == baseline.name and cand.launches is None
+    return (
+        cand.kernel.source == baseline.source and cand.kernel.name == baseline.name and cand.launches is None
+    )
 
 
 def _check(p: Problem, seed: int) -> Check:
