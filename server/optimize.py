@@ -5,7 +5,9 @@ Commands (``workspace/executeCommand``) and custom methods, as listed in ARCHITE
 - ``cudaAgent.optimize`` ``[{uri, kernel}]``: runs :func:`agent.loop.optimize` in a background
   thread through the configured executor, with server-initiated work-done progress (percentage,
   candidates tried, best speedup so far) that the user can cancel.  The best verified candidate
-  so far is kept on cancel.  Answers ``{runId, status, speedup, message, cancelled}``.
+  so far is kept on cancel.  Answers ``{runId, status, speedup, message, cancelled}``; ``status``
+  is ``ok`` when a verified rewrite is ready (fetch it with ``cudaAgent/rewrite``), else
+  ``not_improved``, ``baseline_failed``, ``error`` or ``busy``.
 - ``cudaAgent.benchmark`` ``[{uri, kernel}]``: times the kernel under its spec.
 - ``cudaAgent.applyRewrite`` ``[{runId}]``: sends the rewrite (kernel and launch-site edits) as one
   ``workspace/applyEdit`` whose change annotation needs confirmation, against the exact document
@@ -468,7 +470,7 @@ def _record_optimize(
     log.info("optimize %s: %s", run.kernel, message)
     return {
         "runId": run.run_id,
-        "status": result.outcome.value,
+        "status": "ok" if improved else result.outcome.value,
         "speedup": result.speedup if improved else 0.0,
         "message": message,
         "cancelled": result.cancelled,

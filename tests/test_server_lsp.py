@@ -149,3 +149,101 @@ async def test_symbols_lenses_hover_and_diagnostics(client: LanguageClient, work
     )
     assert "copy_frame" in by_code["unchecked-index"].message
     assert {d.message.split(" ")[0] for d in diags if d.code == "missing-spec"} == {"scale", "gain_stage"}
+
+
+def change(
+    client: LanguageClient, uri: str, version: int, start: tuple[int, int], end: tuple[int, int], text: str
+) -> None:
+    rng = lsp.Range(lsp.Position(*start), lsp.Position(*end))
+    client.text_document_did_change(
+        lsp.DidChangeTextDocumentParams(
+            lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            [lsp.TextDocumentContentChangePartial(range=rng, text=text)],
+        )
+    )
+
+
+async def test_incremental_edits_update_symbols_and_only_current_diagnostics(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    path = workspace.copy("lsp_workspace.cu")
+    uri = open_file(client, path)
+    await diagnostics_for(client, uri)
+    line = kernel_line(path, "scale")
+    col = path.read_text().splitlines()[line].index("scale")
+    # rename the kernel one keystroke at a time, then fix the compile error
+    for version, ch in enumerate("_v2", start=2):
+        change(client, uri, version, (line, col + 5 + version - 2), (line, col + 5 + version - 2), ch)
+    gain_line = next(i for i, t in enumerate(path.read_text().splitlines()) if "* gain;" in t)
+    gcol = path.read_text().splitlines()[gain_line].index("gain;")
+    change(client, uri, 5, (gain_line, gcol), (gain_line, gcol + 4), "2.0f")
+    symbols = await client.text_document_document_symbol_async(
+        lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri))
+    )
+    assert [s.name for s in symbols or []] == ["saxpy", "scale_v2", "gain_stage", "copy_frame"]
+
+    async def settled() -> None:
+        while True:
+            await client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+            if not any(d.code == "nvrtc-error" for d in client.diagnostics[uri]):
+                return
+
+    await asyncio.wait_for(settled(), 30)
+    codes = sorted(str(d.code) for d in client.diagnostics[uri])
+    assert codes == ["block-size", "missing-spec", "missing-spec", "unchecked-index"]
+    assert any("scale_v2" in d.message for d in client.diagnostics[uri])
+
+
+async def test_bad_documents_and_bad_requests_do_not_crash(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    binary = workspace.root / "blob.cu"
+    binary.write_bytes(b"\x00\x01\xff\xfe__global__ void k(\x00int* p) {\xc3\x28 p[0] = 1; }\n" * 50)
+    uri_bin = open_file(client, binary, text=binary.read_bytes().decode("utf-8", "replace"))
+    huge = workspace.root / "huge.cu"
+    unit = (DATA / "lsp_workspace.cu").read_text()
+    huge.write_text(unit * (9_000_000 // len(unit) + 1))
+    uri_huge = open_file(client, huge)
+    python = workspace.root / "notes.py"
+    python.write_text("print('not cuda')\n")
+    uri_py = open_file(client, python, language="python")
+    for uri in (uri_bin, uri_huge, uri_py):
+        doc = lsp.TextDocumentIdentifier(uri)
+        await client.text_document_document_symbol_async(lsp.DocumentSymbolParams(doc))
+        await client.text_document_code_lens_async(lsp.CodeLensParams(doc))
+        await client.text_document_hover_async(lsp.HoverParams(doc, lsp.Position(10_000_000, 5)))
+        await client.text_document_inlay_hint_async(
+            lsp.InlayHintParams(doc, lsp.Range(lsp.Position(0, 0), lsp.Position(10_000_000, 0)))
+        )
+    # an edit whose range lies past the end of the document
+    change(client, uri_bin, 2, (99_999, 3), (100_000, 0), "__global__ void tail(float* q) { q[0] = 1.0f; }\n")
+    # commands with missing, malformed or unknown arguments answer with an error
+    bad_args: list[list[Any]] = [
+        [],
+        [{"uri": 3}],
+        [{"uri": "file:///nowhere.cu", "kernel": "k"}],
+        [{"uri": uri_bin}],
+        ["x", "y"],
+    ]
+    for args in bad_args:
+        with pytest.raises(Exception, match=r"argument|not open|no kernel|kernels"):
+            await client.workspace_execute_command_async(lsp.ExecuteCommandParams("cudaAgent.optimize", args))
+    with pytest.raises(Exception, match=r"runId|no verified rewrite"):
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams("cudaAgent.applyRewrite", [{"runId": 7}])
+        )
+    with pytest.raises(Exception, match="no verified rewrite"):
+        await client.protocol.send_request_async("cudaAgent/rewrite", {"runId": "nope"})
+    with pytest.raises(Exception, match="uri"):
+        await client.protocol.send_request_async("cudaAgent/results", {"uri": 42})
+    # still serving
+    path = workspace.copy("lsp_workspace.cu")
+    uri = open_file(client, path)
+    symbols = await client.text_document_document_symbol_async(
+        lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri))
+    )
+    assert len(symbols or []) == 4
+    tail = await client.text_document_document_symbol_async(
+        lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri_bin))
+    )
+    assert "tail" in [s.name for s in tail or []]

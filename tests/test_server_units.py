@@ -1,0 +1,187 @@
+"""Unit tests of the language server's parts that need no client: settings, result store, watcher,
+positions, the spec snippet, and the fake executor the server's ``test`` mode runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from agent.source import Document
+from sandbox.contract import (
+    Budget,
+    Candidate,
+    EvalOptions,
+    EvalRequest,
+    KernelSource,
+    Launch,
+    Problem,
+    Status,
+)
+from sandbox.testing import FakeExecutor
+from server.lenses import _snippet
+from server.optimize import position_at
+from server.settings import Secret, parse_settings
+from server.store import STORE_DIR, BenchmarkRecord, Changes, ResultStore, Watcher, kernel_hash
+
+
+def test_settings_parse_nested_values_and_report_problems() -> None:
+    settings, problems = parse_settings(
+        {
+            "executor": {"kind": "remote", "url": "https://gpu:8765", "token": "env:TOKEN"},
+            "proposer": {"kind": "llm", "endpoint": "http://localhost:8000/v1", "model": "qwen"},
+            "budget": {"seconds": 30, "candidates": 0},
+            "arch": "sm_80",
+            "includePaths": ["/opt/include"],
+            "defines": ["USE_FAST=1", 3],
+            "colour": "blue",
+        },
+        env={"TOKEN": "s3cret"},
+    )
+    assert (
+        settings.executor.kind == "remote" and settings.executor.token.resolve() == ""
+    )  # env is the process's
+    assert settings.executor.token == Secret("env:TOKEN")
+    assert settings.proposer.model == "qwen"
+    assert settings.budget.seconds == 30.0
+    assert settings.budget.candidates == 40  # 0 is below the minimum: default kept
+    assert settings.arch == "sm_80"
+    assert settings.nvrtc_options() == ("-I/opt/include",)  # the bad list is dropped whole
+    assert any(p.startswith("budget.candidates") for p in problems)
+    assert any(p.startswith("defines") for p in problems)
+    assert "colour: unknown setting" in problems
+
+
+def test_settings_reject_literal_secrets_and_honour_the_test_executor_env() -> None:
+    settings, problems = parse_settings({"executor": {"kind": "local", "token": "hunter2"}}, env={})
+    assert settings.executor.token == Secret()
+    assert any("env:NAME or file:PATH" in p for p in problems)
+    forced, _ = parse_settings({"executor": {"kind": "local"}}, env={"CUDA_AGENT_TEST_EXECUTOR": "1"})
+    assert forced.executor.kind == "test"
+    defaults, none = parse_settings("not an object", env={})
+    assert defaults.executor.kind == "local" and none
+
+
+def test_secret_from_file(tmp_path: Path) -> None:
+    f = tmp_path / "token"
+    f.write_text("abc123\nignored\n")
+    assert Secret(f"file:{f}").resolve() == "abc123"
+    assert Secret(f"file:{tmp_path / 'missing'}").resolve() == ""
+
+
+def _bench(ms: float) -> BenchmarkRecord:
+    return BenchmarkRecord(
+        ms, ms * 0.99, ms * 1.01, 0.02, 900.0, 21.0, "n=1048576", "H200", "2026-12-02 10:00 UTC"
+    )
+
+
+def test_store_round_trips_atomically_and_survives_a_restart(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    src = tmp_path / "src" / "k.cu"
+    store.put(src, "saxpy", benchmark=_bench(1.5))
+    path = tmp_path / STORE_DIR / "results.json"
+    data = json.loads(path.read_text())
+    assert data["files"]["src/k.cu"]["saxpy"]["benchmark"]["median_ms"] == 1.5
+    assert [p.name for p in path.parent.iterdir()] == ["results.json"]  # no temp files left behind
+    assert not store.reload()  # our own write is not an outside change
+    again = ResultStore(tmp_path)
+    assert again.get(src, "saxpy").benchmark == _bench(1.5)
+    assert again.get(src, "other").benchmark is None
+
+
+def test_store_reload_sees_outside_changes_and_ignores_corrupt_files(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    src = tmp_path / "k.cu"
+    store.put(src, "saxpy", benchmark=_bench(1.0))
+    other = ResultStore(tmp_path)
+    other.put(src, "saxpy", benchmark=_bench(2.0))
+    assert store.reload()
+    assert store.get(src, "saxpy").benchmark == _bench(2.0)
+    (tmp_path / STORE_DIR / "results.json").write_text("{not json")
+    assert not store.reload()
+    assert store.get(src, "saxpy").benchmark == _bench(2.0)
+    assert ResultStore(tmp_path).all() == {}
+
+
+async def test_watcher_batches_outside_changes(tmp_path: Path) -> None:
+    got: list[Changes] = []
+    fired = asyncio.Event()
+
+    def on_change(c: Changes) -> None:
+        got.append(c)
+        fired.set()
+
+    watcher = Watcher(tmp_path, asyncio.get_running_loop(), on_change, quiet_s=0.2)
+    watcher.start()
+    try:
+        await asyncio.sleep(0.2)
+        (tmp_path / "a.cu").write_text("// a\n")
+        (tmp_path / "b.cuh").write_text("// b\n")
+        (tmp_path / "notes.txt").write_text("ignored\n")
+        (tmp_path / STORE_DIR).mkdir()
+        (tmp_path / STORE_DIR / "results.json").write_text("{}")
+        await asyncio.wait_for(fired.wait(), 10)
+        await asyncio.sleep(0.5)
+    finally:
+        watcher.stop()
+    assert len(got) == 1
+    assert got[0].results
+    assert {p.name for p in got[0].sources} == {"a.cu", "b.cuh"}
+
+
+def test_kernel_hash_follows_the_kernel_text_only() -> None:
+    a = Document("// x\n__global__ void k(float* p) { p[0] = 1; }\n")
+    b = Document("// y\n\n__global__ void k(float* p) { p[0] = 1; }\n")
+    c = Document("__global__ void k(float* p) { p[0] = 2; }\n")
+    ha, hb, hc = (kernel_hash(d, d.kernels[0]) for d in (a, b, c))
+    assert ha == hb != hc
+
+
+def test_position_at_counts_utf16_units() -> None:
+    text = "ab\nα𝛼x\n"
+    assert position_at(text, 0).line == 0
+    p = position_at(text, text.index("x"))
+    assert (p.line, p.character) == (1, 3)  # α is one unit, 𝛼 two
+
+
+def test_spec_snippet_makes_each_directive_a_tab_stop() -> None:
+    text = "// Benchmark spec inferred ($cheap)\n// @cuda-agent sizes n=1<<20\n// @cuda-agent arg x in float[n] uniform(-1, 1)\n"
+    snippet = _snippet(text)
+    assert snippet.splitlines() == [
+        "// Benchmark spec inferred (\\$cheap)",
+        "// @cuda-agent sizes ${1:n=1<<20}",
+        "// @cuda-agent arg ${2:x in float[n] uniform(-1, 1)}",
+        "$0",
+    ]
+
+
+def _request(candidates: int) -> EvalRequest:
+    base = KernelSource("__global__ void k(float* p) {}", "k")
+    problem = Problem("n=4", {"n": 4}, (), Launch((1, 1, 1), (32, 1, 1)), bytes_moved=4_000_000)
+    cands = tuple(Candidate(f"c{i}", KernelSource(base.source + f"// {i}", "k")) for i in range(candidates))
+    cands += (Candidate("same", base),)
+    return EvalRequest("r", base, cands, (problem,), problem, (1, 2), None, Budget(), EvalOptions())
+
+
+def test_fake_executor_is_deterministic_and_honours_cancel() -> None:
+    ex = FakeExecutor(speedup=2.0, baseline_ms=1.0)
+    result = ex.evaluate(_request(2))
+    assert result.baseline.status is Status.OK and result.baseline.timing is not None
+    assert [c.speedup for c in result.candidates] == [2.0, 2.0, 1.0]
+    assert 1.9 < result.candidates[0].speedup_low < 2.0 < result.candidates[0].speedup_high
+    assert len(result.candidates[0].checks) == 2
+    assert result.candidates[0].achieved_gbps == pytest.approx(8.0)
+    slow = FakeExecutor(delay_s=0.05)
+    cancel = threading.Event()
+    progress: list[int] = []
+
+    def on_progress(p: object) -> None:
+        progress.append(1)
+        cancel.set()
+
+    result = slow.evaluate(_request(5), progress=on_progress, cancel=cancel)
+    assert [c.status for c in result.candidates] == [Status.OK] + [Status.CANCELLED] * 5
+    assert progress == [1]
