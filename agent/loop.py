@@ -127,18 +127,24 @@ class Target:
     def kernel(self) -> str:
         return self.baseline.name
 
+    def _fit(self, code: str) -> str:
+        """``code`` ending in as many newlines as the definition it replaces."""
+        return code.rstrip("\n") + "\n" * (len(self.definition) - len(self.definition.rstrip("\n")))
+
     @property
     def problems(self) -> tuple[Problem, ...]:
         return (*self.verify_problems, self.bench_problem)
 
     def unit_with(self, code: str) -> str:
         """The standalone unit with the kernel's definition replaced by ``code``."""
-        return self.baseline.source.replace(self.definition, code, 1)
+        return self.baseline.source.replace(self.definition, self._fit(code), 1)
 
     def file_with(self, code: str, edits: Sequence[TextEdit] = ()) -> str:
         """The original file with the definition replaced by ``code`` and ``edits`` applied."""
         end = self.definition_start + len(self.definition)
-        all_edits = sorted([TextEdit(self.definition_start, end, code), *edits], key=lambda e: e.start)
+        all_edits = sorted(
+            [TextEdit(self.definition_start, end, self._fit(code)), *edits], key=lambda e: e.start
+        )
         out, pos = [], 0
         for e in all_edits:
             if e.start < pos:
@@ -869,12 +875,13 @@ class _Run:
         edits = self.target.site_edits(change) if change and self.target.site_edits else ()
         rewritten = self.target.file_with(best.proposal.code, edits)
         name = self.target.path or "kernel.cu"
+        old, new = (name, name) if Path(name).is_absolute() else (f"a/{name}", f"b/{name}")
         diff = "".join(
             difflib.unified_diff(
                 self.target.text.splitlines(keepends=True),
                 rewritten.splitlines(keepends=True),
-                fromfile=f"a/{name}",
-                tofile=f"b/{name}",
+                fromfile=old,
+                tofile=new,
             )
         )
         return replace(res, rewritten=rewritten, diff=diff, launch=change, launch_edits=edits)

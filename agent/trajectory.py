@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from agent.loop import Attempt
 
 SCHEMA = "cuda-agent.trajectory/1"
+DEFAULT_FILE = "cuda-agent/trajectories.jsonl"  # under $XDG_DATA_HOME (default ~/.local/share)
 MUCH_FASTER = 1.5  # speedup of the "much faster" milestone (as KernelBench's fast_1.5)
 FAILED, CORRECT, FASTER, MUCH = -1.0, 1.0, 2.0, 3.0
 
@@ -84,6 +86,12 @@ class RunInfo:
     original: str
     spec: str
     baseline_ms: float
+
+
+def default_path() -> Path:
+    """Where ``cuda-agent optimize`` appends trajectories unless told otherwise."""
+    root = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(root) / DEFAULT_FILE
 
 
 class TrajectoryLog:

@@ -10,12 +10,20 @@ with status 2; a failed job exits 1; never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+
+if TYPE_CHECKING:
+    from agent.llm import LLMSettings
+    from agent.loop import LoopEvent, OptimizeResult, Proposer, Target
+    from sandbox.contract import CandidateResult
+    from sandbox.executor import Executor
 
 
 class UserError(click.ClickException):
@@ -207,6 +215,10 @@ def bench(file: str, kernel: str | None, gpu: int, as_json: bool) -> None:
 @click.option("--proposer", type=click.Choice(["builtin", "llm"]), default="builtin", show_default=True)
 @click.option("--llm-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (vllm serve).")
 @click.option("--model", help="Model name at the endpoint.")
+@click.option("--api-key-file", type=click.Path(), help="File holding the endpoint's API key.")
+@click.option("--samples", type=click.IntRange(1, 64), help="Parallel LLM conversations (default 4).")
+@click.option("--max-turns", type=click.IntRange(1, 200), help="Replies per LLM conversation (default 8).")
+@click.option("--temperature", type=click.FloatRange(0, 2), help="LLM sampling temperature (default 0.7).")
 @click.option(
     "--budget",
     default="60s",
@@ -214,6 +226,12 @@ def bench(file: str, kernel: str | None, gpu: int, as_json: bool) -> None:
     help="Budget: wall time (60s, 5m), candidates (40c) and/or tokens (200k), comma-separated.",
 )
 @click.option("--seed", default=0, show_default=True, help="Random seed (runs are reproducible).")
+@click.option("--gpu", default=0, show_default=True, help="GPU index.")
+@click.option(
+    "--trajectory",
+    metavar="PATH|off",
+    help="Append every attempt to this JSONL file (default $XDG_DATA_HOME/cuda-agent/trajectories.jsonl).",
+)
 @click.option("--diff", "show_diff", is_flag=True, help="Print the verified rewrite as a unified diff.")
 @click.option("--write", is_flag=True, help="Apply the verified rewrite to FILE (a backup is kept).")
 @json_option
@@ -223,15 +241,272 @@ def optimize(
     proposer: str,
     llm_url: str | None,
     model: str | None,
+    api_key_file: str | None,
+    samples: int | None,
+    max_turns: int | None,
+    temperature: float | None,
     budget: str,
     seed: int,
+    gpu: int,
+    trajectory: str | None,
     show_diff: bool,
     write: bool,
     as_json: bool,
 ) -> None:
     """Search for a faster kernel, verify it against the original, and report the speedup."""
-    read_source(file)
-    not_built("optimize")
+    import threading
+
+    from agent import loop
+    from agent.source import Document
+    from agent.trajectory import TrajectoryLog, default_path
+    from sandbox.executor import ExecutorError
+
+    path, text = read_source(file)
+    try:
+        limits = loop.parse_budget(budget)
+    except ValueError as exc:
+        raise UserError(f"--budget {budget}: {exc}") from exc
+    try:
+        target = loop.target_for(Document(text, str(path)), kernel)
+    except loop.TargetError as exc:
+        raise UserError(str(exc)) from exc
+    if proposer == "llm":
+        from agent.llm import LLMSettings
+
+        llm = LLMSettings.from_env(
+            base_url=llm_url,
+            model=model,
+            api_key_file=api_key_file,
+            samples=samples,
+            max_turns=max_turns,
+            temperature=temperature,
+        )
+        if not llm.model:
+            raise UserError("--proposer llm needs --model (or CUDA_AGENT_LLM_MODEL)")
+    log_path = None if trajectory == "off" else Path(trajectory) if trajectory else default_path()
+    cancel = threading.Event()
+    outcome: list[loop.OptimizeResult | BaseException] = []
+    with _progress_bar(enabled=not as_json and sys.stderr.isatty()) as on_event:
+
+        def work() -> None:
+            try:
+                with _make_executor(gpu) as executor:
+                    search = _make_proposer(proposer, llm if proposer == "llm" else None)
+                    try:
+                        outcome.append(
+                            loop.optimize(
+                                target,
+                                search,
+                                executor,
+                                budget=limits,
+                                seed=seed,
+                                on_event=on_event,
+                                cancel=cancel,
+                                trajectory=TrajectoryLog(log_path) if log_path else None,
+                            )
+                        )
+                    finally:
+                        search.close()
+            except BaseException as exc:  # handed to the main thread, which reports it
+                outcome.append(exc)
+
+        worker = threading.Thread(target=work, name="optimize", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.1)
+        except KeyboardInterrupt:  # stop the search, keep and report the best so far
+            click.echo("cuda-agent: cancelling (the best candidate so far is kept)", err=True)
+            cancel.set()
+            worker.join()
+    result = outcome[0]
+    if isinstance(result, ExecutorError):
+        raise JobFailed(str(result))
+    if isinstance(result, click.ClickException):
+        raise result
+    if isinstance(result, BaseException):
+        raise JobFailed(f"{type(result).__name__}: {result}")
+    written = backup = None
+    if write and result.outcome is loop.Outcome.IMPROVED:
+        written, backup = _write_with_backup(path, text, result.rewritten)
+    if as_json:
+        emit_json(_optimize_json(target, result, written, backup, log_path))
+    else:
+        _print_optimize(target, result, show_diff, written, backup, write)
+    if result.outcome is loop.Outcome.BASELINE_FAILED:
+        raise JobFailed(f"the original kernel failed its own checks ({result.stop_reason})")
+    if result.attempts == 0 and result.stop_reason.startswith(("proposer failed", "executor failed")):
+        raise JobFailed(result.stop_reason)
+
+
+def _make_executor(gpu: int) -> Executor:
+    """The local GPU's sandbox; ``CUDA_AGENT_TEST_EXECUTOR=1`` swaps in the simulated GPU (tests, demos)."""
+    import os
+
+    if os.environ.get("CUDA_AGENT_TEST_EXECUTOR") == "1":
+        from sandbox.testing import FakeExecutor
+
+        return FakeExecutor.from_env()
+    from sandbox.worker import LocalExecutor
+
+    return LocalExecutor((gpu,))
+
+
+def _make_proposer(kind: str, llm: LLMSettings | None) -> Proposer:
+    if llm is not None:
+        from agent.llm import LLMProposer
+        from sandbox.compiler import CompilePool
+
+        return LLMProposer(llm, compiler=CompilePool(workers=2))
+    try:
+        from agent.builtin import BuiltinProposer
+    except ImportError as exc:
+        raise JobFailed(f"the built-in engine is not available ({exc}); try --proposer llm") from exc
+    return BuiltinProposer()
+
+
+@contextlib.contextmanager
+def _progress_bar(enabled: bool) -> Iterator[Callable[[LoopEvent], None] | None]:
+    """A progress bar on stderr (a terminal only), fed by loop events from any thread."""
+    if not enabled:
+        yield None
+        return
+    import threading
+
+    lock = threading.Lock()
+    with click.progressbar(length=1000, label="optimizing", file=sys.stderr, show_eta=False) as bar:
+
+        def on_event(ev: LoopEvent) -> None:
+            with lock:
+                if ev.fraction is not None:
+                    bar.update(max(0, int(ev.fraction * 1000) - bar.pos))
+                best = f", best {ev.best_speedup:.2f}x" if ev.best_speedup else ""
+                bar.label = f"{ev.evaluated} candidates{best}"
+                bar.render_progress()
+
+        yield on_event
+
+
+def _write_with_backup(path: Path, original: str, rewritten: str) -> tuple[Path, Path]:
+    """Replace FILE atomically after checking it did not change during the run; keep a backup."""
+    import os
+    import tempfile
+
+    _, now = read_source(str(path))
+    if now != original:
+        raise JobFailed(f"{path} changed during the run; nothing written (rerun to optimize the new version)")
+    backup = next(b for i in range(1000) if not (b := path.with_name(f"{path.name}.bak{i or ''}")).exists())
+    backup.write_bytes(path.read_bytes())
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        f.write(rewritten)
+    os.chmod(tmp, path.stat().st_mode & 0o7777)
+    os.replace(tmp, path)
+    return path, backup
+
+
+def _timing_text(r: CandidateResult) -> str:
+    if r.timing is None:
+        return "not timed"
+    t = f"{r.timing.median_ms:.4g} ms (spread {r.timing.rel_spread:.1%}, {r.timing.samples} samples)"
+    if r.achieved_gbps:
+        t += f", {r.achieved_gbps:.0f} GB/s = {r.pct_peak_bandwidth:.0f}% of peak"
+    return t
+
+
+def _print_optimize(
+    target: Target,
+    result: OptimizeResult,
+    show_diff: bool,
+    written: Path | None,
+    backup: Path | None,
+    write: bool,
+) -> None:
+    from agent.loop import Outcome
+
+    device = result.device.name if result.device else "unknown device"
+    click.echo(f"{target.kernel} in {target.path} on {device}")
+    click.echo(f"  original: {_timing_text(result.baseline)}")
+    best = result.best
+    if result.outcome is Outcome.BASELINE_FAILED:
+        click.echo(f"  the original failed its own checks: {result.stop_reason}")
+    elif best is None:
+        click.echo("  no candidate passed verification")
+    else:
+        verdict = "faster" if result.outcome is Outcome.IMPROVED else "best verified, not reliably faster"
+        click.echo(
+            f"  {verdict}: {_timing_text(best.result)}: {result.speedup:.2f}x "
+            f"[{result.speedup_low:.2f}x-{result.speedup_high:.2f}x] ({best.proposal.description})"
+        )
+        sizes = ", ".join(
+            f"{c.label} ({c.seeds} seeds, max abs err {c.max_abs_err:.2g})" for c in result.verification
+        )
+        click.echo(f"  verified on: {sizes}")
+        for a in result.assumptions:
+            click.echo(f"  assumes: {a}")
+        if result.launch is not None:
+            change = ", ".join(
+                f"{k}={v}"
+                for k, v in (
+                    ("grid", result.launch.grid),
+                    ("block", result.launch.block),
+                    ("smem", result.launch.shared),
+                )
+                if v
+            )
+            click.echo(
+                f"  launch: {change} ({len(result.launch_edits)} edit(s) to launch sites in this file)"
+            )
+    tokens = f", {result.tokens} tokens" if result.tokens else ""
+    click.echo(
+        f"  {result.attempts} candidates in {result.seconds:.1f} s{tokens}; stopped: {result.stop_reason}"
+    )
+    if show_diff and result.diff:
+        click.echo(result.diff, nl=False)
+    if written is not None:
+        click.echo(f"wrote {written} (backup: {backup})")
+    elif write:
+        click.echo(f"{target.path}: not changed (no verified faster rewrite)")
+
+
+def _optimize_json(
+    target: Target, result: OptimizeResult, written: Path | None, backup: Path | None, log_path: Path | None
+) -> dict[str, Any]:
+    from sandbox.contract import to_dict
+
+    best = result.best
+    return {
+        "file": target.path,
+        "kernel": target.kernel,
+        "outcome": result.outcome.value,
+        "stop_reason": result.stop_reason,
+        "cancelled": result.cancelled,
+        "speedup": result.speedup,
+        "speedup_low": result.speedup_low,
+        "speedup_high": result.speedup_high,
+        "baseline": to_dict(result.baseline),
+        "best": None
+        if best is None
+        else {
+            "candidate_id": best.candidate_id,
+            "description": best.proposal.description,
+            "code": best.proposal.code,
+            "kernel": best.proposal.kernel,
+            "result": to_dict(best.result),
+        },
+        "assumptions": list(result.assumptions),
+        "verification": to_dict(result.verification),
+        "launch": to_dict(result.launch) if result.launch else None,
+        "launch_edits": to_dict(result.launch_edits),
+        "diff": result.diff,
+        "attempts": result.attempts,
+        "tokens": result.tokens,
+        "seconds": result.seconds,
+        "device": to_dict(result.device) if result.device else None,
+        "written": str(written) if written else None,
+        "backup": str(backup) if backup else None,
+        "trajectory": str(log_path) if log_path else None,
+    }
 
 
 @cli.command()

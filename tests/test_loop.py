@@ -51,7 +51,8 @@ def test_keeps_the_fastest_verified_candidate_and_reports_a_diff() -> None:
     assert res.speedup == pytest.approx(3.0)
     assert res.speedup_low < res.speedup < res.speedup_high
     assert res.rewritten == T.file_with(res.best.proposal.code)
-    assert res.diff.startswith(f"--- a/{T.path}\n+++ b/{T.path}\n")
+    assert res.diff.startswith(f"--- {T.path}\n+++ {T.path}\n")  # absolute: no a/ b/ prefixes
+    assert res.rewritten.count("\n") == T.text.count("\n") + 1  # one added line, no stray blank line
     assert "+    /*3*/ // speedup=3.0" in res.diff
     assert [(c.label, c.seeds, c.ok) for c in res.verification] == [
         ("n=1000", 3, True),
