@@ -177,7 +177,7 @@ class RemoteExecutor(Executor):
             except httpx.TransportError as exc:
                 outage.wait_or_raise(exc)
                 continue
-            if response.status_code in _TRANSIENT:
+            if _transient(response):
                 outage.wait_or_raise(_describe_response(response))
                 continue
             self._raise_for_status(response)
@@ -202,7 +202,17 @@ class RemoteExecutor(Executor):
             log.warning("could not cancel %s on %s: %s", request_id, self.url, exc)
 
 
-_TRANSIENT = frozenset({502, 503, 504})
+def _transient(response: httpx.Response) -> bool:
+    """A gateway's 502-504 (tunnel or proxy up, worker behind it restarting): worth retrying.
+    The worker's own 503 (it has no usable GPU) carries a JSON error and is final."""
+    if response.status_code not in (502, 503, 504):
+        return False
+    response.read()
+    try:
+        body = response.json()
+    except ValueError:
+        return True
+    return not (isinstance(body, dict) and "error" in body)
 
 
 class _Outage:
@@ -276,7 +286,7 @@ class _Call:
                     if response.status_code == 429:
                         self._wait_for_slot(response)
                         continue
-                    if response.status_code in _TRANSIENT:
+                    if _transient(response):
                         outage.wait_or_raise(_describe_response(response))
                         continue
                     self.executor._raise_for_status(response)

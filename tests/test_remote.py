@@ -28,6 +28,7 @@ from sandbox.contract import (
     ArgSpec,
     Budget,
     Candidate,
+    DeviceInfo,
     EvalRequest,
     EvalResult,
     KernelSource,
@@ -37,7 +38,7 @@ from sandbox.contract import (
     Status,
     to_json,
 )
-from sandbox.executor import AuthError, Executor, ExecutorError, ProgressFn, WorkerUnavailable
+from sandbox.executor import AuthError, Executor, ExecutorError, NoGpuError, ProgressFn, WorkerUnavailable
 from sandbox.remote import RemoteExecutor
 from sandbox.service import Limits, WorkerService, listen, make_server
 from sandbox.testing import FakeExecutor
@@ -308,6 +309,36 @@ def test_a_client_that_reconnects_in_time_gets_the_same_job() -> None:
     assert not fake.saw_cancel.is_set()
     assert fake.evaluated == ["blip"]
     assert [c.status for c in result.candidates] == [Status.OK, Status.OK]
+
+
+class GpulessExecutor(FakeExecutor):
+    def device_info(self) -> DeviceInfo:
+        raise NoGpuError("no GPU: CUDA reports 0 devices")
+
+    def evaluate(
+        self,
+        request: EvalRequest,
+        *,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> EvalResult:
+        raise NoGpuError("no GPU: CUDA reports 0 devices")
+
+
+def test_a_worker_without_a_gpu_is_one_clear_error_at_once() -> None:
+    with (
+        running_worker(GpulessExecutor()) as (url, service),
+        RemoteExecutor(url, TOKEN, reconnect_s=30) as remote,
+    ):
+        started = time.monotonic()
+        with pytest.raises(WorkerUnavailable, match=f"worker at {url} cannot evaluate: HTTP 503: no GPU"):
+            remote.device_info()
+        with pytest.raises(
+            WorkerUnavailable, match=f"worker at {url} failed: no GPU: CUDA reports 0 devices"
+        ):
+            remote.evaluate(make_request("no-gpu"))
+        assert time.monotonic() - started < 5  # not retried as if the worker were unreachable
+        assert "no-gpu" not in service.done  # a failure is not cached: a retry runs again
 
 
 # --------------------------------------------------------------------------- a worker that dies
