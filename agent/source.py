@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -311,7 +311,19 @@ class Document:
 
     @cached_property
     def _scan(self) -> _Scan:
-        return _Scan(self)
+        """Kernels: only the top-level nodes whose text mentions ``__global__`` are walked."""
+        root = self.tree.root_node
+        tops: dict[int, tree_sitter.Node] = {}
+        for m in re.finditer(rb"__global__", self.data):
+            child = root.first_child_for_byte(m.start())
+            if child is not None and child.start_byte <= m.start():
+                tops.setdefault(child.start_byte, child)
+        return _Scan(self, tops.values())
+
+    @cached_property
+    def _index(self) -> _Scan:
+        """Every top-level item, for dependency closure (only built when a unit is cut out)."""
+        return _Scan(self, self.tree.root_node.children)
 
     @property
     def kernels(self) -> tuple[Kernel, ...]:
@@ -351,7 +363,7 @@ class Document:
 
     def standalone(self, kernel: Kernel) -> Standalone:
         """The kernel and everything it needs, transitively, in file order, as one unit."""
-        return self._scan.standalone(kernel)
+        return self._index.standalone(kernel)
 
     def _launch(
         self,
@@ -436,9 +448,9 @@ class _Item:
 
 
 class _Scan:
-    """One pass over the top level of a document: items, kernels and macro-related issues."""
+    """One pass over (part of) the top level of a document: items, kernels, macro-related issues."""
 
-    def __init__(self, doc: Document) -> None:
+    def __init__(self, doc: Document, top_level: Iterable[tree_sitter.Node]) -> None:
         self.doc = doc
         self.items: list[_Item] = []
         self.kernels_found: list[Kernel] = []
@@ -448,7 +460,7 @@ class _Scan:
         self.recovering = False
         self.error_depth = 0
         self.subtrees: list[tree_sitter.Tree] = []  # keeps the nodes of recovered kernels alive
-        for child in doc.tree.root_node.children:
+        for child in top_level:
             self._visit(child, None, (), False)
         self.kernels = tuple(self.kernels_found)
         self.issues = tuple(self.issue_list) + self._macro_kernel_issues()

@@ -8,7 +8,8 @@ kernels renamed), then measures, as medians over repeats:
 - the language server's per-request work on a fresh document: listing kernels (symbols/lenses)
   and launch sites — target well under 20 ms.
 
-Usage: ``python bench/parse_bench.py [--lines 10000] [--repeats 30]``
+Usage: ``python bench/parse_bench.py [--lines 10000] [--repeats 30] [--out FILE]``; the result file keeps
+one run per machine (a re-run replaces that machine's entry).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 
 import tree_sitter
@@ -33,8 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ("vector_ops.cu", "reduce.cu", "host_infer.cu")
 
 
-def big_source(lines: int) -> str:
-    """Copies of the fixtures, kernels and helpers renamed per copy, up to ``lines`` lines."""
+def big_source(lines: int, max_kernels: int | None = None) -> str:
+    """Copies of the fixtures, kernels and helpers renamed per copy, up to ``lines`` lines.
+    Past ``max_kernels`` kernels, copies keep their functions as ``__device__`` helpers."""
     texts = [(ROOT / "tests" / "data" / f).read_text(encoding="utf-8") for f in FIXTURES]
     names = sorted(
         {
@@ -46,10 +49,15 @@ def big_source(lines: int) -> str:
     )
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
     out: list[str] = []
+    kernels = 0
     copy = 0
     while sum(t.count("\n") for t in out) < lines:
         for t in texts:
-            out.append(pattern.sub(lambda m, c=copy: f"{m[1]}_{c}", t))
+            renamed = pattern.sub(lambda m, c=copy: f"{m[1]}_{c}", t)
+            if max_kernels is not None and kernels + renamed.count("__global__") > max_kernels:
+                renamed = renamed.replace("__global__", "__device__")
+            kernels += renamed.count("__global__")
+            out.append(renamed)
         copy += 1
     return "".join(out)
 
@@ -63,14 +71,7 @@ def median_ms(fn, repeats: int) -> float:
     return statistics.median(samples)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lines", type=int, default=10_000)
-    ap.add_argument("--repeats", type=int, default=30)
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "parse_bench.json"))
-    args = ap.parse_args()
-
-    text = big_source(args.lines)
+def measure(text: str, repeats: int) -> dict[str, object]:
     data = text.encode()
     parser = tree_sitter.Parser(LANGUAGE)
     doc = Document(text, "big.cu")
@@ -78,21 +79,38 @@ def main() -> None:
     mid = doc.kernels[n_kernels // 2]
     edit_line = mid.body_span.start_line + 1 if mid.body_span else mid.span.start_line
 
-    full_ms = median_ms(lambda: parser.parse(data), args.repeats)
-    document_ms = median_ms(lambda: Document(text, "big.cu"), args.repeats)
+    def edit() -> Document:
+        return doc.apply_change(edit_line, 4, edit_line, 4, "int unused_tmp = 0; ")
 
-    def incremental() -> None:
-        doc.apply_change(edit_line, 4, edit_line, 4, "int unused_tmp = 0; ")
+    assert len(edit().kernels) == n_kernels, "the edit must not lose kernels"
+    timings = {
+        "full_parse": median_ms(lambda: parser.parse(data), repeats),
+        "document_open": median_ms(lambda: Document(text, "big.cu"), repeats),
+        "incremental_reparse_one_line_edit": median_ms(edit, repeats),
+        "kernels_list": median_ms(lambda: Document(text, "big.cu", _tree=doc.tree).kernels, repeats),
+        "edit_then_kernels_list": median_ms(lambda: edit().kernels, repeats),
+        "launch_sites": median_ms(lambda: Document(text, "big.cu", _tree=doc.tree).launches, repeats),
+    }
+    return {
+        "lines": text.count("\n"),
+        "bytes": len(data),
+        "kernels": n_kernels,
+        "launches": len(doc.launches),
+        "median_ms": {k: round(v, 3) for k, v in timings.items()},
+    }
 
-    incremental_ms = median_ms(incremental, args.repeats)
-    kernels_ms = median_ms(lambda: Document(text, "big.cu", _tree=doc.tree).kernels, args.repeats)
-    edited = doc.apply_change(edit_line, 4, edit_line, 4, "int unused_tmp = 0; ")
-    edit_then_kernels_ms = median_ms(
-        lambda: doc.apply_change(edit_line, 4, edit_line, 4, "int unused_tmp = 0; ").kernels, args.repeats
-    )
-    launches_ms = median_ms(lambda: Document(text, "big.cu", _tree=doc.tree).launches, args.repeats)
-    assert len(edited.kernels) == n_kernels, "the edit must not lose kernels"
 
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=10_000)
+    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "parse_bench.json"))
+    args = ap.parse_args()
+
+    files = {
+        "all_kernels": measure(big_source(args.lines), args.repeats),
+        "200_kernels": measure(big_source(args.lines, max_kernels=200), args.repeats),
+    }
     commit = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
     ).stdout.strip()
@@ -105,31 +123,24 @@ def main() -> None:
             "processor": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
-            "tree_sitter": tree_sitter.__version__ if hasattr(tree_sitter, "__version__") else "",
-        },
-        "file": {
-            "lines": text.count("\n"),
-            "bytes": len(data),
-            "kernels": n_kernels,
-            "launches": len(doc.launches),
+            "node": platform.node(),
+            "tree_sitter": metadata.version("tree-sitter"),
+            "tree_sitter_cuda": metadata.version("tree-sitter-cuda"),
         },
         "repeats": args.repeats,
-        "median_ms": {
-            "full_parse": round(full_ms, 3),
-            "document_open": round(document_ms, 3),
-            "incremental_reparse_one_line_edit": round(incremental_ms, 3),
-            "kernels_list": round(kernels_ms, 3),
-            "edit_then_kernels_list": round(edit_then_kernels_ms, 3),
-            "launch_sites": round(launches_ms, 3),
-        },
+        "files": files,
         "targets_ms": {
             "full_parse": 30,
             "incremental_reparse_one_line_edit": 5,
             "edit_then_kernels_list": 20,
         },
     }
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(result["median_ms"], indent=2))
+    out = Path(args.out)
+    # one run per machine: re-running on a machine replaces its entry, other machines' runs stay
+    runs = json.loads(out.read_text(encoding="utf-8"))["runs"] if out.exists() else []
+    runs = [r for r in runs if r["machine"]["node"] != result["machine"]["node"]] + [result]
+    out.write_text(json.dumps({"runs": runs}, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(files, indent=2))
 
 
 if __name__ == "__main__":
