@@ -309,16 +309,20 @@ def optimize(
                         search.close()
             except BaseException as exc:  # handed to the main thread, which reports it
                 outcome.append(exc)
+            finally:
+                finished.set()
 
-        worker = threading.Thread(target=work, name="optimize", daemon=True)
-        worker.start()
+        # The search runs in a thread so that Ctrl-C (delivered to this thread) can cancel it
+        # and still report the best candidate so far.
+        finished = threading.Event()
+        threading.Thread(target=work, name="optimize", daemon=True).start()
         try:
-            while worker.is_alive():
-                worker.join(0.1)
-        except KeyboardInterrupt:  # stop the search, keep and report the best so far
+            while not finished.wait(0.1):
+                pass
+        except KeyboardInterrupt:
             click.echo("cuda-agent: cancelling (the best candidate so far is kept)", err=True)
             cancel.set()
-            worker.join()
+            finished.wait()
     result = outcome[0]
     if isinstance(result, ExecutorError):
         raise JobFailed(str(result))
