@@ -844,19 +844,23 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
     fallback_count = "*".join(size_exprs)
     args: list[ArraySpec | ScalarSpec] = []
     sure = site is not None
+    unknown_types = False  # a struct or unknown type: the proposal is a guess
     template_args = tuple(_host_value(a, defs) or a for a in site.template_args) if site is not None else ()
     tmap = {tp.name: v for tp, v in zip(kernel.template_params, template_args, strict=False)}
     for p in kernel.params:
         dtype = canonical_dtype(tmap.get(p.base_type, p.base_type))
         if not p.pointer:
             value = p.name if p.name in size_exprs else ("1.5" if dtype and is_float(dtype) else "1")
+            if dtype is None:
+                reasons.append(f"type of scalar {p.name} (`{p.base_type}`) unknown: assumed int")
+                unknown_types = True
             args.append(ScalarSpec(p.name, dtype or "int32", value))
             if p.name not in size_exprs:
                 reasons.append(f"scalar {p.name} set to {value}")
             continue
         if dtype is None:
             reasons.append(f"element type of {p.name} (`{p.base_type}`) unknown: assumed float")
-            dtype, sure = "float32", False
+            dtype, sure, unknown_types = "float32", False, True
         role: ArrayRole = "in" if p.const else ("inout" if _reads(doc, kernel, p.name) else "out")
         count = _allocation_count(doc.text, host_args.get(p.name, ""), names, defs, env)
         if count is None:
@@ -902,7 +906,15 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         spec = replace(spec, grid=(f"cdiv({next(iter(size_exprs))}, block)",), block=("256",), smem="0")
         sure = False
         reasons.append(f"fell back to a default launch ({exc})")
-    confidence: Confidence = "high" if sure else ("medium" if site is not None or len(sizes) == 1 else "low")
+    confidence: Confidence = (
+        "low"
+        if unknown_types
+        else "high"
+        if sure
+        else "medium"
+        if site is not None or len(sizes) == 1
+        else "low"
+    )
     return Inference(spec, confidence, tuple(reasons))
 
 

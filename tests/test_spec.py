@@ -311,3 +311,10 @@ def test_readme_examples_parse_and_resolve() -> None:
         spec, errors = parse(k)
         assert spec is not None and errors == (), (k.name, errors)
         assert problems(spec)
+
+
+def test_inference_with_a_struct_parameter_is_low_confidence(data_dir: Path) -> None:
+    doc = load(data_dir, "nvrtc_error.cu")
+    inf = infer(doc, kernel(doc, "mean_kernel"))
+    assert inf.confidence == "low"
+    assert any("`Accum`" in r and "unknown" in r for r in inf.reasons)
