@@ -473,11 +473,13 @@ class RayExecutor(Executor):
                     f"cannot connect to the Ray cluster at {address or 'RAY_ADDRESS'}: {exc}"
                 ) from exc
         self._evaluate = evaluate
+        self._num_gpus = num_gpus
         self._task = ray.remote(_ray_task).options(num_gpus=num_gpus, max_retries=0)
 
     def device_info(self) -> DeviceInfo:
-        infos = self._ray.get(self._ray.remote(_device_task).options(num_gpus=1).remote())
-        return from_json(DeviceInfo, infos)
+        """The device of one GPU of the cluster (a task on whichever GPU Ray picks)."""
+        task = self._ray.remote(_device_task).options(num_gpus=self._num_gpus)
+        return from_json(DeviceInfo, self._ray.get(task.remote()))
 
     def evaluate(
         self,
