@@ -242,26 +242,23 @@ class Document:
         raw = self.line_bytes(line)
         if raw.isascii():
             return starts[line] + min(max(utf16_col, 0), len(raw))
+        chars = raw.decode("utf-8", errors="replace")
         units = 0
-        for i, ch in enumerate(raw.decode("utf-8", errors="replace")):
+        for i, ch in enumerate(chars):
             if units >= utf16_col:
-                return starts[line] + len(raw.decode("utf-8", errors="replace")[:i].encode("utf-8"))
+                return starts[line] + len(chars[:i].encode("utf-8"))
             units += 2 if ord(ch) > 0xFFFF else 1
         return starts[line] + len(raw)
 
     def span(self, node: tree_sitter.Node) -> Span:
-        return self.span_of(node.start_byte, node.end_byte, node.start_point, node.end_point)
-
-    def span_of(
-        self, start: int, end: int, start_point: tree_sitter.Point, end_point: tree_sitter.Point
-    ) -> Span:
+        start, end = node.start_point, node.end_point
         return Span(
-            start_point.row,
-            self._utf16_col(start_point.row, start_point.column),
-            end_point.row,
-            self._utf16_col(end_point.row, end_point.column),
-            start,
-            end,
+            start.row,
+            self._utf16_col(start.row, start.column),
+            end.row,
+            self._utf16_col(end.row, end.column),
+            node.start_byte,
+            node.end_byte,
         )
 
     def text_in(self, span: Span) -> str:
