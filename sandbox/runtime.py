@@ -6,7 +6,7 @@ so verification and timing code (``sandbox.verify``, ``sandbox.timing``) is back
 
 Errors: every backend raises :class:`CudaError` with the CUDA error name; :attr:`CudaError.sticky`
 says whether the context is now unusable (illegal address, launch failure, trap...), in which
-case the worker must restart.  All launches go to the legacy default stream, which waits for
+case the worker must restart (any error not known to be recoverable counts as sticky).  All launches go to the legacy default stream, which waits for
 every blocking stream's earlier work: an event recorded after a launch there marks the end of
 all host-visible work on the device.
 """
@@ -23,27 +23,30 @@ import numpy as np
 
 from sandbox.contract import DeviceInfo, Launch
 
-# Errors after which the CUDA context cannot be used again (CUDA's "sticky" errors).
-_STICKY = (
-    "ILLEGAL_ADDRESS",
-    "IllegalAddress",
-    "LAUNCH_FAILED",
-    "LaunchFailure",
-    "MISALIGNED",
-    "Misaligned",
-    "ILLEGAL_INSTRUCTION",
-    "IllegalInstruction",
-    "HARDWARE_STACK_ERROR",
-    "HardwareStackError",
-    "INVALID_PC",
-    "InvalidPc",
-    "ASSERT",
-    "Assert",
-    "LAUNCH_TIMEOUT",
-    "LaunchTimeout",
-    "ECC",
-    "Ecc",
-    "CONTEXT_IS_DESTROYED",
+# Errors that leave the CUDA context usable: bad launch configurations, missing symbols, bad images,
+# allocation failures. Any other error (illegal address, invalid address space, trap, launch
+# failure...) is treated as sticky: the context is broken and the worker restarts.
+_RECOVERABLE = (
+    "INVALID_VALUE",
+    "InvalidValue",
+    "OUT_OF_RESOURCES",
+    "OutOfResources",
+    "INVALID_IMAGE",
+    "InvalidKernelImage",
+    "NOT_FOUND",
+    "NotFound",
+    "InvalidDeviceFunction",
+    "NO_BINARY_FOR_GPU",
+    "NoKernelImageForDevice",
+    "INVALID_PTX",
+    "InvalidPtx",
+    "UNSUPPORTED_PTX_VERSION",
+    "UnsupportedPtxVersion",
+    "OUT_OF_MEMORY",
+    "MemoryAllocation",
+    "InvalidConfiguration",
+    "INVALID_HANDLE",
+    "InvalidResourceHandle",
 )
 
 KernelArg = int | np.generic  # device pointers are passed as np.uint64, scalars as numpy scalars
@@ -54,7 +57,7 @@ class CudaError(RuntimeError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
-        self.sticky = any(tag in message for tag in _STICKY)
+        self.sticky = not any(tag in message for tag in _RECOVERABLE)
 
 
 @dataclass(frozen=True)
@@ -253,8 +256,8 @@ class CupyRuntime(Runtime):
 
     def launch(self, kernel: KernelHandle, launch: Launch, args: Sequence[KernelArg]) -> None:
         with self._errors():
-            if launch.shared_bytes > 48 * 1024:
-                kernel.function.max_dynamic_shared_size_bytes = launch.shared_bytes
+            if launch.shared_bytes > 48 * 1024:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                self._cp.cuda.driver.funcSetAttribute(kernel.function.ptr, 8, launch.shared_bytes)
             kernel.function(
                 launch.grid,
                 launch.block,

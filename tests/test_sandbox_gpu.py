@@ -93,7 +93,7 @@ def test_adversarial_vadd_kernels_rejected(executor: LocalExecutor) -> None:
         adversarial("hardcoded_size"),
         honest,
     )
-    request = vadd_request(baseline, cands, sizes=(1, 4097), bench=1 << 16, budget=Budget(timeout_s=10.0))
+    request = vadd_request(baseline, cands, sizes=(1, 4097), bench=1 << 16, budget=Budget(timeout_s=8.0))
     r = by_id(executor.evaluate(request))
 
     def expect(cid: str, statuses: set[Status], text: str = "") -> None:
