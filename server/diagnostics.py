@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import re
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,20 +101,74 @@ def compile_options(settings: Settings, path: Path) -> tuple[str, ...]:
     return options
 
 
-def check(od: OpenDocument, settings: Settings) -> CheckResult:
+def nvrtc_check(text: str, path: str, arch: str, options: tuple[str, ...]) -> FileCheck | str:
+    """Compile every kernel of a file (in the compiler process); a string says why it could not."""
+    try:
+        return check_document(Document(text, path), arch=arch, options=options)
+    except CompilerUnavailable as exc:
+        return f"NVRTC is unavailable, compile diagnostics are off: {exc}"
+
+
+class CompilerProcess:
+    """NVRTC runs in one spawned process, so its memory and CPU time stay out of the server (whose
+    event loop must answer in milliseconds); the process exits after ``idle_s`` without work."""
+
+    def __init__(self, idle_s: float = 60.0) -> None:
+        self.idle_s = idle_s
+        self._lock = threading.Lock()
+        self._pool: ProcessPoolExecutor | None = None
+        self._busy = 0
+        self._last = time.monotonic()
+
+    def check(self, od: OpenDocument, settings: Settings) -> FileCheck | str:
+        with self._lock:
+            if self._pool is None:
+                ctx = multiprocessing.get_context("spawn")
+                self._pool = ProcessPoolExecutor(1, mp_context=ctx)
+            pool = self._pool
+            self._busy += 1
+        try:
+            options = compile_options(settings, od.path)
+            return pool.submit(nvrtc_check, od.text, str(od.path), settings.arch, options).result()
+        except BrokenProcessPool:
+            with self._lock:
+                if self._pool is pool:
+                    self._pool = None
+            return "the compiler process died; compile diagnostics resume on the next change"
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._last = time.monotonic()
+
+    def reap(self) -> None:
+        """Stop the process if it has been idle for ``idle_s``."""
+        with self._lock:
+            if self._pool is not None and not self._busy and time.monotonic() - self._last >= self.idle_s:
+                self._pool.shutdown(wait=False)
+                self._pool = None
+
+    @property
+    def alive(self) -> bool:
+        return self._pool is not None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+
+
+def check(od: OpenDocument, settings: Settings, compiler: CompilerProcess) -> CheckResult:
     """Everything we report for one version of a document (runs in a worker thread)."""
     doc = od.doc
     if doc is None:
         return CheckResult(od.uri, od.version, (), {})
     out: list[lsp.Diagnostic] = []
     resources: dict[str, Resources] = {}
-    try:
-        file_check: FileCheck | None = check_document(
-            doc, arch=settings.arch, options=compile_options(settings, od.path)
-        )
-    except CompilerUnavailable as exc:
-        log.warning("NVRTC is unavailable, compile diagnostics are off: %s", exc)
-        file_check = None
+    compiled = compiler.check(od, settings)
+    file_check = compiled if isinstance(compiled, FileCheck) else None
+    if isinstance(compiled, str):
+        log.warning("%s", compiled)
     for issue in doc.issues:
         severity = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning}.get(
             issue.severity, lsp.DiagnosticSeverity.Information
@@ -296,6 +354,7 @@ class Checker:
     def __init__(self, ls: CudaLanguageServer) -> None:
         self.ls = ls
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cuda-agent-check")
+        self.compiler = CompilerProcess()
         self.timers: dict[str, asyncio.TimerHandle] = {}
         self.running: set[str] = set()
         self.again: set[str] = set()
@@ -324,11 +383,13 @@ class Checker:
             self.again.add(uri)
             return
         self.running.add(uri)
-        future = self.ls.loop.run_in_executor(self.pool, check, od, self.ls.settings)
+        future = self.ls.loop.run_in_executor(self.pool, check, od, self.ls.settings, self.compiler)
         future.add_done_callback(lambda f: self._done(od, f))
 
     def _done(self, od: OpenDocument, future: asyncio.Future[CheckResult]) -> None:
         self.running.discard(od.uri)
+        if self.ls.loop is not None:
+            self.ls.loop.call_later(self.compiler.idle_s + 1, self.compiler.reap)
         if future.cancelled():
             return
         exc = future.exception()
@@ -360,6 +421,7 @@ class Checker:
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.compiler.close()
 
 
 def setup(ls: CudaLanguageServer) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -421,7 +423,12 @@ async def _pull_configuration(ls: CudaLanguageServer) -> bool:
 
 
 def serve(tcp: str | None = None) -> None:
-    """Run the server on stdio (or on ``HOST:PORT`` for debugging)."""
+    """Run the server on stdio (or on ``HOST:PORT`` for debugging).
+
+    On stdio, LSP gets a private duplicate of the stdout descriptor and descriptor 1 becomes
+    stderr: a stray print here, or in any process the server spawns (compiler, GPU workers), can
+    never corrupt the protocol stream.
+    """
     ls = create_server()
     install_logging(ls)
     try:
@@ -429,6 +436,9 @@ def serve(tcp: str | None = None) -> None:
             host, _, port = tcp.rpartition(":")
             ls.start_tcp(host or "127.0.0.1", int(port))
         else:
-            ls.start_io()
+            lsp_out = os.fdopen(os.dup(1), "wb", buffering=0)
+            os.dup2(2, 1)
+            sys.stdout = sys.stderr
+            ls.start_io(sys.stdin.buffer, lsp_out)
     finally:
         ls.stop()

@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -38,6 +39,7 @@ from pygls.uris import to_fs_path
 
 from agent import loop
 from agent.source import Document
+from sandbox.compiler import CompilePool
 from sandbox.contract import Budget, CandidateResult, EvalOptions, EvalRequest, Tolerance, to_dict
 from sandbox.executor import Executor, ExecutorError
 from server.lsp import CudaLanguageServer, OpenDocument
@@ -195,20 +197,20 @@ def make_executor(settings: ExecutorSettings) -> Executor:
     return LocalExecutor((settings.gpu,))
 
 
-def make_proposer(settings: Settings) -> loop.Proposer:
+def make_proposer(settings: Settings, compiler: Callable[[], CompilePool]) -> loop.Proposer:
+    """The proposer the settings name; the LLM's ``compile`` tool uses ``compiler()``."""
     p = settings.proposer
     if p.kind == "llm":
         from agent.llm import LLMProposer, LLMSettings
 
         kind, _, where = p.api_key.source.partition(":")
-        return LLMProposer(
-            LLMSettings.from_env(
-                base_url=p.endpoint or None,
-                model=p.model or None,
-                api_key_env=where if kind == "env" else None,
-                api_key_file=where if kind == "file" else None,
-            )
+        llm = LLMSettings.from_env(
+            base_url=p.endpoint or None,
+            model=p.model or None,
+            api_key_env=where if kind == "env" else None,
+            api_key_file=where if kind == "file" else None,
         )
+        return LLMProposer(llm, compiler=compiler())
     from agent.builtin import BuiltinProposer
 
     return BuiltinProposer()
@@ -239,6 +241,14 @@ class Runs:
         self.device = ""
         self._lock = threading.Lock()
         self._executor: tuple[ExecutorSettings, Executor] | None = None
+        self._compiler: CompilePool | None = None
+
+    def compiler(self) -> CompilePool:
+        """The CPU compile pool LLM proposers compile drafts in (made on first use, kept)."""
+        with self._lock:
+            if self._compiler is None:
+                self._compiler = CompilePool(workers=2)
+            return self._compiler
 
     def executor(self, settings: ExecutorSettings) -> Executor:
         """The executor for ``settings``, made on first use and kept (call from a worker thread)."""
@@ -287,6 +297,9 @@ class Runs:
             if self._executor is not None:
                 self._executor[1].close()
                 self._executor = None
+            if self._compiler is not None:
+                self._compiler.close()
+                self._compiler = None
 
 
 class Progress:
@@ -373,7 +386,7 @@ async def run_optimize(ls: CudaLanguageServer, od: OpenDocument, kernel: str) ->
 
     def work() -> loop.OptimizeResult:
         executor = runs.executor(settings.executor)
-        proposer = make_proposer(settings)
+        proposer = make_proposer(settings, runs.compiler)
         b = settings.budget
         budget = loop.OptimizeBudget(
             wall_s=b.seconds,
