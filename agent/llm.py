@@ -524,7 +524,8 @@ class _Conversation:
 
 class LLMProposer(Proposer):
     """Proposals from an LLM (see the module docstring).  ``compiler`` (a
-    :class:`sandbox.compiler.CompilePool`) enables the ``compile`` tool."""
+    :class:`sandbox.compiler.CompilePool`) enables the ``compile`` tool; :meth:`close` closes it
+    and the chat client."""
 
     def __init__(
         self, settings: LLMSettings, client: ChatClient | None = None, compiler: CompilePool | None = None
@@ -545,6 +546,8 @@ class LLMProposer(Proposer):
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
+        if self._compiler is not None:
+            self._compiler.close()
 
     # ------------------------------------------------------------------ Proposer
 

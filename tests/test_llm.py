@@ -247,12 +247,8 @@ def test_the_compile_tool_uses_the_sandbox_compile_pool() -> None:
         Call((("compile", {"code": variant(T, "ok")}),)),
         Say("done"),
     ]
-    pool = CompilePool(workers=1)
-    try:
-        with ScriptedLLM(script) as server:
-            run(settings(server), compiler=pool)
-    finally:
-        pool.close()
+    with ScriptedLLM(script) as server:
+        run(settings(server), compiler=CompilePool(workers=1))  # closed with the proposer
     assert "compile" in {t["function"]["name"] for t in server.requests[0].body["tools"]}
     failed, ok = last(server, 1)["content"], last(server, 2)["content"]
     assert failed.startswith("Compilation failed") and "undefined_name" in failed
