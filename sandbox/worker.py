@@ -53,6 +53,7 @@ from sandbox.contract import (
     EvalResult,
     KernelSource,
     Launch,
+    Problem,
     Progress,
     Status,
 )
@@ -361,6 +362,28 @@ class LocalExecutor(Executor):
         for w in self._workers:
             w.close()
         self._pool.close()
+
+
+def bench_request(
+    kernel: KernelSource,
+    problem: Problem,
+    *,
+    seeds: tuple[int, ...] = (1, 2, 3),
+    budget: Budget | None = None,
+    request_id: str = "bench",
+) -> EvalRequest:
+    """The sandbox half of ``cuda-agent bench``: ``kernel`` checked against itself on ``problem``
+    (guards, inputs untouched, run-twice determinism, 3 seeds) and timed alone, L2 flushed.
+    The result's ``baseline`` holds the timing, GB/s, GFLOP/s and % of the device's ceilings."""
+    return EvalRequest(
+        id=request_id,
+        baseline=kernel,
+        candidates=(),
+        verify_problems=(),
+        bench_problem=problem,
+        seeds=seeds,
+        budget=budget or Budget(),
+    )
 
 
 class _Evaluation:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_fakes import kernel_file, vadd_request
+from sandbox_fakes import kernel_file, vadd_problem, vadd_request
 
 from sandbox.contract import (
     ArgSpec,
@@ -21,7 +21,7 @@ from sandbox.contract import (
     Problem,
     Status,
 )
-from sandbox.worker import LocalExecutor
+from sandbox.worker import LocalExecutor, bench_request
 
 pytestmark = pytest.mark.gpu
 
@@ -172,6 +172,13 @@ def test_memory_cap_is_enforced(executor: LocalExecutor) -> None:
     )
     result = executor.evaluate(request)
     assert result.baseline.status == Status.LAUNCH_ERROR and "memory cap" in result.baseline.message
+
+
+def test_bench_request_times_the_kernel_alone(executor: LocalExecutor) -> None:
+    result = executor.evaluate(bench_request(kernel_file(HONEST / "vadd.cu", "vadd"), vadd_problem(1 << 24)))
+    b = result.baseline
+    assert b.status == Status.OK and b.timing is not None and len(b.checks) == 3
+    assert b.achieved_gbps > 100 and 0 < b.pct_peak_bandwidth < 110
 
 
 def test_template_kernel_by_name_expression(executor: LocalExecutor) -> None:
