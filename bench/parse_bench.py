@@ -138,7 +138,8 @@ def main() -> None:
     out = Path(args.out)
     # one run per machine: re-running on a machine replaces its entry, other machines' runs stay
     runs = json.loads(out.read_text(encoding="utf-8"))["runs"] if out.exists() else []
-    runs = [r for r in runs if r["machine"]["node"] != result["machine"]["node"]] + [result]
+    same = ("node", "platform")
+    runs = [r for r in runs if any(r["machine"][k] != result["machine"][k] for k in same)] + [result]
     out.write_text(json.dumps({"runs": runs}, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(files, indent=2))
 
