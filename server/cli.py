@@ -516,12 +516,66 @@ def _optimize_json(
 @cli.command()
 @click.argument("directory")
 @click.option("--budget", default="60s", show_default=True, help="Budget per kernel (see optimize).")
+@click.option("--seed", default=0, show_default=True, help="Random seed (runs are reproducible).")
+@click.option("--gpu", default=0, show_default=True, help="GPU index.")
 @json_option
-def suite(directory: str, budget: str, as_json: bool) -> None:
+def suite(directory: str, budget: str, seed: int, gpu: int, as_json: bool) -> None:
     """Optimize every kernel with a spec in DIRECTORY and print a table with fast_1, fast_1.5, geomean."""
-    if not Path(directory).is_dir():
+    from dataclasses import asdict
+
+    from agent import loop
+    from agent.suite import SuiteEntry, find_targets, run_suite, summarize
+    from sandbox.executor import ExecutorError
+
+    root = Path(directory)
+    if not root.is_dir():
         raise UserError(f"{directory}: no such directory")
-    not_built("suite")
+    try:
+        limits = loop.parse_budget(budget)
+    except ValueError as exc:
+        raise UserError(f"--budget {budget}: {exc}") from exc
+    if next(find_targets(root), None) is None:
+        raise UserError(f"{directory}: no kernel with a `// @cuda-agent` spec in its .cu/.cuh files")
+
+    def progress(e: SuiteEntry) -> None:
+        if not as_json:
+            click.echo(f"  {Path(e.file).name} {e.kernel}: {e.status} {e.speedup:.2f}x", err=True)
+
+    try:
+        with _make_executor(gpu) as executor:
+            device = executor.device_info().name
+            entries = run_suite(root, executor, budget=limits, seed=seed, on_entry=progress)
+    except ExecutorError as exc:
+        raise JobFailed(str(exc)) from exc
+    summary = summarize(entries)
+    if as_json:
+        emit_json(
+            {
+                "directory": str(root),
+                "device": device,
+                "budget": budget,
+                "seed": seed,
+                "kernels": [asdict(e) for e in entries],
+                "summary": asdict(summary),
+            }
+        )
+        return
+    header = f"{'kernel':<28} {'status':<15} {'speedup':>22} {'% peak before':>14} {'% peak after':>13}"
+    click.echo(f"{root} on {device}, budget {budget} per kernel, seed {seed}")
+    click.echo(header)
+    for e in entries:
+        name = f"{Path(e.file).stem}:{e.kernel}" if Path(e.file).stem != e.kernel else e.kernel
+        spread = f"{e.speedup:.2f}x [{e.speedup_low:.2f}-{e.speedup_high:.2f}]" if e.status != "error" else "-"
+        click.echo(
+            f"{name[:28]:<28} {e.status:<15} {spread:>22} {e.pct_peak_before:>13.0f}% {e.pct_peak_after:>12.0f}%"
+        )
+    click.echo(
+        f"fast_1 {summary.fast_1:.0%}  fast_1.5 {summary.fast_1_5:.0%}  geomean {summary.geomean:.2f}x  "
+        f"({summary.improved}/{summary.kernels} improved, {summary.errors} not run)"
+    )
+    for e in entries:
+        if e.status == "error" or e.status == loop.Outcome.BASELINE_FAILED.value:
+            click.echo(f"  {e.kernel}: {e.description}")
 
 
 @cli.command()

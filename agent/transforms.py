@@ -1,0 +1,999 @@
+"""Source transformations of the built-in optimizer: each a small unit that rewrites one kernel.
+
+A :class:`Subject` is a kernel definition (its text, as in :attr:`agent.loop.Target.definition`),
+its spec, and what earlier transformations changed (launch configuration, assumptions).  A
+transformation's :meth:`Transform.apply` returns a :class:`Rewrite` (new definition text, and
+optionally a :class:`~agent.loop.LaunchChange` in the spec's vocabulary) or :class:`NotApplicable`
+with the reason.  ``subject.then(rewrite)`` chains them, so the search in :mod:`agent.builtin`
+composes any sequence.
+
+Patterns are recognised on the tree-sitter AST of the kernel body (the naive forms of
+``bench/kernels/`` and typical user code).  Correctness is decided by the sandbox, which verifies
+every candidate against the original; the transformations only refuse what they cannot do right.
+
+========================  ===========================================================================
+transformation            applies when
+========================  ===========================================================================
+:class:`BlockSize`        the spec's grid is written over ``block`` and the kernel has no static
+                          ``__shared__`` arrays or ``__launch_bounds__`` sized for the written block
+:class:`RestrictConst`    an array parameter lacks ``__restrict__`` (or ``const`` while the spec
+                          says ``in``); assumes the arrays never alias
+:class:`ReadOnlyLoads`    the kernel reads an ``in`` array of a type ``__ldg`` loads
+:class:`GridStride`       the body is ``i = global index; if (i < N) ...``: a grid-stride loop, the
+                          grid shrunk by the coarsening factor
+:class:`Vectorize`        as GridStride, and arrays indexed by ``i`` alone share one element size:
+                          8/16-byte loads and stores, a runtime alignment check, a scalar tail
+:class:`Unroll`           the body has ``for`` loops without a pragma
+:class:`LaunchBounds`     the block size is a constant and the kernel has no ``__launch_bounds__``
+:class:`WarpReduction`    a shared-memory tree reduction ``for (s = ...; s > 0; s >>= 1)``: its last
+                          five steps become warp shuffles
+:class:`TiledTranspose`   ``out[x * H + y] = in[y * W + x]`` over a 2-D grid: a 32x32 shared tile
+:class:`FastMath`         single-precision ``expf``/``logf``/``sinf``/... or a division by a float
+                          expression with a float-literal operand
+========================  ===========================================================================
+"""
+
+from __future__ import annotations
+
+import abc
+import ast
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import tree_sitter
+
+from agent.loop import LaunchChange
+from agent.source import Document, Kernel
+from agent.spec import ArraySpec, KernelSpec, ScalarSpec, canonical_dtype, dtype_bytes, evaluate
+
+Node = tree_sitter.Node
+
+# --------------------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A kernel definition under rewrite: its text, its spec, and what has been changed so far."""
+
+    code: str
+    spec: KernelSpec
+    launch: LaunchChange = field(default_factory=LaunchChange)
+    assumptions: tuple[str, ...] = ()
+    applied: tuple[str, ...] = ()  # descriptions of the rewrites so far
+
+    @cached_property
+    def doc(self) -> Document:
+        return Document(self.code)
+
+    @cached_property
+    def kernel(self) -> Kernel:
+        if not self.doc.kernels:
+            raise ValueError("the code holds no __global__ kernel")
+        return self.doc.kernels[-1]
+
+    @cached_property
+    def body(self) -> Node | None:
+        span = self.kernel.body_span
+        if span is None:
+            return None
+        return self.doc.tree.root_node.named_descendant_for_byte_range(span.start_byte, span.end_byte)
+
+    @property
+    def block(self) -> tuple[str, ...]:
+        """The block dimensions in force (the spec's, or the last launch change's)."""
+        return _dims(self.launch.block) if self.launch.block else self.spec.block
+
+    @property
+    def grid(self) -> tuple[str, ...]:
+        return _dims(self.launch.grid) if self.launch.grid else self.spec.grid
+
+    def arrays(self) -> dict[str, ArraySpec]:
+        """The spec's arrays that are parameters of the kernel (pointer parameters), by name."""
+        params = {p.name for p in self.kernel.params if p.pointer == 1}
+        return {a.name: a for a in self.spec.args if isinstance(a, ArraySpec) and a.name in params}
+
+    def then(self, rewrite: Rewrite) -> Subject:
+        """This subject with ``rewrite`` applied (launch changes merge, later fields win)."""
+        new = rewrite.launch or LaunchChange()
+        launch = LaunchChange(
+            grid=new.grid or self.launch.grid,
+            block=new.block or self.launch.block,
+            shared=new.shared or self.launch.shared,
+        )
+        extra = tuple(a for a in rewrite.assumptions if a not in self.assumptions)
+        return Subject(
+            rewrite.code, self.spec, launch, self.assumptions + extra, (*self.applied, rewrite.description)
+        )
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    code: str
+    description: str
+    launch: LaunchChange | None = None
+    assumptions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    reason: str
+
+
+Outcome = Rewrite | NotApplicable
+
+
+class Transform(abc.ABC):
+    """One transformation with its parameters (a frozen dataclass); ``family`` groups the variants
+    the search treats as one arm."""
+
+    family: str = ""
+
+    @abc.abstractmethod
+    def apply(self, subject: Subject) -> Outcome: ...
+
+
+# --------------------------------------------------------------------------------------- helpers
+
+
+def _dims(text: str) -> tuple[str, ...]:
+    tree = ast.parse(text.strip(), mode="eval").body
+    parts = tree.elts if isinstance(tree, ast.Tuple) else [tree]
+    return tuple(ast.unparse(p) for p in parts)
+
+
+def _render_dims(dims: tuple[str, ...]) -> str:
+    return dims[0] if len(dims) == 1 else "(" + ", ".join(dims) + ")"
+
+
+def _text(subject: Subject, node: Node) -> str:
+    return subject.doc.node_text(node)
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def _walk(node: Node) -> Iterator[Node]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def _statements(node: Node) -> list[Node]:
+    """The statements of a compound statement (or the single statement itself), comments skipped."""
+    if node.type == "compound_statement":
+        return [c for c in node.named_children if c.type != "comment"]
+    return [node]
+
+
+def _rebuild(subject: Subject, node: Node, replace_fn: Callable[[Node], str | None]) -> str:
+    """``node``'s text with every subtree for which ``replace_fn`` answers a string replaced by it
+    (outermost first; a replacement may itself call :func:`_rebuild` on children)."""
+    data = subject.doc.data
+    out: list[bytes] = []
+    pos = node.start_byte
+
+    def visit(n: Node) -> None:
+        nonlocal pos
+        new = replace_fn(n) if n is not node else None
+        if new is not None:
+            out.append(data[pos : n.start_byte])
+            out.append(new.encode())
+            pos = n.end_byte
+            return
+        for c in n.children:
+            visit(c)
+
+    visit(node)
+    out.append(data[pos : node.end_byte])
+    return b"".join(out).decode("utf-8", errors="replace")
+
+
+def _splice(code: str, edits: list[tuple[int, int, str]], data: bytes) -> str:
+    """Apply (start_byte, end_byte, text) edits to ``data`` (the UTF-8 of ``code``)."""
+    out, pos = [], 0
+    for start, end, text in sorted(edits):
+        out += [data[pos:start], text.encode()]
+        pos = end
+    out.append(data[pos:])
+    return b"".join(out).decode("utf-8", errors="replace")
+
+
+def _uses(subject: Subject, node: Node, name: str) -> bool:
+    return any(n.type == "identifier" and _text(subject, n) == name for n in _walk(node))
+
+
+def _indent(subject: Subject, node: Node) -> str:
+    line = subject.doc.line_bytes(node.start_point.row).decode("utf-8", errors="replace")
+    return line[: len(line) - len(line.lstrip())]
+
+
+_GLOBAL_X = {
+    "blockIdx.x*blockDim.x+threadIdx.x",
+    "blockDim.x*blockIdx.x+threadIdx.x",
+    "threadIdx.x+blockIdx.x*blockDim.x",
+    "threadIdx.x+blockDim.x*blockIdx.x",
+}
+_CAST = re.compile(r"\((?:unsigned|signed|int|long|size_t|int64_t|uint64_t|unsigned int|longlong)\)")
+
+
+def _index_kind(text: str) -> str:
+    """``x``/``y`` when ``text`` is the global thread index along that axis (casts allowed)."""
+    t = _CAST.sub("", _squash(text).replace("longlong", "longlong"))
+    t = re.sub(r"\((\w+\.\w)\)", r"\1", t)
+    for axis in "xy":
+        if t in {f.replace(".x", "." + axis) for f in _GLOBAL_X}:
+            return axis
+    return ""
+
+
+def _block_names(expr: str) -> bool:
+    tree = ast.parse(expr, mode="eval")
+    return any(isinstance(n, ast.Name) and n.id.startswith("block") for n in ast.walk(tree))
+
+
+class _Scale(ast.NodeTransformer):
+    """Replace ``block``/``block_x`` by ``(block * factor)`` in a spec expression."""
+
+    def __init__(self, factor: int) -> None:
+        self.factor = factor
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in ("block", "block_x"):
+            return ast.BinOp(ast.Name(node.id), ast.Mult(), ast.Constant(self.factor))
+        return node
+
+
+def _static_shared(subject: Subject) -> bool:
+    body = subject.body
+    return body is not None and any(
+        n.type == "declaration"
+        and "__shared__" in _text(subject, n)
+        and "extern" not in _text(subject, n)
+        and "[" in _text(subject, n)
+        for n in _walk(body)
+    )
+
+
+def _constant_block(subject: Subject) -> int | None:
+    """Threads per block when every block dimension is a constant."""
+    total = 1
+    for d in subject.block:
+        try:
+            v = evaluate(d, {})
+        except ValueError:
+            return None
+        if not isinstance(v, int) or v <= 0:
+            return None
+        total *= v
+    return total
+
+
+# --------------------------------------------------------------------------------------- launch
+
+
+@dataclass(frozen=True)
+class BlockSize(Transform):
+    """Launch with another block size, through the spec's ``block`` (the grid follows it)."""
+
+    block: tuple[int, ...]
+    family = "block"
+
+    def apply(self, subject: Subject) -> Outcome:
+        if not any(_block_names(g) for g in subject.grid):
+            return NotApplicable("the grid is not written over `block`, so it would not follow a new block")
+        if len(self.block) != len(subject.block):
+            return NotApplicable(f"the kernel is launched with {len(subject.block)}-D blocks")
+        if _static_shared(subject):
+            return NotApplicable("static __shared__ arrays are sized for the written block")
+        if subject.kernel.launch_bounds is not None:
+            return NotApplicable("__launch_bounds__ fixes the block size")
+        block = _render_dims(tuple(str(b) for b in self.block))
+        if block == _render_dims(subject.block):
+            return NotApplicable(f"the block is already {block}")
+        return Rewrite(subject.code, f"block {block}", LaunchChange(block=block))
+
+
+@dataclass(frozen=True)
+class LaunchBounds(Transform):
+    """``__launch_bounds__(threads)`` for the block size in force, so ptxas budgets registers for it."""
+
+    min_blocks: int = 0
+    family = "bounds"
+
+    def apply(self, subject: Subject) -> Outcome:
+        k = subject.kernel
+        if k.launch_bounds is not None:
+            return NotApplicable("the kernel already has __launch_bounds__")
+        threads = _constant_block(subject)
+        if threads is None:
+            return NotApplicable("the block size is not a constant")
+        arg = f"{threads}, {self.min_blocks}" if self.min_blocks else str(threads)
+        code = _splice(
+            subject.code,
+            [(k.name_span.start_byte, k.name_span.start_byte, f"__launch_bounds__({arg}) ")],
+            subject.doc.data,
+        )
+        return Rewrite(code, f"__launch_bounds__({arg})")
+
+
+# --------------------------------------------------------------------------------------- pointers
+
+
+@dataclass(frozen=True)
+class RestrictConst(Transform):
+    """``__restrict__`` on every array parameter, ``const`` on the ones the spec reads only."""
+
+    family = "restrict"
+
+    def apply(self, subject: Subject) -> Outcome:
+        arrays = subject.arrays()
+        edits: list[tuple[int, int, str]] = []
+        for p in subject.kernel.params:
+            a = arrays.get(p.name)
+            if a is None or p.reference:
+                continue
+            const = p.const or a.role == "in"
+            if p.restrict and const == p.const:
+                continue
+            text = f"{'const ' if const else ''}{p.base_type}* __restrict__ {p.name}"
+            edits.append((p.span.start_byte, p.span.end_byte, text))
+        if not edits:
+            return NotApplicable("every array parameter is already __restrict__ (and const where read-only)")
+        names = list(arrays)
+        assumption = (
+            f"{', '.join(names[:-1])} and {names[-1]} never alias"
+            if len(names) > 1
+            else f"{names[0]} is not aliased"
+        )
+        code = _splice(subject.code, edits, subject.doc.data)
+        return Rewrite(code, "__restrict__/const pointers", assumptions=(assumption,))
+
+
+_LDG_TYPES = frozenset(
+    {"float", "double", "int", "unsigned int", "unsigned", "long long", "unsigned long long", "short", "char"}
+    | {f"{t}{n}" for t in ("float", "int", "uint") for n in (2, 4)}
+    | {"double2", "longlong2"}
+)
+
+
+def _subscript_base(subject: Subject, node: Node) -> str:
+    """The array a subscript reads: ``a`` for ``a[i]`` and ``reinterpret_cast<const float4*>(a)[v]``."""
+    arg = node.child_by_field_name("argument")
+    if arg is None:
+        return ""
+    if arg.type == "identifier":
+        return _text(subject, arg)
+    if arg.type == "call_expression" and "reinterpret_cast" in _text(subject, arg):
+        args = arg.child_by_field_name("arguments")
+        inner = args.named_children if args is not None else []
+        if len(inner) == 1 and inner[0].type == "identifier":
+            return _text(subject, inner[0])
+    return ""
+
+
+def _written(node: Node) -> bool:
+    p = node.parent
+    if p is None:
+        return False
+    if p.type == "assignment_expression" and p.child_by_field_name("left") == node:
+        return True
+    if p.type == "update_expression":
+        return True
+    return p.type == "pointer_expression" and p.children[0].type == "&"
+
+
+@dataclass(frozen=True)
+class ReadOnlyLoads(Transform):
+    """Loads of ``in`` arrays through the read-only data cache: ``a[i]`` -> ``__ldg(&a[i])``."""
+
+    family = "ldg"
+
+    def apply(self, subject: Subject) -> Outcome:
+        body = subject.body
+        if body is None:
+            return NotApplicable("the kernel has no body")
+        inputs = {
+            p.name
+            for p in subject.kernel.params
+            if p.pointer == 1
+            and subject.arrays().get(p.name, ArraySpec("", "out", "", "")).role == "in"
+            and " ".join(p.base_type.split()) in _LDG_TYPES
+        }
+        if not inputs:
+            return NotApplicable("no `in` array of a type __ldg loads")
+        count = 0
+
+        def sub(n: Node) -> str | None:
+            nonlocal count
+            if n.type == "subscript_expression" and _subscript_base(subject, n) in inputs and not _written(n):
+                count += 1
+                return f"__ldg(&{_rebuild(subject, n, sub)})"
+            if n.type == "call_expression" and _text(subject, n).startswith("__ldg"):
+                return _text(subject, n)
+            return None
+
+        new_body = _rebuild(subject, body, sub)
+        if not count:
+            return NotApplicable("no plain loads of `in` arrays")
+        code = _splice(subject.code, [(body.start_byte, body.end_byte, new_body)], subject.doc.data)
+        return Rewrite(code, f"__ldg on {count} load(s)")
+
+
+# --------------------------------------------------------------------------------------- elementwise
+
+
+@dataclass(frozen=True)
+class _Elementwise:
+    """``T i = global index; [declarations;] if (i < BOUND) BODY`` or ``if (i >= BOUND) return; BODY``."""
+
+    index: str
+    index_type: str
+    bound: str
+    prelude: tuple[Node, ...]
+    body: tuple[Node, ...]
+
+
+def _elementwise(subject: Subject) -> _Elementwise | NotApplicable:
+    if subject.body is None:
+        return NotApplicable("the kernel has no body")
+    stmts = _statements(subject.body)
+    index = index_type = ""
+    prelude: list[Node] = []
+    for k, s in enumerate(stmts):
+        if not index:
+            decl = s.child_by_field_name("declarator") if s.type == "declaration" else None
+            value = decl.child_by_field_name("value") if decl is not None else None
+            name = decl.child_by_field_name("declarator") if decl is not None else None
+            if value is not None and name is not None and _index_kind(_text(subject, value)) == "x":
+                index = _text(subject, name)
+                t = s.child_by_field_name("type")
+                index_type = _text(subject, t) if t is not None else "int"
+                if index_type == "auto":
+                    index_type = "long long"
+                continue
+            if s.type != "declaration" or "__shared__" in _text(subject, s):
+                break
+            prelude.append(s)
+            continue
+        if s.type == "if_statement" and s.child_by_field_name("alternative") is None:
+            cond = s.child_by_field_name("condition")
+            value = cond.named_children[0] if cond is not None and cond.named_children else None
+            if value is None or value.type != "binary_expression":
+                break
+            left, right = value.child_by_field_name("left"), value.child_by_field_name("right")
+            op = _text(subject, value.child_by_field_name("operator") or value.children[1])
+            if left is None or right is None:
+                break
+            conseq = s.child_by_field_name("consequence")
+            if conseq is None:
+                break
+            lt, rt = _text(subject, left), _text(subject, right)
+            if (op, lt) == ("<", index) or (op, rt) == (">", index):
+                bound, rest = (rt if lt == index else lt), stmts[k + 1 :]
+                if rest:
+                    return NotApplicable("statements follow the bounds check")
+                return _check_body(subject, index, index_type, bound, prelude, _statements(conseq))
+            if (op, lt) == (">=", index) and _text(subject, conseq).replace(" ", "") == "return;":
+                return _check_body(subject, index, index_type, rt, prelude, stmts[k + 1 :])
+            break
+        if s.type == "declaration" and not _uses(subject, s, index) and "__shared__" not in _text(subject, s):
+            prelude.append(s)
+            continue
+        break
+    if not index:
+        return NotApplicable("no `i = blockIdx.x * blockDim.x + threadIdx.x` index")
+    return NotApplicable(f"the body is not `if ({index} < N) ...` (one element per thread)")
+
+
+_FORBIDDEN = re.compile(
+    r"\b(return|goto|break|continue|__syncthreads|__shared__|threadIdx|blockIdx|blockDim|gridDim)\b"
+)
+
+
+def _check_body(
+    subject: Subject, index: str, index_type: str, bound: str, prelude: list[Node], body: list[Node]
+) -> _Elementwise | NotApplicable:
+    if _FORBIDDEN.search(" ".join(_text(subject, s) for s in body)) or not body:
+        return NotApplicable("the per-element body uses the thread's position or synchronises")
+    if re.search(rf"\b{re.escape(index)}\b", bound):
+        return NotApplicable("the bound depends on the index")
+    for s in body:
+        for n in _walk(s):
+            if n.type in ("assignment_expression", "update_expression"):
+                target = n.child_by_field_name("left") or n.child_by_field_name("argument")
+                if target is not None and _text(subject, target) == index:
+                    return NotApplicable(f"the body assigns to {index}")
+    t = " ".join(w for w in index_type.split() if w != "const")
+    return _Elementwise(index, t, bound, tuple(prelude), tuple(body))
+
+
+def _grid_for(subject: Subject, factor: int) -> LaunchChange | NotApplicable:
+    grid = subject.grid
+    if len(grid) != 1 or not _block_names(grid[0]):
+        return NotApplicable("the grid is not 1-D and written over `block`, so it cannot shrink")
+    tree = _Scale(factor).visit(ast.parse(grid[0], mode="eval"))
+    return LaunchChange(grid=ast.unparse(ast.fix_missing_locations(tree)))
+
+
+def _emit_elementwise(subject: Subject, ew: _Elementwise, head: str, vector_part: str) -> str:
+    k = subject.kernel
+    assert k.body_span is not None
+    pad = "    "
+    prelude = "".join(f"{pad}{_text(subject, s)}\n" for s in ew.prelude)
+    scalar = "".join(f"{pad * 2}{_text(subject, s)}\n" for s in ew.body)
+    body = (
+        "{\n"
+        f"{pad}// cuda-agent: {head}\n"
+        f"{prelude}"
+        f"{pad}const long long ca_n = (long long)({ew.bound});\n"
+        f"{pad}const long long ca_stride = (long long)gridDim.x * blockDim.x;\n"
+        f"{pad}const long long ca_first = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+        f"{pad}long long ca_done = 0;\n"
+        f"{vector_part}"
+        f"{pad}for (long long ca_j = ca_done + ca_first; ca_j < ca_n; ca_j += ca_stride) {{\n"
+        f"{pad * 2}const {ew.index_type} {ew.index} = ({ew.index_type})ca_j;\n"
+        f"{scalar}"
+        f"{pad}}}\n"
+        "}"
+    )
+    return _splice(subject.code, [(k.body_span.start_byte, k.body_span.end_byte, body)], subject.doc.data)
+
+
+@dataclass(frozen=True)
+class GridStride(Transform):
+    """One element per thread -> a grid-stride loop; the grid shrinks by ``coarsen`` (each thread
+    handles that many elements, strided by the grid so accesses stay coalesced)."""
+
+    coarsen: int = 4
+    family = "shape"
+
+    def apply(self, subject: Subject) -> Outcome:
+        ew = _elementwise(subject)
+        if isinstance(ew, NotApplicable):
+            return ew
+        launch = _grid_for(subject, self.coarsen)
+        if isinstance(launch, NotApplicable):
+            return launch
+        code = _emit_elementwise(subject, ew, f"grid-stride loop, grid / {self.coarsen}", "")
+        return Rewrite(code, f"grid-stride loop (x{self.coarsen} per thread)", launch)
+
+
+_VECTOR_TYPES = {
+    ("float", 8): "float2",
+    ("float", 16): "float4",
+    ("int", 8): "int2",
+    ("int", 16): "int4",
+    ("unsigned int", 8): "uint2",
+    ("unsigned int", 16): "uint4",
+    ("unsigned", 8): "uint2",
+    ("unsigned", 16): "uint4",
+    ("double", 16): "double2",
+    ("long long", 16): "longlong2",
+}
+
+
+@dataclass(frozen=True)
+class Vectorize(Transform):
+    """Elementwise kernel -> ``width``-byte loads/stores of the arrays indexed by ``i`` alone, in a
+    grid-stride loop (grid / (lanes * coarsen)).  A runtime check sends misaligned pointers down the
+    scalar path, which also handles the tail."""
+
+    width: int = 16
+    coarsen: int = 1
+    family = "shape"
+
+    def apply(self, subject: Subject) -> Outcome:
+        ew = _elementwise(subject)
+        if isinstance(ew, NotApplicable):
+            return ew
+        params = {p.name: p for p in subject.kernel.params}
+        arrays = subject.arrays()
+        uses: dict[str, list[Node]] = {}
+        plain: set[str] = set()
+        for s in ew.body:
+            for n in _walk(s):
+                if n.type == "identifier" and _text(subject, n) in arrays:
+                    name = _text(subject, n)
+                    p = n.parent
+                    idx = p.child_by_field_name("indices") if p is not None else None
+                    if (
+                        p is not None
+                        and p.type == "subscript_expression"
+                        and p.child_by_field_name("argument") == n
+                        and idx is not None
+                        and _squash(_text(subject, idx)) == f"[{ew.index}]"
+                    ):
+                        uses.setdefault(name, []).append(p)
+                    else:
+                        plain.add(name)
+        lanes_of: dict[str, tuple[str, str]] = {}
+        for name in uses:
+            if name in plain:
+                continue
+            base = " ".join(params[name].base_type.split())
+            vt = _VECTOR_TYPES.get((base, self.width))
+            dtype = canonical_dtype(base)
+            if vt is None or dtype is None:
+                continue
+            lanes_of[name] = (base, vt)
+        if not lanes_of:
+            return NotApplicable(
+                f"no array indexed by `{ew.index}` alone has a {self.width}-byte vector type"
+            )
+        sizes = {dtype_bytes(canonical_dtype(b) or "float32") for b, _ in lanes_of.values()}
+        if len(sizes) != 1:
+            return NotApplicable("the arrays indexed by the element have different element sizes")
+        lanes = self.width // sizes.pop()
+        launch = _grid_for(subject, lanes * self.coarsen)
+        if isinstance(launch, NotApplicable):
+            return launch
+        written = {name for name in lanes_of if any(_written(u) for u in uses[name])}
+        unconditional = {
+            _text(subject, left.child_by_field_name("argument") or left)
+            for s in ew.body
+            if s.type == "expression_statement"
+            and s.named_children
+            and s.named_children[0].type == "assignment_expression"
+            and (left := s.named_children[0].child_by_field_name("left")) is not None
+            and left.type == "subscript_expression"
+            and s.named_children[0].children[1].type == "="
+        }
+        pad = "    "
+        lines: list[str] = []
+        for name, (base, vt) in lanes_of.items():
+            role = arrays[name].role
+            load = role != "out" or name not in unconditional
+            cast_const = "const " if name not in written else ""
+            if load:
+                lines.append(
+                    f"{pad * 3}{cast_const}{vt} ca_{name}_vec = reinterpret_cast<const {vt}*>({name})[ca_v];"
+                )
+            else:
+                lines.append(f"{pad * 3}{vt} ca_{name}_vec;")
+            lines.append(
+                f"{pad * 3}{cast_const}{base}* ca_{name} = reinterpret_cast<{cast_const}{base}*>(&ca_{name}_vec);"
+            )
+        stores = [
+            f"{pad * 3}reinterpret_cast<{vt}*>({n})[ca_v] = ca_{n}_vec;"
+            for n, (_, vt) in lanes_of.items()
+            if n in written
+        ]
+
+        def lane(n: Node) -> str | None:
+            if n.type == "subscript_expression" and any(n == u for name in lanes_of for u in uses[name]):
+                return f"ca_{_subscript_base(subject, n)}[ca_k]"
+            return None
+
+        lane_body = "".join(f"{pad * 4}{_rebuild(subject, s, lane)}\n" for s in ew.body)
+        lane_index = (
+            f"{pad * 4}const {ew.index_type} {ew.index} = ({ew.index_type})(ca_v * {lanes} + ca_k);\n"
+            if re.search(rf"\b{re.escape(ew.index)}\b", lane_body)
+            else ""
+        )
+        aligned = " | ".join(f"reinterpret_cast<unsigned long long>({n})" for n in lanes_of)
+        vector_part = (
+            f"{pad}if ((({aligned}) % {self.width}) == 0) {{\n"
+            f"{pad * 2}const long long ca_nv = ca_n / {lanes};\n"
+            f"{pad * 2}for (long long ca_v = ca_first; ca_v < ca_nv; ca_v += ca_stride) {{\n"
+            + "".join(f"{x}\n" for x in lines)
+            + f"{pad * 3}#pragma unroll\n"
+            f"{pad * 3}for (int ca_k = 0; ca_k < {lanes}; ++ca_k) {{\n"
+            f"{lane_index}"
+            f"{lane_body}"
+            f"{pad * 3}}}\n" + "".join(f"{x}\n" for x in stores) + f"{pad * 2}}}\n"
+            f"{pad * 2}ca_done = ca_nv * {lanes};\n"
+            f"{pad}}}\n"
+        )
+        head = f"{self.width}-byte vector loads/stores of {', '.join(lanes_of)}, grid-stride loop"
+        code = _emit_elementwise(subject, ew, head, vector_part)
+        what = f"{self.width}-byte vectors ({lanes} lanes)" + (
+            f", x{self.coarsen} per thread" if self.coarsen > 1 else ""
+        )
+        return Rewrite(code, what, launch)
+
+
+# --------------------------------------------------------------------------------------- loops
+
+
+@dataclass(frozen=True)
+class Unroll(Transform):
+    """``#pragma unroll N`` before every ``for`` loop of the body that has no pragma."""
+
+    factor: int = 4
+    family = "unroll"
+
+    def apply(self, subject: Subject) -> Outcome:
+        body = subject.body
+        if body is None:
+            return NotApplicable("the kernel has no body")
+        edits = []
+        for n in _walk(body):
+            if n.type != "for_statement":
+                continue
+            prev = n.prev_named_sibling
+            if prev is not None and prev.type == "preproc_call" and "unroll" in _text(subject, prev):
+                continue
+            edits.append((n.start_byte, n.start_byte, f"#pragma unroll {self.factor}\n{_indent(subject, n)}"))
+        if not edits:
+            return NotApplicable("no `for` loop without a pragma")
+        return Rewrite(_splice(subject.code, edits, subject.doc.data), f"#pragma unroll {self.factor}")
+
+
+# --------------------------------------------------------------------------------------- reductions
+
+
+@dataclass(frozen=True)
+class WarpReduction(Transform):
+    """A shared-memory tree reduction's last steps (``s <= 32``) as warp shuffles, without barriers::
+
+    for (s = blockDim.x / 2; s > 0; s >>= 1) { if (tid < s) X[tid] OP= X[tid + s]; __syncthreads(); }
+    """
+
+    family = "reduction"
+
+    def apply(self, subject: Subject) -> Outcome:
+        body = subject.body
+        if body is None:
+            return NotApplicable("the kernel has no body")
+        for loop in (n for n in _walk(body) if n.type == "for_statement"):
+            found = self._match(subject, loop)
+            if isinstance(found, str):
+                new_code = _splice(subject.code, [(loop.start_byte, loop.end_byte, found)], subject.doc.data)
+                return Rewrite(new_code, "warp-shuffle reduction (last 5 steps)")
+        return NotApplicable(
+            "no `for (s = ...; s > 0; s >>= 1) { if (tid < s) X[tid] += X[tid + s]; __syncthreads(); }`"
+        )
+
+    def _match(self, subject: Subject, loop: Node) -> str | None:
+        init = loop.child_by_field_name("initializer")
+        cond = loop.child_by_field_name("condition")
+        update = loop.child_by_field_name("update")
+        loop_body = loop.child_by_field_name("body")
+        if init is None or cond is None or update is None or loop_body is None:
+            return None
+        decl = init.child_by_field_name("declarator")
+        name = decl.child_by_field_name("declarator") if decl is not None else None
+        start = decl.child_by_field_name("value") if decl is not None else None
+        if name is None or start is None:
+            return None
+        s = _text(subject, name)
+        if _squash(_text(subject, cond)) not in (f"{s}>0", f"0<{s}") or _squash(
+            _text(subject, update)
+        ) not in (
+            f"{s}>>=1",
+            f"{s}/=2",
+            f"{s}={s}/2",
+            f"{s}={s}>>1",
+        ):
+            return None
+        stmts = _statements(loop_body)
+        if len(stmts) != 2 or _squash(_text(subject, stmts[1])) != "__syncthreads();":
+            return None
+        guard = stmts[0]
+        if guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:
+            return None
+        gcond = _squash(_text(subject, guard.child_by_field_name("condition") or guard))
+        m = re.fullmatch(rf"\((\w+(?:\.x)?)<{re.escape(s)}\)", gcond)
+        conseq = guard.child_by_field_name("consequence")
+        if m is None or conseq is None or len(_statements(conseq)) != 1:
+            return None
+        tid = m[1]
+        if tid != "threadIdx.x" and not re.search(
+            rf"\b{re.escape(tid)}\s*=\s*threadIdx\.x\s*;", _text(subject, subject.body or loop)
+        ):
+            return None
+        step = _text(subject, _statements(conseq)[0])
+        sq = _squash(step)
+        arr = re.search(
+            rf"(\w+)\[{re.escape(tid)}\+{re.escape(s)}\]|(\w+)\[{re.escape(s)}\+{re.escape(tid)}\]", sq
+        )
+        if arr is None:
+            return None
+        x = arr[1] or arr[2]
+        far = re.compile(
+            rf"\b{x}\s*\[\s*(?:{re.escape(tid)}\s*\+\s*{re.escape(s)}|{re.escape(s)}\s*\+\s*{re.escape(tid)})\s*\]"
+        )
+        near = re.compile(rf"\b{x}\s*\[\s*{re.escape(tid)}\s*\]")
+        if not near.search(step):
+            return None
+        first = near.sub("ca_v", far.sub(f"{x}[{tid} + 32]", step))
+        shuffle = near.sub("ca_v", far.sub("__shfl_down_sync(0xffffffffu, ca_v, ca_o)", step))
+        ind = _indent(subject, loop)
+        cond_start = cond.start_byte - loop.start_byte
+        cond_end = cond.end_byte - loop.start_byte
+        raw = subject.doc.data[loop.start_byte : loop.end_byte]
+        tree_loop = (raw[:cond_start] + f"{s} > 32".encode() + raw[cond_end:]).decode(
+            "utf-8", errors="replace"
+        )
+        start_text = _text(subject, start)
+        return (
+            f"{tree_loop}\n"
+            f"{ind}if ({tid} < 32) {{  // cuda-agent: the last warp reduces with shuffles, no barriers\n"
+            f"{ind}    auto ca_v = {x}[{tid}];\n"
+            f"{ind}    if (({start_text}) >= 32) {first}\n"
+            f"{ind}    #pragma unroll\n"
+            f"{ind}    for (int ca_o = 16; ca_o > 0; ca_o >>= 1) {shuffle}\n"
+            f"{ind}    if ({tid} == 0) {x}[0] = ca_v;\n"
+            f"{ind}}}\n"
+            f"{ind}__syncthreads();"
+        )
+
+
+# --------------------------------------------------------------------------------------- transpose
+
+
+@dataclass(frozen=True)
+class TiledTranspose(Transform):
+    """``out[x * H + y] = in[y * W + x]`` (x, y global indices, guarded by ``x < W && y < H``) ->
+    a ``tile`` x ``tile`` shared-memory tile (padded against bank conflicts), blocks of
+    ``tile`` x ``rows`` threads, so both the read and the write are coalesced."""
+
+    tile: int = 32
+    rows: int = 8
+    family = "transpose"
+
+    def apply(self, subject: Subject) -> Outcome:
+        body = subject.body
+        if body is None:
+            return NotApplicable("the kernel has no body")
+        names: dict[str, str] = {}
+        guard: Node | None = None
+        for s in _statements(body):
+            if s.type == "declaration":
+                for d in s.children_by_field_name("declarator"):
+                    v, n = d.child_by_field_name("value"), d.child_by_field_name("declarator")
+                    if v is not None and n is not None and (axis := _index_kind(_text(subject, v))):
+                        names[axis] = _text(subject, n)
+            elif s.type == "if_statement" and guard is None:
+                guard = s
+            else:
+                return NotApplicable(
+                    "the body is not `x, y indices; if (x < W && y < H) out[...] = in[...];`"
+                )
+        if set(names) != {"x", "y"} or guard is None or guard.child_by_field_name("alternative") is not None:
+            return NotApplicable("no 2-D index pair guarded by one `if`")
+        x, y = names["x"], names["y"]
+        cond = _squash(_text(subject, guard.child_by_field_name("condition") or guard)).strip("()")
+        m = re.fullmatch(rf"{x}<(\w+)&&{y}<(\w+)|{y}<(\w+)&&{x}<(\w+)", cond)
+        if m is None:
+            return NotApplicable("the guard is not `x < W && y < H`")
+        w, h = (m[1], m[2]) if m[1] else (m[4], m[3])
+        conseq = guard.child_by_field_name("consequence")
+        stmts = _statements(conseq) if conseq is not None else []
+        mm = (
+            re.fullmatch(r"(\w+)\[(.+)\]=(\w+)\[(.+)\];", _squash(_text(subject, stmts[0])))
+            if len(stmts) == 1
+            else None
+        )
+        if mm is None:
+            return NotApplicable("the guarded statement is not `out[...] = in[...];`")
+        out, out_idx, src, src_idx = mm[1], mm[2], mm[3], mm[4]
+        if src_idx not in (f"{y}*{w}+{x}", f"{x}+{y}*{w}", f"{w}*{y}+{x}", f"{x}+{w}*{y}") or out_idx not in (
+            f"{x}*{h}+{y}",
+            f"{y}+{x}*{h}",
+            f"{h}*{x}+{y}",
+            f"{y}+{h}*{x}",
+        ):
+            return NotApplicable("the indices are not a transpose (in[y * W + x] -> out[x * H + y])")
+        params = {p.name: p for p in subject.kernel.params}
+        scalars = {a.name: a.value for a in subject.spec.args if isinstance(a, ScalarSpec)}
+        if src not in params or w not in scalars or h not in scalars:
+            return NotApplicable("the width and height are not scalar parameters of the spec")
+        elem = params[src].base_type
+        t, r = self.tile, self.rows
+        k = subject.kernel
+        assert k.body_span is not None
+        new_body = (
+            "{\n"
+            f"    // cuda-agent: {t}x{t} shared-memory tile, {t}x{r} threads per block\n"
+            f"    __shared__ {elem} ca_tile[{t}][{t + 1}];\n"
+            f"    int {x} = blockIdx.x * {t} + threadIdx.x;\n"
+            f"    int {y} = blockIdx.y * {t} + threadIdx.y;\n"
+            "    #pragma unroll\n"
+            f"    for (int ca_j = 0; ca_j < {t}; ca_j += {r})\n"
+            f"        if ({x} < {w} && {y} + ca_j < {h}) ca_tile[threadIdx.y + ca_j][threadIdx.x] = {src}[({y} + ca_j) * {w} + {x}];\n"
+            "    __syncthreads();\n"
+            f"    {x} = blockIdx.y * {t} + threadIdx.x;\n"
+            f"    {y} = blockIdx.x * {t} + threadIdx.y;\n"
+            "    #pragma unroll\n"
+            f"    for (int ca_j = 0; ca_j < {t}; ca_j += {r})\n"
+            f"        if ({x} < {h} && {y} + ca_j < {w}) {out}[({y} + ca_j) * {h} + {x}] = ca_tile[threadIdx.x][threadIdx.y + ca_j];\n"
+            "}"
+        )
+        code = _splice(
+            subject.code, [(k.body_span.start_byte, k.body_span.end_byte, new_body)], subject.doc.data
+        )
+        launch = LaunchChange(grid=f"(cdiv({scalars[w]}, {t}), cdiv({scalars[h]}, {t}))", block=f"({t}, {r})")
+        return Rewrite(code, f"shared-memory tiled transpose ({t}x{t})", launch)
+
+
+# --------------------------------------------------------------------------------------- fast math
+
+_INTRINSICS = {
+    "expf": "__expf",
+    "logf": "__logf",
+    "log2f": "__log2f",
+    "log10f": "__log10f",
+    "sinf": "__sinf",
+    "cosf": "__cosf",
+    "tanf": "__tanf",
+    "powf": "__powf",
+}
+_FLOAT_LITERAL = re.compile(r"^\d+(\.\d*)?([eE][-+]?\d+)?[fF]$|^\.\d+([eE][-+]?\d+)?[fF]$")
+
+
+@dataclass(frozen=True)
+class FastMath(Transform):
+    """Single-precision math through the SFU intrinsics (``expf`` -> ``__expf`` ...), and
+    ``a / b`` -> ``__fdividef(a, b)`` where an operand is a float literal.  Less accurate: the
+    sandbox's tolerance decides whether it stands."""
+
+    family = "fastmath"
+
+    def apply(self, subject: Subject) -> Outcome:
+        body = subject.body
+        if body is None:
+            return NotApplicable("the kernel has no body")
+        count = 0
+
+        def sub(n: Node) -> str | None:
+            nonlocal count
+            if n.type == "call_expression":
+                fn = n.child_by_field_name("function")
+                args = n.child_by_field_name("arguments")
+                if fn is not None and args is not None and _text(subject, fn) in _INTRINSICS:
+                    count += 1
+                    return _INTRINSICS[_text(subject, fn)] + _rebuild(subject, args, sub)
+            if n.type == "binary_expression" and n.child_by_field_name("operator") is not None:
+                op = n.child_by_field_name("operator")
+                left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+                if (
+                    op is not None
+                    and _text(subject, op) == "/"
+                    and left is not None
+                    and right is not None
+                    and any(_FLOAT_LITERAL.match(_text(subject, s)) for s in (left, right))
+                ):
+                    count += 1
+                    return f"__fdividef({_rebuild(subject, left, sub)}, {_rebuild(subject, right, sub)})"
+            return None
+
+        new_body = _rebuild(subject, body, sub)
+        if not count:
+            return NotApplicable("no single-precision math function or float division to replace")
+        code = _splice(subject.code, [(body.start_byte, body.end_byte, new_body)], subject.doc.data)
+        return Rewrite(code, f"fast-math intrinsics ({count} call(s))")
+
+
+def apply_all(subject: Subject, transforms: tuple[Transform, ...]) -> Subject | NotApplicable:
+    """Apply ``transforms`` in order; the first that does not apply ends it (with its reason)."""
+    for t in transforms:
+        out = t.apply(subject)
+        if isinstance(out, NotApplicable):
+            return NotApplicable(f"{type(t).__name__}: {out.reason}")
+        subject = subject.then(out)
+    return subject
+
+
+__all__ = [
+    "BlockSize",
+    "FastMath",
+    "GridStride",
+    "LaunchBounds",
+    "NotApplicable",
+    "ReadOnlyLoads",
+    "RestrictConst",
+    "Rewrite",
+    "Subject",
+    "TiledTranspose",
+    "Transform",
+    "Unroll",
+    "Vectorize",
+    "WarpReduction",
+    "apply_all",
+]
