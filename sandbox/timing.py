@@ -126,7 +126,7 @@ def bench(
     throttled = bool(before and after < (1 - THROTTLE_DROP) * before)
     if throttled:
         log.warning("SM clock dropped from %.0f to %.0f MHz while sampling", before, after)
-    return [summarize(s, throttled) for s in series]
+    return [summarize(s[: budget.max_samples], throttled) for s in series]
 
 
 # --------------------------------------------------------------------------- device ceilings
