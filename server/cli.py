@@ -565,7 +565,9 @@ def suite(directory: str, budget: str, seed: int, gpu: int, as_json: bool) -> No
     click.echo(header)
     for e in entries:
         name = f"{Path(e.file).stem}:{e.kernel}" if Path(e.file).stem != e.kernel else e.kernel
-        spread = f"{e.speedup:.2f}x [{e.speedup_low:.2f}-{e.speedup_high:.2f}]" if e.status != "error" else "-"
+        spread = (
+            f"{e.speedup:.2f}x [{e.speedup_low:.2f}-{e.speedup_high:.2f}]" if e.status != "error" else "-"
+        )
         click.echo(
             f"{name[:28]:<28} {e.status:<15} {spread:>22} {e.pct_peak_before:>13.0f}% {e.pct_peak_after:>12.0f}%"
         )

@@ -1,0 +1,42 @@
+// Forms the transformations must handle or refuse: size_t indices used in the arithmetic,
+// templates with __launch_bounds__, bodies that depend on the thread's position.
+#include <cstddef>
+
+// y = a * x + (i mod 3), 64-bit index.
+// @cuda-agent sizes n=1<<20 verify n=1000,4097
+// @cuda-agent launch grid=cdiv(n, block) block=256
+// @cuda-agent arg x in float[n] uniform(-1, 1)
+// @cuda-agent arg y out float[n]
+// @cuda-agent arg n = n
+// @cuda-agent arg a = 2.5
+__global__ void scale(const float* x, float* y, size_t n, float a)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const float offset = 0.5f;
+    if (i < n) {
+        y[i] = a * x[i] + (float)(i % 3) + offset;
+    }
+}
+
+// @cuda-agent sizes n=1<<20
+// @cuda-agent template float, 128
+// @cuda-agent launch grid=cdiv(n, block) block=128
+// @cuda-agent arg x in float[n]
+// @cuda-agent arg y out float[n]
+// @cuda-agent arg n = n
+template <typename T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) bounded(const T* x, T* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * T(2);
+}
+
+// Writes the lane of each element: the body depends on threadIdx, so it cannot be strided.
+// @cuda-agent sizes n=1<<20
+// @cuda-agent launch grid=cdiv(n, block) block=256
+// @cuda-agent arg x in float[n]
+// @cuda-agent arg y out float[n]
+// @cuda-agent arg n = n
+__global__ void lane_id(const float* x, float* y, int n) {
+    int i = threadIdx.x + blockIdx.x * blockDim.x;
+    if (i < n) y[i] = x[i] + (float)(threadIdx.x % 32);
+}

@@ -1,0 +1,103 @@
+"""`cuda-agent suite DIR` on the simulated GPU (``CUDA_AGENT_TEST_EXECUTOR=1``), and the summary's
+arithmetic (fast_1, fast_1.5, geomean)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.suite import SuiteEntry, summarize
+
+KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
+DATA = Path(__file__).parent / "data"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {"CUDA_AGENT_TEST_EXECUTOR": "1", "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "server", *args], capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    for name in ("vadd_poor_block.cu", "block_sum.cu", "transpose.cu"):
+        shutil.copy(KERNELS / name, tmp_path / name)
+    shutil.copy(DATA / "spec_errors.cu", tmp_path / "spec_errors.cu")  # kernels whose specs do not resolve
+    (tmp_path / "notes.txt").write_text("not CUDA\n")
+    (tmp_path / "nospec.cu").write_text("__global__ void k(float* x) { x[0] = 1.0f; }\n")
+    return tmp_path
+
+
+def test_suite_table_and_summary(folder: Path) -> None:
+    out = run_cli("suite", str(folder), "--budget", "12c")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "simulated GPU" in lines[0] and "12c per kernel" in lines[0]
+    assert lines[1].split()[:3] == ["kernel", "status", "speedup"]
+    rows = {line.split()[0]: line for line in lines[2:] if line and not line.startswith(("fast_1", " "))}
+    for kernel in ("vadd_poor_block:vadd", "block_sum", "transpose"):
+        assert "improved" in rows[kernel] and "2.00x [1.96-2.04]" in rows[kernel]
+    summary = next(line for line in lines if line.startswith("fast_1"))
+    errors = sum("error" in line for line in rows.values())
+    ran = 3
+    assert f"fast_1 {ran / (ran + errors):.0%}" in summary
+    assert "geomean 2.00x" in summary
+    assert f"{errors} not run" in summary and errors >= 1
+    assert "nospec" not in out.stdout  # kernels without a spec are not part of the suite
+
+
+def test_suite_json(folder: Path) -> None:
+    out = run_cli("suite", str(folder), "--budget", "6c", "--json", "--seed", "3")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["device"] == "simulated GPU" and data["seed"] == 3
+    kernels = {k["kernel"]: k for k in data["kernels"]}
+    vadd = kernels["vadd"]
+    assert vadd["status"] == "improved" and vadd["attempts"] == 6
+    assert vadd["pct_peak_after"] == pytest.approx(2 * vadd["pct_peak_before"], rel=1e-6)
+    assert vadd["speedup_low"] < vadd["speedup"] < vadd["speedup_high"]
+    assert any(k["status"] == "error" and k["description"] for k in data["kernels"])
+    s = data["summary"]
+    assert s["kernels"] == len(data["kernels"]) and s["improved"] == 3
+    assert s["fast_1"] == pytest.approx(3 / s["kernels"]) and s["geomean"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (("suite", "/no/such/dir"), "no such directory"),
+        (("suite", str(DATA / "sandbox"), "--budget", "soon"), "--budget soon"),
+        (("suite", str(DATA / "adversarial")), "no kernel with a `// @cuda-agent` spec"),
+    ],
+)
+def test_suite_user_mistakes(args: tuple[str, ...], needle: str) -> None:
+    out = run_cli(*args)
+    assert out.returncode == 2
+    assert len(out.stderr.strip().splitlines()) == 1 and needle in out.stderr
+
+
+def entry(status: str, speedup: float = 1.0) -> SuiteEntry:
+    return SuiteEntry("f.cu", "k", status, speedup=speedup, speedup_low=speedup, speedup_high=speedup)
+
+
+def test_summary_arithmetic() -> None:
+    s = summarize(
+        (
+            entry("improved", 4.0),
+            entry("improved", 1.2),
+            entry("not_improved", 1.0),
+            entry("baseline_failed"),
+            entry("error"),
+        )
+    )
+    assert s.kernels == 5 and s.improved == 2 and s.errors == 2
+    assert s.fast_1 == pytest.approx(2 / 5) and s.fast_1_5 == pytest.approx(1 / 5)
+    assert s.geomean == pytest.approx(math.exp((math.log(4.0) + math.log(1.2)) / 3))
+    assert summarize(()).geomean == 0.0

@@ -1,0 +1,282 @@
+"""Each source transformation: applies where it should (with the rewrite compiling under NVRTC and
+the structure it promises), refuses with a reason where it should not, composes; on the GPU
+(``gpu`` marker) every rewrite of bench/kernels/ is equivalent to the original under the sandbox."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from agent import loop
+from agent import spec as spec_mod
+from agent.source import Document
+from agent.transforms import (
+    BlockSize,
+    FastMath,
+    GridStride,
+    LaunchBounds,
+    NotApplicable,
+    ReadOnlyLoads,
+    RestrictConst,
+    Rewrite,
+    Subject,
+    TiledTranspose,
+    Transform,
+    Unroll,
+    Vectorize,
+    WarpReduction,
+    apply_all,
+)
+from sandbox.compiler import compile_cuda
+from sandbox.contract import Candidate, EvalOptions, EvalRequest, Status
+
+KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
+DATA = Path(__file__).parent / "data" / "transforms"
+
+
+def target(name: str, kernel: str | None = None, folder: Path = KERNELS) -> loop.Target:
+    return loop.target_for(Document.from_file(folder / name), kernel)
+
+
+def subject(t: loop.Target) -> Subject:
+    doc = Document(t.text, t.path)
+    k = doc.kernel_at(t.text.count("\n", 0, t.definition_start))
+    assert k is not None
+    spec, errors = spec_mod.parse(k)
+    assert spec is not None and not errors
+    return Subject(t.definition, spec)
+
+
+def rewrite(t: loop.Target, *transforms: Transform) -> Subject:
+    out = apply_all(subject(t), transforms)
+    assert isinstance(out, Subject), out
+    return out
+
+
+def compiles(t: loop.Target, code: str) -> None:
+    out = compile_cuda(t.unit_with(code), name_expressions=(t.kernel,), options=t.baseline.options)
+    assert out.result.ok, out.result.log
+
+
+# (file, transforms, what the rewrite must contain)
+CASES: list[tuple[str, tuple[Transform, ...]]] = [
+    ("vadd_poor_block.cu", (BlockSize((256,)),)),
+    ("vadd_poor_block.cu", (RestrictConst(),)),
+    ("vadd_poor_block.cu", (ReadOnlyLoads(),)),
+    ("vadd_poor_block.cu", (GridStride(4),)),
+    ("vadd_poor_block.cu", (Vectorize(16),)),
+    (
+        "vadd_poor_block.cu",
+        (Vectorize(16), RestrictConst(), ReadOnlyLoads(), BlockSize((256,)), LaunchBounds()),
+    ),
+    ("saxpy.cu", (Vectorize(8, 2),)),
+    ("gather.cu", (Vectorize(16), ReadOnlyLoads())),
+    ("relu_double.cu", (Vectorize(16),)),
+    ("histogram.cu", (GridStride(2), Unroll(4))),
+    ("sigmoid.cu", (FastMath(), Vectorize(16))),
+    ("softmax.cu", (FastMath(), Unroll(4))),
+    ("matmul.cu", (Unroll(8), BlockSize((32, 8)), LaunchBounds())),
+    ("block_sum.cu", (WarpReduction(),)),
+    ("row_max.cu", (WarpReduction(), RestrictConst())),
+    ("transpose.cu", (TiledTranspose(), LaunchBounds())),
+    ("stencil2d.cu", (ReadOnlyLoads(), BlockSize((32, 8)))),
+]
+
+
+@pytest.mark.parametrize("name, transforms", CASES, ids=lambda v: v if isinstance(v, str) else None)
+def test_rewrite_compiles_with_nvrtc(name: str, transforms: tuple[Transform, ...]) -> None:
+    t = target(name)
+    out = rewrite(t, *transforms)
+    assert out.code != t.definition or out.launch != loop.LaunchChange()
+    compiles(t, out.code)
+    if out.launch.grid or out.launch.block:  # the spec can resolve the new launch for every size
+        launches = t.relaunch(out.launch) if t.relaunch else ()
+        assert len(launches) == len(t.problems)
+
+
+def test_block_size_changes_only_the_launch() -> None:
+    t = target("vadd_poor_block.cu")
+    out = rewrite(t, BlockSize((256,)))
+    assert out.code == t.definition
+    assert out.launch == loop.LaunchChange(block="256")
+    assert t.relaunch is not None
+    bench = t.relaunch(out.launch)[-1]
+    assert bench.block == (256, 1, 1) and bench.grid == ((1 << 26) // 256, 1, 1)
+
+
+def test_restrict_const_marks_inputs_const_and_records_the_aliasing_assumption() -> None:
+    out = rewrite(target("vadd_poor_block.cu"), RestrictConst())
+    params = {p.name: p for p in Document(out.code).kernels[0].params}
+    assert all(params[n].restrict for n in "abc")
+    assert params["a"].const and params["b"].const and not params["c"].const
+    assert out.assumptions == ("a, b and c never alias",)
+    again = RestrictConst().apply(out)
+    assert isinstance(again, NotApplicable) and "already" in again.reason
+
+
+def test_read_only_loads_wrap_input_reads_only() -> None:
+    out = rewrite(target("gather.cu"), ReadOnlyLoads())
+    assert "__ldg(&table[__ldg(&idx[i])])" in out.code
+    assert "__ldg(&out" not in out.code
+    stencil = rewrite(target("stencil2d.cu"), ReadOnlyLoads())
+    assert stencil.code.count("__ldg(&u[") == 5 and "__ldg(&v" not in stencil.code
+
+
+def test_grid_stride_loop_shrinks_the_grid_and_keeps_the_body() -> None:
+    t = target("bias_add.cu")
+    out = rewrite(t, GridStride(4))
+    assert out.launch.grid == "cdiv(rows * cols, block * 4)"
+    assert "ca_j += ca_stride" in out.code
+    assert "out[i] = x[i] + bias[i % cols];" in out.code
+    assert "const int i = (int)ca_j;" in out.code
+
+
+def test_vectorize_checks_alignment_and_keeps_a_scalar_tail() -> None:
+    out = rewrite(target("vadd_poor_block.cu"), Vectorize(16))
+    assert out.launch.grid == "cdiv(n, block * 4)"
+    assert "% 16) == 0" in out.code  # runtime alignment check of every vectorised pointer
+    for name in "abc":
+        assert f"reinterpret_cast<unsigned long long>({name})" in out.code
+    assert "reinterpret_cast<const float4*>(a)[ca_v]" in out.code
+    assert "reinterpret_cast<float4*>(c)[ca_v] = ca_c_vec;" in out.code
+    assert "reinterpret_cast<const float4*>(c)" not in out.code  # an output written in full is not read
+    assert "c[i] = a[i] + b[i];" in out.code  # the scalar path: misaligned pointers and the tail
+    double = rewrite(target("relu_double.cu"), Vectorize(16))
+    assert "double2" in double.code and double.launch.grid == "cdiv(n, block * 2)"
+    coarse = rewrite(target("saxpy.cu"), Vectorize(8, 2))
+    assert "float2" in coarse.code and coarse.launch.grid == "cdiv(n, block * 4)"
+    assert "reinterpret_cast<float2*>(y)[ca_v] = ca_y_vec;" in coarse.code  # inout: loaded and stored
+
+
+def test_vectorize_leaves_indirect_accesses_scalar() -> None:
+    out = rewrite(target("gather.cu"), Vectorize(16))
+    assert "ca_table" not in out.code  # read through an index: stays a scalar load
+    assert "ca_out[ca_k] = table[ca_idx[ca_k]];" in out.code
+    hist = rewrite(target("histogram.cu"), Vectorize(16))
+    assert "atomicAdd(&hist[ca_data[ca_k] & 255], 1u);" in hist.code
+
+
+def test_unroll_adds_one_pragma_per_loop() -> None:
+    out = rewrite(target("layernorm.cu"), Unroll(4))
+    assert out.code.count("#pragma unroll 4") == 3
+    assert isinstance(Unroll(2).apply(out), NotApplicable)
+
+
+def test_launch_bounds_follow_the_block_in_force() -> None:
+    out = rewrite(target("vadd_poor_block.cu"), BlockSize((512,)), LaunchBounds())
+    assert "__launch_bounds__(512) vadd(" in out.code
+    tiled = rewrite(target("transpose.cu"), TiledTranspose(), LaunchBounds())
+    assert "__launch_bounds__(256)" in tiled.code
+
+
+def test_warp_reduction_replaces_the_last_steps_with_shuffles() -> None:
+    out = rewrite(target("block_sum.cu"), WarpReduction())
+    assert "s > 32; s >>= 1" in out.code
+    assert "ca_v += __shfl_down_sync(0xffffffffu, ca_v, ca_o);" in out.code
+    assert "ca_v += sdata[tid + 32];" in out.code
+    maxed = rewrite(target("row_max.cu"), WarpReduction())
+    assert "ca_v = fmaxf(ca_v, __shfl_down_sync(0xffffffffu, ca_v, ca_o));" in maxed.code
+
+
+def test_tiled_transpose_launches_tiles() -> None:
+    out = rewrite(target("transpose.cu"), TiledTranspose())
+    assert "__shared__ float ca_tile[32][33];" in out.code
+    assert out.launch == loop.LaunchChange(grid="(cdiv(cols, 32), cdiv(rows, 32))", block="(32, 8)")
+
+
+def test_fast_math_uses_intrinsics() -> None:
+    out = rewrite(target("sigmoid.cu"), FastMath())
+    assert "__fdividef(1.0f, (1.0f + __expf(-x[i])))" in out.code
+    assert not re.search(r"(?<!_)expf\(", out.code)
+
+
+@pytest.mark.parametrize(
+    "name, transform, reason",
+    [
+        ("block_sum.cu", BlockSize((128,)), "not written over `block`"),
+        ("vadd_poor_block.cu", BlockSize((32,)), "already 32"),
+        ("transpose.cu", BlockSize((256,)), "2-D blocks"),
+        ("matmul.cu", Vectorize(16), "not `if (col < N) ...`"),
+        ("block_scan.cu", GridStride(2), "no `i = blockIdx.x * blockDim.x + threadIdx.x` index"),
+        ("layernorm.cu", Vectorize(16), "no array indexed by `r` alone"),
+        ("vadd_poor_block.cu", WarpReduction(), "no `for (s = ..."),
+        ("matmul.cu", TiledTranspose(), "not `out[...] = in[...];`"),
+        ("vadd_poor_block.cu", FastMath(), "no single-precision math"),
+        ("vadd_poor_block.cu", Unroll(4), "no `for` loop"),
+        ("row_max.cu", ReadOnlyLoads(), "no plain loads"),
+    ],
+)
+def test_not_applicable_says_why(name: str, transform: Transform, reason: str) -> None:
+    out = transform.apply(subject(target(name)))
+    assert isinstance(out, NotApplicable)
+    assert reason in out.reason
+
+
+def test_edge_forms() -> None:
+    """Templated kernels, `size_t` indices, existing launch bounds, bodies touching threadIdx."""
+    t = target("edge_forms.cu", "scale", DATA)
+    out = rewrite(t, Vectorize(16), RestrictConst())
+    compiles(t, out.code)
+    assert "const size_t i = (size_t)(ca_v * 4 + ca_k);" in out.code  # `i` is used in the body
+    bounded = subject(target("edge_forms.cu", "bounded", DATA))
+    assert isinstance(LaunchBounds().apply(bounded), NotApplicable)
+    assert isinstance(BlockSize((128,)).apply(bounded), NotApplicable)
+    lane = subject(target("edge_forms.cu", "lane_id", DATA))
+    out2 = Vectorize(16).apply(lane)
+    assert isinstance(out2, NotApplicable) and "thread's position" in out2.reason
+
+
+def test_apply_all_names_the_transformation_that_failed() -> None:
+    out = apply_all(subject(target("block_sum.cu")), (RestrictConst(), Vectorize(16)))
+    assert isinstance(out, NotApplicable) and out.reason.startswith("Vectorize:")
+    ok = apply_all(subject(target("vadd_poor_block.cu")), (Vectorize(16), BlockSize((128,))))
+    assert isinstance(ok, Subject)
+    assert ok.launch == loop.LaunchChange(grid="cdiv(n, block * 4)", block="128")
+    assert len(ok.applied) == 2
+    assert isinstance(Rewrite("x", "y"), Rewrite)
+
+
+# ------------------------------------------------------------------------------------------ GPU
+
+
+@pytest.mark.gpu
+def test_every_rewrite_is_equivalent_on_the_gpu() -> None:
+    from sandbox.worker import LocalExecutor
+
+    by_file: dict[str, list[tuple[str, tuple[Transform, ...]]]] = {}
+    for i, (name, transforms) in enumerate(CASES):
+        by_file.setdefault(name, []).append((f"case{i}", transforms))
+    with LocalExecutor() as executor:
+        for name, cases in by_file.items():
+            t = target(name)
+            candidates = []
+            for cid, transforms in cases:
+                out = rewrite(t, *transforms)
+                launches = (
+                    t.relaunch(out.launch) if (out.launch.grid or out.launch.block) and t.relaunch else None
+                )
+                source = t.baseline.__class__(
+                    t.unit_with(out.code), t.kernel, t.baseline.options, t.baseline.filename
+                )
+                candidates.append(Candidate(cid, source, launches))
+            request = EvalRequest(
+                id=f"transforms-{name}",
+                baseline=t.baseline,
+                candidates=tuple(candidates),
+                verify_problems=t.verify_problems,
+                bench_problem=t.bench_problem,
+                tolerance=t.tolerance,
+                options=EvalOptions(time=False),
+            )
+            result = executor.evaluate(request)
+            assert result.baseline.status is Status.OK, (name, result.baseline.message)
+            for c in result.candidates:
+                assert c.status is Status.OK, (
+                    name,
+                    c.candidate_id,
+                    c.status,
+                    c.message,
+                    c.compile_log[:2000],
+                )
