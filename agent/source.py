@@ -704,16 +704,24 @@ def _function_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:
 def _function_name(doc: Document, node: tree_sitter.Node) -> str:
     d = _function_declarator(node)
     name = d.child_by_field_name("declarator") if d is not None else None
-    return doc.node_text(name) if name is not None else ""
+    return _simple_name(doc, name) if name is not None else ""
 
 
 def _declarator_name(doc: Document, node: tree_sitter.Node) -> str:
     d: tree_sitter.Node | None = node
     while d is not None:
-        if d.type in _NAME_NODES:
-            return doc.node_text(d)
+        if d.type in _NAME_NODES or d.type == "template_function":
+            return _simple_name(doc, d)
         d = d.child_by_field_name("declarator")
     return ""
+
+
+def _simple_name(doc: Document, node: tree_sitter.Node) -> str:
+    """``apply`` for ``apply<Mode::Add>`` (a specialisation) or ``ops::apply`` (out of line)."""
+    n: tree_sitter.Node | None = node
+    while n is not None and n.type in ("template_function", "qualified_identifier"):
+        n = n.child_by_field_name("name")
+    return doc.node_text(n if n is not None else node)
 
 
 def _squash(text: str) -> str:

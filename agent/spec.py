@@ -118,13 +118,29 @@ _VECTOR_LANES: dict[str, tuple[str, int]] = {
 }
 
 
-def canonical_dtype(type_text: str) -> str | None:
-    """The canonical dtype name (sandbox.contract.ArgSpec) of a C/CUDA type or canonical name."""
+_TYPEDEF = re.compile(r"\btypedef\s+(?P<type>[A-Za-z_][\w\s:]*?)\s+(?P<name>[A-Za-z_]\w*)\s*;")
+_USING = re.compile(r"\busing\s+(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<type>[A-Za-z_][\w\s:]*?)\s*;")
+
+
+def type_aliases(text: str) -> dict[str, str]:
+    """``typedef unsigned int u32;`` / ``using real = float;`` in a file: alias -> type text."""
+    return {m["name"]: m["type"] for pattern in (_TYPEDEF, _USING) for m in pattern.finditer(text)}
+
+
+def canonical_dtype(type_text: str, aliases: Mapping[str, str] | None = None) -> str | None:
+    """The canonical dtype name (sandbox.contract.ArgSpec) of a C/CUDA type or canonical name,
+    seeing through the file's ``typedef``/``using`` aliases."""
     t = " ".join(type_text.replace("const", " ").replace("volatile", " ").split())
-    t = t.removeprefix("std::")
-    if t in _SCALAR_BYTES or t in _VECTOR_LANES:
-        return t
-    return _C_TYPES.get(t)
+    for _ in range(4):
+        t = t.removeprefix("std::")
+        if t in _SCALAR_BYTES or t in _VECTOR_LANES:
+            return t
+        if t in _C_TYPES:
+            return _C_TYPES[t]
+        if not aliases or t not in aliases:
+            return None
+        t = " ".join(aliases[t].split())
+    return None
 
 
 def dtype_bytes(dtype: str) -> int:
@@ -423,8 +439,9 @@ def _dist(text: str) -> DistSpec:
 class _Builder:
     """Accumulates directives of one comment block into a KernelSpec, collecting errors."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, aliases: Mapping[str, str]) -> None:
         self.kernel = kernel
+        self.aliases = aliases
         self.errors: list[SpecError] = []
         self.fields: dict[str, object] = {}
         self.sizes: dict[str, str] = {}
@@ -555,7 +572,7 @@ class _Builder:
         for tp, value in zip(self.kernel.template_params, targs, strict=False):  # type: ignore[call-overload]
             if tp.name == text:
                 text = value
-        dtype = canonical_dtype(text)
+        dtype = canonical_dtype(text, self.aliases)
         if dtype is None:
             raise ValueError(f"unknown element type `{text}`")
         return dtype
@@ -572,7 +589,7 @@ class _Builder:
             if p.name in self.args:
                 args.append(self.args[p.name])
             elif not p.pointer and p.name in self.sizes:  # `int n` with a size `n`: implied
-                args.append(ScalarSpec(p.name, canonical_dtype(p.base_type) or "int32", p.name))
+                args.append(ScalarSpec(p.name, canonical_dtype(p.base_type, self.aliases) or "int32", p.name))
             elif p.name not in self.mentioned:
                 self.errors.append(SpecError(first, f"parameter `{p.name}` has no `arg` line"))
         if kernel.template_params and "template_args" not in self.fields:
@@ -613,12 +630,15 @@ def default_dist(dtype: str) -> DistSpec:
     return DistSpec("randint", ("0", "100"))
 
 
-def parse(kernel: Kernel) -> tuple[KernelSpec | None, tuple[SpecError, ...]]:
-    """The spec written above ``kernel`` (None when there is no ``@cuda-agent`` line)."""
+def parse(
+    kernel: Kernel, aliases: Mapping[str, str] | None = None
+) -> tuple[KernelSpec | None, tuple[SpecError, ...]]:
+    """The spec written above ``kernel`` (None when there is no ``@cuda-agent`` line).
+    ``aliases``: the file's :func:`type_aliases`, so parameters typed ``u32`` or ``real`` resolve."""
     lines = [(line, text.split(MARKER, 1)[1]) for line, text in kernel.comment if MARKER in text]
     if not lines:
         return None, ()
-    b = _Builder(kernel)
+    b = _Builder(kernel, aliases or {})
     # template first: element types may name template parameters (`arg x in T[n]`)
     for line, text in sorted(lines, key=lambda lt: not lt[1].strip().startswith("template")):
         b.directive(line, text)
@@ -813,10 +833,11 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
     # names defined in the launching function win over same-named ones elsewhere in the file
     caller = doc.text_in(site.caller_span) if site is not None and site.caller_span is not None else ""
     defs = {**_host_definitions(doc.text), **_host_definitions(caller)}
+    aliases = type_aliases(doc.text)
     ints = [
         p
         for p in kernel.params
-        if not p.pointer and (canonical_dtype(p.base_type) or "").startswith(("int", "uint"))
+        if not p.pointer and (canonical_dtype(p.base_type, aliases) or "").startswith(("int", "uint"))
     ]
     sizes = [p for p in ints if _SIZE_NAMES.match(p.name)] or ints
     # host expression text -> kernel size name, from the launch site's arguments
@@ -848,7 +869,7 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
     template_args = tuple(_host_value(a, defs) or a for a in site.template_args) if site is not None else ()
     tmap = {tp.name: v for tp, v in zip(kernel.template_params, template_args, strict=False)}
     for p in kernel.params:
-        dtype = canonical_dtype(tmap.get(p.base_type, p.base_type))
+        dtype = canonical_dtype(tmap.get(p.base_type, p.base_type), aliases)
         if not p.pointer:
             value = p.name if p.name in size_exprs else ("1.5" if dtype and is_float(dtype) else "1")
             if dtype is None:
@@ -920,7 +941,7 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
 
 def spec_for(doc: Document, kernel: Kernel) -> SpecResult:
     """The written spec if there is one (with its errors), else an inferred one."""
-    spec, errors = parse(kernel)
+    spec, errors = parse(kernel, type_aliases(doc.text))
     if spec is not None:
         return SpecResult(kernel.qualified_name, "parsed", spec, errors)
     inference = infer(doc, kernel)

@@ -151,3 +151,27 @@ def test_cli_kernels_human_lists_spec_errors_and_issues(
     out = capsys.readouterr().out
     assert f"{broken}:{line_of(broken, 'half_typed')}: error: a __global__ kernel here does not parse" in out
     assert "square(" in out
+
+
+def test_specialisations_aliases_and_preprocessor_blocks_compile(data_dir: Path) -> None:
+    doc = Document.from_file(data_dir / "specialized.cu")
+    combine, transpose = doc.kernels
+    unit = doc.standalone(combine).source
+    for needed in (
+        "typedef unsigned int u32;",
+        "using real = float;",
+        "enum class Mode",
+        "apply<Mode::Mul>",
+        "#define FMA",
+        "__device__ u32 g_counter;",
+        "struct alignas(16) Vec4",
+    ):
+        assert needed in unit, needed
+    assert "tiled_transpose" not in unit and "int main" not in unit
+    t_unit = doc.standalone(transpose).source
+    assert "constexpr int kTile = 32;" in t_unit and "g_counter" not in t_unit and "apply" not in t_unit
+    result = check_document(doc)
+    assert result.ok, result.diagnostics
+    assert [k.name_expression for k in result.kernels] == ["combine<Mode::Add>", "tiled_transpose"]
+    t = result.kernels[1].resources
+    assert t is not None and t.shared_bytes == 32 * 33 * 2  # __half tile[kTile][kTile + 1]

@@ -318,3 +318,24 @@ def test_inference_with_a_struct_parameter_is_low_confidence(data_dir: Path) -> 
     inf = infer(doc, kernel(doc, "mean_kernel"))
     assert inf.confidence == "low"
     assert any("`Accum`" in r and "unknown" in r for r in inf.reasons)
+
+
+def test_typedef_and_using_aliases_resolve() -> None:
+    doc = Document(
+        "typedef unsigned int u32;\nusing real = float;\ntypedef real real_t;\n"
+        "// @cuda-agent sizes n=1000\n"
+        "// @cuda-agent arg x in real_t[n]\n"
+        "__global__ void k(const real* x, u32 n) {}\n"
+        "__global__ void inferred(const real_t* x, real* y, u32 count) { y[0] = x[0]; }\n"
+    )
+    result = spec_for(doc, kernel(doc, "k"))
+    assert result.errors == () and result.spec is not None
+    assert [(a.name, a.dtype) for a in result.spec.args] == [("x", "float32"), ("n", "uint32")]
+    inf = infer(doc, kernel(doc, "inferred"))
+    assert inf.spec.sizes == {"count": "1<<24"}
+    assert [(a.name, a.dtype) for a in inf.spec.args] == [
+        ("x", "float32"),
+        ("y", "float32"),
+        ("count", "uint32"),
+    ]
+    assert parse(kernel(doc, "k"))[1]  # without the file's aliases `u32` is unknown
