@@ -420,6 +420,7 @@ _CONTAINERS = frozenset(
         "ERROR",
     }
 )
+_MAX_NESTING = 100  # namespaces / #if blocks / extern "C" inside each other (the walk recurses)
 _TYPE_SPECIFIERS = frozenset({"struct_specifier", "class_specifier", "union_specifier", "enum_specifier"})
 _NAME_NODES = frozenset({"identifier", "type_identifier", "field_identifier", "qualified_identifier"})
 # Host-only headers NVRTC cannot (and a kernel need not) include: dropped from standalone units.
@@ -456,6 +457,7 @@ class _Scan:
         self.kernel_items: dict[int, _Item] = {}
         self.recovering = False
         self.error_depth = 0
+        self.depth = 0
         self.subtrees: list[tree_sitter.Tree] = []  # keeps the nodes of recovered kernels alive
         for child in top_level:
             self._visit(child, None, (), False)
@@ -471,6 +473,11 @@ class _Scan:
             item = _Item(node, set())
             self.items.append(item)
         if t in _CONTAINERS:
+            if self.depth >= _MAX_NESTING:
+                self.issue_list.append(
+                    Issue(node.start_point.row, "nested too deeply; not analysed", "error")
+                )
+                return
             if t == "namespace_definition":
                 name = node.child_by_field_name("name")
                 ns = (*ns, self.doc.node_text(name)) if name is not None else ns
@@ -478,10 +485,12 @@ class _Scan:
                     item.names.add(self.doc.node_text(name))
             kernels_before = len(self.kernels_found)
             self.error_depth += t == "ERROR"
+            self.depth += 1
             for c in node.children:
                 if t == "template_declaration" and c.type == "template_parameter_list":
                     continue
                 self._visit(c, None if t == "ERROR" else item, ns, extern_c or t == "linkage_specification")
+            self.depth -= 1
             self.error_depth -= t == "ERROR"
             if t == "ERROR" and not self.error_depth:
                 self._recover(node, self.kernels_found[kernels_before:])

@@ -301,10 +301,14 @@ _LIMIT = 1 << 62  # keeps a hostile expression from building huge integers
 
 def evaluate(expr: str, env: Mapping[str, Number]) -> Number:
     """Evaluate a spec expression; raises ValueError with a readable message."""
+    if len(expr) > 500:
+        raise ValueError("expression longer than 500 characters")
     try:
         tree = ast.parse(expr.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"`{expr.strip()}` is not an expression ({exc.msg})") from None
+    except (SyntaxError, RecursionError, MemoryError) as exc:
+        raise ValueError(
+            f"`{expr.strip()}` is not an expression ({getattr(exc, 'msg', 'too deeply nested')})"
+        ) from None
     try:
         return _eval(tree.body, env)
     except ZeroDivisionError:

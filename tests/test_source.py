@@ -246,3 +246,14 @@ def test_fifty_thousand_lines(data_dir: Path) -> None:
     assert doc.line_count >= 50_000
     assert len(doc.kernels) == 4 * copies
     assert len(doc.launches) == 2 * copies
+
+
+def test_pathological_nesting_is_reported_not_crashed() -> None:
+    deep = Document("namespace a {" * 3000 + "__global__ void k(int* p) {}" + "}" * 3000)
+    assert deep.kernels == ()
+    assert any("nested too deeply" in i.message for i in deep.issues)
+    shallow = Document("namespace a {" * 20 + "__global__ void k(int* p) {}" + "}" * 20)
+    assert [k.qualified_name for k in shallow.kernels] == ["::".join(["a"] * 20 + ["k"])]
+    for text in ("{" * 20000, "int x = " + "(" * 20000, "template <" * 5000, "__global__ " * 5000):
+        doc = Document(text)
+        assert doc.kernels == () and doc.issues

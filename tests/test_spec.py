@@ -155,6 +155,8 @@ def test_expressions_are_evaluated_safely() -> None:
         "x",
         "n /",
         "9" * 30 + "*" + "9" * 30,
+        "1+" * 400 + "1",
+        "(" * 200 + "1" + ")" * 200,
     ):
         with pytest.raises(ValueError):
             evaluate(bad, env)
