@@ -124,7 +124,7 @@ def test_poor_block_vector_add_comes_back_twice_as_fast_near_the_copy_ceiling() 
             target("vadd_poor_block.cu"),
             BuiltinProposer(),
             executor,
-            budget=loop.OptimizeBudget(wall_s=90, candidates=40),
+            budget=loop.OptimizeBudget(wall_s=60, candidates=24),
         )
     assert result.outcome is loop.Outcome.IMPROVED, result.stop_reason
     assert result.best is not None
