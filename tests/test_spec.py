@@ -156,7 +156,7 @@ def test_expressions_are_evaluated_safely() -> None:
         "n /",
         "9" * 30 + "*" + "9" * 30,
         "1+" * 400 + "1",
-        "(" * 200 + "1" + ")" * 200,
+        "(" * 300 + "1" + ")" * 300,
     ):
         with pytest.raises(ValueError):
             evaluate(bad, env)
