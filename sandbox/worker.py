@@ -22,6 +22,7 @@ crash or hang without a GPU.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import hashlib
 import importlib
@@ -62,12 +63,14 @@ from sandbox.executor import Executor, ExecutorError, NoGpuError, ProgressFn, Wo
 log = logging.getLogger(__name__)
 
 DEFAULT_HANDLER = "sandbox.worker:GpuHandler"
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the directory holding the ``sandbox`` package
 _ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LD_LIBRARY_PATH", "XDG_CACHE_HOME")
 _ENV_KEEP_PREFIX = ("CUDA_", "CUPY_", "NVIDIA_")
 # Symbols of the CUDA device runtime: present only when device code launches kernels or streams.
 DEVICE_RUNTIME_SYMBOLS = (b"cudaLaunchDevice", b"cudaGetParameterBuffer", b"cudaStreamCreateWithFlags")
 SEPARATE_COMPILATION_OPTIONS = ("-rdc", "--relocatable-device-code", "-dc", "--device-c", "-dlto")
 SANITIZER_TOOLS = ("memcheck", "racecheck")
+CANCEL_POLL_S = 0.05  # how often a running job looks at its cancel event
 
 
 # --------------------------------------------------------------------------- messages
@@ -152,7 +155,7 @@ def bwrap_prefix() -> list[str]:
         "/tmp",
     ]
     tmp = tempfile.gettempdir()
-    for path in sys.path:  # packages installed under /tmp must stay importable
+    for path in dict.fromkeys([*sys.path, str(PACKAGE_ROOT)]):  # code under /tmp must stay importable
         if path.startswith(tmp + os.sep) and os.path.isdir(path):
             prefix += ["--ro-bind", path, path]
     try:
@@ -214,25 +217,31 @@ class WorkerProcess:
             start_new_session=True,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            cwd=str(Path(__file__).resolve().parent.parent),
+            cwd=str(PACKAGE_ROOT),
         )
         child.close()
         self.conn = Connection(parent.detach())
 
-    def call(self, job: Job, timeout: float) -> Reply:
-        """Send ``job``; the reply, or a ``timeout``/``crash`` result if none comes in ``timeout`` s."""
+    def call(self, job: Job, timeout: float, cancel: threading.Event | None = None) -> Reply:
+        """Send ``job``; the reply, or a ``timeout``/``crash``/``cancelled`` result if none comes in
+        ``timeout`` s, the worker dies, or ``cancel`` is set meanwhile (the worker is then replaced)."""
         if self.proc is None or self.proc.poll() is not None:
             self.restart()
         assert self.conn is not None
+        deadline = time.monotonic() + timeout
         try:
             self.conn.send(job)
-            if self.conn.poll(max(timeout, 0.0)):
-                reply: Reply = self.conn.recv()
-                if reply.restart:
+            while not self.conn.poll(max(0.0, min(deadline - time.monotonic(), CANCEL_POLL_S))):
+                if cancel is not None and cancel.is_set():
                     self.restart()
-                return reply
-            self.restart()
-            return Reply(_failure(job, Status.TIMEOUT, f"killed at its {timeout:.1f} s deadline"))
+                    return Reply(_failure(job, Status.CANCELLED, "cancelled while running"))
+                if time.monotonic() >= deadline:
+                    self.restart()
+                    return Reply(_failure(job, Status.TIMEOUT, f"killed at its {timeout:.1f} s deadline"))
+            reply: Reply = self.conn.recv()
+            if reply.restart:
+                self.restart()
+            return reply
         except (EOFError, OSError) as exc:
             code = self.proc.wait(timeout=5) if self.proc else None
             self.restart()
@@ -310,6 +319,9 @@ class LocalExecutor(Executor):
         self._info_lock = threading.Lock()
 
     def device_info(self) -> DeviceInfo:
+        known = self._info.get(self._workers[0].device)
+        if known is not None:  # no need to wait for a worker that may be busy evaluating
+            return known
         worker = self._idle.get()
         try:
             return self._device_info(worker)
@@ -420,7 +432,8 @@ class _Evaluation:
         base_bin, baseline = self._prepare(futures[0], req.baseline, "baseline", budget.timeout_s)
         if base_bin is not None:
             job = EvalJob(req, base_bin, -1)
-            baseline = self._finish(self.worker.call(job, 2 * budget.timeout_s), job, started, baseline)
+            reply = self.worker.call(job, 2 * budget.timeout_s, self.cancel)
+            baseline = self._finish(reply, job, started, baseline)
         self._report(1, total, f"baseline: {baseline.status.value}")
         results: list[CandidateResult] = []
         for i, (cand, fut) in enumerate(zip(req.candidates, futures[1:], strict=True)):
@@ -438,7 +451,8 @@ class _Evaluation:
                 if binary is not None:
                     job = EvalJob(req, base_bin, i, binary)
                     remaining = budget.timeout_s - (time.perf_counter() - started)
-                    result = self._finish(self.worker.call(job, remaining), job, started, result)
+                    reply = self.worker.call(job, remaining, self.cancel)
+                    result = self._finish(reply, job, started, result)
                     if result.status == Status.OK and req.options.sanitize:
                         result = sanitize(self.worker, job, result, budget)
                 results.append(result)
@@ -451,7 +465,7 @@ class _Evaluation:
         """Wait for a compile; the binary to run, or None and the result that ends this candidate."""
         try:
             compiled = fut.result(timeout=timeout)
-        except TimeoutError:
+        except concurrent.futures.TimeoutError:
             return None, CandidateResult(cid, Status.TIMEOUT, f"compilation took over {timeout:.0f} s")
         except Exception as exc:  # the compiler process died on this input
             return None, CandidateResult(cid, Status.COMPILE_ERROR, f"compiler failed: {exc}")

@@ -6,7 +6,9 @@ Loaded inside spawned worker processes through ``LocalExecutor(handler="sandbox_
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -34,7 +36,7 @@ FAKE_DEVICE = DeviceInfo(
 class ScriptedHandler:
     """``ok*`` answers ok with the worker's pid; ``hang`` sleeps forever after starting a
     grandchild whose pid it writes to ``<request id>``; ``crash`` dies; ``sticky`` reports a
-    sticky CUDA error and asks for a restart."""
+    sticky CUDA error and asks for a restart; ``net`` lists the network interfaces it can see."""
 
     def __init__(self, device: int, backend: str) -> None:
         self.device = device
@@ -51,8 +53,13 @@ class ScriptedHandler:
         cid = "baseline" if job.index < 0 else job.request.candidates[job.index].id
         if cid == "hang":
             child = subprocess.Popen(["sleep", "600"])
-            Path(job.request.id).write_text(str(child.pid))
+            with contextlib.suppress(OSError):  # inside bwrap the test's /tmp is not visible
+                Path(job.request.id).write_text(str(child.pid))
             time.sleep(600)
+        if cid == "net":
+            return Reply(
+                CandidateResult(cid, Status.OK, "interfaces " + " ".join(n for _, n in socket.if_nameindex()))
+            )
         if cid == "crash":
             os._exit(9)
         if cid == "sticky":

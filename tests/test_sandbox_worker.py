@@ -15,7 +15,7 @@ from sandbox_fakes import kernel_file, vadd_request
 
 from sandbox.contract import Budget, Candidate, EvalResult, KernelSource, Progress, Status
 from sandbox.executor import NoGpuError
-from sandbox.worker import LocalExecutor, WorkerProcess, clean_env
+from sandbox.worker import LocalExecutor, WorkerProcess, bwrap_prefix, clean_env
 
 SCRIPTED = "sandbox_fakes:ScriptedHandler"
 
@@ -47,6 +47,13 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def pid_of(message: str) -> int:
@@ -121,6 +128,40 @@ def test_progress_and_cancel(executor: LocalExecutor, vadd: KernelSource) -> Non
     result = evaluate(executor, vadd, ["ok1", "ok2", "ok3"], "r2", progress=on_progress, cancel=cancel)
     assert [c.status for c in result.candidates] == [Status.OK, Status.CANCELLED, Status.CANCELLED]
     assert [p.done for p in seen] == [1, 2, 3, 4] and seen[-1].total == 4
+
+
+def test_cancel_stops_a_running_candidate(
+    executor: LocalExecutor, vadd: KernelSource, tmp_path: Path
+) -> None:
+    cancel = threading.Event()
+
+    def on_progress(p: Progress) -> None:
+        if p.done == 1:  # baseline done: cancel while the hanging candidate runs
+            threading.Timer(0.5, cancel.set).start()
+
+    cands = tuple(Candidate(cid, vadd) for cid in ("hang", "ok1"))
+    request = vadd_request(vadd, cands, budget=Budget(timeout_s=60.0), request_id=str(tmp_path / "pid"))
+    start = time.monotonic()
+    result = executor.evaluate(request, progress=on_progress, cancel=cancel)
+    assert [c.status for c in result.candidates] == [Status.CANCELLED, Status.CANCELLED]
+    assert time.monotonic() - start < 20
+
+
+@pytest.mark.skipif(not bwrap_prefix(), reason="bubblewrap (bwrap) is not installed or not usable here")
+def test_bwrap_worker_has_no_network_and_is_still_killed_at_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vadd: KernelSource
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with LocalExecutor(handler=SCRIPTED, sandbox=True, compile_workers=1) as ex:
+        assert ex.sandboxed
+        cands = tuple(Candidate(cid, vadd) for cid in ("net", "hang", "ok1"))
+        request = vadd_request(vadd, cands, budget=Budget(timeout_s=3.0), request_id="/tmp/invisible")
+        net, hang, ok = ex.evaluate(request).candidates
+    assert net.message == "interfaces lo"
+    assert hang.status == Status.TIMEOUT and ok.status == Status.OK
+    time.sleep(0.2)
+    sleepers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and cmdline(p) == b"sleep\x00600\x00"]
+    assert not [p for p in sleepers if alive(int(p.name))]
 
 
 def test_ceilings_measured_once_and_cached(executor: LocalExecutor, tmp_path: Path) -> None:
