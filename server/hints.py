@@ -68,8 +68,4 @@ def setup(ls: CudaLanguageServer) -> None:
         od = ls.document(params.text_document.uri)
         if od is None:
             return []
-        r = params.range
-        return od.cached(
-            f"hints:{ls.generation}:{r.start.line}:{r.end.line}",
-            lambda: inlay_hints(ls, od, r.start.line, r.end.line),
-        )
+        return inlay_hints(ls, od, params.range.start.line, params.range.end.line)

@@ -130,7 +130,7 @@ def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[l
 
 def setup(ls: CudaLanguageServer) -> None:
     @ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
-    def lenses(ls: CudaLanguageServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
+    def lenses(ls: CudaLanguageServer, params: lsp.CodeLensParams) -> Any:
         od = ls.document(params.text_document.uri)
         if od is None:
             return []

@@ -11,10 +11,12 @@ Features (one module each) register their handlers in a ``setup(ls)`` function c
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,14 +73,37 @@ class OpenDocument:
         return self.doc.kernel(name) if self.doc is not None else None
 
     def spec(self, kernel: Kernel) -> KernelSpecView:
-        """The spec written above ``kernel`` (parsed once per version)."""
-        views: dict[str, KernelSpecView] = self.cache.setdefault("specs", {})
-        if kernel.qualified_name not in views:
-            spec, errors = specs.parse(kernel)
-            views[kernel.qualified_name] = KernelSpecView(
-                spec if not errors else None, errors, spec is not None
-            )
-        return views[kernel.qualified_name]
+        """The spec written above ``kernel``."""
+        return spec_view(kernel)
+
+
+_SPEC_MEMO: OrderedDict[tuple[Any, ...], KernelSpecView] = OrderedDict()
+_SPEC_MEMO_SIZE = 4096
+
+
+def spec_view(kernel: Kernel) -> KernelSpecView:
+    """:func:`agent.spec.parse`, memoised on what it reads: the comment block (with its lines), the
+    kernel's name and parameters.  A keystroke re-parses only the kernel it lands in."""
+    key = (
+        kernel.qualified_name,
+        kernel.comment,
+        tuple(
+            (p.name, p.type_text, p.base_type, p.pointer, p.const, p.restrict, p.reference)
+            for p in kernel.params
+        ),
+        kernel.template_params,
+        kernel.span.start_line,
+    )
+    view = _SPEC_MEMO.get(key)
+    if view is None:
+        spec, errors = specs.parse(kernel)
+        view = KernelSpecView(spec if not errors else None, errors, spec is not None)
+        _SPEC_MEMO[key] = view
+        if len(_SPEC_MEMO) > _SPEC_MEMO_SIZE:
+            _SPEC_MEMO.popitem(last=False)
+    else:
+        _SPEC_MEMO.move_to_end(key)
+    return view
 
 
 @dataclass(frozen=True)
@@ -372,6 +397,8 @@ def _setup_lifecycle(ls: CudaLanguageServer) -> None:
             reg = lsp.Registration(id="cuda-agent-config", method=lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
             ls.client_register_capability(lsp.RegistrationParams(registrations=[reg]))
         ls.ready = True
+        gc.collect()
+        gc.freeze()  # what start-up built lives forever: keep it out of every later collection
         await _pull_configuration(ls)
         if ls.runs is not None:
             ls.runs.status()

@@ -1,11 +1,13 @@
-"""Document symbols: the file's kernels (with their parameters), from the source model."""
+"""Document symbols: the file's kernels (from the source model) and ``__device__`` functions."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from lsprotocol import types as lsp
 
 from agent.source import Document, Kernel, Span
-from server.lsp import CudaLanguageServer
+from server.lsp import CudaLanguageServer, OpenDocument
 
 
 def lsp_range(span: Span) -> lsp.Range:
@@ -27,38 +29,58 @@ def signature(doc: Document, kernel: Kernel) -> str:
     return f"{head}__global__ void {kernel.qualified_name}({params})"
 
 
-def document_symbols(ls: CudaLanguageServer, uri: str) -> list[lsp.DocumentSymbol]:
-    od = ls.document(uri)
-    if od is None or od.doc is None:
+_CONTAINERS = frozenset(
+    {"namespace_definition", "linkage_specification", "template_declaration", "declaration_list"}
+)
+
+
+def device_functions(doc: Document) -> list[tuple[str, Span, Span]]:
+    """(name, definition span, name span) of every ``__device__`` function defined at file or
+    namespace scope (a walk over the top of the source model's tree, not into function bodies)."""
+    found = []
+    stack = list(reversed(doc.tree.root_node.children))
+    while stack:
+        node = stack.pop()
+        if node.type in _CONTAINERS:
+            stack.extend(reversed(node.children))
+        elif node.type == "function_definition":
+            kinds = {c.type for c in node.children}
+            declarator = node.child_by_field_name("declarator")
+            name = declarator.child_by_field_name("declarator") if declarator is not None else None
+            if "__device__" in kinds and "__global__" not in kinds and name is not None:
+                found.append((doc.node_text(name), doc.span(node), doc.span(name)))
+    return found
+
+
+def document_symbols(od: OpenDocument) -> list[lsp.DocumentSymbol]:
+    """Kernels (with their signature as detail) and ``__device__`` functions, in file order."""
+    if od.doc is None:
         return []
-    doc = od.doc
-
-    def compute() -> list[lsp.DocumentSymbol]:
-        return [
-            lsp.DocumentSymbol(
-                name=k.qualified_name,
-                detail="__global__ (" + ", ".join(p.type_text for p in k.params) + ")",
-                kind=lsp.SymbolKind.Function,
-                range=lsp_range(k.span),
-                selection_range=lsp_range(k.name_span),
-                children=[
-                    lsp.DocumentSymbol(
-                        name=p.name,
-                        detail=p.type_text,
-                        kind=lsp.SymbolKind.Variable,
-                        range=lsp_range(p.span),
-                        selection_range=lsp_range(p.span),
-                    )
-                    for p in k.params
-                ],
-            )
-            for k in doc.kernels
-        ]
-
-    return od.cached("symbols", compute)
+    symbols = [
+        lsp.DocumentSymbol(
+            name=k.qualified_name,
+            detail="__global__ (" + ", ".join(p.type_text for p in k.params) + ")",
+            kind=lsp.SymbolKind.Function,
+            range=lsp_range(k.span),
+            selection_range=lsp_range(k.name_span),
+        )
+        for k in od.kernels
+    ]
+    symbols += [
+        lsp.DocumentSymbol(
+            name=name,
+            detail="__device__",
+            kind=lsp.SymbolKind.Function,
+            range=lsp_range(span),
+            selection_range=lsp_range(name_span),
+        )
+        for name, span, name_span in device_functions(od.doc)
+    ]
+    return sorted(symbols, key=lambda s: (s.range.start.line, s.range.start.character))
 
 
 def setup(ls: CudaLanguageServer) -> None:
     @ls.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
-    def symbols(ls: CudaLanguageServer, params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
-        return document_symbols(ls, params.text_document.uri)
+    def symbols(ls: CudaLanguageServer, params: lsp.DocumentSymbolParams) -> Any:
+        od = ls.document(params.text_document.uri)
+        return od.cached("symbols", lambda: document_symbols(od)) if od is not None else []

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import pytest_lsp
 from lsprotocol import types as lsp
+from lsprotocol.converters import get_converter
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 DATA = Path(__file__).parent / "data"
@@ -107,12 +108,16 @@ async def test_symbols_lenses_hover_and_diagnostics(client: LanguageClient, work
 
     symbols = await client.text_document_document_symbol_async(lsp.DocumentSymbolParams(doc))
     assert symbols is not None
-    names = [s.name for s in symbols]
-    assert names == ["saxpy", "scale", "gain_stage", "copy_frame"]
+    assert [(s.name, s.detail) for s in symbols] == [
+        ("saxpy", "__global__ (const float*, float*, float, int)"),
+        ("scale", "__global__ (float*, float, int)"),
+        ("gain_stage", "__global__ (const float*, float*, int)"),
+        ("clamp_unit", "__device__"),
+        ("copy_frame", "__global__ (const float*, float*)"),
+    ]
     saxpy = symbols[0]
     assert isinstance(saxpy, lsp.DocumentSymbol)
     assert saxpy.selection_range.start.line == kernel_line(path, "saxpy")
-    assert [c.name for c in saxpy.children or []] == ["x", "y", "a", "n"]
 
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(doc))
     assert lenses is not None
@@ -180,7 +185,7 @@ async def test_incremental_edits_update_symbols_and_only_current_diagnostics(
     symbols = await client.text_document_document_symbol_async(
         lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri))
     )
-    assert [s.name for s in symbols or []] == ["saxpy", "scale_v2", "gain_stage", "copy_frame"]
+    assert [s.name for s in symbols or []] == ["saxpy", "scale_v2", "gain_stage", "clamp_unit", "copy_frame"]
 
     async def settled() -> None:
         while True:
@@ -242,8 +247,146 @@ async def test_bad_documents_and_bad_requests_do_not_crash(
     symbols = await client.text_document_document_symbol_async(
         lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri))
     )
-    assert len(symbols or []) == 4
+    assert len(symbols or []) == 5
     tail = await client.text_document_document_symbol_async(
         lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri_bin))
     )
     assert "tail" in [s.name for s in tail or []]
+
+
+def plain(value: Any) -> Any:
+    """pygls hands custom results over as namedtuples: back to dicts and lists."""
+    if hasattr(value, "_asdict"):
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if hasattr(value, "__attrs_attrs__"):
+        return get_converter().unstructure(value)
+    return value
+
+
+def apply_edits(text: str, edits: list[dict[str, Any]]) -> str:
+    """Apply LSP text edits (ranges against ``text``; ASCII, so columns count characters)."""
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+
+    def offset(p: dict[str, int]) -> int:
+        return starts[p["line"]] + p["character"]
+
+    out, pos = [], 0
+    for e in sorted(edits, key=lambda e: offset(e["range"]["start"])):
+        out += [text[pos : offset(e["range"]["start"])], e["newText"]]
+        pos = offset(e["range"]["end"])
+    return "".join(out) + text[pos:]
+
+
+async def optimize(client: LanguageClient, uri: str, kernel: str) -> dict[str, Any]:
+    result = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams("cudaAgent.optimize", [{"uri": uri, "kernel": kernel}])
+    )
+    return plain(result)  # type: ignore[no-any-return]
+
+
+async def test_optimize_reports_progress_and_offers_a_verified_rewrite(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    path = workspace.copy("lsp_workspace.cu")
+    uri = open_file(client, path)
+    text = path.read_text()
+    result = await optimize(client, uri, "saxpy")
+    assert result["status"] == "ok", result
+    assert result["speedup"] == pytest.approx(2.0)
+    assert not result["cancelled"]
+
+    # progress: begin (cancellable) -> reports with percentages and candidate counts -> end
+    ((_token, reports),) = [(t, r) for t, r in client.progress_reports.items() if r]
+    assert isinstance(reports[0], lsp.WorkDoneProgressBegin) and reports[0].cancellable
+    steps = [r for r in reports if isinstance(r, lsp.WorkDoneProgressReport)]
+    assert steps and all(0 <= (r.percentage or 0) <= 100 for r in steps)
+    assert any("candidates tried" in (r.message or "") and "best 2.00×" in (r.message or "") for r in steps)
+    assert isinstance(reports[-1], lsp.WorkDoneProgressEnd) and "2.00× faster" in (reports[-1].message or "")
+
+    # the hint, the lens and the stored result
+    line = kernel_line(path, "saxpy")
+    hints = await client.text_document_inlay_hint_async(
+        lsp.InlayHintParams(
+            lsp.TextDocumentIdentifier(uri), lsp.Range(lsp.Position(0, 0), lsp.Position(200, 0))
+        )
+    )
+    (hint,) = hints or []
+    assert hint.label == "⚡ 2.00× verified"
+    assert hint.position == lsp.Position(line, text.splitlines()[line].index("saxpy") + len("saxpy"))
+    assert isinstance(hint.tooltip, lsp.MarkupContent)
+    for part in ("simulated GPU", "n=", "seeds", "tolerance", "1 ms median"):
+        assert part in hint.tooltip.value
+    lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
+    apply_lens = [ln for ln in lenses or [] if ln.command and ln.command.command == "cudaAgent.applyRewrite"]
+    assert [ln.command.title for ln in apply_lens if ln.command] == [
+        "✓ Apply verified rewrite (2.00× faster)"
+    ]
+    stored = await client.protocol.send_request_async("cudaAgent/results", {"uri": uri})
+    (entry,) = stored.results
+    assert (entry.kernel, entry.optimize.speedup, entry.optimize.device) == ("saxpy", 2.0, "simulated GPU")
+    assert (workspace.root / ".cuda-agent" / "results.json").exists()
+
+    # the side-by-side payload: its edits turn the original into the rewrite
+    rewrite = await client.protocol.send_request_async("cudaAgent/rewrite", {"runId": result["runId"]})
+    assert rewrite.original == text and rewrite.version == 1 and rewrite.rewritten != text
+    edits = plain(rewrite.edits)
+    assert apply_edits(text, edits) == rewrite.rewritten
+
+    # accepted through workspace/applyEdit: versioned, annotated, needing confirmation
+    applied = plain(
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams("cudaAgent.applyRewrite", [{"runId": result["runId"]}])
+        )
+    )
+    assert applied["applied"] is True
+    (params,) = workspace.applied
+    (doc_edit,) = params.edit.document_changes or []
+    assert isinstance(doc_edit, lsp.TextDocumentEdit)
+    assert doc_edit.text_document.version == 1
+    assert all(isinstance(e, lsp.AnnotatedTextEdit) for e in doc_edit.edits)
+    annotation = (params.edit.change_annotations or {})["cuda-agent.verified-rewrite"]
+    assert annotation.needs_confirmation is True and "2.00×" in annotation.label
+    assert apply_edits(text, plain(list(doc_edit.edits))) == rewrite.rewritten
+
+
+async def test_cancel_keeps_the_best_so_far_and_a_changed_document_refuses_the_rewrite(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    path = workspace.copy("lsp_workspace.cu")
+    uri = open_file(client, path)
+    run = asyncio.ensure_future(optimize(client, uri, "saxpy"))
+
+    async def first_report() -> str:
+        while True:
+            for token, reports in client.progress_reports.items():
+                if any(
+                    isinstance(r, lsp.WorkDoneProgressReport) and "best" in (r.message or "") for r in reports
+                ):
+                    return str(token)
+            await asyncio.sleep(0.02)
+
+    token = await asyncio.wait_for(first_report(), 30)
+    client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
+    result = await asyncio.wait_for(run, 30)
+    assert result["cancelled"] is True
+    assert result["status"] == "ok" and "cancelled, best so far kept" in result["message"]
+    assert isinstance(client.progress_reports[token][-1], lsp.WorkDoneProgressEnd)
+    stored = await client.protocol.send_request_async("cudaAgent/results", {"uri": uri})
+    assert stored.results[0].optimize.attempts < 40  # stopped before the candidate budget
+
+    # the user types while the rewrite waits: it is refused, nothing is sent
+    change(client, uri, 2, (0, 0), (0, 0), "// edited\n")
+    refused = plain(
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams("cudaAgent.applyRewrite", [{"runId": result["runId"]}])
+        )
+    )
+    assert refused["applied"] is False and "changed since the optimize run" in refused["message"]
+    assert workspace.applied == []
+    assert any("changed since" in m.message for m in client.messages)
+    lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
+    assert not any(ln.command and ln.command.command == "cudaAgent.applyRewrite" for ln in lenses or [])

@@ -27,6 +27,11 @@ __global__ void gain_stage(const float* x, float* y, int n)
     if (i < n) y[i] = x[i] * gain;
 }
 
+__device__ float clamp_unit(float v)
+{
+    return fminf(fmaxf(v, 0.0f), 1.0f);
+}
+
 // Copies a frame; the launch rounds up, but nothing stops the extra threads.
 // @cuda-agent sizes n=1000
 // @cuda-agent launch grid=cdiv(n, 256) block=256
