@@ -358,9 +358,13 @@ class Document:
 
     # ------------------------------------------------------------------ standalone units
 
-    def standalone(self, kernel: Kernel) -> Standalone:
-        """The kernel and everything it needs, transitively, in file order, as one unit."""
-        return self._index.standalone(kernel)
+    def standalone(self, kernel: Kernel, *, inline_headers: bool = False) -> Standalone:
+        """The kernel and everything it needs, transitively, in file order, as one unit.
+
+        ``inline_headers``: paste the file's own headers (``#include "..."`` found next to the file,
+        recursively, each once) into the unit, so it compiles where they do not exist (a remote GPU
+        worker); their lines map to -1.  Headers that cannot be read stay as ``#include`` lines."""
+        return self._index.standalone(kernel, inline_headers)
 
     def _launch(
         self,
@@ -639,7 +643,7 @@ class _Scan:
 
     # ------------------------------------------------------------------ standalone
 
-    def standalone(self, kernel: Kernel) -> Standalone:
+    def standalone(self, kernel: Kernel, inline_headers: bool) -> Standalone:
         doc = self.doc
         if self._by_name is None:
             self._by_name = {}
@@ -660,15 +664,27 @@ class _Scan:
                     if j not in chosen:
                         chosen.add(j)
                         todo.append(j)
-        local_headers = False
         for i, it in enumerate(self.items):
             if it.include and it.include.strip('<>"') not in HOST_HEADERS:
                 chosen.add(i)
-                local_headers = local_headers or it.include.startswith('"')
+        local_headers = False
+        base = Path(doc.path).resolve().parent if doc.path else None
+        inlined: set[Path] = set()
         lines: list[str] = []
         line_map: list[int] = []
         for i in sorted(chosen, key=lambda i: self.items[i].node.start_byte):
             node = self.items[i].node
+            quoted = node.type == "preproc_include" and self.items[i].include.startswith('"')
+            header = (
+                _header_lines(base / self.items[i].include.strip('"'), inlined)
+                if quoted and inline_headers and base is not None
+                else None
+            )
+            if header is not None:
+                lines += header
+                line_map += [-1] * len(header)
+                continue
+            local_headers = local_headers or quoted
             text = " " * node.start_point.column + doc.node_text(node).rstrip("\r\n")
             after = node.next_sibling
             if node.type in _TYPE_SPECIFIERS and after is not None and after.type == ";":
@@ -676,7 +692,7 @@ class _Scan:
             for k, line in enumerate(text.split("\n")):
                 lines.append(line)
                 line_map.append(node.start_point.row + k)
-        options = (f"-I{Path(doc.path).resolve().parent}",) if local_headers and doc.path else ()
+        options = (f"-I{base}",) if local_headers and base is not None else ()
         return Standalone(kernel.qualified_name, "\n".join(lines) + "\n", tuple(line_map), options)
 
     def _references(self, node: tree_sitter.Node) -> set[str]:
@@ -691,6 +707,34 @@ class _Scan:
 
 
 # ---------------------------------------------------------------------------------------- helpers
+
+
+_QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"(?P<path>[^"]+)"')
+_ANGLE_INCLUDE = re.compile(r"^\s*#\s*include\s*<(?P<path>[^>]+)>")
+
+
+def _header_lines(path: Path, inlined: set[Path]) -> list[str] | None:
+    """A header's lines with its own quoted includes pasted in (each file once, like
+    ``#pragma once``) and host-only includes dropped; None when it cannot be read."""
+    path = path.resolve()
+    if path in inlined:
+        return []
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    inlined.add(path)
+    out: list[str] = []
+    for line in text.splitlines():
+        if line.strip() == "#pragma once":
+            continue
+        angle = _ANGLE_INCLUDE.match(line)
+        if angle and angle["path"] in HOST_HEADERS:
+            continue
+        quoted = _QUOTED_INCLUDE.match(line)
+        nested = _header_lines(path.parent / quoted["path"], inlined) if quoted else None
+        out += [line] if nested is None else nested
+    return out
 
 
 def _descendants_of_type(node: tree_sitter.Node, node_type: str) -> Iterator[tree_sitter.Node]:

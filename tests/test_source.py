@@ -131,6 +131,28 @@ def test_standalone_keeps_local_headers_and_macros(data_dir: Path) -> None:
     assert "block_sum" not in pairs.source
 
 
+def test_inlined_headers_make_a_self_contained_unit(data_dir: Path, tmp_path: Path) -> None:
+    doc = Document.from_file(data_dir / "reduce.cu")
+    unit = doc.standalone(kernel(doc, "block_sum"), inline_headers=True)
+    assert unit.options == () and '#include "common.cuh"' not in unit.source
+    assert "warp_reduce_sum" in unit.source and "#pragma once" not in unit.source
+    header_lines = (data_dir / "common.cuh").read_text().count("\n") - 1  # without `#pragma once`
+    assert unit.line_map.count(-1) == header_lines
+    body = unit.source.splitlines()[unit.line_map.index(kernel(doc, "block_sum").span.start_line)]
+    assert body.startswith("template <typename T, int BLOCK>")
+    # nested headers are pasted once each; a missing one stays an #include
+    (tmp_path / "a.cuh").write_text(
+        '#pragma once\n#include "b.cuh"\n#include "missing.cuh"\nint a_val = B_VAL;\n'
+    )
+    (tmp_path / "b.cuh").write_text("#pragma once\n#define B_VAL 3\n")
+    src = tmp_path / "k.cu"
+    src.write_text('#include "a.cuh"\n#include "b.cuh"\n__global__ void k(int* p) { *p = a_val; }\n')
+    nested = Document.from_file(src)
+    unit = nested.standalone(nested.kernels[0], inline_headers=True)
+    assert unit.source.count("#define B_VAL 3") == 1
+    assert '#include "missing.cuh"' in unit.source
+
+
 def test_struct_dependency_keeps_its_semicolon(data_dir: Path) -> None:
     doc = Document.from_file(data_dir / "nvrtc_error.cu")
     unit = doc.standalone(kernel(doc, "mean_kernel"))
