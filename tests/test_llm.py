@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import sys
 import threading
 import time
 from typing import Any
@@ -259,3 +260,34 @@ def test_extract_code_takes_the_last_kernel_block() -> None:
     reply = "```cuda\n__device__ int f();\n```\ntext\n```cpp\n__global__ void k() {}\n```\n```\nnot code\n```"
     assert extract_code(reply) == "__global__ void k() {}\n"
     assert extract_code("no code") is None
+
+
+def test_the_in_process_vllm_backend_batches_conversations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``backend="vllm"`` through a stand-in ``vllm`` module: one LLM.chat call per round, fenced code."""
+    import types
+
+    calls: list[tuple[list[Any], list[Any]]] = []
+
+    class SamplingParams:
+        def __init__(self, **kw: Any) -> None:
+            self.kw = kw
+
+    class LLM:
+        def __init__(self, model: str) -> None:
+            self.model = model
+
+        def chat(self, conversations: list[Any], params: list[Any], use_tqdm: bool) -> list[Any]:
+            calls.append((conversations, params))
+            code = variant(T, f"speedup={1.5 + len(calls)}")
+            gen = types.SimpleNamespace(text=f"```cuda\n{code}```", token_ids=[0] * 50, finish_reason="stop")
+            return [types.SimpleNamespace(prompt_token_ids=[0] * 100, outputs=[gen]) for _ in conversations]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
+    s = LLMSettings(model="local-coder", backend="vllm", samples=2, max_turns=2, temperature=0.2)
+    res = run(s)
+    assert len(calls) == 2 and all(len(conv) == 2 for conv, _ in calls)  # two rounds, two conversations each
+    assert {p.kw["temperature"] for _, ps in calls for p in ps} == {0.2}
+    assert len({p.kw["seed"] for p in calls[0][1]}) == 2
+    assert "```cuda" in calls[0][0][0][0]["content"]  # the fenced-code instructions
+    assert "Speedup 2.500x" in calls[1][0][0][-1]["content"]  # the verdict came back as a message
+    assert res.attempts == 4 and res.speedup == pytest.approx(3.5) and res.tokens == 4 * 150
