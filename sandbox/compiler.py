@@ -10,7 +10,7 @@ hash of everything that affects the output.
 other, and so a compiler crash on a pathological candidate cannot take the caller down.
 
 CUDA headers (``cuda_fp16.h``, ``cuda_bf16.h``, vector types...) come from the
-``nvidia-cuda-runtime`` wheel or a CUDA toolkit, found with ``cuda.pathfinder``.  NVRTC ships no
+``nvidia-cuda-runtime`` and ``nvidia-cuda-cccl`` wheels or a CUDA toolkit, found with ``cuda.pathfinder``.  NVRTC ships no
 C standard library, so ``nvrtc_include/`` holds small stand-ins for the headers CUDA code commonly
 includes (``<cstdint>``, ``<climits>``, ``<cfloat>``, ``<cmath>``, ``<cstdio>``).
 """
@@ -54,9 +54,10 @@ def cuda_include_dirs() -> tuple[str, ...]:
     try:
         from cuda import pathfinder
 
-        found = pathfinder.locate_nvidia_header_directory("cudart")
-        if found is not None:
-            dirs.append(found.abs_path)
+        for lib in ("cudart", "cccl"):  # cuda_fp16.h & co.; cooperative_groups' <nv/target>, <cuda/std/...>
+            found = pathfinder.locate_nvidia_header_directory(lib)
+            if found is not None:
+                dirs.append(found.abs_path)
     except Exception:  # no headers: kernels that include CUDA headers will report it as an error
         pass
     return tuple(dirs)

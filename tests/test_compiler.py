@@ -119,3 +119,17 @@ def test_pool_compiles_in_parallel_processes() -> None:
         assert again.result.cached
     finally:
         pool.close()
+
+
+def test_cooperative_groups_headers_resolve() -> None:
+    src = """
+    #include <cooperative_groups.h>
+    #include <cooperative_groups/reduce.h>
+    namespace cg = cooperative_groups;
+    extern "C" __global__ void warp_sum(const float* x, float* out) {
+        auto tile = cg::tiled_partition<32>(cg::this_thread_block());
+        float v = cg::reduce(tile, x[threadIdx.x], cg::plus<float>());
+        if (tile.thread_rank() == 0) out[threadIdx.x / 32] = v;
+    }"""
+    out = compile_cuda(src)
+    assert out.result.ok, out.result.log
