@@ -194,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="where to write the result JSON")
     parser.add_argument("--gpu", type=int, default=0, help="GPU index the worker serves")
-    parser.add_argument("--n", type=int, default=1 << 26, help="elements in the timed problem")
+    parser.add_argument("--n", type=int, default=1 << 24, help="elements in the timed problem")
+    parser.add_argument("--commit", help="commit of the tree measured, where it is not a git checkout")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "remote_gpu_eval",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "commit": commit(),
+        "commit": args.commit or commit(),
         "worker_log": str(args.out.with_suffix(".worker.log")),
     }
     try:
