@@ -137,7 +137,7 @@ def commit() -> str:
         )
     except OSError:
         return "unknown"
-    return out.stdout.strip() or "unknown"
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
 
 
 def run(gpu: int, bench_n: int, report: dict[str, Any]) -> bool:
