@@ -388,6 +388,9 @@ class PycudaRuntime(Runtime):
 
     def launch(self, kernel: KernelHandle, launch: Launch, args: Sequence[KernelArg]) -> None:
         with self._errors():
+            if launch.shared_bytes > 48 * 1024:
+                attr = self._drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES
+                kernel.function.set_attribute(attr, launch.shared_bytes)
             kernel.function(
                 *(np.uintp(a) if isinstance(a, int) else a for a in args),
                 grid=launch.grid,

@@ -21,7 +21,8 @@ The rules a candidate must pass, per problem size and seed (fresh inputs each ti
    (races, uninitialised shared memory or registers);
 4. outputs must match the baseline's within tolerance, NaN/Inf in the same places.
 
-Rules 1–3 give ``rejected``; rule 4 gives ``mismatch``.
+Rules 1–3 give ``rejected``; rule 4 gives ``mismatch``.  Before any of this,
+:func:`static_rejection` refuses kernels that would launch work from device code.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sandbox.contract import ArgSpec, Check, Distribution, Launch, Problem, Status, Tolerance
+from sandbox.contract import ArgSpec, Check, Distribution, KernelSource, Launch, Problem, Status, Tolerance
 from sandbox.runtime import CudaError, KernelArg, KernelHandle, MemoryCapExceeded, Runtime
 
 GUARD_BYTES = 4096  # each side of every array; a multiple of 256 keeps data 256-byte aligned
@@ -222,6 +223,26 @@ def unwritten(run_a: np.ndarray, run_b: np.ndarray, itemsize: int) -> int:
     b = run_b[: n * itemsize].reshape(n, itemsize)
     mask = (a == POISON_A).all(axis=1) & (b == POISON_B).all(axis=1)
     return int(np.argmax(mask)) if mask.any() else -1
+
+
+# Symbols of the CUDA device runtime: present only when device code launches kernels or streams.
+DEVICE_RUNTIME_SYMBOLS = (b"cudaLaunchDevice", b"cudaGetParameterBuffer", b"cudaStreamCreateWithFlags")
+SEPARATE_COMPILATION_OPTIONS = ("-rdc", "--relocatable-device-code", "-dc", "--device-c", "-dlto")
+
+
+def static_rejection(kernel: KernelSource, cubin: bytes) -> str:
+    """Why a compiled kernel is rejected before it runs, or ''.
+
+    Work launched from device code (dynamic parallelism, device-side streams, fire-and-forget or
+    tail launches) would escape the timed region and the verification's view; it needs separate
+    compilation and the device runtime, whose symbols then appear in the cubin."""
+    for opt in kernel.options:
+        if opt.split("=")[0] in SEPARATE_COMPILATION_OPTIONS:
+            return f"option {opt} (separate compilation / dynamic parallelism) is not allowed"
+    for sym in DEVICE_RUNTIME_SYMBOLS:
+        if sym in cubin:
+            return f"launches work from device code ({sym.decode()}): dynamic parallelism is not allowed"
+    return ""
 
 
 def digest(data: np.ndarray) -> str:

@@ -59,6 +59,7 @@ from sandbox.contract import (
     Status,
 )
 from sandbox.executor import Executor, ExecutorError, NoGpuError, ProgressFn, WorkerUnavailable
+from sandbox.verify import static_rejection
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +67,6 @@ DEFAULT_HANDLER = "sandbox.worker:GpuHandler"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the directory holding the ``sandbox`` package
 _ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LD_LIBRARY_PATH", "XDG_CACHE_HOME")
 _ENV_KEEP_PREFIX = ("CUDA_", "CUPY_", "NVIDIA_")
-# Symbols of the CUDA device runtime: present only when device code launches kernels or streams.
-DEVICE_RUNTIME_SYMBOLS = (b"cudaLaunchDevice", b"cudaGetParameterBuffer", b"cudaStreamCreateWithFlags")
-SEPARATE_COMPILATION_OPTIONS = ("-rdc", "--relocatable-device-code", "-dc", "--device-c", "-dlto")
 SANITIZER_TOOLS = ("memcheck", "racecheck")
 CANCEL_POLL_S = 0.05  # how often a running job looks at its cancel event
 
@@ -110,24 +108,6 @@ class Reply:
 
 Job = EvalJob | InfoJob
 Handler = Callable[[Job], Reply]
-
-
-# --------------------------------------------------------------------------- static rules
-
-
-def static_rejection(kernel: KernelSource, cubin: bytes) -> str:
-    """Why a compiled kernel is rejected before it runs, or ''.
-
-    Work launched from device code (dynamic parallelism, device-side streams, fire-and-forget or
-    tail launches) would escape the timed region and the verification's view; it needs separate
-    compilation and the device runtime, whose symbols then appear in the cubin."""
-    for opt in kernel.options:
-        if opt.split("=")[0] in SEPARATE_COMPILATION_OPTIONS:
-            return f"option {opt} (separate compilation / dynamic parallelism) is not allowed"
-    for sym in DEVICE_RUNTIME_SYMBOLS:
-        if sym in cubin:
-            return f"launches work from device code ({sym.decode()}): dynamic parallelism is not allowed"
-    return ""
 
 
 # --------------------------------------------------------------------------- worker process

@@ -19,9 +19,9 @@ from sandbox.verify import (
     f32_from_bf16,
     generate,
     inputs_for,
+    static_rejection,
     unwritten,
 )
-from sandbox.worker import static_rejection
 
 
 def raw(a: np.ndarray) -> np.ndarray:
