@@ -506,6 +506,8 @@ def sanitize(worker: WorkerProcess, job: EvalJob, result: CandidateResult, budge
         with tempfile.TemporaryDirectory() as tmp:
             logfile = Path(tmp) / "sanitizer.log"
             prefix = [exe, "--tool", tool, "--error-exitcode", "86", "--log-file", str(logfile)]
+            if worker.prefix:  # inside bwrap, /tmp is private: share the log's directory
+                prefix = ["--bind", tmp, tmp, *prefix]
             proc = WorkerProcess(worker.device, worker.backend, worker.handler, [*worker.prefix, *prefix])
             proc.start()
             reply = proc.call(replace(job, request=small), 10 * budget.timeout_s)
@@ -515,6 +517,8 @@ def sanitize(worker: WorkerProcess, job: EvalJob, result: CandidateResult, budge
         lines.append(f"{tool}: {summary.replace('========= ', '') or f'exit status {code}'}")
         if code == 86 or (isinstance(reply.value, CandidateResult) and reply.value.status != Status.OK):
             detail = "\n".join([ln for ln in text.splitlines() if ln.startswith("=========")][:20])
+            if isinstance(reply.value, CandidateResult) and not detail:
+                detail = f"{reply.value.status.value}: {reply.value.message}"
             return replace(
                 result,
                 status=Status.REJECTED,

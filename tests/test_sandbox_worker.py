@@ -8,12 +8,13 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from sandbox_fakes import kernel_file, vadd_request
 
-from sandbox.contract import Budget, Candidate, EvalResult, KernelSource, Progress, Status
+from sandbox.contract import Budget, Candidate, EvalOptions, EvalResult, KernelSource, Progress, Status
 from sandbox.executor import NoGpuError
 from sandbox.worker import LocalExecutor, WorkerProcess, bwrap_prefix, clean_env
 
@@ -162,6 +163,45 @@ def test_bwrap_worker_has_no_network_and_is_still_killed_at_deadline(
     time.sleep(0.2)
     sleepers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and cmdline(p) == b"sleep\x00600\x00"]
     assert not [p for p in sleepers if alive(int(p.name))]
+
+
+FAKE_SANITIZER = """#!/bin/sh
+# Stands in for compute-sanitizer: runs the worker, then reports {errors} errors in its log.
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --log-file) log="$2"; shift 2 ;;
+    --tool|--error-exitcode) shift 2 ;;
+    *) break ;;
+  esac
+done
+"$@"
+code=$?
+echo "========= ERROR SUMMARY: {errors} errors" > "$log"
+[ {errors} -eq 0 ] && exit $code
+echo "========= Invalid __global__ write of size 4 bytes" >> "$log"
+exit 86
+"""
+
+
+@pytest.mark.parametrize("errors", [0, 1])
+def test_sanitizer_runs_on_ok_candidates(
+    executor: LocalExecutor, vadd: KernelSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, errors: int
+) -> None:
+    tool = tmp_path / "bin" / "compute-sanitizer"
+    tool.parent.mkdir()
+    tool.write_text(FAKE_SANITIZER.format(errors=errors))
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
+    request = replace(
+        vadd_request(vadd, (Candidate("ok1", vadd),), request_id=f"san{errors}"),
+        options=EvalOptions(sanitize=True),
+    )
+    (result,) = executor.evaluate(request).candidates
+    assert f"memcheck: ERROR SUMMARY: {errors} errors" in result.sanitizer
+    if errors:
+        assert result.status == Status.REJECTED and "Invalid __global__ write" in result.message
+    else:
+        assert result.status == Status.OK and "racecheck" in result.sanitizer
 
 
 def test_ceilings_measured_once_and_cached(executor: LocalExecutor, tmp_path: Path) -> None:
