@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer
+from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer, Target
 from sandbox.compiler import CompilePool
 from sandbox.contract import CandidateResult, DeviceInfo, Status
 
@@ -538,6 +538,8 @@ class LLMProposer(Proposer):
         self._tokens = 0
         self._conversations: list[_Conversation] = []
         self._attempts: dict[str, Attempt] = {}
+        self._overflow: list[Proposal] = []
+        self._target: Target | None = None
 
     @property
     def tokens_used(self) -> int:
@@ -556,9 +558,9 @@ class LLMProposer(Proposer):
             self._client = make_client(self.settings)
         if not self._client.supports_tools:
             self._tools = False
-        if not self._conversations:
+        if self._target is not context.target:  # a new run (the proposer may be reused)
             self._start(context)
-        proposals: list[Proposal] = []
+        proposals, self._overflow = self._overflow, []
         while not proposals and not context.cancel.is_set():
             ready = [c for c in self._conversations if c.ready and c.turns < self.settings.max_turns][:n]
             for c in self._conversations:
@@ -567,6 +569,7 @@ class LLMProposer(Proposer):
             if not ready:
                 break
             proposals = self._round(context, ready)
+        self._overflow = proposals[n:]  # a reply may call verify_and_time more often than asked
         return proposals[:n]
 
     def observe(self, attempts: Sequence[Attempt]) -> None:
@@ -586,6 +589,8 @@ class LLMProposer(Proposer):
     # ------------------------------------------------------------------ conversations
 
     def _start(self, context: OptimizeContext) -> None:
+        self._target = context.target
+        self._attempts = {}
         system = SYSTEM + "\n" + (TOOLS_HOWTO if self._tools else FENCED_HOWTO)
         prompt = initial_prompt(context)
         self._conversations = [

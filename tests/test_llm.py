@@ -291,3 +291,15 @@ def test_the_in_process_vllm_backend_batches_conversations(monkeypatch: pytest.M
     assert "```cuda" in calls[0][0][0][0]["content"]  # the fenced-code instructions
     assert "Speedup 2.500x" in calls[1][0][0][-1]["content"]  # the verdict came back as a message
     assert res.attempts == 4 and res.speedup == pytest.approx(3.5) and res.tokens == 4 * 150
+
+
+def test_more_tool_calls_than_the_batch_holds_are_all_evaluated_and_answered() -> None:
+    calls = tuple(("verify_and_time", {"code": variant(T, f"speedup=1.{i + 2}")}) for i in range(3))
+    with ScriptedLLM([Call(calls), Say("done")]) as server:
+        proposer = LLMProposer(settings(server))
+        res = optimize(T, proposer, MarkerExecutor(), settings=LoopSettings(batch_size=2))
+        proposer.close()
+    assert res.attempts == 3 and res.speedup == pytest.approx(1.4)
+    answers = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in answers] == ["call_0", "call_1", "call_2"]
+    assert all("Candidate b" in m["content"] for m in answers)
