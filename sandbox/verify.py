@@ -250,12 +250,13 @@ def digest(data: np.ndarray) -> str:
 
 
 def inputs_for(problem: Problem, seed: int) -> dict[str, np.ndarray]:
-    """Fresh host data for every array argument (in, inout and out) of ``problem`` under ``seed``.
-
-    ``out`` arrays are generated too (and ignored) so that every argument's data depends only on
-    the seed and its position, not on the roles of the others."""
-    rng = np.random.default_rng([seed, len(problem.args)])
-    return {a.name: generate(a, rng) for a in problem.args if a.role != "scalar"}
+    """Fresh host data for every ``in``/``inout`` array of ``problem`` under ``seed``; each argument
+    draws from its own stream (seed, position), so its data do not depend on the other arguments."""
+    return {
+        a.name: generate(a, np.random.default_rng([seed, k]))
+        for k, a in enumerate(problem.args)
+        if a.role in ("in", "inout")
+    }
 
 
 def constants_for(problem: Problem, seed: int) -> dict[str, np.ndarray]:
