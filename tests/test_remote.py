@@ -17,12 +17,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sandbox.contract import (
     ArgSpec,
@@ -102,11 +104,16 @@ def running_worker(
     token: str | None = TOKEN,
     limits: Limits | None = None,
     tls: tuple[str, str] | None = None,
+    front: Callable[[ASGIApp], ASGIApp] = lambda app: app,
 ) -> Iterator[tuple[str, WorkerService]]:
-    """A real uvicorn server on a free loopback port, in a thread."""
+    """A real uvicorn server on a free loopback port, in a thread; ``front`` wraps the service's
+    application (to put a misbehaving gateway in front of it)."""
     service = WorkerService(executors, token=token, limits=limits or Limits())
     server = make_server(
-        service.app, tls_cert=tls[0] if tls else None, tls_key=tls[1] if tls else None, log_level="warning"
+        front(service.app),
+        tls_cert=tls[0] if tls else None,
+        tls_key=tls[1] if tls else None,
+        log_level="warning",
     )
     sock = listen("127.0.0.1", 0)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -309,6 +316,33 @@ def test_a_client_that_reconnects_in_time_gets_the_same_job() -> None:
     assert not fake.saw_cancel.is_set()
     assert fake.evaluated == ["blip"]
     assert [c.status for c in result.candidates] == [Status.OK, Status.OK]
+
+
+class FlakyGateway:
+    """A gateway in front of the worker that answers its first ``failures`` requests with a bare 502,
+    as a proxy or tunnel does while the worker behind it restarts."""
+
+    def __init__(self, app: ASGIApp, failures: int) -> None:
+        self.app = app
+        self.failures = failures
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.failures > 0:
+            self.failures -= 1
+            await PlainTextResponse("Bad Gateway", status_code=502)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def test_a_gateway_error_is_retried_until_the_worker_answers() -> None:
+    fake = WatchedExecutor()
+    with (
+        running_worker(fake, front=lambda app: FlakyGateway(app, failures=3)) as (url, _),
+        RemoteExecutor(url, TOKEN, reconnect_s=10) as remote,
+    ):
+        result = remote.evaluate(make_request("through-gateway", 2))
+    assert [c.status for c in result.candidates] == [Status.OK, Status.OK]
+    assert fake.evaluated == ["through-gateway"]
 
 
 class GpulessExecutor(FakeExecutor):
