@@ -66,6 +66,7 @@ class Fixed(Proposer):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--commit", default="", help="The commit measured, when run outside a git checkout.")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     from sandbox.worker import LocalExecutor
@@ -106,13 +107,18 @@ def main() -> None:
             }
         )
     baseline_at = next(t for t, e in events if e.kind == "baseline")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip()
+    except OSError:  # no git where it runs
+        commit = ""
     summary = {
         "device": res.device.name if res.device else None,
         "peak_bandwidth_gbps": res.device.peak_bandwidth_gbps if res.device else None,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "command": "python " + shlex.join(sys.argv),
-        "commit": commit.stdout.strip() or "unknown",
+        "commit": args.commit or commit or "unknown",
         "baseline": {
             "median_ms": b.timing.median_ms if b.timing else None,
             "gbps": b.achieved_gbps,
