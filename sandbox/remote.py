@@ -32,6 +32,7 @@ import queue
 import ssl
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -122,9 +123,14 @@ class RemoteExecutor(Executor):
         self.queue_timeout_s = queue_timeout_s
         self.cancel_grace_s = cancel_grace_s
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        tls: ssl.SSLContext | bool = (
-            ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
-        )
+        tls: ssl.SSLContext | bool = verify
+        if isinstance(verify, str):
+            try:
+                tls = ssl.create_default_context(cafile=verify)
+            except (OSError, ssl.SSLError) as exc:
+                raise ExecutorError(
+                    f"cannot load the certificate to trust for {self.url}: {verify}: {exc}"
+                ) from exc
         self._client = httpx.Client(
             base_url=self.url,
             headers=headers,
@@ -197,7 +203,7 @@ class RemoteExecutor(Executor):
 
     def _cancel_on_worker(self, request_id: str) -> None:
         try:
-            self._client.post(CANCEL_PATH.format(id=request_id), timeout=5.0)
+            self._client.post(CANCEL_PATH.format(id=urllib.parse.quote(request_id, safe="")), timeout=5.0)
         except httpx.HTTPError as exc:
             log.warning("could not cancel %s on %s: %s", request_id, self.url, exc)
 

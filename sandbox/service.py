@@ -251,7 +251,7 @@ class WorkerService:
                 Route(HEALTH_PATH, self.health, methods=["GET"]),
                 Route(DEVICE_PATH, self.device, methods=["GET"]),
                 Route(EVALUATE_PATH, self.evaluate, methods=["POST"]),
-                Route(CANCEL_PATH.replace("{id}", "{request_id}"), self.cancel, methods=["POST"]),
+                Route(CANCEL_PATH.replace("{id}", "{request_id:path}"), self.cancel, methods=["POST"]),
             ],
             lifespan=self._lifespan,
         )

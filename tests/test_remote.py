@@ -150,6 +150,11 @@ def test_health_is_open_and_everything_else_needs_the_token() -> None:
         assert ok.json()["devices"][0]["name"] == "simulated GPU"
 
 
+def test_an_unreadable_certificate_to_trust_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ExecutorError, match=f"cannot load the certificate to trust .*{tmp_path}/none.pem"):
+        RemoteExecutor("https://gpu-box:8765", TOKEN, verify=str(tmp_path / "none.pem"))
+
+
 def test_wrong_token_is_one_auth_error_and_runs_nothing() -> None:
     fake = WatchedExecutor()
     with running_worker(fake) as (url, _), RemoteExecutor(url, "wrong-token") as remote:
@@ -278,7 +283,7 @@ def test_cancel_reaches_the_worker_and_returns_cancelled_candidates() -> None:
         RemoteExecutor(url, TOKEN) as remote,
         ThreadPoolExecutor(1) as pool,
     ):
-        future = pool.submit(remote.evaluate, make_request("to-cancel"), cancel=cancel)
+        future = pool.submit(remote.evaluate, make_request("optimize/run 1"), cancel=cancel)
         assert fake.running.wait(5)
         started = time.monotonic()
         cancel.set()
