@@ -123,7 +123,7 @@ class RemoteExecutor(Executor):
         self.queue_timeout_s = queue_timeout_s
         self.cancel_grace_s = cancel_grace_s
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        tls: ssl.SSLContext | bool = verify
+        tls: ssl.SSLContext | bool
         if isinstance(verify, str):
             try:
                 tls = ssl.create_default_context(cafile=verify)
@@ -131,6 +131,8 @@ class RemoteExecutor(Executor):
                 raise ExecutorError(
                     f"cannot load the certificate to trust for {self.url}: {verify}: {exc}"
                 ) from exc
+        else:
+            tls = verify
         self._client = httpx.Client(
             base_url=self.url,
             headers=headers,
