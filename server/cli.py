@@ -15,7 +15,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -38,10 +38,6 @@ class JobFailed(click.ClickException):
     exit_code = 1
 
 
-def not_built(what: str) -> NoReturn:
-    raise JobFailed(f"`cuda-agent {what}` is not built yet")
-
-
 def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, default=str))
 
@@ -60,6 +56,7 @@ def read_source(path: str) -> tuple[Path, str]:
     return p, data.decode("utf-8", errors="replace")
 
 
+REMOTE_HINT = "CUDA_AGENT_WORKER_URL and CUDA_AGENT_WORKER_TOKEN to use a remote `cuda-agent worker`"
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 
 
@@ -205,8 +202,47 @@ def check(
 @json_option
 def bench(file: str, kernel: str | None, gpu: int, as_json: bool) -> None:
     """Time a kernel under its spec on the local GPU: median, spread, GB/s, % of peak."""
-    read_source(file)
-    not_built("bench")
+    from agent import loop
+    from agent.source import Document
+    from sandbox.contract import to_dict
+    from sandbox.executor import ExecutorError, NoGpuError
+    from sandbox.worker import bench_request
+
+    path, text = read_source(file)
+    try:
+        target = loop.target_for(Document(text, str(path)), kernel)
+    except loop.TargetError as exc:
+        raise UserError(str(exc)) from exc
+    try:
+        with _make_executor(gpu) as executor:
+            result = executor.evaluate(bench_request(target.baseline, target.bench_problem))
+    except NoGpuError as exc:
+        raise JobFailed(f"{exc}; to use a GPU elsewhere, set {REMOTE_HINT}") from exc
+    except ExecutorError as exc:
+        raise JobFailed(str(exc)) from exc
+    r = result.baseline
+    if as_json:
+        emit_json(
+            {
+                "path": str(path),
+                "kernel": target.kernel,
+                "problem": target.bench_problem.label,
+                "device": to_dict(result.device),
+                "result": to_dict(r),
+            }
+        )
+    else:
+        device = result.device.name if result.device else "GPU"
+        click.echo(f"{target.kernel} at {target.bench_problem.label} on {device}: {r.status.value}")
+        click.echo(f"  {_timing_text(r)}")
+        if r.achieved_gflops:
+            click.echo(f"  {r.achieved_gflops:.0f} GFLOP/s = {r.pct_peak_flops:.0f}% of peak")
+        if r.resources:
+            click.echo(f"  {r.resources.registers} registers, {r.resources.spill_stores} bytes spilled")
+        if r.message:
+            click.echo(f"  {r.message}")
+    if r.status.value != "ok":
+        raise JobFailed(f"{target.kernel} did not pass its own checks: {r.status.value}")
 
 
 @cli.command()
@@ -344,13 +380,21 @@ def optimize(
 
 
 def _make_executor(gpu: int) -> Executor:
-    """The local GPU's sandbox; ``CUDA_AGENT_TEST_EXECUTOR=1`` swaps in the simulated GPU (tests, demos)."""
+    """The local GPU's sandbox, or a remote worker when ``CUDA_AGENT_WORKER_URL`` is set;
+    ``CUDA_AGENT_TEST_EXECUTOR=1`` swaps in the simulated GPU (tests, demos)."""
     import os
 
     if os.environ.get("CUDA_AGENT_TEST_EXECUTOR") == "1":
         from sandbox.testing import FakeExecutor
 
         return FakeExecutor.from_env()
+    if url := os.environ.get("CUDA_AGENT_WORKER_URL"):
+        from sandbox.remote import RemoteExecutor
+
+        token = os.environ.get("CUDA_AGENT_WORKER_TOKEN", "")
+        if not token:
+            raise UserError("CUDA_AGENT_WORKER_URL is set but CUDA_AGENT_WORKER_TOKEN is not")
+        return RemoteExecutor(url, token)
     from sandbox.worker import LocalExecutor
 
     return LocalExecutor((gpu,))

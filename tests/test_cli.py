@@ -48,3 +48,35 @@ def test_user_mistakes_are_one_line_and_nonzero(args: tuple[str, ...], needle: s
 
 def test_directory_instead_of_file(tmp_path) -> None:
     assert main(["kernels", str(tmp_path)]) == 2
+
+
+def test_bench_without_gpu_is_one_line_with_the_remote_hint(monkeypatch) -> None:
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("CUDA_AGENT_")}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # also on a GPU machine: no device visible
+    out = subprocess.run(
+        [sys.executable, "-m", "server", "bench", "bench/kernels/vadd_poor_block.cu"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert out.returncode == 1
+    (line,) = out.stderr.strip().splitlines()
+    assert "no usable GPU" in line and "CUDA_AGENT_WORKER_URL" in line
+
+
+def test_bench_reports_timing_and_bandwidth_from_the_executor() -> None:
+    env = {**__import__("os").environ, "CUDA_AGENT_TEST_EXECUTOR": "1"}
+    out = subprocess.run(
+        [sys.executable, "-m", "server", "bench", "bench/kernels/vadd_poor_block.cu", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    import json
+
+    data = json.loads(out.stdout)
+    assert data["kernel"] == "vadd" and data["result"]["status"] == "ok"
+    assert data["result"]["timing"]["median_ms"] > 0 and data["result"]["achieved_gbps"] > 0
