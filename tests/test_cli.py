@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from server.cli import main
 
+VADD = Path(__file__).resolve().parents[1] / "bench" / "kernels" / "vadd_poor_block.cu"
 SUBCOMMANDS = ("serve", "kernels", "check", "bench", "optimize", "suite", "worker")
 
 
@@ -54,7 +56,7 @@ def test_bench_without_gpu_is_one_line_with_the_remote_hint(monkeypatch) -> None
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("CUDA_AGENT_")}
     env["CUDA_VISIBLE_DEVICES"] = ""  # also on a GPU machine: no device visible
     out = subprocess.run(
-        [sys.executable, "-m", "server", "bench", "bench/kernels/vadd_poor_block.cu"],
+        [sys.executable, "-m", "server", "bench", str(VADD)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -68,7 +70,7 @@ def test_bench_without_gpu_is_one_line_with_the_remote_hint(monkeypatch) -> None
 def test_bench_reports_timing_and_bandwidth_from_the_executor() -> None:
     env = {**__import__("os").environ, "CUDA_AGENT_TEST_EXECUTOR": "1"}
     out = subprocess.run(
-        [sys.executable, "-m", "server", "bench", "bench/kernels/vadd_poor_block.cu", "--json"],
+        [sys.executable, "-m", "server", "bench", str(VADD), "--json"],
         capture_output=True,
         text=True,
         timeout=120,
