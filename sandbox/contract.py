@@ -134,7 +134,7 @@ class Candidate:
 @dataclass(frozen=True)
 class Budget:
     timeout_s: float = 30.0  # per candidate, compile + verify + time
-    time_budget_ms: float = 400.0  # timing budget per candidate (device time of samples)
+    time_budget_ms: float = 400.0  # wall-clock budget of the sampling loop per candidate
     min_samples: int = 10
     max_samples: int = 200
     target_rel_spread: float = 0.01  # stop when IQR / median falls below this
