@@ -52,6 +52,7 @@ from sandbox.contract import (
     Budget,
     Candidate,
     CandidateResult,
+    Check,
     DeviceInfo,
     EvalOptions,
     EvalRequest,
@@ -451,12 +452,15 @@ class LoopSettings:
 # --------------------------------------------------------------------------- events, result
 
 
+EventKind = Literal["baseline", "evaluating", "evaluated", "improved", "finished"]
+
+
 @dataclass(frozen=True)
 class LoopEvent:
     """Progress of a run, for progress bars. ``fraction`` (0..1) is the largest share of any budget
     spent, None when no budget bounds the run."""
 
-    kind: Literal["baseline", "evaluating", "evaluated", "improved", "finished"]
+    kind: EventKind
     evaluated: int
     fraction: float | None
     best_speedup: float
@@ -843,9 +847,7 @@ class _Run:
             shares.append(self.proposer.tokens_used / self.budget.tokens)
         return min(1.0, max(shares)) if shares else None
 
-    def _emit(
-        self, kind: Literal["baseline", "evaluating", "evaluated", "improved", "finished"], message: str
-    ) -> None:
+    def _emit(self, kind: EventKind, message: str) -> None:
         if self.on_event is None:
             return
         best = self.best.result.speedup if self.best else 0.0
@@ -896,7 +898,7 @@ def _ms(r: CandidateResult) -> str:
 
 
 def _size_checks(r: CandidateResult) -> tuple[SizeCheck, ...]:
-    by_label: dict[str, list] = {}
+    by_label: dict[str, list[Check]] = {}
     for c in r.checks:
         by_label.setdefault(c.label, []).append(c)
     return tuple(
