@@ -179,7 +179,7 @@ def test_a_slow_server_times_out_and_the_conversation_ends() -> None:
         took = time.monotonic() - t0
     assert len(server.requests) == 2  # the request and one retry
     assert res.stop_reason == "proposer exhausted" and res.attempts == 0
-    assert took < 2.5
+    assert took < 4.5  # two 0.4 s timeouts, not two 3 s replies
 
 
 def test_cancelling_during_a_request_abandons_it_and_keeps_the_best() -> None:
@@ -199,7 +199,7 @@ def test_cancelling_during_a_request_abandons_it_and_keeps_the_best() -> None:
         res = run(settings(server), cancel=cancel)
         returned_at = time.monotonic()
     assert res.cancelled and res.speedup == pytest.approx(2.0)
-    assert returned_at - cancelled_at[0] < 1.0  # the 30 s request was abandoned
+    assert returned_at - cancelled_at[0] < 2.0  # the 30 s request was abandoned
 
 
 def test_an_unreachable_endpoint_ends_the_run_with_one_reason() -> None:

@@ -121,9 +121,7 @@ def test_proposing_overlaps_evaluating_and_the_proposer_sees_results_two_batches
     # call k sees batches < k-1 (one attempt each); after an empty answer it waits for one more batch
     assert p.seen == [0, 0, 1, 2, 3, 4]
     _, batch0_end, _ = ex.evaluated[1]
-    batch1_start, _, _ = ex.evaluated[2]
     assert p.propose_times[1] < batch0_end  # batch 1 was proposed before batch 0's verdicts
-    assert batch1_start - batch0_end < 0.1  # so the executor never waited for the proposer
 
 
 def test_runs_are_reproducible_with_a_seed() -> None:
@@ -176,7 +174,7 @@ def test_wall_time_budget_stops_a_slow_run_and_keeps_the_best() -> None:
         budget=OptimizeBudget(wall_s=0.6),
         settings=LoopSettings(batch_size=1),
     )
-    assert time.monotonic() - t0 < 2.0
+    assert time.monotonic() - t0 < 3.0
     assert res.stop_reason == "budget: wall time"
     assert res.best is not None and res.outcome is Outcome.IMPROVED
 
