@@ -6,9 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 echo "== extension: build"
+export npm_config_cache="$PWD/.tmp/npm-cache"
 npm ci --no-audit --no-fund
 npm run package
 
 echo "== extension: unit tests"
 npm test
 
+
+echo "== extension: end-to-end test (code-server + chromium)"
+e2e/setup.sh
+npm run e2e

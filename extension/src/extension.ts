@@ -12,18 +12,18 @@ import {
   type LanguageClientOptions,
   type ServerOptions,
   State,
-  TransportKind,
 } from "vscode-languageclient/node";
 import { installSteps, probeInterpreter, type Resolution, resolveInterpreter, run, serverCommand, venvPython } from "./interpreter";
 import { kernelAt, kernelSymbols } from "./kernels";
 import { canApply, diffTitle, formatSpeedup, PendingRewrites, PREVIEW_SCHEME, parsePreviewPath } from "./preview";
 import {
   BENCHMARK_COMMAND,
-  type BenchmarkResult,
+    type BenchmarkResult,
   type KernelRef,
   OPTIMIZE_COMMAND,
   type OptimizeResult,
   RESULTS_REQUEST,
+  REWRITE_READY,
   REWRITE_REQUEST,
   type Rewrite,
   STATUS_NOTIFICATION,
@@ -110,10 +110,10 @@ class Agent {
     }
     this.output.info(`starting the server with ${resolution.python} (${resolution.source}, cuda-agent ${resolution.version})`);
     const { command, args } = serverCommand(resolution.python);
+    // No `transport` option: vscode-languageclient would add a `--stdio` argument; `serve` speaks stdio by default.
     const serverOptions: ServerOptions = {
       command,
       args,
-      transport: TransportKind.stdio,
       options: { cwd: this.context.extensionPath, env: serverEnvironment(process.env, await this.storedSecrets()) },
     };
     const clientOptions: LanguageClientOptions = {
@@ -329,6 +329,7 @@ class Agent {
   /** Every server command (code lens or palette) passes here; optimize and benchmark results are shown. */
   private async executeCommand(command: string, args: any[], next: (command: string, args: any[]) => any): Promise<unknown> {
     const result = await next(command, args);
+    this.output.info(`${command}: ${JSON.stringify(result)}`);
     if (command === OPTIMIZE_COMMAND) {
       await this.optimized(result as OptimizeResult | undefined);
     } else if (command === BENCHMARK_COMMAND) {
@@ -356,7 +357,7 @@ class Agent {
     if (!result) {
       return;
     }
-    if (result.status !== "ok" || !result.runId) {
+    if (result.status !== REWRITE_READY || !result.runId) {
       void vscode.window.showInformationMessage(`CUDA Agent: ${result.message || result.status}`);
       return;
     }

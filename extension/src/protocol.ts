@@ -24,7 +24,10 @@ export interface KernelRef {
 export const OPTIMIZE_COMMAND = "cudaAgent.optimize";
 export const BENCHMARK_COMMAND = "cudaAgent.benchmark";
 
-/** Result of `cudaAgent.optimize`. `status` is "ok" when a verified rewrite is ready. */
+/** `status` of an optimize run that found a verified, faster rewrite (fetch it with `cudaAgent/rewrite`). */
+export const REWRITE_READY = "ok";
+
+/** Result of `cudaAgent.optimize`: `status` is "ok", "not_improved", "baseline_failed", "busy" or "error". */
 export interface OptimizeResult {
   runId: string;
   status: string;
@@ -50,6 +53,7 @@ export interface RewriteParams {
 export interface Rewrite {
   uri: string;
   version: number;
+  kernel: string;
   original: string;
   rewritten: string;
   edits: TextEdit[];
@@ -57,7 +61,10 @@ export interface Rewrite {
   summary: string;
 }
 
-/** `cudaAgent/results` request: the stored results per kernel. */
+/**
+ * `cudaAgent/results` request: the stored results per kernel,
+ * `{results: [{file, kernel, benchmark, optimize}]}` (server/store.py records, snake_case).
+ */
 export const RESULTS_REQUEST = "cudaAgent/results";
 export interface ResultsParams {
   uri?: string;
@@ -68,5 +75,5 @@ export const STATUS_NOTIFICATION = "cudaAgent/status";
 export interface ServerStatus {
   executor: string;
   device: string;
-  running: { kernel: string; percent: number } | null;
+  running: { kernel: string; kind?: string; percent: number } | null;
 }

@@ -90,16 +90,16 @@ function optimizeRow(data: unknown): OptimizeRow | undefined {
 }
 
 /**
- * Rows from the `cudaAgent/results` answer: `{files: {path: {kernel: {benchmark, optimize}}}}`
- * (the server's result store), sorted by file and kernel. Unknown shapes give no rows.
+ * Rows from the `cudaAgent/results` answer, `{results: [{file, kernel, benchmark, optimize}]}`,
+ * sorted by file and kernel. Entries of another shape are skipped.
  */
-export function kernelRows(results: unknown): KernelRow[] {
-  const files = obj(obj(results)?.files) ?? {};
+export function kernelRows(response: unknown): KernelRow[] {
+  const entries = obj(response)?.results;
   const rows: KernelRow[] = [];
-  for (const [file, kernels] of Object.entries(files)) {
-    for (const [kernel, record] of Object.entries(obj(kernels) ?? {})) {
-      const r = obj(record) ?? {};
-      rows.push({ file, kernel, benchmark: benchmarkRow(r.benchmark), optimize: optimizeRow(r.optimize) });
+  for (const entry of Array.isArray(entries) ? entries : []) {
+    const r = obj(entry);
+    if (r && typeof r.file === "string" && typeof r.kernel === "string") {
+      rows.push({ file: r.file, kernel: r.kernel, benchmark: benchmarkRow(r.benchmark), optimize: optimizeRow(r.optimize) });
     }
   }
   return rows.sort((a, b) => a.file.localeCompare(b.file) || a.kernel.localeCompare(b.kernel));
@@ -109,9 +109,9 @@ export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
-/** Whether the optimize run found a verified rewrite (the store's outcome names a success). */
+/** Whether the optimize run found a verified, faster rewrite (the loop's outcome "improved"). */
 function verified(o: OptimizeRow): boolean {
-  return o.speedup > 0 && /^(ok|improved|verified|faster)/i.test(o.outcome);
+  return o.outcome === "improved" && o.speedup > 0;
 }
 
 export interface ChartPoints {
@@ -208,8 +208,8 @@ function kernelSection(row: KernelRow): string {
 }
 
 /** The whole page. `nonce` tags the one style element the CSP allows. */
-export function resultsHtml(results: unknown, nonce: string): string {
-  const rows = kernelRows(results);
+export function resultsHtml(response: unknown, nonce: string): string {
+  const rows = kernelRows(response);
   const body = rows.length
     ? rows.map(kernelSection).join("")
     : `<p class="muted">No results yet: use Benchmark or Optimize above a kernel.</p>`;

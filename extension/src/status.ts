@@ -20,12 +20,13 @@ export function statusView(state: ServerState, status: ServerStatus | undefined)
   if (status === undefined) {
     return { text: "$(chip) CUDA Agent", tooltip: "CUDA Agent: language server running" };
   }
-  const where = status.device ? `${status.executor} · ${status.device}` : status.executor;
+  const where = status.device && !status.executor.includes(status.device) ? `${status.executor} · ${status.device}` : status.executor;
   if (status.running) {
     const percent = Math.max(0, Math.min(100, Math.round(status.running.percent)));
+    const doing = status.running.kind === "benchmark" ? "benchmarking" : "optimizing";
     return {
       text: `$(sync~spin) CUDA: ${status.running.kernel} ${percent}%`,
-      tooltip: `CUDA Agent: working on ${status.running.kernel} (${percent}%) on ${where}`,
+      tooltip: `CUDA Agent: ${doing} ${status.running.kernel} (${percent}%) on ${where}`,
     };
   }
   return { text: `$(chip) CUDA: ${where}`, tooltip: `CUDA Agent: executor ${where}. Click for the last results.` };

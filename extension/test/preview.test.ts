@@ -8,6 +8,7 @@ const rewritten = original.replace("const float* a", "const float* __restrict__ 
 const rewrite: Rewrite = {
   uri: "file:///work/src/my%20kernels/vadd.cu",
   version: 7,
+  kernel: "vadd",
   original,
   rewritten,
   edits: [{ range: { start: { line: 0, character: 0 }, end: { line: 1, character: 0 } }, newText: rewritten.split("\n")[0] + "\n" }],

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { chartPoints, kernelRows, resultsHtml, rooflineSvg } from "../src/results";
 
-// The shape of the server's result store (server/store.py), as `cudaAgent/results` returns it.
+// What `cudaAgent/results` returns: the records of the server's result store (server/store.py).
 const benchmark = {
   median_ms: 0.5,
   q1_ms: 0.49,
@@ -27,11 +27,11 @@ const optimize = {
   date: "2026-12-02T10:05:00Z",
 };
 const store = {
-  version: 1,
-  files: {
-    "src/vadd.cu": { vadd: { benchmark, optimize } },
-    "src/a.cu": { scale: { benchmark: null, optimize: null } },
-  },
+  results: [
+    { file: "src/vadd.cu", kernel: "vadd", benchmark, optimize },
+    { file: "src/a.cu", kernel: "scale", benchmark: null, optimize: null },
+    { file: 3, kernel: "malformed" },
+  ],
 };
 
 test("rows from the store, sorted by file and kernel", () => {
@@ -41,7 +41,7 @@ test("rows from the store, sorted by file and kernel", () => {
   assert.equal(rows[1].benchmark?.gbps, 1290);
   assert.equal(rows[1].optimize?.speedupHigh, 2.6);
   assert.deepEqual(kernelRows(undefined), []);
-  assert.deepEqual(kernelRows({ files: [1, 2] }), []);
+  assert.deepEqual(kernelRows({ results: { a: 1 } }), []);
 });
 
 test("the ceiling comes from the measured share of peak; after = same bytes in 1/speedup the time", () => {
@@ -50,7 +50,7 @@ test("the ceiling comes from the measured share of peak; after = same bytes in 1
   assert.equal(Math.round(points.ceilingGbps), 4300);
   assert.equal(points.beforeGbps, 1290);
   assert.equal(points.afterGbps, 1290 * 2.5);
-  const unverified = kernelRows({ files: { f: { k: { benchmark, optimize: { ...optimize, speedup: 0, outcome: "no_improvement" } } } } })[0];
+  const unverified = kernelRows({ results: [{ file: "f", kernel: "k", benchmark, optimize: { ...optimize, speedup: 0, outcome: "not_improved" } }] })[0];
   assert.equal(chartPoints(unverified)?.afterGbps, undefined);
   assert.equal(chartPoints(kernelRows(store)[0]), undefined);
 });
@@ -67,12 +67,12 @@ test("bars are proportional to bandwidth and the ceiling is drawn", () => {
 });
 
 test("the page is self-contained, CSP-tagged and escapes what it shows", () => {
-  const hostile = { files: { "<img src=x>.cu": { "k<script>alert(1)</script>": { benchmark, optimize: { ...optimize, summary: "<b>x</b>" } } } } };
+  const hostile = { results: [{ file: "<img src=x>.cu", kernel: "k<script>alert(1)</script>", benchmark, optimize: { ...optimize, summary: "<b>x</b>" } }] };
   const html = resultsHtml(hostile, "NONCE123");
   assert.match(html, /Content-Security-Policy" content="default-src 'none'; style-src 'nonce-NONCE123'/);
   assert.match(html, /<style nonce="NONCE123">/);
   assert.equal(/<script|<img|<b>/i.test(html), false);
   assert.equal(/https?:\/\//.test(html), false);
   assert.match(html, /2\.50× faster, verified/);
-  assert.match(resultsHtml({ files: {} }, "n"), /No results yet/);
+  assert.match(resultsHtml({ results: [] }, "n"), /No results yet/);
 });

