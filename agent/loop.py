@@ -447,6 +447,7 @@ class LoopSettings:
     seeds: int = 3  # verification seeds (drawn from the run's seed)
     eval_budget: Budget = field(default_factory=Budget)
     options: EvalOptions = field(default_factory=EvalOptions)
+    sanitize_winner: bool = True  # re-run the winner under compute-sanitizer before reporting it
 
 
 # --------------------------------------------------------------------------- events, result
@@ -643,10 +644,59 @@ class _Run:
             watcher.join(timeout=1)
             if producer.is_alive():
                 log.warning("the proposer did not stop within 10 s of the end of the run")
+        if self.settings.sanitize_winner:
+            self._sanitize_winner()
         best = self.best
         improved = best is not None and best.result.speedup_low > 1.0
         self._emit("finished", self.stop_reason)
         return self._result(Outcome.IMPROVED if improved else Outcome.NOT_IMPROVED, self.stop_reason)
+
+    def _sanitize_winner(self, tries: int = 3) -> None:
+        """Re-run the winner under compute-sanitizer (memcheck, racecheck) before it is reported; a
+        rejected winner is recorded and gives way to the next faster one (``tries`` at most).
+        Skipped on cancel; not counted in the budget.  Without the tool the sandbox says so in
+        ``sanitizer``."""
+        ranked = sorted(
+            (a for a in self.attempts if a.result.status is Status.OK and not a.duplicate_of),
+            key=lambda a: -a.result.speedup,
+        )
+        self.best = None
+        for attempt in ranked:
+            if attempt.result.speedup_low <= 1.0 or self.user_cancel.is_set():
+                self.best = attempt
+                return
+            if tries == 0:  # the fastest ones all failed: report none of them
+                return
+            tries -= 1
+            self._emit("evaluating", f"{attempt.candidate_id}: compute-sanitizer")
+            candidate, _ = self._candidate(attempt.candidate_id, attempt.proposal)
+            assert candidate is not None  # it was evaluated before
+            request = replace(
+                self._request(f"{self.run_id}-sanitize-{attempt.candidate_id}", (candidate,)),
+                options=replace(self.settings.options, sanitize=True, time=False),
+            )
+            try:
+                verdict = self.executor.evaluate(request, cancel=self.user_cancel).candidates[0]
+            except ExecutorError as exc:
+                log.warning("compute-sanitizer run failed: %s", exc)
+                self.best = attempt
+                return
+            if verdict.status in (Status.OK, Status.CANCELLED):
+                self.best = replace(attempt, result=replace(attempt.result, sanitizer=verdict.sanitizer))
+                return
+            rejected = Attempt(
+                len(self.attempts),
+                attempt.batch,
+                f"{attempt.candidate_id}-sanitized",
+                attempt.proposal,
+                verdict,
+                reward(verdict),
+                attempt.candidate_id,
+            )
+            self.attempts.append(rejected)
+            if self.trajectory is not None and self.info is not None:
+                self.trajectory.record(self.info, rejected)
+            self._emit("evaluated", f"{rejected.candidate_id}: {verdict.status.value} ({verdict.message})")
 
     def _evaluate_baseline(self) -> EvalResult:
         request = self._request("baseline", ())

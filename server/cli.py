@@ -490,6 +490,8 @@ def _print_optimize(
             f"{c.label} ({c.seeds} seeds, max abs err {c.max_abs_err:.2g})" for c in result.verification
         )
         click.echo(f"  verified on: {sizes}")
+        if best.result.sanitizer:
+            click.echo(f"  compute-sanitizer: {best.result.sanitizer}")
         for a in result.assumptions:
             click.echo(f"  assumes: {a}")
         if result.launch is not None:

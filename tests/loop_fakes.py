@@ -1,6 +1,7 @@
 """An executor whose verdicts are chosen by markers in the candidate's source, and scripted proposers.
 
 Markers (comments in a candidate's code): ``// speedup=X`` verified and X times faster;
+``racy`` fails compute-sanitizer (requests with ``options.sanitize``);
 ``// compile_error``; ``// mismatch`` (wrong on the odd verification size); ``// delay=S`` takes S
 seconds (honouring cancel); ``// die`` raises :class:`~sandbox.executor.WorkerUnavailable`.
 No marker: verified and exactly as fast as the baseline.  Nothing is compiled or run.
@@ -88,12 +89,22 @@ class MarkerExecutor(Executor):
             if cancel is not None and cancel.is_set():
                 out.append(CandidateResult(cand.id, Status.CANCELLED, "cancelled"))
                 continue
+            if request.options.sanitize:
+                out.append(self._sanitized(cand.id, src))
+                continue
             out.append(self._verdict(cand.id, src, request, base_timing))
             if progress:
                 progress(Progress(request.id, i + 1, len(request.candidates), f"{cand.id} done"))
         with self._lock:
             self.evaluated.append((start, time.monotonic(), request.id))
         return EvalResult(request.id, base, tuple(out), DEVICE)
+
+    def _sanitized(self, cid: str, src: str) -> CandidateResult:
+        if "racy" in src:
+            return CandidateResult(
+                cid, Status.REJECTED, "compute-sanitizer racecheck: 1 hazard", sanitizer="racecheck: 1 hazard"
+            )
+        return CandidateResult(cid, Status.OK, sanitizer="memcheck: 0 errors; racecheck: 0 hazards")
 
     def _verdict(self, cid: str, src: str, request: EvalRequest, base: Timing) -> CandidateResult:
         if "// compile_error" in src:

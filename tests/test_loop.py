@@ -242,7 +242,7 @@ def test_identical_proposals_are_evaluated_once() -> None:
 
     ex = MarkerExecutor()
     res = optimize(T, ScriptedProposer(plan), ex, settings=LoopSettings(batch_size=2))
-    assert sum(len(r.candidates) for r in ex.requests) == 1
+    assert sum(len(r.candidates) for r in ex.requests if not r.options.sanitize) == 1
     assert res.attempts == 4
     assert [a for a in res.verification if not a.ok] == []
 
@@ -349,3 +349,26 @@ def test_target_errors_are_one_line() -> None:
     assert t.definition in t.baseline.source and t.text[t.definition_start :].startswith(
         "__global__ void vadd("
     )
+
+
+def test_the_winner_runs_under_compute_sanitizer_and_a_racy_one_gives_way(tmp_path) -> None:
+    log = TrajectoryLog(tmp_path / "t.jsonl")
+    ex = MarkerExecutor()
+    res = optimize(
+        T, ScriptedProposer(once("speedup=3.0 racy", "speedup=2.0", "speedup=1.0")), ex, trajectory=log
+    )
+    sanitized = [r for r in ex.requests if r.options.sanitize]
+    assert [len(r.candidates) for r in sanitized] == [1, 1] and not sanitized[0].options.time
+    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(2.0)
+    assert res.best is not None and res.best.result.sanitizer == "memcheck: 0 errors; racecheck: 0 hazards"
+    lines = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert lines[-1]["candidate_id"] == "b0-c0-sanitized" and lines[-1]["result"]["status"] == "rejected"
+    assert lines[-1]["reward"] == -1.0 and res.attempts == 4
+
+
+def test_sanitizing_can_be_turned_off() -> None:
+    ex = MarkerExecutor()
+    res = optimize(
+        T, ScriptedProposer(once("speedup=3.0 racy")), ex, settings=LoopSettings(sanitize_winner=False)
+    )
+    assert res.speedup == pytest.approx(3.0) and not any(r.options.sanitize for r in ex.requests)
