@@ -1,8 +1,8 @@
 """Diagnostics: NVRTC errors and warnings, spec errors, register spills, cheap performance lints.
 
-Checks run off the event loop, in a small thread pool, on a snapshot (an :class:`OpenDocument`:
-uri, version, immutable document): at once when a file is opened or saved, and after
-``diagnosticsDelayMs`` of quiet after a change.  One check per document at a time; a change during
+Checks run off the event loop on a snapshot (an :class:`OpenDocument`: uri, version, text), in
+one spawned checker process (see :class:`CheckerProcess`), at once when a file is opened or
+saved, and after ``diagnosticsDelayMs`` of quiet after a change.  One check per document at a time; a change during
 a check queues one more.  A result for a version that is no longer current is dropped, never
 published.  Each diagnostic has a ``code`` and a ``codeDescription`` link to its explanation in
 ``docs/diagnostics.md``.
@@ -29,7 +29,7 @@ from agent.check import FileCheck, KernelCheck, check_document, compile_commands
 from agent.source import LANGUAGE, Document, Kernel
 from sandbox.compiler import CompilerUnavailable
 from sandbox.contract import Diagnostic, Problem, Resources
-from server.lsp import CudaLanguageServer, OpenDocument
+from server.lsp import CudaLanguageServer, OpenDocument, spec_view
 from server.settings import Settings
 from server.store import Changes
 from server.symbols import lsp_range
@@ -101,17 +101,48 @@ def compile_options(settings: Settings, path: Path) -> tuple[str, ...]:
     return options
 
 
-def nvrtc_check(text: str, path: str, arch: str, options: tuple[str, ...]) -> FileCheck | str:
-    """Compile every kernel of a file (in the compiler process); a string says why it could not."""
+@dataclass(frozen=True)
+class Findings:
+    """What one check of one text found (crosses back from the checker process)."""
+
+    diagnostics: tuple[lsp.Diagnostic, ...]
+    resources: dict[str, Resources]  # kernel -> ptxas resources
+    note: str = ""  # why compile diagnostics are missing, if they are
+
+
+def diagnose(text: str, path: str, arch: str, options: tuple[str, ...]) -> Findings:
+    """Everything we report for one text of a file: runs in the checker process."""
+    doc = Document(text, path)
+    note = ""
     try:
-        return check_document(Document(text, path), arch=arch, options=options)
+        file_check: FileCheck | None = check_document(doc, arch=arch, options=options)
     except CompilerUnavailable as exc:
-        return f"NVRTC is unavailable, compile diagnostics are off: {exc}"
+        file_check, note = None, f"NVRTC is unavailable, compile diagnostics are off: {exc}"
+    out: list[lsp.Diagnostic] = []
+    resources: dict[str, Resources] = {}
+    for issue in doc.issues:
+        severity = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning}.get(
+            issue.severity, lsp.DiagnosticSeverity.Information
+        )
+        out.append(diagnostic("syntax", line_range(doc, issue.line), issue.message, severity))
+    seen: set[tuple[int, str]] = set()
+    by_kernel = {kc.kernel: kc for kc in file_check.kernels} if file_check else {}
+    for k in doc.kernels:
+        kc = by_kernel.get(k.qualified_name)
+        if kc is not None:
+            out += _compiler_diagnostics(doc, Path(path), k, kc, seen)
+            if kc.resources is not None:
+                resources[k.qualified_name] = kc.resources
+                out += _spills(k, kc.resources, arch)
+        out += _spec_diagnostics(doc, k)
+    out += _block_size_lints(doc)
+    return Findings(tuple(out), resources, note)
 
 
-class CompilerProcess:
-    """NVRTC runs in one spawned process, so its memory and CPU time stay out of the server (whose
-    event loop must answer in milliseconds); the process exits after ``idle_s`` without work."""
+class CheckerProcess:
+    """Checks run in one spawned process — NVRTC, the file's model, specs, lints — so their memory
+    and CPU time stay out of the server, whose event loop must answer in milliseconds (Python
+    threads would share its interpreter lock).  The process exits after ``idle_s`` without work."""
 
     def __init__(self, idle_s: float = 60.0) -> None:
         self.idle_s = idle_s
@@ -120,21 +151,21 @@ class CompilerProcess:
         self._busy = 0
         self._last = time.monotonic()
 
-    def check(self, od: OpenDocument, settings: Settings) -> FileCheck | str:
+    def run(self, od: OpenDocument, settings: Settings) -> Findings:
+        """Check one version (call from a thread: blocks until the process answers)."""
         with self._lock:
             if self._pool is None:
-                ctx = multiprocessing.get_context("spawn")
-                self._pool = ProcessPoolExecutor(1, mp_context=ctx)
+                self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
             pool = self._pool
             self._busy += 1
         try:
             options = compile_options(settings, od.path)
-            return pool.submit(nvrtc_check, od.text, str(od.path), settings.arch, options).result()
+            return pool.submit(diagnose, od.text, str(od.path), settings.arch, options).result()
         except BrokenProcessPool:
             with self._lock:
                 if self._pool is pool:
                     self._pool = None
-            return "the compiler process died; compile diagnostics resume on the next change"
+            return Findings((), {}, "the checker process died; diagnostics resume on the next change")
         finally:
             with self._lock:
                 self._busy -= 1
@@ -147,10 +178,6 @@ class CompilerProcess:
                 self._pool.shutdown(wait=False)
                 self._pool = None
 
-    @property
-    def alive(self) -> bool:
-        return self._pool is not None
-
     def close(self) -> None:
         with self._lock:
             if self._pool is not None:
@@ -158,34 +185,14 @@ class CompilerProcess:
                 self._pool = None
 
 
-def check(od: OpenDocument, settings: Settings, compiler: CompilerProcess) -> CheckResult:
-    """Everything we report for one version of a document (runs in a worker thread)."""
-    doc = od.doc
-    if doc is None:
+def check(od: OpenDocument, settings: Settings, checker: CheckerProcess) -> CheckResult:
+    """Check one version of a document in the checker process (runs in a waiting thread)."""
+    if od.doc is None:
         return CheckResult(od.uri, od.version, (), {})
-    out: list[lsp.Diagnostic] = []
-    resources: dict[str, Resources] = {}
-    compiled = compiler.check(od, settings)
-    file_check = compiled if isinstance(compiled, FileCheck) else None
-    if isinstance(compiled, str):
-        log.warning("%s", compiled)
-    for issue in doc.issues:
-        severity = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning}.get(
-            issue.severity, lsp.DiagnosticSeverity.Information
-        )
-        out.append(diagnostic("syntax", line_range(doc, issue.line), issue.message, severity))
-    seen: set[tuple[int, str]] = set()
-    by_kernel = {kc.kernel: kc for kc in file_check.kernels} if file_check else {}
-    for k in doc.kernels:
-        kc = by_kernel.get(k.qualified_name)
-        if kc is not None:
-            out += _compiler_diagnostics(doc, od.path, k, kc, seen)
-            if kc.resources is not None:
-                resources[k.qualified_name] = kc.resources
-                out += _spills(k, kc.resources, settings.arch)
-        out += _spec_diagnostics(od, doc, k)
-    out += _block_size_lints(doc)
-    return CheckResult(od.uri, od.version, tuple(out), resources)
+    found = checker.run(od, settings)
+    if found.note:
+        log.warning("%s", found.note)
+    return CheckResult(od.uri, od.version, found.diagnostics, found.resources)
 
 
 def _compiler_diagnostics(
@@ -247,8 +254,8 @@ def _spills(k: Kernel, r: Resources, arch: str) -> list[lsp.Diagnostic]:
     ]
 
 
-def _spec_diagnostics(od: OpenDocument, doc: Document, k: Kernel) -> list[lsp.Diagnostic]:
-    view = od.spec(k)
+def _spec_diagnostics(doc: Document, k: Kernel) -> list[lsp.Diagnostic]:
+    view = spec_view(k)
     spec, errors = view.spec, view.errors
 
     def at(line: int) -> lsp.Range:
@@ -354,7 +361,7 @@ class Checker:
     def __init__(self, ls: CudaLanguageServer) -> None:
         self.ls = ls
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cuda-agent-check")
-        self.compiler = CompilerProcess()
+        self.checker = CheckerProcess()
         self.timers: dict[str, asyncio.TimerHandle] = {}
         self.running: set[str] = set()
         self.again: set[str] = set()
@@ -383,13 +390,13 @@ class Checker:
             self.again.add(uri)
             return
         self.running.add(uri)
-        future = self.ls.loop.run_in_executor(self.pool, check, od, self.ls.settings, self.compiler)
+        future = self.ls.loop.run_in_executor(self.pool, check, od, self.ls.settings, self.checker)
         future.add_done_callback(lambda f: self._done(od, f))
 
     def _done(self, od: OpenDocument, future: asyncio.Future[CheckResult]) -> None:
         self.running.discard(od.uri)
         if self.ls.loop is not None:
-            self.ls.loop.call_later(self.compiler.idle_s + 1, self.compiler.reap)
+            self.ls.loop.call_later(self.checker.idle_s + 1, self.checker.reap)
         if future.cancelled():
             return
         exc = future.exception()
@@ -421,7 +428,7 @@ class Checker:
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
-        self.compiler.close()
+        self.checker.close()
 
 
 def setup(ls: CudaLanguageServer) -> None:

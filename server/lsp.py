@@ -125,7 +125,11 @@ class CudaLanguageServer(LanguageServer):
             ver = version("cuda-agent")
         except PackageNotFoundError:
             ver = "0"
-        super().__init__("cuda-agent", ver, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "cuda-agent",
+            ver,
+            text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
+        )
         self.documents: dict[str, OpenDocument] = {}
         self.settings = Settings()
         self.initialization_options: dict[str, Any] = {}
@@ -428,7 +432,9 @@ def _setup_lifecycle(ls: CudaLanguageServer) -> None:
         ls.close(params.text_document.uri)
 
     @ls.feature(lsp.SHUTDOWN)
-    def shutdown(ls: CudaLanguageServer, params: None) -> None:
+    async def shutdown(ls: CudaLanguageServer, params: None) -> None:
+        if ls.runs is not None:  # answer in-flight commands before pygls cancels what is left
+            await ls.runs.cancel_all(timeout_s=5.0)
         ls.stop()
 
 

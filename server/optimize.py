@@ -289,6 +289,14 @@ class Runs:
             },
         )
 
+    async def cancel_all(self, timeout_s: float) -> None:
+        """Cancel every run and wait (up to ``timeout_s``) until each has answered its request."""
+        for run in self.active.values():
+            run.cancel.set()
+        deadline = time.monotonic() + timeout_s
+        while self.active and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
     def close(self) -> None:
         for run in self.active.values():
             run.cancel.set()
