@@ -9,8 +9,9 @@ that order to the original kernel (:func:`agent.transforms.apply_all`).
 The search, seeded and deterministic for the same results:
 
 1. **Probe.**  Each arm's values are tried on the original kernel; those that do not apply are
-   dropped (the reason is logged).  The first batch holds a composite guess (widest vectors,
-   block 256, restrict) and every arm's values on their own.
+   dropped (the reason is logged).  The first batch is a composite guess alone (widest vectors or
+   the structural rewrite that applies, block 256, restrict: a batch of one is measured within
+   seconds, so even a short budget gets it); the next ones hold every arm's values on their own.
 2. **Climb.**  Afterwards the incumbent is the fastest verified config.  Each batch proposes its
    unseen neighbours (one arm changed) ordered by the arm's upper confidence bound (UCB1 over the
    measured log-speedup gain of changing that arm), after a "merge" of the incumbent with every
@@ -146,6 +147,7 @@ class BuiltinProposer(Proposer):
     def propose(self, context: OptimizeContext, history: Sequence[Attempt], n: int) -> list[Proposal]:
         if self._base is None:
             self._start(context)
+            n = 1  # the composite guess alone first, so that even a short budget measures it
         out: list[Proposal] = []
         for config, parent, arm in self._ordered():
             if len(out) >= n or context.cancel.is_set():
