@@ -5,8 +5,8 @@
 Optimizes ``tests/data/optimize/saxpy_poor_block.cu`` (saxpy launched with 32-thread blocks)
 with a scripted proposer: a block-size sweep (one batch), then a wrong kernel, a kernel that does
 not compile and ``__restrict__`` pointers at block 256 (a second batch).  Checks the loop end to
-end where it matters — verdicts, speedup with spread, % of peak, launch-site edit, diff,
-trajectory — and writes ``loop_check.json`` and ``loop_check.md`` (device, date, command, commit).
+end where it matters — verdicts, speedup with spread, % of peak, the winner's compute-sanitizer
+run, launch-site edit, diff, trajectory — and writes ``loop_check.json`` and ``loop_check.md`` (device, date, command, commit).
 """
 
 from __future__ import annotations
@@ -129,6 +129,7 @@ def main() -> None:
         "stop_reason": res.stop_reason,
         "speedup": [res.speedup_low, res.speedup, res.speedup_high],
         "verification": [(v.label, v.seeds, v.ok) for v in res.verification],
+        "sanitizer": res.best.result.sanitizer if res.best else None,
         "launch_edits": len(res.launch_edits),
         "seconds_total": res.seconds,
         "seconds_to_baseline": baseline_at,
@@ -144,6 +145,7 @@ def main() -> None:
         f"- outcome: {res.outcome.value}, {res.speedup:.2f}x [{res.speedup_low:.2f}x-{res.speedup_high:.2f}x]; "
         f"stop: {res.stop_reason}; {res.attempts} attempts in {res.seconds:.1f} s "
         f"(baseline verdict after {baseline_at:.1f} s: worker start, device ceilings, compile)",
+        f"- winner under compute-sanitizer (after the search): {summary['sanitizer']}",
         "",
         "| candidate | proposal | status | median ms | speedup [low-high] | GB/s | % peak | reward |",
         "|---|---|---|---|---|---|---|---|",
