@@ -70,9 +70,11 @@ def pct_peak(r: CandidateResult) -> float:
     return max(r.pct_peak_bandwidth, r.pct_peak_flops)
 
 
-def find_targets(directory: Path) -> Iterator[tuple[str, str, loop.Target | str]]:
-    """(file, kernel, target or the reason it cannot be optimized) for each kernel with a spec."""
-    for path in sorted(p for p in directory.iterdir() if p.suffix in EXTENSIONS and p.is_file()):
+def find_targets(directory: Path, match: str = "*") -> Iterator[tuple[str, str, loop.Target | str]]:
+    """(file, kernel, target or the reason it cannot be optimized) for each kernel with a spec, in
+    the files of ``directory`` whose name matches the glob ``match``."""
+    files = (p for p in directory.glob(match) if p.suffix in EXTENSIONS and p.is_file())
+    for path in sorted(files):
         doc = Document.from_file(path)
         for k in doc.kernels:
             spec, _ = spec_mod.parse(k)
@@ -110,11 +112,13 @@ def run_suite(
     *,
     budget: loop.OptimizeBudget,
     seed: int = 0,
+    match: str = "*",
     on_entry: Callable[[SuiteEntry], None] | None = None,
 ) -> tuple[SuiteEntry, ...]:
-    """Optimize every kernel with a spec under ``directory`` (see the module docstring)."""
+    """Optimize every kernel with a spec in ``directory``'s files matching ``match`` (see the module
+    docstring)."""
     entries: list[SuiteEntry] = []
-    for file, kernel, target in find_targets(directory):
+    for file, kernel, target in find_targets(directory, match):
         if isinstance(target, str):
             e = SuiteEntry(file, kernel, "error", description=target)
         else:

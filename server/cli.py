@@ -564,8 +564,9 @@ def _optimize_json(
 @click.option("--budget", default="60s", show_default=True, help="Budget per kernel (see optimize).")
 @click.option("--seed", default=0, show_default=True, help="Random seed (runs are reproducible).")
 @click.option("--gpu", default=0, show_default=True, help="GPU index.")
+@click.option("--match", default="*", show_default=True, help="Only the files whose name matches this glob.")
 @json_option
-def suite(directory: str, budget: str, seed: int, gpu: int, as_json: bool) -> None:
+def suite(directory: str, budget: str, seed: int, gpu: int, match: str, as_json: bool) -> None:
     """Optimize every kernel with a spec in DIRECTORY and print a table with fast_1, fast_1.5, geomean."""
     from dataclasses import asdict
 
@@ -580,8 +581,8 @@ def suite(directory: str, budget: str, seed: int, gpu: int, as_json: bool) -> No
         limits = loop.parse_budget(budget)
     except ValueError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
-    if next(find_targets(root), None) is None:
-        raise UserError(f"{directory}: no kernel with a `// @cuda-agent` spec in its .cu/.cuh files")
+    if next(find_targets(root, match), None) is None:
+        raise UserError(f"{directory}: no kernel with a `// @cuda-agent` spec in its {match} .cu/.cuh files")
 
     def progress(e: SuiteEntry) -> None:
         if not as_json:
@@ -590,7 +591,7 @@ def suite(directory: str, budget: str, seed: int, gpu: int, as_json: bool) -> No
     try:
         with _make_executor(gpu) as executor:
             device = executor.device_info().name
-            entries = run_suite(root, executor, budget=limits, seed=seed, on_entry=progress)
+            entries = run_suite(root, executor, budget=limits, seed=seed, match=match, on_entry=progress)
     except ExecutorError as exc:
         raise JobFailed(str(exc)) from exc
     summary = summarize(entries)
@@ -601,6 +602,7 @@ def suite(directory: str, budget: str, seed: int, gpu: int, as_json: bool) -> No
                 "device": device,
                 "budget": budget,
                 "seed": seed,
+                "match": match,
                 "kernels": [asdict(e) for e in entries],
                 "summary": asdict(summary),
             }

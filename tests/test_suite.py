@@ -55,6 +55,8 @@ def test_suite_table_and_summary(folder: Path) -> None:
 
 def test_suite_json(folder: Path) -> None:
     out = run_cli("suite", str(folder), "--budget", "6c", "--json", "--seed", "3")
+    only = run_cli("suite", str(folder), "--budget", "2c", "--json", "--match", "b*")
+    assert [k["kernel"] for k in json.loads(only.stdout)["kernels"]] == ["block_sum"]
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["device"] == "simulated GPU" and data["seed"] == 3
@@ -75,6 +77,7 @@ def test_suite_json(folder: Path) -> None:
         (("suite", "/no/such/dir"), "no such directory"),
         (("suite", str(DATA / "sandbox"), "--budget", "soon"), "--budget soon"),
         (("suite", str(DATA / "adversarial")), "no kernel with a `// @cuda-agent` spec"),
+        (("suite", str(KERNELS), "--match", "nothing*"), "no kernel with a `// @cuda-agent` spec"),
     ],
 )
 def test_suite_user_mistakes(args: tuple[str, ...], needle: str) -> None:
