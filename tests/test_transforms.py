@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -281,3 +283,131 @@ def test_every_rewrite_is_equivalent_on_the_gpu() -> None:
                     c.message,
                     c.compile_log[:2000],
                 )
+
+
+# ------------------------------------------------------------------------------ host emulation
+
+HOST_TYPES = {
+    "float32": "float",
+    "float64": "double",
+    "int32": "int",
+    "uint32": "unsigned int",
+    "int64": "long long",
+    "uint64": "unsigned long long",
+}
+# (file, transforms): barrier-free rewrites whose outputs a sequential host emulation can compare
+HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
+    (
+        "vadd_poor_block.cu",
+        (Vectorize(16), RestrictConst(), ReadOnlyLoads(), BlockSize((256,)), LaunchBounds()),
+    ),
+    ("vadd_poor_block.cu", (Vectorize(8, 4), BlockSize((64,)))),
+    ("vadd_poor_block.cu", (GridStride(4), Unroll(2))),
+    ("saxpy.cu", (Vectorize(16, 2),)),
+    ("gather.cu", (Vectorize(16), ReadOnlyLoads())),
+    ("relu_double.cu", (Vectorize(16, 2),)),
+    ("histogram.cu", (Vectorize(16),)),
+    ("scatter_add.cu", (Vectorize(8),)),
+    ("bias_add.cu", (Vectorize(16, 4), BlockSize((128,)))),
+    ("sigmoid.cu", (FastMath(), Vectorize(16))),
+    ("gelu.cu", (Vectorize(16, 2),)),
+    ("matvec.cu", (Vectorize(16), Unroll(4))),
+    ("softmax.cu", (GridStride(2), FastMath())),
+    ("layernorm.cu", (GridStride(4), Unroll(8), RestrictConst())),
+    ("edge_forms.cu", (Vectorize(16),)),
+]
+
+
+def _host_unit(source: str, namespace: str) -> str:
+    body = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#include"))
+    return f"namespace {namespace} {{\n{body}\n}}\n"
+
+
+def _host_value(dtype: str, i: str, dist_kind: str, low: float, high: float, value: float) -> str:
+    t = HOST_TYPES[dtype]
+    if dist_kind == "const":
+        return f"({t})({value!r})"
+    if dist_kind == "randint" or not dtype.startswith("float"):
+        lo, span = int(low), max(1, int(high - low))
+        return f"({t})({lo} + ({i} * 7919 + 13) % {span})"
+    return f"({t})({low!r} + ({high - low!r}) * (double)(({i} * 7919 + 13) % 1000) / 1000.0)"
+
+
+def host_program(t: loop.Target, out: Subject, misalign: int) -> str:
+    """A C++ program that runs the original and the rewrite on every verify problem, sequentially,
+    the rewrite's arrays shifted by ``misalign`` elements, and prints the largest difference."""
+    kernel = t.kernel.split("<")[0]
+    lines = ['#include "host_cuda.h"', _host_unit(t.baseline.source, "orig")]
+    lines += [_host_unit(t.unit_with(out.code), "cand"), "int main() {", "    double worst = 0;"]
+    launches = t.relaunch(out.launch) if (out.launch.grid or out.launch.block) and t.relaunch else None
+    for k, p in enumerate(t.verify_problems):
+        new = launches[k] if launches else p.launch
+        lines.append("    {")
+        call_o, call_c = [], []
+        for a in p.args:
+            ty = HOST_TYPES[a.dtype]
+            if a.role == "scalar":
+                call_o.append(f"({ty})({a.value!r})")
+                call_c.append(f"({ty})({a.value!r})")
+                continue
+            n = a.count
+            init = _host_value(a.dtype, "i", a.dist.kind, a.dist.low, a.dist.high, a.dist.value)
+            poison = "(" + ty + ")(-12345)" if a.role == "out" else init
+            lines += [
+                f"        static {ty} {a.name}_o[{n}], {a.name}_c[{n + misalign}];",
+                f"        for (long long i = 0; i < {n}; ++i) {{ {a.name}_o[i] = {poison}; {a.name}_c[i + {misalign}] = {poison}; }}",
+            ]
+            call_o.append(f"{a.name}_o")
+            call_c.append(f"{a.name}_c + {misalign}")
+        g, b, g2, b2 = p.launch.grid, p.launch.block, new.grid, new.block
+        lines.append(
+            f"        launch(orig::{kernel}, dim3{{{g[0]}, {g[1]}, {g[2]}}}, dim3{{{b[0]}, {b[1]}, {b[2]}}}, {', '.join(call_o)});"
+        )
+        lines.append(
+            f"        launch(cand::{kernel}, dim3{{{g2[0]}, {g2[1]}, {g2[2]}}}, dim3{{{b2[0]}, {b2[1]}, {b2[2]}}}, {', '.join(call_c)});"
+        )
+        for a in p.args:
+            if a.role in ("out", "inout"):
+                lines.append(
+                    f"        for (long long i = 0; i < {a.count}; ++i) {{ double d = std::fabs((double){a.name}_o[i] - (double){a.name}_c[i + {misalign}]); if (!(d <= worst)) worst = d != d ? 1e30 : d; }}"
+                )
+        lines.append("    }")
+    lines += ['    printf("%g\\n", worst);', "    return 0;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ for the host emulation")
+@pytest.mark.parametrize("misalign", [0, 1], ids=["aligned", "misaligned"])
+@pytest.mark.parametrize("name, transforms", HOST_CASES, ids=lambda v: v if isinstance(v, str) else None)
+def test_rewrite_computes_the_same_outputs_in_host_emulation(
+    name: str, transforms: tuple[Transform, ...], misalign: int, tmp_path: Path
+) -> None:
+    """Barrier-free rewrites run thread by thread on the CPU (tests/data/transforms/host_cuda.h)
+    give the original's outputs, with aligned arrays (vector path) and misaligned ones (scalar path)."""
+    folder = DATA if name == "edge_forms.cu" else KERNELS
+    t = target(name, "scale" if name == "edge_forms.cu" else None, folder)
+    out = rewrite(t, *transforms)
+    src = tmp_path / "emulate.cpp"
+    src.write_text(host_program(t, out, misalign))
+    exe = tmp_path / "emulate"
+    build = subprocess.run(
+        [
+            "g++",
+            "-std=c++17",
+            "-O1",
+            "-fno-strict-aliasing",
+            "-ffp-contract=off",
+            "-w",
+            f"-I{DATA}",
+            str(src),
+            "-o",
+            str(exe),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert build.returncode == 0, build.stderr[:3000]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert float(run.stdout) <= 1e-6, f"outputs differ by {run.stdout.strip()}"
