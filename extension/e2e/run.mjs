@@ -154,6 +154,7 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
       XDG_CACHE_HOME: path.join(tmp, "xdg-cache"),
       XDG_STATE_HOME: path.join(tmp, "xdg-state"),
       CUDA_AGENT_TEST_EXECUTOR: "1", // the server evaluates with sandbox.testing.FakeExecutor: 2× per rewrite
+      CUDA_AGENT_TEST_EXECUTOR_DELAY: "0.1", // seconds per candidate: runs last long enough to see and cancel
     };
     const common = ["--config", path.join(tmp, "config.yaml"), "--user-data-dir", userData, "--extensions-dir", extensions];
     const install = spawnSync(NODE24, [CODE_SERVER, ...common, "--install-extension", VSIX], { env, encoding: "utf8" });
@@ -209,6 +210,7 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
     await input.fill(`>${title}`);
     await page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first().waitFor({ timeout: TIMEOUT });
     await page.keyboard.press("Enter");
+    await page.locator(".quick-input-widget").waitFor({ state: "hidden", timeout: TIMEOUT });
   };
 
   step("opening a .cu file starts the language server (status bar)", async () => {
@@ -227,7 +229,6 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
     const lens = editor().locator(".codelens-decoration");
     await lens.filter({ hasText: "Optimize" }).waitFor({ timeout: TIMEOUT });
     assert.match(await lens.first().innerText(), /Benchmark/);
-    await shot("lens.png");
   });
 
   step("a diagnostic renders: the block-size lint at the launch site", async () => {
@@ -240,8 +241,19 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
     await page.keyboard.press("Escape");
   });
 
+  step("Benchmark (code lens) measures the kernel; the lens shows the result", async () => {
+    await editor().locator(".codelens-decoration a", { hasText: "Benchmark" }).first().click();
+    await page.locator(".notification-toast", { hasText: /GB\/s \(\d+% of peak\)/ }).first().waitFor({ timeout: TIMEOUT });
+    await editor().locator(".codelens-decoration", { hasText: /GB\/s/ }).first().waitFor({ timeout: TIMEOUT });
+    await runCommand("Notifications: Clear All Notifications");
+    await shot("lens.png");
+  });
+
   step("Optimize (code lens) runs with the test executor and opens the diff preview with the speedup", async () => {
     await editor().locator(".codelens-decoration a", { hasText: "Optimize" }).first().click();
+    const progress = page.locator(".notification-toast", { hasText: "Optimizing saxpy" });
+    await progress.waitFor({ timeout: TIMEOUT });
+    await progress.locator(".monaco-button", { hasText: "Cancel" }).waitFor({ timeout: TIMEOUT });
     const diffTab = page.locator(".tab", { hasText: "original ↔ rewrite" });
     await diffTab.waitFor({ timeout: TIMEOUT });
     assert.match(await diffTab.innerText(), /saxpy\.cu: original ↔ rewrite \(\d+\.\d\d× faster, verified\)/);
@@ -277,5 +289,31 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
     await hint.last().hover(); // the innermost span: the hint itself. Its tooltip: timings, sizes checked, tolerance, device
     await page.locator(".monaco-hover", { hasText: "faster, verified" }).first().waitFor({ timeout: TIMEOUT });
     await shot("hint.png");
+    await page.keyboard.press("Escape");
+  });
+
+  step("Optimize from the palette, cancelled: the best candidate so far is offered, and Discard leaves the file alone", async () => {
+    const before = await editor().locator(".view-lines").innerText();
+    await runCommand("CUDA Agent: Optimize kernel");
+    const progress = page.locator(".notification-toast", { hasText: "Optimizing saxpy" });
+    await progress.locator(".monaco-button", { hasText: "Cancel" }).click({ timeout: TIMEOUT });
+    const outcome = page.locator(".notification-toast", { hasText: /cancelled|verified rewrite/ }).first();
+    await outcome.waitFor({ timeout: TIMEOUT });
+    if (await page.locator(".tab", { hasText: "original ↔ rewrite" }).count()) {
+      await page.locator('.editor-actions a.action-label[aria-label="Discard rewrite"]').first().click();
+      await page.locator(".tab", { hasText: "original ↔ rewrite" }).waitFor({ state: "detached", timeout: TIMEOUT });
+    }
+    assert.equal(await editor().locator(".view-lines").innerText(), before);
+    await runCommand("Notifications: Clear All Notifications");
+  });
+
+  step("Show last results: a roofline-style chart per kernel in a webview", async () => {
+    await runCommand("CUDA Agent: Show last results");
+    // A webview is an iframe (the host) around an iframe (the page).
+    const view = page.frameLocator("iframe.webview").frameLocator("#active-frame");
+    await view.locator("svg .ceiling").waitFor({ state: "attached", timeout: TIMEOUT });
+    assert.match(await view.locator("body").innerText(), /Optimize: 2\.00× faster, verified/);
+    assert.equal(await view.locator("svg rect.after").count(), 1);
+    await shot("results.png");
   });
 });

@@ -10,11 +10,18 @@ import {
   DidChangeConfigurationNotification,
   LanguageClient,
   type LanguageClientOptions,
+  type ProgressToken,
   type ServerOptions,
   State,
+  WorkDoneProgress,
+  type WorkDoneProgressBegin,
+  WorkDoneProgressCancelNotification,
+  WorkDoneProgressCreateRequest,
+  type WorkDoneProgressReport,
 } from "vscode-languageclient/node";
 import { installSteps, probeInterpreter, type Resolution, resolveInterpreter, run, serverCommand, venvPython } from "./interpreter";
 import { kernelAt, kernelSymbols } from "./kernels";
+import { ProgressSteps } from "./progress";
 import { canApply, diffTitle, formatSpeedup, PendingRewrites, PREVIEW_SCHEME, parsePreviewPath } from "./preview";
 import {
   BENCHMARK_COMMAND,
@@ -141,6 +148,7 @@ class Agent {
       this.serverStatus = status;
       this.render();
     });
+    this.showProgressWithCancel(client);
     client.onDidChangeState((e) => {
       if (e.newState === State.Running) {
         this.setState("running");
@@ -173,6 +181,53 @@ class Agent {
         this.output.warn(`stopping the server: ${String(err)}`);
       }
     }
+  }
+
+  /**
+   * vscode-languageclient shows the server's work-done progress in the status bar, where VS Code
+   * offers no cancel button; this shows it as a notification with one. A feature registered after
+   * the built-in ones is initialized after them (on every start), so its handler replaces theirs.
+   */
+  private showProgressWithCancel(client: LanguageClient): void {
+    client.registerFeature({
+      fillClientCapabilities: () => undefined, // window.workDoneProgress is already announced
+      initialize: () => {
+        client.onRequest(WorkDoneProgressCreateRequest.type, ({ token }) => this.trackProgress(client, token));
+      },
+      getState: () => ({ kind: "static" }),
+      clear: () => undefined,
+    });
+  }
+
+  private trackProgress(client: LanguageClient, token: ProgressToken): void {
+    const steps = new ProgressSteps();
+    let latest: WorkDoneProgressBegin | WorkDoneProgressReport | undefined;
+    let show: ((value: WorkDoneProgressBegin | WorkDoneProgressReport) => void) | undefined;
+    let finish = () => {};
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    const subscription = client.onProgress(WorkDoneProgress.type, token, (value) => {
+      if (value.kind === "end") {
+        subscription.dispose();
+        finish();
+      } else if (show) {
+        show(value);
+      } else if (value.kind === "begin") {
+        latest = value;
+        void vscode.window.withProgress(
+          { location: vscode.ProgressLocation.Notification, title: value.title, cancellable: value.cancellable === true },
+          (progress, cancel) => {
+            cancel.onCancellationRequested(() => void client.sendNotification(WorkDoneProgressCancelNotification.type, { token }));
+            show = (v) => progress.report(steps.step(v));
+            if (latest) {
+              show(latest);
+            }
+            return finished;
+          },
+        );
+      } else {
+        latest = value; // a report before the notification is up: shown when it is
+      }
+    });
   }
 
   private async restart(): Promise<void> {

@@ -43,9 +43,13 @@ function isObject(value: unknown): value is Json {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
+/** `env:NAME` or `file:PATH`: where a secret lives, as the server expects it. */
+const SECRET_SOURCE = /^(env|file):./;
+
 /**
  * The server's view of the `cudaAgent` section: the user's settings as plain JSON, without the
- * extension's own keys, with each secret pointing at its environment variable.
+ * extension's own keys, with each secret pointing at its environment variable — unless the user
+ * named another source (`env:NAME`, `file:PATH`). Anything else there (a pasted secret) is dropped.
  */
 export function serverSettings(section: unknown): Json {
   const settings: Json = isObject(section) ? JSON.parse(JSON.stringify(section)) : {};
@@ -55,7 +59,8 @@ export function serverSettings(section: unknown): Json {
   for (const secret of SECRETS) {
     const [group, key] = secret.setting;
     const target = isObject(settings[group]) ? (settings[group] as Json) : {};
-    target[key] = `env:${secret.env}`;
+    const own = target[key];
+    target[key] = typeof own === "string" && SECRET_SOURCE.test(own) ? own : `env:${secret.env}`;
     settings[group] = target;
   }
   return settings;

@@ -34,6 +34,12 @@ test("secrets are references to the server's environment, never values", () => {
   assert.equal(JSON.stringify(s).includes("hunter2"), false);
 });
 
+test("a source the user named for a secret is kept", () => {
+  const s = serverSettings({ executor: { token: "file:~/.cuda-agent/token" }, proposer: { apiKey: "env:MY_KEY" } });
+  assert.equal((s.executor as Record<string, unknown>).token, "file:~/.cuda-agent/token");
+  assert.equal((s.proposer as Record<string, unknown>).apiKey, "env:MY_KEY");
+});
+
 test("server settings do not alias the editor's object", () => {
   const s = serverSettings(section);
   (s.budget as Record<string, number>).seconds = 1;
