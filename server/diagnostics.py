@@ -89,6 +89,7 @@ class CheckResult:
     version: int
     diagnostics: tuple[lsp.Diagnostic, ...]
     resources: dict[str, Resources]  # kernel -> ptxas resources
+    arch: str = ""  # what the resources were compiled for
 
 
 def compile_options(settings: Settings, path: Path) -> tuple[str, ...]:
@@ -188,11 +189,11 @@ class CheckerProcess:
 def check(od: OpenDocument, settings: Settings, checker: CheckerProcess) -> CheckResult:
     """Check one version of a document in the checker process (runs in a waiting thread)."""
     if od.doc is None:
-        return CheckResult(od.uri, od.version, (), {})
+        return CheckResult(od.uri, od.version, (), {}, settings.arch)
     found = checker.run(od, settings)
     if found.note:
         log.warning("%s", found.note)
-    return CheckResult(od.uri, od.version, found.diagnostics, found.resources)
+    return CheckResult(od.uri, od.version, found.diagnostics, found.resources, settings.arch)
 
 
 def _compiler_diagnostics(
@@ -367,10 +368,11 @@ class Checker:
         self.again: set[str] = set()
         self.results: dict[str, CheckResult] = {}
 
-    def resources(self, od: OpenDocument, kernel: str) -> Resources | None:
-        """ptxas resources of a kernel from the last check of this document (any version)."""
+    def resources(self, od: OpenDocument, kernel: str) -> tuple[Resources, str] | None:
+        """ptxas resources of a kernel, and the arch, from the last check of this document (any version)."""
         res = self.results.get(od.uri)
-        return res.resources.get(kernel) if res is not None else None
+        found = res.resources.get(kernel) if res is not None else None
+        return (found, res.arch) if res is not None and found is not None else None
 
     def schedule(self, uri: str, delay_s: float) -> None:
         loop = self.ls.loop

@@ -53,8 +53,9 @@ def hover_markdown(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> str:
     rec = ls.store.get(od.path, k.qualified_name)
     if rec.benchmark is not None:
         parts.append("**Last benchmark** " + benchmark_line(rec.benchmark))
-    res = ls.checks.resources(od, k.qualified_name) if ls.checks is not None else None
-    if res is not None:
+    checked = ls.checks.resources(od, k.qualified_name) if ls.checks is not None else None
+    if checked is not None:
+        res, arch = checked
         spills = res.spill_stores + res.spill_loads
         spill_text = (
             f"**{res.spill_stores} B spill stores, {res.spill_loads} B spill loads**"
@@ -62,7 +63,7 @@ def hover_markdown(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> str:
             else "no spills"
         )
         parts.append(
-            f"**Resources** ({ls.settings.arch}) {res.registers} registers · {spill_text}"
+            f"**Resources** ({arch}) {res.registers} registers · {spill_text}"
             f" · {res.shared_bytes} B static shared · {res.stack_bytes} B stack"
         )
     if rec.optimize is not None and rec.optimize.outcome == "improved":

@@ -544,3 +544,97 @@ async def test_stored_results_give_hints_after_a_restart(restarted: LanguageClie
     (hint,) = hints or []
     assert hint.label == "⚡ 2.40× verified (kernel edited since)"  # no hash recorded: not this code
     assert isinstance(hint.tooltip, lsp.MarkupContent) and "NVIDIA H200" in hint.tooltip.value
+
+
+GPU_ENV = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_TEST_EXECUTOR")}
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=GPU_ENV))
+async def gpu_client(lsp_client: LanguageClient, workspace: Workspace):
+    """The server with the real local executor (GPU 0)."""
+
+    @lsp_client.feature(lsp.WORKSPACE_APPLY_EDIT)
+    def apply_edit(params: lsp.ApplyWorkspaceEditParams) -> lsp.ApplyWorkspaceEditResult:
+        workspace.applied.append(params)
+        return lsp.ApplyWorkspaceEditResult(applied=True)
+
+    lsp_client.feature(lsp.CLIENT_REGISTER_CAPABILITY)(lambda params: None)
+    options = {"executor": {"kind": "local", "gpu": 0}, "budget": {"seconds": 120, "candidates": 24}}
+    params = lsp.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"),
+        root_uri=workspace.root.as_uri(),
+        initialization_options=options,
+    )
+    await lsp_client.initialize_session(params)
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+async def test_benchmark_and_optimize_on_the_gpu(gpu_client: LanguageClient, workspace: Workspace) -> None:
+    path = workspace.copy("lsp_workspace.cu")
+    uri = open_file(gpu_client, path)
+    bench = plain(
+        await gpu_client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams("cudaAgent.benchmark", [{"uri": uri, "kernel": "saxpy"}])
+        )
+    )
+    assert bench["status"] == "ok", bench
+    assert bench["medianMs"] > 0 and 0 < bench["pctPeak"] <= 100
+    result = await asyncio.wait_for(optimize(gpu_client, uri, "saxpy"), 300)
+    # saxpy's spec launches blocks of 32 threads: a bigger block alone is reliably faster
+    assert result["status"] == "ok", result
+    assert result["speedup"] > 1.2
+    rewrite = plain(
+        await gpu_client.protocol.send_request_async("cudaAgent/rewrite", {"runId": result["runId"]})
+    )
+    assert apply_edits(path.read_text(), rewrite["edits"]) == rewrite["rewritten"]
+    stored = plain(await gpu_client.protocol.send_request_async("cudaAgent/results", {"uri": uri}))
+    (entry,) = stored["results"]
+    assert entry["optimize"]["device"] and entry["optimize"]["device"] != "simulated GPU"
+    assert entry["benchmark"]["median_ms"] == pytest.approx(bench["medianMs"])
+    hints = await gpu_client.text_document_inlay_hint_async(
+        lsp.InlayHintParams(
+            lsp.TextDocumentIdentifier(uri), lsp.Range(lsp.Position(0, 0), lsp.Position(100, 0))
+        )
+    )
+    (hint,) = hints or []
+    assert str(hint.label).startswith("⚡ ") and str(hint.label).endswith("× verified")
+
+
+async def test_settings_from_workspace_configuration(client: LanguageClient, workspace: Workspace) -> None:
+    path = workspace.copy("lsp_workspace.cu")
+    uri = open_file(client, path)
+    await diagnostics_for(client, uri)
+    assert workspace.statuses and workspace.statuses[-1]["executor"] == "test (simulated GPU)"
+    client.set_configuration(
+        {"arch": "sm_80", "budget": {"candidates": 2, "seconds": "soon"}}, section="cudaAgent"
+    )
+    client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings=None))
+
+    async def logged() -> None:
+        while not any("budget.seconds" in m.message for m in client.log_messages):
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(logged(), 10)
+    warning = next(m for m in client.log_messages if "budget.seconds" in m.message)
+    assert warning.type == lsp.MessageType.Warning and "expected a number" in warning.message
+    result = await optimize(client, uri, "saxpy")
+    stored = plain(await client.protocol.send_request_async("cudaAgent/results", {"uri": uri}))
+    assert result["status"] == "ok" and stored["results"][0]["optimize"]["attempts"] <= 2
+    line = kernel_line(path, "saxpy")
+    col = path.read_text().splitlines()[line].index("saxpy")
+
+    async def rechecked_for_sm80() -> str:
+        while True:
+            hover = await client.text_document_hover_async(
+                lsp.HoverParams(lsp.TextDocumentIdentifier(uri), lsp.Position(line, col))
+            )
+            assert hover is not None and isinstance(hover.contents, lsp.MarkupContent)
+            if "(sm_80)" in hover.contents.value:
+                return hover.contents.value
+            await asyncio.sleep(0.1)
+
+    assert "registers" in await asyncio.wait_for(rechecked_for_sm80(), 30)
+    assert any(s["running"] is not None for s in workspace.statuses)
