@@ -5,6 +5,7 @@ the structure it promises), refuses with a reason where it should not, composes;
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import shutil
 import subprocess
@@ -295,7 +296,7 @@ HOST_TYPES = {
     "int64": "long long",
     "uint64": "unsigned long long",
 }
-# (file, transforms): barrier-free rewrites whose outputs a sequential host emulation can compare
+# (file, transforms): rewrites whose outputs the host emulation (tests/data/transforms/host_cuda.h) compares
 HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     (
         "vadd_poor_block.cu",
@@ -315,6 +316,10 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("softmax.cu", (GridStride(2), FastMath())),
     ("layernorm.cu", (GridStride(4), Unroll(8), RestrictConst())),
     ("edge_forms.cu", (Vectorize(16),)),
+    ("block_sum.cu", (WarpReduction(), RestrictConst())),
+    ("row_max.cu", (WarpReduction(), Unroll(4))),
+    ("transpose.cu", (TiledTranspose(), ReadOnlyLoads())),
+    ("block_scan.cu", (Unroll(8), LaunchBounds())),
 ]
 
 
@@ -333,14 +338,15 @@ def _host_value(dtype: str, i: str, dist_kind: str, low: float, high: float, val
     return f"({t})({low!r} + ({high - low!r}) * (double)(({i} * 7919 + 13) % 1000) / 1000.0)"
 
 
-def host_program(t: loop.Target, out: Subject, misalign: int) -> str:
-    """A C++ program that runs the original and the rewrite on every verify problem, sequentially,
-    the rewrite's arrays shifted by ``misalign`` elements, and prints the largest difference."""
+def host_program(t: loop.Target, out: Subject) -> str:
+    """A C++ program that runs the original and the rewrite on every verify problem, twice: with
+    the rewrite's arrays aligned (its vector path) and shifted by one element (its scalar path),
+    and prints the largest difference of any output."""
     kernel = t.kernel.split("<")[0]
     lines = ['#include "host_cuda.h"', _host_unit(t.baseline.source, "orig")]
     lines += [_host_unit(t.unit_with(out.code), "cand"), "int main() {", "    double worst = 0;"]
     launches = t.relaunch(out.launch) if (out.launch.grid or out.launch.block) and t.relaunch else None
-    for k, p in enumerate(t.verify_problems):
+    for misalign, (k, p) in itertools.product((0, 1), enumerate(t.verify_problems)):
         new = launches[k] if launches else p.launch
         lines.append("    {")
         call_o, call_c = [], []
@@ -377,28 +383,32 @@ def host_program(t: loop.Target, out: Subject, misalign: int) -> str:
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ for the host emulation")
-@pytest.mark.parametrize("misalign", [0, 1], ids=["aligned", "misaligned"])
 @pytest.mark.parametrize("name, transforms", HOST_CASES, ids=lambda v: v if isinstance(v, str) else None)
 def test_rewrite_computes_the_same_outputs_in_host_emulation(
-    name: str, transforms: tuple[Transform, ...], misalign: int, tmp_path: Path
+    name: str, transforms: tuple[Transform, ...], tmp_path: Path
 ) -> None:
-    """Barrier-free rewrites run thread by thread on the CPU (tests/data/transforms/host_cuda.h)
-    give the original's outputs, with aligned arrays (vector path) and misaligned ones (scalar path)."""
+    """Rewrites run on the CPU (a std::thread per CUDA thread, tests/data/transforms/host_cuda.h)
+    give the original's outputs, with aligned arrays (vector path) and misaligned ones (scalar path);
+    sums may differ in the last bits where a reduction changes the order of additions."""
     folder = DATA if name == "edge_forms.cu" else KERNELS
     t = target(name, "scale" if name == "edge_forms.cu" else None, folder)
     out = rewrite(t, *transforms)
     src = tmp_path / "emulate.cpp"
-    src.write_text(host_program(t, out, misalign))
+    program = host_program(t, out)
+    src.write_text(program)
+    threads = ["-DHOST_CUDA_THREADS"] if re.search(r"__syncthreads|__shfl", program) else []
     exe = tmp_path / "emulate"
     build = subprocess.run(
         [
             "g++",
-            "-std=c++17",
-            "-O1",
+            "-std=c++20",
+            "-pthread",
+            "-O0",
             "-fno-strict-aliasing",
             "-ffp-contract=off",
             "-w",
             f"-I{DATA}",
+            *threads,
             str(src),
             "-o",
             str(exe),
@@ -410,4 +420,4 @@ def test_rewrite_computes_the_same_outputs_in_host_emulation(
     assert build.returncode == 0, build.stderr[:3000]
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    assert float(run.stdout) <= 1e-6, f"outputs differ by {run.stdout.strip()}"
+    assert float(run.stdout) <= (1e-5 if t.tolerance else 1e-6), f"outputs differ by {run.stdout.strip()}"

@@ -1,22 +1,30 @@
-// A sequential host emulation of the CUDA built-ins that barrier-free kernels use, so their
-// rewrites can be checked for equal outputs with a C++ compiler on a machine without a GPU.
-// Threads run one after another: valid only for kernels without __syncthreads, shared memory
-// or warp intrinsics (elementwise kernels and the grid-stride/vector rewrites of them).
+// A host emulation of the CUDA built-ins that simple kernels use, so their rewrites can be checked
+// for equal outputs with a C++ compiler on a machine without a GPU.  Blocks run one after another.
+// With HOST_CUDA_THREADS defined, the threads of a block run as std::threads, so __syncthreads is
+// a barrier, __shared__ variables are shared by the block and __shfl_down_sync exchanges values
+// through its warp; without it they run one after another (kernels with neither).
 #pragma once
+#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __shared__ static
 
 struct dim3 {
     unsigned x = 1, y = 1, z = 1;
 };
-static dim3 gridDim, blockDim, blockIdx, threadIdx;
+static dim3 gridDim, blockDim, blockIdx;
+static thread_local dim3 threadIdx;
 
 struct alignas(8) float2 { float x, y; };
 struct alignas(16) float4 { float x, y, z, w; };
@@ -27,8 +35,32 @@ struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(16) double2 { double x, y; };
 struct alignas(16) longlong2 { long long x, y; };
 
+struct Warp {
+    explicit Warp(std::ptrdiff_t lanes) : sync(lanes) {}
+    std::barrier<> sync;
+    unsigned long long slot[32] = {};
+};
+static std::unique_ptr<std::barrier<>> block_sync;
+static std::vector<std::unique_ptr<Warp>> warps;
+static std::mutex atomics;
+
+inline unsigned linear_tid() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+inline void __syncthreads() { block_sync->arrive_and_wait(); }
+
+template <class T> T __shfl_down_sync(unsigned, T v, int offset) {
+    static_assert(sizeof(T) <= sizeof(unsigned long long));
+    unsigned tid = linear_tid(), lane = tid % 32;
+    Warp& w = *warps[tid / 32];
+    std::memcpy(&w.slot[lane], &v, sizeof(T));
+    w.sync.arrive_and_wait();
+    T out = v;
+    if (lane + offset < 32) std::memcpy(&out, &w.slot[lane + offset], sizeof(T));
+    w.sync.arrive_and_wait();
+    return out;
+}
+
 template <class T> T __ldg(const T* p) { return *p; }
-template <class T> T atomicAdd(T* p, T v) { T old = *p; *p += v; return old; }
+template <class T> T atomicAdd(T* p, T v) { std::lock_guard<std::mutex> hold(atomics); T old = *p; *p += v; return old; }
 inline float __expf(float x) { return expf(x); }
 inline float __logf(float x) { return logf(x); }
 inline float __sinf(float x) { return sinf(x); }
@@ -42,14 +74,25 @@ template <class... P, class... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, A... args) {
     gridDim = grid;
     blockDim = block;
+    const unsigned threads = block.x * block.y * block.z;
     for (unsigned bz = 0; bz < grid.z; ++bz)
         for (unsigned by = 0; by < grid.y; ++by)
-            for (unsigned bx = 0; bx < grid.x; ++bx)
-                for (unsigned tz = 0; tz < block.z; ++tz)
-                    for (unsigned ty = 0; ty < block.y; ++ty)
-                        for (unsigned tx = 0; tx < block.x; ++tx) {
-                            blockIdx = {bx, by, bz};
-                            threadIdx = {tx, ty, tz};
-                            kernel(args...);
-                        }
+            for (unsigned bx = 0; bx < grid.x; ++bx) {
+                blockIdx = {bx, by, bz};
+                block_sync = std::make_unique<std::barrier<>>(threads);
+                warps.clear();
+                for (unsigned w = 0; w * 32 < threads; ++w)
+                    warps.push_back(std::make_unique<Warp>(std::min(32u, threads - w * 32)));
+                auto run = [=](unsigned t) {
+                    threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+                    kernel(args...);
+                };
+#ifdef HOST_CUDA_THREADS
+                std::vector<std::thread> team;
+                for (unsigned t = 0; t < threads; ++t) team.emplace_back(run, t);
+                for (auto& th : team) th.join();
+#else  // no barriers or shuffles in either kernel: one thread after another is exact and fast
+                for (unsigned t = 0; t < threads; ++t) run(t);
+#endif
+            }
 }
