@@ -125,10 +125,7 @@ Outcome = Rewrite | NotApplicable
 
 
 class Transform(abc.ABC):
-    """One transformation with its parameters (a frozen dataclass); ``family`` groups the variants
-    the search treats as one arm."""
-
-    family: str = ""
+    """One transformation with its parameters (a frozen dataclass)."""
 
     @abc.abstractmethod
     def apply(self, subject: Subject) -> Outcome: ...
@@ -223,7 +220,7 @@ _CAST = re.compile(r"\((?:unsigned|signed|int|long|size_t|int64_t|uint64_t|unsig
 
 def _index_kind(text: str) -> str:
     """``x``/``y`` when ``text`` is the global thread index along that axis (casts allowed)."""
-    t = _CAST.sub("", _squash(text).replace("longlong", "longlong"))
+    t = _CAST.sub("", _squash(text))
     t = re.sub(r"\((\w+\.\w)\)", r"\1", t)
     for axis in "xy":
         if t in {f.replace(".x", "." + axis) for f in _GLOBAL_X}:
@@ -281,7 +278,6 @@ class BlockSize(Transform):
     """Launch with another block size, through the spec's ``block`` (the grid follows it)."""
 
     block: tuple[int, ...]
-    family = "block"
 
     def apply(self, subject: Subject) -> Outcome:
         if not any(_block_names(g) for g in subject.grid):
@@ -303,7 +299,6 @@ class LaunchBounds(Transform):
     """``__launch_bounds__(threads)`` for the block size in force, so ptxas budgets registers for it."""
 
     min_blocks: int = 0
-    family = "bounds"
 
     def apply(self, subject: Subject) -> Outcome:
         k = subject.kernel
@@ -327,8 +322,6 @@ class LaunchBounds(Transform):
 @dataclass(frozen=True)
 class RestrictConst(Transform):
     """``__restrict__`` on every array parameter, ``const`` on the ones the spec reads only."""
-
-    family = "restrict"
 
     def apply(self, subject: Subject) -> Outcome:
         arrays = subject.arrays()
@@ -390,8 +383,6 @@ def _written(node: Node) -> bool:
 @dataclass(frozen=True)
 class ReadOnlyLoads(Transform):
     """Loads of ``in`` arrays through the read-only data cache: ``a[i]`` -> ``__ldg(&a[i])``."""
-
-    family = "ldg"
 
     def apply(self, subject: Subject) -> Outcome:
         body = subject.body
@@ -550,7 +541,6 @@ class GridStride(Transform):
     handles that many elements, strided by the grid so accesses stay coalesced)."""
 
     coarsen: int = 4
-    family = "shape"
 
     def apply(self, subject: Subject) -> Outcome:
         ew = _elementwise(subject)
@@ -585,7 +575,6 @@ class Vectorize(Transform):
 
     width: int = 16
     coarsen: int = 1
-    family = "shape"
 
     def apply(self, subject: Subject) -> Outcome:
         ew = _elementwise(subject)
@@ -705,7 +694,6 @@ class Unroll(Transform):
     """``#pragma unroll N`` before every ``for`` loop of the body that has no pragma."""
 
     factor: int = 4
-    family = "unroll"
 
     def apply(self, subject: Subject) -> Outcome:
         body = subject.body
@@ -733,8 +721,6 @@ class WarpReduction(Transform):
 
     for (s = blockDim.x / 2; s > 0; s >>= 1) { if (tid < s) X[tid] OP= X[tid + s]; __syncthreads(); }
     """
-
-    family = "reduction"
 
     def apply(self, subject: Subject) -> Outcome:
         body = subject.body
@@ -835,7 +821,6 @@ class TiledTranspose(Transform):
 
     tile: int = 32
     rows: int = 8
-    family = "transpose"
 
     def apply(self, subject: Subject) -> Outcome:
         body = subject.body
@@ -932,8 +917,6 @@ class FastMath(Transform):
     """Single-precision math through the SFU intrinsics (``expf`` -> ``__expf`` ...), and
     ``a / b`` -> ``__fdividef(a, b)`` where an operand is a float literal.  Less accurate: the
     sandbox's tolerance decides whether it stands."""
-
-    family = "fastmath"
 
     def apply(self, subject: Subject) -> Outcome:
         body = subject.body
