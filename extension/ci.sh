@@ -13,7 +13,6 @@ npm run package
 echo "== extension: unit tests"
 npm test
 
-
 echo "== extension: end-to-end test (code-server + chromium)"
 e2e/setup.sh
 npm run e2e

@@ -254,6 +254,7 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
     const progress = page.locator(".notification-toast", { hasText: "Optimizing saxpy" });
     await progress.waitFor({ timeout: TIMEOUT });
     await progress.locator(".monaco-button", { hasText: "Cancel" }).waitFor({ timeout: TIMEOUT });
+    await page.locator(".statusbar-item", { hasText: /CUDA: saxpy \d+%/ }).waitFor({ timeout: TIMEOUT }); // cudaAgent/status
     const diffTab = page.locator(".tab", { hasText: "original ↔ rewrite" });
     await diffTab.waitFor({ timeout: TIMEOUT });
     assert.match(await diffTab.innerText(), /saxpy\.cu: original ↔ rewrite \(\d+\.\d\d× faster, verified\)/);
