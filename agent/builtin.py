@@ -104,10 +104,12 @@ class Config:
 ARMS = tuple(f.name for f in fields(Config))
 
 
-def _values(arm: str, block_dims: int) -> tuple[object, ...]:
-    """Every value the search may give an arm, the default first."""
+def _values(arm: str, block_dims: int, sm_count: int) -> tuple[object, ...]:
+    """Every value the search may give an arm, the default first.  With the device's SM count,
+    the grid-stride shapes also come with the grid capped at 8 blocks per SM."""
     if arm == "shape":
-        return (None, *SHAPES)
+        capped = (Vectorize(16, 1, 8 * sm_count), GridStride(1, 8 * sm_count)) if sm_count else ()
+        return (None, *SHAPES, *capped)
     if arm == "block":
         return (None, *(BLOCKS_1D if block_dims == 1 else BLOCKS_2D))
     if arm == "unroll":
@@ -185,7 +187,8 @@ class BuiltinProposer(Proposer):
         self._rng = random.Random(context.seed)
         for arm in ARMS:
             kept: list[object] = []
-            for value in _values(arm, len(base.spec.block)):
+            sms = context.device.sm_count if context.device else 0
+            for value in _values(arm, len(base.spec.block), sms):
                 config = Config().with_(arm, value)
                 outcome = apply_all(base, config.transforms())
                 if isinstance(outcome, NotApplicable):

@@ -503,12 +503,18 @@ def _check_body(
     return _Elementwise(index, t, bound, tuple(prelude), tuple(body))
 
 
-def _grid_for(subject: Subject, factor: int) -> LaunchChange | NotApplicable:
+def _grid_for(subject: Subject, factor: int, max_blocks: int) -> LaunchChange | NotApplicable:
+    """The grid divided by ``factor`` (``block`` -> ``block * factor``), at most ``max_blocks``."""
     grid = subject.grid
     if len(grid) != 1 or not _block_names(grid[0]):
         return NotApplicable("the grid is not 1-D and written over `block`, so it cannot shrink")
     tree = _Scale(factor).visit(ast.parse(grid[0], mode="eval"))
-    return LaunchChange(grid=ast.unparse(ast.fix_missing_locations(tree)))
+    scaled = ast.unparse(ast.fix_missing_locations(tree))
+    return LaunchChange(grid=f"min({scaled}, {max_blocks})" if max_blocks else scaled)
+
+
+def _capped(max_blocks: int) -> str:
+    return f", grid capped at {max_blocks} blocks" if max_blocks else ""
 
 
 def _emit_elementwise(subject: Subject, ew: _Elementwise, head: str, vector_part: str) -> str:
@@ -538,19 +544,22 @@ def _emit_elementwise(subject: Subject, ew: _Elementwise, head: str, vector_part
 @dataclass(frozen=True)
 class GridStride(Transform):
     """One element per thread -> a grid-stride loop; the grid shrinks by ``coarsen`` (each thread
-    handles that many elements, strided by the grid so accesses stay coalesced)."""
+    handles that many elements, strided by the grid so accesses stay coalesced), and to at most
+    ``max_blocks`` blocks when that is set (e.g. a few per SM: threads loop over the rest)."""
 
     coarsen: int = 4
+    max_blocks: int = 0
 
     def apply(self, subject: Subject) -> Outcome:
         ew = _elementwise(subject)
         if isinstance(ew, NotApplicable):
             return ew
-        launch = _grid_for(subject, self.coarsen)
+        launch = _grid_for(subject, self.coarsen, self.max_blocks)
         if isinstance(launch, NotApplicable):
             return launch
         code = _emit_elementwise(subject, ew, f"grid-stride loop, grid / {self.coarsen}", "")
-        return Rewrite(code, f"grid-stride loop (x{self.coarsen} per thread)", launch)
+        what = f"grid-stride loop (x{self.coarsen} per thread{_capped(self.max_blocks)})"
+        return Rewrite(code, what, launch)
 
 
 _VECTOR_TYPES = {
@@ -570,11 +579,12 @@ _VECTOR_TYPES = {
 @dataclass(frozen=True)
 class Vectorize(Transform):
     """Elementwise kernel -> ``width``-byte loads/stores of the arrays indexed by ``i`` alone, in a
-    grid-stride loop (grid / (lanes * coarsen)).  A runtime check sends misaligned pointers down the
-    scalar path, which also handles the tail."""
+    grid-stride loop (grid / (lanes * coarsen), at most ``max_blocks`` blocks when set).  A runtime
+    check sends misaligned pointers down the scalar path, which also handles the tail."""
 
     width: int = 16
     coarsen: int = 1
+    max_blocks: int = 0
 
     def apply(self, subject: Subject) -> Outcome:
         ew = _elementwise(subject)
@@ -618,7 +628,7 @@ class Vectorize(Transform):
         if len(sizes) != 1:
             return NotApplicable("the arrays indexed by the element have different element sizes")
         lanes = self.width // sizes.pop()
-        launch = _grid_for(subject, lanes * self.coarsen)
+        launch = _grid_for(subject, lanes * self.coarsen, self.max_blocks)
         if isinstance(launch, NotApplicable):
             return launch
         written = {name for name in lanes_of if any(_written(u) for u in uses[name])}
@@ -680,8 +690,10 @@ class Vectorize(Transform):
         )
         head = f"{self.width}-byte vector loads/stores of {', '.join(lanes_of)}, grid-stride loop"
         code = _emit_elementwise(subject, ew, head, vector_part)
-        what = f"{self.width}-byte vectors ({lanes} lanes)" + (
-            f", x{self.coarsen} per thread" if self.coarsen > 1 else ""
+        what = (
+            f"{self.width}-byte vectors ({lanes} lanes"
+            + (f", x{self.coarsen} per thread" if self.coarsen > 1 else "")
+            + f"{_capped(self.max_blocks)})"
         )
         return Rewrite(code, what, launch)
 

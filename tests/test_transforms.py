@@ -147,6 +147,11 @@ def test_vectorize_checks_alignment_and_keeps_a_scalar_tail() -> None:
     assert "reinterpret_cast<float4*>(c)[ca_v] = ca_c_vec;" in out.code
     assert "reinterpret_cast<const float4*>(c)" not in out.code  # an output written in full is not read
     assert "c[i] = a[i] + b[i];" in out.code  # the scalar path: misaligned pointers and the tail
+    capped = rewrite(target("vadd_poor_block.cu"), Vectorize(16, 1, max_blocks=1056))
+    assert capped.launch.grid == "min(cdiv(n, block * 4), 1056)"
+    t = target("vadd_poor_block.cu")
+    assert t.relaunch is not None
+    assert [x.grid[0] for x in t.relaunch(capped.launch)] == [8, 33, 513, 1056]  # blocks of 32 threads x 4 lanes
     double = rewrite(target("relu_double.cu"), Vectorize(16))
     assert "double2" in double.code and double.launch.grid == "cdiv(n, block * 2)"
     coarse = rewrite(target("saxpy.cu"), Vectorize(8, 2))
@@ -304,6 +309,8 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ),
     ("vadd_poor_block.cu", (Vectorize(8, 4), BlockSize((64,)))),
     ("vadd_poor_block.cu", (GridStride(4), Unroll(2))),
+    ("vadd_poor_block.cu", (Vectorize(16, 1, max_blocks=3),)),
+    ("bias_add.cu", (GridStride(1, max_blocks=2),)),
     ("saxpy.cu", (Vectorize(16, 2),)),
     ("gather.cu", (Vectorize(16), ReadOnlyLoads())),
     ("relu_double.cu", (Vectorize(16, 2),)),
