@@ -13,7 +13,8 @@ The worker protocol (served by :mod:`sandbox.service`):
   ``result`` (``result``: EvalResult) or ``error`` (``message``).  The request's ``id`` makes it
   idempotent: posting the same id again attaches to the running evaluation or returns its cached
   result, so a client that lost its connection simply posts again.
-- ``POST /cancel/{id}``: sets the evaluation's cancel event.
+- ``POST /cancel`` with ``{"id": request_id}``: sets the evaluation's cancel event (the id travels
+  in the body, so any id works, unescaped).
 
 Every endpoint but ``/health`` needs ``Authorization: Bearer <token>``.  Errors are JSON
 ``{"error": message}`` with status 400 (not JSON), 401 (token), 409 (id reused for another
@@ -32,7 +33,6 @@ import queue
 import ssl
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 
 # Wire protocol, shared with sandbox.service.
 EVALUATE_PATH = "/evaluate"
-CANCEL_PATH = "/cancel/{id}"
+CANCEL_PATH = "/cancel"
 DEVICE_PATH = "/device"
 HEALTH_PATH = "/health"
 NDJSON = "application/x-ndjson"
@@ -205,7 +205,7 @@ class RemoteExecutor(Executor):
 
     def _cancel_on_worker(self, request_id: str) -> None:
         try:
-            self._client.post(CANCEL_PATH.format(id=urllib.parse.quote(request_id, safe="")), timeout=5.0)
+            self._client.post(CANCEL_PATH, json={"id": request_id}, timeout=5.0)
         except httpx.HTTPError as exc:
             log.warning("could not cancel %s on %s: %s", request_id, self.url, exc)
 

@@ -5,7 +5,7 @@ at a time; a new request goes to the lane with the least work.  Evaluations stre
 (see :mod:`sandbox.remote` for the protocol).  A request id is idempotent: a repeated id attaches
 to the running job or gets the cached result.  A job nobody watches any more (every client
 disconnected and none came back within ``disconnect_grace_s``) is cancelled, as is one named by
-``POST /cancel/{id}``.
+``POST /cancel``.
 
 Security: a bearer token (compared with :func:`hmac.compare_digest`) on every endpoint but
 ``/health``; :func:`check_listen_policy` refuses a non-loopback address without one.  Only JSON
@@ -251,7 +251,7 @@ class WorkerService:
                 Route(HEALTH_PATH, self.health, methods=["GET"]),
                 Route(DEVICE_PATH, self.device, methods=["GET"]),
                 Route(EVALUATE_PATH, self.evaluate, methods=["POST"]),
-                Route(CANCEL_PATH.replace("{id}", "{request_id:path}"), self.cancel, methods=["POST"]),
+                Route(CANCEL_PATH, self.cancel, methods=["POST"]),
             ],
             lifespan=self._lifespan,
         )
@@ -284,7 +284,15 @@ class WorkerService:
         return JSONResponse({"devices": infos})
 
     async def cancel(self, request: Request) -> Response:
-        request_id = request.path_params["request_id"]
+        body = await _read_body(request, 64 << 10)
+        if isinstance(body, Response):
+            return body
+        try:
+            request_id = json.loads(body)["id"]
+        except (ValueError, KeyError, TypeError):
+            return _error(400, 'expected {"id": "<request id>"}')
+        if not isinstance(request_id, str):
+            return _error(400, 'expected {"id": "<request id>"}')
         job = self.running.get(request_id)
         if job is not None:
             job.cancel.set()

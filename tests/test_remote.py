@@ -145,7 +145,7 @@ def test_health_is_open_and_everything_else_needs_the_token() -> None:
         wrong = httpx.get(f"{url}/device", headers=auth("nope"))
         assert wrong.status_code == 401 and wrong.json()["error"] == "wrong bearer token"
         assert httpx.post(f"{url}/evaluate", content=to_json(make_request("r"))).status_code == 401
-        assert httpx.post(f"{url}/cancel/r").status_code == 401
+        assert httpx.post(f"{url}/cancel", json={"id": "r"}).status_code == 401
         ok = httpx.get(f"{url}/device", headers=auth())
         assert ok.json()["devices"][0]["name"] == "simulated GPU"
 
@@ -268,7 +268,9 @@ def test_per_client_concurrency_limit_answers_429() -> None:
         assert second.status_code == 429
         assert second.headers["Retry-After"] == "1"
         assert "already in flight" in second.json()["error"]
-        client.post(f"{url}/cancel/busy")
+        assert client.post(f"{url}/cancel", json={"id": "busy"}).json() == {"id": "busy", "cancelled": True}
+        assert client.post(f"{url}/cancel", json={"id": "nope"}).status_code == 404
+        assert client.post(f"{url}/cancel", content=b"busy").status_code == 400
     assert fake.evaluated == ["busy"]
 
 
