@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types as lsp
-from pygls.exceptions import FeatureRequestError, JsonRpcInvalidParams
+from pygls.exceptions import FeatureRequestError, JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 
 from agent import spec as specs
@@ -115,6 +116,20 @@ class KernelSpecView:
     written: bool
 
 
+class _Protocol(LanguageServerProtocol):
+    """pygls' protocol, answering a request whose params do not fit its method with InvalidParams
+    (pygls drops such a request unanswered, and the client would wait for it forever)."""
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcException:
+            if "id" in data and "method" in data:
+                error = JsonRpcInvalidParams(f"invalid params for {data['method']}")
+                self._send_response(data["id"], error=error.to_response_error())
+            raise
+
+
 class CudaLanguageServer(LanguageServer):
     """pygls server holding all state of the CUDA Agent language server."""
 
@@ -129,6 +144,7 @@ class CudaLanguageServer(LanguageServer):
             "cuda-agent",
             ver,
             text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
+            protocol_cls=_Protocol,
         )
         self.documents: dict[str, OpenDocument] = {}
         self.settings = Settings()

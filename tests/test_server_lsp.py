@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import json
 import os
 import shutil
 import sys
@@ -638,3 +639,74 @@ async def test_settings_from_workspace_configuration(client: LanguageClient, wor
 
     assert "registers" in await asyncio.wait_for(rechecked_for_sm80(), 30)
     assert any(s["running"] is not None for s in workspace.statuses)
+
+
+class RawConnection:
+    """JSON-RPC over the server's stdio with no client library in between, to send what no
+    well-behaved client would: broken JSON, params of the wrong shape."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.next_id = 0
+
+    def send(self, body: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    async def request(self, method: str, params: Any) -> dict[str, Any]:
+        self.next_id += 1
+        self.send(
+            json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}).encode()
+        )
+        return await self.response(self.next_id)
+
+    async def response(self, msg_id: int) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        while True:
+            length = 0
+            while (line := await self.proc.stdout.readline()) != b"\r\n":
+                assert line, "the server closed its output"
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            msg = json.loads(await self.proc.stdout.readexactly(length))
+            if msg.get("id") == msg_id and "method" not in msg:
+                return msg  # type: ignore[no-any-return]
+            if "method" in msg and "id" in msg:  # a request from the server: answer it
+                self.send(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": None}).encode())
+
+
+async def test_malformed_messages_get_errors_and_the_server_lives(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *SERVER, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=ENV
+    )
+    conn = RawConnection(proc)
+    try:
+        init = await conn.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
+        assert "capabilities" in init["result"]
+        conn.send(b'{"jsonrpc": "2.0", "id": 99, "method": "textDocument/hover", "params": {')  # not JSON
+        conn.send(b"\xff\xfe\x00 binary garbage")
+        for method, params in (
+            ("textDocument/hover", {"textDocument": 5, "position": "here"}),
+            ("textDocument/codeLens", {}),
+            ("textDocument/didOpen", {"textDocument": {"uri": 7}}),
+        ):
+            reply = await asyncio.wait_for(conn.request(method, params), 10)
+            assert reply["error"]["code"] == -32602 and method in reply["error"]["message"]
+        unknown = await conn.request("cudaAgent/noSuchMethod", {})
+        assert unknown["error"]["code"] == -32601
+        path = tmp_path / "k.cu"
+        text = (DATA / "lsp_workspace.cu").read_text()
+        item = {"uri": path.as_uri(), "languageId": "cuda", "version": 1, "text": text}
+        conn.send(
+            json.dumps(
+                {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}}
+            ).encode()
+        )
+        symbols = await conn.request("textDocument/documentSymbol", {"textDocument": {"uri": path.as_uri()}})
+        assert [s["name"] for s in symbols["result"]][:2] == ["saxpy", "scale"]
+        assert (await conn.request("shutdown", None))["result"] is None
+        conn.send(b'{"jsonrpc": "2.0", "method": "exit"}')
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
