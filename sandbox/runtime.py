@@ -85,6 +85,10 @@ class Runtime(abc.ABC):
         """Cap on the bytes allocated through :meth:`alloc` from now on (0: none)."""
         self._acct.limit = nbytes
 
+    def allocated(self) -> int:
+        """Bytes allocated through :meth:`alloc` and not yet freed."""
+        return sum(self._acct.sizes.values())
+
     @abc.abstractmethod
     def load(self, cubin: bytes, name: str) -> KernelHandle:
         """Load ``cubin`` and look up kernel ``name`` (mangled). Raises :class:`CudaError`."""

@@ -543,7 +543,22 @@ extern "C" __global__ void cuda_agent_spin(long long cycles) {
 }
 """
 SPIN_CYCLES = 2_000_000
-TIMING_SLOTS = 3
+TIMING_SLOTS = 3  # rotated input sets for timing; at least 2 so the rotated re-check means something
+
+
+def timing_slots(problem: Problem, pair: bool, cap: int) -> int:
+    """How many rotated input sets fit the evaluation's memory cap (``pair``: baseline and
+    candidate each get their own buffers). Large problems use fewer sets: the L2 flush before
+    every sample already keeps them from being served from cache."""
+    from sandbox.verify import GUARD_BYTES, elem_type
+
+    one = sum(
+        a.count * elem_type(a.dtype).itemsize + 2 * GUARD_BYTES for a in problem.args if a.role != "scalar"
+    )
+    per_slot = one * (2 if pair else 1)
+    if not cap or per_slot == 0:
+        return TIMING_SLOTS
+    return max(2, min(TIMING_SLOTS, cap // per_slot))
 
 
 class GpuHandler:
@@ -661,8 +676,9 @@ class GpuHandler:
         problem = req.bench_problem
         alone = job.candidate is None
         pairs: list[tuple[Workspace, Workspace]] = []
+        slots = timing_slots(problem, not alone, req.budget.gpu_memory_bytes - self.rt.allocated())
         try:
-            for slot in range(TIMING_SLOTS):
+            for slot in range(slots):
                 inputs = inputs_for(problem, 1000 + slot)
                 a = Workspace(self.rt, problem)
                 b = a if alone else Workspace(self.rt, problem)
@@ -673,7 +689,7 @@ class GpuHandler:
             runs = [lambda s: self.rt.launch(baseline, problem.launch, pairs[s][0].args())]
             if not alone:
                 runs.append(lambda s: self.rt.launch(kernel, launch, pairs[s][1].args()))
-            timings = bench(self.rt, runs, TIMING_SLOTS, self._flusher, req.budget, self.clock_mhz)
+            timings = bench(self.rt, runs, slots, self._flusher, req.budget, self.clock_mhz)
             if not alone:
                 for slot, (a, b) in enumerate(pairs):
                     for arg in problem.args:

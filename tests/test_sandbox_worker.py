@@ -230,3 +230,26 @@ def test_worker_runs_in_its_own_session_with_a_clean_environment(monkeypatch: py
         assert os.getpgid(w.proc.pid) == w.proc.pid != os.getpgid(0)
     finally:
         assert w.close() == 0
+
+
+def test_timing_slots_shrink_to_fit_the_memory_cap() -> None:
+    from sandbox.contract import ArgSpec, Launch, Problem
+    from sandbox.worker import TIMING_SLOTS, timing_slots
+
+    n = 1 << 26  # three float arrays of 256 MiB: 6 buffers a slot when baseline and candidate pair up
+    problem = Problem(
+        "n=2^26",
+        {"n": n},
+        (
+            ArgSpec("a", "in", "float32", n),
+            ArgSpec("b", "in", "float32", n),
+            ArgSpec("c", "out", "float32", n),
+            ArgSpec("n", "scalar", "int32", value=n),
+        ),
+        Launch((n // 256, 1, 1), (256, 1, 1)),
+    )
+    assert timing_slots(problem, pair=True, cap=4 << 30) == 2  # 3 slots would need 4.5 GiB
+    assert timing_slots(problem, pair=False, cap=4 << 30) == 3
+    assert timing_slots(problem, pair=True, cap=0) == TIMING_SLOTS
+    small = Problem("n=4", {"n": 4}, (ArgSpec("c", "out", "float32", 4),), Launch((1, 1, 1), (32, 1, 1)))
+    assert timing_slots(small, pair=True, cap=1 << 20) == TIMING_SLOTS

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The GPU results the repo cites, rerunnable on any GPU machine (e.g. the device tool's H200),
+# in parts that each fit a 10-minute call. Logs and JSON go under $OUT (default
+# bench/results/gpu-session) for copying into bench/results/.
+#   usage: OUT=DIR bench/gpu_session.sh PART [BUDGET]
+#   PART: tests    the gpu-marked tests (sandbox adversarial kernels, transforms, builtin, LSP)
+#         suite-am the built-in engine's suite over bench/kernels/[a-m]*, BUDGET per kernel
+#         suite-nz the same over bench/kernels/[n-z]*
+#         main     the README's main job (optimize vadd_poor_block.cu --diff)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PART=${1:?usage: bench/gpu_session.sh tests|suite-am|suite-nz|main [BUDGET]}
+BUDGET=${2:-40s}
+OUT=${OUT:-bench/results/gpu-session}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo "${COMMIT:-unknown}")"
+  echo "part: $PART budget: $BUDGET"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+} >> "$OUT/session.txt"
+
+case "$PART" in
+  tests) python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
+  suite-am | suite-nz)
+    glob=$([ "$PART" = suite-am ] && echo '[a-m]*' || echo '[n-z]*')
+    python3 -m server suite bench/kernels --budget "$BUDGET" --match "$glob" --json > "$OUT/$PART.json" \
+      2> "$OUT/$PART.log"
+    tail -5 "$OUT/$PART.log" ;;
+  main) python3 -m server optimize bench/kernels/vadd_poor_block.cu --budget "$BUDGET" --diff --trajectory off \
+      2>&1 | tee "$OUT/main_job.txt" | tail -30 ;;
+  *) echo "unknown part $PART" >&2; exit 2 ;;
+esac
