@@ -353,6 +353,16 @@ class Progress:
             self.enabled = False
 
 
+def _cancel_with_request(ls: CudaLanguageServer, cancel: threading.Event) -> None:
+    """Set ``cancel`` when the client cancels the request being handled (``$/cancelRequest``).
+
+    pygls runs a command inside its own ``workspace/executeCommand`` handler and cancels only that
+    outer request's future; the command's coroutine is not told, so watch that future."""
+    outer = ls.protocol._request_futures.get(ls.protocol.msg_id) if ls.protocol.msg_id is not None else None
+    if outer is not None:
+        outer.add_done_callback(lambda f: cancel.set() if f.cancelled() else None)
+
+
 def _target(od: OpenDocument, kernel: str) -> loop.Target:
     if od.doc is None:
         raise loop.TargetError(f"{od.path.name} is too large to analyse")
@@ -377,6 +387,7 @@ async def run_optimize(ls: CudaLanguageServer, od: OpenDocument, kernel: str) ->
     settings = ls.settings
     run = ActiveRun(uuid.uuid4().hex[:12], "optimize", od.uri, kernel, threading.Event())
     runs.active[run.run_id] = run
+    _cancel_with_request(ls, run.cancel)
     progress = Progress(ls, run.cancel)
     await progress.begin(
         f"Optimizing {kernel}", f"{describe_executor(settings.executor)}: measuring the original"
@@ -411,7 +422,7 @@ async def run_optimize(ls: CudaLanguageServer, od: OpenDocument, kernel: str) ->
     future = ls.loop.run_in_executor(runs.pool, work)
     try:
         result = await asyncio.shield(future)
-    except asyncio.CancelledError:  # $/cancelRequest: stop the run, still keep what it found
+    except asyncio.CancelledError:  # the handler itself was cancelled: stop the run, keep what it found
         run.cancel.set()
         future.add_done_callback(lambda f: _finish_optimize(ls, run, od, target, f, progress))
         raise
@@ -521,6 +532,7 @@ async def run_benchmark(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -
     settings = ls.settings
     run = ActiveRun(uuid.uuid4().hex[:12], "benchmark", od.uri, kernel, threading.Event())
     runs.active[run.run_id] = run
+    _cancel_with_request(ls, run.cancel)
     progress = Progress(ls, run.cancel)
     await progress.begin(f"Benchmarking {kernel}", describe_executor(settings.executor))
     runs.status()

@@ -710,3 +710,30 @@ async def test_malformed_messages_get_errors_and_the_server_lives(tmp_path: Path
     finally:
         if proc.returncode is None:
             proc.kill()
+
+
+async def test_cancelling_the_request_stops_the_run_and_keeps_its_result(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    path = workspace.copy("lsp_workspace.cu")
+    uri = open_file(client, path)
+    params = lsp.ExecuteCommandParams("cudaAgent.optimize", [{"uri": uri, "kernel": "saxpy"}])
+    request = asyncio.ensure_future(
+        client.protocol.send_request_async(lsp.WORKSPACE_EXECUTE_COMMAND, params, msg_id="optimize-1")
+    )
+    while not any(r for r in client.progress_reports.values()):
+        await asyncio.sleep(0.02)
+    client.protocol.notify("$/cancelRequest", lsp.CancelParams(id="optimize-1"))
+    with pytest.raises(Exception, match="cancel"):
+        await asyncio.wait_for(request, 30)
+
+    async def recorded() -> dict[str, Any]:
+        while True:
+            stored = plain(await client.protocol.send_request_async("cudaAgent/results", {"uri": uri}))
+            if stored["results"]:
+                return stored["results"][0]["optimize"]  # type: ignore[no-any-return]
+            await asyncio.sleep(0.05)
+
+    record = await asyncio.wait_for(recorded(), 30)
+    assert record["stop_reason"] == "cancelled" and record["attempts"] < 40
+    assert all(isinstance(r[-1], lsp.WorkDoneProgressEnd) for r in client.progress_reports.values() if r)
