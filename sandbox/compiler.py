@@ -81,11 +81,45 @@ def _nvrtc() -> Any:
 def cache_key(
     source: str, filename: str, name_expressions: Sequence[str], arch: str, options: Sequence[str]
 ) -> str:
+    """Everything that affects the output: the unit, its options, the compiler, and the current
+    contents of the headers it includes from the user's include paths."""
     h = hashlib.sha256()
     for part in (source, filename, "\0".join(name_expressions), arch, "\0".join(options), nvrtc_version()):
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\x01")
+    for path, data in _user_headers(source, filename, options):
+        h.update(path.encode("utf-8", "surrogatepass") + b"\x00" + hashlib.sha256(data).digest())
     return h.hexdigest()
+
+
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.MULTILINE)
+
+
+def _user_headers(source: str, filename: str, options: Sequence[str]) -> list[tuple[str, bytes]]:
+    """The headers ``source`` includes, transitively, from its own folder and the ``-I`` folders
+    of ``options`` (CUDA's own headers are covered by the NVRTC version)."""
+    dirs = [Path(filename).resolve().parent] + [
+        Path(o[2:]) for o in options if o.startswith("-I") and len(o) > 2
+    ]
+    found: list[tuple[str, bytes]] = []
+    seen: set[Path] = set()
+    pending = [source.encode("utf-8", "surrogatepass")]
+    while pending and len(seen) < 256:
+        for name in _INCLUDE.findall(pending.pop()):
+            rel = name.decode("utf-8", "replace")
+            for d in dirs:
+                candidate = d / rel
+                if candidate in seen or not candidate.is_file():
+                    continue
+                seen.add(candidate)
+                try:
+                    data = candidate.read_bytes()
+                except OSError:
+                    break
+                found.append((str(candidate), data))
+                pending.append(data)
+                break
+    return found
 
 
 _CACHE: OrderedDict[str, Compiled] = OrderedDict()

@@ -446,8 +446,7 @@ def setup(ls: CudaLanguageServer) -> None:
 
     def on_outside_change(changes: Changes) -> None:
         if changes.sources:  # a header (or the file itself) changed on disk: re-check everything open
-            checker.checker.close()  # a fresh process: the compile cache keys on the unit, not its headers
-            for uri in ls.documents:
+            for uri in ls.documents:  # (the compile cache keys on the headers' contents too)
                 checker.schedule(uri, 0.0)
 
     ls.on_document.append(on_document)

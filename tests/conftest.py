@@ -14,7 +14,7 @@ DATA = Path(__file__).parent / "data"
 def gpu_unavailable_reason() -> str | None:
     """None when a CUDA GPU is usable through CuPy, else why not (shown in the skip reason)."""
     try:
-        import cupy  # noqa: F401
+        import cupy
     except Exception as exc:  # ImportError, or CuPy failing to find libcuda
         return f"no GPU: CuPy is not importable ({type(exc).__name__}: {exc})"
     try:

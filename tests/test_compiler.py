@@ -133,3 +133,20 @@ def test_cooperative_groups_headers_resolve() -> None:
     }"""
     out = compile_cuda(src)
     assert out.result.ok, out.result.log
+
+
+def test_cache_sees_changes_to_included_headers(tmp_path) -> None:
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "scale.cuh").write_text(
+        '#pragma once\n#include "factor.cuh"\n__device__ float scale(float x) { return FACTOR * x; }\n'
+    )
+    (inc / "factor.cuh").write_text("#define FACTOR 2.f\n")
+    src = '#include "scale.cuh"\nextern "C" __global__ void hdr_k(float* x) { x[0] = scale(x[0]); }\n'
+    first = compile_cuda(src, options=[f"-I{inc}"])
+    assert first.result.ok, first.result.log
+    assert compile_cuda(src, options=[f"-I{inc}"]).result.cached
+    (inc / "factor.cuh").write_text("#define FACTOR 3.f +\n")  # a nested header changes (and breaks)
+    changed = compile_cuda(src, options=[f"-I{inc}"])
+    assert not changed.result.cached
+    assert not changed.result.ok

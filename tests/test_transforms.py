@@ -151,7 +151,12 @@ def test_vectorize_checks_alignment_and_keeps_a_scalar_tail() -> None:
     assert capped.launch.grid == "min(cdiv(n, block * 4), 1056)"
     t = target("vadd_poor_block.cu")
     assert t.relaunch is not None
-    assert [x.grid[0] for x in t.relaunch(capped.launch)] == [8, 33, 513, 1056]  # blocks of 32 threads x 4 lanes
+    assert [x.grid[0] for x in t.relaunch(capped.launch)] == [
+        8,
+        33,
+        513,
+        1056,
+    ]  # blocks of 32 threads x 4 lanes
     double = rewrite(target("relu_double.cu"), Vectorize(16))
     assert "double2" in double.code and double.launch.grid == "cdiv(n, block * 2)"
     coarse = rewrite(target("saxpy.cu"), Vectorize(8, 2))
