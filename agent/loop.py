@@ -46,7 +46,7 @@ from typing import Literal
 
 from agent import spec as spec_mod
 from agent.source import Document, Expr, Kernel, LaunchSite
-from agent.spec import KernelSpec, ScalarSpec
+from agent.spec import KernelSpec, ScalarSpec, parse_dims
 from agent.trajectory import RunInfo, TrajectoryLog, reward
 from sandbox.contract import (
     Budget,
@@ -224,21 +224,11 @@ def _char(doc: Document, byte: int) -> int:
     return len(doc.data[:byte].decode("utf-8", errors="replace"))
 
 
-def _dims(expr: str) -> tuple[str, ...]:
-    """``"cdiv(n, 256)"`` -> one dimension; ``"(a, b)"`` -> two (ValueError if not an expression)."""
-    try:
-        tree = ast.parse(expr.strip(), mode="eval").body
-    except SyntaxError as exc:
-        raise ValueError(f"not an expression: {expr!r}") from exc
-    parts = tree.elts if isinstance(tree, ast.Tuple) else [tree]
-    return tuple(ast.unparse(p) for p in parts)
-
-
 def _with_launch(spec: KernelSpec, change: LaunchChange) -> KernelSpec:
     return replace(
         spec,
-        grid=_dims(change.grid) if change.grid else spec.grid,
-        block=_dims(change.block) if change.block else spec.block,
+        grid=parse_dims(change.grid) if change.grid else spec.grid,
+        block=parse_dims(change.block) if change.block else spec.block,
         smem=change.shared or spec.smem,
     )
 

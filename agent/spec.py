@@ -416,7 +416,8 @@ def _pairs(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _dims(text: str) -> tuple[str, ...]:
+def parse_dims(text: str) -> tuple[str, ...]:
+    """``"cdiv(n, block)"`` -> one dimension; ``"(a, b)"`` -> two; at most three (else ValueError)."""
     t = text.strip()
     if t.startswith("(") and t.endswith(")") and _split_top(t[1:-1]) and len(_split_top(t[1:-1])) > 1:
         dims = tuple(_split_top(t[1:-1]))
@@ -496,7 +497,7 @@ class _Builder:
     def _d_launch(self, line: int, rest: str) -> None:
         for key, value in _pairs(rest):
             if key in ("grid", "block"):
-                self.fields[key] = _dims(value)
+                self.fields[key] = parse_dims(value)
             elif key == "smem":
                 self.fields["smem"] = value
             else:
@@ -787,7 +788,7 @@ def render(spec: KernelSpec) -> str:
         out.append("verify " + " ".join(f"{k}={','.join(v[k] for v in spec.verify)}" for k in spec.verify[0]))
     else:
         out += ["verify " + " ".join(f"{k}={v}" for k, v in ver.items()) for ver in spec.verify]
-    launch = f"launch grid={_render_dims(spec.grid)} block={_render_dims(spec.block)}"
+    launch = f"launch grid={render_dims(spec.grid)} block={render_dims(spec.block)}"
     out.append(launch + (f" smem={spec.smem}" if spec.smem != "0" else ""))
     if spec.template_args:
         out.append("template " + ", ".join(spec.template_args))
@@ -807,7 +808,8 @@ def render(spec: KernelSpec) -> str:
     return "".join(f"// {MARKER} {line}\n" for line in out)
 
 
-def _render_dims(dims: tuple[str, ...]) -> str:
+def render_dims(dims: tuple[str, ...]) -> str:
+    """The inverse of :func:`parse_dims`."""
     return dims[0] if len(dims) == 1 else "(" + ", ".join(dims) + ")"
 
 

@@ -46,7 +46,16 @@ import tree_sitter
 
 from agent.loop import LaunchChange
 from agent.source import Document, Kernel
-from agent.spec import ArraySpec, KernelSpec, ScalarSpec, canonical_dtype, dtype_bytes, evaluate
+from agent.spec import (
+    ArraySpec,
+    KernelSpec,
+    ScalarSpec,
+    canonical_dtype,
+    dtype_bytes,
+    evaluate,
+    parse_dims,
+    render_dims,
+)
 
 Node = tree_sitter.Node
 
@@ -83,11 +92,11 @@ class Subject:
     @property
     def block(self) -> tuple[str, ...]:
         """The block dimensions in force (the spec's, or the last launch change's)."""
-        return _dims(self.launch.block) if self.launch.block else self.spec.block
+        return parse_dims(self.launch.block) if self.launch.block else self.spec.block
 
     @property
     def grid(self) -> tuple[str, ...]:
-        return _dims(self.launch.grid) if self.launch.grid else self.spec.grid
+        return parse_dims(self.launch.grid) if self.launch.grid else self.spec.grid
 
     def arrays(self) -> dict[str, ArraySpec]:
         """The spec's arrays that are parameters of the kernel (pointer parameters), by name."""
@@ -132,16 +141,6 @@ class Transform(abc.ABC):
 
 
 # --------------------------------------------------------------------------------------- helpers
-
-
-def _dims(text: str) -> tuple[str, ...]:
-    tree = ast.parse(text.strip(), mode="eval").body
-    parts = tree.elts if isinstance(tree, ast.Tuple) else [tree]
-    return tuple(ast.unparse(p) for p in parts)
-
-
-def _render_dims(dims: tuple[str, ...]) -> str:
-    return dims[0] if len(dims) == 1 else "(" + ", ".join(dims) + ")"
 
 
 def _text(subject: Subject, node: Node) -> str:
@@ -288,8 +287,8 @@ class BlockSize(Transform):
             return NotApplicable("static __shared__ arrays are sized for the written block")
         if subject.kernel.launch_bounds is not None:
             return NotApplicable("__launch_bounds__ fixes the block size")
-        block = _render_dims(tuple(str(b) for b in self.block))
-        if block == _render_dims(subject.block):
+        block = render_dims(tuple(str(b) for b in self.block))
+        if block == render_dims(subject.block):
             return NotApplicable(f"the block is already {block}")
         return Rewrite(subject.code, f"block {block}", LaunchChange(block=block))
 
