@@ -56,7 +56,7 @@ def read_source(path: str) -> tuple[Path, str]:
     return p, data.decode("utf-8", errors="replace")
 
 
-REMOTE_HINT = "CUDA_AGENT_WORKER_URL and CUDA_AGENT_WORKER_TOKEN to use a remote `cuda-agent worker`"
+REMOTE_HINT = "CUDA_AGENT_WORKER_URL and CUDA_AGENT_TOKEN to use a remote `cuda-agent worker`"
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 
 
@@ -391,9 +391,9 @@ def _make_executor(gpu: int) -> Executor:
     if url := os.environ.get("CUDA_AGENT_WORKER_URL"):
         from sandbox.remote import RemoteExecutor
 
-        token = os.environ.get("CUDA_AGENT_WORKER_TOKEN", "")
+        token = os.environ.get("CUDA_AGENT_TOKEN", "")
         if not token:
-            raise UserError("CUDA_AGENT_WORKER_URL is set but CUDA_AGENT_WORKER_TOKEN is not")
+            raise UserError("CUDA_AGENT_WORKER_URL is set but CUDA_AGENT_TOKEN is not")
         return RemoteExecutor(url, token)
     from sandbox.worker import LocalExecutor
 
