@@ -135,7 +135,8 @@ def bwrap_prefix() -> list[str]:
         "/tmp",
     ]
     tmp = tempfile.gettempdir()
-    for path in dict.fromkeys([*sys.path, str(PACKAGE_ROOT)]):  # code under /tmp must stay importable
+    # the interpreter (a venv under /tmp, say) and code under /tmp must stay reachable
+    for path in dict.fromkeys([sys.prefix, sys.exec_prefix, *sys.path, str(PACKAGE_ROOT)]):
         if path.startswith(tmp + os.sep) and os.path.isdir(path):
             prefix += ["--ro-bind", path, path]
     try:
