@@ -23,6 +23,7 @@ is thread-safe (one tree-sitter parser per thread).
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from collections.abc import Iterable, Iterator
@@ -190,6 +191,8 @@ class Document:
         path: str = "",
         *,
         _tree: tree_sitter.Tree | None = None,
+        _carry: _Carry | None = None,
+        _line_starts: tuple[int, ...] | None = None,
     ) -> None:
         if isinstance(text, bytes):
             text = text.decode("utf-8", errors="replace")
@@ -197,6 +200,9 @@ class Document:
         self.text = text
         self.data = text.encode("utf-8", errors="surrogatepass")
         self.tree = _tree if _tree is not None else _parser().parse(self.data)
+        self._carry = _carry
+        if _line_starts is not None:
+            self.__dict__["_line_starts"] = _line_starts
 
     @classmethod
     def from_file(cls, path: str | Path) -> Document:
@@ -287,7 +293,21 @@ class Document:
         tree = self.tree.copy()
         tree.edit(start, end, start + len(inserted), start_point, old_end_point, new_end_point)
         new_tree = _parser().parse(data, tree)
-        return Document(data.decode("utf-8", errors="replace"), self.path, _tree=new_tree)
+        starts = self._line_starts
+        line_starts = (
+            *starts[: start_point[0] + 1],
+            *(start + m.end() for m in re.finditer(b"\n", inserted)),
+            *map((len(inserted) - (end - start)).__add__, starts[old_end_point[0] + 1 :]),
+        )
+        edit = _Edit(start, end, start + len(inserted), new_end_point[0] - old_end_point[0])
+        changed = tuple((r.start_byte, r.end_byte) for r in tree.changed_ranges(new_tree))
+        return Document(
+            data.decode("utf-8", errors="replace"),
+            self.path,
+            _tree=new_tree,
+            _carry=self._carried(edit, changed),
+            _line_starts=line_starts,
+        )
 
     def replace_all(self, new_text: str) -> Document:
         """A full-text change (LSP sync kind Full, or a change without a range)."""
@@ -307,24 +327,98 @@ class Document:
     # ------------------------------------------------------------------ kernels
 
     @cached_property
-    def _scan(self) -> _Scan:
-        """Kernels: only the top-level nodes whose text mentions ``__global__`` are walked."""
+    def _parts(self) -> tuple[tuple[_Part, int, int], ...]:
+        """What the top-level items of the file yield: only items whose text mentions ``__global__``
+        or ``<<<`` are walked.  After an edit, items the edit did not touch come from the previous
+        version (with the lines and bytes to shift them by); only the items that intersect the edit or tree-sitter's changed ranges
+        are walked again."""
+        carry, self._carry = self._carry, None
+        if carry is None:
+            return tuple(
+                (p, 0, 0) for p in self._extract(_tops(self.tree.root_node, _MENTIONS.finditer(self.data)))
+            )
         root = self.tree.root_node
         tops: dict[int, tree_sitter.Node] = {}
-        for m in re.finditer(rb"__global__", self.data):
-            child = root.first_child_for_byte(m.start())
-            if child is not None and child.start_byte <= m.start():
+        for lo, hi in carry.dirty:
+            child = root.first_child_for_byte(max(lo - 1, 0))
+            while child is not None and child.start_byte <= hi:
                 tops.setdefault(child.start_byte, child)
-        return _Scan(self, tops.values())
+                child = child.next_sibling
+        fresh = self._extract(
+            n for n in tops.values() if self._mentions(b"__global__", n) or self._mentions(b"<<<", n)
+        )
+        walked = sorted((n.start_byte, n.end_byte) for n in tops.values())
+        kept = [c for c in carry.parts if not _overlaps(walked, c[0].start_byte + c[2], c[0].end_byte + c[2])]
+        return tuple(sorted((*kept, *((p, 0, 0) for p in fresh)), key=lambda c: c[0].start_byte + c[2]))
+
+    def _mentions(self, word: bytes, node: tree_sitter.Node) -> bool:
+        return self.data.find(word, node.start_byte, node.end_byte) >= 0
+
+    def _extract(self, top_level: Iterable[tree_sitter.Node]) -> tuple[_Part, ...]:
+        parts = []
+        for node in top_level:
+            scan = _Scan(self, (node,) if self._mentions(b"__global__", node) else ())
+            launches: tuple[LaunchSite, ...] = ()
+            if self._mentions(b"<<<", node):
+                launches = tuple(
+                    self._launch(caps["call"][0], caps["fn"][0], caps["config"][0], caps["args"][0])
+                    for _, caps in tree_sitter.QueryCursor(_LAUNCH_QUERY).matches(node)
+                )
+            if not (scan.kernels or launches or scan.issues or scan.macros):
+                continue
+            first = min(
+                (node.start_point.row, *(k.comment[0][0] for k in scan.kernels if k.comment)),
+            )
+            reach = self._line_starts[first - 1] if first > 0 else 0
+            parts.append(
+                _Part(
+                    node.start_byte,
+                    node.end_byte,
+                    min(reach, node.start_byte),
+                    scan.kernels,
+                    launches,
+                    scan.issues,
+                    tuple(scan.macros.items()),
+                )
+            )
+        return tuple(parts)
+
+    def _carried(self, edit: _Edit, changed: tuple[tuple[int, int], ...]) -> _Carry | None:
+        """The extraction state to hand to the version after ``edit``: parts the edit cannot have
+        touched (with the line/byte shift still to apply), and the byte ranges of the new text whose
+        top-level items must be walked again.  None when this version has nothing to carry."""
+        if "_parts" in self.__dict__:
+            parts, dirty = self._parts, []
+        elif self._carry is not None:
+            parts, dirty = self._carry.parts, [edit.map(lo, hi) for lo, hi in self._carry.dirty]
+        else:
+            return None
+        dirty += [(edit.start, edit.new_end), *changed]
+        kept: list[tuple[_Part, int, int]] = []
+        for p, lines, delta in parts:
+            reach, begin, end = p.reach + delta, p.start_byte + delta, p.end_byte + delta
+            if end < edit.start:
+                pass
+            elif reach > edit.old_end:
+                lines, delta = lines + edit.lines, delta + edit.new_end - edit.old_end
+                reach, begin, end = p.reach + delta, p.start_byte + delta, p.end_byte + delta
+            else:
+                dirty.append(edit.map(begin, end))
+                continue
+            if any(lo <= end and reach <= hi for lo, hi in changed):
+                dirty.append((begin, end))
+                continue
+            kept.append((p, lines, delta))
+        return _Carry(tuple(kept), _merged(dirty))
 
     @cached_property
     def _index(self) -> _Scan:
         """Every top-level item, for dependency closure (only built when a unit is cut out)."""
         return _Scan(self, self.tree.root_node.children)
 
-    @property
+    @cached_property
     def kernels(self) -> tuple[Kernel, ...]:
-        return self._scan.kernels
+        return tuple(k for p, lines, delta in self._parts for k in _shift_kernels(p.kernels, lines, delta))
 
     def kernel(self, name: str) -> Kernel | None:
         return next((k for k in self.kernels if name in (k.name, k.qualified_name)), None)
@@ -339,17 +433,17 @@ class Document:
 
     @cached_property
     def launches(self) -> tuple[LaunchSite, ...]:
-        sites: list[LaunchSite] = []
-        for _, caps in tree_sitter.QueryCursor(_LAUNCH_QUERY).matches(self.tree.root_node):
-            sites.append(self._launch(caps["call"][0], caps["fn"][0], caps["config"][0], caps["args"][0]))
-        return tuple(sites)
+        return tuple(s for p, lines, delta in self._parts for s in _shift_launches(p.launches, lines, delta))
 
     def launches_of(self, kernel: str) -> tuple[LaunchSite, ...]:
         return tuple(s for s in self.launches if s.kernel == kernel or s.kernel.endswith("::" + kernel))
 
     @cached_property
     def issues(self) -> tuple[Issue, ...]:
-        found = list(self._scan.issues)
+        found = [
+            Issue(i.line + lines, i.message, i.severity) for p, lines, _ in self._parts for i in p.issues
+        ]
+        found += _macro_kernel_issues(self.text, dict(m for p, _, _ in self._parts for m in p.macros))
         if "\ufffd" in self.text:
             line = self.text[: self.text.index("\ufffd")].count("\n")
             found.append(Issue(line, "the file is not valid UTF-8 here (bytes replaced by U+FFFD)"))
@@ -405,6 +499,144 @@ class Document:
 
     def _expr(self, node: tree_sitter.Node) -> Expr:
         return Expr(self.node_text(node), self.span(node))
+
+
+# ---------------------------------------------------------------------------------------- carrying over
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """What one top-level item yields, and the bytes it depends on: from the start of the line above
+    it (or above its kernels' comment blocks) to its end."""
+
+    start_byte: int
+    end_byte: int
+    reach: int
+    kernels: tuple[Kernel, ...]
+    launches: tuple[LaunchSite, ...]
+    issues: tuple[Issue, ...]
+    macros: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Edit:
+    """One replacement in byte offsets: ``[start, old_end)`` became ``[start, new_end)``, adding
+    ``lines`` lines (negative when it removed some)."""
+
+    start: int
+    old_end: int
+    new_end: int
+    lines: int
+
+    def map(self, lo: int, hi: int) -> tuple[int, int]:
+        """A byte range of the old text, in the new one (grown to cover the edit where they meet)."""
+        delta = self.new_end - self.old_end
+        lo = lo if lo <= self.start else lo + delta if lo >= self.old_end else self.start
+        hi = hi if hi <= self.start else hi + delta if hi >= self.old_end else self.new_end
+        return lo, hi
+
+
+@dataclass(frozen=True, slots=True)
+class _Carry:
+    """A document's parts still to shift by (lines, bytes), and the byte ranges (inclusive) whose
+    top-level items must be walked anew."""
+
+    parts: tuple[tuple[_Part, int, int], ...]
+    dirty: tuple[tuple[int, int], ...]
+
+
+_MENTIONS = re.compile(rb"__global__|<<<")
+
+
+def _tops(root: tree_sitter.Node, matches: Iterable[re.Match[bytes]]) -> list[tree_sitter.Node]:
+    """The top-level nodes that contain the matches, once each, in file order."""
+    tops: dict[int, tree_sitter.Node] = {}
+    for m in matches:
+        child = root.first_child_for_byte(m.start())
+        if child is not None and child.start_byte <= m.start():
+            tops.setdefault(child.start_byte, child)
+    return list(tops.values())
+
+
+def _merged(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def _overlaps(nodes: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether the node ``[start, end)`` is, or overlaps, one of the disjoint sorted nodes."""
+    i = bisect.bisect_left(nodes, (start, -1))
+    if i < len(nodes) and nodes[i][0] < max(end, start + 1):
+        return True
+    return i > 0 and nodes[i - 1][1] > start
+
+
+def _shift_span(s: Span, lines: int, delta: int) -> Span:
+    return Span(
+        s.start_line + lines,
+        s.start_col,
+        s.end_line + lines,
+        s.end_col,
+        s.start_byte + delta,
+        s.end_byte + delta,
+    )
+
+
+def _shift_expr(e: Expr | None, lines: int, delta: int) -> Expr | None:
+    return None if e is None else Expr(e.text, _shift_span(e.span, lines, delta))
+
+
+def _shift_kernels(kernels: tuple[Kernel, ...], lines: int, delta: int) -> tuple[Kernel, ...]:
+    """Kernels moved down by ``lines`` lines and ``delta`` bytes; columns stay (a carried part never
+    shares a line with an edit)."""
+    if not lines and not delta:
+        return kernels
+    return tuple(
+        Kernel(
+            k.name,
+            k.qualified_name,
+            _shift_span(k.span, lines, delta),
+            _shift_span(k.name_span, lines, delta),
+            _shift_span(k.body_span, lines, delta) if k.body_span is not None else None,
+            tuple(
+                Param(
+                    q.name, q.type_text, q.base_type, q.pointer, q.const, q.restrict, q.reference,
+                    _shift_span(q.span, lines, delta),
+                )
+                for q in k.params
+            ),
+            k.template_params,
+            k.launch_bounds,
+            k.extern_c,
+            tuple((row + lines, text) for row, text in k.comment) if lines else k.comment,
+        )
+        for k in kernels
+    )  # fmt: skip
+
+
+def _shift_launches(sites: tuple[LaunchSite, ...], lines: int, delta: int) -> tuple[LaunchSite, ...]:
+    if not lines and not delta:
+        return sites
+    return tuple(
+        LaunchSite(
+            s.kernel,
+            s.template_args,
+            _shift_expr(s.grid, lines, delta),
+            _shift_expr(s.block, lines, delta),
+            _shift_expr(s.shared, lines, delta),
+            _shift_expr(s.stream, lines, delta),
+            tuple(Expr(a.text, _shift_span(a.span, lines, delta)) for a in s.args),
+            _shift_span(s.span, lines, delta),
+            s.caller,
+            _shift_span(s.caller_span, lines, delta) if s.caller_span is not None else None,
+        )
+        for s in sites
+    )
 
 
 # ---------------------------------------------------------------------------------------- scanning
@@ -466,7 +698,7 @@ class _Scan:
         for child in top_level:
             self._visit(child, None, (), False)
         self.kernels = tuple(self.kernels_found)
-        self.issues = tuple(self.issue_list) + self._macro_kernel_issues()
+        self.issues = tuple(self.issue_list)
         self._by_name: dict[str, list[int]] | None = None
 
     # ------------------------------------------------------------------ the walk
@@ -581,22 +813,6 @@ class _Scan:
                 self.issue_list.append(
                     Issue(line, "a __global__ kernel here does not parse; it is skipped", "error")
                 )
-
-    def _macro_kernel_issues(self) -> tuple[Issue, ...]:
-        found: list[Issue] = []
-        for name, body in self.macros.items():
-            if "__global__" not in body:
-                continue
-            for m in re.finditer(rf"^(?!\s*#).*\b{re.escape(name)}\b", self.doc.text, re.M):
-                line = self.doc.text.count("\n", 0, m.start())
-                found.append(
-                    Issue(
-                        line,
-                        f"kernel declared through macro {name} (expands to __global__) is not analysed; "
-                        "write __global__ in the declaration",
-                    )
-                )
-        return tuple(found)
 
     # ------------------------------------------------------------------ kernels
 
@@ -735,6 +951,23 @@ def _header_lines(path: Path, inlined: set[Path]) -> list[str] | None:
         nested = _header_lines(path.parent / quoted["path"], inlined) if quoted else None
         out += [line] if nested is None else nested
     return out
+
+
+def _macro_kernel_issues(text: str, macros: dict[str, str]) -> list[Issue]:
+    """Uses of macros that expand to ``__global__``: kernels the model cannot see."""
+    found: list[Issue] = []
+    for name, body in macros.items():
+        if "__global__" not in body:
+            continue
+        for m in re.finditer(rf"^(?!\s*#).*\b{re.escape(name)}\b", text, re.M):
+            found.append(
+                Issue(
+                    text.count("\n", 0, m.start()),
+                    f"kernel declared through macro {name} (expands to __global__) is not analysed; "
+                    "write __global__ in the declaration",
+                )
+            )
+    return found
 
 
 def _descendants_of_type(node: tree_sitter.Node, node_type: str) -> Iterator[tree_sitter.Node]:

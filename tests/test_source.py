@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -224,6 +225,98 @@ def test_utf16_columns_for_non_ascii_text() -> None:
     assert edited.text.startswith("/* π 😀 */ __global__ void kk(float* x)")
     assert [x.name for x in edited.kernels] == ["kk", "m"]
     assert edited.kernels == Document(edited.text).kernels
+
+
+_SNIPPETS = (
+    "x",
+    "\n",
+    "\n\n",
+    "// note\n",
+    "// @cuda-agent sizes n=1<<20\n",
+    "π😀",
+    "}",
+    "{",
+    "(",
+    "/*",
+    "*/",
+    "#define K2 __global__\n",
+    "namespace z {\n",
+    'extern "C" ',
+    "template <typename T>\n",
+    "__global__ void extra(int* p) { p[0] = 1; }\n",
+    "    scale<<<(n + 255) / 256, 256, 0, s>>>(x, n);\n",
+    "__global__ void typing(float* o, int n) {\n    int i = threadIdx.x;\n",
+)
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """LSP position (line, UTF-16 column) of a character offset."""
+    line = text.count("\n", 0, offset)
+    start = text.rfind("\n", 0, offset) + 1
+    return line, len(text[start:offset].encode("utf-16-le")) // 2
+
+
+def _random_edit(rng: random.Random, doc: Document, fixtures: list[str]) -> Document:
+    text = doc.text
+    a = rng.randrange(len(text) + 1)
+    kind = rng.random()
+    if kind < 0.2 and doc.kernels:  # at the start of a line around a kernel's comment block
+        k = rng.choice(doc.kernels)
+        row = max(0, (k.comment[0][0] if k.comment else k.span.start_line) - rng.randrange(3))
+        a = len("".join(text.splitlines(keepends=True)[:row]))
+        if rng.random() < 0.7:
+            b, new = a, rng.choice(("//", "// x\n", "\n"))
+        else:  # join the line with the one above
+            a, b, new = max(0, a - 1), a, ""
+    elif kind < 0.45:  # type or paste a snippet
+        b, new = a, rng.choice(_SNIPPETS)
+    elif kind < 0.6:  # paste a whole fixture's lines
+        lines = rng.choice(fixtures).splitlines(keepends=True)
+        i = rng.randrange(len(lines))
+        b, new = a, "".join(lines[i : i + rng.randrange(1, 12)])
+    elif kind < 0.85:  # delete characters
+        b, new = min(len(text), a + rng.randrange(1, 40)), ""
+    else:  # delete whole lines
+        a = text.rfind("\n", 0, a) + 1
+        b = a
+        for _ in range(rng.randrange(1, 4)):
+            b = text.find("\n", b) + 1 or len(text)
+        new = ""
+    (l1, c1), (l2, c2) = _position(text, a), _position(text, b)
+    edited = doc.apply_change(l1, c1, l2, c2, new)
+    assert edited.text == text[:a] + new + text[b:]
+    return edited
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_edits_match_a_fresh_parse(data_dir: Path, seed: int) -> None:
+    """Kernels, launches and issues carried over incrementally equal those extracted afresh, after
+    every edit or after several edits in a row (versions nobody asked about).
+
+    Against a fresh extraction over the same tree always; against a fresh parse of the text whenever
+    tree-sitter's incremental tree is the fresh one (its error recovery in broken code may differ)."""
+    names = ("vector_ops.cu", "reduce.cu", "broken_midedit.cu", "host_infer.cu", "nvrtc_error.cu")
+    fixtures = [(data_dir / n).read_text(encoding="utf-8") for n in names]
+    rng = random.Random(seed)
+    doc = Document("".join(rng.sample(fixtures, len(fixtures))))
+    assert doc.kernels and doc.launches
+    checked = same_tree = 0
+    for step in range(80):
+        doc = _random_edit(rng, doc, fixtures)
+        if rng.random() < 0.3:
+            continue  # leave this version unasked: the next one carries over from further back
+        fresh = Document(doc.text)
+        trees = [Document(doc.text, _tree=doc.tree)]
+        if str(fresh.tree.root_node) == str(doc.tree.root_node):
+            trees.append(fresh)
+            same_tree += 1
+        for other in trees:
+            assert doc.kernels == other.kernels, f"seed {seed}, step {step}"
+            assert doc.launches == other.launches, f"seed {seed}, step {step}"
+            assert doc.issues == other.issues, f"seed {seed}, step {step}"
+            assert doc.line_count == other.line_count
+        checked += 1
+    assert same_tree >= checked // 2
 
 
 # ------------------------------------------------------------------------------------- bad input
