@@ -56,7 +56,18 @@ def read_source(path: str) -> tuple[Path, str]:
     return p, data.decode("utf-8", errors="replace")
 
 
-REMOTE_HINT = "CUDA_AGENT_WORKER_URL and CUDA_AGENT_TOKEN to use a remote `cuda-agent worker`"
+def executor_failed(exc: Exception) -> JobFailed:
+    """The executor could not run (no GPU, worker unreachable...): one line, with the way out."""
+    from sandbox.executor import NoGpuError
+
+    if isinstance(exc, NoGpuError):
+        return JobFailed(
+            f"{exc}; to use a GPU elsewhere, set CUDA_AGENT_WORKER_URL and CUDA_AGENT_TOKEN "
+            "to a remote `cuda-agent worker`"
+        )
+    return JobFailed(str(exc))
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 
 
@@ -205,7 +216,7 @@ def bench(file: str, kernel: str | None, gpu: int, as_json: bool) -> None:
     from agent import loop
     from agent.source import Document
     from sandbox.contract import to_dict
-    from sandbox.executor import ExecutorError, NoGpuError
+    from sandbox.executor import ExecutorError
     from sandbox.worker import bench_request
 
     path, text = read_source(file)
@@ -216,10 +227,8 @@ def bench(file: str, kernel: str | None, gpu: int, as_json: bool) -> None:
     try:
         with _make_executor(gpu) as executor:
             result = executor.evaluate(bench_request(target.baseline, target.bench_problem))
-    except NoGpuError as exc:
-        raise JobFailed(f"{exc}; to use a GPU elsewhere, set {REMOTE_HINT}") from exc
     except ExecutorError as exc:
-        raise JobFailed(str(exc)) from exc
+        raise executor_failed(exc) from exc
     r = result.baseline
     if as_json:
         emit_json(
@@ -361,7 +370,7 @@ def optimize(
             finished.wait()
     result = outcome[0]
     if isinstance(result, ExecutorError):
-        raise JobFailed(str(result))
+        raise executor_failed(result)
     if isinstance(result, click.ClickException):
         raise result
     if isinstance(result, BaseException):
@@ -593,7 +602,7 @@ def suite(directory: str, budget: str, seed: int, gpu: int, match: str, as_json:
             device = executor.device_info().name
             entries = run_suite(root, executor, budget=limits, seed=seed, match=match, on_entry=progress)
     except ExecutorError as exc:
-        raise JobFailed(str(exc)) from exc
+        raise executor_failed(exc) from exc
     summary = summarize(entries)
     if as_json:
         emit_json(
