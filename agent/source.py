@@ -15,7 +15,12 @@ lazily from it and cached on the document, so the language server pays only for 
 
 Positions: lines are 0-based; columns count UTF-16 code units, as LSP does by default
 (:class:`Span` also carries UTF-8 byte offsets).  :meth:`Document.apply_change` takes an LSP
-change in the same coordinates and reparses incrementally through tree-sitter's edit API.
+change in the same coordinates and reparses incrementally through tree-sitter's edit API.  Work
+after an edit is proportional to the edit: kernels, launch sites and issues of the top-level items
+that lie outside the edit and outside tree-sitter's changed ranges (and whose kernels' comment
+blocks it did not touch) are carried over from the previous version, moved by the lines and bytes
+the edit added; only the items that meet the change are walked again (also across several edits in
+a row whose versions nobody asked about).  Line starts are shifted, not rescanned.
 
 A document is never mutated after construction: ``apply_change`` returns a new one.  Parsing
 is thread-safe (one tree-sitter parser per thread).
