@@ -212,3 +212,22 @@ def with_throughput(result: CandidateResult, problem: Problem, device: DeviceInf
         pct_peak_bandwidth=percent_of_peak(gbps, device.peak_bandwidth_gbps),
         pct_peak_flops=percent_of_peak(gflops, device.peak_gflops),
     )
+
+
+PLAUSIBLE_PCT = 110.0  # above this share of a measured ceiling, a timing cannot be right
+
+
+def implausible(result: CandidateResult) -> str:
+    """Why a timed candidate's throughput is physically impossible ('' if it is not): faster than
+    the device's measured copy bandwidth or GEMM rate for the work its problem must do.  Either the
+    timed region missed work, or the spec's ``work bytes=``/``flops=`` overstates the work."""
+    for what, pct, achieved, unit in (
+        ("bandwidth", result.pct_peak_bandwidth, result.achieved_gbps, "GB/s"),
+        ("FLOP rate", result.pct_peak_flops, result.achieved_gflops, "GFLOP/s"),
+    ):
+        if pct > PLAUSIBLE_PCT:
+            return (
+                f"measured {achieved:.0f} {unit} = {pct:.0f}% of the device's measured {what} ceiling: "
+                "work must have escaped the timed region (or the spec's work count is too high)"
+            )
+    return ""

@@ -469,7 +469,7 @@ class _Evaluation:
         result = reply.value
         if not isinstance(result, CandidateResult):
             raise ExecutorError(f"GPU worker answered {type(result).__name__} to an evaluation")
-        from sandbox.timing import with_throughput
+        from sandbox.timing import implausible, with_throughput
 
         result = replace(
             result,
@@ -477,7 +477,10 @@ class _Evaluation:
             resources=compiled.resources,
             seconds=time.perf_counter() - started,
         )
-        return with_throughput(result, job.request.bench_problem, self.info)
+        result = with_throughput(result, job.request.bench_problem, self.info)
+        if job.candidate is not None and result.status is Status.OK and (why := implausible(result)):
+            result = replace(result, status=Status.REJECTED, message=why)
+        return result
 
     def _report(self, done: int, total: int, message: str) -> None:
         if self.progress is not None:

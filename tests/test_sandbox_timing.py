@@ -122,3 +122,29 @@ def test_ceilings_cache_round_trip(tmp_path: Path) -> None:
     assert cached_ceilings(DEVICE, path) == measured
     other_driver = DeviceInfo(**{**DEVICE.__dict__, "driver": "12.8"})
     assert cached_ceilings(other_driver, path) is None
+
+
+def test_throughput_beyond_the_measured_ceiling_is_implausible() -> None:
+    from sandbox.contract import ArgSpec, CandidateResult, DeviceInfo, Launch, Problem, Status, Timing
+    from sandbox.timing import implausible, with_throughput
+
+    device = DeviceInfo(
+        "H200", "9.0", 132, 60 << 20, 141 << 30, peak_bandwidth_gbps=4200.0, peak_gflops=51000.0
+    )
+    n = 1 << 26
+    problem = Problem(
+        "n=2^26",
+        {"n": n},
+        (ArgSpec("x", "in", "float32", n), ArgSpec("y", "out", "float32", n)),
+        Launch((n // 256, 1, 1), (256, 1, 1)),
+        bytes_moved=8 * n,
+    )
+
+    def timed(ms: float) -> CandidateResult:
+        t = Timing(median_ms=ms, q1_ms=ms, q3_ms=ms, min_ms=ms, samples=50, rel_spread=0.0)
+        return with_throughput(CandidateResult("c", Status.OK, timing=t), problem, device)
+
+    honest = timed(0.140)  # 537 MB in 0.14 ms: 3835 GB/s, 91% of the copy ceiling
+    assert 90 < honest.pct_peak_bandwidth < 92 and implausible(honest) == ""
+    skipped_work = timed(0.070)  # twice as fast as the memory allows: half the work escaped the timer
+    assert "escaped the timed region" in implausible(skipped_work)
