@@ -31,11 +31,11 @@ from __future__ import annotations
 import bisect
 import re
 import threading
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import tree_sitter
 import tree_sitter_cuda
@@ -332,29 +332,29 @@ class Document:
     # ------------------------------------------------------------------ kernels
 
     @cached_property
-    def _parts(self) -> tuple[_Placed, ...]:
+    def _parts(self) -> tuple[tuple[_Part, int, int], ...]:
         """What the top-level items of the file yield: only items whose text mentions ``__global__``
         or ``<<<`` are walked.  After an edit, items the edit did not touch come from the previous
-        version, with the lines and bytes to shift them by; only the items that meet the edit or
-        tree-sitter's changed ranges are walked again."""
+        version (with the lines and bytes to shift them by); only the items that intersect the edit or tree-sitter's changed ranges
+        are walked again."""
         carry, self._carry = self._carry, None
         if carry is None:
-            tops = _tops(self.tree.root_node, _MENTIONS.finditer(self.data))
-            return tuple((p, 0, 0, 0, 0) for p in self._extract(tops))
+            return tuple(
+                (p, 0, 0) for p in self._extract(_tops(self.tree.root_node, _MENTIONS.finditer(self.data)))
+            )
         root = self.tree.root_node
-        walk: dict[int, tree_sitter.Node] = {}
+        tops: dict[int, tree_sitter.Node] = {}
         for lo, hi in carry.dirty:
             child = root.first_child_for_byte(max(lo - 1, 0))
             while child is not None and child.start_byte <= hi:
-                walk.setdefault(child.start_byte, child)
+                tops.setdefault(child.start_byte, child)
                 child = child.next_sibling
         fresh = self._extract(
-            n for n in walk.values() if self._mentions(b"__global__", n) or self._mentions(b"<<<", n)
+            n for n in tops.values() if self._mentions(b"__global__", n) or self._mentions(b"<<<", n)
         )
-        walked = sorted((n.start_byte, n.end_byte) for n in walk.values())
+        walked = sorted((n.start_byte, n.end_byte) for n in tops.values())
         kept = [c for c in carry.parts if not _overlaps(walked, c[0].start_byte + c[2], c[0].end_byte + c[2])]
-        placed = (*kept, *((p, 0, 0, 0, 0) for p in fresh))
-        return tuple(sorted(placed, key=lambda c: c[0].start_byte + c[2]))
+        return tuple(sorted((*kept, *((p, 0, 0) for p in fresh)), key=lambda c: c[0].start_byte + c[2]))
 
     def _mentions(self, word: bytes, node: tree_sitter.Node) -> bool:
         return self.data.find(word, node.start_byte, node.end_byte) >= 0
@@ -390,56 +390,31 @@ class Document:
 
     def _carried(self, edit: _Edit, changed: tuple[tuple[int, int], ...]) -> _Carry | None:
         """The extraction state to hand to the version after ``edit``: parts the edit cannot have
-        touched (with the line/byte shifts still to apply), and the byte ranges of the new text whose
+        touched (with the line/byte shift still to apply), and the byte ranges of the new text whose
         top-level items must be walked again.  None when this version has nothing to carry."""
         if "_parts" in self.__dict__:
-            parts, dirty = self._rebased(), []
+            parts, dirty = self._parts, []
         elif self._carry is not None:
             parts, dirty = self._carry.parts, [edit.map(lo, hi) for lo, hi in self._carry.dirty]
         else:
             return None
         dirty += [(edit.start, edit.new_end), *changed]
-        lines, delta = edit.lines, edit.new_end - edit.old_end
-        kept: list[_Placed] = []
-        for c in parts:
-            p, shift = c[0], c[2]
-            reach, begin, end = p.reach + shift, p.start_byte + shift, p.end_byte + shift
+        kept: list[tuple[_Part, int, int]] = []
+        for p, lines, delta in parts:
+            reach, begin, end = p.reach + delta, p.start_byte + delta, p.end_byte + delta
             if end < edit.start:
                 pass
             elif reach > edit.old_end:
-                c = (p, c[1] + lines, shift + delta, c[3] + lines, c[4] + delta)
-                reach, begin, end = reach + delta, begin + delta, end + delta
+                lines, delta = lines + edit.lines, delta + edit.new_end - edit.old_end
+                reach, begin, end = p.reach + delta, p.start_byte + delta, p.end_byte + delta
             else:
                 dirty.append(edit.map(begin, end))
                 continue
             if any(lo <= end and reach <= hi for lo, hi in changed):
                 dirty.append((begin, end))
                 continue
-            kept.append(c)
+            kept.append((p, lines, delta))
         return _Carry(tuple(kept), _merged(dirty))
-
-    def _rebased(self) -> tuple[_Placed, ...]:
-        """This version's parts, with the kernels and launch sites it already shifted put in place,
-        so later versions shift them only by what later edits add."""
-        kernels = self.__dict__.get("kernels")
-        launches = self.__dict__.get("launches")
-        out: list[_Placed] = []
-        k = s = 0
-        for c in self._parts:
-            p, nk, ns = c[0], len(c[0].kernels), len(c[0].launches)
-            if kernels is not None and (c[1] or c[2]):
-                issues = tuple(Issue(i.line + c[1], i.message, i.severity) for i in p.issues)
-                p = _Part(
-                    p.start_byte + c[2], p.end_byte + c[2], p.reach + c[2],
-                    kernels[k : k + nk], p.launches, issues, p.macros,
-                )  # fmt: skip
-                c = (p, 0, 0, c[3], c[4])
-            if launches is not None and (c[3] or c[4]):
-                p = replace(p, launches=launches[s : s + ns])
-                c = (p, c[1], c[2], 0, 0)
-            out.append(c)
-            k, s = k + nk, s + ns
-        return tuple(out)
 
     @cached_property
     def _index(self) -> _Scan:
@@ -448,7 +423,11 @@ class Document:
 
     @cached_property
     def kernels(self) -> tuple[Kernel, ...]:
-        return tuple(k for c in self._parts for k in _shift_kernels(c[0].kernels, c[1], c[2]))
+        return tuple(
+            k
+            for p, lines, delta in self._parts
+            for k in _moved(p.moved_kernels, p.kernels, lines, delta, _shift_kernels)
+        )
 
     def kernel(self, name: str) -> Kernel | None:
         return next((k for k in self.kernels if name in (k.name, k.qualified_name)), None)
@@ -463,15 +442,21 @@ class Document:
 
     @cached_property
     def launches(self) -> tuple[LaunchSite, ...]:
-        return tuple(s for c in self._parts for s in _shift_launches(c[0].launches, c[3], c[4]))
+        return tuple(
+            s
+            for p, lines, delta in self._parts
+            for s in _moved(p.moved_launches, p.launches, lines, delta, _shift_launches)
+        )
 
     def launches_of(self, kernel: str) -> tuple[LaunchSite, ...]:
         return tuple(s for s in self.launches if s.kernel == kernel or s.kernel.endswith("::" + kernel))
 
     @cached_property
     def issues(self) -> tuple[Issue, ...]:
-        found = [Issue(i.line + c[1], i.message, i.severity) for c in self._parts for i in c[0].issues]
-        found += _macro_kernel_issues(self.text, dict(m for c in self._parts for m in c[0].macros))
+        found = [
+            Issue(i.line + lines, i.message, i.severity) for p, lines, _ in self._parts for i in p.issues
+        ]
+        found += _macro_kernel_issues(self.text, dict(m for p, _, _ in self._parts for m in p.macros))
         if "\ufffd" in self.text:
             line = self.text[: self.text.index("\ufffd")].count("\n")
             found.append(Issue(line, "the file is not valid UTF-8 here (bytes replaced by U+FFFD)"))
@@ -544,6 +529,10 @@ class _Part:
     launches: tuple[LaunchSite, ...]
     issues: tuple[Issue, ...]
     macros: tuple[tuple[str, str], ...]
+    # The kernels and launch sites last moved by (lines, bytes): versions carrying the part at the
+    # same offset (edits elsewhere, or undone) share them instead of moving them again.
+    moved_kernels: dict[tuple[int, int], tuple[Kernel, ...]] = field(default_factory=dict, compare=False)
+    moved_launches: dict[tuple[int, int], tuple[LaunchSite, ...]] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -566,15 +555,11 @@ class _Edit:
 
 @dataclass(frozen=True, slots=True)
 class _Carry:
-    """A document's parts still to shift, and the byte ranges (inclusive) whose top-level items must
-    be walked anew."""
+    """A document's parts still to shift by (lines, bytes), and the byte ranges (inclusive) whose
+    top-level items must be walked anew."""
 
-    parts: tuple[_Placed, ...]
+    parts: tuple[tuple[_Part, int, int], ...]
     dirty: tuple[tuple[int, int], ...]
-
-
-# A part and the (lines, bytes) to shift its position, kernels and issues by, then its launch sites'.
-_Placed = tuple[_Part, int, int, int, int]
 
 
 _MENTIONS = re.compile(rb"__global__|<<<")
@@ -623,11 +608,30 @@ def _shift_expr(e: Expr | None, lines: int, delta: int) -> Expr | None:
     return None if e is None else Expr(e.text, _shift_span(e.span, lines, delta))
 
 
+_T = TypeVar("_T")
+
+
+def _moved(
+    memo: dict[tuple[int, int], tuple[_T, ...]],
+    values: tuple[_T, ...],
+    lines: int,
+    delta: int,
+    shift: Callable[[tuple[_T, ...], int, int], tuple[_T, ...]],
+) -> tuple[_T, ...]:
+    """``values`` moved by (lines, bytes), through a one-entry memo."""
+    if not values or (not lines and not delta):
+        return values
+    moved = memo.get((lines, delta))
+    if moved is None:
+        moved = shift(values, lines, delta)
+        memo.clear()
+        memo[lines, delta] = moved
+    return moved
+
+
 def _shift_kernels(kernels: tuple[Kernel, ...], lines: int, delta: int) -> tuple[Kernel, ...]:
     """Kernels moved down by ``lines`` lines and ``delta`` bytes; columns stay (a carried part never
     shares a line with an edit)."""
-    if not lines and not delta:
-        return kernels
     return tuple(
         Kernel(
             k.name,
@@ -652,8 +656,6 @@ def _shift_kernels(kernels: tuple[Kernel, ...], lines: int, delta: int) -> tuple
 
 
 def _shift_launches(sites: tuple[LaunchSite, ...], lines: int, delta: int) -> tuple[LaunchSite, ...]:
-    if not lines and not delta:
-        return sites
     return tuple(
         LaunchSite(
             s.kernel,
