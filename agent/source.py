@@ -345,7 +345,7 @@ class Document:
         root = self.tree.root_node
         tops: dict[int, tree_sitter.Node] = {}
         for lo, hi in carry.dirty:
-            child = root.first_child_for_byte(max(lo - 1, 0))
+            child = _child_for_byte(root, max(lo - 1, 0))
             while child is not None and child.start_byte <= hi:
                 tops.setdefault(child.start_byte, child)
                 child = child.next_sibling
@@ -569,10 +569,17 @@ def _tops(root: tree_sitter.Node, matches: Iterable[re.Match[bytes]]) -> list[tr
     """The top-level nodes that contain the matches, once each, in file order."""
     tops: dict[int, tree_sitter.Node] = {}
     for m in matches:
-        child = root.first_child_for_byte(m.start())
+        child = _child_for_byte(root, m.start())
         if child is not None and child.start_byte <= m.start():
             tops.setdefault(child.start_byte, child)
     return list(tops.values())
+
+
+def _child_for_byte(root: tree_sitter.Node, byte: int) -> tree_sitter.Node | None:
+    """The first child of ``root`` that ends after ``byte``; None past the last one (where
+    py-tree-sitter's ``first_child_for_byte`` reads a null node and crashes)."""
+    last = root.child(root.child_count - 1) if root.child_count else None
+    return root.first_child_for_byte(byte) if last is not None and byte < last.end_byte else None
 
 
 def _merged(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:

@@ -288,6 +288,17 @@ def _random_edit(rng: random.Random, doc: Document, fixtures: list[str]) -> Docu
     return edited
 
 
+def test_typing_at_the_end_of_the_file(data_dir: Path) -> None:
+    doc = Document.from_file(data_dir / "vector_ops.cu")
+    assert doc.text.endswith("}\n") and doc.kernels
+    end = doc.line_count - 1
+    edited = doc.apply_change(end, 0, end, 0, "\n\n")  # past the last top-level node
+    assert edited.kernels == doc.kernels and edited.launches == doc.launches
+    edited = edited.apply_change(end + 2, 0, end + 2, 0, "__global__ void tail(int* p) { p[0] = 0; }\n")
+    assert [k.name for k in edited.kernels][-1] == "tail"
+    assert edited.kernels == Document(edited.text).kernels
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_random_edits_match_a_fresh_parse(data_dir: Path, seed: int) -> None:
     """Kernels, launches and issues carried over incrementally equal those extracted afresh, after
