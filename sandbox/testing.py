@@ -34,6 +34,7 @@ from sandbox.contract import (
     Timing,
 )
 from sandbox.executor import Executor, ProgressFn
+from sandbox.timing import speedups, with_throughput
 
 DELAY_ENV = "CUDA_AGENT_TEST_EXECUTOR_DELAY"
 SPREAD = 0.01  # timings are median * (1 ± SPREAD)
@@ -102,14 +103,8 @@ class FakeExecutor(Executor):
     def _result(self, cid: str, request: EvalRequest, ms: float, baseline: Timing | None) -> CandidateResult:
         timing = Timing(ms, ms * (1 - SPREAD), ms * (1 + SPREAD), ms * (1 - SPREAD), 50, 2 * SPREAD)
         checks = tuple(_check(p, s) for p in request.verify_problems for s in request.seeds)
-        bench: Problem = request.bench_problem
-        gbps = bench.bytes_moved / (ms * 1e-3) / 1e9 if bench.bytes_moved else 0.0
-        speedup = low = high = 0.0
-        if baseline is not None:
-            speedup = baseline.median_ms / timing.median_ms
-            low = baseline.q1_ms / timing.q3_ms
-            high = baseline.q3_ms / timing.q1_ms
-        return CandidateResult(
+        speedup, low, high = speedups(baseline, timing) if baseline is not None else (0.0, 0.0, 0.0)
+        result = CandidateResult(
             candidate_id=cid,
             status=Status.OK,
             checks=checks,
@@ -119,9 +114,8 @@ class FakeExecutor(Executor):
             speedup_low=low,
             speedup_high=high,
             resources=Resources(registers=32),
-            achieved_gbps=gbps,
-            pct_peak_bandwidth=100.0 * gbps / DEVICE.peak_bandwidth_gbps,
         )
+        return with_throughput(result, request.bench_problem, DEVICE)
 
 
 def _same(cand: Candidate, baseline: KernelSource) -> bool:

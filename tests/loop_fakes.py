@@ -29,6 +29,7 @@ from sandbox.contract import (
     Timing,
 )
 from sandbox.executor import Executor, NoGpuError, ProgressFn, WorkerUnavailable
+from sandbox.timing import speedups
 
 DATA = Path(__file__).parent / "data"
 SAXPY = DATA / "optimize" / "saxpy_poor_block.cu"
@@ -132,6 +133,7 @@ class MarkerExecutor(Executor):
         m = re.search(r"\bspeedup=([\d.]+)", src)
         speedup = float(m[1]) if m else 1.0
         t = _timing(BASE_MS / speedup)
+        ratio, low, high = speedups(base, t)
         checks = tuple(
             Check(lbl, s, ok=True, max_abs_err=1e-7, max_rel_err=1e-6)
             for lbl in labels
@@ -143,9 +145,9 @@ class MarkerExecutor(Executor):
             checks=checks,
             timing=t,
             baseline_timing=base,
-            speedup=base.median_ms / t.median_ms,
-            speedup_low=base.q1_ms / t.q3_ms,
-            speedup_high=base.q3_ms / t.q1_ms,
+            speedup=ratio,
+            speedup_low=low,
+            speedup_high=high,
             resources=Resources(registers=16),
             achieved_gbps=1000 * speedup,
             pct_peak_bandwidth=100 * 1000 * speedup / 4300,
