@@ -389,24 +389,19 @@ def optimize(
 
 
 def _make_executor(gpu: int) -> Executor:
-    """The local GPU's sandbox, or a remote worker when ``CUDA_AGENT_WORKER_URL`` is set;
-    ``CUDA_AGENT_TEST_EXECUTOR=1`` swaps in the simulated GPU (tests, demos)."""
+    """The local GPU's sandbox, or a remote worker when ``CUDA_AGENT_WORKER_URL`` is set (token in
+    ``CUDA_AGENT_TOKEN``); ``CUDA_AGENT_TEST_EXECUTOR=1`` swaps in the simulated GPU (tests, demos)."""
     import os
 
+    from server.settings import ExecutorSettings, Secret, make_executor
+
     if os.environ.get("CUDA_AGENT_TEST_EXECUTOR") == "1":
-        from sandbox.testing import FakeExecutor
-
-        return FakeExecutor.from_env()
+        return make_executor(ExecutorSettings(kind="test"))
     if url := os.environ.get("CUDA_AGENT_WORKER_URL"):
-        from sandbox.remote import RemoteExecutor
-
-        token = os.environ.get("CUDA_AGENT_TOKEN", "")
-        if not token:
+        if not os.environ.get("CUDA_AGENT_TOKEN"):
             raise UserError("CUDA_AGENT_WORKER_URL is set but CUDA_AGENT_TOKEN is not")
-        return RemoteExecutor(url, token)
-    from sandbox.worker import LocalExecutor
-
-    return LocalExecutor((gpu,))
+        return make_executor(ExecutorSettings(kind="remote", url=url, token=Secret("env:CUDA_AGENT_TOKEN")))
+    return make_executor(ExecutorSettings(kind="local", gpu=gpu))
 
 
 def _make_proposer(kind: str, llm: LLMSettings | None) -> Proposer:

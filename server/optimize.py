@@ -43,7 +43,7 @@ from sandbox.compiler import CompilePool
 from sandbox.contract import Budget, CandidateResult, EvalOptions, EvalRequest, Tolerance, to_dict
 from sandbox.executor import Executor, ExecutorError
 from server.lsp import CudaLanguageServer, OpenDocument
-from server.settings import ExecutorSettings, Settings
+from server.settings import ExecutorSettings, Settings, make_executor
 from server.store import BenchmarkRecord, OptimizeRecord, kernel_hash, text_hash
 
 log = logging.getLogger(__name__)
@@ -176,25 +176,6 @@ def benchmark_record(target: loop.Target, r: CandidateResult, device: str) -> Be
 
 
 # ------------------------------------------------------------------------------------- factories
-
-
-def make_executor(settings: ExecutorSettings) -> Executor:
-    """The executor the settings name (may spawn workers or connect: call off the event loop)."""
-    if settings.kind == "test":
-        from sandbox.testing import FakeExecutor
-
-        return FakeExecutor.from_env()
-    if settings.kind == "remote":
-        from sandbox.remote import RemoteExecutor
-
-        return RemoteExecutor(settings.url, settings.token.resolve())
-    if settings.kind == "ray":
-        from sandbox.remote import RayExecutor
-
-        return RayExecutor(settings.ray_address or None)
-    from sandbox.worker import LocalExecutor
-
-    return LocalExecutor((settings.gpu,))
 
 
 def make_proposer(settings: Settings, compiler: Callable[[], CompilePool]) -> loop.Proposer:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from sandbox.executor import Executor
+
 ExecutorKind = Literal["local", "remote", "ray", "test"]
 ProposerKind = Literal["builtin", "llm"]
 TEST_EXECUTOR_ENV = "CUDA_AGENT_TEST_EXECUTOR"
@@ -200,3 +202,22 @@ def parse_settings(data: Any, env: Mapping[str, str] = os.environ) -> tuple[Sett
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(w.capitalize() for w in rest)
+
+
+def make_executor(settings: ExecutorSettings) -> Executor:
+    """The executor the settings name (may spawn workers or connect: call off the event loop)."""
+    if settings.kind == "test":
+        from sandbox.testing import FakeExecutor
+
+        return FakeExecutor.from_env()
+    if settings.kind == "remote":
+        from sandbox.remote import RemoteExecutor
+
+        return RemoteExecutor(settings.url, settings.token.resolve())
+    if settings.kind == "ray":
+        from sandbox.remote import RayExecutor
+
+        return RayExecutor(settings.ray_address or None)
+    from sandbox.worker import LocalExecutor
+
+    return LocalExecutor((settings.gpu,))
