@@ -629,18 +629,21 @@ class GpuHandler:
         return SPIN_CYCLES / (self.rt.elapsed_ms(start, end) * 1e3)
 
     def _request_state(self, job: EvalJob) -> tuple[Any, Any]:
+        """The baseline and a verifier for the job's request, kept while requests share the
+        baseline, problems, seeds and tolerance (every batch of one optimize run): inputs are
+        drawn and reference outputs computed once per run, not once per batch."""
         from sandbox.verify import Verifier
 
         req = job.request
-        key = hashlib.sha256(
-            pickle.dumps(
-                (req.id, job.baseline, req.verify_problems, req.bench_problem, req.seeds, req.tolerance)
-            )
-        ).hexdigest()
+        # Every verification size on every seed. When timed, the benchmark size on the first seed
+        # only: its timed runs compare every candidate's outputs with the baseline's on every slot.
+        bench_seeds = req.seeds[:1] if req.options.time else req.seeds
+        plan = [(p, req.seeds) for p in req.verify_problems] + [(req.bench_problem, bench_seeds)]
+        key = hashlib.sha256(pickle.dumps((job.baseline, plan, req.tolerance))).hexdigest()
         if self._state is None or self._state[0] != key:
+            self._state = None  # let the old verifier's host arrays go before drawing new ones
             baseline = self.rt.load(job.baseline.cubin, job.baseline.symbol)
-            problems = (*req.verify_problems, req.bench_problem)
-            verifier = Verifier(self.rt, problems, req.seeds, baseline, req.tolerance, self.scribble)
+            verifier = Verifier(self.rt, plan, baseline, req.tolerance, self.scribble)
             self._state = (key, baseline, verifier)
         return self._state[1], self._state[2]
 
@@ -668,22 +671,26 @@ class GpuHandler:
             if not req.options.time:
                 return CandidateResult(cid, Status.OK, "verified (not timed)", checks=verdict.checks)
             bench_launch = launches[-1] if launches else req.bench_problem.launch
-            return self._time(job, baseline, kernel, bench_launch, verdict.checks)
+            return self._time(job, baseline, kernel, bench_launch, verifier, verdict.checks)
         finally:
             self.rt.set_memory_limit(0)
 
-    def _time(self, job: EvalJob, baseline: Any, kernel: Any, launch: Launch, checks: Any) -> CandidateResult:
+    def _time(
+        self, job: EvalJob, baseline: Any, kernel: Any, launch: Launch, verifier: Any, checks: Any
+    ) -> CandidateResult:
         from sandbox.timing import bench, speedups
-        from sandbox.verify import POISON_A, Workspace, compare, default_tolerance, inputs_for
+        from sandbox.verify import POISON_A, Workspace, compare, default_tolerance
 
         req = job.request
         problem = req.bench_problem
         alone = job.candidate is None
         pairs: list[tuple[Workspace, Workspace]] = []
         slots = timing_slots(problem, not alone, req.budget.gpu_memory_bytes - self.rt.allocated())
+        bench_index = len(verifier.problems) - 1
         try:
-            for slot in range(slots):
-                inputs = inputs_for(problem, 1000 + slot)
+            for slot in range(slots):  # the run's seeds, then more: each slot its own inputs
+                seed = req.seeds[slot] if slot < len(req.seeds) else req.seeds[0] + 7919 * slot
+                inputs = verifier.inputs(bench_index, seed)
                 a = Workspace(self.rt, problem)
                 b = a if alone else Workspace(self.rt, problem)
                 pairs.append((a, b))

@@ -49,8 +49,9 @@ def workspace(tmp_path: Path) -> Workspace:
     return Workspace(root)
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=ENV))
-async def client(lsp_client: LanguageClient, workspace: Workspace):
+def answer_server_requests(lsp_client: LanguageClient, workspace: Workspace) -> None:
+    """The client side of what the server asks of an editor: edits, lens refreshes, status."""
+
     @lsp_client.feature(lsp.WORKSPACE_APPLY_EDIT)
     def apply_edit(params: lsp.ApplyWorkspaceEditParams) -> lsp.ApplyWorkspaceEditResult:
         workspace.applied.append(params)
@@ -68,6 +69,10 @@ async def client(lsp_client: LanguageClient, workspace: Workspace):
     def status(params: Any) -> None:
         workspace.statuses.append(params._asdict())
 
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=ENV))
+async def client(lsp_client: LanguageClient, workspace: Workspace):
+    answer_server_requests(lsp_client, workspace)
     params = lsp.InitializeParams(
         capabilities=client_capabilities("visual-studio-code"),
         root_uri=workspace.root.as_uri(),
@@ -553,13 +558,7 @@ GPU_ENV = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_T
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=GPU_ENV))
 async def gpu_client(lsp_client: LanguageClient, workspace: Workspace):
     """The server with the real local executor (GPU 0)."""
-
-    @lsp_client.feature(lsp.WORKSPACE_APPLY_EDIT)
-    def apply_edit(params: lsp.ApplyWorkspaceEditParams) -> lsp.ApplyWorkspaceEditResult:
-        workspace.applied.append(params)
-        return lsp.ApplyWorkspaceEditResult(applied=True)
-
-    lsp_client.feature(lsp.CLIENT_REGISTER_CAPABILITY)(lambda params: None)
+    answer_server_requests(lsp_client, workspace)
     options = {"executor": {"kind": "local", "gpu": 0}, "budget": {"seconds": 120, "candidates": 24}}
     params = lsp.InitializeParams(
         capabilities=client_capabilities("visual-studio-code"),
