@@ -67,7 +67,9 @@ def test_faster_candidate_accepted_with_speedup(executor: LocalExecutor) -> None
     assert result.baseline.timing is not None and result.baseline.achieved_gbps > 0
     g, s = result.candidates
     assert g.status == Status.OK, g.message
-    assert len(g.checks) == 3 * 4 and all(c.ok for c in g.checks)
+    # three verification sizes on every seed, the benchmark size on the first (its timed runs
+    # then compare the candidate's outputs with the baseline's on every rotated slot)
+    assert len(g.checks) == 3 * 3 + 1 and all(c.ok for c in g.checks)
     assert g.timing is not None and g.baseline_timing is not None
     assert g.speedup > 1.5 and g.speedup_low <= g.speedup <= g.speedup_high
     assert g.pct_peak_bandwidth > 30
@@ -177,7 +179,7 @@ def test_memory_cap_is_enforced(executor: LocalExecutor) -> None:
 def test_bench_request_times_the_kernel_alone(executor: LocalExecutor) -> None:
     result = executor.evaluate(bench_request(kernel_file(HONEST / "vadd.cu", "vadd"), vadd_problem(1 << 24)))
     b = result.baseline
-    assert b.status == Status.OK and b.timing is not None and len(b.checks) == 3
+    assert b.status == Status.OK and b.timing is not None and len(b.checks) == 1
     assert b.achieved_gbps > 100 and 0 < b.pct_peak_bandwidth < 110
 
 
