@@ -2,7 +2,7 @@
 # The GPU results the repo cites, rerunnable on any GPU machine (e.g. the device tool's H200),
 # in parts that each fit a 10-minute call. Logs and JSON go under $OUT (default
 # bench/results/gpu-session) for copying into bench/results/.
-#   usage: OUT=DIR bench/gpu_session.sh PART [BUDGET]
+#   usage: OUT=DIR [COMMIT=SHA] bench/gpu_session.sh PART [BUDGET]   (COMMIT: where the copy has no .git)
 #   PART: tests    the gpu-marked tests (sandbox adversarial kernels, transforms, builtin, LSP)
 #         suite-am the built-in engine's suite over bench/kernels/[a-m]*, BUDGET per kernel
 #         suite-nz the same over bench/kernels/[n-z]*
@@ -16,7 +16,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 {
   echo "date: $(date -u +%FT%TZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo "${COMMIT:-unknown}")"
+  echo "commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   echo "part: $PART budget: $BUDGET"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 } >> "$OUT/session.txt"

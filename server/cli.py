@@ -491,7 +491,8 @@ def _print_optimize(
             f"[{result.speedup_low:.2f}x-{result.speedup_high:.2f}x] ({best.proposal.description})"
         )
         sizes = ", ".join(
-            f"{c.label} ({c.seeds} seeds, max abs err {c.max_abs_err:.2g})" for c in result.verification
+            f"{c.label} ({c.seeds} seed{'s' if c.seeds != 1 else ''}, max abs err {c.max_abs_err:.2g})"
+            for c in result.verification
         )
         click.echo(f"  verified on: {sizes}")
         if best.result.sanitizer:
