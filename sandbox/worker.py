@@ -565,6 +565,14 @@ def timing_slots(problem: Problem, pair: bool, cap: int) -> int:
     return max(2, min(TIMING_SLOTS, cap // per_slot))
 
 
+def verification_plan(req: EvalRequest) -> list[tuple[Problem, tuple[int, ...]]]:
+    """(problem, seeds) to verify on: every verification size on every seed; the benchmark size on
+    the first seed only when the request is timed, as the timed runs use the other seeds' inputs
+    too and compare every candidate's outputs with the baseline's on each of them."""
+    bench_seeds = req.seeds[:1] if req.options.time else req.seeds
+    return [(p, req.seeds) for p in req.verify_problems] + [(req.bench_problem, bench_seeds)]
+
+
 class GpuHandler:
     """Serves jobs in the worker process: one CUDA context, state for the latest request."""
 
@@ -635,10 +643,7 @@ class GpuHandler:
         from sandbox.verify import Verifier
 
         req = job.request
-        # Every verification size on every seed. When timed, the benchmark size on the first seed
-        # only: its timed runs compare every candidate's outputs with the baseline's on every slot.
-        bench_seeds = req.seeds[:1] if req.options.time else req.seeds
-        plan = [(p, req.seeds) for p in req.verify_problems] + [(req.bench_problem, bench_seeds)]
+        plan = verification_plan(req)
         key = hashlib.sha256(pickle.dumps((job.baseline, plan, req.tolerance))).hexdigest()
         if self._state is None or self._state[0] != key:
             self._state = None  # let the old verifier's host arrays go before drawing new ones

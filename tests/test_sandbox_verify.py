@@ -163,3 +163,29 @@ def test_static_rules_reject_dynamic_parallelism() -> None:
     assert "cudaLaunchDevice" in by_symbol or "cudaGetParameterBuffer" in by_symbol
     plain = compile_cuda('extern "C" __global__ void k(float* y) { y[0] = 1.0f; }', name_expressions=("k",))
     assert static_rejection(KernelSource("", "k"), plain.binary) == ""
+
+
+@pytest.mark.parametrize("itemsize", [2, 8, 12, 16])
+def test_unwritten_compares_whole_elements_of_any_width(itemsize: int) -> None:
+    n = 6
+    a = np.full(itemsize * n, POISON_A, dtype=np.uint8)
+    b = np.full(itemsize * n, POISON_B, dtype=np.uint8)
+    a[: 3 * itemsize] = b[: 3 * itemsize] = 0  # elements 0..2 written in both runs
+    a[3 * itemsize] = b[3 * itemsize] = 0  # element 3: only its first byte written
+    assert unwritten(a, b, itemsize) == 4
+    a[-1] = b[-1] = 0  # the last byte of element 5 written: 4 is still the first unwritten one
+    assert unwritten(a, b, itemsize) == 4
+    a[4 * itemsize :] = b[4 * itemsize :] = 0
+    assert unwritten(a, b, itemsize) == -1
+
+
+def test_normal_draws_follow_the_interval() -> None:
+    x = generate(
+        ArgSpec("x", "in", "float32", 200_000, Distribution("normal", -1.0, 3.0)), np.random.default_rng(3)
+    )
+    assert x.dtype == np.float32
+    assert abs(float(x.mean()) - 1.0) < 0.02 and abs(float(x.std()) - 2.0) < 0.02
+    h = generate(
+        ArgSpec("h", "in", "float16", 1000, Distribution("uniform", -1.0, 1.0)), np.random.default_rng(3)
+    )
+    assert h.dtype == np.float16 and h.min() >= -1.0 and h.max() <= 1.0

@@ -253,3 +253,17 @@ def test_timing_slots_shrink_to_fit_the_memory_cap() -> None:
     assert timing_slots(problem, pair=True, cap=0) == TIMING_SLOTS
     small = Problem("n=4", {"n": 4}, (ArgSpec("c", "out", "float32", 4),), Launch((1, 1, 1), (32, 1, 1)))
     assert timing_slots(small, pair=True, cap=1 << 20) == TIMING_SLOTS
+
+
+def test_verification_plan_checks_the_benchmark_size_on_every_seed_unless_timed() -> None:
+    from sandbox.worker import verification_plan
+
+    timed = replace(vadd_request(KernelSource("__global__ void vadd() {}", "vadd"), ()), seeds=(5, 6, 7))
+    plan = verification_plan(timed)
+    assert [(p.label, seeds) for p, seeds in plan] == [
+        ("n=1", (5, 6, 7)),
+        ("n=4097", (5, 6, 7)),
+        ("n=65536", (5,)),  # the timed runs use seeds 6 and 7 and compare against the baseline
+    ]
+    untimed = replace(timed, options=EvalOptions(time=False))
+    assert [seeds for _, seeds in verification_plan(untimed)] == [(5, 6, 7)] * 3
