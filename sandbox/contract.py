@@ -20,6 +20,7 @@ from enum import Enum
 from typing import Any, Literal, TypeVar
 
 import cattrs
+import cattrs.v
 
 SCHEMA_VERSION = 1
 
@@ -161,6 +162,10 @@ class EvalRequest:
     budget: Budget = field(default_factory=Budget)
     options: EvalOptions = field(default_factory=EvalOptions)
     schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if not self.seeds:  # no seed: no verification at all, and a timing of unchecked kernels
+            raise ValueError("an evaluation needs at least one seed")
 
 
 # --------------------------------------------------------------------------- compile
@@ -316,8 +321,14 @@ def from_json(cls: type[T], text: str | bytes) -> T:
 
 def _flatten(exc: BaseException) -> str:
     if isinstance(exc, cattrs.BaseValidationError):
-        return "; ".join(cattrs.transform_error(exc))
+        return "; ".join(cattrs.transform_error(exc, format_exception=_explain))
     return str(exc)
+
+
+def _explain(exc: BaseException, cls: type | None) -> str:
+    if type(exc) is ValueError and cls is None:  # a dataclass's own check (``__post_init__``): its words
+        return str(exc)
+    return cattrs.v.format_exception(exc, cls)
 
 
 class ContractError(ValueError):

@@ -223,9 +223,14 @@ def test_requests_spread_over_the_gpu_lanes() -> None:
             422,
             "not allowed on a remote worker",
         ),
+        (
+            to_json(make_request("s")).replace('"seeds":[1,2,3]', '"seeds":[]', 1).encode(),
+            422,
+            "at least one seed",
+        ),
         (b"x" * 70_000, 413, "larger than 65536 bytes"),
     ],
-    ids=["not-json", "wrong-shape", "schema-version", "empty-id", "include-path", "oversized"],
+    ids=["not-json", "wrong-shape", "schema-version", "empty-id", "include-path", "no-seeds", "oversized"],
 )
 def test_malformed_and_oversized_requests_are_refused(body: bytes, status: int, needle: str) -> None:
     fake = WatchedExecutor()

@@ -267,3 +267,7 @@ def test_verification_plan_checks_the_benchmark_size_on_every_seed_unless_timed(
     ]
     untimed = replace(timed, options=EvalOptions(time=False))
     assert [seeds for _, seeds in verification_plan(untimed)] == [(5, 6, 7)] * 3
+    # an inout output changes with every timed launch, so the timed runs cannot re-check it
+    c_inout = tuple(replace(a, role="inout") if a.name == "c" else a for a in timed.bench_problem.args)
+    accumulating = replace(timed, bench_problem=replace(timed.bench_problem, args=c_inout))
+    assert verification_plan(accumulating)[-1][1] == (5, 6, 7)
