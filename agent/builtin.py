@@ -40,6 +40,7 @@ from agent.transforms import (
     NotApplicable,
     ReadOnlyLoads,
     RestrictConst,
+    SharedHistogram,
     Subject,
     TiledTranspose,
     Transform,
@@ -65,6 +66,7 @@ SHAPES: tuple[Transform, ...] = (
     GridStride(4),
     WarpReduction(),
     TiledTranspose(),
+    SharedHistogram(),
 )
 FAILED_GAIN = -1.0  # log-speedup gain charged to an arm whose change broke the candidate
 
@@ -108,7 +110,11 @@ def _values(arm: str, block_dims: int, sm_count: int) -> tuple[object, ...]:
     """Every value the search may give an arm, the default first.  With the device's SM count,
     the grid-stride shapes also come with the grid capped at 8 blocks per SM."""
     if arm == "shape":
-        capped = (Vectorize(16, 1, 8 * sm_count), GridStride(1, 8 * sm_count)) if sm_count else ()
+        capped = (
+            (Vectorize(16, 1, 8 * sm_count), GridStride(1, 8 * sm_count), SharedHistogram(8 * sm_count))
+            if sm_count
+            else ()
+        )
         return (None, *SHAPES, *capped)
     if arm == "block":
         return (None, *(BLOCKS_1D if block_dims == 1 else BLOCKS_2D))
@@ -235,8 +241,12 @@ class BuiltinProposer(Proposer):
         """The usual winner: the first structural rewrite that applies (vectors, tiles, shuffles),
         block 256 (or 32x8), restrict — each part kept only if it composes with the others."""
         assert self._base is not None
+        # a privatised histogram over a capped grid-stride loop, when it applies, beats the rest
+        histograms = [
+            v for v in self._arms.get("shape", ()) if isinstance(v, SharedHistogram) and v.max_blocks
+        ]
         preferred: dict[str, tuple[object, ...]] = {
-            "shape": (Vectorize(16, 1), TiledTranspose(), WarpReduction(), GridStride(1)),
+            "shape": (*histograms, Vectorize(16, 1), TiledTranspose(), WarpReduction(), GridStride(1)),
             "block": ((256,), (32, 8)),
             "restrict": (True,),
         }

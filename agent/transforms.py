@@ -27,6 +27,8 @@ transformation            applies when
 :class:`LaunchBounds`     the block size is a constant and the kernel has no ``__launch_bounds__``
 :class:`WarpReduction`    a shared-memory tree reduction ``for (s = ...; s > 0; s >>= 1)``: its last
                           five steps become warp shuffles
+:class:`SharedHistogram`  ``atomicAdd(&H[k], v)`` into an array of constant size (spec) <= 16 KiB, no
+                          early ``return``: a per-block copy in shared memory, merged once per block
 :class:`TiledTranspose`   ``out[x * H + y] = in[y * W + x]`` over a 2-D grid: a 32x32 shared tile
 :class:`FastMath`         single-precision ``expf``/``logf``/``sinf``/... or a division by a float
                           expression with a float-literal operand
@@ -245,12 +247,15 @@ class _Scale(ast.NodeTransformer):
 
 
 def _static_shared(subject: Subject) -> bool:
+    """Whether the body declares static ``__shared__`` arrays (other than :class:`SharedHistogram`'s,
+    whose size does not depend on the block)."""
     body = subject.body
     return body is not None and any(
         n.type == "declaration"
         and "__shared__" in _text(subject, n)
         and "extern" not in _text(subject, n)
         and "[" in _text(subject, n)
+        and f" {HISTOGRAM_COPY}[" not in _text(subject, n)
         for n in _walk(body)
     )
 
@@ -821,6 +826,87 @@ class WarpReduction(Transform):
         )
 
 
+# --------------------------------------------------------------------------------------- histogram
+
+_SHARED_ATOMIC_TYPES = ("int", "unsigned int", "unsigned", "float", "unsigned long long")
+HISTOGRAM_COPY = "ca_hist"  # the per-block copy's name
+SHARED_HISTOGRAM_BYTES = 16 << 10  # leave most of the SM's shared memory to other blocks
+
+
+@dataclass(frozen=True)
+class SharedHistogram(Transform):
+    """``atomicAdd(&H[k], v)`` into a small fixed-size array ``H`` -> a per-block copy of ``H`` in
+    shared memory, zeroed first and added into ``H`` once per block at the end, so most atomics hit
+    shared memory instead of contending in L2.  With ``max_blocks`` the kernel first becomes a
+    grid-stride loop over at most that many blocks (see :class:`GridStride`), so the per-block merge
+    is paid a few times per SM rather than once per original block."""
+
+    max_blocks: int = 0
+
+    def apply(self, subject: Subject) -> Outcome:
+        launch: LaunchChange | None = None
+        if self.max_blocks:
+            strided = GridStride(1, self.max_blocks).apply(subject)
+            if isinstance(strided, NotApplicable):
+                return strided
+            subject, launch = subject.then(strided), strided.launch
+        body = subject.body
+        if body is None:
+            return NotApplicable("the kernel has no body")
+        params = {p.name: p for p in subject.kernel.params if p.pointer == 1}
+        targets: dict[str, list[Node]] = {}  # array -> its ``&H[k]`` nodes inside atomicAdd calls
+        for call in (n for n in _walk(body) if n.type == "call_expression"):
+            fn, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
+            if fn is None or args is None or _text(subject, fn) != "atomicAdd" or not args.named_children:
+                continue
+            first = args.named_children[0]
+            arg = first.child_by_field_name("argument")
+            if first.type == "pointer_expression" and arg is not None and arg.type == "subscript_expression":
+                base = arg.child_by_field_name("argument")
+                if base is not None and _text(subject, base) in params:
+                    targets.setdefault(_text(subject, base), []).append(base)
+        if not targets:
+            return NotApplicable("no `atomicAdd(&H[k], v)` into an array parameter")
+        name, bases = next(iter(targets.items()))
+        uses = [n for n in _walk(body) if n.type == "identifier" and _text(subject, n) == name]
+        if len(uses) != len(bases):
+            return NotApplicable(f"`{name}` is used other than through atomicAdd")
+        if any(n.type == "return_statement" for n in _walk(body)):
+            return NotApplicable("the body returns early: not every thread would reach the merge")
+        spec = subject.arrays().get(name)
+        elem = params[name].base_type
+        if spec is None or not re.fullmatch(r"\d+", spec.count.strip()):
+            return NotApplicable(f"`{name}` has no constant size in the spec")
+        bins = int(spec.count)
+        if elem not in _SHARED_ATOMIC_TYPES or bins * dtype_bytes(spec.dtype) > SHARED_HISTOGRAM_BYTES:
+            return NotApplicable(f"`{name}` is not a small array of a type shared-memory atomics support")
+        spans = {(b.start_byte, b.end_byte) for b in bases}
+        copy = HISTOGRAM_COPY
+        renamed = _rebuild(subject, body, lambda n: copy if (n.start_byte, n.end_byte) in spans else None)
+        # the body without its braces, one level deeper, its atomics now into the shared copy
+        inner = "\n".join(("    " + line) if line.strip() else line for line in renamed[1:-1].split("\n"))
+        ind = _indent(subject, body.named_children[0]) if body.named_children else "    "
+        code = (
+            "{\n"
+            f"{ind}// cuda-agent: a per-block `{name}` in shared memory, added into `{name}` once per block\n"
+            f"{ind}__shared__ {elem} {copy}[{bins}];\n"
+            f"{ind}const int ca_tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);\n"
+            f"{ind}const int ca_threads = blockDim.x * blockDim.y * blockDim.z;\n"
+            f"{ind}for (int ca_k = ca_tid; ca_k < {bins}; ca_k += ca_threads) {copy}[ca_k] = 0;\n"
+            f"{ind}__syncthreads();\n"
+            f"{ind}{{{inner}{ind}}}\n"
+            f"{ind}__syncthreads();\n"
+            f"{ind}for (int ca_k = ca_tid; ca_k < {bins}; ca_k += ca_threads)\n"
+            f"{ind}    if ({copy}[ca_k] != 0) atomicAdd(&{name}[ca_k], {copy}[ca_k]);\n"
+            "}"
+        )
+        out = _splice(subject.code, [(body.start_byte, body.end_byte, code)], subject.doc.data)
+        what = f"shared-memory histogram of `{name}` ({bins} bins)"
+        if launch is not None:
+            what += f" over a grid-stride loop{_capped(self.max_blocks)}"
+        return Rewrite(out, what, launch)
+
+
 # --------------------------------------------------------------------------------------- transpose
 
 
@@ -983,6 +1069,7 @@ __all__ = [
     "ReadOnlyLoads",
     "RestrictConst",
     "Rewrite",
+    "SharedHistogram",
     "Subject",
     "TiledTranspose",
     "Transform",

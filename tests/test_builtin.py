@@ -114,6 +114,16 @@ def test_exhausts_a_small_space_and_respects_what_does_not_apply() -> None:
             assert c.launches is None  # the grid is not written over `block`: no launch changes
 
 
+def test_an_atomic_histogram_is_privatised_first() -> None:
+    executor = FakeExecutor()
+    run("histogram.cu", executor, candidates=8)
+    first = next(r for r in executor.requests if r.candidates).candidates[0]  # the guess leads batch 0
+    assert "__shared__ unsigned int ca_hist[256];" in first.kernel.source
+    assert first.launches is not None
+    sm_cap = 8 * DEVICE.sm_count  # the grid-stride loop runs over at most 8 blocks per SM
+    assert all(launch.grid[0] <= sm_cap for launch in first.launches)
+
+
 def test_config_renders_its_transformations_in_order() -> None:
     config = Config(shape=Vectorize(16), fastmath=True, block=(128,), restrict=True)
     names = [type(t).__name__ for t in config.transforms()]

@@ -25,6 +25,7 @@ from agent.transforms import (
     ReadOnlyLoads,
     RestrictConst,
     Rewrite,
+    SharedHistogram,
     Subject,
     TiledTranspose,
     Transform,
@@ -79,6 +80,8 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("gather.cu", (Vectorize(16), ReadOnlyLoads())),
     ("relu_double.cu", (Vectorize(16),)),
     ("histogram.cu", (GridStride(2), Unroll(4))),
+    ("histogram.cu", (SharedHistogram(),)),
+    ("histogram.cu", (SharedHistogram(max_blocks=64), BlockSize((256,)), LaunchBounds())),
     ("sigmoid.cu", (FastMath(), Vectorize(16))),
     ("softmax.cu", (FastMath(), Unroll(4))),
     ("matmul.cu", (Unroll(8), BlockSize((32, 8)), LaunchBounds())),
@@ -200,6 +203,19 @@ def test_tiled_transpose_launches_tiles() -> None:
     assert out.launch == loop.LaunchChange(grid="(cdiv(cols, 32), cdiv(rows, 32))", block="(32, 8)")
 
 
+def test_shared_histogram_counts_per_block_and_merges_once() -> None:
+    out = rewrite(target("histogram.cu"), SharedHistogram())
+    assert "__shared__ unsigned int ca_hist[256];" in out.code
+    assert "atomicAdd(&ca_hist[data[i] & 255], 1u);" in out.code
+    assert "if (ca_hist[ca_k] != 0) atomicAdd(&hist[ca_k], ca_hist[ca_k]);" in out.code
+    assert out.code.count("__syncthreads();") == 2 and out.launch == loop.LaunchChange()
+    capped = rewrite(target("histogram.cu"), SharedHistogram(max_blocks=528), BlockSize((512,)))
+    assert capped.launch == loop.LaunchChange(grid="min(cdiv(n, block * 1), 528)", block="512")
+    assert "ca_j += ca_stride" in capped.code  # each thread loops over many elements
+    early = SharedHistogram().apply(subject(target("edge_forms.cu", "early_exit_histogram", DATA)))
+    assert isinstance(early, NotApplicable) and "returns early" in early.reason
+
+
 def test_fast_math_uses_intrinsics() -> None:
     out = rewrite(target("sigmoid.cu"), FastMath())
     assert "__fdividef(1.0f, (1.0f + __expf(-x[i])))" in out.code
@@ -220,6 +236,8 @@ def test_fast_math_uses_intrinsics() -> None:
         ("vadd_poor_block.cu", FastMath(), "no single-precision math"),
         ("vadd_poor_block.cu", Unroll(4), "no `for` loop"),
         ("row_max.cu", ReadOnlyLoads(), "no plain loads"),
+        ("scatter_add.cu", SharedHistogram(), "no constant size"),
+        ("vadd_poor_block.cu", SharedHistogram(), "no `atomicAdd(&H[k], v)`"),
     ],
 )
 def test_not_applicable_says_why(name: str, transform: Transform, reason: str) -> None:
@@ -320,6 +338,8 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("gather.cu", (Vectorize(16), ReadOnlyLoads())),
     ("relu_double.cu", (Vectorize(16, 2),)),
     ("histogram.cu", (Vectorize(16),)),
+    ("histogram.cu", (SharedHistogram(),)),
+    ("histogram.cu", (SharedHistogram(max_blocks=3), BlockSize((64,)))),
     ("scatter_add.cu", (Vectorize(8),)),
     ("bias_add.cu", (Vectorize(16, 4), BlockSize((128,)))),
     ("sigmoid.cu", (FastMath(), Vectorize(16))),

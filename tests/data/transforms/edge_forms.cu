@@ -40,3 +40,15 @@ __global__ void lane_id(const float* x, float* y, int n) {
     int i = threadIdx.x + blockIdx.x * blockDim.x;
     if (i < n) y[i] = x[i] + (float)(threadIdx.x % 32);
 }
+
+// A histogram whose threads leave early: a block-wide merge at the end would wait for them.
+// @cuda-agent sizes n=1<<20
+// @cuda-agent launch grid=cdiv(n, block) block=256
+// @cuda-agent arg v in int[n] randint(0, 64)
+// @cuda-agent arg counts inout unsigned int[64] const(0)
+// @cuda-agent arg n = n
+__global__ void early_exit_histogram(const int* v, unsigned int* counts, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    atomicAdd(&counts[v[i] & 63], 1u);
+}
