@@ -27,8 +27,9 @@ transformation            applies when
 :class:`LaunchBounds`     the block size is a constant and the kernel has no ``__launch_bounds__``
 :class:`WarpReduction`    a shared-memory tree reduction ``for (s = ...; s > 0; s >>= 1)``: its last
                           five steps become warp shuffles
-:class:`SharedHistogram`  ``atomicAdd(&H[k], v)`` into an array of constant size (spec) <= 16 KiB, no
-                          early ``return``: a per-block copy in shared memory, merged once per block
+:class:`SharedHistogram`  ``atomicAdd(&H[k], v);`` (result unused) into an array of constant size
+                          (spec) <= 16 KiB, no early ``return``: a per-block copy in shared memory,
+                          merged once per block
 :class:`TiledTranspose`   ``out[x * H + y] = in[y * W + x]`` over a 2-D grid: a 32x32 shared tile
 :class:`FastMath`         single-precision ``expf``/``logf``/``sinf``/... or a division by a float
                           expression with a float-literal operand
@@ -864,6 +865,10 @@ class SharedHistogram(Transform):
             if first.type == "pointer_expression" and arg is not None and arg.type == "subscript_expression":
                 base = arg.child_by_field_name("argument")
                 if base is not None and _text(subject, base) in params:
+                    if call.parent is None or call.parent.type != "expression_statement":
+                        return NotApplicable(
+                            "the value an atomicAdd returns is used: a per-block copy would change it"
+                        )
                     targets.setdefault(_text(subject, base), []).append(base)
         if not targets:
             return NotApplicable("no `atomicAdd(&H[k], v)` into an array parameter")

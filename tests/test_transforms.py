@@ -214,6 +214,8 @@ def test_shared_histogram_counts_per_block_and_merges_once() -> None:
     assert "ca_j += ca_stride" in capped.code  # each thread loops over many elements
     early = SharedHistogram().apply(subject(target("edge_forms.cu", "early_exit_histogram", DATA)))
     assert isinstance(early, NotApplicable) and "returns early" in early.reason
+    compact = SharedHistogram().apply(subject(target("edge_forms.cu", "compact", DATA)))
+    assert isinstance(compact, NotApplicable) and "value an atomicAdd returns is used" in compact.reason
 
 
 def test_fast_math_uses_intrinsics() -> None:

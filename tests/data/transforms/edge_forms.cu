@@ -52,3 +52,15 @@ __global__ void early_exit_histogram(const int* v, unsigned int* counts, int n) 
     if (i >= n) return;
     atomicAdd(&counts[v[i] & 63], 1u);
 }
+
+// Stream compaction: the value atomicAdd returns is a global position, which a per-block copy would change.
+// @cuda-agent sizes n=1<<20
+// @cuda-agent launch grid=cdiv(n, block) block=256
+// @cuda-agent arg x in float[n] uniform(-1, 1)
+// @cuda-agent arg kept out float[n]
+// @cuda-agent arg count inout unsigned int[1] const(0)
+// @cuda-agent arg n = n
+__global__ void compact(const float* x, float* kept, unsigned int* count, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && x[i] > 0.0f) kept[atomicAdd(&count[0], 1u)] = x[i];
+}
