@@ -46,7 +46,8 @@ from typing import Any, Literal
 
 from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer, Target
 from sandbox.compiler import CompilePool
-from sandbox.contract import CandidateResult, DeviceInfo, Status
+from sandbox.contract import DeviceInfo, Status
+from sandbox.timing import measured_text
 
 log = logging.getLogger(__name__)
 
@@ -415,24 +416,9 @@ def initial_prompt(ctx: OptimizeContext) -> str:
             f"The translation unit it compiles in (its dependencies, in file order):\n```cuda\n{t.baseline.source}\n```",
             f"Its spec (how it is verified and benchmarked):\n```\n{t.spec_text or '(none)'}\n```",
             f"Problems (verification sizes, then the benchmark size):\n{problems}",
-            "The original, measured: " + _measured(b),
+            "The original, measured: " + measured_text(b, detail=True),
         ]
     )
-
-
-def _measured(r: CandidateResult) -> str:
-    parts = []
-    if r.timing:
-        parts.append(
-            f"{r.timing.median_ms:.4g} ms median (spread {r.timing.rel_spread:.1%}, {r.timing.samples} samples)"
-        )
-    if r.achieved_gbps:
-        parts.append(f"{r.achieved_gbps:.0f} GB/s = {r.pct_peak_bandwidth:.0f}% of peak bandwidth")
-    if r.achieved_gflops:
-        parts.append(f"{r.achieved_gflops:.0f} GFLOP/s = {r.pct_peak_flops:.0f}% of peak")
-    if r.resources:
-        parts.append(f"{r.resources.registers} registers, {r.resources.spill_stores} B spilled")
-    return "; ".join(parts) or "not timed"
 
 
 def feedback(attempt: Attempt) -> str:
@@ -445,9 +431,9 @@ def feedback(attempt: Attempt) -> str:
         if not r.timing:
             return head + verified
         return (
-            f"{head}{verified} Time {_measured(r)}; the original {r.baseline_timing.median_ms:.4g} ms"
+            f"{head}{verified} Time {measured_text(r, detail=True)}; the original {r.baseline_timing.median_ms:.4g} ms"
             if r.baseline_timing
-            else f"{head}{verified} Time {_measured(r)}"
+            else f"{head}{verified} Time {measured_text(r, detail=True)}"
         ) + f". Speedup {r.speedup:.3f}x (range {r.speedup_low:.3f}-{r.speedup_high:.3f})."
     if r.status is Status.COMPILE_ERROR:
         return f"{head} Compiler output:\n{_clip(r.compile_log or r.message)}"
@@ -473,7 +459,7 @@ def profile_text(attempt: Attempt) -> str:
             f"{res.shared_bytes} B static shared, {res.stack_bytes} B stack"
         )
     if r.timing:
-        parts.append(_measured(r))
+        parts.append(measured_text(r, detail=True))
         if r.timing.throttled:
             parts.append("the SM clock throttled while sampling")
     return "; ".join(parts) + "."

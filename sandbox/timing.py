@@ -214,6 +214,22 @@ def with_throughput(result: CandidateResult, problem: Problem, device: DeviceInf
     )
 
 
+def measured_text(result: CandidateResult, detail: bool = False) -> str:
+    """What was measured, on one line: median with spread, bandwidth against the device's ceiling;
+    with ``detail`` also the FLOP rate and registers/spills (for an LLM's feedback)."""
+    parts = []
+    if result.timing:
+        t = result.timing
+        parts.append(f"{t.median_ms:.4g} ms median (spread {t.rel_spread:.1%}, {t.samples} samples)")
+    if result.achieved_gbps:
+        parts.append(f"{result.achieved_gbps:.0f} GB/s = {result.pct_peak_bandwidth:.0f}% of peak bandwidth")
+    if detail and result.achieved_gflops:
+        parts.append(f"{result.achieved_gflops:.0f} GFLOP/s = {result.pct_peak_flops:.0f}% of peak compute")
+    if detail and result.resources:
+        parts.append(f"{result.resources.registers} registers, {result.resources.spill_stores} B spilled")
+    return "; ".join(parts) or "not timed"
+
+
 PLAUSIBLE_PCT = 110.0  # above this share of a measured ceiling, a timing cannot be right
 
 

@@ -22,7 +22,6 @@ import click
 if TYPE_CHECKING:
     from agent.llm import LLMSettings
     from agent.loop import LoopEvent, OptimizeResult, Proposer, Target
-    from sandbox.contract import CandidateResult
     from sandbox.executor import Executor
 
 
@@ -241,13 +240,11 @@ def bench(file: str, kernel: str | None, gpu: int, as_json: bool) -> None:
             }
         )
     else:
+        from sandbox.timing import measured_text
+
         device = result.device.name if result.device else "GPU"
         click.echo(f"{target.kernel} at {target.bench_problem.label} on {device}: {r.status.value}")
-        click.echo(f"  {_timing_text(r)}")
-        if r.achieved_gflops:
-            click.echo(f"  {r.achieved_gflops:.0f} GFLOP/s = {r.pct_peak_flops:.0f}% of peak")
-        if r.resources:
-            click.echo(f"  {r.resources.registers} registers, {r.resources.spill_stores} bytes spilled")
+        click.echo(f"  {measured_text(r, detail=True)}")
         if r.message:
             click.echo(f"  {r.message}")
     if r.status.value != "ok":
@@ -457,15 +454,6 @@ def _write_with_backup(path: Path, original: str, rewritten: str) -> tuple[Path,
     return path, backup
 
 
-def _timing_text(r: CandidateResult) -> str:
-    if r.timing is None:
-        return "not timed"
-    t = f"{r.timing.median_ms:.4g} ms (spread {r.timing.rel_spread:.1%}, {r.timing.samples} samples)"
-    if r.achieved_gbps:
-        t += f", {r.achieved_gbps:.0f} GB/s = {r.pct_peak_bandwidth:.0f}% of peak"
-    return t
-
-
 def _print_optimize(
     target: Target,
     result: OptimizeResult,
@@ -475,10 +463,11 @@ def _print_optimize(
     write: bool,
 ) -> None:
     from agent.loop import Outcome
+    from sandbox.timing import measured_text
 
     device = result.device.name if result.device else "unknown device"
     click.echo(f"{target.kernel} in {target.path} on {device}")
-    click.echo(f"  original: {_timing_text(result.baseline)}")
+    click.echo(f"  original: {measured_text(result.baseline)}")
     best = result.best
     if result.outcome is Outcome.BASELINE_FAILED:
         click.echo(f"  the original failed its own checks: {result.stop_reason}")
@@ -487,7 +476,7 @@ def _print_optimize(
     else:
         verdict = "faster" if result.outcome is Outcome.IMPROVED else "best verified, not reliably faster"
         click.echo(
-            f"  {verdict}: {_timing_text(best.result)}: {result.speedup:.2f}x "
+            f"  {verdict}: {measured_text(best.result)}: {result.speedup:.2f}x "
             f"[{result.speedup_low:.2f}x-{result.speedup_high:.2f}x] ({best.proposal.description})"
         )
         sizes = ", ".join(
