@@ -202,6 +202,11 @@ def _splice(code: str, edits: list[tuple[int, int, str]], data: bytes) -> str:
     return b"".join(out).decode("utf-8", errors="replace")
 
 
+def _with_body(subject: Subject, body: Node, text: str) -> str:
+    """The subject's code with the kernel body ``body`` (braces included) replaced by ``text``."""
+    return _splice(subject.code, [(body.start_byte, body.end_byte, text)], subject.doc.data)
+
+
 def _uses(subject: Subject, node: Node, name: str) -> bool:
     return any(n.type == "identifier" and _text(subject, n) == name for n in _walk(node))
 
@@ -416,7 +421,7 @@ class ReadOnlyLoads(Transform):
         new_body = _rebuild(subject, body, sub)
         if not count:
             return NotApplicable("no plain loads of `in` arrays")
-        code = _splice(subject.code, [(body.start_byte, body.end_byte, new_body)], subject.doc.data)
+        code = _with_body(subject, body, new_body)
         return Rewrite(code, f"__ldg on {count} load(s)")
 
 
@@ -905,7 +910,7 @@ class SharedHistogram(Transform):
             f"{ind}    if ({copy}[ca_k] != 0) atomicAdd(&{name}[ca_k], {copy}[ca_k]);\n"
             "}"
         )
-        out = _splice(subject.code, [(body.start_byte, body.end_byte, code)], subject.doc.data)
+        out = _with_body(subject, body, code)
         what = f"shared-memory histogram of `{name}` ({bins} bins)"
         if launch is not None:
             what += f" over a grid-stride loop{_capped(self.max_blocks)}"
@@ -1051,7 +1056,7 @@ class FastMath(Transform):
         new_body = _rebuild(subject, body, sub)
         if not count:
             return NotApplicable("no single-precision math function or float division to replace")
-        code = _splice(subject.code, [(body.start_byte, body.end_byte, new_body)], subject.doc.data)
+        code = _with_body(subject, body, new_body)
         return Rewrite(code, f"fast-math intrinsics ({count} call(s))")
 
 
