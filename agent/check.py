@@ -105,7 +105,7 @@ def check_kernel(
 def _name_expression(doc: Document, kernel: Kernel) -> tuple[str, str]:
     if not kernel.template_params:
         return kernel.qualified_name, ""
-    spec, errors = parse(kernel)
+    spec, errors = parse(kernel, doc.type_aliases)
     if spec is not None and spec.template_args and not errors:
         return spec.name_expression, ""
     if doc.launches_of(kernel.name):

@@ -177,7 +177,7 @@ def target_for(doc: Document, kernel: str | None = None) -> Target:
             names = ", ".join(k.name for k in doc.kernels) or "none"
             raise TargetError(f"no kernel {kernel!r} in {doc.path or 'file'} (kernels: {names})")
         k = found
-    spec, errors = spec_mod.parse(k)
+    spec, errors = spec_mod.parse(k, doc.type_aliases)
     where = f"{doc.path or 'file'}:{k.span.start_line + 1}"
     if spec is None:
         raise TargetError(

@@ -463,15 +463,25 @@ class Document:
         found.extend(_syntax_issues(self))
         return tuple(sorted(found, key=lambda i: i.line))
 
+    @cached_property
+    def type_aliases(self) -> dict[str, str]:
+        """``typedef __nv_bfloat16 floatX;`` / ``using real = float;`` of the file and of the
+        headers it includes with quotes (found next to it, recursively): alias -> type text."""
+        return _aliases(self, set())
+
     # ------------------------------------------------------------------ standalone units
 
-    def standalone(self, kernel: Kernel, *, inline_headers: bool = False) -> Standalone:
+    def standalone(
+        self, kernel: Kernel, *, inline_headers: bool = False, also: Iterable[str] = ()
+    ) -> Standalone:
         """The kernel and everything it needs, transitively, in file order, as one unit.
+        ``also``: names the unit needs besides the kernel's own references (the template
+        arguments it is instantiated with, such as a ``__device__`` function).
 
         ``inline_headers``: paste the file's own headers (``#include "..."`` found next to the file,
         recursively, each once) into the unit, so it compiles where they do not exist (a remote GPU
         worker); their lines map to -1.  Headers that cannot be read stay as ``#include`` lines."""
-        return self._index.standalone(kernel, inline_headers)
+        return self._index.standalone(kernel, inline_headers, frozenset(also))
 
     def _launch(
         self,
@@ -720,6 +730,7 @@ class _Item:
     node: tree_sitter.Node
     names: set[str]
     include: str = ""  # for #include: the header as written, e.g. "common.cuh" or <cuda_fp16.h>
+    always: bool = False  # in every unit (`using namespace X;`)
 
 
 class _Scan:
@@ -802,10 +813,19 @@ class _Scan:
                 declared = _declarator_name(self.doc, d)
                 if declared:
                     names.add(declared)
-        elif t == "alias_declaration":
+        elif t in (
+            "alias_declaration",
+            "namespace_alias_definition",
+        ):  # `using T = ...;`, `namespace cg = ...;`
             name_node = node.child_by_field_name("name")
             if name_node is not None:
                 names.add(self.doc.node_text(name_node))
+        elif t == "using_declaration":  # `using cg::thread_block;` defines `thread_block`
+            used = node.named_children[-1] if node.named_children else None
+            if used is not None and not any(c.type == "namespace" for c in node.children):
+                names.add(_simple_name(self.doc, used))
+            else:
+                item.always = True  # `using namespace X;`: what it brings is unknown, keep it
 
     def _type_names(self, node: tree_sitter.Node, names: set[str]) -> None:
         name_node = node.child_by_field_name("name")
@@ -900,7 +920,7 @@ class _Scan:
 
     # ------------------------------------------------------------------ standalone
 
-    def standalone(self, kernel: Kernel, inline_headers: bool) -> Standalone:
+    def standalone(self, kernel: Kernel, inline_headers: bool, also: frozenset[str]) -> Standalone:
         doc = self.doc
         if self._by_name is None:
             self._by_name = {}
@@ -915,14 +935,16 @@ class _Scan:
             return Standalone(kernel.qualified_name, "", ())
         chosen = {start}
         todo = [start]
+        wanted = {start: also}
         while todo:
-            for name in self._references(self.items[todo.pop()].node):
+            i = todo.pop()
+            for name in wanted.pop(i, frozenset()) | self._references(self.items[i].node):
                 for j in self._by_name.get(name, ()):
                     if j not in chosen:
                         chosen.add(j)
                         todo.append(j)
         for i, it in enumerate(self.items):
-            if it.include and it.include.strip('<>"') not in HOST_HEADERS:
+            if it.always or (it.include and it.include.strip('<>"') not in HOST_HEADERS):
                 chosen.add(i)
         local_headers = False
         base = Path(doc.path).resolve().parent if doc.path else None
@@ -992,6 +1014,39 @@ def _header_lines(path: Path, inlined: set[Path]) -> list[str] | None:
         nested = _header_lines(path.parent / quoted["path"], inlined) if quoted else None
         out += [line] if nested is None else nested
     return out
+
+
+def _aliases(doc: Document, seen: set[Path]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    base = Path(doc.path).resolve().parent if doc.path else None
+    stack = list(reversed(doc.tree.root_node.children))
+    while stack:
+        node = stack.pop()
+        t = node.type
+        if t in _CONTAINERS or t == "namespace_definition":
+            stack.extend(reversed(node.children))
+        elif t == "type_definition":
+            type_node = node.child_by_field_name("type")
+            for d in node.children_by_field_name("declarator"):
+                if type_node is not None and d.type == "type_identifier":
+                    found.setdefault(doc.node_text(d), _squash(doc.node_text(type_node)))
+        elif t == "alias_declaration":
+            name_node, type_node = node.child_by_field_name("name"), node.child_by_field_name("type")
+            if name_node is not None and type_node is not None:
+                found.setdefault(doc.node_text(name_node), _squash(doc.node_text(type_node)))
+        elif t == "preproc_include" and base is not None and len(seen) < 64:
+            path = node.child_by_field_name("path")
+            written = doc.node_text(path).strip() if path is not None else ""
+            header = (base / written.strip('"')).resolve()
+            if written.startswith('"') and header not in seen and header.is_file():
+                seen.add(header)
+                try:
+                    included = Document(header.read_bytes().decode("utf-8", errors="replace"), str(header))
+                except OSError:
+                    continue
+                for alias, value in _aliases(included, seen).items():
+                    found.setdefault(alias, value)
+    return found
 
 
 def _macro_kernel_issues(text: str, macros: dict[str, str]) -> list[Issue]:

@@ -65,6 +65,10 @@ _C_TYPES: dict[str, str] = {
     "signed int": "int32",
     "int32_t": "int32",
     "unsigned": "uint32",
+    "uint": "uint32",  # glibc's <sys/types.h> names, common in CUDA samples
+    "ushort": "uint16",
+    "uchar": "uint8",
+    "ulong": "uint64",
     "unsigned int": "uint32",
     "uint32_t": "uint32",
     "long": "int64",
@@ -116,15 +120,6 @@ _VECTOR_LANES: dict[str, tuple[str, int]] = {
         for n in (1, 2, 3, 4)
     },
 }
-
-
-_TYPEDEF = re.compile(r"\btypedef\s+(?P<type>[A-Za-z_][\w\s:]*?)\s+(?P<name>[A-Za-z_]\w*)\s*;")
-_USING = re.compile(r"\busing\s+(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<type>[A-Za-z_][\w\s:]*?)\s*;")
-
-
-def type_aliases(text: str) -> dict[str, str]:
-    """``typedef unsigned int u32;`` / ``using real = float;`` in a file: alias -> type text."""
-    return {m["name"]: m["type"] for pattern in (_TYPEDEF, _USING) for m in pattern.finditer(text)}
 
 
 def canonical_dtype(type_text: str, aliases: Mapping[str, str] | None = None) -> str | None:
@@ -295,24 +290,78 @@ _BINOPS: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
     ast.LShift: _shift(operator.lshift),
     ast.RShift: _shift(operator.rshift),
 }
-_FUNCS: dict[str, Callable[..., Number]] = {"min": min, "max": max, "cdiv": _cdiv}
+
+
+def _pow(a: Number, b: Number) -> Number:
+    if isinstance(a, int) and isinstance(b, int) and b >= 0:
+        if abs(a) > 1 and b > 62:
+            raise ValueError("value out of range")
+        return a**b
+    return math.pow(a, b)
+
+
+def _sqrt(a: Number) -> Number:
+    if a < 0:
+        raise ValueError(f"sqrt of a negative number ({a})")
+    return math.sqrt(a)
+
+
+# name -> (function, minimum arguments, maximum arguments)
+_FUNCS: dict[str, tuple[Callable[..., Number], int, int]] = {
+    "min": (min, 2, 16),
+    "max": (max, 2, 16),
+    "cdiv": (_cdiv, 2, 2),
+    "pow": (_pow, 2, 2),
+    "sqrt": (_sqrt, 1, 1),
+    "abs": (abs, 1, 1),
+    "exp": (math.exp, 1, 1),
+    "log": (math.log, 1, 1),
+    "log2": (math.log2, 1, 1),
+}
+# constants of <cmath>/<cfloat>/<climits> that specs may name (INFINITY only where values may be infinite)
+CONSTANTS: dict[str, Number] = {
+    "INFINITY": math.inf,
+    "NAN": math.nan,
+    "M_PI": math.pi,
+    "M_E": math.e,
+    "FLT_MAX": 3.4028234663852886e38,
+    "FLT_MIN": 1.1754943508222875e-38,
+    "FLT_EPSILON": 1.1920928955078125e-07,
+    "DBL_MAX": 1.7976931348623157e308,
+    "INT_MAX": 2**31 - 1,
+    "INT_MIN": -(2**31),
+    "UINT_MAX": 2**32 - 1,
+}
 _LIMIT = 1 << 62  # keeps a hostile expression from building huge integers
 
 
-def evaluate(expr: str, env: Mapping[str, Number]) -> Number:
-    """Evaluate a spec expression; raises ValueError with a readable message."""
+def evaluate(expr: str, env: Mapping[str, Number], *, finite: bool = True) -> Number:
+    """Evaluate a spec expression; raises ValueError with a readable message (and nothing else,
+    whatever the text).  ``finite=False`` lets the value be ``INFINITY``/``NAN`` (scalar values)."""
     if len(expr) > 500:
         raise ValueError("expression longer than 500 characters")
+    text = expr.strip()
     try:
-        tree = ast.parse(expr.strip(), mode="eval")
-    except (SyntaxError, RecursionError, MemoryError) as exc:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise ValueError(
-            f"`{expr.strip()}` is not an expression ({getattr(exc, 'msg', 'too deeply nested')})"
+            f"`{text}` is not an expression ({getattr(exc, 'msg', 'too deeply nested')})"
         ) from None
     try:
-        return _eval(tree.body, env)
+        value = _eval(tree.body, env)
     except ZeroDivisionError:
-        raise ValueError(f"`{expr.strip()}` divides by zero") from None
+        raise ValueError(f"`{text}` divides by zero") from None
+    except (ArithmeticError, TypeError, RecursionError):  # overflow of a float, math domain errors
+        raise ValueError(f"`{text}` cannot be evaluated (a value is out of range)") from None
+    if finite and isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"`{text}` is {value}, not a finite number")
+    return value
+
+
+def _checked(v: Number) -> Number:
+    if isinstance(v, int) and abs(v) > _LIMIT:
+        raise ValueError("value out of range (more than 2^62)")
+    return v
 
 
 def _eval(node: ast.AST, env: Mapping[str, Number]) -> Number:
@@ -321,32 +370,36 @@ def _eval(node: ast.AST, env: Mapping[str, Number]) -> Number:
         and isinstance(node.value, int | float)
         and not isinstance(node.value, bool)
     ):
-        return node.value
+        return _checked(node.value)
     if isinstance(node, ast.Name):
-        if node.id not in env:
-            known = ", ".join(sorted(env)) or "none"
-            raise ValueError(f"unknown name `{node.id}` (known: {known})")
-        return env[node.id]
+        if node.id in env:
+            return env[node.id]
+        if node.id in CONSTANTS:
+            return CONSTANTS[node.id]
+        known = ", ".join(sorted(env)) or "none"
+        raise ValueError(f"unknown name `{node.id}` (known: {known})")
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         v = _eval(node.operand, env)
         return -v if isinstance(node.op, ast.USub) else v
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        v = _BINOPS[type(node.op)](_eval(node.left, env), _eval(node.right, env))
-        if abs(v) > _LIMIT:
-            raise ValueError("value out of range")
-        return v
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in _FUNCS
-        and not node.keywords
-        and node.args
-    ):
-        if node.func.id == "cdiv" and len(node.args) != 2:
-            raise ValueError("cdiv takes two arguments")
-        return _FUNCS[node.func.id](*(_eval(a, env) for a in node.args))
+        return _checked(_BINOPS[type(node.op)](_eval(node.left, env), _eval(node.right, env)))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS:
+        fn, low, high = _FUNCS[node.func.id]
+        if node.keywords or not low <= len(node.args) <= high:
+            arity = str(low) if low == high else f"{low} to {high}"
+            raise ValueError(f"{node.func.id} takes {arity} arguments")
+        values = [_eval(a, env) for a in node.args]
+        try:
+            return _checked(fn(*values))
+        except ValueError as exc:
+            if str(exc) != "math domain error":
+                raise
+            raise ValueError(
+                f"`{ast.unparse(node)}` cannot be evaluated (outside the domain of {node.func.id})"
+            ) from None
     raise ValueError(
-        f"`{ast.unparse(node)}` is not allowed (use numbers, sizes, + - * / % << >>, min, max, cdiv)"
+        f"`{ast.unparse(node)}` is not allowed (use numbers, sizes, + - * / % << >>, "
+        f"{', '.join(_FUNCS)}, {', '.join(CONSTANTS)})"
     )
 
 
@@ -356,6 +409,7 @@ def _eval_int(expr: str, env: Mapping[str, Number], what: str) -> int:
         if not v.is_integer():
             raise ValueError(f"{what} `{expr}` is {v}, not an integer")
         v = int(v)
+    _checked(v)
     return v
 
 
@@ -554,6 +608,8 @@ class _Builder:
                 values[key] = float(value)
             except ValueError:
                 raise ValueError(f"{key}={value} is not a number") from None
+            if not 0 <= values[key] < math.inf:  # also refuses nan
+                raise ValueError(f"{key}={value} must be a finite number >= 0")
         self.fields["tolerance"] = Tolerance(values["atol"], values["rtol"])
         self.lines["tolerance"] = line
 
@@ -639,7 +695,7 @@ def parse(
     kernel: Kernel, aliases: Mapping[str, str] | None = None
 ) -> tuple[KernelSpec | None, tuple[SpecError, ...]]:
     """The spec written above ``kernel`` (None when there is no ``@cuda-agent`` line).
-    ``aliases``: the file's :func:`type_aliases`, so parameters typed ``u32`` or ``real`` resolve."""
+    ``aliases``: the file's :attr:`Document.type_aliases`, so parameters typed ``u32`` or ``real`` resolve."""
     lines = [(line, text.split(MARKER, 1)[1]) for line, text in kernel.comment if MARKER in text]
     if not lines:
         return None, ()
@@ -653,13 +709,15 @@ def parse(
 
 # ---------------------------------------------------------------------------------------- resolution
 
+MAX_GRID = (2**31 - 1, 65535, 65535)  # CUDA's grid limits (compute capability >= 3.0)
+MAX_SHARED_BYTES = 227 * 1024  # the most dynamic shared memory a block may opt into (sm_80/sm_90)
 _VERIFY_DEFAULTS = (97, 1021)  # odd primes: never a multiple of a block size
 
 
 def _has_names(expr: str) -> bool:
     try:
         return any(isinstance(n, ast.Name) for n in ast.walk(ast.parse(expr.strip(), mode="eval")))
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return True
 
 
@@ -719,7 +777,11 @@ def problem(
         gx, gy, gz = (*(_eval_int(e, env, "grid") for e in spec.grid), 1, 1, 1)[:3]
         if min(gx, gy, gz) < 1:
             raise ValueError(f"grid ({gx}, {gy}, {gz}) must be at least 1 in every dimension")
+        if gx > MAX_GRID[0] or gy > MAX_GRID[1] or gz > MAX_GRID[2]:
+            raise ValueError(f"grid ({gx}, {gy}, {gz}) is beyond the device's limits {MAX_GRID}")
         smem = _eval_int(spec.smem, env, "smem")
+        if not 0 <= smem <= MAX_SHARED_BYTES:
+            raise ValueError(f"smem={smem} must be 0..{MAX_SHARED_BYTES} bytes (227 KiB per block)")
     except ValueError as exc:
         raise fail("launch", exc) from None
     args: list[ArgSpec] = []
@@ -727,7 +789,8 @@ def problem(
     for a in spec.args:
         try:
             if isinstance(a, ScalarSpec):
-                args.append(ArgSpec(a.name, "scalar", a.dtype, value=float(evaluate(a.value, env))))
+                value = float(evaluate(a.value, env, finite=not is_float(a.dtype)))
+                args.append(ArgSpec(a.name, "scalar", a.dtype, value=value))
                 continue
             count = _eval_int(a.count, env, "count")
             if count < 0:
@@ -839,7 +902,7 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
     # names defined in the launching function win over same-named ones elsewhere in the file
     caller = doc.text_in(site.caller_span) if site is not None and site.caller_span is not None else ""
     defs = {**_host_definitions(doc.text), **_host_definitions(caller)}
-    aliases = type_aliases(doc.text)
+    aliases = doc.type_aliases
     ints = [
         p
         for p in kernel.params
@@ -947,7 +1010,7 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
 
 def spec_for(doc: Document, kernel: Kernel) -> SpecResult:
     """The written spec if there is one (with its errors), else an inferred one."""
-    spec, errors = parse(kernel, type_aliases(doc.text))
+    spec, errors = parse(kernel, doc.type_aliases)
     if spec is not None:
         return SpecResult(kernel.qualified_name, "parsed", spec, errors)
     inference = infer(doc, kernel)

@@ -77,7 +77,7 @@ def find_targets(directory: Path, match: str = "*") -> Iterator[tuple[str, str, 
     for path in sorted(files):
         doc = Document.from_file(path)
         for k in doc.kernels:
-            spec, _ = spec_mod.parse(k)
+            spec, _ = spec_mod.parse(k, doc.type_aliases)
             if spec is None:
                 continue
             try:

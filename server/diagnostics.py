@@ -256,7 +256,7 @@ def _spills(k: Kernel, r: Resources, arch: str) -> list[lsp.Diagnostic]:
 
 
 def _spec_diagnostics(doc: Document, k: Kernel) -> list[lsp.Diagnostic]:
-    view = spec_view(k)
+    view = spec_view(k, doc.type_aliases)
     spec, errors = view.spec, view.errors
 
     def at(line: int) -> lsp.Range:

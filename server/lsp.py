@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -75,7 +75,7 @@ class OpenDocument:
 
     def spec(self, kernel: Kernel) -> KernelSpecView:
         """The spec written above ``kernel``."""
-        return spec_view(kernel)
+        return spec_view(kernel, self.doc.type_aliases if self.doc is not None else {})
 
 
 _SPEC_MEMO: OrderedDict[tuple[Any, ...], KernelSpecView] = OrderedDict()
@@ -85,10 +85,12 @@ _SPEC_MEMO_SIZE = 4096
 GC_YOUNG_THRESHOLD = 20_000
 
 
-def spec_view(kernel: Kernel) -> KernelSpecView:
+def spec_view(kernel: Kernel, aliases: Mapping[str, str]) -> KernelSpecView:
     """:func:`agent.spec.parse`, memoised on what it reads: the comment block (with its lines), the
-    kernel's name and parameters.  A keystroke re-parses only the kernel it lands in."""
+    kernel's name and parameters, the file's type aliases.  A keystroke re-parses only the kernel
+    it lands in."""
     key = (
+        tuple(sorted(aliases.items())),
         kernel.qualified_name,
         kernel.comment,
         tuple(
@@ -100,7 +102,7 @@ def spec_view(kernel: Kernel) -> KernelSpecView:
     )
     view = _SPEC_MEMO.get(key)
     if view is None:
-        spec, errors = specs.parse(kernel)
+        spec, errors = specs.parse(kernel, aliases)
         view = KernelSpecView(spec if not errors else None, errors, spec is not None)
         _SPEC_MEMO[key] = view
         if len(_SPEC_MEMO) > _SPEC_MEMO_SIZE:

@@ -736,3 +736,46 @@ async def test_cancelling_the_request_stops_the_run_and_keeps_its_result(
     record = await asyncio.wait_for(recorded(), 30)
     assert record["stop_reason"] == "cancelled" and record["attempts"] < 40
     assert all(isinstance(r[-1], lsp.WorkDoneProgressEnd) for r in client.progress_reports.values() if r)
+
+
+async def test_hostile_specs_answer_lenses_hover_and_diagnostics(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    """One kernel's hostile spec (``min(x)``, ``cdiv(1e999, 2)``, a 400-digit size, an infinite
+    tolerance, a grid or shared memory beyond the device) is a spec error at its line; the other
+    kernels of the file keep their lenses and hover."""
+    path = workspace.copy("hostile_specs.cu")
+    uri = open_file(client, path)
+    doc = lsp.TextDocumentIdentifier(uri)
+    lines = path.read_text().splitlines()
+    lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(doc))
+    assert lenses is not None
+    titles: dict[int, list[str]] = {}
+    for lens in lenses:
+        assert lens.command is not None
+        titles.setdefault(lens.range.start.line, []).append(lens.command.title)
+    for good in ("good_first", "good_last"):
+        assert titles[kernel_line(path, good)] == ["▶ Benchmark", "⚡ Optimize"]
+    hostile = [
+        ("one_arg_min", "min(4096)"),
+        ("infinite_cdiv", "cdiv(1e999, 2)"),
+        ("subnormal_cdiv", "cdiv(1, 1e-320)"),
+        ("huge_integer", "n=1000000"),
+        ("bad_tolerance", "atol=1e999"),
+        ("grid_too_big", "grid=1<<31"),
+        ("grid_y_too_big", "grid=(1, 65536)"),
+        ("smem_too_big", "smem=1<<62"),
+    ]
+    for name, needle in hostile:
+        bad_line = next(i for i, t in enumerate(lines) if needle in t)
+        [title] = titles[kernel_line(path, name)]
+        assert title.startswith(f"⚠ spec error, line {bad_line + 1}:"), (name, title)
+    for name in ("good_first", "one_arg_min", "huge_integer", "good_last"):
+        line = kernel_line(path, name)
+        col = lines[line].index(name) + 1
+        hover = await client.text_document_hover_async(lsp.HoverParams(doc, lsp.Position(line, col)))
+        assert hover is not None and isinstance(hover.contents, lsp.MarkupContent)
+        assert ("**Spec**" if name.startswith("good") else "**Spec errors**") in hover.contents.value
+    diags = await diagnostics_for(client, uri)
+    spec_errors = sorted(d.range.start.line for d in diags if d.code == "spec-error")
+    assert spec_errors == sorted(next(i for i, t in enumerate(lines) if n in t) for _, n in hostile)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -341,3 +342,93 @@ def test_typedef_and_using_aliases_resolve() -> None:
         ("count", "uint32"),
     ]
     assert parse(kernel(doc, "k"))[1]  # without the file's aliases `u32` is unknown
+
+
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        ("min(x)", "min takes 2 to 16 arguments"),
+        ("max()", "max takes 2 to 16 arguments"),
+        ("cdiv(1e999, 2)", "out of range"),
+        ("cdiv(1, 1e-320)", "out of range"),
+        ("9" * 400, "out of range"),
+        ("pow(2, 100)", "out of range"),
+        ("pow(10, 400.5)", "out of range"),
+        ("exp(1000)", "out of range"),
+        ("1e308 * 10", "not a finite number"),
+        ("0 * 1e999", "not a finite number"),
+        ("sqrt(-1)", "negative"),
+        ("log(0)", "cannot be evaluated"),
+        ("cdiv(x)", "cdiv takes 2 arguments"),
+        ("min(x, y=2)", "min takes"),
+        ("1 % 0", "divides by zero"),
+        ("1.5 // 0.0", "divides by zero"),
+        ("INFINITY", "not a finite number"),
+    ],
+)
+def test_hostile_expressions_are_value_errors(expr: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        evaluate(expr, {"x": 3})
+
+
+def test_math_functions_and_constants_in_expressions() -> None:
+    assert evaluate("sqrt(n) + pow(2, 10)", {"n": 16}) == 1028
+    assert evaluate("min(n, 8, 3)", {"n": 16}) == 3
+    assert evaluate("-INFINITY", {}, finite=False) == -math.inf
+    assert evaluate("INT_MAX", {}) == 2**31 - 1
+    assert abs(evaluate("2 * M_PI", {}) - 6.283185307) < 1e-8
+
+
+def test_hostile_specs_are_errors_at_their_lines(data_dir: Path) -> None:
+    doc = load(data_dir, "hostile_specs.cu")
+    lines = doc.text.splitlines()
+    expected = {
+        "one_arg_min": ("sizes n=min(4096)", "min takes 2 to 16 arguments"),
+        "infinite_cdiv": ("cdiv(1e999, 2)", "out of range"),
+        "subnormal_cdiv": ("cdiv(1, 1e-320)", "out of range"),
+        "huge_integer": ("sizes n=1000000", "out of range"),
+        "bad_tolerance": ("atol=1e999", "atol=1e999 must be a finite number >= 0"),
+        "grid_too_big": ("grid=1<<31", "beyond the device's limits"),
+        "grid_y_too_big": ("grid=(1, 65536)", "beyond the device's limits"),
+        "smem_too_big": ("smem=1<<62", "227 KiB"),
+    }
+    for name, (needle, message) in expected.items():
+        result = spec_for(doc, kernel(doc, name))
+        assert result.source == "parsed"
+        assert [e.line for e in result.errors] == [next(i for i, t in enumerate(lines) if needle in t)], name
+        assert message in result.errors[0].message, name
+    for good in ("good_first", "good_last"):
+        result = spec_for(doc, kernel(doc, good))
+        assert result.errors == () and result.spec is not None
+        assert problems(result.spec)[-1].launch.grid == (4096, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("tolerance rtol=-1", "rtol=-1 must be a finite number >= 0"),
+        ("tolerance atol=nan", "atol=nan must be a finite number >= 0"),
+        ("launch grid=(1, 1, 65536) block=32", "beyond the device's limits"),
+        ("launch grid=1 block=32 smem=-1", "smem=-1 must be"),
+        ("launch grid=1 block=32 smem=227*1024+1", "227 KiB"),
+    ],
+)
+def test_out_of_range_launch_and_tolerance(line: str, message: str) -> None:
+    doc = Document(f"// @cuda-agent sizes n=64\n// @cuda-agent {line}\n__global__ void k(int n) {{}}\n")
+    _, errors = parse(kernel(doc, "k"))
+    assert [e.line for e in errors] == [1] and message in errors[0].message
+
+
+def test_infinite_scalar_values_are_allowed_for_floats_only() -> None:
+    doc = Document(
+        "// @cuda-agent sizes n=64\n// @cuda-agent arg lo = -INFINITY\n// @cuda-agent arg m = INFINITY\n"
+        "__global__ void k(float lo, int m, int n) {}\n"
+    )
+    spec, errors = parse(kernel(doc, "k"))
+    assert [(e.line, "not a finite number" in e.message) for e in errors] == [(2, True)]
+    doc = Document(
+        "// @cuda-agent sizes n=64\n// @cuda-agent arg lo = -INFINITY\n__global__ void k(float lo, int n) {}\n"
+    )
+    spec, errors = parse(kernel(doc, "k"))
+    assert errors == () and spec is not None
+    assert problems(spec)[-1].args[0].value == -math.inf
