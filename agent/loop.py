@@ -129,6 +129,8 @@ class Target:
     verify_problems: tuple[Problem, ...]
     bench_problem: Problem
     tolerance: Tolerance | None = None
+    tolerances: tuple[Tolerance, ...] = ()  # per output
+    allow_precision: tuple[str, ...] = ()
     spec_text: str = ""  # the kernel's spec as written, for prompts
     relaunch: Relauncher | None = field(default=None, compare=False, repr=False)
     site_edits: SiteEditor | None = field(default=None, compare=False, repr=False)
@@ -241,6 +243,8 @@ def target_for(doc: Document, kernel: str | None = None) -> Target:
         verify_problems=problems[:-1],
         bench_problem=problems[-1],
         tolerance=spec.tolerance,
+        tolerances=spec.output_tolerances,
+        allow_precision=spec.allow_precision,
         spec_text="\n".join(f"//{text}" for _, text in k.comment),
         relaunch=relaunch,
         site_edits=site_edits,
@@ -990,6 +994,8 @@ class _Run:
             bench_problem=t.bench_problem,
             seeds=self.seeds,
             tolerance=t.tolerance,
+            tolerances=t.tolerances,
+            allow_precision=t.allow_precision,
             budget=self.settings.eval_budget,
             options=self.settings.options,
         )

@@ -622,9 +622,29 @@ def _optimize_json(
 @click.option("--seed", default=0, show_default=True, help="Random seed (runs are reproducible).")
 @click.option("--gpu", default=0, show_default=True, help="GPU index.")
 @click.option("--match", default="*", show_default=True, help="Only the files whose name matches this glob.")
+@click.option(
+    "--jsonl",
+    type=click.Path(dir_okay=False),
+    help="Append each kernel's result to this file as it finishes.",
+)
+@click.option(
+    "--deadline",
+    type=click.FloatRange(min=1.0),
+    help="Seconds per kernel, everything included (default: the budget's wall time, then as long again, at least 60 s).",
+)
 @json_option
-def suite(directory: str, budget: str, seed: int, gpu: int, match: str, as_json: bool) -> None:
-    """Optimize every kernel with a spec in DIRECTORY and print a table with fast_1, fast_1.5, geomean."""
+def suite(
+    directory: str,
+    budget: str,
+    seed: int,
+    gpu: int,
+    match: str,
+    jsonl: str | None,
+    deadline: float | None,
+    as_json: bool,
+) -> None:
+    """Optimize every kernel with a spec in DIRECTORY and print a table with fast_1, fast_1.5, geomean.
+    One progress line per kernel goes to stderr as it finishes."""
     from dataclasses import asdict
 
     from agent import loop
@@ -641,14 +661,27 @@ def suite(directory: str, budget: str, seed: int, gpu: int, match: str, as_json:
     if next(find_targets(root, match), None) is None:
         raise UserError(f"{directory}: no kernel with a `// @cuda-agent` spec in its {match} .cu/.cuh files")
 
-    def progress(e: SuiteEntry) -> None:
-        if not as_json:
-            click.echo(f"  {Path(e.file).name} {e.kernel}: {e.status} {e.speedup:.2f}x", err=True)
+    def progress(done: int, total: int, e: SuiteEntry) -> None:
+        speed = f" {e.speedup:.2f}x [{e.speedup_low:.2f}-{e.speedup_high:.2f}]" if e.status != "error" else ""
+        why = f" ({e.description})" if e.status == "error" or "deadline" in e.description else ""
+        click.echo(
+            f"[{done}/{total}] {Path(e.file).name} {e.kernel}: {e.status}{speed} in {e.seconds:.1f} s{why}",
+            err=True,
+        )
 
     try:
         with _make_executor(gpu) as executor:
             device = executor.device_info().name
-            entries = run_suite(root, executor, budget=limits, seed=seed, match=match, on_entry=progress)
+            entries = run_suite(
+                root,
+                executor,
+                budget=limits,
+                seed=seed,
+                match=match,
+                on_entry=progress,
+                jsonl=Path(jsonl) if jsonl else None,
+                deadline_s=deadline,
+            )
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
     summary = summarize(entries)

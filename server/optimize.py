@@ -126,7 +126,7 @@ def summary_of(result: loop.OptimizeResult) -> str:
 
 
 def _tolerance(t: Tolerance | None) -> str:
-    return f"atol={t.atol:g} rtol={t.rtol:g}" if t is not None else "dtype default"
+    return t.text() if t is not None else "calibrated"
 
 
 def _now() -> str:

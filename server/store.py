@@ -80,7 +80,7 @@ class OptimizeRecord:
     candidate_spread: float
     sizes: tuple[str, ...]  # problem labels the winner was verified on
     seeds: int
-    tolerance: str  # "atol=1e-05 rtol=1e-05", or "dtype default"
+    tolerance: str  # "atol=1e-05 rtol=1e-05", or "calibrated"
     device: str
     date: str
     summary: str
