@@ -409,7 +409,7 @@ def host_program(t: loop.Target, out: Subject) -> str:
         for a in p.args:
             if a.role in ("out", "inout"):
                 lines.append(
-                    f"        for (long long i = 0; i < {a.count}; ++i) {{ double d = std::fabs((double){a.name}_o[i] - (double){a.name}_c[i + {misalign}]); if (!(d <= worst)) worst = d != d ? 1e30 : d; }}"
+                    f"        for (long long i = 0; i < {a.count}; ++i) {{ double o = {a.name}_o[i], c = {a.name}_c[i + {misalign}], d = o == c ? 0.0 : std::fabs(o - c); if (!(d <= worst)) worst = d != d ? 1e30 : d; }}"
                 )
         lines.append("    }")
     lines += ['    printf("%g\\n", worst);', "    return 0;", "}"]
