@@ -45,6 +45,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
+import tree_sitter
+
 from agent import spec as spec_mod
 from agent.source import Document, Expr, Kernel, LaunchSite, Param
 from agent.spec import KernelSpec, ScalarSpec, parse_dims
@@ -92,8 +94,20 @@ class TextEdit:
     new_text: str
 
 
+@dataclass(frozen=True)
+class LaunchEdits:
+    """What a launch change does to the file: ``edits`` to the kernel's launch sites and to its
+    spec's ``launch`` line (so the spec keeps describing what the code launches); ``sites`` the
+    number of launch sites rewritten; ``todo`` what the user must still change by hand ("" when
+    nothing), e.g. when the file has no launch site of the kernel."""
+
+    edits: tuple[TextEdit, ...] = ()
+    sites: int = 0
+    todo: str = ""
+
+
 Relauncher = Callable[[LaunchChange], tuple[Launch, ...]]
-SiteEditor = Callable[[LaunchChange], tuple[TextEdit, ...]]
+SiteEditor = Callable[[LaunchChange], LaunchEdits]
 
 
 @dataclass(frozen=True)
@@ -104,7 +118,8 @@ class Target:
     offset ``definition_start``) and in ``baseline.source``; a proposal replaces it in both.
     ``relaunch`` turns a :class:`LaunchChange` into one :class:`Launch` per verify problem and then
     the bench problem (raising ``ValueError`` for a bad expression); ``site_edits`` gives the edits
-    to this file's launch sites of the kernel for a change.  Without them, launch changes are refused.
+    to this file's launch sites of the kernel and to its spec's ``launch`` line for a change.
+    Without them, launch changes are refused.
     """
 
     path: str
@@ -270,8 +285,20 @@ def target_for(doc: Document, kernel: str | None = None) -> Target:
         except spec_mod.InvalidSpec as exc:
             raise ValueError(str(exc)) from None
 
-    def site_edits(change: LaunchChange) -> tuple[TextEdit, ...]:
-        return _site_edits(doc, k, spec, sites, change)
+    def site_edits(change: LaunchChange) -> LaunchEdits:
+        edits, rewritten = _site_edits(doc, k, spec, sites, change)
+        new = _with_launch(spec, change)
+        how = _launch_directive(new).removeprefix("launch ")
+        todo = ""
+        if not sites:
+            todo = f"no launch site of {k.name} in this file: launch it with {how}"
+        elif rewritten < len(sites):
+            todo = (
+                f"{len(sites) - rewritten} launch site(s) of {k.name} could not be rewritten: "
+                f"launch them with {how}"
+            )
+        spec_edit = _spec_launch_edit(doc.text, k, spec, new)
+        return LaunchEdits(tuple(sorted((*edits, spec_edit), key=lambda e: e.start)), rewritten, todo)
 
     return Target(
         path=doc.path,
@@ -292,6 +319,34 @@ def target_for(doc: Document, kernel: str | None = None) -> Target:
 
 def _char(doc: Document, byte: int) -> int:
     return len(doc.data[:byte].decode("utf-8", errors="replace"))
+
+
+def _launch_directive(spec: KernelSpec) -> str:
+    """The spec's ``launch`` directive as written by :func:`agent.spec.render`."""
+    out = f"launch grid={spec_mod.render_dims(spec.grid)} block={spec_mod.render_dims(spec.block)}"
+    return out + (f" smem={spec.smem}" if spec.smem != "0" else "")
+
+
+def _spec_launch_edit(text: str, k: Kernel, old: KernelSpec, new: KernelSpec) -> TextEdit:
+    """The edit of ``k``'s spec that makes its ``launch`` line say ``new``'s launch: the line
+    rewritten in place, or (when the spec had none) inserted after the spec's last line."""
+    starts = [0, *(i + 1 for i, ch in enumerate(text) if ch == "\n")]
+    line = old.lines.get("launch")
+    directive = _launch_directive(new)
+    if line is not None:
+        begin = starts[line]
+        end = starts[line + 1] - 1 if line + 1 < len(starts) else len(text)
+        row = text[begin:end]
+        at = row.index(spec_mod.MARKER) + len(spec_mod.MARKER)
+        content = row[at:]
+        lead = len(content) - len(content.lstrip())
+        return TextEdit(begin + at + lead, begin + at + len(content.rstrip()), directive)
+    last = max(n for n, body in k.comment if spec_mod.MARKER in body)
+    begin = starts[last]
+    row = text[begin : starts[last + 1] if last + 1 < len(starts) else len(text)]
+    prefix = row[: row.index(spec_mod.MARKER)]
+    at = starts[last + 1] if last + 1 < len(starts) else len(text)
+    return TextEdit(at, at, f"{prefix}{spec_mod.MARKER} {directive}\n")
 
 
 def _with_launch(spec: KernelSpec, change: LaunchChange) -> KernelSpec:
@@ -335,13 +390,14 @@ def _host(expr: str, names: dict[str, str]) -> str:
 
 def _site_edits(
     doc: Document, k: Kernel, spec: KernelSpec, sites: tuple[LaunchSite, ...], change: LaunchChange
-) -> tuple[TextEdit, ...]:
-    """Edits of this file's launch sites of ``k`` for ``change``: each size variable must be passed
-    to the kernel as a scalar argument (``arg n = n``) so it has a host expression there.  Sites
-    that cannot be translated are left alone (the result then lists no edit for them)."""
+) -> tuple[tuple[TextEdit, ...], int]:
+    """Edits of this file's launch sites of ``k`` for ``change``, and how many sites they cover:
+    each size variable must be passed to the kernel as a scalar argument (``arg n = n``) so it has
+    a host expression there.  Sites that cannot be translated are left alone."""
     params = [p.name for p in k.params]
     new = _with_launch(spec, change)
     edits: list[TextEdit] = []
+    rewritten = 0
     for site in sites:
         names: dict[str, str] = {}
         for a in spec.args:
@@ -367,6 +423,8 @@ def _site_edits(
                 site.span.start_line + 1,
             )
             continue
+        rewritten += 1
+        replaced: list[Expr] = []
         for expr, text in parts:
             if expr is None:  # no shared-memory argument at the site: insert one after the block
                 assert site.block is not None
@@ -376,7 +434,69 @@ def _site_edits(
             start, end = _char(doc, expr.span.start_byte), _char(doc, expr.span.end_byte)
             if doc.text[start:end] != text:
                 edits.append(TextEdit(start, end, text))
-    return tuple(edits)
+                replaced.append(expr)
+        edits += _dead_declarations(doc, site, replaced, " ".join(t for _, t in parts))
+    return tuple(sorted(set(edits), key=lambda e: e.start)), rewritten
+
+
+def _dead_declarations(
+    doc: Document, site: LaunchSite, replaced: list[Expr], new_text: str
+) -> list[TextEdit]:
+    """Edits deleting the local declarations (``const int threads = 32;``, each on a line of its
+    own) that only the replaced launch expressions of ``site`` used, directly or through another
+    declaration deleted here."""
+    if not replaced or site.caller_span is None:
+        return []
+    root = doc.tree.root_node
+    fn = root.descendant_for_byte_range(site.caller_span.start_byte, site.caller_span.end_byte)
+    if fn is None:
+        return []
+    kept = set(re.findall(r"[A-Za-z_]\w*", new_text))
+    gone = [(e.span.start_byte, e.span.end_byte) for e in replaced]
+    edits: list[TextEdit] = []
+    suspects = [n for a, b in gone for n in _identifiers(root.descendant_for_byte_range(a, b))]
+    while suspects:
+        name = doc.node_text(suspects.pop())
+        if name in kept:
+            continue
+        left = [n for n in _identifiers(fn) if doc.node_text(n) == name and not _inside(n, gone)]
+        init = left[0].parent if len(left) == 1 else None
+        decl = init.parent if init is not None else None
+        if (
+            init is None
+            or decl is None
+            or init.type != "init_declarator"
+            or decl.type != "declaration"
+            or sum(c.type == "init_declarator" for c in decl.named_children) != 1
+        ):
+            continue
+        start, end = _char(doc, decl.start_byte), _char(doc, decl.end_byte)
+        line_start = doc.text.rfind("\n", 0, start) + 1
+        line_end = doc.text.find("\n", end)
+        line_end = len(doc.text) if line_end < 0 else line_end + 1
+        after = doc.text[end:line_end].strip()
+        if doc.text[line_start:start].strip() or (after and not after.startswith("//")):
+            continue  # shares its line with other code: leave it
+        edits.append(TextEdit(line_start, line_end, ""))
+        gone.append((decl.start_byte, decl.end_byte))
+        suspects += _identifiers(decl)
+    return edits
+
+
+def _inside(node: tree_sitter.Node, ranges: list[tuple[int, int]]) -> bool:
+    return any(a <= node.start_byte < b for a, b in ranges)
+
+
+def _identifiers(node: tree_sitter.Node | None) -> list[tree_sitter.Node]:
+    if node is None:
+        return []
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        if n.type == "identifier":
+            out.append(n)
+        stack.extend(n.children)
+    return out
 
 
 # --------------------------------------------------------------------------- proposer interface
@@ -567,7 +687,9 @@ class OptimizeResult:
     rewritten: str = ""  # the whole file with the rewrite (empty unless improved)
     diff: str = ""  # unified diff against the original file (empty unless improved)
     launch: LaunchChange | None = None  # the winner's launch change, if any
-    launch_edits: tuple[TextEdit, ...] = ()  # its edits to this file's launch sites (in `rewritten`)
+    launch_edits: tuple[TextEdit, ...] = ()  # its edits to the launch sites and the spec (in `rewritten`)
+    launch_sites: int = 0  # launch sites of the kernel rewritten
+    launch_todo: str = ""  # what the user must still change by hand for the launch ("" when nothing)
     verification: tuple[SizeCheck, ...] = ()
     history: tuple[Attempt, ...] = ()  # every attempt with its verdict, in evaluation order
 
@@ -978,7 +1100,8 @@ class _Run:
         if outcome is not Outcome.IMPROVED or best is None:
             return res
         change = best.proposal.launch
-        edits = self.target.site_edits(change) if change and self.target.site_edits else ()
+        launch = self.target.site_edits(change) if change and self.target.site_edits else LaunchEdits()
+        edits = launch.edits
         rewritten = self.target.file_with(best.proposal.code, edits)
         name = self.target.path or "kernel.cu"
         old, new = (name, name) if Path(name).is_absolute() else (f"a/{name}", f"b/{name}")
@@ -990,7 +1113,15 @@ class _Run:
                 tofile=new,
             )
         )
-        return replace(res, rewritten=rewritten, diff=diff, launch=change, launch_edits=edits)
+        return replace(
+            res,
+            rewritten=rewritten,
+            diff=diff,
+            launch=change,
+            launch_edits=edits,
+            launch_sites=launch.sites,
+            launch_todo=launch.todo,
+        )
 
 
 def _fingerprint(p: Proposal) -> str:

@@ -374,7 +374,7 @@ def optimize(
         raise JobFailed(f"{type(result).__name__}: {result}")
     written = backup = None
     if write and result.outcome is loop.Outcome.IMPROVED:
-        written, backup = _write_with_backup(path, text, result.rewritten)
+        written, backup = write_rewrite(path, text, result.rewritten)
     if as_json:
         emit_json(_optimize_json(target, result, written, backup, log_path))
     else:
@@ -436,22 +436,80 @@ def _progress_bar(enabled: bool) -> Iterator[Callable[[LoopEvent], None] | None]
         yield on_event
 
 
-def _write_with_backup(path: Path, original: str, rewritten: str) -> tuple[Path, Path]:
-    """Replace FILE atomically after checking it did not change during the run; keep a backup."""
+def write_rewrite(path: Path, original: str, rewritten: str) -> tuple[Path, Path]:
+    """Write ``rewritten`` over FILE, keeping a backup; returns (the file written, its backup).
+
+    A symlink is followed to the real file (the link stays a link).  Unchanged lines keep their
+    exact bytes (undecodable bytes outside the rewrite survive).  The backup is a new file
+    (``FILE.bak``, ``FILE.bak1``...) created without following a symlink at that name, with
+    the file's mode and owner; the file is replaced atomically, keeping its mode and owner.
+    Refused (JobFailed) when FILE changed during the run; any failure leaves nothing behind.
+    """
+    import contextlib
+    import errno
     import os
     import tempfile
 
-    _, now = read_source(str(path))
-    if now != original:
+    real = path.resolve()
+    try:
+        raw = real.read_bytes()
+        st = real.stat()
+    except OSError as exc:
+        raise JobFailed(f"{path}: cannot read ({exc.strerror}); nothing written") from None
+    if raw.decode("utf-8", errors="replace") != original:
         raise JobFailed(f"{path} changed during the run; nothing written (rerun to optimize the new version)")
-    backup = next(b for i in range(1000) if not (b := path.with_name(f"{path.name}.bak{i or ''}")).exists())
-    backup.write_bytes(path.read_bytes())
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-        f.write(rewritten)
-    os.chmod(tmp, path.stat().st_mode & 0o7777)
-    os.replace(tmp, path)
-    return path, backup
+    mode = st.st_mode & 0o7777
+    created: list[Path] = []
+
+    def own(fd: int) -> None:
+        os.fchmod(fd, mode)
+        if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+            with contextlib.suppress(PermissionError):  # not ours to give away: keep our ownership
+                os.fchown(fd, st.st_uid, st.st_gid)
+
+    try:
+        i = 0
+        while True:
+            backup = real.with_name(f"{real.name}.bak{i or ''}")
+            try:
+                fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                break
+            except FileExistsError:
+                i += 1
+        created.append(backup)
+        with os.fdopen(fd, "wb") as f:
+            own(f.fileno())
+            f.write(raw)
+        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.")
+        created.append(Path(tmp))
+        with os.fdopen(fd, "wb") as f:
+            own(f.fileno())
+            f.write(_spliced_bytes(raw, original, rewritten))
+        os.replace(tmp, real)
+        created.remove(Path(tmp))
+    except OSError as exc:
+        for leftover in created:
+            leftover.unlink(missing_ok=True)
+        why = exc.strerror or str(exc)
+        if exc.errno in (errno.EPERM, errno.EACCES, errno.EROFS):
+            why += " (is the file immutable or its folder read-only?)"
+        raise JobFailed(f"{path}: cannot write ({why}); nothing changed") from None
+    return real, backup
+
+
+def _spliced_bytes(raw: bytes, original: str, rewritten: str) -> bytes:
+    """``rewritten`` as bytes, where lines it shares with ``original`` keep ``raw``'s exact bytes
+    (``original`` is ``raw`` decoded with replacement, line for line: a newline is never part
+    of an undecodable sequence)."""
+    import difflib
+
+    old, raw_lines, new = original.split("\n"), raw.split(b"\n"), rewritten.split("\n")
+    if len(old) != len(raw_lines):
+        return rewritten.encode("utf-8")
+    out: list[bytes] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        out += raw_lines[i1:i2] if tag == "equal" else [line.encode("utf-8") for line in new[j1:j2]]
+    return b"\n".join(out)
 
 
 def _print_optimize(
@@ -464,6 +522,7 @@ def _print_optimize(
 ) -> None:
     from agent.loop import Outcome
     from sandbox.timing import measured_text
+    from server.texts import plural
 
     device = result.device.name if result.device else "unknown device"
     click.echo(f"{target.kernel} in {target.path} on {device}")
@@ -498,12 +557,14 @@ def _print_optimize(
                 )
                 if v
             )
-            click.echo(
-                f"  launch: {change} ({len(result.launch_edits)} edit(s) to launch sites in this file)"
-            )
+            sites = plural(result.launch_sites, "launch site")
+            click.echo(f"  launch: {change} (the spec's launch line and {sites} in this file updated)")
+            if result.launch_todo:
+                click.echo(f"  to do: {result.launch_todo}")
     tokens = f", {result.tokens} tokens" if result.tokens else ""
     click.echo(
-        f"  {result.attempts} candidates in {result.seconds:.1f} s{tokens}; stopped: {result.stop_reason}"
+        f"  {plural(result.attempts, 'candidate')} in {result.seconds:.1f} s{tokens}; "
+        f"stopped: {result.stop_reason}"
     )
     if show_diff and result.diff:
         click.echo(result.diff, nl=False)
@@ -542,6 +603,8 @@ def _optimize_json(
         "verification": to_dict(result.verification),
         "launch": to_dict(result.launch) if result.launch else None,
         "launch_edits": to_dict(result.launch_edits),
+        "launch_sites": result.launch_sites,
+        "launch_todo": result.launch_todo,
         "diff": result.diff,
         "attempts": result.attempts,
         "history": [
