@@ -247,7 +247,7 @@ class _Scale(ast.NodeTransformer):
         self.factor = factor
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
-        if node.id in ("block", "block_x"):
+        if node.id in ("block", "block_x") and self.factor != 1:
             return ast.BinOp(ast.Name(node.id), ast.Mult(), ast.Constant(self.factor))
         return node
 

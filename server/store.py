@@ -88,6 +88,7 @@ class OptimizeRecord:
     stop_reason: str
     original_hash: str = ""  # kernel_hash of the kernel the run started from
     rewritten_hash: str = ""  # kernel_hash of the verified rewrite
+    launch_todo: str = ""  # the launch change the user must still make by hand (agent.loop.LaunchEdits)
 
 
 @dataclass(frozen=True)

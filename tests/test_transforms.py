@@ -254,7 +254,7 @@ def test_shared_histogram_counts_per_block_and_merges_once() -> None:
     assert "if (ca_hist[ca_k] != 0) atomicAdd(&hist[ca_k], ca_hist[ca_k]);" in out.code
     assert out.code.count("__syncthreads();") == 2 and out.launch == loop.LaunchChange()
     capped = rewrite(target("histogram.cu"), SharedHistogram(max_blocks=528), BlockSize((512,)))
-    assert capped.launch == loop.LaunchChange(grid="min(cdiv(n, block * 1), 528)", block="512")
+    assert capped.launch == loop.LaunchChange(grid="min(cdiv(n, block), 528)", block="512")
     assert "ca_j += ca_stride" in capped.code  # each thread loops over many elements
     early = SharedHistogram().apply(subject(target("edge_forms.cu", "early_exit_histogram", DATA)))
     assert isinstance(early, NotApplicable) and "returns early" in early.reason
