@@ -27,6 +27,7 @@ runs once per output, with the global indices replaced by the output's coordinat
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -37,6 +38,7 @@ from agent.spec import ScalarSpec
 from agent.transforms import NotApplicable, Outcome, Rewrite, Subject, Transform, _splice, _text, _walk
 
 Node = tree_sitter.Node
+log = logging.getLogger(__name__)
 # A polynomial: monomial (sorted tuple of atom keys) -> integer coefficient.
 Poly = dict[tuple[str, ...], int]
 _THREAD = ("threadIdx.", "blockIdx.x", "blockIdx.y", "blockDim.", "gridDim.")
@@ -222,7 +224,8 @@ class TiledDot(Transform):
     def apply(self, subject: Subject) -> Outcome:
         try:
             return self._apply(subject)
-        except (ValueError, KeyError, IndexError, AttributeError) as e:  # a form this pass misreads
+        except Exception as e:  # a bug on a form this pass misreads: refuse it, the search goes on
+            log.exception("TiledDot failed on %s", subject.spec.kernel)
             return NotApplicable(f"internal error: {type(e).__name__}: {e}")
 
     def _apply(self, subject: Subject) -> Outcome:

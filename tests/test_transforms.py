@@ -247,6 +247,14 @@ def test_tiled_dot_keeps_the_epilogue_and_substitutes_the_layout() -> None:
     assert "HS * T * blockIdx.z" in causal.code  # the batch offset is uniform in the tile loads
 
 
+def test_tiled_dot_substitutes_a_transposed_layout_with_wide_indices() -> None:
+    out = rewrite(target("dot_forms.cu", folder=DATA), TiledDot())
+    # A is k-major: its tile loads run along the rows (float4 straight into the transposed tile)
+    assert "A + ((size_t)ca_c * M + (size_t)ca_r)" in out.code
+    assert "*reinterpret_cast<float4*>(&ca_As[ca_kk][ca_x]) = ca_v;" in out.code
+    assert "acc += ca_acc[ca_i][ca_j];" in out.code and "continue;" in out.code
+
+
 def test_shared_histogram_counts_per_block_and_merges_once() -> None:
     out = rewrite(target("histogram.cu"), SharedHistogram())
     assert "__shared__ unsigned int ca_hist[256];" in out.code
@@ -410,6 +418,8 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("sgemm.cu", (TiledDot(64, 64, 8, 4, 4),)),
     ("attention_scores.cu", (TiledDot(),)),
     ("attention_scores.cu", (TiledDot(128, 64, 16, 8, 4),)),
+    ("dot_forms.cu", (TiledDot(),)),
+    ("dot_forms.cu", (TiledDot(64, 64, 8, 4, 4),)),
 ]
 
 
@@ -480,7 +490,7 @@ def test_rewrite_computes_the_same_outputs_in_host_emulation(
     """Rewrites run on the CPU (a std::thread per CUDA thread, tests/data/transforms/host_cuda.h)
     give the original's outputs, with aligned arrays (vector path) and misaligned ones (scalar path);
     sums may differ in the last bits where a reduction changes the order of additions."""
-    folder = DATA if name == "edge_forms.cu" else KERNELS
+    folder = DATA if (DATA / name).exists() else KERNELS
     t = target(name, "scale" if name == "edge_forms.cu" else None, folder)
     out = rewrite(t, *transforms)
     src = tmp_path / "emulate.cpp"
