@@ -38,16 +38,17 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
 import tree_sitter
 
 from agent import spec as spec_mod
-from agent.source import Document, Expr, Kernel, LaunchSite
+from agent.source import Document, Expr, Kernel, LaunchSite, Param
 from agent.spec import KernelSpec, ScalarSpec, parse_dims
 from agent.trajectory import RunInfo, TrajectoryLog, reward
 from sandbox.contract import (
@@ -145,6 +146,11 @@ class Target:
     def kernel(self) -> str:
         return self.baseline.name
 
+    @cached_property
+    def original_kernel(self) -> Kernel:
+        """The kernel as defined in ``definition`` (its parameters, for checking rewrites)."""
+        return Document(self.definition, self.path).kernels[-1]
+
     def _fit(self, code: str) -> str:
         """``code`` ending in as many newlines as the definition it replaces."""
         return code.rstrip("\n") + "\n" * (len(self.definition) - len(self.definition.rstrip("\n")))
@@ -156,6 +162,28 @@ class Target:
     def unit_with(self, code: str) -> str:
         """The standalone unit with the kernel's definition replaced by ``code``."""
         return self.baseline.source.replace(self.definition, self._fit(code), 1)
+
+    def candidate(self, cid: str, proposal: Proposal) -> tuple[Candidate | None, str]:
+        """What the sandbox evaluates for ``proposal`` (its launches resolved per problem), or None
+        and why it cannot run: a launch the spec cannot resolve, a kernel whose parameter list is
+        not the original's (the harness launches it with the original's arguments)."""
+        unit = proposal.unit or self.unit_with(proposal.code)
+        name = proposal.kernel or self.kernel
+        if why := _replaces(
+            self, Document(proposal.code), name.partition("<")[0], proposal.unit or self.text
+        ):
+            return None, why
+        launches: tuple[Launch, ...] | None = None
+        if proposal.launch is not None:
+            if self.relaunch is None:
+                return None, "this kernel's spec cannot relaunch with another configuration"
+            try:
+                launches = self.relaunch(proposal.launch)
+            except ValueError as exc:
+                return None, f"bad launch configuration: {exc}"
+        options = tuple(dict.fromkeys((*self.baseline.options, *proposal.options)))
+        kernel = replace(self.baseline, source=unit, name=name, options=options)
+        return Candidate(cid, kernel, launches), ""
 
     def file_with(self, code: str, edits: Sequence[TextEdit] = ()) -> str:
         """The original file with the definition replaced by ``code`` and ``edits`` applied."""
@@ -171,6 +199,48 @@ class Target:
             pos = e.end
         out.append(self.text[pos:])
         return "".join(out)
+
+
+def signature_mismatch(
+    original: Kernel,
+    candidate: Kernel,
+    aliases: Mapping[str, str] | None = None,
+    candidate_aliases: Mapping[str, str] | None = None,
+) -> str:
+    """Why ``candidate`` cannot be launched with ``original``'s arguments ('' when it can): the
+    parameter count, each parameter's element type (through the files' type aliases), pointer
+    depth and reference-ness must agree; names and ``const``/``__restrict__`` may differ."""
+    a, b = original.params, candidate.params
+    if len(a) != len(b):
+        return f"it takes {len(b)} parameter(s), {original.name} takes {len(a)} ({_signature(original)})"
+    for i, (p, q) in enumerate(zip(a, b, strict=True)):
+        if _param_type(p, aliases) != _param_type(q, candidate_aliases):
+            return (
+                f"parameter {i + 1} `{q.name}` is `{q.type_text}` where {original.name} has "
+                f"`{p.type_text}` ({_signature(original)})"
+            )
+    return ""
+
+
+def _param_type(p: Param, aliases: Mapping[str, str] | None) -> tuple[str, int, bool]:
+    base = " ".join(p.base_type.split())
+    return (spec_mod.canonical_dtype(base, aliases) or base, p.pointer, p.reference)
+
+
+def _signature(k: Kernel) -> str:
+    return f"{k.name}({', '.join(f'{p.type_text} {p.name}'.strip() for p in k.params)})"
+
+
+def _replaces(target: Target, code: Document, name: str, context: str) -> str:
+    """Why the kernel ``name`` defined in ``code`` cannot stand in for the target's kernel ('' when
+    it can, or when ``code`` defines no such kernel: the compiler then says what is wrong).
+    ``context`` is the text whose type aliases the rewrite's parameter types use."""
+    cand = next((k for k in reversed(code.kernels) if name in (k.qualified_name, k.name)), None)
+    if cand is None:
+        return ""
+    aliases = spec_mod.type_aliases(target.text)
+    why = signature_mismatch(target.original_kernel, cand, aliases, spec_mod.type_aliases(context))
+    return f"the rewrite's parameter list differs: {why}" if why else ""
 
 
 class TargetError(ValueError):
@@ -446,6 +516,9 @@ class Proposal:
     what the rewrite relies on beyond the spec ("a and c never alias"), reported with the result.
     ``key`` is the proposer's own handle (the loop never reads it); ``transcript`` the chat that
     produced the proposal, as (role, content) pairs, kept in the trajectory for training.
+    ``unit`` (a rewrite written elsewhere, e.g. ``cuda-agent compare``) is a whole translation unit
+    evaluated as it is, with ``code`` the kernel's definition as it reads there; ``options`` are
+    NVRTC options it needs (checked by the sandbox like every option of a request).
     """
 
     code: str
@@ -455,6 +528,8 @@ class Proposal:
     kernel: str | None = None
     key: str = ""
     transcript: tuple[tuple[str, str], ...] = ()
+    unit: str = ""  # a whole translation unit holding the kernel (a rewrite written elsewhere)
+    options: tuple[str, ...] = ()  # NVRTC options the candidate needs beyond the baseline's
 
 
 @dataclass(frozen=True)
@@ -620,6 +695,7 @@ class OptimizeResult:
     launch_sites: int = 0  # launch sites of the kernel rewritten
     launch_todo: str = ""  # what the user must still change by hand for the launch ("" when nothing)
     verification: tuple[SizeCheck, ...] = ()
+    history: tuple[Attempt, ...] = ()  # every attempt with its verdict, in evaluation order
 
     @property
     def speedup(self) -> float:
@@ -947,20 +1023,7 @@ class _Run:
         return tuple(attempts)
 
     def _candidate(self, cid: str, proposal: Proposal) -> tuple[Candidate | None, str]:
-        launches: tuple[Launch, ...] | None = None
-        if proposal.launch is not None:
-            if self.target.relaunch is None:
-                return None, "this kernel's spec cannot relaunch with another configuration"
-            try:
-                launches = self.target.relaunch(proposal.launch)
-            except ValueError as exc:
-                return None, f"bad launch configuration: {exc}"
-        kernel = replace(
-            self.target.baseline,
-            source=self.target.unit_with(proposal.code),
-            name=proposal.kernel or self.target.kernel,
-        )
-        return Candidate(cid, kernel, launches), ""
+        return self.target.candidate(cid, proposal)
 
     def _record(self, batch: int, cid: str, proposal: Proposal, res: CandidateResult, dup: str) -> Attempt:
         attempt = Attempt(
@@ -1037,7 +1100,8 @@ class _Run:
             tokens=self.proposer.tokens_used,
             seconds=time.monotonic() - self.start,
             device=self.device,
-            verification=_size_checks(best.result) if best else (),
+            verification=size_checks(best.result) if best else (),
+            history=tuple(self.attempts),
         )
         if outcome is not Outcome.IMPROVED or best is None:
             return res
@@ -1067,14 +1131,15 @@ class _Run:
 
 
 def _fingerprint(p: Proposal) -> str:
-    return hashlib.sha256(repr((p.code, p.launch, p.kernel)).encode()).hexdigest()
+    return hashlib.sha256(repr((p.code, p.launch, p.kernel, p.unit, p.options)).encode()).hexdigest()
 
 
 def _ms(r: CandidateResult) -> str:
     return f" ({r.timing.median_ms:.4g} ms)" if r.timing else ""
 
 
-def _size_checks(r: CandidateResult) -> tuple[SizeCheck, ...]:
+def size_checks(r: CandidateResult) -> tuple[SizeCheck, ...]:
+    """A result's checks per problem size, over all seeds."""
     by_label: dict[str, list[Check]] = {}
     for c in r.checks:
         by_label.setdefault(c.label, []).append(c)

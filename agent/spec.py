@@ -1157,3 +1157,27 @@ def _reads(doc: Document, kernel: Kernel, name: str) -> bool:
         if not re.match(r"\s*=(?!=)", rest[i + 1 :]):
             return True
     return False
+
+
+# ---------------------------------------------------------------------------------------- partial directives
+
+
+def launch_pairs(text: str) -> dict[str, str]:
+    """The keys of a ``launch`` directive's text (``grid=... block=... smem=...``, any subset), each
+    dimension list checked; raises ValueError with the reason.  For launch changes written
+    outside a full spec (a candidate's own ``launch`` line, ``cuda-agent compare --launch``)."""
+    out: dict[str, str] = {}
+    for key, value in _pairs(text):
+        if key not in ("grid", "block", "smem"):
+            raise ValueError(f"unknown key `{key}` (grid, block, smem)")
+        if key in out:
+            raise ValueError(f"`{key}` given twice")
+        if key != "smem":
+            parse_dims(value)
+        out[key] = value
+    return out
+
+
+def split_args(text: str) -> list[str]:
+    """Template arguments ``float, 256`` (or ``<float, 256>``) split at top-level commas."""
+    return _split_top(text.strip().removeprefix("<").removesuffix(">"))

@@ -607,6 +607,21 @@ def _optimize_json(
         "launch_todo": result.launch_todo,
         "diff": result.diff,
         "attempts": result.attempts,
+        "history": [
+            {
+                "candidate_id": a.candidate_id,
+                "batch": a.batch,
+                "description": a.proposal.description,
+                "duplicate_of": a.duplicate_of or None,
+                "reward": a.reward,
+                "status": a.result.status.value,
+                "message": a.result.message,
+                "speedup": a.result.speedup,
+                "speedup_low": a.result.speedup_low,
+                "speedup_high": a.result.speedup_high,
+            }
+            for a in result.history
+        ],
         "tokens": result.tokens,
         "seconds": result.seconds,
         "device": to_dict(result.device) if result.device else None,
@@ -614,6 +629,147 @@ def _optimize_json(
         "backup": str(backup) if backup else None,
         "trajectory": str(log_path) if log_path else None,
     }
+
+
+@cli.command()
+@click.argument("file")
+@click.option("--kernel", "-k", "kernel", help="The original kernel (default: the only kernel in FILE).")
+@click.option(
+    "--with",
+    "-w",
+    "with_",
+    required=True,
+    metavar="KERNEL|OTHER.cu[:KERNEL]",
+    help="The rewrite: another kernel of FILE, or a kernel of another file.",
+)
+@click.option(
+    "--launch",
+    metavar="'grid=.. block=.. smem=..'",
+    help="The rewrite's launch, in the spec's vocabulary (default: its own `launch` line, else the original's).",
+)
+@click.option("--seed", default=0, show_default=True, help="Random seed for the verification inputs.")
+@click.option("--gpu", default=0, show_default=True, help="GPU index.")
+@click.option("--no-sanitize", is_flag=True, help="Skip compute-sanitizer on a verified rewrite.")
+@json_option
+def compare(
+    file: str,
+    kernel: str | None,
+    with_: str,
+    launch: str | None,
+    seed: int,
+    gpu: int,
+    no_sanitize: bool,
+    as_json: bool,
+) -> None:
+    """Verify a rewrite you already have against a kernel and measure the speedup.
+
+    Sizes, arguments and tolerance come from the original's spec; exit status 0 when the rewrite
+    verified, 1 when it did not, 2 for mistakes."""
+    import random
+
+    from agent import compare as cmp
+    from agent import loop
+    from agent.source import Document
+    from sandbox.executor import ExecutorError
+
+    path, text = read_source(file)
+    doc = Document(text, str(path))
+    try:
+        ref = cmp.CandidateRef.parse(with_)
+        target = loop.target_for(doc, kernel)
+        original = cmp.find_kernel(doc, kernel, "FILE")
+        if ref.path is None:
+            cand_doc = doc
+        else:
+            cand_path, cand_text = read_source(ref.path)
+            cand_doc = Document(cand_text, str(cand_path))
+        cand = cmp.find_kernel(cand_doc, ref.kernel, "--with")
+        change = cmp.parse_launch(launch) if launch is not None else None
+        proposal = cmp.candidate_proposal(target, original, doc, cand_doc, cand, change)
+    except loop.TargetError as exc:
+        raise UserError(str(exc)) from exc
+    rng = random.Random(seed)
+    seeds = tuple(rng.randrange(1, 2**31) for _ in range(3))
+    try:
+        with _make_executor(gpu) as executor:
+            found = cmp.compare(
+                target,
+                proposal,
+                executor,
+                candidate_path=cand_doc.path,
+                seeds=seeds,
+                sanitize=not no_sanitize,
+            )
+    except loop.TargetError as exc:
+        raise UserError(str(exc)) from exc
+    except ExecutorError as exc:
+        raise executor_failed(exc) from exc
+    if as_json:
+        emit_json(_compare_json(found))
+    else:
+        _print_compare(found)
+    if not found.verified:
+        raise JobFailed(f"{cand.name} did not verify against {target.kernel}: {found.candidate.status.value}")
+
+
+def _compare_json(found: Any) -> dict[str, Any]:
+    from agent.loop import size_checks
+    from sandbox.contract import to_dict
+
+    c = found.candidate
+    return {
+        "file": found.target.path,
+        "kernel": found.target.kernel,
+        "candidate": {"file": found.candidate_path, "kernel": found.proposal.kernel},
+        "verified": found.verified,
+        "status": c.status.value,
+        "message": c.message,
+        "speedup": c.speedup,
+        "speedup_low": c.speedup_low,
+        "speedup_high": c.speedup_high,
+        "launch": to_dict(found.proposal.launch) if found.proposal.launch else None,
+        "verification": to_dict(size_checks(c)),
+        "sanitizer": c.sanitizer,
+        "baseline": to_dict(found.result.baseline),
+        "result": to_dict(c),
+        "device": to_dict(found.result.device) if found.result.device else None,
+    }
+
+
+def _print_compare(found: Any) -> None:
+    from agent.loop import size_checks
+    from sandbox.timing import measured_text
+
+    t, c, base = found.target, found.candidate, found.result.baseline
+    device = found.result.device.name if found.result.device else "unknown device"
+    where = "the same file" if found.candidate_path == t.path else found.candidate_path
+    click.echo(f"{t.kernel} ({t.path}) against {found.proposal.kernel} ({where}) on {device}")
+    if base.status.value != "ok":
+        click.echo(f"  the original failed its own checks: {base.status.value}: {base.message}")
+        return
+    verdict = "verified" if c.status.value == "ok" else c.status.value
+    click.echo(f"  verdict: {verdict}{f' ({c.message})' if c.message else ''}")
+    for check in size_checks(c):
+        mark = "ok" if check.ok else "FAILED"
+        detail = f": {check.detail}" if check.detail else ""
+        click.echo(
+            f"    {check.label}: {mark} on {check.seeds} seed(s), max abs err {check.max_abs_err:.3g}, "
+            f"max rel err {check.max_rel_err:.3g}{detail}"
+        )
+    click.echo(f"  original:  {measured_text(base, detail=True)}")
+    if c.status.value == "ok":
+        click.echo(f"  rewrite:   {measured_text(c, detail=True)}")
+        click.echo(f"  speedup:   {c.speedup:.2f}x [{c.speedup_low:.2f}x-{c.speedup_high:.2f}x]")
+        if c.sanitizer:
+            click.echo(f"  compute-sanitizer: {c.sanitizer}")
+    elif c.resources:
+        click.echo(f"  rewrite:   {c.resources.registers} registers, {c.resources.spill_stores} B spilled")
+    if found.proposal.launch is not None:
+        lc = found.proposal.launch
+        parts = ", ".join(
+            f"{k}={v}" for k, v in (("grid", lc.grid), ("block", lc.block), ("smem", lc.shared)) if v
+        )
+        click.echo(f"  rewrite launched with {parts}")
 
 
 @cli.command()
