@@ -9,8 +9,9 @@ that order to the original kernel (:func:`agent.transforms.apply_all`).
 The search, seeded and deterministic for the same results:
 
 1. **Probe.**  Each arm's values are tried on the original kernel; those that do not apply are
-   dropped (the reason is logged).  The first batch is a composite guess alone (widest vectors or
-   the structural rewrite that applies, block 256, restrict: a batch of one is measured within
+   dropped (the reason is logged).  The first batch is a composite guess alone (the first
+   structural rewrite that applies — a tiled dot product (:mod:`agent.tiled_dot`, 128x128 tiles
+   first), a histogram, widest vectors, a transpose, shuffles —, block 256, restrict: a batch of one is measured within
    seconds, so even a short budget gets it); the next ones hold every arm's values on their own.
 2. **Climb.**  Afterwards the incumbent is the fastest verified config.  Each batch proposes its
    unseen neighbours (one arm changed) ordered by the arm's upper confidence bound (UCB1 over the
@@ -32,6 +33,7 @@ from typing import Any
 from agent import spec as spec_mod
 from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer, Target
 from agent.source import Document
+from agent.tiled_dot import TiledDot
 from agent.transforms import (
     BlockSize,
     FastMath,
@@ -55,7 +57,9 @@ log = logging.getLogger(__name__)
 
 BLOCKS_1D = ((64,), (128,), (256,), (512,), (1024,))
 BLOCKS_2D = ((32, 8), (32, 4), (16, 16), (32, 16), (64, 4), (16, 8))
+TILES = (TiledDot(128, 128, 8, 8, 8), TiledDot(128, 64, 16, 8, 4), TiledDot(64, 64, 8, 4, 4))
 SHAPES: tuple[Transform, ...] = (
+    *TILES,
     Vectorize(16, 1),
     Vectorize(16, 2),
     Vectorize(16, 4),
@@ -246,7 +250,14 @@ class BuiltinProposer(Proposer):
             v for v in self._arms.get("shape", ()) if isinstance(v, SharedHistogram) and v.max_blocks
         ]
         preferred: dict[str, tuple[object, ...]] = {
-            "shape": (*histograms, Vectorize(16, 1), TiledTranspose(), WarpReduction(), GridStride(1)),
+            "shape": (
+                *TILES,
+                *histograms,
+                Vectorize(16, 1),
+                TiledTranspose(),
+                WarpReduction(),
+                GridStride(1),
+            ),
             "block": ((256,), (32, 8)),
             "restrict": (True,),
         }

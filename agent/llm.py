@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from agent import spec as spec_mod
 from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer, Target
 from sandbox.compiler import CompilePool
 from sandbox.contract import DeviceInfo, Status
@@ -322,8 +323,8 @@ Rules:
 - Write every output element on every launch; handle sizes that are not multiples of the block size.
 - Keep the precision of the original (no fp32 -> fp16/tf32 downgrades) and do not rely on uninitialised memory.
 - No other streams, no child kernels, no state kept between launches, no host code, no main().
-- To change the launch configuration, give new grid/block expressions over the spec's size variables \
-and `block` (functions: cdiv, min, max); the harness launches with them.
+- To change the launch configuration, give new grid/block/dynamic shared memory (smem, bytes) expressions \
+over the spec's size variables and `block` (functions: cdiv, min, max); the harness launches with them.
 - State the assumptions your rewrite relies on beyond the spec (e.g. "a and c never alias").
 """
 
@@ -333,7 +334,8 @@ resource usage and % of peak of a candidate you already evaluated. Iterate on wh
 are done, reply with a short summary and no tool call."""
 
 FENCED_HOWTO = """Reply with the complete new kernel definition (helpers first, if any) in ONE ```cuda code \
-block. Before the block you may write `launch: grid=EXPR block=EXPR` to change the launch configuration \
+block. Before the block you may write `launch: grid=EXPR block=EXPR smem=EXPR` (any of them) to change the \
+launch configuration (smem: bytes of dynamic shared memory) \
 and one line `Assumption: ...` per assumption. You will get the verdict and may improve on it."""
 
 
@@ -348,6 +350,10 @@ def _code_schema(extra: dict[str, Any] | None = None) -> dict[str, Any]:
 _LAUNCH_PROPS = {
     "grid": {"type": "string", "description": "New grid expression, e.g. cdiv(n, block*4). Omit to keep."},
     "block": {"type": "string", "description": "New block size expression, e.g. 512. Omit to keep."},
+    "smem": {
+        "type": "string",
+        "description": "Dynamic shared memory in bytes, e.g. (block/32)*4 or 2*64*33*4. Omit to keep.",
+    },
     "description": {"type": "string", "description": "One line: what this version changes."},
     "assumptions": {"type": "array", "items": {"type": "string"}},
 }
@@ -472,7 +478,6 @@ def _clip(text: str, limit: int = 3000) -> str:
 _FENCE = re.compile(r"```[ \t]*(?:cuda|cu|cpp|c\+\+|c)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _LAUNCH_LINE = re.compile(r"^\s*launch:\s*(.+)$", re.MULTILINE | re.IGNORECASE)
 _ASSUMPTION = re.compile(r"^\s*(?:[-*]\s*)?assumption:\s*(.+)$", re.MULTILINE | re.IGNORECASE)
-_KV = re.compile(r"\b(grid|block)\s*=\s*(.+?)(?=\s+\b(?:grid|block)\s*=|$)")
 
 
 def extract_code(text: str) -> str | None:
@@ -481,12 +486,11 @@ def extract_code(text: str) -> str | None:
     return blocks[-1].strip() + "\n" if blocks else None
 
 
-def _fenced_launch(text: str) -> LaunchChange | None:
+def _fenced_launch(text: str) -> dict[str, str]:
+    """The ``launch:`` line before the code block, as grid/block/smem expressions; ValueError with
+    the reason when it does not parse."""
     m = _LAUNCH_LINE.search(text.split("```", 1)[0])
-    if not m:
-        return None
-    kv = dict(_KV.findall(m[1].strip()))
-    return LaunchChange(grid=kv.get("grid"), block=kv.get("block")) if kv else None
+    return spec_mod.launch_pairs(m[1].strip()) if m else {}
 
 
 # --------------------------------------------------------------------------- the proposer
@@ -698,9 +702,13 @@ class LLMProposer(Proposer):
             "description": prose[0][:200] if prose else "",
             "assumptions": _ASSUMPTION.findall(reply.content),
         }
-        launch = _fenced_launch(reply.content)
-        if launch:
-            args |= {"grid": launch.grid, "block": launch.block}
+        try:
+            args |= _fenced_launch(reply.content)
+        except ValueError as exc:
+            c.messages.append(
+                {"role": "user", "content": f"Error in the launch line: {exc}. " + FENCED_HOWTO}
+            )
+            return []
         proposal, error = self._proposal(context, c, "", args)
         if proposal is None:
             c.messages.append({"role": "user", "content": f"Error: {error} " + FENCED_HOWTO})
@@ -715,12 +723,10 @@ class LLMProposer(Proposer):
         name = context.target.kernel.split("<", 1)[0].split("::")[-1]
         if "__global__" not in code or not re.search(rf"\b{re.escape(name)}\b", code):
             return None, f"`code` must hold the complete definition of the __global__ kernel `{name}`."
-        grid, block = args.get("grid"), args.get("block")
+        grid, block, smem = (args.get(k) for k in ("grid", "block", "smem"))
         launch = (
-            LaunchChange(
-                grid=None if grid is None else str(grid), block=None if block is None else str(block)
-            )
-            if grid is not None or block is not None
+            LaunchChange(*(None if v is None else str(v) for v in (grid, block, smem)))
+            if (grid, block, smem) != (None, None, None)
             else None
         )
         assumptions = args.get("assumptions") or ()

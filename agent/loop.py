@@ -38,14 +38,17 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
+import tree_sitter
+
 from agent import spec as spec_mod
-from agent.source import Document, Expr, Kernel, LaunchSite
+from agent.source import Document, Expr, Kernel, LaunchSite, Param
 from agent.spec import KernelSpec, ScalarSpec, parse_dims
 from agent.trajectory import RunInfo, TrajectoryLog, reward
 from sandbox.contract import (
@@ -91,8 +94,20 @@ class TextEdit:
     new_text: str
 
 
+@dataclass(frozen=True)
+class LaunchEdits:
+    """What a launch change does to the file: ``edits`` to the kernel's launch sites and to its
+    spec's ``launch`` line (so the spec keeps describing what the code launches); ``sites`` the
+    number of launch sites rewritten; ``todo`` what the user must still change by hand ("" when
+    nothing), e.g. when the file has no launch site of the kernel."""
+
+    edits: tuple[TextEdit, ...] = ()
+    sites: int = 0
+    todo: str = ""
+
+
 Relauncher = Callable[[LaunchChange], tuple[Launch, ...]]
-SiteEditor = Callable[[LaunchChange], tuple[TextEdit, ...]]
+SiteEditor = Callable[[LaunchChange], LaunchEdits]
 
 
 @dataclass(frozen=True)
@@ -103,7 +118,8 @@ class Target:
     offset ``definition_start``) and in ``baseline.source``; a proposal replaces it in both.
     ``relaunch`` turns a :class:`LaunchChange` into one :class:`Launch` per verify problem and then
     the bench problem (raising ``ValueError`` for a bad expression); ``site_edits`` gives the edits
-    to this file's launch sites of the kernel for a change.  Without them, launch changes are refused.
+    to this file's launch sites of the kernel and to its spec's ``launch`` line for a change.
+    Without them, launch changes are refused.
     """
 
     path: str
@@ -114,6 +130,8 @@ class Target:
     verify_problems: tuple[Problem, ...]
     bench_problem: Problem
     tolerance: Tolerance | None = None
+    tolerances: tuple[Tolerance, ...] = ()  # per output
+    allow_precision: tuple[str, ...] = ()
     spec_text: str = ""  # the kernel's spec as written, for prompts
     relaunch: Relauncher | None = field(default=None, compare=False, repr=False)
     site_edits: SiteEditor | None = field(default=None, compare=False, repr=False)
@@ -128,6 +146,11 @@ class Target:
     def kernel(self) -> str:
         return self.baseline.name
 
+    @cached_property
+    def original_kernel(self) -> Kernel:
+        """The kernel as defined in ``definition`` (its parameters, for checking rewrites)."""
+        return Document(self.definition, self.path).kernels[-1]
+
     def _fit(self, code: str) -> str:
         """``code`` ending in as many newlines as the definition it replaces."""
         return code.rstrip("\n") + "\n" * (len(self.definition) - len(self.definition.rstrip("\n")))
@@ -139,6 +162,28 @@ class Target:
     def unit_with(self, code: str) -> str:
         """The standalone unit with the kernel's definition replaced by ``code``."""
         return self.baseline.source.replace(self.definition, self._fit(code), 1)
+
+    def candidate(self, cid: str, proposal: Proposal) -> tuple[Candidate | None, str]:
+        """What the sandbox evaluates for ``proposal`` (its launches resolved per problem), or None
+        and why it cannot run: a launch the spec cannot resolve, a kernel whose parameter list is
+        not the original's (the harness launches it with the original's arguments)."""
+        unit = proposal.unit or self.unit_with(proposal.code)
+        name = proposal.kernel or self.kernel
+        if why := _replaces(
+            self, Document(proposal.code), name.partition("<")[0], proposal.unit or self.text
+        ):
+            return None, why
+        launches: tuple[Launch, ...] | None = None
+        if proposal.launch is not None:
+            if self.relaunch is None:
+                return None, "this kernel's spec cannot relaunch with another configuration"
+            try:
+                launches = self.relaunch(proposal.launch)
+            except ValueError as exc:
+                return None, f"bad launch configuration: {exc}"
+        options = tuple(dict.fromkeys((*self.baseline.options, *proposal.options)))
+        kernel = replace(self.baseline, source=unit, name=name, options=options)
+        return Candidate(cid, kernel, launches), ""
 
     def file_with(self, code: str, edits: Sequence[TextEdit] = ()) -> str:
         """The original file with the definition replaced by ``code`` and ``edits`` applied."""
@@ -154,6 +199,48 @@ class Target:
             pos = e.end
         out.append(self.text[pos:])
         return "".join(out)
+
+
+def signature_mismatch(
+    original: Kernel,
+    candidate: Kernel,
+    aliases: Mapping[str, str] | None = None,
+    candidate_aliases: Mapping[str, str] | None = None,
+) -> str:
+    """Why ``candidate`` cannot be launched with ``original``'s arguments ('' when it can): the
+    parameter count, each parameter's element type (through the files' type aliases), pointer
+    depth and reference-ness must agree; names and ``const``/``__restrict__`` may differ."""
+    a, b = original.params, candidate.params
+    if len(a) != len(b):
+        return f"it takes {len(b)} parameter(s), {original.name} takes {len(a)} ({_signature(original)})"
+    for i, (p, q) in enumerate(zip(a, b, strict=True)):
+        if _param_type(p, aliases) != _param_type(q, candidate_aliases):
+            return (
+                f"parameter {i + 1} `{q.name}` is `{q.type_text}` where {original.name} has "
+                f"`{p.type_text}` ({_signature(original)})"
+            )
+    return ""
+
+
+def _param_type(p: Param, aliases: Mapping[str, str] | None) -> tuple[str, int, bool]:
+    base = " ".join(p.base_type.split())
+    return (spec_mod.canonical_dtype(base, aliases) or base, p.pointer, p.reference)
+
+
+def _signature(k: Kernel) -> str:
+    return f"{k.name}({', '.join(f'{p.type_text} {p.name}'.strip() for p in k.params)})"
+
+
+def _replaces(target: Target, code: Document, name: str, context: str) -> str:
+    """Why the kernel ``name`` defined in ``code`` cannot stand in for the target's kernel ('' when
+    it can, or when ``code`` defines no such kernel: the compiler then says what is wrong).
+    ``context`` is the text whose type aliases the rewrite's parameter types use."""
+    cand = next((k for k in reversed(code.kernels) if name in (k.qualified_name, k.name)), None)
+    if cand is None:
+        return ""
+    aliases = Document(target.text, target.path).type_aliases
+    why = signature_mismatch(target.original_kernel, cand, aliases, Document(context).type_aliases)
+    return f"the rewrite's parameter list differs: {why}" if why else ""
 
 
 class TargetError(ValueError):
@@ -200,8 +287,20 @@ def target_for(doc: Document, kernel: str | None = None) -> Target:
         except spec_mod.InvalidSpec as exc:
             raise ValueError(str(exc)) from None
 
-    def site_edits(change: LaunchChange) -> tuple[TextEdit, ...]:
-        return _site_edits(doc, k, spec, sites, change)
+    def site_edits(change: LaunchChange) -> LaunchEdits:
+        edits, rewritten = _site_edits(doc, k, spec, sites, change)
+        new = _with_launch(spec, change)
+        how = _launch_directive(new).removeprefix("launch ")
+        todo = ""
+        if not sites:
+            todo = f"no launch site of {k.name} in this file: launch it with {how}"
+        elif rewritten < len(sites):
+            todo = (
+                f"{len(sites) - rewritten} launch site(s) of {k.name} could not be rewritten: "
+                f"launch them with {how}"
+            )
+        spec_edit = _spec_launch_edit(doc.text, k, spec, new)
+        return LaunchEdits(tuple(sorted((*edits, spec_edit), key=lambda e: e.start)), rewritten, todo)
 
     return Target(
         path=doc.path,
@@ -214,6 +313,8 @@ def target_for(doc: Document, kernel: str | None = None) -> Target:
         verify_problems=problems[:-1],
         bench_problem=problems[-1],
         tolerance=spec.tolerance,
+        tolerances=spec.output_tolerances,
+        allow_precision=spec.allow_precision,
         spec_text="\n".join(f"//{text}" for _, text in k.comment),
         relaunch=relaunch,
         site_edits=site_edits,
@@ -222,6 +323,34 @@ def target_for(doc: Document, kernel: str | None = None) -> Target:
 
 def _char(doc: Document, byte: int) -> int:
     return len(doc.data[:byte].decode("utf-8", errors="replace"))
+
+
+def _launch_directive(spec: KernelSpec) -> str:
+    """The spec's ``launch`` directive as written by :func:`agent.spec.render`."""
+    out = f"launch grid={spec_mod.render_dims(spec.grid)} block={spec_mod.render_dims(spec.block)}"
+    return out + (f" smem={spec.smem}" if spec.smem != "0" else "")
+
+
+def _spec_launch_edit(text: str, k: Kernel, old: KernelSpec, new: KernelSpec) -> TextEdit:
+    """The edit of ``k``'s spec that makes its ``launch`` line say ``new``'s launch: the line
+    rewritten in place, or (when the spec had none) inserted after the spec's last line."""
+    starts = [0, *(i + 1 for i, ch in enumerate(text) if ch == "\n")]
+    line = old.lines.get("launch")
+    directive = _launch_directive(new)
+    if line is not None:
+        begin = starts[line]
+        end = starts[line + 1] - 1 if line + 1 < len(starts) else len(text)
+        row = text[begin:end]
+        at = row.index(spec_mod.MARKER) + len(spec_mod.MARKER)
+        content = row[at:]
+        lead = len(content) - len(content.lstrip())
+        return TextEdit(begin + at + lead, begin + at + len(content.rstrip()), directive)
+    last = max(n for n, body in k.comment if spec_mod.MARKER in body)
+    begin = starts[last]
+    row = text[begin : starts[last + 1] if last + 1 < len(starts) else len(text)]
+    prefix = row[: row.index(spec_mod.MARKER)]
+    at = starts[last + 1] if last + 1 < len(starts) else len(text)
+    return TextEdit(at, at, f"{prefix}{spec_mod.MARKER} {directive}\n")
 
 
 def _with_launch(spec: KernelSpec, change: LaunchChange) -> KernelSpec:
@@ -265,13 +394,14 @@ def _host(expr: str, names: dict[str, str]) -> str:
 
 def _site_edits(
     doc: Document, k: Kernel, spec: KernelSpec, sites: tuple[LaunchSite, ...], change: LaunchChange
-) -> tuple[TextEdit, ...]:
-    """Edits of this file's launch sites of ``k`` for ``change``: each size variable must be passed
-    to the kernel as a scalar argument (``arg n = n``) so it has a host expression there.  Sites
-    that cannot be translated are left alone (the result then lists no edit for them)."""
+) -> tuple[tuple[TextEdit, ...], int]:
+    """Edits of this file's launch sites of ``k`` for ``change``, and how many sites they cover:
+    each size variable must be passed to the kernel as a scalar argument (``arg n = n``) so it has
+    a host expression there.  Sites that cannot be translated are left alone."""
     params = [p.name for p in k.params]
     new = _with_launch(spec, change)
     edits: list[TextEdit] = []
+    rewritten = 0
     for site in sites:
         names: dict[str, str] = {}
         for a in spec.args:
@@ -297,6 +427,8 @@ def _site_edits(
                 site.span.start_line + 1,
             )
             continue
+        rewritten += 1
+        replaced: list[Expr] = []
         for expr, text in parts:
             if expr is None:  # no shared-memory argument at the site: insert one after the block
                 assert site.block is not None
@@ -306,7 +438,69 @@ def _site_edits(
             start, end = _char(doc, expr.span.start_byte), _char(doc, expr.span.end_byte)
             if doc.text[start:end] != text:
                 edits.append(TextEdit(start, end, text))
-    return tuple(edits)
+                replaced.append(expr)
+        edits += _dead_declarations(doc, site, replaced, " ".join(t for _, t in parts))
+    return tuple(sorted(set(edits), key=lambda e: e.start)), rewritten
+
+
+def _dead_declarations(
+    doc: Document, site: LaunchSite, replaced: list[Expr], new_text: str
+) -> list[TextEdit]:
+    """Edits deleting the local declarations (``const int threads = 32;``, each on a line of its
+    own) that only the replaced launch expressions of ``site`` used, directly or through another
+    declaration deleted here."""
+    if not replaced or site.caller_span is None:
+        return []
+    root = doc.tree.root_node
+    fn = root.descendant_for_byte_range(site.caller_span.start_byte, site.caller_span.end_byte)
+    if fn is None:
+        return []
+    kept = set(re.findall(r"[A-Za-z_]\w*", new_text))
+    gone = [(e.span.start_byte, e.span.end_byte) for e in replaced]
+    edits: list[TextEdit] = []
+    suspects = [n for a, b in gone for n in _identifiers(root.descendant_for_byte_range(a, b))]
+    while suspects:
+        name = doc.node_text(suspects.pop())
+        if name in kept:
+            continue
+        left = [n for n in _identifiers(fn) if doc.node_text(n) == name and not _inside(n, gone)]
+        init = left[0].parent if len(left) == 1 else None
+        decl = init.parent if init is not None else None
+        if (
+            init is None
+            or decl is None
+            or init.type != "init_declarator"
+            or decl.type != "declaration"
+            or sum(c.type == "init_declarator" for c in decl.named_children) != 1
+        ):
+            continue
+        start, end = _char(doc, decl.start_byte), _char(doc, decl.end_byte)
+        line_start = doc.text.rfind("\n", 0, start) + 1
+        line_end = doc.text.find("\n", end)
+        line_end = len(doc.text) if line_end < 0 else line_end + 1
+        after = doc.text[end:line_end].strip()
+        if doc.text[line_start:start].strip() or (after and not after.startswith("//")):
+            continue  # shares its line with other code: leave it
+        edits.append(TextEdit(line_start, line_end, ""))
+        gone.append((decl.start_byte, decl.end_byte))
+        suspects += _identifiers(decl)
+    return edits
+
+
+def _inside(node: tree_sitter.Node, ranges: list[tuple[int, int]]) -> bool:
+    return any(a <= node.start_byte < b for a, b in ranges)
+
+
+def _identifiers(node: tree_sitter.Node | None) -> list[tree_sitter.Node]:
+    if node is None:
+        return []
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        if n.type == "identifier":
+            out.append(n)
+        stack.extend(n.children)
+    return out
 
 
 # --------------------------------------------------------------------------- proposer interface
@@ -322,6 +516,9 @@ class Proposal:
     what the rewrite relies on beyond the spec ("a and c never alias"), reported with the result.
     ``key`` is the proposer's own handle (the loop never reads it); ``transcript`` the chat that
     produced the proposal, as (role, content) pairs, kept in the trajectory for training.
+    ``unit`` (a rewrite written elsewhere, e.g. ``cuda-agent compare``) is a whole translation unit
+    evaluated as it is, with ``code`` the kernel's definition as it reads there; ``options`` are
+    NVRTC options it needs (checked by the sandbox like every option of a request).
     """
 
     code: str
@@ -331,6 +528,8 @@ class Proposal:
     kernel: str | None = None
     key: str = ""
     transcript: tuple[tuple[str, str], ...] = ()
+    unit: str = ""  # a whole translation unit holding the kernel (a rewrite written elsewhere)
+    options: tuple[str, ...] = ()  # NVRTC options the candidate needs beyond the baseline's
 
 
 @dataclass(frozen=True)
@@ -492,8 +691,11 @@ class OptimizeResult:
     rewritten: str = ""  # the whole file with the rewrite (empty unless improved)
     diff: str = ""  # unified diff against the original file (empty unless improved)
     launch: LaunchChange | None = None  # the winner's launch change, if any
-    launch_edits: tuple[TextEdit, ...] = ()  # its edits to this file's launch sites (in `rewritten`)
+    launch_edits: tuple[TextEdit, ...] = ()  # its edits to the launch sites and the spec (in `rewritten`)
+    launch_sites: int = 0  # launch sites of the kernel rewritten
+    launch_todo: str = ""  # what the user must still change by hand for the launch ("" when nothing)
     verification: tuple[SizeCheck, ...] = ()
+    history: tuple[Attempt, ...] = ()  # every attempt with its verdict, in evaluation order
 
     @property
     def speedup(self) -> float:
@@ -821,20 +1023,7 @@ class _Run:
         return tuple(attempts)
 
     def _candidate(self, cid: str, proposal: Proposal) -> tuple[Candidate | None, str]:
-        launches: tuple[Launch, ...] | None = None
-        if proposal.launch is not None:
-            if self.target.relaunch is None:
-                return None, "this kernel's spec cannot relaunch with another configuration"
-            try:
-                launches = self.target.relaunch(proposal.launch)
-            except ValueError as exc:
-                return None, f"bad launch configuration: {exc}"
-        kernel = replace(
-            self.target.baseline,
-            source=self.target.unit_with(proposal.code),
-            name=proposal.kernel or self.target.kernel,
-        )
-        return Candidate(cid, kernel, launches), ""
+        return self.target.candidate(cid, proposal)
 
     def _record(self, batch: int, cid: str, proposal: Proposal, res: CandidateResult, dup: str) -> Attempt:
         attempt = Attempt(
@@ -868,6 +1057,8 @@ class _Run:
             bench_problem=t.bench_problem,
             seeds=self.seeds,
             tolerance=t.tolerance,
+            tolerances=t.tolerances,
+            allow_precision=t.allow_precision,
             budget=self.settings.eval_budget,
             options=self.settings.options,
         )
@@ -909,12 +1100,14 @@ class _Run:
             tokens=self.proposer.tokens_used,
             seconds=time.monotonic() - self.start,
             device=self.device,
-            verification=_size_checks(best.result) if best else (),
+            verification=size_checks(best.result) if best else (),
+            history=tuple(self.attempts),
         )
         if outcome is not Outcome.IMPROVED or best is None:
             return res
         change = best.proposal.launch
-        edits = self.target.site_edits(change) if change and self.target.site_edits else ()
+        launch = self.target.site_edits(change) if change and self.target.site_edits else LaunchEdits()
+        edits = launch.edits
         rewritten = self.target.file_with(best.proposal.code, edits)
         name = self.target.path or "kernel.cu"
         old, new = (name, name) if Path(name).is_absolute() else (f"a/{name}", f"b/{name}")
@@ -926,18 +1119,27 @@ class _Run:
                 tofile=new,
             )
         )
-        return replace(res, rewritten=rewritten, diff=diff, launch=change, launch_edits=edits)
+        return replace(
+            res,
+            rewritten=rewritten,
+            diff=diff,
+            launch=change,
+            launch_edits=edits,
+            launch_sites=launch.sites,
+            launch_todo=launch.todo,
+        )
 
 
 def _fingerprint(p: Proposal) -> str:
-    return hashlib.sha256(repr((p.code, p.launch, p.kernel)).encode()).hexdigest()
+    return hashlib.sha256(repr((p.code, p.launch, p.kernel, p.unit, p.options)).encode()).hexdigest()
 
 
 def _ms(r: CandidateResult) -> str:
     return f" ({r.timing.median_ms:.4g} ms)" if r.timing else ""
 
 
-def _size_checks(r: CandidateResult) -> tuple[SizeCheck, ...]:
+def size_checks(r: CandidateResult) -> tuple[SizeCheck, ...]:
+    """A result's checks per problem size, over all seeds."""
     by_label: dict[str, list[Check]] = {}
     for c in r.checks:
         by_label.setdefault(c.label, []).append(c)

@@ -10,7 +10,8 @@ Grammar (one directive per ``// @cuda-agent`` line, directly above the kernel; s
     arg       NAME = EXPR                       a scalar parameter's value
     const     NAME DTYPE[EXPR] [DIST]           initial contents of a __constant__/__device__ array
     template  ARG, ARG...                       the instantiation to compile and launch
-    tolerance [atol=NUM] [rtol=NUM]
+    tolerance [arg=NAME] [atol=NUM] [rtol=NUM] [norm=NUM]   override of the calibrated bounds
+    precision allow=KIND[,KIND...]              tf32, fp16, bf16, mma, fast-math
     work      [bytes=EXPR] [flops=EXPR]         for GB/s, GFLOP/s and the roofline
     DIST:     uniform(lo, hi) | normal | randint(lo, hi) | const(v) | arange
 
@@ -33,7 +34,16 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, cast
 
 from agent.source import Document, Kernel, Param
-from sandbox.contract import ArgSpec, ConstantInit, DistKind, Distribution, Launch, Problem, Tolerance
+from sandbox.contract import (
+    PRECISIONS,
+    ArgSpec,
+    ConstantInit,
+    DistKind,
+    Distribution,
+    Launch,
+    Problem,
+    Tolerance,
+)
 
 MARKER = "@cuda-agent"
 Confidence = Literal["high", "medium", "low"]
@@ -221,7 +231,9 @@ class KernelSpec:
     args: tuple[ArraySpec | ScalarSpec, ...] = ()
     constants: tuple[ConstantSpec, ...] = ()
     template_args: tuple[str, ...] = ()
-    tolerance: Tolerance | None = None
+    tolerance: Tolerance | None = None  # for every output
+    output_tolerances: tuple[Tolerance, ...] = ()  # per output (``arg`` set)
+    allow_precision: tuple[str, ...] = ()  # lower precisions a rewrite may use (``precision allow=``)
     bytes: str = ""  # "" -> sum of the arrays' sizes (inout counted twice)
     flops: str = ""
     lines: dict[str, int] = field(default_factory=dict)
@@ -517,7 +529,7 @@ class _Builder:
             self.errors.append(
                 SpecError(
                     line,
-                    f"unknown directive `{keyword}` (sizes, verify, launch, arg, const, template, tolerance, work)",
+                    f"unknown directive `{keyword}` (sizes, verify, launch, arg, const, template, tolerance, precision, work)",
                 )
             )
             return
@@ -600,18 +612,46 @@ class _Builder:
         self.lines["template"] = line
 
     def _d_tolerance(self, line: int, rest: str) -> None:
-        values = {"atol": 0.0, "rtol": 0.0}
+        values: dict[str, float | None] = {"atol": None, "rtol": None, "norm": None}
+        arg = ""
         for key, value in _pairs(rest):
+            if key == "arg":
+                param = self._param(value)
+                if not param.pointer:
+                    raise ValueError(f"`{value}` is a scalar parameter, not an output")
+                arg = value
+                continue
             if key not in values:
-                raise ValueError(f"unknown key `{key}` (atol, rtol)")
+                raise ValueError(f"unknown key `{key}` (arg, atol, rtol, norm)")
             try:
-                values[key] = float(value)
+                number = float(value)
             except ValueError:
                 raise ValueError(f"{key}={value} is not a number") from None
-            if not 0 <= values[key] < math.inf:  # also refuses nan
+            if not math.isfinite(number) or number < 0:
                 raise ValueError(f"{key}={value} must be a finite number >= 0")
-        self.fields["tolerance"] = Tolerance(values["atol"], values["rtol"])
-        self.lines["tolerance"] = line
+            values[key] = number
+        if all(v is None for v in values.values()):
+            raise ValueError("give atol=, rtol= and/or norm=")
+        tol = Tolerance(values["atol"], values["rtol"], values["norm"], arg)
+        key = f"tolerance {arg}" if arg else "tolerance"
+        if key in self.fields:
+            raise ValueError(f"a second tolerance for {f'`{arg}`' if arg else 'every output'}")
+        self.fields[key] = tol
+        self.lines.setdefault("tolerance", line)
+
+    def _d_precision(self, line: int, rest: str) -> None:
+        kinds: list[str] = []
+        for key, value in _pairs(rest):
+            if key != "allow":
+                raise ValueError(f"unknown key `{key}` (allow)")
+            for kind in (k.strip() for k in value.split(",")):
+                if kind not in PRECISIONS:
+                    raise ValueError(f"unknown precision `{kind}` ({', '.join(PRECISIONS)})")
+                kinds.append(kind)
+        if not kinds:
+            raise ValueError("expected `precision allow=KIND[,KIND...]`")
+        self.fields["allow_precision"] = tuple(dict.fromkeys(kinds))
+        self.lines["precision"] = line
 
     def _d_work(self, line: int, rest: str) -> None:
         for key, value in _pairs(rest):
@@ -669,6 +709,10 @@ class _Builder:
             constants=tuple(self.constants),
             template_args=self.fields.get("template_args", ()),  # type: ignore[arg-type]
             tolerance=self.fields.get("tolerance"),  # type: ignore[arg-type]
+            output_tolerances=tuple(
+                v for k, v in self.fields.items() if k.startswith("tolerance ") and isinstance(v, Tolerance)
+            ),
+            allow_precision=self.fields.get("allow_precision", ()),  # type: ignore[arg-type]
             bytes=str(self.fields.get("bytes", "")),
             flops=str(self.fields.get("flops", "")),
             lines=dict(self.lines),
@@ -863,8 +907,10 @@ def render(spec: KernelSpec) -> str:
             out.append(f"arg {a.name} {a.role} {_RENDER_DTYPE.get(a.dtype, a.dtype)}[{a.count}]{dist}")
     for c in spec.constants:
         out.append(f"const {c.name} {_RENDER_DTYPE.get(c.dtype, c.dtype)}[{c.count}] {c.dist.text()}")
-    if spec.tolerance is not None:
-        out.append(f"tolerance atol={spec.tolerance.atol:g} rtol={spec.tolerance.rtol:g}")
+    for tol in (*([spec.tolerance] if spec.tolerance else []), *spec.output_tolerances):
+        out.append(f"tolerance {tol.text()}")
+    if spec.allow_precision:
+        out.append("precision allow=" + ",".join(spec.allow_precision))
     work = " ".join(f"{k}={v}" for k, v in (("bytes", spec.bytes), ("flops", spec.flops)) if v)
     if work:
         out.append("work " + work)
@@ -1172,3 +1218,27 @@ def _reads(doc: Document, kernel: Kernel, name: str) -> bool:
         if not re.match(r"\s*=(?!=)", rest[i + 1 :]):
             return True
     return False
+
+
+# ---------------------------------------------------------------------------------------- partial directives
+
+
+def launch_pairs(text: str) -> dict[str, str]:
+    """The keys of a ``launch`` directive's text (``grid=... block=... smem=...``, any subset), each
+    dimension list checked; raises ValueError with the reason.  For launch changes written
+    outside a full spec (a candidate's own ``launch`` line, ``cuda-agent compare --launch``)."""
+    out: dict[str, str] = {}
+    for key, value in _pairs(text):
+        if key not in ("grid", "block", "smem"):
+            raise ValueError(f"unknown key `{key}` (grid, block, smem)")
+        if key in out:
+            raise ValueError(f"`{key}` given twice")
+        if key != "smem":
+            parse_dims(value)
+        out[key] = value
+    return out
+
+
+def split_args(text: str) -> list[str]:
+    """Template arguments ``float, 256`` (or ``<float, 256>``) split at top-level commas."""
+    return _split_top(text.strip().removeprefix("<").removesuffix(">"))

@@ -11,14 +11,22 @@ with the built-in proposer under the same budget and seed.  :func:`summarize` gi
 
 Kernels that could not be run (a spec that does not resolve, the original failing its own checks)
 count as not fast and are listed with their reason.
+
+While it runs, :func:`run_suite` reports each kernel as it finishes (``on_entry``, e.g. a progress
+line) and appends it to a JSON-lines file, so a suite stopped half-way keeps what it measured.
+Each kernel has a deadline that covers everything done for it (compile, verification, timing,
+compute-sanitizer): past it the run is cancelled and the kernel keeps what was decided by then.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import threading
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from agent import loop
@@ -106,6 +114,12 @@ def entry(file: str, kernel: str, result: loop.OptimizeResult) -> SuiteEntry:
     )
 
 
+def default_deadline(budget: loop.OptimizeBudget) -> float | None:
+    """Seconds a kernel may take in all: its search budget, and as long again (at least a minute)
+    for the baseline and compute-sanitizer; None when the budget has no wall time."""
+    return None if budget.wall_s is None else budget.wall_s + max(60.0, budget.wall_s)
+
+
 def run_suite(
     directory: Path,
     executor: Executor,
@@ -113,25 +127,61 @@ def run_suite(
     budget: loop.OptimizeBudget,
     seed: int = 0,
     match: str = "*",
-    on_entry: Callable[[SuiteEntry], None] | None = None,
+    on_entry: Callable[[int, int, SuiteEntry], None] | None = None,
+    jsonl: Path | None = None,
+    deadline_s: float | None = None,
 ) -> tuple[SuiteEntry, ...]:
     """Optimize every kernel with a spec in ``directory``'s files matching ``match`` (see the module
-    docstring)."""
+    docstring).  ``on_entry(done, total, entry)`` after each kernel; ``jsonl``: a file each entry
+    is appended to as one JSON line; ``deadline_s``: per kernel, everything included (default:
+    :func:`default_deadline`)."""
+    targets = list(find_targets(directory, match))
+    deadline = deadline_s if deadline_s is not None else default_deadline(budget)
     entries: list[SuiteEntry] = []
-    for file, kernel, target in find_targets(directory, match):
+    for done, (file, kernel, target) in enumerate(targets, start=1):
         if isinstance(target, str):
             e = SuiteEntry(file, kernel, "error", description=target)
         else:
-            proposer = BuiltinProposer()
-            try:
-                e = entry(file, kernel, loop.optimize(target, proposer, executor, budget=budget, seed=seed))
-            finally:
-                proposer.close()
+            e = _optimize(file, kernel, target, executor, budget, seed, deadline)
         log.info("%s %s: %s %.2fx", file, kernel, e.status, e.speedup)
         entries.append(e)
+        if jsonl is not None:
+            with jsonl.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(asdict(e)) + "\n")
         if on_entry is not None:
-            on_entry(e)
+            on_entry(done, len(targets), e)
     return tuple(entries)
+
+
+def _optimize(
+    file: str,
+    kernel: str,
+    target: loop.Target,
+    executor: Executor,
+    budget: loop.OptimizeBudget,
+    seed: int,
+    deadline: float | None,
+) -> SuiteEntry:
+    """One kernel's run, cancelled at ``deadline`` seconds (a timer sets the run's cancel event,
+    which stops the evaluation in flight and skips compute-sanitizer)."""
+    cancel = threading.Event()
+    timer = threading.Timer(deadline, cancel.set) if deadline is not None else None
+    proposer = BuiltinProposer()
+    started = time.monotonic()
+    try:
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
+        result = loop.optimize(target, proposer, executor, budget=budget, seed=seed, cancel=cancel)
+    finally:
+        if timer is not None:
+            timer.cancel()
+        proposer.close()
+    e = entry(file, kernel, result)
+    if cancel.is_set():
+        why = f"stopped at its {deadline:.0f} s deadline after {time.monotonic() - started:.0f} s"
+        e = replace(e, description=f"{why}; {e.description}" if e.description else why)
+    return e
 
 
 def summarize(entries: tuple[SuiteEntry, ...]) -> SuiteSummary:

@@ -105,8 +105,28 @@ class Problem:
 
 @dataclass(frozen=True)
 class Tolerance:
-    atol: float
-    rtol: float
+    """An override of the calibrated tolerance model (README "Tolerance model").
+
+    ``atol``/``rtol`` (either given): elementwise ``|got - ref| <= atol + rtol * |ref|`` replaces
+    the calibrated elementwise bound; ``norm``: the relative L2 error ``||got - ref|| / ||ref||``
+    must not exceed it.  A key left ``None`` keeps its default: the calibrated elementwise bound
+    when neither ``atol`` nor ``rtol`` is given; the calibrated norm bound unless the elementwise
+    bound is overridden (then no norm bound unless ``norm`` is given).  ``arg``: the output it
+    applies to ("" for every output)."""
+
+    atol: float | None = None
+    rtol: float | None = None
+    norm: float | None = None
+    arg: str = ""
+
+    @property
+    def elementwise(self) -> bool:
+        return self.atol is not None or self.rtol is not None
+
+    def text(self) -> str:
+        keys = (("atol", self.atol), ("rtol", self.rtol), ("norm", self.norm))
+        body = " ".join(f"{k}={v:g}" for k, v in keys if v is not None)
+        return (f"arg={self.arg} " if self.arg else "") + (body or "calibrated")
 
 
 @dataclass(frozen=True)
@@ -142,6 +162,9 @@ class Budget:
     gpu_memory_bytes: int = 4 << 30  # cap on the memory one evaluation may allocate
 
 
+PRECISIONS = ("tf32", "fp16", "bf16", "mma", "fast-math")  # what ``precision allow=`` may name
+
+
 @dataclass(frozen=True)
 class EvalOptions:
     arch: str = ""  # e.g. "sm_90"; empty: the device's own
@@ -158,7 +181,9 @@ class EvalRequest:
     verify_problems: tuple[Problem, ...]
     bench_problem: Problem
     seeds: tuple[int, ...] = (1, 2, 3)
-    tolerance: Tolerance | None = None  # None: dtype defaults
+    tolerance: Tolerance | None = None  # None: the calibrated model for every output
+    tolerances: tuple[Tolerance, ...] = ()  # per output (``arg`` set); before ``tolerance``
+    allow_precision: tuple[str, ...] = ()  # lower precisions a candidate may use (PRECISIONS)
     budget: Budget = field(default_factory=Budget)
     options: EvalOptions = field(default_factory=EvalOptions)
     schema_version: int = SCHEMA_VERSION
@@ -218,8 +243,12 @@ class Check:
     max_abs_err: float = 0.0
     max_rel_err: float = 0.0
     first_bad_index: int = -1
-    arg: str = ""  # the output argument that failed, if any
+    arg: str = ""  # the output argument that failed, or the one closest to its bound
     detail: str = ""
+    error_ratio: float = 0.0  # max over elements of |got - ref| / bound (<= 1 passes)
+    bound: float = 0.0  # the elementwise bound at that element
+    norm_err: float = 0.0  # relative L2 error ||got - ref|| / ||ref||
+    norm_bound: float = 0.0  # its bound (inf: not checked)
 
 
 @dataclass(frozen=True)
@@ -231,6 +260,7 @@ class Timing:
     samples: int
     rel_spread: float  # (q3 - q1) / median
     throttled: bool = False  # SM clock dropped during sampling
+    modes: tuple[float, ...] = ()  # the centres of the modes when the samples are multimodal
 
 
 @dataclass(frozen=True)
@@ -242,9 +272,12 @@ class CandidateResult:
     checks: tuple[Check, ...] = ()
     timing: Timing | None = None
     baseline_timing: Timing | None = None  # the baseline, interleaved with this candidate
-    speedup: float = 0.0  # baseline median / candidate median
-    speedup_low: float = 0.0  # baseline q1 / candidate q3 (pessimistic)
-    speedup_high: float = 0.0  # baseline q3 / candidate q1 (optimistic)
+    speedup: float = 0.0  # median over pairs of baseline time / candidate time (same buffers)
+    speedup_low: float = 0.0  # first quartile of those paired ratios (pessimistic)
+    speedup_high: float = 0.0  # third quartile (optimistic)
+    pairs: int = 0  # paired samples behind the speedup
+    precision: str = ""  # lower precision than the baseline, as detected in the source: what
+    note: str = ""  # what the numbers need said with them (multimodal samples, ...)
     resources: Resources | None = None
     achieved_gbps: float = 0.0
     achieved_gflops: float = 0.0
@@ -264,6 +297,7 @@ class DeviceInfo:
     driver: str = ""
     peak_bandwidth_gbps: float = 0.0  # measured device-to-device copy (read + write)
     peak_gflops: float = 0.0  # measured large fp32 GEMM
+    peak_tensor_gflops: float = 0.0  # measured large fp16 GEMM (tensor cores)
     index: int = 0
 
 

@@ -133,9 +133,14 @@ class Runtime(abc.ABC):
     def synchronize(self) -> None:
         """Wait for the whole device; raises :class:`CudaError` for an error of earlier async work."""
 
-    def gemm_gflops(self, n: int) -> float:
-        """FP32 GEMM rate (cuBLAS) for ``n``×``n`` matrices; 0.0 when the backend has no BLAS."""
+    def gemm_gflops(self, n: int, dtype: str = "float32") -> float:
+        """GEMM rate (cuBLAS) for ``n``×``n`` matrices of ``dtype`` (float32: FP32 units;
+        float16: tensor cores); 0.0 when the backend has no BLAS."""
         return 0.0
+
+    def device_key(self) -> str:
+        """A name for the physical device, the same in every process (PCI bus id), or ''."""
+        return ""
 
     @contextmanager
     def buffer(self, nbytes: int) -> Iterator[int]:
@@ -225,7 +230,9 @@ class CupyRuntime(Runtime):
 
     def global_symbol(self, kernel: KernelHandle, name: str) -> int:
         with self._errors():
-            return int(kernel.module.get_global_var(name).ptr)
+            var = kernel.module.get_global_var(name)
+        # CuPy 14 returns the device address as an int; older versions a MemoryPointer (``.ptr``)
+        return int(getattr(var, "ptr", var))
 
     def alloc(self, nbytes: int) -> int:
         self._acct.check(nbytes)
@@ -285,11 +292,15 @@ class CupyRuntime(Runtime):
         with self._errors():
             self._cp.cuda.runtime.deviceSynchronize()
 
-    def gemm_gflops(self, n: int) -> float:
+    def device_key(self) -> str:
+        with self._errors():
+            return str(self._cp.cuda.runtime.deviceGetPCIBusId(self._index))
+
+    def gemm_gflops(self, n: int, dtype: str = "float32") -> float:
         cp = self._cp
         with self._errors():
-            a = cp.random.random((n, n), dtype=cp.float32)
-            b = cp.random.random((n, n), dtype=cp.float32)
+            a = cp.random.random((n, n), dtype=cp.float32).astype(dtype)
+            b = cp.random.random((n, n), dtype=cp.float32).astype(dtype)
             cp.matmul(a, b)  # warm up cuBLAS
             start, end = self.event(), self.event()
             reps = 5
@@ -357,6 +368,10 @@ class PycudaRuntime(Runtime):
         with self._errors():
             ptr, _size = kernel.module.get_global(name)
         return int(ptr)
+
+    def device_key(self) -> str:
+        with self._errors():
+            return str(self._drv.Device(self._index).pci_bus_id())
 
     def alloc(self, nbytes: int) -> int:
         self._acct.check(nbytes)

@@ -1,28 +1,37 @@
-"""Timing: interleaved, L2-cold, adaptive — in the manner of triton's ``do_bench`` and nvbench.
+"""Timing: paired, L2-cold, adaptive — in the manner of triton's ``do_bench`` and nvbench.
 
 - :func:`summarize` turns samples into a :class:`~sandbox.contract.Timing` (median, quartiles,
-  relative spread ``(q3 - q1) / median``).
-- :func:`bench` times one kernel, or a baseline and a candidate interleaved (A B B A, so neither
-  always runs first), on rotated input slots: before every sample an L2-sized buffer is
-  overwritten (flushing L2), then CUDA events bracket the launch on the legacy default stream.
-  Samples are taken in rounds without host synchronisation inside a round; sampling stops when
-  both relative spreads fall below the target (after ``min_samples``), at ``max_samples``, or
-  when the wall-clock budget is spent.
+  relative spread ``(q3 - q1) / median``, and the modes when :func:`modes` finds two).
+- :func:`bench` times one kernel, or a baseline and a candidate in pairs.  Both kernels of a pair
+  run on the same buffers (one of ``slots`` rotated input sets), back to back, in alternating order
+  (A B, B A), so whatever slows one slot or one moment (page placement, another process's work,
+  clocks) slows both; the speedup is the distribution of the per-pair ratios.  Before every
+  sample ``reset(slot)`` restores the slot (outputs poisoned, ``inout`` arrays copied back from
+  their pristine copies), an L2-sized buffer is overwritten (flushing L2), then CUDA events
+  bracket the launch on the legacy default stream.  Samples are taken in rounds without host
+  synchronisation inside a round; a final round runs every slot's pair with the candidate last,
+  so the outputs it leaves can be checked.
+- Sampling stops at ``max_samples``, when the wall-clock budget is spent (after ``min_samples``),
+  or, after ``min_samples``: one kernel alone, when its relative spread is below the target; a
+  pair, when the pessimistic bound (first quartile of the paired ratios) is decided: its 95%
+  confidence interval lies on one side of 1, or is narrower than the target spread.
 - Throttling: a spin kernel that runs a fixed number of SM clock cycles is timed before and
   after sampling; a drop in the derived clock rate beyond 5% sets ``throttled``.
-- Device ceilings (device-to-device copy bandwidth, FP32 GEMM rate) are measured once per device
-  and driver and cached in ``$XDG_CACHE_HOME/cuda-agent/ceilings.json``.
+- Device ceilings (device-to-device copy bandwidth, FP32 GEMM rate, fp16 tensor-core GEMM rate)
+  are measured once per device and driver and cached in ``$XDG_CACHE_HOME/cuda-agent/ceilings.json``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -50,11 +59,36 @@ def summarize(samples_ms: Sequence[float], throttled: bool = False) -> Timing:
         samples=int(a.size),
         rel_spread=(q3 - q1) / med if med > 0 else 0.0,
         throttled=throttled,
+        modes=modes(a),
     )
 
 
+MODE_SHARE = 0.1  # each mode holds at least this share of the samples
+MODE_GAP = 0.05  # and they are at least this far apart (relative)
+
+
+def modes(samples: Sequence[float] | np.ndarray) -> tuple[float, ...]:
+    """The medians of two modes when ``samples`` fall into two groups, else ().
+
+    Two modes: sorted, the widest gap between neighbours that leaves at least ``MODE_SHARE`` of the
+    samples on each side is over ``MODE_GAP`` (relative) and over half the range of the central 90%."""
+    x = np.sort(np.log(np.asarray(samples, dtype=np.float64)))
+    n = x.size
+    lo, hi = math.ceil(n * MODE_SHARE), math.floor(n * (1 - MODE_SHARE))
+    if n < 20 or hi <= lo:
+        return ()
+    gaps = x[lo:hi] - x[lo - 1 : hi - 1]  # gap before sample i, for i in [lo, hi)
+    j = int(np.argmax(gaps))
+    central = x[math.floor(0.95 * (n - 1))] - x[math.ceil(0.05 * (n - 1))]
+    if gaps[j] <= math.log1p(MODE_GAP) or gaps[j] <= 0.5 * central:
+        return ()
+    split = lo + j
+    return (float(np.exp(np.median(x[:split]))), float(np.exp(np.median(x[split:]))))
+
+
 def speedups(baseline: Timing, candidate: Timing) -> tuple[float, float, float]:
-    """(median ratio, pessimistic q1/q3, optimistic q3/q1) of baseline time over candidate time."""
+    """Unpaired (median ratio, q1/q3, q3/q1) of baseline time over candidate time, for timings
+    taken apart (the scripted executor); the sandbox reports paired ratios (:func:`paired`)."""
     return (
         baseline.median_ms / candidate.median_ms,
         baseline.q1_ms / candidate.q3_ms,
@@ -62,13 +96,32 @@ def speedups(baseline: Timing, candidate: Timing) -> tuple[float, float, float]:
     )
 
 
-def done_sampling(series: Sequence[Sequence[float]], budget: Budget, elapsed_ms: float) -> bool:
+def paired(ratios: Sequence[float]) -> tuple[float, float, float]:
+    """(median, first quartile, third quartile) of per-pair ratios baseline time / candidate time."""
+    q1, med, q3 = (float(x) for x in np.percentile(np.asarray(ratios, dtype=np.float64), [25, 50, 75]))
+    return med, q1, q3
+
+
+def quartile_interval(ratios: Sequence[float], z: float = 1.96) -> tuple[float, float]:
+    """A distribution-free ~95% confidence interval of the first quartile (order statistics)."""
+    r = np.sort(np.asarray(ratios, dtype=np.float64))
+    n = r.size
+    half = z * math.sqrt(n * 0.25 * 0.75)
+    return float(r[max(0, math.floor(0.25 * n - half))]), float(r[min(n - 1, math.ceil(0.25 * n + half))])
+
+
+def done_sampling(
+    series: Sequence[Sequence[float]], ratios: Sequence[float], budget: Budget, elapsed_ms: float
+) -> bool:
     n = min(len(s) for s in series)
     if n >= budget.max_samples or (n >= budget.min_samples and elapsed_ms >= budget.time_budget_ms):
         return True
-    return n >= budget.min_samples and all(
-        summarize(s).rel_spread <= budget.target_rel_spread for s in series
-    )
+    if n < budget.min_samples:
+        return False
+    if len(series) == 1:
+        return summarize(series[0]).rel_spread <= budget.target_rel_spread
+    lo, hi = quartile_interval(ratios)
+    return lo > 1.0 or hi < 1.0 or hi - lo <= budget.target_rel_spread * float(np.median(ratios))
 
 
 @dataclass
@@ -91,6 +144,12 @@ class Flusher:
         self.rt.free(self.ptr)
 
 
+@dataclass(frozen=True)
+class Sampled:
+    timings: list[Timing]  # one per kernel
+    ratios: list[float]  # per pair: baseline time / candidate time (empty for one kernel)
+
+
 def bench(
     rt: Runtime,
     kernels: Sequence[Enqueue],
@@ -98,35 +157,56 @@ def bench(
     flusher: Flusher,
     budget: Budget,
     clock_mhz: Callable[[], float] | None = None,
-) -> list[Timing]:
-    """Time each of ``kernels`` (one or two), interleaved, on ``slots`` rotated input slots."""
-    for enqueue in kernels:  # warm-up: module load, instruction cache, clocks
-        enqueue(0)
+    reset: Enqueue | None = None,
+) -> Sampled:
+    """Time ``kernels`` (one, or baseline and candidate in pairs) on ``slots`` rotated input sets
+    that both kernels share; ``reset(slot)`` enqueues what restores a slot before each sample."""
+
+    def sample(k: int, slot: int, events: tuple[Any, Any]) -> None:
+        if reset is not None:
+            reset(slot)
+        flusher.flush()
+        rt.record(events[0])
+        kernels[k](slot)
+        rt.record(events[1])
+
+    for k in range(len(kernels)):  # warm-up: module load, instruction cache, clocks
+        if reset is not None:
+            reset(0)
+        kernels[k](0)
     rt.synchronize()
     before = clock_mhz() if clock_mhz else 0.0
     series: list[list[float]] = [[] for _ in kernels]
-    events = [[(rt.event(), rt.event()) for _ in range(ROUND)] for _ in kernels]
+    ratios: list[float] = []
+    rounds = max(ROUND, slots)
+    events = [[(rt.event(), rt.event()) for _ in range(rounds)] for _ in kernels]
     order = list(range(len(kernels)))
     slot = 0
     start = time.perf_counter()
-    while not done_sampling(series, budget, (time.perf_counter() - start) * 1e3):
-        for i in range(ROUND):
-            for k in order:
-                flusher.flush()
-                ev_start, ev_end = events[k][i]
-                rt.record(ev_start)
-                kernels[k](slot)
-                rt.record(ev_end)
-            order.reverse()
-            slot = (slot + 1) % slots
+    closing = False
+    while not closing:
+        closing = done_sampling(series, ratios, budget, (time.perf_counter() - start) * 1e3)
+        # the closing round: every slot once, the candidate last, so its outputs can be checked
+        plan = [(s, sorted(order)) for s in range(slots)] if closing else []
+        if not closing:
+            for _ in range(ROUND):
+                plan.append((slot, list(order)))
+                order.reverse()
+                slot = (slot + 1) % slots
+        for i, (s, ks) in enumerate(plan):
+            for k in ks:
+                sample(k, s, events[k][i])
         rt.synchronize()
-        for k in range(len(kernels)):
-            series[k].extend(rt.elapsed_ms(s, e) for s, e in events[k])
+        got = [[rt.elapsed_ms(*events[k][i]) for i in range(len(plan))] for k in range(len(kernels))]
+        for k, times in enumerate(got):
+            series[k].extend(times)
+        if len(kernels) == 2:
+            ratios.extend(a / b if b > 0 else 0.0 for a, b in zip(got[0], got[1], strict=True))
     after = clock_mhz() if clock_mhz else 0.0
     throttled = bool(before and after < (1 - THROTTLE_DROP) * before)
     if throttled:
         log.warning("SM clock dropped from %.0f to %.0f MHz while sampling", before, after)
-    return [summarize(s[: budget.max_samples], throttled) for s in series]
+    return Sampled([summarize(s, throttled) for s in series], ratios)
 
 
 # --------------------------------------------------------------------------- device ceilings
@@ -135,8 +215,9 @@ COPY_BYTES = 1 << 30
 GEMM_N = 8192
 
 
-def measure_ceilings(rt: Runtime) -> tuple[float, float]:
-    """(device-to-device copy GB/s counting read + write, FP32 GEMM GFLOP/s)."""
+def measure_ceilings(rt: Runtime) -> tuple[float, float, float]:
+    """(device-to-device copy GB/s counting read + write, FP32 GEMM GFLOP/s, fp16 tensor-core
+    GEMM GFLOP/s)."""
     size = COPY_BYTES
     with rt.buffer(size) as src, rt.buffer(size) as dst:
         rt.copy_async(dst, src, size)
@@ -149,7 +230,7 @@ def measure_ceilings(rt: Runtime) -> tuple[float, float]:
             rt.synchronize()
             times.append(rt.elapsed_ms(start, end))
     bandwidth = 2 * size / (float(np.median(times)) * 1e-3) / 1e9
-    return bandwidth, rt.gemm_gflops(GEMM_N)
+    return bandwidth, rt.gemm_gflops(GEMM_N), rt.gemm_gflops(GEMM_N, "float16")
 
 
 def cache_path() -> Path:
@@ -167,7 +248,10 @@ def cached_ceilings(info: DeviceInfo, path: Path | None = None) -> DeviceInfo | 
         data = json.loads((path or cache_path()).read_text())
         entry = data[_key(info)]
         return replace(
-            info, peak_bandwidth_gbps=float(entry["bandwidth_gbps"]), peak_gflops=float(entry["gflops"])
+            info,
+            peak_bandwidth_gbps=float(entry["bandwidth_gbps"]),
+            peak_gflops=float(entry["gflops"]),
+            peak_tensor_gflops=float(entry["tensor_gflops"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -182,6 +266,7 @@ def store_ceilings(info: DeviceInfo, path: Path | None = None) -> None:
     data[_key(info)] = {
         "bandwidth_gbps": info.peak_bandwidth_gbps,
         "gflops": info.peak_gflops,
+        "tensor_gflops": info.peak_tensor_gflops,
         "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     try:
@@ -197,9 +282,19 @@ def percent_of_peak(value: float, peak: float) -> float:
     return 100.0 * value / peak if peak > 0 else 0.0
 
 
+TENSOR_KINDS = ("tf32", "fp16", "bf16", "mma")  # precisions whose FLOP ceiling is the tensor cores'
+
+
+def flop_ceiling(result: CandidateResult, device: DeviceInfo) -> float:
+    """The FLOP rate a result is held to: the FP32 GEMM rate, or the tensor-core rate for a
+    candidate that computes in a lower precision on tensor cores."""
+    lower = any(k in result.precision for k in TENSOR_KINDS)
+    return max(device.peak_tensor_gflops, device.peak_gflops) if lower else device.peak_gflops
+
+
 def with_throughput(result: CandidateResult, problem: Problem, device: DeviceInfo) -> CandidateResult:
     """``result`` with achieved GB/s and GFLOP/s (from the problem's byte and flop counts at the
-    median time) and their share of the device's measured ceilings."""
+    median time) and their share of the device's measured ceilings (:func:`flop_ceiling`)."""
     if result.timing is None or result.timing.median_ms <= 0:
         return result
     seconds = result.timing.median_ms * 1e-3
@@ -210,7 +305,7 @@ def with_throughput(result: CandidateResult, problem: Problem, device: DeviceInf
         achieved_gbps=gbps,
         achieved_gflops=gflops,
         pct_peak_bandwidth=percent_of_peak(gbps, device.peak_bandwidth_gbps),
-        pct_peak_flops=percent_of_peak(gflops, device.peak_gflops),
+        pct_peak_flops=percent_of_peak(gflops, flop_ceiling(result, device)),
     )
 
 
@@ -235,7 +330,8 @@ PLAUSIBLE_PCT = 110.0  # above this share of a measured ceiling, a timing cannot
 
 def implausible(result: CandidateResult) -> str:
     """Why a timed candidate's throughput is physically impossible ('' if it is not): faster than
-    the device's measured copy bandwidth or GEMM rate for the work its problem must do.  Either the
+    the device's measured copy bandwidth or GEMM rate (:func:`flop_ceiling`: FP32, or tensor cores
+    for a lower-precision candidate) for the work its problem must do.  Either the
     timed region missed work, or the spec's ``work bytes=``/``flops=`` overstates the work."""
     for what, pct, achieved, unit in (
         ("bandwidth", result.pct_peak_bandwidth, result.achieved_gbps, "GB/s"),

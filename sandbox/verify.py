@@ -27,8 +27,10 @@ Rules 1–3 give ``rejected``; rule 4 gives ``mismatch``.  Before any of this,
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -105,16 +107,6 @@ def elem_type(name: str) -> ElemType:
     raise ValueError(f"unsupported element type {name!r}")
 
 
-def default_tolerance(dtype: str) -> Tolerance:
-    """fp32/fp64 1e-5, fp16/bf16 1e-2, integers and bool exact."""
-    scalar = elem_type(dtype).scalar
-    if scalar in ("float16", "bfloat16"):
-        return Tolerance(atol=1e-2, rtol=1e-2)
-    if scalar in ("float32", "float64"):
-        return Tolerance(atol=1e-5, rtol=1e-5)
-    return Tolerance(atol=0.0, rtol=0.0)
-
-
 def bf16_from_f32(x: np.ndarray) -> np.ndarray:
     """Round-to-nearest-even float32 -> bfloat16 bits (uint16)."""
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
@@ -173,6 +165,105 @@ def as_values(raw: np.ndarray, dtype: str) -> np.ndarray:
     return typed
 
 
+# --------------------------------------------------------------------------- the tolerance model
+
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+# the unit roundoff a candidate's bound is widened to when the spec allows that precision
+PRECISION_ROUNDOFF = {
+    "tf32": 2.0**-11,
+    "fp16": 2.0**-11,
+    "bf16": 2.0**-8,
+    "mma": 2.0**-8,
+    "fast-math": 2.0**-18,
+}
+PERTURBATION = 2.0**-10  # relative size of the calibration run's input perturbation (at least)
+K_ELEM = 8.0  # elementwise: multiples of the calibrated rounding scale
+K_NORM = 8.0  # norm-wise: likewise, on the relative L2 error
+
+
+def unit_roundoff(dtype: str) -> float:
+    return UNIT_ROUNDOFF.get(elem_type(dtype).scalar, 0.0)
+
+
+def perturbation(dtypes: Sequence[str]) -> float:
+    """The relative perturbation of the calibration run: ``PERTURBATION``, or 4 units of roundoff
+    of the coarsest float input (it must survive rounding to the input's storage)."""
+    return max([PERTURBATION] + [4 * unit_roundoff(d) for d in dtypes])
+
+
+def perturb(host: np.ndarray, dtype: str, rho: float, rng: np.random.Generator) -> np.ndarray:
+    """``host`` (storage dtype) with every nonzero finite float scaled by ``1 ± rho`` (random
+    sign per element); zeros, NaN/Inf and non-float arrays unchanged."""
+    et = elem_type(dtype)
+    if not et.is_float:
+        return host
+    values = f32_from_bf16(host).astype(np.float64) if et.scalar == "bfloat16" else host.astype(np.float64)
+    signs = rng.integers(0, 2, values.shape) * 2.0 - 1.0
+    moved = values * (1.0 + rho * signs)
+    stored = bf16_from_f32(moved.astype(np.float32)) if et.scalar == "bfloat16" else moved.astype(et.storage)
+    keep = ~np.isfinite(values) | (values == 0)
+    return np.where(keep, host, stored)
+
+
+def reduction_length(problem: Problem) -> int:
+    """How many terms an output element may sum, as far as the problem shows: input elements per
+    output element, flops per output element (``work flops=``, two per term), and, for problems
+    with several size variables, the largest of them (a row, a column, an inner dimension)."""
+
+    def elements(roles: tuple[str, ...]) -> int:
+        return sum(a.count * elem_type(a.dtype).lanes for a in problem.args if a.role in roles)
+
+    outs = max(elements(("out", "inout")), 1)
+    ins = elements(("in", "inout")) + sum(c.count for c in problem.constants)
+    n = max(ins / outs, problem.flops / (2 * outs))
+    if len(problem.sizes) > 1:
+        n = max(n, *problem.sizes.values())
+    return max(1, round(n))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What an output's bound is derived from: the baseline's outputs on inputs perturbed by
+    ``rho`` (raw bytes; None: not measured), the reduction length ``n``, an override, and the
+    unit roundoff of a lower precision the spec allows the candidate (0: none)."""
+
+    perturbed: np.ndarray | None = None
+    rho: float = PERTURBATION
+    n: int = 1
+    override: Tolerance | None = None
+    allowed_roundoff: float = 0.0
+
+    def bounds(self, ref: np.ndarray, dtype: str) -> tuple[np.ndarray, float]:
+        """(allowed |got - ref| per element, allowed relative L2 error; inf: not checked) for the
+        baseline's values ``ref`` (float64, NaN/Inf zeroed)."""
+        o = self.override
+        if o is not None and o.elementwise:
+            elem = (o.atol or 0.0) + (o.rtol or 0.0) * np.abs(ref)
+            return elem, o.norm if o.norm is not None else np.inf
+        u = max(unit_roundoff(dtype), self.allowed_roundoff if elem_type(dtype).is_float else 0.0)
+        u *= math.sqrt(self.n)
+        if u == 0.0:  # integers, bool: exact
+            return np.zeros_like(ref), o.norm if o is not None and o.norm is not None else np.inf
+        sens = np.zeros_like(ref)
+        if self.perturbed is not None:
+            moved = as_values(self.perturbed.reshape(-1), dtype).astype(np.float64)
+            with np.errstate(invalid="ignore", over="ignore"):
+                sens = np.abs(moved - ref) / self.rho
+            sens = np.where(np.isfinite(sens), sens, np.inf)  # overflowed when perturbed: anything goes
+        finite_sens = sens[np.isfinite(sens)]
+        sens_rms = _rms(finite_sens)
+        scale = _rms(ref)
+        elem = K_ELEM * u * (np.maximum(sens, sens_rms) + np.abs(ref) + scale)
+        if o is not None and o.norm is not None:
+            return elem, o.norm
+        norm = K_NORM * u * max(sens_rms / scale, 1.0) if scale > 0 else np.inf
+        return elem, norm
+
+
+def _rms(x: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(x)))) if x.size else 0.0
+
+
 @dataclass(frozen=True)
 class Comparison:
     ok: bool
@@ -180,47 +271,94 @@ class Comparison:
     max_rel_err: float = 0.0
     first_bad_index: int = -1  # element index (vector types: index of the vector)
     detail: str = ""
+    error_ratio: float = 0.0  # max |got - ref| / bound over the elements
+    bound: float = 0.0  # the bound at that element
+    norm_err: float = 0.0
+    norm_bound: float = 0.0
+
+    def measured(self) -> str:
+        """The measured errors next to their bounds, for a verdict's message."""
+        text = (
+            f"max error {self.error_ratio:.2g} of its bound ({self.max_abs_err:.3g} against {self.bound:.3g})"
+        )
+        if math.isfinite(self.norm_bound):
+            text += f"; relative L2 error {self.norm_err:.3g} against {self.norm_bound:.3g}"
+        return text
 
 
-def compare(ref_raw: np.ndarray, got_raw: np.ndarray, dtype: str, tol: Tolerance) -> Comparison:
-    """Elementwise: |got - ref| <= atol + rtol * |ref|; NaN and ±Inf must sit in the same places."""
+def compare(ref_raw: np.ndarray, got_raw: np.ndarray, dtype: str, calib: Calibration) -> Comparison:
+    """``got`` against the baseline's ``ref`` (raw bytes): NaN and ±Inf in the same places, every
+    finite element within its bound, the relative L2 error within the norm bound, and signal where
+    the baseline has some (a constant output where the baseline's varies is refused whatever the
+    bounds)."""
     et = elem_type(dtype)
+    ref_raw, got_raw = ref_raw.reshape(-1), got_raw.reshape(-1)
     if np.array_equal(ref_raw, got_raw):  # identical bytes (the common case): nothing to measure
-        return Comparison(True)
-    ref, got = as_values(ref_raw, dtype), as_values(got_raw, dtype)
-    if not et.is_float:
-        bad = ref != got
-        diff = np.abs(ref.astype(np.float64) - got.astype(np.float64))
-        if not bad.any():
-            return Comparison(True)
-        first = int(np.argmax(bad))
+        return Comparison(True, norm_bound=np.inf)
+    override = calib.override
+    if not et.is_float and (override is None or not override.elementwise):  # integers, bool: exact
+        ref_i, got_i = as_values(ref_raw, dtype), as_values(got_raw, dtype)
+        first = int(np.argmax(ref_i != got_i))
+        diff_i = np.abs(ref_i.astype(np.float64) - got_i.astype(np.float64))
         return Comparison(
             False,
-            float(diff.max()),
-            float((diff / np.maximum(np.abs(ref.astype(np.float64)), 1.0)).max()),
+            float(diff_i.max()),
+            float((diff_i / np.maximum(np.abs(ref_i.astype(np.float64)), 1.0)).max()),
             first // et.lanes,
-            f"expected {ref[first]}, got {got[first]}",
+            f"expected {ref_i[first]}, got {got_i[first]} (integers must match exactly)",
+            error_ratio=np.inf,
+            norm_bound=np.inf,
         )
+    ref, got = as_values(ref_raw, dtype).astype(np.float64), as_values(got_raw, dtype).astype(np.float64)
     ref_nan, got_nan = np.isnan(ref), np.isnan(got)
     ref_inf, got_inf = np.isinf(ref), np.isinf(got)
     special_bad = (ref_nan != got_nan) | (ref_inf != got_inf) | (ref_inf & got_inf & (ref != got))
     finite = ~(ref_nan | got_nan | ref_inf | got_inf)
-    with np.errstate(invalid="ignore", over="ignore"):
-        diff = np.where(finite, np.abs(got - ref), 0.0)
-        bad = special_bad | (finite & (diff > tol.atol + tol.rtol * np.abs(ref)))
-        rel = np.where(finite, diff / np.maximum(np.abs(ref), np.finfo(np.float64).tiny), 0.0)
-    max_abs = float(diff.max()) if diff.size else 0.0
-    max_rel = float(rel.max()) if rel.size else 0.0
-    if not bad.any():
-        return Comparison(True, max_abs, max_rel)
-    first = int(np.argmax(bad))
-    return Comparison(
-        False,
-        max_abs,
-        max_rel,
-        first // et.lanes,
-        f"expected {ref[first]:.7g}, got {got[first]:.7g} (atol={tol.atol:g}, rtol={tol.rtol:g})",
+    ref0, got0 = np.where(finite, ref, 0.0), np.where(finite, got, 0.0)
+    elem, norm_bound = calib.bounds(ref0, dtype)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = np.abs(got0 - ref0)
+        ratio = np.where(elem > 0, diff / np.where(elem > 0, elem, 1.0), np.where(diff > 0, np.inf, 0.0))
+        rel = diff / np.maximum(np.abs(ref0), np.finfo(np.float64).tiny)
+    ref_norm = float(np.linalg.norm(ref0))
+    norm_err = float(np.linalg.norm(got0 - ref0)) / ref_norm if ref_norm > 0 else 0.0
+    worst = int(np.argmax(ratio)) if ratio.size else 0
+    measured = Comparison(
+        True,
+        max_abs_err=float(diff.max()) if diff.size else 0.0,
+        max_rel_err=float(rel.max()) if rel.size else 0.0,
+        error_ratio=float(ratio[worst]) if ratio.size else 0.0,
+        bound=float(elem[worst]) if elem.size else 0.0,
+        norm_err=norm_err,
+        norm_bound=float(norm_bound),
     )
+    bad = special_bad | (diff > elem)
+    if bad.any():
+        first = int(np.argmax(bad))
+        where = f"expected {ref[first]:.7g}, got {got[first]:.7g}"
+        if finite[first]:
+            where += f" (error {diff[first]:.3g}, bound {elem[first]:.3g}: {calib_text(calib)})"
+        return replace(measured, ok=False, first_bad_index=first // et.lanes, detail=where)
+    if norm_err > norm_bound:
+        why = f"relative L2 error {norm_err:.3g} exceeds its bound {norm_bound:.3g} ({calib_text(calib)})"
+        return replace(measured, ok=False, detail=why)
+    live = ref0[finite]
+    if live.size > 1 and live.min() != live.max() and got0[finite].min() == got0[finite].max():
+        why = (
+            f"no signal: every element is {got0[finite][0]:.7g} where the baseline's range over "
+            f"[{live.min():.7g}, {live.max():.7g}]"
+        )
+        return replace(measured, ok=False, detail=why)
+    return measured
+
+
+def calib_text(calib: Calibration) -> str:
+    if calib.override is not None and calib.override.elementwise:
+        return calib.override.text()
+    how = f"calibrated, n={calib.n}"
+    if calib.allowed_roundoff:
+        how += f", widened to an allowed precision's roundoff {calib.allowed_roundoff:.2g}"
+    return how
 
 
 def unwritten(run_a: np.ndarray, run_b: np.ndarray, itemsize: int) -> int:
@@ -278,6 +416,113 @@ def scalar_arg(arg: ArgSpec) -> np.generic:
     if et.scalar == "bfloat16":
         return bf16_from_f32(np.array([arg.value], dtype=np.float32))[0]
     return et.storage.type(arg.value)
+
+
+# --------------------------------------------------------------------------- precision
+
+# Identifiers of the CUDA headers that compute in a lower precision than fp32 (``half``/``half2``
+# alone are left out: they are common variable names).
+_PRECISION_NAMES = {
+    "fp16": {
+        "__half",
+        "__half2",
+        "__float2half",
+        "__float2half_rn",
+        "__float2half_rz",
+        "__half2float",
+        "__floats2half2_rn",
+        "__float22half2_rn",
+        "__hadd",
+        "__hmul",
+        "__hfma",
+        "__hadd2",
+        "__hmul2",
+        "__hfma2",
+        "__hsub",
+        "__hdiv",
+        "hexp",
+        "h2exp",
+    },
+    "bf16": {
+        "__nv_bfloat16",
+        "__nv_bfloat162",
+        "nv_bfloat16",
+        "__float2bfloat16",
+        "__float2bfloat16_rn",
+        "__bfloat162float",
+        "__floats2bfloat162_rn",
+    },
+    "tf32": {"tf32", "__float_to_tf32"},
+    "mma": {"wmma", "mma_sync", "load_matrix_sync", "store_matrix_sync"},
+    "fast-math": {
+        "__expf",
+        "__exp10f",
+        "__logf",
+        "__log2f",
+        "__log10f",
+        "__sinf",
+        "__cosf",
+        "__tanf",
+        "__sincosf",
+        "__powf",
+        "__fdividef",
+    },
+}
+_FAST_MATH_OPTIONS = (
+    "--use_fast_math",
+    "-use_fast_math",
+    "--prec-div=false",
+    "--prec-sqrt=false",
+    "-prec-div=false",
+    "-prec-sqrt=false",
+)
+_TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\])*"|[A-Za-z_]\w*', re.S)
+
+
+def precision_features(kernel: KernelSource) -> dict[str, str]:
+    """Lower-precision arithmetic a translation unit uses, kind (``PRECISIONS``) -> the first
+    evidence: header identifiers, inline PTX in string literals (``mma``/``wgmma``, ``tf32``,
+    conversions to f16/bf16, ``.approx`` math) and fast-math compiler options."""
+    found: dict[str, str] = {}
+    for opt in kernel.options:
+        if opt in _FAST_MATH_OPTIONS:
+            found.setdefault("fast-math", opt)
+    for m in _TOKEN.finditer(kernel.source):
+        tok = m.group()
+        if tok.startswith(("//", "/*")):
+            continue
+        if tok.startswith('"'):
+            for op in re.findall(r"[a-z][a-z0-9_.]*", tok):
+                parts = op.split(".")
+                if parts[0] in ("mma", "wgmma"):
+                    found.setdefault("mma", op)
+                if "tf32" in parts:
+                    found.setdefault("tf32", op)
+                if parts[0] == "cvt" and ("f16" in parts or "f16x2" in parts):
+                    found.setdefault("fp16", op)
+                if parts[0] == "cvt" and ("bf16" in parts or "bf16x2" in parts):
+                    found.setdefault("bf16", op)
+                if "approx" in parts and parts[0] in ("ex2", "lg2", "sin", "cos", "rcp", "div", "sqrt"):
+                    found.setdefault("fast-math", op)
+            continue
+        for kind, names in _PRECISION_NAMES.items():
+            if tok in names:
+                found.setdefault(kind, tok)
+    return found
+
+
+def lower_precision(baseline: KernelSource, candidate: KernelSource) -> dict[str, str]:
+    """The lower-precision features the candidate uses and the baseline does not."""
+    base = precision_features(baseline)
+    return {k: v for k, v in precision_features(candidate).items() if k not in base}
+
+
+def allowed_roundoff(features: dict[str, str], allowed: Sequence[str]) -> float:
+    """The unit roundoff a candidate's bounds widen to: that of its coarsest lower precision when
+    the spec allows every one it uses, else 0 (the baseline's own bound)."""
+    if not features or any(k not in allowed for k in features):
+        return 0.0
+    return max(PRECISION_ROUNDOFF[k] for k in features)
 
 
 # --------------------------------------------------------------------------- on the device
@@ -348,29 +593,33 @@ class Verdict:
 
 class Verifier:
     """Verifies kernels against the baseline's outputs, which it computes once per problem and
-    seed, on a plan of (problem, seeds) pairs. ``scribble(pattern)`` enqueues a kernel that fills
-    every SM's shared memory. Host inputs and reference outputs are kept for the verifier's life,
-    so a worker reuses one verifier for every batch of a run."""
+    seed, on a plan of (problem, seeds) pairs, together with the baseline's outputs on perturbed
+    inputs (the calibration of the tolerance model).  ``scribble(pattern)`` enqueues a kernel that
+    fills every SM's shared memory.  Host inputs and reference outputs are kept for the verifier's
+    life, so a worker reuses one verifier for every batch of a run."""
 
     def __init__(
         self,
         rt: Runtime,
         plan: Sequence[tuple[Problem, Sequence[int]]],
         baseline: KernelHandle,
-        tolerance: Tolerance | None,
+        tolerances: Sequence[Tolerance],
         scribble: Callable[[int], None],
     ) -> None:
         self.rt = rt
         self.problems = tuple(problem for problem, _ in plan)
         self.seeds = tuple(tuple(seeds) for _, seeds in plan)
         self.baseline = baseline
-        self.tolerance = tolerance
+        self.tolerances = tuple(tolerances)
         self.scribble = scribble
-        self._refs: dict[tuple[int, int], dict[str, np.ndarray]] = {}
+        self._refs: dict[tuple[int, int, int], dict[str, tuple[np.ndarray, np.ndarray]]] = {}
         self._inputs: dict[tuple[int, int], dict[str, np.ndarray]] = {}
 
-    def tol(self, dtype: str) -> Tolerance:
-        return self.tolerance or default_tolerance(dtype)
+    def override(self, arg: str) -> Tolerance | None:
+        """The spec's tolerance for output ``arg``: its own, else the one for every output."""
+        return next((t for t in self.tolerances if t.arg == arg), None) or next(
+            (t for t in self.tolerances if not t.arg), None
+        )
 
     def inputs(self, index: int, seed: int) -> dict[str, np.ndarray]:
         """Host inputs of problem ``index`` under ``seed`` (drawn on first use)."""
@@ -380,26 +629,58 @@ class Verifier:
         return self._inputs[key]
 
     def run(
-        self, kernel: KernelHandle, ws: Workspace, launch: Launch, index: int, seed: int, poison: int
+        self,
+        kernel: KernelHandle,
+        ws: Workspace,
+        launch: Launch,
+        inputs: dict[str, np.ndarray],
+        constants: dict[str, np.ndarray],
+        poison: int,
     ) -> None:
-        """One launch on fresh copies of the inputs (and ``__constant__`` data) drawn for ``seed``."""
-        ws.prepare(self.inputs(index, seed), poison)
-        for name, host in constants_for(ws.problem, seed).items():
+        """One launch on fresh copies of ``inputs`` and ``__constant__`` data."""
+        ws.prepare(inputs, poison)
+        for name, host in constants.items():
             self.rt.htod(self.rt.global_symbol(kernel, name), host)
         self.scribble(poison)
         self.rt.launch(kernel, launch, ws.args())
         self.rt.synchronize()
 
-    def reference(self, index: int, seed: int, ws: Workspace) -> dict[str, np.ndarray]:
-        """The baseline's outputs for problem ``index`` under ``seed`` (computed on first use)."""
-        key = (index, seed)
+    def rho(self, index: int) -> float:
+        problem = self.problems[index]
+        floats = [a.dtype for a in problem.args if a.role in ("in", "inout") and elem_type(a.dtype).is_float]
+        return perturbation(floats + [c.dtype for c in problem.constants if elem_type(c.dtype).is_float])
+
+    def reference(
+        self, index: int, seed: int, ws: Workspace, const_seed: int | None = None
+    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The baseline's outputs for problem ``index`` under ``seed`` (``__constant__`` data drawn
+        for ``const_seed``, by default ``seed``), and on the same inputs perturbed by :meth:`rho`
+        (computed on first use; raw bytes per output)."""
+        const_seed = seed if const_seed is None else const_seed
+        key = (index, seed, const_seed)
         if key not in self._refs:
             problem = self.problems[index]
-            self.run(self.baseline, ws, problem.launch, index, seed, POISON_A)
-            self._refs[key] = {a.name: ws.read(a.name) for a in problem.args if a.role in ("out", "inout")}
+            outs = [a.name for a in problem.args if a.role in ("out", "inout")]
+            inputs, consts = self.inputs(index, seed), constants_for(problem, const_seed)
+            self.run(self.baseline, ws, problem.launch, inputs, consts, POISON_A)
+            ref = {name: ws.read(name) for name in outs}
+            rng, rho = np.random.default_rng([seed, 104729]), self.rho(index)
+            dtypes = {a.name: a.dtype for a in problem.args} | {c.name: c.dtype for c in problem.constants}
+            moved = {name: perturb(host, dtypes[name], rho, rng) for name, host in inputs.items()}
+            moved_consts = {name: perturb(host, dtypes[name], rho, rng) for name, host in consts.items()}
+            self.run(self.baseline, ws, problem.launch, moved, moved_consts, POISON_A)
+            self._refs[key] = {name: (ref[name], ws.read(name)) for name in outs}
         return self._refs[key]
 
-    def verify(self, kernel: KernelHandle, launches: Sequence[Launch] | None) -> Verdict:
+    def calibration(self, index: int, arg: str, perturbed: np.ndarray, allowed: float) -> Calibration:
+        problem = self.problems[index]
+        return Calibration(perturbed, self.rho(index), reduction_length(problem), self.override(arg), allowed)
+
+    def verify(
+        self, kernel: KernelHandle, launches: Sequence[Launch] | None, allowed_roundoff: float = 0.0
+    ) -> Verdict:
+        """Every check of the module docstring; ``allowed_roundoff``: the unit roundoff of a lower
+        precision the spec allows this kernel (0: none)."""
         checks: list[Check] = []
         try:
             for index, problem in enumerate(self.problems):
@@ -407,7 +688,7 @@ class Verifier:
                 ws = Workspace(self.rt, problem)
                 try:
                     for seed in self.seeds[index]:
-                        check = self._check(kernel, ws, index, seed, launch)
+                        check = self._check(kernel, ws, index, seed, launch, allowed_roundoff)
                         checks.append(check)
                         if not check.ok:
                             status = (
@@ -426,17 +707,18 @@ class Verifier:
             return Verdict(Status.LAUNCH_ERROR, str(exc), tuple(checks))
         return Verdict(None, "", tuple(checks))
 
-    def _check(self, kernel: KernelHandle, ws: Workspace, index: int, seed: int, launch: Launch) -> Check:
+    def _check(
+        self, kernel: KernelHandle, ws: Workspace, index: int, seed: int, launch: Launch, allowed: float
+    ) -> Check:
         problem = self.problems[index]
         ref = self.reference(index, seed, ws)
-        inputs = self.inputs(index, seed)
+        inputs, consts = self.inputs(index, seed), constants_for(problem, seed)
         label = problem.label
 
         def fail(detail: str, arg: str = "", cmp: Comparison | None = None) -> Check:
-            c = cmp or Comparison(False)
-            return Check(label, seed, False, c.max_abs_err, c.max_rel_err, c.first_bad_index, arg, detail)
+            return checked(label, seed, False, detail, arg, cmp or Comparison(False))
 
-        self.run(kernel, ws, launch, index, seed, POISON_A)
+        self.run(kernel, ws, launch, inputs, consts, POISON_A)
         if name := ws.broken_guard():
             return fail(f"out-of-bounds write: the guard region around `{name}` was modified", name)
         for a in problem.args:
@@ -444,24 +726,46 @@ class Verifier:
                 return fail(f"input `{a.name}` was modified", a.name)
         outs = [a for a in problem.args if a.role in ("out", "inout")]
         first = {a.name: ws.read(a.name) for a in outs}
-        self.run(kernel, ws, launch, index, seed, POISON_B)
+        self.run(kernel, ws, launch, inputs, consts, POISON_B)
+        calib = {a.name: self.calibration(index, a.name, ref[a.name][1], allowed) for a in outs}
         for a in outs:
             second = ws.read(a.name)
             et = elem_type(a.dtype)
             if a.role == "out" and (idx := unwritten(first[a.name], second, et.itemsize)) >= 0:
                 return fail(f"output `{a.name}` not written at index {idx}", a.name)
-            again = compare(first[a.name], second, a.dtype, self.tol(a.dtype))
+            again = compare(first[a.name], second, a.dtype, calib[a.name])
             if not again.ok:
                 return fail(
                     f"nondeterministic: two runs on the same inputs differ: {again.detail}", a.name, again
                 )
-        worst = Comparison(True)
+        worst: tuple[str, Comparison] = ("", Comparison(True, norm_bound=np.inf))
         for a in outs:
-            cmp = compare(ref[a.name], first[a.name], a.dtype, self.tol(a.dtype))
+            cmp = compare(ref[a.name][0], first[a.name], a.dtype, calib[a.name])
             if not cmp.ok:
-                return fail(
-                    f"mismatch in `{a.name}` at index {cmp.first_bad_index}: {cmp.detail}", a.name, cmp
-                )
-            if cmp.max_abs_err >= worst.max_abs_err:
-                worst = cmp
-        return Check(label, seed, True, worst.max_abs_err, worst.max_rel_err)
+                where = f" at index {cmp.first_bad_index}" if cmp.first_bad_index >= 0 else ""
+                return fail(f"mismatch in `{a.name}`{where}: {cmp.detail}", a.name, cmp)
+            if cmp.error_ratio >= worst[1].error_ratio:
+                worst = (a.name, cmp)
+        return checked(label, seed, True, worst[1].measured() if worst[0] else "", worst[0], worst[1])
+
+
+def checked(label: str, seed: int, ok: bool, detail: str, arg: str, cmp: Comparison) -> Check:
+    """A :class:`~sandbox.contract.Check` carrying a comparison's measured errors and bounds."""
+
+    def finite(x: float) -> float:  # results are JSON: an exact bound's ratio is capped, "unchecked" is 0
+        return min(x, 1e300) if math.isfinite(x) or x > 0 else 0.0
+
+    return Check(
+        label,
+        seed,
+        ok,
+        cmp.max_abs_err,
+        cmp.max_rel_err,
+        cmp.first_bad_index,
+        arg,
+        detail,
+        error_ratio=finite(cmp.error_ratio),
+        bound=cmp.bound,
+        norm_err=cmp.norm_err,
+        norm_bound=cmp.norm_bound if math.isfinite(cmp.norm_bound) else 0.0,
+    )

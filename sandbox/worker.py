@@ -38,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -489,10 +489,12 @@ class _Evaluation:
 
 def sanitize(worker: WorkerProcess, job: EvalJob, result: CandidateResult, budget: Budget) -> CandidateResult:
     """Re-run an ``ok`` candidate's verification (bench problem, first seed) under compute-sanitizer
-    memcheck and racecheck; any error turns it into ``rejected``.  No-op without the tool."""
+    memcheck and racecheck.  Fails closed: the result's ``sanitizer`` says ``passed: ...`` only when
+    every tool ran to its summary with no error; ``skipped: ...`` without the tool; otherwise
+    ``failed: ...`` and the candidate is ``rejected`` (errors found, or the check could not be made)."""
     exe = shutil.which("compute-sanitizer")
     if not exe:
-        return replace(result, sanitizer="compute-sanitizer not found: skipped")
+        return replace(result, sanitizer="skipped: compute-sanitizer not found")
     req = job.request
     cands = list(req.candidates)
     launches = cands[job.index].launches
@@ -509,7 +511,15 @@ def sanitize(worker: WorkerProcess, job: EvalJob, result: CandidateResult, budge
     for tool in SANITIZER_TOOLS:
         with tempfile.TemporaryDirectory() as tmp:
             logfile = Path(tmp) / "sanitizer.log"
-            prefix = [exe, "--tool", tool, "--error-exitcode", "86", "--log-file", str(logfile)]
+            prefix = [
+                exe,
+                "--tool",
+                tool,
+                "--error-exitcode",
+                str(SANITIZER_ERROR),
+                "--log-file",
+                str(logfile),
+            ]
             if worker.prefix:  # inside bwrap, /tmp is private: share the log's directory
                 prefix = ["--bind", tmp, tmp, *prefix]
             proc = WorkerProcess(worker.device, worker.backend, worker.handler, [*worker.prefix, *prefix])
@@ -517,19 +527,40 @@ def sanitize(worker: WorkerProcess, job: EvalJob, result: CandidateResult, budge
             reply = proc.call(replace(job, request=small), 10 * budget.timeout_s)
             code = proc.close(timeout=60)
             text = logfile.read_text(errors="replace") if logfile.exists() else ""
-        summary = next((ln for ln in reversed(text.splitlines()) if "SUMMARY" in ln), "")
-        lines.append(f"{tool}: {summary.replace('========= ', '') or f'exit status {code}'}")
-        if code == 86 or (isinstance(reply.value, CandidateResult) and reply.value.status != Status.OK):
-            detail = "\n".join([ln for ln in text.splitlines() if ln.startswith("=========")][:20])
-            if isinstance(reply.value, CandidateResult) and not detail:
-                detail = f"{reply.value.status.value}: {reply.value.message}"
+        passed, line = sanitizer_verdict(tool, code, text, reply)
+        lines.append(line)
+        if not passed:
             return replace(
                 result,
                 status=Status.REJECTED,
-                message=f"compute-sanitizer {tool}: {detail}",
-                sanitizer="; ".join(lines),
+                message=f"compute-sanitizer {line}",
+                sanitizer="failed: " + "; ".join(lines),
             )
-    return replace(result, sanitizer="; ".join(lines))
+    return replace(result, sanitizer="passed: " + "; ".join(lines))
+
+
+SANITIZER_ERROR = 86  # the exit status compute-sanitizer is told to use when it finds errors
+
+
+def sanitizer_verdict(tool: str, code: int | None, log_text: str, reply: Reply) -> tuple[bool, str]:
+    """(passed, what to say) for one compute-sanitizer run: its exit status, its log, and the reply
+    of the worker it ran.  Anything short of a summary with no error and a clean exit is a failure."""
+    log_lines = log_text.splitlines()
+    summary = next((ln for ln in reversed(log_lines) if "SUMMARY" in ln), "").replace("========= ", "")
+    errors = "\n".join([ln for ln in log_lines if ln.startswith("=========") and "SUMMARY" not in ln][:20])
+    value = reply.value
+    if code == SANITIZER_ERROR:
+        return False, f"{tool}: {summary or 'errors found'}" + (f"\n{errors}" if errors else "")
+    if reply.unavailable or not isinstance(value, CandidateResult):
+        why = reply.unavailable or "no result from the worker under it"
+        return False, f"{tool}: could not check: {why} (exit status {code})"
+    if value.status != Status.OK:
+        return False, f"{tool}: could not check: {value.status.value}: {value.message}"
+    if not summary:
+        return False, f"{tool}: could not check: no summary in its log (exit status {code})"
+    if code != 0:
+        return False, f"{tool}: could not check: exit status {code} ({summary})"
+    return True, f"{tool}: {summary}"
 
 
 # --------------------------------------------------------------------------- worker side
@@ -550,16 +581,17 @@ SPIN_CYCLES = 2_000_000
 TIMING_SLOTS = 3  # rotated input sets for timing; at least 2 so the rotated re-check means something
 
 
-def timing_slots(problem: Problem, pair: bool, cap: int) -> int:
-    """How many rotated input sets fit the evaluation's memory cap (``pair``: baseline and
-    candidate each get their own buffers). Large problems use fewer sets: the L2 flush before
-    every sample already keeps them from being served from cache."""
+def timing_slots(problem: Problem, cap: int) -> int:
+    """How many rotated input sets fit the evaluation's memory cap (baseline and candidate share
+    each set; ``inout`` arrays also keep a pristine copy). Large problems use fewer sets: the L2
+    flush before every sample already keeps them from being served from cache."""
     from sandbox.verify import GUARD_BYTES, elem_type
 
-    one = sum(
-        a.count * elem_type(a.dtype).itemsize + 2 * GUARD_BYTES for a in problem.args if a.role != "scalar"
+    per_slot = sum(
+        (a.count * elem_type(a.dtype).itemsize) * (2 if a.role == "inout" else 1) + 2 * GUARD_BYTES
+        for a in problem.args
+        if a.role != "scalar"
     )
-    per_slot = one * (2 if pair else 1)
     if not cap or per_slot == 0:
         return TIMING_SLOTS
     return max(2, min(TIMING_SLOTS, cap // per_slot))
@@ -567,12 +599,34 @@ def timing_slots(problem: Problem, pair: bool, cap: int) -> int:
 
 def verification_plan(req: EvalRequest) -> list[tuple[Problem, tuple[int, ...]]]:
     """(problem, seeds) to verify on: every verification size on every seed; the benchmark size on
-    the first seed only when the request is timed and its outputs are all ``out`` arrays, as the
-    timed runs use the other seeds' inputs too and compare every candidate's outputs with the
-    baseline's on each of them (``inout`` arrays change with every timed launch: no such check)."""
-    outputs_rechecked = all(a.role != "inout" for a in req.bench_problem.args)
-    bench_seeds = req.seeds[:1] if req.options.time and outputs_rechecked else req.seeds
+    the first seed only when the request is timed, as the timed runs use the other seeds' inputs
+    too and check the outputs the candidate's timed launches leave on each of them."""
+    bench_seeds = req.seeds[:1] if req.options.time else req.seeds
     return [(p, req.seeds) for p in req.verify_problems] + [(req.bench_problem, bench_seeds)]
+
+
+@contextlib.contextmanager
+def gpu_lock(key: str, exclusive: bool) -> Iterator[None]:
+    """Hold the device's advisory lock, shared by every worker on the machine (a file in
+    /dev/shm, which bubblewrap leaves shared, else the temp directory): verification holds it
+    shared, timing exclusive, so no other evaluation's GPU work (another worker, a sanitizer run,
+    the verification of the next batch) overlaps a timed sample."""
+    import fcntl
+
+    root = Path("/dev/shm") if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    name = "cuda-agent-gpu-" + "".join(c if c.isalnum() else "_" for c in key) + ".lock"
+    path = (root or Path(tempfile.gettempdir())) / name
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:  # no lock to be had: say so, and time anyway
+        log.warning("cannot open the GPU lock %s: %s", path, exc)
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 class GpuHandler:
@@ -583,6 +637,7 @@ class GpuHandler:
 
         self.rt = make_runtime(backend, device)
         self.info = self.rt.device_info()
+        self.key = self.rt.device_key() or f"index{device}"
         self._helpers: dict[str, Any] = {}
         self._state: tuple[str, Any, Any] | None = None  # request key, baseline handle, verifier
         self._flusher: Any = None
@@ -606,8 +661,8 @@ class GpuHandler:
             return self.info
         from sandbox.timing import measure_ceilings
 
-        bandwidth, gflops = measure_ceilings(self.rt)
-        return replace(known, peak_bandwidth_gbps=bandwidth, peak_gflops=gflops)
+        bandwidth, gflops, tensor = measure_ceilings(self.rt)
+        return replace(known, peak_bandwidth_gbps=bandwidth, peak_gflops=gflops, peak_tensor_gflops=tensor)
 
     def _helper(self, name: str) -> Any:
         if name not in self._helpers:
@@ -646,15 +701,18 @@ class GpuHandler:
 
         req = job.request
         plan = verification_plan(req)
-        key = hashlib.sha256(pickle.dumps((job.baseline, plan, req.tolerance))).hexdigest()
+        tolerances = (*req.tolerances, *([req.tolerance] if req.tolerance else []))
+        key = hashlib.sha256(pickle.dumps((job.baseline, plan, tolerances))).hexdigest()
         if self._state is None or self._state[0] != key:
             self._state = None  # let the old verifier's host arrays go before drawing new ones
             baseline = self.rt.load(job.baseline.cubin, job.baseline.symbol)
-            verifier = Verifier(self.rt, plan, baseline, req.tolerance, self.scribble)
+            verifier = Verifier(self.rt, plan, baseline, tolerances, self.scribble)
             self._state = (key, baseline, verifier)
         return self._state[1], self._state[2]
 
     def evaluate(self, job: EvalJob) -> CandidateResult:
+        from sandbox.verify import allowed_roundoff, lower_precision
+
         req = job.request
         cid = _job_id(job)
         self.rt.set_memory_limit(0)
@@ -664,7 +722,13 @@ class GpuHandler:
             self._flusher = Flusher(self.rt, 2 * max(self.info.l2_bytes, 1 << 20))
         self._helper("cuda_agent_scribble")
         self._helper("cuda_agent_spin")
-        baseline, verifier = self._request_state(job)
+        features: dict[str, str] = {}
+        if job.candidate is not None:
+            features = lower_precision(req.baseline, req.candidates[job.index].kernel)
+        precision = ", ".join(f"{kind} ({evidence})" for kind, evidence in features.items())
+        allowed = allowed_roundoff(features, req.allow_precision)
+        with gpu_lock(self.key, exclusive=False):
+            baseline, verifier = self._request_state(job)
         self.rt.set_memory_limit(req.budget.gpu_memory_bytes)
         try:
             if job.candidate is None:
@@ -672,68 +736,103 @@ class GpuHandler:
             else:
                 kernel = self.rt.load(job.candidate.cubin, job.candidate.symbol)
                 launches = req.candidates[job.index].launches
-            verdict = verifier.verify(kernel, launches)
+            with gpu_lock(self.key, exclusive=False):
+                verdict = verifier.verify(kernel, launches, allowed)
             if verdict.status is not None:
-                return CandidateResult(cid, verdict.status, verdict.message, checks=verdict.checks)
-            if not req.options.time:
-                return CandidateResult(cid, Status.OK, "verified (not timed)", checks=verdict.checks)
-            bench_launch = launches[-1] if launches else req.bench_problem.launch
-            return self._time(job, baseline, kernel, bench_launch, verifier, verdict.checks)
+                result = CandidateResult(cid, verdict.status, verdict.message, checks=verdict.checks)
+            elif not req.options.time:
+                result = CandidateResult(cid, Status.OK, "verified (not timed)", checks=verdict.checks)
+            else:
+                bench_launch = launches[-1] if launches else req.bench_problem.launch
+                result = self._time(job, baseline, kernel, bench_launch, verifier, verdict.checks, allowed)
+            return replace(result, precision=precision)
         finally:
             self.rt.set_memory_limit(0)
 
     def _time(
-        self, job: EvalJob, baseline: Any, kernel: Any, launch: Launch, verifier: Any, checks: Any
+        self,
+        job: EvalJob,
+        baseline: Any,
+        kernel: Any,
+        launch: Launch,
+        verifier: Any,
+        checks: Any,
+        allowed: float,
     ) -> CandidateResult:
-        from sandbox.timing import bench, speedups
-        from sandbox.verify import POISON_A, Workspace, compare, default_tolerance
+        """Time the kernel (with the baseline, in pairs on shared buffers), then check the outputs
+        the candidate's last timed launch left on every rotated input set."""
+        from sandbox.timing import bench, paired
+        from sandbox.verify import POISON_A, Workspace, compare, constants_for
 
         req = job.request
         problem = req.bench_problem
         alone = job.candidate is None
-        pairs: list[tuple[Workspace, Workspace]] = []
-        slots = timing_slots(problem, not alone, req.budget.gpu_memory_bytes - self.rt.allocated())
-        bench_index = len(verifier.problems) - 1
+        cid = _job_id(job)
+        index = len(verifier.problems) - 1
+        slots = timing_slots(problem, req.budget.gpu_memory_bytes - self.rt.allocated())
+        # the run's seeds, then more: each slot its own inputs; one set of __constant__ data
+        seeds = [req.seeds[s] if s < len(req.seeds) else req.seeds[0] + 7919 * s for s in range(slots)]
+        arrays = [a for a in problem.args if a.role in ("out", "inout")]
+        spaces: list[Workspace] = []
+        pristine: list[dict[str, int]] = []
         try:
-            for slot in range(slots):  # the run's seeds, then more: each slot its own inputs
-                seed = req.seeds[slot] if slot < len(req.seeds) else req.seeds[0] + 7919 * slot
-                inputs = verifier.inputs(bench_index, seed)
-                a = Workspace(self.rt, problem)
-                b = a if alone else Workspace(self.rt, problem)
-                pairs.append((a, b))
-                a.prepare(inputs, POISON_A)
-                if b is not a:
-                    b.prepare(inputs, POISON_A)
-            runs = [lambda s: self.rt.launch(baseline, problem.launch, pairs[s][0].args())]
+            for _ in seeds:
+                spaces.append(Workspace(self.rt, problem))
+            with gpu_lock(self.key, exclusive=False):
+                refs = [] if alone else [verifier.reference(index, s, spaces[0], seeds[0]) for s in seeds]
+                for ws, seed in zip(spaces, seeds, strict=True):
+                    ws.prepare(verifier.inputs(index, seed), POISON_A)
+                    copies = {}
+                    for a in arrays:
+                        if a.role == "inout":
+                            copies[a.name] = self.rt.alloc(ws.nbytes[a.name])
+                            self.rt.copy_async(copies[a.name], ws.data(a.name), ws.nbytes[a.name])
+                    pristine.append(copies)
+                for k in (baseline, kernel):
+                    for name, host in constants_for(problem, seeds[0]).items():
+                        self.rt.htod(self.rt.global_symbol(k, name), host)
+                self.rt.synchronize()
+
+            def reset(slot: int) -> None:
+                ws = spaces[slot]
+                for a in arrays:
+                    if a.role == "inout":
+                        self.rt.copy_async(ws.data(a.name), pristine[slot][a.name], ws.nbytes[a.name])
+                    else:
+                        self.rt.memset_async(ws.data(a.name), POISON_A, ws.nbytes[a.name])
+
+            runs = [lambda s: self.rt.launch(baseline, problem.launch, spaces[s].args())]
             if not alone:
-                runs.append(lambda s: self.rt.launch(kernel, launch, pairs[s][1].args()))
-            timings = bench(self.rt, runs, slots, self._flusher, req.budget, self.clock_mhz)
-            if not alone:
-                for slot, (a, b) in enumerate(pairs):
-                    for arg in problem.args:
-                        if arg.role != "out":
-                            continue
-                        tol = req.tolerance or default_tolerance(arg.dtype)
-                        cmp = compare(a.read(arg.name), b.read(arg.name), arg.dtype, tol)
-                        if not cmp.ok:
-                            return CandidateResult(
-                                _job_id(job),
-                                Status.MISMATCH,
-                                f"{problem.label}: outputs of the timed runs differ from the baseline's "
-                                f"on rotated input slot {slot} (`{arg.name}` {cmp.detail}): "
-                                "results depend on earlier calls",
-                                checks=checks,
-                            )
+                runs.append(lambda s: self.rt.launch(kernel, launch, spaces[s].args()))
+            with gpu_lock(self.key, exclusive=True):
+                sampled = bench(self.rt, runs, slots, self._flusher, req.budget, self.clock_mhz, reset)
+            for slot, ws in enumerate([] if alone else spaces):
+                for a in arrays:
+                    ref, moved = refs[slot][a.name]
+                    calib = verifier.calibration(index, a.name, moved, allowed)
+                    cmp = compare(ref, ws.read(a.name), a.dtype, calib)
+                    if not cmp.ok:
+                        return CandidateResult(
+                            cid,
+                            Status.MISMATCH,
+                            f"{problem.label}: the outputs of the timed runs differ from the baseline's "
+                            f"on rotated input set {slot} (`{a.name}` {cmp.detail}): "
+                            "results depend on earlier calls",
+                            checks=checks,
+                        )
         finally:
-            for a, b in pairs:
-                a.close()
-                if b is not a:
-                    b.close()
+            for ws in spaces:
+                ws.close()
+            for copies in pristine:
+                for ptr in copies.values():
+                    self.rt.free(ptr)
+        timings = sampled.timings
+        note = timing_note(timings, sampled.ratios)
         if alone:
-            return CandidateResult(_job_id(job), Status.OK, checks=checks, timing=timings[0])
-        speed, low, high = speedups(timings[0], timings[1])
+            return CandidateResult(cid, Status.OK, checks=checks, timing=timings[0], note=note)
+        speed, low, high = paired(sampled.ratios)
         return CandidateResult(
-            _job_id(job),
+            cid,
             Status.OK,
             checks=checks,
             timing=timings[1],
@@ -741,7 +840,24 @@ class GpuHandler:
             speedup=speed,
             speedup_low=low,
             speedup_high=high,
+            pairs=len(sampled.ratios),
+            note=note,
         )
+
+
+def timing_note(timings: Sequence[Any], ratios: Sequence[float]) -> str:
+    """What the timing needs said with it: multimodal samples (with their modes), throttling."""
+    from sandbox.timing import modes
+
+    notes = []
+    for who, t in zip(("baseline", "candidate") if len(timings) == 2 else ("kernel",), timings, strict=True):
+        if t.modes:
+            notes.append(f"{who} samples are bimodal ({' ms and '.join(f'{m:.4g}' for m in t.modes)} ms)")
+    if len(ratios) >= 2 and (ratio_modes := modes(ratios)):
+        notes.append(f"paired ratios are bimodal ({' and '.join(f'{m:.3g}x' for m in ratio_modes)})")
+    if any(t.throttled for t in timings):
+        notes.append("the SM clock dropped while sampling")
+    return "; ".join(notes)
 
 
 def _load_handler(spec: str, device: int, backend: str) -> Handler:

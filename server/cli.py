@@ -374,7 +374,7 @@ def optimize(
         raise JobFailed(f"{type(result).__name__}: {result}")
     written = backup = None
     if write and result.outcome is loop.Outcome.IMPROVED:
-        written, backup = _write_with_backup(path, text, result.rewritten)
+        written, backup = write_rewrite(path, text, result.rewritten)
     if as_json:
         emit_json(_optimize_json(target, result, written, backup, log_path))
     else:
@@ -436,22 +436,80 @@ def _progress_bar(enabled: bool) -> Iterator[Callable[[LoopEvent], None] | None]
         yield on_event
 
 
-def _write_with_backup(path: Path, original: str, rewritten: str) -> tuple[Path, Path]:
-    """Replace FILE atomically after checking it did not change during the run; keep a backup."""
+def write_rewrite(path: Path, original: str, rewritten: str) -> tuple[Path, Path]:
+    """Write ``rewritten`` over FILE, keeping a backup; returns (the file written, its backup).
+
+    A symlink is followed to the real file (the link stays a link).  Unchanged lines keep their
+    exact bytes (undecodable bytes outside the rewrite survive).  The backup is a new file
+    (``FILE.bak``, ``FILE.bak1``...) created without following a symlink at that name, with
+    the file's mode and owner; the file is replaced atomically, keeping its mode and owner.
+    Refused (JobFailed) when FILE changed during the run; any failure leaves nothing behind.
+    """
+    import contextlib
+    import errno
     import os
     import tempfile
 
-    _, now = read_source(str(path))
-    if now != original:
+    real = path.resolve()
+    try:
+        raw = real.read_bytes()
+        st = real.stat()
+    except OSError as exc:
+        raise JobFailed(f"{path}: cannot read ({exc.strerror}); nothing written") from None
+    if raw.decode("utf-8", errors="replace") != original:
         raise JobFailed(f"{path} changed during the run; nothing written (rerun to optimize the new version)")
-    backup = next(b for i in range(1000) if not (b := path.with_name(f"{path.name}.bak{i or ''}")).exists())
-    backup.write_bytes(path.read_bytes())
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-        f.write(rewritten)
-    os.chmod(tmp, path.stat().st_mode & 0o7777)
-    os.replace(tmp, path)
-    return path, backup
+    mode = st.st_mode & 0o7777
+    created: list[Path] = []
+
+    def own(fd: int) -> None:
+        os.fchmod(fd, mode)
+        if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+            with contextlib.suppress(PermissionError):  # not ours to give away: keep our ownership
+                os.fchown(fd, st.st_uid, st.st_gid)
+
+    try:
+        i = 0
+        while True:
+            backup = real.with_name(f"{real.name}.bak{i or ''}")
+            try:
+                fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                break
+            except FileExistsError:
+                i += 1
+        created.append(backup)
+        with os.fdopen(fd, "wb") as f:
+            own(f.fileno())
+            f.write(raw)
+        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.")
+        created.append(Path(tmp))
+        with os.fdopen(fd, "wb") as f:
+            own(f.fileno())
+            f.write(_spliced_bytes(raw, original, rewritten))
+        os.replace(tmp, real)
+        created.remove(Path(tmp))
+    except OSError as exc:
+        for leftover in created:
+            leftover.unlink(missing_ok=True)
+        why = exc.strerror or str(exc)
+        if exc.errno in (errno.EPERM, errno.EACCES, errno.EROFS):
+            why += " (is the file immutable or its folder read-only?)"
+        raise JobFailed(f"{path}: cannot write ({why}); nothing changed") from None
+    return real, backup
+
+
+def _spliced_bytes(raw: bytes, original: str, rewritten: str) -> bytes:
+    """``rewritten`` as bytes, where lines it shares with ``original`` keep ``raw``'s exact bytes
+    (``original`` is ``raw`` decoded with replacement, line for line: a newline is never part
+    of an undecodable sequence)."""
+    import difflib
+
+    old, raw_lines, new = original.split("\n"), raw.split(b"\n"), rewritten.split("\n")
+    if len(old) != len(raw_lines):
+        return rewritten.encode("utf-8")
+    out: list[bytes] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        out += raw_lines[i1:i2] if tag == "equal" else [line.encode("utf-8") for line in new[j1:j2]]
+    return b"\n".join(out)
 
 
 def _print_optimize(
@@ -464,6 +522,7 @@ def _print_optimize(
 ) -> None:
     from agent.loop import Outcome
     from sandbox.timing import measured_text
+    from server.texts import plural
 
     device = result.device.name if result.device else "unknown device"
     click.echo(f"{target.kernel} in {target.path} on {device}")
@@ -498,12 +557,14 @@ def _print_optimize(
                 )
                 if v
             )
-            click.echo(
-                f"  launch: {change} ({len(result.launch_edits)} edit(s) to launch sites in this file)"
-            )
+            sites = plural(result.launch_sites, "launch site")
+            click.echo(f"  launch: {change} (the spec's launch line and {sites} in this file updated)")
+            if result.launch_todo:
+                click.echo(f"  to do: {result.launch_todo}")
     tokens = f", {result.tokens} tokens" if result.tokens else ""
     click.echo(
-        f"  {result.attempts} candidates in {result.seconds:.1f} s{tokens}; stopped: {result.stop_reason}"
+        f"  {plural(result.attempts, 'candidate')} in {result.seconds:.1f} s{tokens}; "
+        f"stopped: {result.stop_reason}"
     )
     if show_diff and result.diff:
         click.echo(result.diff, nl=False)
@@ -542,8 +603,25 @@ def _optimize_json(
         "verification": to_dict(result.verification),
         "launch": to_dict(result.launch) if result.launch else None,
         "launch_edits": to_dict(result.launch_edits),
+        "launch_sites": result.launch_sites,
+        "launch_todo": result.launch_todo,
         "diff": result.diff,
         "attempts": result.attempts,
+        "history": [
+            {
+                "candidate_id": a.candidate_id,
+                "batch": a.batch,
+                "description": a.proposal.description,
+                "duplicate_of": a.duplicate_of or None,
+                "reward": a.reward,
+                "status": a.result.status.value,
+                "message": a.result.message,
+                "speedup": a.result.speedup,
+                "speedup_low": a.result.speedup_low,
+                "speedup_high": a.result.speedup_high,
+            }
+            for a in result.history
+        ],
         "tokens": result.tokens,
         "seconds": result.seconds,
         "device": to_dict(result.device) if result.device else None,
@@ -554,14 +632,175 @@ def _optimize_json(
 
 
 @cli.command()
+@click.argument("file")
+@click.option("--kernel", "-k", "kernel", help="The original kernel (default: the only kernel in FILE).")
+@click.option(
+    "--with",
+    "-w",
+    "with_",
+    required=True,
+    metavar="KERNEL|OTHER.cu[:KERNEL]",
+    help="The rewrite: another kernel of FILE, or a kernel of another file.",
+)
+@click.option(
+    "--launch",
+    metavar="'grid=.. block=.. smem=..'",
+    help="The rewrite's launch, in the spec's vocabulary (default: its own `launch` line, else the original's).",
+)
+@click.option("--seed", default=0, show_default=True, help="Random seed for the verification inputs.")
+@click.option("--gpu", default=0, show_default=True, help="GPU index.")
+@click.option("--no-sanitize", is_flag=True, help="Skip compute-sanitizer on a verified rewrite.")
+@json_option
+def compare(
+    file: str,
+    kernel: str | None,
+    with_: str,
+    launch: str | None,
+    seed: int,
+    gpu: int,
+    no_sanitize: bool,
+    as_json: bool,
+) -> None:
+    """Verify a rewrite you already have against a kernel and measure the speedup.
+
+    Sizes, arguments and tolerance come from the original's spec; exit status 0 when the rewrite
+    verified, 1 when it did not, 2 for mistakes."""
+    import random
+
+    from agent import compare as cmp
+    from agent import loop
+    from agent.source import Document
+    from sandbox.executor import ExecutorError
+
+    path, text = read_source(file)
+    doc = Document(text, str(path))
+    try:
+        ref = cmp.CandidateRef.parse(with_)
+        target = loop.target_for(doc, kernel)
+        original = cmp.find_kernel(doc, kernel, "FILE")
+        if ref.path is None:
+            cand_doc = doc
+        else:
+            cand_path, cand_text = read_source(ref.path)
+            cand_doc = Document(cand_text, str(cand_path))
+        cand = cmp.find_kernel(cand_doc, ref.kernel, "--with")
+        change = cmp.parse_launch(launch) if launch is not None else None
+        proposal = cmp.candidate_proposal(target, original, doc, cand_doc, cand, change)
+    except loop.TargetError as exc:
+        raise UserError(str(exc)) from exc
+    rng = random.Random(seed)
+    seeds = tuple(rng.randrange(1, 2**31) for _ in range(3))
+    try:
+        with _make_executor(gpu) as executor:
+            found = cmp.compare(
+                target,
+                proposal,
+                executor,
+                candidate_path=cand_doc.path,
+                seeds=seeds,
+                sanitize=not no_sanitize,
+            )
+    except loop.TargetError as exc:
+        raise UserError(str(exc)) from exc
+    except ExecutorError as exc:
+        raise executor_failed(exc) from exc
+    if as_json:
+        emit_json(_compare_json(found))
+    else:
+        _print_compare(found)
+    if not found.verified:
+        raise JobFailed(f"{cand.name} did not verify against {target.kernel}: {found.candidate.status.value}")
+
+
+def _compare_json(found: Any) -> dict[str, Any]:
+    from agent.loop import size_checks
+    from sandbox.contract import to_dict
+
+    c = found.candidate
+    return {
+        "file": found.target.path,
+        "kernel": found.target.kernel,
+        "candidate": {"file": found.candidate_path, "kernel": found.proposal.kernel},
+        "verified": found.verified,
+        "status": c.status.value,
+        "message": c.message,
+        "speedup": c.speedup,
+        "speedup_low": c.speedup_low,
+        "speedup_high": c.speedup_high,
+        "launch": to_dict(found.proposal.launch) if found.proposal.launch else None,
+        "verification": to_dict(size_checks(c)),
+        "sanitizer": c.sanitizer,
+        "baseline": to_dict(found.result.baseline),
+        "result": to_dict(c),
+        "device": to_dict(found.result.device) if found.result.device else None,
+    }
+
+
+def _print_compare(found: Any) -> None:
+    from agent.loop import size_checks
+    from sandbox.timing import measured_text
+
+    t, c, base = found.target, found.candidate, found.result.baseline
+    device = found.result.device.name if found.result.device else "unknown device"
+    where = "the same file" if found.candidate_path == t.path else found.candidate_path
+    click.echo(f"{t.kernel} ({t.path}) against {found.proposal.kernel} ({where}) on {device}")
+    if base.status.value != "ok":
+        click.echo(f"  the original failed its own checks: {base.status.value}: {base.message}")
+        return
+    verdict = "verified" if c.status.value == "ok" else c.status.value
+    click.echo(f"  verdict: {verdict}{f' ({c.message})' if c.message else ''}")
+    for check in size_checks(c):
+        mark = "ok" if check.ok else "FAILED"
+        detail = f": {check.detail}" if check.detail else ""
+        click.echo(
+            f"    {check.label}: {mark} on {check.seeds} seed(s), max abs err {check.max_abs_err:.3g}, "
+            f"max rel err {check.max_rel_err:.3g}{detail}"
+        )
+    click.echo(f"  original:  {measured_text(base, detail=True)}")
+    if c.status.value == "ok":
+        click.echo(f"  rewrite:   {measured_text(c, detail=True)}")
+        click.echo(f"  speedup:   {c.speedup:.2f}x [{c.speedup_low:.2f}x-{c.speedup_high:.2f}x]")
+        if c.sanitizer:
+            click.echo(f"  compute-sanitizer: {c.sanitizer}")
+    elif c.resources:
+        click.echo(f"  rewrite:   {c.resources.registers} registers, {c.resources.spill_stores} B spilled")
+    if found.proposal.launch is not None:
+        lc = found.proposal.launch
+        parts = ", ".join(
+            f"{k}={v}" for k, v in (("grid", lc.grid), ("block", lc.block), ("smem", lc.shared)) if v
+        )
+        click.echo(f"  rewrite launched with {parts}")
+
+
+@cli.command()
 @click.argument("directory")
 @click.option("--budget", default="60s", show_default=True, help="Budget per kernel (see optimize).")
 @click.option("--seed", default=0, show_default=True, help="Random seed (runs are reproducible).")
 @click.option("--gpu", default=0, show_default=True, help="GPU index.")
 @click.option("--match", default="*", show_default=True, help="Only the files whose name matches this glob.")
+@click.option(
+    "--jsonl",
+    type=click.Path(dir_okay=False),
+    help="Append each kernel's result to this file as it finishes.",
+)
+@click.option(
+    "--deadline",
+    type=click.FloatRange(min=1.0),
+    help="Seconds per kernel, everything included (default: the budget's wall time, then as long again, at least 60 s).",
+)
 @json_option
-def suite(directory: str, budget: str, seed: int, gpu: int, match: str, as_json: bool) -> None:
-    """Optimize every kernel with a spec in DIRECTORY and print a table with fast_1, fast_1.5, geomean."""
+def suite(
+    directory: str,
+    budget: str,
+    seed: int,
+    gpu: int,
+    match: str,
+    jsonl: str | None,
+    deadline: float | None,
+    as_json: bool,
+) -> None:
+    """Optimize every kernel with a spec in DIRECTORY and print a table with fast_1, fast_1.5, geomean.
+    One progress line per kernel goes to stderr as it finishes."""
     from dataclasses import asdict
 
     from agent import loop
@@ -578,14 +817,27 @@ def suite(directory: str, budget: str, seed: int, gpu: int, match: str, as_json:
     if next(find_targets(root, match), None) is None:
         raise UserError(f"{directory}: no kernel with a `// @cuda-agent` spec in its {match} .cu/.cuh files")
 
-    def progress(e: SuiteEntry) -> None:
-        if not as_json:
-            click.echo(f"  {Path(e.file).name} {e.kernel}: {e.status} {e.speedup:.2f}x", err=True)
+    def progress(done: int, total: int, e: SuiteEntry) -> None:
+        speed = f" {e.speedup:.2f}x [{e.speedup_low:.2f}-{e.speedup_high:.2f}]" if e.status != "error" else ""
+        why = f" ({e.description})" if e.status == "error" or "deadline" in e.description else ""
+        click.echo(
+            f"[{done}/{total}] {Path(e.file).name} {e.kernel}: {e.status}{speed} in {e.seconds:.1f} s{why}",
+            err=True,
+        )
 
     try:
         with _make_executor(gpu) as executor:
             device = executor.device_info().name
-            entries = run_suite(root, executor, budget=limits, seed=seed, match=match, on_entry=progress)
+            entries = run_suite(
+                root,
+                executor,
+                budget=limits,
+                seed=seed,
+                match=match,
+                on_entry=progress,
+                jsonl=Path(jsonl) if jsonl else None,
+                deadline_s=deadline,
+            )
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
     summary = summarize(entries)

@@ -7,6 +7,7 @@ from lsprotocol import types as lsp
 from agent.source import Kernel
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.store import OptimizeRecord, kernel_hash
+from server.texts import markdown_text, plural, spread_text
 
 
 def speedup_label(rec: OptimizeRecord, current_hash: str) -> str:
@@ -26,11 +27,12 @@ def speedup_details(rec: OptimizeRecord, current_hash: str = "") -> str:
     return "\n\n".join(
         [
             f"**{rec.speedup:.2f}× faster, verified** (between {rec.speedup_low:.2f}× and {rec.speedup_high:.2f}×)",
-            f"- original: {rec.baseline_ms:.4g} ms median, spread ±{rec.baseline_spread * 50:.1f}%\n"
-            f"- rewrite: {rec.candidate_ms:.4g} ms median, spread ±{rec.candidate_spread * 50:.1f}%\n"
+            f"- original: {rec.baseline_ms:.4g} ms median ({spread_text(rec.baseline_spread)})\n"
+            f"- rewrite: {rec.candidate_ms:.4g} ms median ({spread_text(rec.candidate_spread)})\n"
             f"- checked on {', '.join(rec.sizes) or 'the bench size'} × {rec.seeds} seeds, tolerance {rec.tolerance}\n"
-            f"- {rec.device}, {rec.date}, {rec.attempts} candidates ({rec.stop_reason})",
-            rec.summary,
+            f"- {markdown_text(rec.device)}, {rec.date}, {plural(rec.attempts, 'candidate')} "
+            f"({markdown_text(rec.stop_reason)})",
+            markdown_text(rec.summary),
             state if current_hash else "",
         ]
     ).strip()

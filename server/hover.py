@@ -10,6 +10,7 @@ from server.hints import speedup_details
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.store import BenchmarkRecord, kernel_hash
 from server.symbols import lsp_range, signature
+from server.texts import spread_text
 
 
 def kernel_at(od: OpenDocument, line: int, col: int) -> tuple[Kernel, lsp.Range] | None:
@@ -33,7 +34,7 @@ def kernel_at(od: OpenDocument, line: int, col: int) -> tuple[Kernel, lsp.Range]
 
 def benchmark_line(b: BenchmarkRecord) -> str:
     return (
-        f"{b.median_ms:.4g} ms median (IQR ±{b.rel_spread * 50:.1f}%) at {b.problem}"
+        f"{b.median_ms:.4g} ms median ({spread_text(b.rel_spread)}) at {b.problem}"
         f" · {b.gbps:.0f} GB/s · {b.pct_peak:.0f}% of peak bandwidth · {b.device}, {b.date}"
     )
 

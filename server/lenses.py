@@ -17,6 +17,7 @@ from agent import spec as specs
 from agent.source import Kernel
 from server.hover import benchmark_line
 from server.lsp import CudaLanguageServer, OpenDocument
+from server.store import OptimizeRecord, kernel_hash
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +42,22 @@ def code_lenses(ls: CudaLanguageServer, od: OpenDocument) -> list[lsp.CodeLens]:
         rec = results.get(k.qualified_name)
         if rec is not None and rec.benchmark is not None:
             lenses.append(_lens(rng, benchmark_line(rec.benchmark), "", None))
+        todo = _launch_todo(od, k, rec.optimize if rec is not None else None)
+        if todo:
+            lenses.append(_lens(rng, f"⚠ {todo}", "", None))
         rewrite = ls.runs.pending(od, k.qualified_name) if ls.runs is not None else None
         if rewrite is not None:
             title = f"✓ Apply verified rewrite ({rewrite.speedup:.2f}× faster)"
             lenses.append(_lens(rng, title, "cudaAgent.applyRewrite", {"runId": rewrite.run_id}))
     return lenses
+
+
+def _launch_todo(od: OpenDocument, k: Kernel, rec: OptimizeRecord | None) -> str:
+    """The launch change the applied rewrite of ``k`` still needs, while the file has no launch
+    site of it ("" otherwise)."""
+    if rec is None or not rec.launch_todo or od.doc is None or od.doc.launches_of(k.name):
+        return ""
+    return rec.launch_todo if kernel_hash(od.doc, k) == rec.rewritten_hash else ""
 
 
 def _lens(rng: lsp.Range, title: str, command: str, arg: dict[str, Any] | None) -> lsp.CodeLens:

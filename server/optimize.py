@@ -45,6 +45,7 @@ from sandbox.executor import Executor, ExecutorError
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.settings import ExecutorSettings, Settings, make_executor
 from server.store import BenchmarkRecord, OptimizeRecord, kernel_hash, text_hash
+from server.texts import plural
 
 log = logging.getLogger(__name__)
 
@@ -103,19 +104,29 @@ def rewrite_edits(target: loop.Target, result: loop.OptimizeResult) -> tuple[lsp
 
 
 def summary_of(result: loop.OptimizeResult) -> str:
+    """One line: what the rewrite does, its launch, what it assumes, what the user must still do."""
     if result.best is None:
         return result.stop_reason
     p = result.best.proposal
-    lines = [p.description]
+    parts = [p.description]
     if result.launch is not None:
-        parts = [f"{k}={v}" for k, v in (("grid", result.launch.grid), ("block", result.launch.block)) if v]
-        lines.append("launch: " + ", ".join(parts))
-    lines += [f"assumes: {a}" for a in p.assumptions]
-    return "\n".join(x for x in lines if x)
+        launch = result.launch
+        parts.append(
+            "launch "
+            + " ".join(
+                f"{k}={v}"
+                for k, v in (("grid", launch.grid), ("block", launch.block), ("smem", launch.shared))
+                if v
+            )
+        )
+    parts += [f"assumes {a}" for a in p.assumptions]
+    if result.launch_todo:
+        parts.append(f"⚠ {result.launch_todo}")
+    return "; ".join(x for x in parts if x)
 
 
 def _tolerance(t: Tolerance | None) -> str:
-    return f"atol={t.atol:g} rtol={t.rtol:g}" if t is not None else "dtype default"
+    return t.text() if t is not None else "calibrated"
 
 
 def _now() -> str:
@@ -153,6 +164,7 @@ def optimize_record(
         stop_reason=result.stop_reason,
         original_hash=original_hash,
         rewritten_hash=rewritten_hash,
+        launch_todo=result.launch_todo,
     )
 
 
@@ -381,7 +393,9 @@ async def run_optimize(ls: CudaLanguageServer, od: OpenDocument, kernel: str) ->
     def show(ev: loop.LoopEvent) -> None:
         run.percent = int(100 * (ev.fraction or 0.0))
         best = f" · best {ev.best_speedup:.2f}× so far" if ev.best_speedup else ""
-        progress.report(run.percent, f"{ev.evaluated} candidates tried{best}", force=ev.kind == "improved")
+        progress.report(
+            run.percent, f"{plural(ev.evaluated, 'candidate')} tried{best}", force=ev.kind == "improved"
+        )
         runs.status()
 
     def work() -> loop.OptimizeResult:
@@ -476,7 +490,7 @@ def _record_optimize(
     elif result.outcome is loop.Outcome.BASELINE_FAILED:
         message = result.stop_reason
     else:
-        message = f"no reliably faster candidate in {result.attempts} tried ({result.stop_reason})"
+        message = f"no reliably faster candidate ({plural(result.attempts, 'candidate')} tried; {result.stop_reason})"
     if result.cancelled:
         message += "; cancelled, best so far kept"
     _end(ls, run, progress, message)

@@ -80,7 +80,7 @@ class OptimizeRecord:
     candidate_spread: float
     sizes: tuple[str, ...]  # problem labels the winner was verified on
     seeds: int
-    tolerance: str  # "atol=1e-05 rtol=1e-05", or "dtype default"
+    tolerance: str  # "atol=1e-05 rtol=1e-05", or "calibrated"
     device: str
     date: str
     summary: str
@@ -88,6 +88,7 @@ class OptimizeRecord:
     stop_reason: str
     original_hash: str = ""  # kernel_hash of the kernel the run started from
     rewritten_hash: str = ""  # kernel_hash of the verified rewrite
+    launch_todo: str = ""  # the launch change the user must still make by hand (agent.loop.LaunchEdits)
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,17 @@ def test_an_atomic_histogram_is_privatised_first() -> None:
     assert all(launch.grid[0] <= sm_cap for launch in first.launches)
 
 
+@pytest.mark.parametrize("name", ["matmul.cu", "matmul_bias.cu", "sgemm.cu", "attention_scores.cu"])
+def test_a_dot_product_per_thread_is_tiled_first(name: str) -> None:
+    executor = FakeExecutor()
+    run(name, executor, candidates=4)
+    first = next(r for r in executor.requests if r.candidates).candidates[0]  # the guess leads batch 0
+    assert (
+        "128x128 outputs per block" in first.kernel.source and "__launch_bounds__(256)" in first.kernel.source
+    )
+    assert first.launches is not None and all(launch.block == (256, 1, 1) for launch in first.launches)
+
+
 def test_config_renders_its_transformations_in_order() -> None:
     config = Config(shape=Vectorize(16), fastmath=True, block=(128,), restrict=True)
     names = [type(t).__name__ for t in config.transforms()]

@@ -303,3 +303,71 @@ def test_more_tool_calls_than_the_batch_holds_are_all_evaluated_and_answered() -
     answers = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in answers] == ["call_0", "call_1", "call_2"]
     assert all("Candidate b" in m["content"] for m in answers)
+
+
+def test_dynamic_shared_memory_travels_through_tools_and_fenced_replies() -> None:
+    """A block-per-row style rewrite needs dynamic shared memory: the tool schema and the fenced
+    format both carry `smem`, and the resolved launches reach the executor with it."""
+    tool_script = [
+        Call(
+            (
+                (
+                    "verify_and_time",
+                    {"code": variant(T, "speedup=1.5"), "block": "128", "smem": "(block / 32) * 4"},
+                ),
+            )
+        ),
+        Say("done"),
+    ]
+    with ScriptedLLM(tool_script) as server:
+        res = run(settings(server))
+    schema = {t["function"]["name"]: t for t in server.requests[0].body["tools"]}
+    assert "smem" in schema["verify_and_time"]["function"]["parameters"]["properties"]
+    assert res.best is not None
+    assert res.best.proposal.launch == LaunchChange(block="128", shared="(block / 32) * 4")
+
+    fenced = [
+        Say(
+            f"Shared partials.\nlaunch: block=256 smem=(block / 32) * 4\n```cuda\n{variant(T, 'speedup=1.7')}```"
+        )
+    ]
+    refusal = '"auto" tool choice requires --enable-auto-tool-choice'
+    executor = MarkerExecutor()
+
+    def script(body: dict[str, Any], i: int):
+        return Fail(400, refusal) if "tools" in body else fenced[0] if i == 1 else Say("done")
+
+    with ScriptedLLM(script) as server:
+        proposer = LLMProposer(settings(server, max_turns=2))
+        try:
+            res = optimize(T, proposer, executor, budget=OptimizeBudget(wall_s=30))
+        finally:
+            proposer.close()
+    assert res.best is not None and res.best.proposal.launch == LaunchChange(
+        block="256", shared="(block / 32) * 4"
+    )
+    launched = [r.candidates[0].launches for r in executor.requests if r.candidates]
+    assert launched and launched[0] is not None and {lc.shared_bytes for lc in launched[0]} == {32}
+
+
+def test_a_fenced_launch_line_that_does_not_parse_is_answered_not_run() -> None:
+    replies = [Say(f"launch: threads=64\n```cuda\n{variant(T, 'speedup=3')}```"), Say("done")]
+    refusal = '"auto" tool choice requires --enable-auto-tool-choice'
+
+    def script(body: dict[str, Any], i: int):
+        return Fail(400, refusal) if "tools" in body else replies[min(i - 1, 1)]
+
+    with ScriptedLLM(script) as server:
+        res = run(settings(server, max_turns=2))
+    assert res.attempts == 0
+    assert "Error in the launch line: unknown key `threads`" in last(server, 2)["content"]
+
+
+def test_a_rewrite_with_another_parameter_list_is_refused_before_it_runs() -> None:
+    changed = variant(T, "speedup=4").replace("int n,", "long n,", 1)
+    assert changed != variant(T, "speedup=4")
+    with ScriptedLLM([Call((("verify_and_time", {"code": changed}),)), Say("done")]) as server:
+        res = run(settings(server))
+    assert res.attempts == 1 and res.history[0].result.status.value == "launch_error"
+    assert "parameter list differs" in res.history[0].result.message
+    assert "parameter list differs" in last(server, 1)["content"]

@@ -86,9 +86,60 @@ def test_a_launch_change_is_resolved_from_the_spec_and_edits_the_launch_site() -
     assert [launch.grid[0] for launch in cand.launches] == [4, 17, (1 << 24) // 256]
     assert res.launch == change
     assert res.assumptions == ("n fits in int",)
-    assert len(res.launch_edits) == 2
+    assert len(res.launch_edits) == 3 and res.launch_sites == 1 and res.launch_todo == ""
     assert "saxpy<<<(n + (256 - 1)) / 256, 256>>>(n, 2.0f, x, y);" in res.rewritten
     assert "-    saxpy<<<(n + 31) / 32, 32>>>(n, 2.0f, x, y);" in res.diff
+    # the spec follows: the next run measures the launch the code now uses
+    assert "+// @cuda-agent launch grid=cdiv(n, block) block=256\n" in res.diff
+    again = target_for(Document(res.rewritten, T.path))
+    assert again.bench_problem.launch.block[0] == 256
+
+
+VADD = """// @cuda-agent sizes n=1<<20 verify n=1000
+// @cuda-agent launch grid=cdiv(n, block) block=32
+// @cuda-agent arg a in float[n]
+// @cuda-agent arg c out float[n]
+// @cuda-agent arg n = n
+__global__ void vadd(const float* a, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i];
+}
+"""
+
+MAIN = """
+int main() {
+    const int n = 1 << 20;
+    const int threads = 32;  // threads per block
+    int blocks = (n + threads - 1) / threads;
+    vadd<<<blocks, threads>>>(a, c, n);
+    const int other = 64;
+    vadd<<<(n + other - 1) / other, other>>>(a, c, n);
+    use(other);
+}
+"""
+
+
+def test_launch_rewrite_updates_the_spec_and_drops_declarations_only_it_used() -> None:
+    t = target_for(Document(VADD + MAIN, "vadd.cu"))
+    assert t.site_edits is not None
+    le = t.site_edits(LaunchChange(grid="cdiv(n, block * 4)", block="256"))
+    out = t.file_with(t.definition, le.edits)
+    assert le.sites == 2 and le.todo == ""
+    assert "// @cuda-agent launch grid=cdiv(n, block * 4) block=256\n" in out
+    assert "vadd<<<(n + (256 * 4 - 1)) / (256 * 4), 256>>>(a, c, n);" in out
+    # `blocks` was used only by the first launch, and `threads` only by it and `blocks`;
+    # `other` is still used
+    assert "threads" not in out and "blocks" not in out
+    assert "const int other = 64;" in out
+
+
+def test_without_a_launch_site_the_result_says_which_launch_to_use() -> None:
+    t = target_for(Document(VADD, "vadd.cu"))
+    assert t.site_edits is not None
+    le = t.site_edits(LaunchChange(block="128"))
+    assert le.sites == 0
+    assert le.todo == "no launch site of vadd in this file: launch it with grid=cdiv(n, block) block=128"
+    assert "// @cuda-agent launch grid=cdiv(n, block) block=128\n" in t.file_with(t.definition, le.edits)
 
 
 def test_a_bad_launch_is_a_verdict_and_never_reaches_the_executor() -> None:

@@ -1,10 +1,11 @@
-"""Statistics, adaptive interleaved sampling (on a scripted runtime), throughput, ceilings cache."""
+"""Statistics, paired adaptive sampling (on a scripted runtime), modes, throughput, ceilings cache."""
 
 from __future__ import annotations
 
 import itertools
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sandbox_fakes import vadd_problem
 
@@ -13,6 +14,10 @@ from sandbox.timing import (
     Flusher,
     bench,
     cached_ceilings,
+    done_sampling,
+    modes,
+    paired,
+    quartile_interval,
     speedups,
     store_ceilings,
     summarize,
@@ -73,31 +78,71 @@ class ScriptedRuntime:
         return run
 
 
-def test_bench_interleaves_flushes_and_stops_when_quiet() -> None:
+def test_bench_pairs_on_shared_slots_resets_and_ends_with_the_candidate() -> None:
     rt = ScriptedRuntime({0: [2.0], 1: [1.0]})
+    resets: list[int] = []
+
+    def reset(slot: int) -> None:
+        resets.append(slot)
+        rt.log.append(f"reset{slot}")
+
     budget = Budget(min_samples=10, max_samples=200, target_rel_spread=0.01, time_budget_ms=10_000)
-    a, b = bench(rt, [rt.enqueue(0), rt.enqueue(1)], 3, Flusher(rt, 1 << 20), budget)  # type: ignore[arg-type]
-    assert a.median_ms == 2.0 and b.median_ms == 1.0
-    assert a.samples == b.samples == 16  # two rounds of 8 reach min_samples with zero spread
-    timed = [e for e in rt.log[2:] if e != "flush"]  # after the two warm-up launches
-    assert timed[:8] == ["A0", "B0", "B1", "A1", "A2", "B2", "B0", "A0"]
-    assert rt.log[2:].count("flush") == len(timed)  # L2 flushed before every sample
+    out = bench(rt, [rt.enqueue(0), rt.enqueue(1)], 3, Flusher(rt, 1 << 20), budget, reset=reset)  # type: ignore[arg-type]
+    a, b = out.timings
+    assert a.median_ms == 2.0 and b.median_ms == 1.0 and not a.modes
+    # two rounds of 8 pairs reach min_samples with a decided bound, then the closing round (3 slots)
+    assert a.samples == b.samples == len(out.ratios) == 19 and set(out.ratios) == {2.0}
+    timed = [e for e in rt.log[4:] if e[0] in "AB"]  # after the two warm-up launches (and resets)
+    assert timed[:8] == ["A0", "B0", "B1", "A1", "A2", "B2", "B0", "A0"]  # both kernels on the same slot
+    assert timed[-6:] == ["A0", "B0", "A1", "B1", "A2", "B2"]  # the candidate last on every slot
+    samples = rt.log[4:]
+    for i, e in enumerate(samples):  # every timed launch: its slot restored, then L2 flushed, just before
+        if e[0] in "AB":
+            assert samples[i - 1] == "flush" and samples[i - 2] == f"reset{e[1]}"
 
 
 def test_bench_keeps_sampling_while_noisy_up_to_max() -> None:
     rt = ScriptedRuntime({0: [1.0, 1.5, 0.7, 1.2]})
     budget = Budget(min_samples=10, max_samples=40, target_rel_spread=0.01, time_budget_ms=10_000)
-    (t,) = bench(rt, [rt.enqueue(0)], 2, Flusher(rt, 1024), budget)  # type: ignore[arg-type]
-    assert t.samples == 40 and t.rel_spread > 0.01
+    (t,) = bench(rt, [rt.enqueue(0)], 2, Flusher(rt, 1024), budget).timings  # type: ignore[arg-type]
+    assert t.samples == 42 and t.rel_spread > 0.01  # 40, then the closing round over 2 slots
+
+
+def test_paired_sampling_continues_while_the_pessimistic_bound_is_undecided() -> None:
+    budget = Budget(min_samples=10, max_samples=400, target_rel_spread=0.01, time_budget_ms=10_000)
+    rng = np.random.default_rng(0)
+    noisy = list(1.0 + 0.05 * rng.standard_normal(40))  # q1 near 0.97: is it below 1? yes, decided
+    assert done_sampling([noisy, noisy], noisy, budget, 0.0)
+    straddling = list(1.035 + 0.05 * rng.standard_normal(40))  # q1 near 1.0: undecided
+    lo, hi = quartile_interval(straddling)
+    assert lo < 1.0 < hi and hi - lo > 0.01
+    assert not done_sampling([straddling, straddling], straddling, budget, 0.0)
+    assert done_sampling([straddling, straddling], straddling, budget, 20_000.0)  # the budget ends it
+    assert paired([1.0, 2.0, 3.0, 4.0, 5.0]) == (3.0, 2.0, 4.0)
+
+
+def test_two_modes_are_detected_and_named() -> None:
+    rng = np.random.default_rng(1)
+    fast = 1.02 * (1 + 0.01 * rng.standard_normal(60))
+    slow = 5.95 * (1 + 0.01 * rng.standard_normal(40))
+    found = modes(np.concatenate([fast, slow]))
+    assert (
+        len(found) == 2
+        and found[0] == pytest.approx(1.02, rel=0.01)
+        and found[1] == pytest.approx(5.95, rel=0.01)
+    )
+    assert summarize(list(np.concatenate([fast, slow]))).modes == found
+    assert modes(fast) == ()  # one mode, 1% noise
+    assert modes(np.concatenate([fast, [9.0, 9.1]])) == ()  # two outliers are not a mode
 
 
 def test_bench_flags_throttling() -> None:
     rt = ScriptedRuntime({0: [1.0]})
     clocks = iter([1980.0, 1500.0])
-    (t,) = bench(rt, [rt.enqueue(0)], 1, Flusher(rt, 1024), Budget(), lambda: next(clocks))  # type: ignore[arg-type]
+    (t,) = bench(rt, [rt.enqueue(0)], 1, Flusher(rt, 1024), Budget(), lambda: next(clocks)).timings  # type: ignore[arg-type]
     assert t.throttled
     steady = iter([1980.0, 1975.0])
-    (t,) = bench(rt, [rt.enqueue(0)], 1, Flusher(rt, 1024), Budget(), lambda: next(steady))  # type: ignore[arg-type]
+    (t,) = bench(rt, [rt.enqueue(0)], 1, Flusher(rt, 1024), Budget(), lambda: next(steady)).timings  # type: ignore[arg-type]
     assert not t.throttled
 
 
@@ -117,7 +162,14 @@ def test_throughput_from_problem_counts() -> None:
 def test_ceilings_cache_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "ceilings.json"
     assert cached_ceilings(DEVICE, path) is None
-    measured = DeviceInfo(**{**DEVICE.__dict__, "peak_bandwidth_gbps": 4300.0, "peak_gflops": 51_000.0})
+    measured = DeviceInfo(
+        **{
+            **DEVICE.__dict__,
+            "peak_bandwidth_gbps": 4300.0,
+            "peak_gflops": 51_000.0,
+            "peak_tensor_gflops": 7e5,
+        }
+    )
     store_ceilings(measured, path)
     assert cached_ceilings(DEVICE, path) == measured
     other_driver = DeviceInfo(**{**DEVICE.__dict__, "driver": "12.8"})
@@ -148,3 +200,19 @@ def test_throughput_beyond_the_measured_ceiling_is_implausible() -> None:
     assert 90 < honest.pct_peak_bandwidth < 92 and implausible(honest) == ""
     skipped_work = timed(0.070)  # twice as fast as the memory allows: half the work escaped the timer
     assert "escaped the timed region" in implausible(skipped_work)
+
+
+def test_flop_ceiling_follows_the_candidates_precision() -> None:
+    from sandbox.contract import ArgSpec, Launch, Problem
+
+    device = DeviceInfo(**{**DEVICE.__dict__, "peak_gflops": 50_000.0, "peak_tensor_gflops": 700_000.0})
+    n = 4096
+    problem = Problem(
+        "n", {"n": n}, (ArgSpec("c", "out", "float32", n * n),), Launch((1, 1, 1), (1, 1, 1)), flops=2 * n**3
+    )
+    t = Timing(1.0, 1.0, 1.0, 1.0, 10, 0.0)  # 137 TFLOP/s: impossible in FP32, plausible on tensor cores
+    fp32 = with_throughput(CandidateResult("c", Status.OK, timing=t), problem, device)
+    tensor = with_throughput(
+        CandidateResult("c", Status.OK, timing=t, precision="tf32 (wmma)"), problem, device
+    )
+    assert fp32.pct_peak_flops > 200 and tensor.pct_peak_flops < 25

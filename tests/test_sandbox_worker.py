@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 from sandbox_fakes import kernel_file, vadd_request
 
-from sandbox.contract import Budget, Candidate, EvalOptions, EvalResult, KernelSource, Progress, Status
+from sandbox.contract import (
+    Budget,
+    Candidate,
+    CandidateResult,
+    EvalOptions,
+    EvalResult,
+    KernelSource,
+    Progress,
+    Status,
+)
 from sandbox.executor import NoGpuError
 from sandbox.worker import LocalExecutor, WorkerProcess, bwrap_prefix, clean_env
 
@@ -236,7 +245,7 @@ def test_timing_slots_shrink_to_fit_the_memory_cap() -> None:
     from sandbox.contract import ArgSpec, Launch, Problem
     from sandbox.worker import TIMING_SLOTS, timing_slots
 
-    n = 1 << 26  # three float arrays of 256 MiB: 6 buffers a slot when baseline and candidate pair up
+    n = 1 << 26  # float arrays of 256 MiB, shared by baseline and candidate
     problem = Problem(
         "n=2^26",
         {"n": n},
@@ -248,11 +257,16 @@ def test_timing_slots_shrink_to_fit_the_memory_cap() -> None:
         ),
         Launch((n // 256, 1, 1), (256, 1, 1)),
     )
-    assert timing_slots(problem, pair=True, cap=4 << 30) == 2  # 3 slots would need 4.5 GiB
-    assert timing_slots(problem, pair=False, cap=4 << 30) == 3
-    assert timing_slots(problem, pair=True, cap=0) == TIMING_SLOTS
+    assert timing_slots(problem, cap=2 << 30) == 2  # 3 slots of three arrays would need 2.25 GiB
+    assert timing_slots(problem, cap=4 << 30) == 3
+    # an inout array keeps a pristine copy to restore it before every timed launch
+    accumulating = replace(
+        problem, args=tuple(replace(a, role="inout") if a.name == "c" else a for a in problem.args)
+    )
+    assert timing_slots(accumulating, cap=3 << 30) == 2
+    assert timing_slots(problem, cap=0) == TIMING_SLOTS
     small = Problem("n=4", {"n": 4}, (ArgSpec("c", "out", "float32", 4),), Launch((1, 1, 1), (32, 1, 1)))
-    assert timing_slots(small, pair=True, cap=1 << 20) == TIMING_SLOTS
+    assert timing_slots(small, cap=1 << 20) == TIMING_SLOTS
 
 
 def test_verification_plan_checks_the_benchmark_size_on_every_seed_unless_timed() -> None:
@@ -263,11 +277,39 @@ def test_verification_plan_checks_the_benchmark_size_on_every_seed_unless_timed(
     assert [(p.label, seeds) for p, seeds in plan] == [
         ("n=1", (5, 6, 7)),
         ("n=4097", (5, 6, 7)),
-        ("n=65536", (5,)),  # the timed runs use seeds 6 and 7 and compare against the baseline
+        ("n=65536", (5,)),  # the timed runs use seeds 6 and 7 and check against the baseline's outputs
     ]
     untimed = replace(timed, options=EvalOptions(time=False))
     assert [seeds for _, seeds in verification_plan(untimed)] == [(5, 6, 7)] * 3
-    # an inout output changes with every timed launch, so the timed runs cannot re-check it
+    # inout arrays are restored before every timed launch, so the timed runs re-check them too
     c_inout = tuple(replace(a, role="inout") if a.name == "c" else a for a in timed.bench_problem.args)
     accumulating = replace(timed, bench_problem=replace(timed.bench_problem, args=c_inout))
-    assert verification_plan(accumulating)[-1][1] == (5, 6, 7)
+    assert verification_plan(accumulating)[-1][1] == (5,)
+
+
+def test_sanitizer_fails_closed() -> None:
+    from sandbox.worker import SANITIZER_ERROR, Reply, sanitizer_verdict
+
+    ok = Reply(CandidateResult("c", Status.OK))
+    clean = "========= ERROR SUMMARY: 0 errors\n"
+    assert sanitizer_verdict("memcheck", 0, clean, ok) == (True, "memcheck: ERROR SUMMARY: 0 errors")
+    found = "========= Invalid __global__ write of size 4 bytes\n========= ERROR SUMMARY: 1 error\n"
+    passed, line = sanitizer_verdict("memcheck", SANITIZER_ERROR, found, ok)
+    assert not passed and "1 error" in line and "Invalid __global__ write" in line
+    # the worker under the tool could not get the GPU: no result, no summary: not a pass
+    no_gpu = Reply(None, unavailable="no usable GPU 0 (cupy): CUDARuntimeError: cudaErrorDevicesUnavailable")
+    passed, line = sanitizer_verdict("racecheck", 1, "", no_gpu)
+    assert not passed and "could not check" in line and "DevicesUnavailable" in line
+    assert not sanitizer_verdict("memcheck", 0, "", ok)[0]  # ran, but said nothing
+    assert not sanitizer_verdict("memcheck", 3, clean, ok)[0]  # a summary, but an odd exit status
+    crashed = Reply(CandidateResult("c", Status.CRASH, "worker died"))
+    assert "crash: worker died" in sanitizer_verdict("memcheck", 0, clean, crashed)[1]
+
+
+def test_sanitizer_missing_is_skipped_not_passed(
+    executor: LocalExecutor, vadd: KernelSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    request = replace(vadd_request(vadd, (Candidate("ok1", vadd),)), options=EvalOptions(sanitize=True))
+    (result,) = executor.evaluate(request).candidates
+    assert result.status == Status.OK and result.sanitizer.startswith("skipped: ")

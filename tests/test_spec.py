@@ -403,6 +403,30 @@ def test_hostile_specs_are_errors_at_their_lines(data_dir: Path) -> None:
         assert problems(result.spec)[-1].launch.grid == (4096, 1, 1)
 
 
+def test_per_output_tolerances_norm_and_precision_allowance() -> None:
+    text = (
+        "// @cuda-agent sizes n=1024\n"
+        "// @cuda-agent arg x in float[n]\n"
+        "// @cuda-agent arg y out float[n]\n"
+        "// @cuda-agent arg s out float[n]\n"
+        "// @cuda-agent tolerance norm=1e-4\n"
+        "// @cuda-agent tolerance arg=s rtol=1e-3\n"
+        "// @cuda-agent precision allow=tf32,fast-math\n"
+        "__global__ void k(const float* x, float* y, float* s, int n) { y[0] = x[0]; s[0] = x[0]; }\n"
+    )
+    spec = parsed(Document(text), "k")
+    assert spec.tolerance is not None and spec.tolerance.norm == 1e-4 and not spec.tolerance.elementwise
+    (s_tol,) = spec.output_tolerances
+    assert (s_tol.arg, s_tol.rtol, s_tol.atol, s_tol.norm) == ("s", 1e-3, None, None)
+    assert spec.allow_precision == ("tf32", "fast-math")
+    again = parsed(Document(render(spec) + text.splitlines(keepends=True)[-1]), "k")
+    assert (again.tolerance, again.output_tolerances, again.allow_precision) == (
+        spec.tolerance,
+        spec.output_tolerances,
+        spec.allow_precision,
+    )
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
@@ -432,3 +456,26 @@ def test_infinite_scalar_values_are_allowed_for_floats_only() -> None:
     spec, errors = parse(kernel(doc, "k"))
     assert errors == () and spec is not None
     assert problems(spec)[-1].args[0].value == -math.inf
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("tolerance arg=n rtol=1e-3", "scalar parameter"),
+        ("tolerance arg=z rtol=1e-3", "no parameter `z`"),
+        ("tolerance rtol=-1", "finite number >= 0"),
+        ("tolerance arg=y", "give atol="),
+        ("precision allow=fp8", "unknown precision `fp8`"),
+        ("precision deny=tf32", "unknown key `deny`"),
+    ],
+)
+def test_tolerance_and_precision_errors(line: str, message: str) -> None:
+    text = (
+        "// @cuda-agent sizes n=1024\n"
+        "// @cuda-agent arg x in float[n]\n"
+        "// @cuda-agent arg y out float[n]\n"
+        f"// @cuda-agent {line}\n"
+        "__global__ void k(const float* x, float* y, int n) { y[0] = x[0]; }\n"
+    )
+    _, errors = parse(kernel(Document(text), "k"))
+    assert len(errors) == 1 and errors[0].line == 3 and message in errors[0].message

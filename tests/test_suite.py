@@ -8,6 +8,7 @@ import math
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,12 @@ KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
 DATA = Path(__file__).parent / "data"
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {"CUDA_AGENT_TEST_EXECUTOR": "1", "PATH": "/usr/bin:/bin"}
+def run_cli(*args: str, delay_s: float = 0.0) -> subprocess.CompletedProcess[str]:
+    env = {
+        "CUDA_AGENT_TEST_EXECUTOR": "1",
+        "CUDA_AGENT_TEST_EXECUTOR_DELAY": str(delay_s),
+        "PATH": "/usr/bin:/bin",
+    }
     return subprocess.run(
         [sys.executable, "-m", "server", *args], capture_output=True, text=True, timeout=120, env=env
     )
@@ -69,6 +74,34 @@ def test_suite_json(folder: Path) -> None:
     s = data["summary"]
     assert s["kernels"] == len(data["kernels"]) and s["improved"] == 3
     assert s["fast_1"] == pytest.approx(3 / s["kernels"]) and s["geomean"] == pytest.approx(2.0)
+
+
+def test_suite_reports_each_kernel_as_it_finishes(folder: Path, tmp_path: Path) -> None:
+    log = tmp_path / "out" / "suite.jsonl"
+    log.parent.mkdir()
+    log.write_text('{"earlier": "run"}\n')  # appended to, never truncated
+    out = run_cli("suite", str(folder), "--budget", "3c", "--json", "--jsonl", str(log))
+    assert out.returncode == 0, out.stderr
+    final = json.loads(out.stdout)["kernels"]
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert lines[0] == {"earlier": "run"} and lines[1:] == final
+    progress = [line for line in out.stderr.splitlines() if line.startswith("[")]
+    assert len(progress) == len(final)
+    assert progress[0].startswith(f"[1/{len(final)}] ") and f"[{len(final)}/{len(final)}]" in progress[-1]
+    assert any("vadd: improved 2.00x [1.96-2.04] in " in line for line in progress)
+
+
+def test_suite_deadline_covers_the_whole_kernel(folder: Path) -> None:
+    only = folder / "only"
+    only.mkdir()
+    shutil.copy(folder / "transpose.cu", only / "transpose.cu")
+    started = time.monotonic()
+    # 0.5 s per candidate and 100 candidates to try: only the 2 s deadline ends it
+    out = run_cli("suite", str(only), "--budget", "100c", "--deadline", "2", "--json", delay_s=0.5)
+    assert out.returncode == 0, out.stderr
+    (kernel,) = json.loads(out.stdout)["kernels"]
+    assert "stopped at its 2 s deadline" in kernel["description"] and kernel["attempts"] < 10
+    assert time.monotonic() - started < 30
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,7 @@ import {
   STATUS_NOTIFICATION,
   type ServerStatus,
 } from "./protocol";
-import { resultsHtml } from "./results";
+import { resultsHtml, spreadText } from "./results";
 import { LLM_API_KEY, SECRETS, SECTION, type SecretSpec, serverEnvironment, serverSettings, WORKER_TOKEN } from "./settings";
 import { type ServerState, statusView } from "./status";
 
@@ -399,7 +399,7 @@ class Agent {
     }
     if (result.status === "ok") {
       void vscode.window.showInformationMessage(
-        `CUDA Agent: ${result.medianMs.toFixed(3)} ms ± ${(100 * result.relSpread).toFixed(1)}%, ${result.gbps.toFixed(0)} GB/s (${result.pctPeak.toFixed(0)}% of peak)`,
+        `CUDA Agent: ${result.medianMs.toFixed(3)} ms (${spreadText(result.relSpread)}), ${result.gbps.toFixed(0)} GB/s (${result.pctPeak.toFixed(0)}% of peak)`,
       );
     } else {
       void vscode.window.showWarningMessage(`CUDA Agent: ${result.message || result.status}`);

@@ -176,8 +176,13 @@ export function rooflineSvg(row: KernelRow, points: ChartPoints): string {
   return `<svg role="img" aria-label="${title}" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}">${parts.join("")}</svg>`;
 }
 
+/** A timing's spread as every view shows it (server/texts.py spread_text): half the IQR over the median. */
+export function spreadText(relSpread: number): string {
+  return `IQR ±${(50 * relSpread).toFixed(1)}%`;
+}
+
 function timing(b: BenchmarkRow): string {
-  return `${b.medianMs.toFixed(3)} ms ± ${(100 * b.relSpread).toFixed(1)}%`;
+  return `${b.medianMs.toFixed(3)} ms (${spreadText(b.relSpread)})`;
 }
 
 function kernelSection(row: KernelRow): string {

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import abc
 import ast
+import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -61,6 +62,7 @@ from agent.spec import (
 )
 
 Node = tree_sitter.Node
+log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------------------- values
 
@@ -247,7 +249,7 @@ class _Scale(ast.NodeTransformer):
         self.factor = factor
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
-        if node.id in ("block", "block_x"):
+        if node.id in ("block", "block_x") and self.factor != 1:
             return ast.BinOp(ast.Name(node.id), ast.Mult(), ast.Constant(self.factor))
         return node
 
@@ -377,6 +379,13 @@ def _subscript_base(subject: Subject, node: Node) -> str:
         if len(inner) == 1 and inner[0].type == "identifier":
             return _text(subject, inner[0])
     return ""
+
+
+def _unparenthesized(node: Node | None) -> Node | None:
+    """``node`` without the parentheses around it: ``y[k]`` for ``((y[k]))``."""
+    while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node
 
 
 def _written(node: Node) -> bool:
@@ -572,6 +581,17 @@ class GridStride(Transform):
         return Rewrite(code, what, launch)
 
 
+_NARROW_TYPES = (
+    "__nv_bfloat16",
+    "nv_bfloat16",
+    "__half",
+    "half",
+    "char",
+    "signed char",
+    "unsigned char",
+    "int8_t",
+    "uint8_t",
+)
 _VECTOR_TYPES = {
     ("float", 8): "float2",
     ("float", 16): "float4",
@@ -583,6 +603,8 @@ _VECTOR_TYPES = {
     ("unsigned", 16): "uint4",
     ("double", 16): "double2",
     ("long long", 16): "longlong2",
+    # 1- and 2-byte elements travel in 16- or 8-byte packs, their lanes read through a pointer
+    **{(t, w): {16: "uint4", 8: "uint2"}[w] for t in _NARROW_TYPES for w in (8, 16)},
 }
 
 
@@ -866,7 +888,7 @@ class SharedHistogram(Transform):
             if fn is None or args is None or _text(subject, fn) != "atomicAdd" or not args.named_children:
                 continue
             first = args.named_children[0]
-            arg = first.child_by_field_name("argument")
+            arg = _unparenthesized(first.child_by_field_name("argument"))
             if first.type == "pointer_expression" and arg is not None and arg.type == "subscript_expression":
                 base = arg.child_by_field_name("argument")
                 if base is not None and _text(subject, base) in params:
@@ -939,7 +961,12 @@ class TiledTranspose(Transform):
             if s.type == "declaration":
                 for d in s.children_by_field_name("declarator"):
                     v, n = d.child_by_field_name("value"), d.child_by_field_name("declarator")
-                    if v is not None and n is not None and (axis := _index_kind(_text(subject, v))):
+                    if (
+                        v is not None
+                        and n is not None
+                        and n.type == "identifier"
+                        and (axis := _index_kind(_text(subject, v)))
+                    ):
                         names[axis] = _text(subject, n)
             elif s.type == "if_statement" and guard is None:
                 guard = s
@@ -951,7 +978,8 @@ class TiledTranspose(Transform):
             return NotApplicable("no 2-D index pair guarded by one `if`")
         x, y = names["x"], names["y"]
         cond = _squash(_text(subject, guard.child_by_field_name("condition") or guard)).strip("()")
-        m = re.fullmatch(rf"{x}<(\w+)&&{y}<(\w+)|{y}<(\w+)&&{x}<(\w+)", cond)
+        ex, ey = re.escape(x), re.escape(y)
+        m = re.fullmatch(rf"{ex}<(\w+)&&{ey}<(\w+)|{ey}<(\w+)&&{ex}<(\w+)", cond)
         if m is None:
             return NotApplicable("the guard is not `x < W && y < H`")
         w, h = (m[1], m[2]) if m[1] else (m[4], m[3])
@@ -1060,13 +1088,31 @@ class FastMath(Transform):
         return Rewrite(code, f"fast-math intrinsics ({count} call(s))")
 
 
+def safe_apply(transform: Transform, subject: Subject) -> Subject | NotApplicable:
+    """``subject`` with ``transform`` applied; any exception inside the transformation (a bug, or
+    code it does not understand), or a rewrite that no longer holds a kernel, becomes
+    ``NotApplicable("internal error: ...")``, logged with the kernel, so that one transformation
+    never ends a search."""
+    try:
+        out = transform.apply(subject)
+        if isinstance(out, NotApplicable):
+            return out
+        after = subject.then(out)
+        after.kernel  # noqa: B018 - raises when the rewrite lost the kernel
+        return after
+    except Exception as e:  # any failure of a pass is a verdict, never a crash
+        name = subject.doc.kernels[-1].name if subject.doc.kernels else "?"
+        log.warning("%r failed on kernel %s: %r", transform, name, e, exc_info=True)
+        return NotApplicable(f"internal error: {type(e).__name__}: {e}")
+
+
 def apply_all(subject: Subject, transforms: tuple[Transform, ...]) -> Subject | NotApplicable:
     """Apply ``transforms`` in order; the first that does not apply ends it (with its reason)."""
     for t in transforms:
-        out = t.apply(subject)
+        out = safe_apply(t, subject)
         if isinstance(out, NotApplicable):
             return NotApplicable(f"{type(t).__name__}: {out.reason}")
-        subject = subject.then(out)
+        subject = out
     return subject
 
 
@@ -1087,4 +1133,5 @@ __all__ = [
     "Vectorize",
     "WarpReduction",
     "apply_all",
+    "safe_apply",
 ]

@@ -1,0 +1,177 @@
+"""Compare a kernel with a rewrite the user already has (``cuda-agent compare``, the editor's
+"Compare with…"): the same verification and timing as an optimize run, for one given candidate.
+
+The candidate is another ``__global__`` kernel, in the same file or another one.  It is
+evaluated as a :class:`~agent.loop.Proposal` whose ``unit`` is the candidate's own standalone
+translation unit (its helpers, constants and macros come with it), launched under the
+original's spec: sizes, arguments, tolerance and problems are the original's; only the launch
+(``launch`` line), the template instantiation (``template`` line) may come from the candidate's
+own spec lines, or a launch from the caller (``--launch``).  A candidate whose parameter list
+differs from the original's (count, element types, pointer depth; names and ``const``/
+``__restrict__`` qualifiers aside) is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from agent import spec as spec_mod
+from agent.loop import LaunchChange, Proposal, Target, TargetError, signature_mismatch
+from agent.source import Document, Kernel
+from sandbox.contract import CandidateResult, EvalOptions, EvalRequest, EvalResult
+from sandbox.executor import Executor, ProgressFn
+
+
+@dataclass(frozen=True)
+class CandidateRef:
+    """Where the candidate is: ``NAME`` (same file), ``FILE`` (its only kernel) or ``FILE:NAME``."""
+
+    path: str | None
+    kernel: str | None
+
+    @staticmethod
+    def parse(text: str, exists: bool | None = None) -> CandidateRef:
+        """``exists``: whether ``text`` names a file (looked up when None)."""
+        text = text.strip()
+        if not text:
+            raise TargetError("--with needs a kernel name, FILE or FILE:KERNEL")
+        if exists is None:
+            exists = Path(text).is_file()
+        if exists:
+            return CandidateRef(text, None)
+        head, sep, tail = text.rpartition(":")
+        if sep and head and tail.isidentifier():
+            return CandidateRef(head, tail)
+        if text.isidentifier():
+            return CandidateRef(None, text)
+        raise TargetError(f"--with {text}: no such file, and not a kernel name")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The evaluated pair: ``result.baseline`` is the original, ``candidate`` the rewrite."""
+
+    target: Target
+    candidate_path: str
+    proposal: Proposal
+    result: EvalResult
+
+    @property
+    def candidate(self) -> CandidateResult:
+        return self.result.candidates[0]
+
+    @property
+    def verified(self) -> bool:
+        return self.result.baseline.status.value == "ok" and self.candidate.status.value == "ok"
+
+
+def find_kernel(doc: Document, name: str | None, what: str) -> Kernel:
+    if name is None:
+        if len(doc.kernels) != 1:
+            names = ", ".join(k.name for k in doc.kernels) or "none"
+            raise TargetError(f"{what} {doc.path} has {len(doc.kernels)} kernels ({names}); name one")
+        return doc.kernels[0]
+    found = doc.kernel(name)
+    if found is None:
+        names = ", ".join(k.name for k in doc.kernels) or "none"
+        raise TargetError(f"{what}: no kernel {name!r} in {doc.path or 'file'} (kernels: {names})")
+    return found
+
+
+def parse_launch(text: str, where: str = "--launch") -> LaunchChange:
+    """``grid=EXPR block=EXPR smem=EXPR`` (any subset) as a :class:`LaunchChange`."""
+    try:
+        values = spec_mod.launch_pairs(text)
+    except ValueError as exc:
+        raise TargetError(f"{where}: {exc}") from None
+    return LaunchChange(grid=values.get("grid"), block=values.get("block"), shared=values.get("smem"))
+
+
+def _own_lines(kernel: Kernel) -> dict[str, str]:
+    """The candidate's own ``launch`` and ``template`` directives, as written (other lines are the
+    original's business: sizes, arguments and tolerance come from its spec)."""
+    out: dict[str, str] = {}
+    for _, text in kernel.comment:
+        if spec_mod.MARKER not in text:
+            continue
+        keyword, _, rest = text.split(spec_mod.MARKER, 1)[1].strip().partition(" ")
+        if keyword in ("launch", "template"):
+            out[keyword] = rest.strip()
+    return out
+
+
+def candidate_proposal(
+    target: Target,
+    original: Kernel,
+    original_doc: Document,
+    cand_doc: Document,
+    cand: Kernel,
+    launch: LaunchChange | None = None,
+) -> Proposal:
+    """The candidate as a proposal against ``target``; raises :class:`TargetError` (one line) when
+    it cannot be compared (a different parameter list, a bad launch or template line)."""
+    if cand.span == original.span and cand_doc.path == original_doc.path:
+        raise TargetError(f"{cand.name} is the kernel itself; --with names the rewrite to compare with")
+    if why := signature_mismatch(original, cand, original_doc.type_aliases, cand_doc.type_aliases):
+        raise TargetError(f"{cand.name} cannot replace {original.name}: {why}")
+    own = _own_lines(cand)
+    where = f"{cand_doc.path or 'file'}:{cand.span.start_line + 1}"
+    if launch is None and "launch" in own:
+        launch = parse_launch(own["launch"], f"{where}: launch")
+    name = cand.qualified_name
+    if "template" in own:
+        args = [a for a in spec_mod.split_args(own["template"]) if a]
+        if len(args) != len(cand.template_params):
+            raise TargetError(
+                f"{where}: {cand.name} has {len(cand.template_params)} template parameter(s), got {len(args)}"
+            )
+        name = f"{name}<{', '.join(args)}>"
+    elif cand.template_params:
+        original_args = target.kernel.partition("<")[2].removesuffix(">")
+        if not original_args or len(spec_mod.split_args(original_args)) != len(cand.template_params):
+            raise TargetError(f"{where}: {cand.name} is a template: add `// @cuda-agent template ARG, ...`")
+        name = f"{name}<{original_args}>"
+    unit = cand_doc.standalone(cand, inline_headers=True)
+    definition = cand_doc.data[cand.span.start_byte : cand.span.end_byte].decode("utf-8", errors="replace")
+    return Proposal(
+        code=definition,
+        description=f"{cand.name} from {Path(cand_doc.path).name or 'the same file'}",
+        launch=launch,
+        kernel=name,
+        unit=unit.source,
+        options=unit.options,
+    )
+
+
+def compare(
+    target: Target,
+    proposal: Proposal,
+    executor: Executor,
+    *,
+    candidate_path: str = "",
+    seeds: tuple[int, ...] = (1, 2, 3),
+    sanitize: bool = True,
+    progress: ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+) -> Comparison:
+    """Verify and time ``proposal`` against the target in one evaluation (compute-sanitizer on the
+    candidate when it verifies and ``sanitize``).  Raises :class:`TargetError` for a launch the spec
+    cannot resolve and :class:`~sandbox.executor.ExecutorError` when nothing could run."""
+    candidate, error = target.candidate("candidate", proposal)
+    if candidate is None:
+        raise TargetError(error)
+    request = EvalRequest(
+        id=f"compare-{uuid.uuid4().hex}",
+        baseline=target.baseline,
+        candidates=(candidate,),
+        verify_problems=target.verify_problems,
+        bench_problem=target.bench_problem,
+        seeds=seeds,
+        tolerance=target.tolerance,
+        options=replace(EvalOptions(), sanitize=sanitize),
+    )
+    result = executor.evaluate(request, progress=progress, cancel=cancel)
+    return Comparison(target, candidate_path, proposal, result)

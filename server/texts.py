@@ -1,0 +1,22 @@
+"""Wording shared by the CLI and the editor's views, so one result reads the same everywhere."""
+
+from __future__ import annotations
+
+import re
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~])")
+
+
+def spread_text(rel_spread: float) -> str:
+    """A timing's spread as every view shows it: half the interquartile range over the median."""
+    return f"IQR ±{rel_spread * 50:.1f}%"
+
+
+def plural(n: int, word: str) -> str:
+    """``1 candidate``, ``2 candidates``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def markdown_text(text: str) -> str:
+    """``text`` shown literally in Markdown (``__restrict__`` stays ``__restrict__``, not bold)."""
+    return _MARKDOWN.sub(r"\\\1", text)

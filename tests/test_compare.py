@@ -1,0 +1,189 @@
+"""`cuda-agent compare`: a rewrite the user already has, verified and timed against the original.
+
+CPU-only: the simulated GPU (``CUDA_AGENT_TEST_EXECUTOR=1``) stands in for the sandbox, and the
+request it receives is checked for what the real sandbox would run (the candidate's own unit,
+compiled here with NVRTC, and its launches); through a remote worker on loopback too."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from test_remote import TOKEN, running_worker
+
+from agent import compare as cmp
+from agent import loop
+from agent.source import Document
+from sandbox.compiler import compile_cuda
+from sandbox.testing import FakeExecutor
+from server.cli import main
+
+DATA = Path(__file__).parent / "data" / "compare"
+
+
+@pytest.fixture
+def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CUDA_AGENT_TEST_EXECUTOR", "1")
+    shutil.copy(DATA / "vadd_elsewhere.cu", tmp_path / "vadd_elsewhere.cu")
+    return Path(shutil.copy(DATA / "vadd_pair.cu", tmp_path / "vadd_pair.cu"))
+
+
+def prepared(file: Path, with_: str, launch: str | None = None) -> tuple[loop.Target, loop.Proposal]:
+    doc = Document.from_file(file)
+    target = loop.target_for(doc, "vadd")
+    ref = cmp.CandidateRef.parse(with_, exists=(file.parent / with_).is_file() or None)
+    cand_doc = doc if ref.path is None else Document.from_file(file.parent / ref.path)
+    cand = cmp.find_kernel(cand_doc, ref.kernel, "--with")
+    change = cmp.parse_launch(launch) if launch else None
+    return target, cmp.candidate_proposal(target, doc.kernel("vadd"), doc, cand_doc, cand, change)  # type: ignore[arg-type]
+
+
+def evaluated(target: loop.Target, proposal: loop.Proposal) -> tuple[cmp.Comparison, FakeExecutor]:
+    executor = FakeExecutor()
+    return cmp.compare(target, proposal, executor), executor
+
+
+def test_a_kernel_of_the_same_file_runs_as_its_own_unit_under_its_launch_line(pair: Path) -> None:
+    target, proposal = prepared(pair, "vadd_x4")
+    found, executor = evaluated(target, proposal)
+    (request,) = executor.requests
+    (cand,) = request.candidates
+    assert cand.kernel.name == "vadd_x4" and "void vadd_x4(" in cand.kernel.source
+    assert "void vadd(" not in cand.kernel.source and "add2" in cand.kernel.source  # its helper came along
+    out = compile_cuda(cand.kernel.source, name_expressions=("vadd_x4",), options=cand.kernel.options)
+    assert out.result.ok, out.result.log
+    # sizes come from vadd's spec, the launch from vadd_x4's own line: block 256, 4 elements per thread
+    assert cand.launches is not None
+    assert [lc.block for lc in cand.launches] == [(256, 1, 1)] * 3
+    assert [lc.grid[0] for lc in cand.launches] == [1, 5, (1 << 24) // 1024]
+    assert request.baseline == target.baseline and request.options.sanitize
+    assert found.verified and found.candidate.speedup == pytest.approx(2.0)
+
+
+def test_a_kernel_of_another_file_brings_its_own_helpers_and_aliases(pair: Path) -> None:
+    target, proposal = prepared(pair, "vadd_elsewhere.cu")
+    assert proposal.kernel == "vadd_grid_stride" and proposal.launch is None
+    found, executor = evaluated(target, proposal)
+    (cand,) = executor.requests[0].candidates
+    assert cand.launches is None  # no launch line, no --launch: the original's launch
+    assert "typedef float real;" in cand.kernel.source and "void vadd(" not in cand.kernel.source
+    out = compile_cuda(cand.kernel.source, name_expressions=(cand.kernel.name,), options=cand.kernel.options)
+    assert out.result.ok, out.result.log
+    assert found.verified
+
+
+def test_launch_option_wins_over_the_candidates_own_line(pair: Path) -> None:
+    target, proposal = prepared(pair, "vadd_x4", "grid=cdiv(n, 4 * block) block=128 smem=0")
+    _, executor = evaluated(target, proposal)
+    (cand,) = executor.requests[0].candidates
+    assert cand.launches is not None and cand.launches[-1].block == (128, 1, 1)
+    assert cand.launches[-1].grid[0] == (1 << 24) // 512
+
+
+@pytest.mark.parametrize(
+    ("with_", "needle"),
+    [
+        ("vadd_swapped", "parameter 1 `n` is `int` where vadd has `const float*`"),
+        ("vadd_double", "parameter 1 `a` is `const double*`"),
+    ],
+)
+def test_a_different_parameter_list_is_refused_before_anything_runs(
+    pair: Path, with_: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["compare", str(pair), "-k", "vadd", "--with", with_]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "cannot replace vadd" in err and "Traceback" not in err
+
+
+def test_the_loop_refuses_a_proposal_whose_signature_changed(pair: Path) -> None:
+    doc = Document.from_file(pair)
+    target = loop.target_for(doc, "vadd")
+    code = target.definition.replace("int n)", "long n)")
+    cand, why = target.candidate("c0", loop.Proposal(code, "wider n"))
+    assert cand is None and "parameter 4 `n` is `long`" in why
+    cand, why = target.candidate(
+        "c1", loop.Proposal(target.definition.replace("float* c", "float* out"), "rename")
+    )
+    assert cand is not None and why == ""  # names may change
+
+
+def test_cli_json_gives_the_verdict_the_speedup_and_exit_status_0(
+    pair: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["compare", str(pair), "-k", "vadd", "-w", "vadd_x4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verified"] is True and out["status"] == "ok"
+    assert out["candidate"]["kernel"] == "vadd_x4" and out["speedup"] == pytest.approx(2.0)
+    assert out["speedup_low"] < 2.0 < out["speedup_high"]
+    assert out["launch"] == {"grid": "cdiv(n, 4 * block)", "block": "256", "shared": None}
+    assert [v["label"] for v in out["verification"]] == ["n=1000", "n=4097"]
+    assert out["device"]["name"] == "simulated GPU"
+
+
+def test_cli_text_names_both_kernels_and_the_measured_speedup(
+    pair: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "compare",
+                str(pair),
+                "-k",
+                "vadd",
+                "-w",
+                f"{pair.parent / 'vadd_elsewhere.cu'}:vadd_grid_stride",
+            ]
+        )
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "vadd" in text and "vadd_grid_stride" in text and "verdict: verified" in text
+    assert "speedup:   2.00x" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["-w", "no_such_kernel"], "no kernel 'no_such_kernel'"),
+        (["-w", "missing.cu:k"], "missing.cu: no such file"),
+        (["-w", "vadd"], "is the kernel itself"),
+        (["-w", "vadd_x4", "--launch", "threads=5"], "unknown key `threads`"),
+        (["-w", "vadd_x4", "--launch", "grid=cdiv(n, block) block=nope"], "launch"),
+    ],
+)
+def test_mistakes_are_one_line_and_exit_2(
+    pair: Path, args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["compare", str(pair), "-k", "vadd", *args]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_compare_through_a_remote_worker_on_loopback(
+    pair: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("CUDA_AGENT_TEST_EXECUTOR")
+    fake = FakeExecutor()
+    with running_worker(fake) as (url, _):
+        monkeypatch.setenv("CUDA_AGENT_WORKER_URL", url)
+        monkeypatch.setenv("CUDA_AGENT_TOKEN", TOKEN)
+        for with_ in ("vadd_x4", "vadd_elsewhere.cu"):  # two runs in a row through one worker
+            assert (
+                main(
+                    [
+                        "compare",
+                        str(pair),
+                        "-k",
+                        "vadd",
+                        "-w",
+                        str(pair.parent / with_) if with_.endswith(".cu") else with_,
+                        "--json",
+                    ]
+                )
+                == 0
+            )
+            assert json.loads(capsys.readouterr().out)["verified"] is True
+    assert [r.candidates[0].kernel.name for r in fake.requests] == ["vadd_x4", "vadd_grid_stride"]
+    assert len({r.id for r in fake.requests}) == 2
