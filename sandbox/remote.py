@@ -17,8 +17,9 @@ The worker protocol (served by :mod:`sandbox.service`):
   in the body, so any id works, unescaped).
 
 Every endpoint but ``/health`` needs ``Authorization: Bearer <token>``.  Errors are JSON
-``{"error": message}`` with status 400 (not JSON), 401 (token), 409 (id reused for another
-request), 413 (too large), 422 (not a valid EvalRequest), 429 (too many evaluations from this
+``{"error": message}`` with status 400 (not JSON), 401 (token), 409 (id in use by another running
+request), 413 (too large), 422 (not a valid EvalRequest, or a field out of the worker's bounds:
+``field`` names it), 429 (too many evaluations from this
 client; ``Retry-After``), 503 (no GPU).
 
 Ray is imported only inside :class:`RayExecutor` (extra ``cluster``).
@@ -44,6 +45,7 @@ from sandbox.contract import (
     EvalRequest,
     EvalResult,
     Progress,
+    RequestLimits,
     Status,
     from_dict,
     from_json,
@@ -387,11 +389,11 @@ def _tls_failure(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- Ray
 
 
-def local_gpu_executor(gpu: int) -> Executor:
+def local_gpu_executor(gpu: int, limits: RequestLimits | None = None) -> Executor:
     """The sandbox's local executor on GPU ``gpu`` of this machine (imports the GPU stack)."""
     from sandbox.worker import LocalExecutor
 
-    return LocalExecutor(devices=(gpu,))
+    return LocalExecutor(devices=(gpu,), limits=limits)
 
 
 def _evaluate_on_local_gpu(request: EvalRequest, progress: ProgressFn, cancel: threading.Event) -> EvalResult:

@@ -114,6 +114,7 @@ def running_worker(
         tls_cert=tls[0] if tls else None,
         tls_key=tls[1] if tls else None,
         log_level="warning",
+        limits=service.limits,
     )
     sock = listen("127.0.0.1", 0)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -194,13 +195,16 @@ def test_a_replay_is_answered_from_the_cache_and_a_finished_id_with_a_new_body_r
 
 def test_a_running_id_posted_with_another_body_is_refused() -> None:
     fake = WatchedExecutor(delay_s=0.5)
-    with running_worker(fake) as (url, _), RemoteExecutor(url, TOKEN) as remote:
-        with ThreadPoolExecutor(1) as pool:
-            running = pool.submit(remote.evaluate, make_request("busy-id"))
-            assert fake.running.wait(5)
-            with pytest.raises(ExecutorError, match=r"409.*in use by a different running request"):
-                remote.evaluate(make_request("busy-id", candidates=1))
-            assert len(running.result(10).candidates) == 3
+    with (
+        running_worker(fake) as (url, _),
+        RemoteExecutor(url, TOKEN) as remote,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        running = pool.submit(remote.evaluate, make_request("busy-id"))
+        assert fake.running.wait(5)
+        with pytest.raises(ExecutorError, match=r"409.*in use by a different running request"):
+            remote.evaluate(make_request("busy-id", candidates=1))
+        assert len(running.result(10).candidates) == 3
 
 
 def test_requests_spread_over_the_gpu_lanes() -> None:
