@@ -13,8 +13,10 @@ import json
 import math
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ from sandbox.contract import (
     to_dict,
     validate_request,
 )
-from sandbox.executor import ExecutorError
+from sandbox.executor import ExecutorError, WorkerUnavailable
 from sandbox.remote import RemoteExecutor
 from sandbox.service import Limits
 from sandbox.worker import LocalExecutor
@@ -269,3 +271,82 @@ def test_x_forwarded_for_is_trusted_only_from_a_configured_proxy(trusted: bool) 
                 f"{url}/evaluate", content=body[1], headers={**auth(), "X-Forwarded-For": "10.0.0.2"}
             )
             assert second.status_code == (200 if trusted else 429)
+
+
+# --------------------------------------------------------------------------- a client that meets a non-worker
+
+
+class _Impostor(BaseHTTPRequestHandler):
+    """Answers every request with ``answer`` (content type, body) of its server."""
+
+    def do_GET(self) -> None:
+        self._answer()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self._answer()
+
+    def _answer(self) -> None:
+        kind, body = self.server.answer  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _result_line(request_id: str, candidates: tuple[str, ...]) -> bytes:
+    fake = make_request(request_id, candidates=len(candidates))
+    result = WatchedExecutor().evaluate(fake)
+    data = to_dict(result)
+    for entry, cid in zip(data["candidates"], candidates, strict=True):
+        entry["candidate_id"] = cid
+    return json.dumps({"event": "result", "result": data}).encode() + b"\n"
+
+
+NDJSON_TYPE = "application/x-ndjson"
+IMPOSTORS = [
+    ("html page", ("text/html", b"<html><body>Sign in</body></html>"), "a text/html page"),
+    ("html as ndjson", (NDJSON_TYPE, b"<html><body>Sign in</body></html>\n"), "JSONDecodeError"),
+    ("no event", (NDJSON_TYPE, b'{"status": "ok"}\n'), "KeyError: 'event'"),
+    ("not an object", (NDJSON_TYPE, b"[1, 2]\n"), "TypeError"),
+    ("bad result", (NDJSON_TYPE, b'{"event": "result", "result": {"x": 1}}\n'), "malformed EvalResult"),
+    ("other request", (NDJSON_TYPE, _result_line("someone-else", ("c0", "c1", "c2"))), "someone-else"),
+    ("other candidates", (NDJSON_TYPE, _result_line("mine", ("c0", "zz", "c2"))), "'zz'"),
+]
+
+
+@pytest.mark.parametrize(("answer", "needle"), [i[1:] for i in IMPOSTORS], ids=[i[0] for i in IMPOSTORS])
+def test_a_non_worker_is_one_clear_error_never_a_wrong_answer(answer: tuple[str, bytes], needle: str) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Impostor)
+    server.answer = answer  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with RemoteExecutor(url, TOKEN, reconnect_s=1) as remote:
+            with pytest.raises(ExecutorError) as caught:
+                remote.evaluate(make_request("mine"))
+            assert str(caught.value).startswith(f"{url} does not answer like a cuda-agent worker")
+            assert needle in str(caught.value) and "\n" not in str(caught.value)
+            with pytest.raises(ExecutorError, match="does not answer like a cuda-agent worker"):
+                remote.device_info()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_stream_that_always_ends_early_is_one_clear_error() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Impostor)
+    server.answer = (NDJSON_TYPE, b'{"event": "queued", "gpu": 0, "ahead": 0}\n')  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with RemoteExecutor(url, TOKEN, reconnect_s=1) as remote, pytest.raises(WorkerUnavailable) as caught:
+            remote.evaluate(make_request("mine"))
+        assert "closed the stream before the result" in str(caught.value) and "\n" not in str(caught.value)
+    finally:
+        server.shutdown()
+        server.server_close()
