@@ -935,6 +935,7 @@ def worker(
 ) -> None:
     """Serve this machine's GPUs to remote editors and optimizers over HTTP."""
     import logging
+    import signal
 
     try:
         from sandbox import service
@@ -973,6 +974,9 @@ def worker(
         app = service.WorkerService(executors, token=token, limits=limits)
         server = service.make_server(app.app, tls_cert=tls_cert, tls_key=tls_key, limits=limits)
         scheme = "https" if tls_cert else "http"
+        # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
+        # it found: make that handler an exit, so the pools below are stopped, not orphaned.
+        signal.signal(signal.SIGTERM, _exit_on_signal)
         log.info("serving GPUs %s on %s://%s:%d", gpus, scheme, host, sock.getsockname()[1])
         if not token:
             log.warning("no --token-file: any user of this machine can run kernels on its GPUs")
@@ -985,6 +989,10 @@ def worker(
         for executor in executors:
             executor.close()
         sock.close()
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def read_token(path: str) -> str:

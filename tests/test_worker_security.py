@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +27,7 @@ import httpx
 import pytest
 from sandbox_fakes import kernel_file, vadd_request
 from test_remote import TOKEN, WatchedExecutor, auth, make_request, running_worker
+from test_server_process import alive, children
 
 from sandbox.contract import (
     Budget,
@@ -32,6 +36,7 @@ from sandbox.contract import (
     RequestLimits,
     Status,
     to_dict,
+    to_json,
     validate_request,
 )
 from sandbox.executor import ExecutorError, WorkerUnavailable
@@ -350,3 +355,38 @@ def test_a_stream_that_always_ends_early_is_one_clear_error() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+# --------------------------------------------------------------------------- the worker command's processes
+
+
+def test_the_worker_command_under_sigterm_stops_its_pools(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    token.chmod(0o600)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server", "worker", "--port", "0", "--token-file", str(token)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "serving GPUs" in line, line
+        url = line.split(" on ")[1].strip()
+        # An evaluation starts the GPU worker process (without a GPU it then reports none).
+        response = httpx.post(
+            f"{url}/evaluate", content=to_json(make_request("w")), headers=auth(), timeout=60
+        )
+        assert response.status_code == 200
+        kids = children(proc.pid)
+        assert kids, "the worker started no process"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 128 + signal.SIGTERM  # its own exit, after closing the executors
+        deadline = time.monotonic() + 5
+        while any(alive(k) for k in kids):
+            assert time.monotonic() < deadline, [k for k in kids if alive(k)]
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
