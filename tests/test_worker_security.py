@@ -227,7 +227,9 @@ def closed_by_peer(s: socket.socket, wait_s: float) -> bool:
     s.settimeout(wait_s)
     try:
         return s.recv(1) == b""
-    except (TimeoutError, ConnectionResetError):
+    except ConnectionResetError:  # closed with our half request unread: a reset
+        return True
+    except TimeoutError:
         return False
 
 
