@@ -891,7 +891,7 @@ class _Run:
             self._emit("evaluated", f"{rejected.candidate_id}: {verdict.status.value} ({verdict.message})")
 
     def _evaluate_baseline(self) -> EvalResult:
-        request = self._request("baseline", ())
+        request = self._request(f"{self.run_id}-baseline", ())
         return self.executor.evaluate(request, cancel=self.user_cancel)
 
     def _watch(self) -> None:

@@ -34,7 +34,17 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from sandbox.contract import ArgSpec, Check, Distribution, KernelSource, Launch, Problem, Status, Tolerance
+from sandbox.contract import (
+    VECTOR_BASES,
+    ArgSpec,
+    Check,
+    Distribution,
+    KernelSource,
+    Launch,
+    Problem,
+    Status,
+    Tolerance,
+)
 from sandbox.runtime import CudaError, KernelArg, KernelHandle, MemoryCapExceeded, Runtime
 
 GUARD_BYTES = 4096  # each side of every array; a multiple of 256 keeps data 256-byte aligned
@@ -56,22 +66,6 @@ _SCALAR_TYPES: dict[str, np.dtype] = {
     "uint32": np.dtype(np.uint32),
     "uint64": np.dtype(np.uint64),
     "bool": np.dtype(np.bool_),
-}
-# CUDA vector types: base name -> element type name
-_VECTOR_BASES = {
-    "float": "float32",
-    "double": "float64",
-    "half": "float16",
-    "int": "int32",
-    "uint": "uint32",
-    "char": "int8",
-    "uchar": "uint8",
-    "short": "int16",
-    "ushort": "uint16",
-    "long": "int64",
-    "ulong": "uint64",
-    "longlong": "int64",
-    "ulonglong": "uint64",
 }
 
 
@@ -102,8 +96,8 @@ def elem_type(name: str) -> ElemType:
         return ElemType(name, name)
     base = name.rstrip("1234")
     lanes = name[len(base) :]
-    if base in _VECTOR_BASES and lanes in ("1", "2", "3", "4"):
-        return ElemType(name, _VECTOR_BASES[base], int(lanes))
+    if base in VECTOR_BASES and lanes in ("1", "2", "3", "4"):
+        return ElemType(name, VECTOR_BASES[base], int(lanes))
     raise ValueError(f"unsupported element type {name!r}")
 
 

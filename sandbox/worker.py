@@ -38,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
@@ -56,7 +57,10 @@ from sandbox.contract import (
     Launch,
     Problem,
     Progress,
+    RequestError,
+    RequestLimits,
     Status,
+    validate_request,
 )
 from sandbox.executor import Executor, ExecutorError, NoGpuError, ProgressFn, WorkerUnavailable
 from sandbox.verify import static_rejection
@@ -276,7 +280,8 @@ def _job_id(job: EvalJob) -> str:
 
 
 class LocalExecutor(Executor):
-    """Evaluates on this machine's GPUs: one worker process per device, one request per worker."""
+    """Evaluates on this machine's GPUs: one worker process per device, one request per worker.
+    ``limits``: what one request may ask for (:func:`~sandbox.contract.validate_request`)."""
 
     def __init__(
         self,
@@ -286,8 +291,11 @@ class LocalExecutor(Executor):
         handler: str = DEFAULT_HANDLER,
         sandbox: bool = True,
         compile_workers: int | None = None,
+        limits: RequestLimits | None = None,
     ) -> None:
         from sandbox.compiler import CompilePool
+
+        self.limits = limits or RequestLimits()
 
         prefix = bwrap_prefix() if sandbox else []
         self.sandboxed = bool(prefix)
@@ -341,6 +349,10 @@ class LocalExecutor(Executor):
         progress: ProgressFn | None = None,
         cancel: threading.Event | None = None,
     ) -> EvalResult:
+        try:
+            validate_request(request, self.limits)
+        except RequestError as exc:
+            raise ExecutorError(f"request {request.id[:200]!r} refused: {exc}") from exc
         worker = self._idle.get()
         try:
             if worker.backend != request.options.backend:
@@ -363,13 +375,14 @@ def bench_request(
     *,
     seeds: tuple[int, ...] = (1, 2, 3),
     budget: Budget | None = None,
-    request_id: str = "bench",
+    request_id: str = "",
 ) -> EvalRequest:
     """The sandbox half of ``cuda-agent bench``: ``kernel`` checked against itself on ``problem``
     (guards, inputs untouched, run-twice determinism, 3 seeds) and timed alone, L2 flushed.
-    The result's ``baseline`` holds the timing, GB/s, GFLOP/s and % of the device's ceilings."""
+    The result's ``baseline`` holds the timing, GB/s, GFLOP/s and % of the device's ceilings.
+    ``request_id``: empty for a fresh one (a worker answers a repeated id from its cache)."""
     return EvalRequest(
-        id=request_id,
+        id=request_id or f"bench-{uuid.uuid4().hex}",
         baseline=kernel,
         candidates=(),
         verify_problems=(),
