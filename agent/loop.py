@@ -185,6 +185,31 @@ class Target:
         kernel = replace(self.baseline, source=unit, name=name, options=options)
         return Candidate(cid, kernel, launches), ""
 
+    def request(
+        self,
+        request_id: str,
+        candidates: tuple[Candidate, ...],
+        *,
+        seeds: tuple[int, ...] = (1, 2, 3),
+        budget: Budget | None = None,
+        options: EvalOptions | None = None,
+    ) -> EvalRequest:
+        """An evaluation of ``candidates`` against the kernel under its spec: problems, tolerances
+        and the lower precisions the spec allows."""
+        return EvalRequest(
+            id=request_id,
+            baseline=self.baseline,
+            candidates=candidates,
+            verify_problems=self.verify_problems,
+            bench_problem=self.bench_problem,
+            seeds=seeds,
+            tolerance=self.tolerance,
+            tolerances=self.tolerances,
+            allow_precision=self.allow_precision,
+            budget=budget or Budget(),
+            options=options or EvalOptions(),
+        )
+
     def file_with(self, code: str, edits: Sequence[TextEdit] = ()) -> str:
         """The original file with the definition replaced by ``code`` and ``edits`` applied."""
         end = self.definition_start + len(self.definition)
@@ -1048,17 +1073,10 @@ class _Run:
         return attempt
 
     def _request(self, request_id: str, candidates: tuple[Candidate, ...]) -> EvalRequest:
-        t = self.target
-        return EvalRequest(
-            id=request_id,
-            baseline=t.baseline,
-            candidates=candidates,
-            verify_problems=t.verify_problems,
-            bench_problem=t.bench_problem,
+        return self.target.request(
+            request_id,
+            candidates,
             seeds=self.seeds,
-            tolerance=t.tolerance,
-            tolerances=t.tolerances,
-            allow_precision=t.allow_precision,
             budget=self.settings.eval_budget,
             options=self.settings.options,
         )
