@@ -5,7 +5,8 @@
 - :func:`bench` times one kernel, or a baseline and a candidate in pairs.  Both kernels of a pair
   run on the same buffers (one of ``slots`` rotated input sets), back to back, in alternating order
   (A B, B A), so whatever slows one slot or one moment (page placement, another process's work,
-  clocks) slows both; the speedup is the distribution of the per-pair ratios.  Before every
+  clocks) slows both; the speedup is the distribution of the per-pair ratios.  A warm-up runs both
+  kernels once on every slot, so every buffer has been touched by them before the first sample.  Before every
   sample ``reset(slot)`` restores the slot (outputs poisoned, ``inout`` arrays copied back from
   their pristine copies), an L2-sized buffer is overwritten (flushing L2), then CUDA events
   bracket the launch on the legacy default stream.  Samples are taken in rounds without host
@@ -170,10 +171,11 @@ def bench(
         kernels[k](slot)
         rt.record(events[1])
 
-    for k in range(len(kernels)):  # warm-up: module load, instruction cache, clocks
-        if reset is not None:
-            reset(0)
-        kernels[k](0)
+    for slot in range(slots):  # warm-up: module load, instruction cache, clocks; every buffer touched
+        for k in range(len(kernels)):
+            if reset is not None:
+                reset(slot)
+            kernels[k](slot)
     rt.synchronize()
     before = clock_mhz() if clock_mhz else 0.0
     series: list[list[float]] = [[] for _ in kernels]

@@ -92,10 +92,12 @@ def test_bench_pairs_on_shared_slots_resets_and_ends_with_the_candidate() -> Non
     assert a.median_ms == 2.0 and b.median_ms == 1.0 and not a.modes
     # two rounds of 8 pairs reach min_samples with a decided bound, then the closing round (3 slots)
     assert a.samples == b.samples == len(out.ratios) == 19 and set(out.ratios) == {2.0}
-    timed = [e for e in rt.log[4:] if e[0] in "AB"]  # after the two warm-up launches (and resets)
+    warm = rt.log[:12]  # warm-up: both kernels on every slot (each launch after its slot's reset)
+    assert [e for e in warm if e[0] in "AB"] == ["A0", "B0", "A1", "B1", "A2", "B2"]
+    timed = [e for e in rt.log[12:] if e[0] in "AB"]
     assert timed[:8] == ["A0", "B0", "B1", "A1", "A2", "B2", "B0", "A0"]  # both kernels on the same slot
     assert timed[-6:] == ["A0", "B0", "A1", "B1", "A2", "B2"]  # the candidate last on every slot
-    samples = rt.log[4:]
+    samples = rt.log[12:]
     for i, e in enumerate(samples):  # every timed launch: its slot restored, then L2 flushed, just before
         if e[0] in "AB":
             assert samples[i - 1] == "flush" and samples[i - 2] == f"reset{e[1]}"
