@@ -700,7 +700,8 @@ class SizeCheck:
     ok: bool
     max_abs_err: float
     max_rel_err: float
-    detail: str = ""
+    detail: str = ""  # the failing check's, else the one closest to its bound: measured error and bound
+    error_ratio: float = 0.0  # the largest measured error as a share of its bound (<= 1 passes)
 
 
 @dataclass(frozen=True)
@@ -1168,7 +1169,8 @@ def size_checks(r: CandidateResult) -> tuple[SizeCheck, ...]:
             ok=all(c.ok for c in checks),
             max_abs_err=max(c.max_abs_err for c in checks),
             max_rel_err=max(c.max_rel_err for c in checks),
-            detail="; ".join(c.detail for c in checks if c.detail),
+            detail=max(checks, key=lambda c: (not c.ok, c.error_ratio)).detail,
+            error_ratio=max(c.error_ratio for c in checks),
         )
         for label, checks in by_label.items()
     )

@@ -312,8 +312,9 @@ def with_throughput(result: CandidateResult, problem: Problem, device: DeviceInf
 
 
 def measured_text(result: CandidateResult, detail: bool = False) -> str:
-    """What was measured, on one line: median with spread, bandwidth against the device's ceiling;
-    with ``detail`` also the FLOP rate and registers/spills (for an LLM's feedback)."""
+    """What was measured, on one line: median with spread, bandwidth against the device's ceiling,
+    and what the timing needs said with it (``note``: bimodal samples, throttling); with ``detail``
+    also the FLOP rate and registers/spills (for an LLM's feedback)."""
     parts = []
     if result.timing:
         t = result.timing
@@ -324,6 +325,8 @@ def measured_text(result: CandidateResult, detail: bool = False) -> str:
         parts.append(f"{result.achieved_gflops:.0f} GFLOP/s = {result.pct_peak_flops:.0f}% of peak compute")
     if detail and result.resources:
         parts.append(f"{result.resources.registers} registers, {result.resources.spill_stores} B spilled")
+    if result.note:  # multimodal samples, throttling: the median alone would hide them
+        parts.append(result.note)
     return "; ".join(parts) or "not timed"
 
 

@@ -15,6 +15,7 @@ from sandbox.timing import (
     bench,
     cached_ceilings,
     done_sampling,
+    measured_text,
     modes,
     paired,
     quartile_interval,
@@ -23,6 +24,7 @@ from sandbox.timing import (
     summarize,
     with_throughput,
 )
+from sandbox.worker import timing_note
 
 
 def test_summarize_quartiles() -> None:
@@ -136,6 +138,13 @@ def test_two_modes_are_detected_and_named() -> None:
     assert summarize(list(np.concatenate([fast, slow]))).modes == found
     assert modes(fast) == ()  # one mode, 1% noise
     assert modes(np.concatenate([fast, [9.0, 9.1]])) == ()  # two outliers are not a mode
+    # said in the result and wherever its timing is shown, not hidden in a median of the two modes
+    two = summarize(list(np.concatenate([fast, slow])))
+    note = timing_note([two, summarize(list(fast))], list(np.concatenate([fast, slow]) / 1.02))
+    assert note.startswith("baseline samples are bimodal (1.02 ms and 5.95")
+    assert "paired ratios are bimodal" in note and "candidate" not in note
+    shown = measured_text(CandidateResult("c", Status.OK, timing=two, note=note))
+    assert shown.startswith(f"{two.median_ms:.4g} ms median") and "bimodal (1.02 ms and 5.95" in shown
 
 
 def test_bench_flags_throttling() -> None:
