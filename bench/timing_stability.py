@@ -5,8 +5,9 @@
 For each kernel, ``--runs`` separate evaluations through one :class:`LocalExecutor`, each an
 ``EvalRequest`` whose only candidate is the kernel itself: verified, then timed interleaved with
 the baseline in pairs on shared buffers (the optimize loop's request, with its default per-candidate
-budget).  Meanwhile a second worker on the same GPU keeps verifying the kernel (``time=False``), as
-the next batch's verification or another run would (``--no-concurrent`` turns that off).
+budget).  Meanwhile (``--load``) NVRTC keeps compiling variants of the kernel in a compile pool, as
+the next candidates of an optimize run do, and a second worker on the same GPU keeps verifying the
+kernel (``time=False``), as another run or editor benchmark would.
 
 A kernel passes when every run's median paired ratio is within ``--tolerance`` (2%) of 1 and every
 run's pessimistic bound (first quartile of the paired ratios) is at least ``--min-low`` (0.95).
@@ -32,6 +33,7 @@ import shlex
 import sys
 import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,15 +45,47 @@ from sandbox_bench import git_commit  # noqa: E402  (bench/ is the script's own 
 
 from agent import loop  # noqa: E402
 from agent.source import Document  # noqa: E402
+from sandbox.compiler import CompilePool  # noqa: E402
 from sandbox.contract import Candidate, EvalOptions, Status, to_dict  # noqa: E402
 from sandbox.worker import DEFAULT_HANDLER, LocalExecutor  # noqa: E402
 
+# the cheap ones first: the 8192^2 transpose (256 MiB arrays, references drawn and checked on the
+# host) needs the most time per evaluation and gets what the others leave
 KERNELS = (
-    ("transpose_1d", ROOT / "bench" / "kernels" / "transpose_1d.cu", "transpose_1d"),
-    ("box_filter", ROOT / "tests" / "data" / "trust" / "box_filter.cu", "box_filter"),
-    ("histogram", ROOT / "bench" / "kernels" / "histogram.cu", "histogram"),
     ("vadd", ROOT / "tests" / "data" / "trust" / "vadd.cu", "vadd"),
+    ("histogram", ROOT / "bench" / "kernels" / "histogram.cu", "histogram"),
+    ("box_filter", ROOT / "tests" / "data" / "trust" / "box_filter.cu", "box_filter"),
+    ("transpose_1d", ROOT / "bench" / "kernels" / "transpose_1d.cu", "transpose_1d"),
 )
+
+
+@dataclass
+class Compiling:
+    """The CPU load of an optimize run: the next candidates compiling in a ``CompilePool`` (as many
+    processes as the executor's own) while the current ones are timed; distinct sources, so
+    every one is really compiled."""
+
+    target: loop.Target
+    stop: threading.Event
+    arch: str
+    compiles: int = 0
+
+    def run(self) -> None:
+        pool = CompilePool()
+        try:
+            pending: list[Future[Any]] = []
+            while not self.stop.is_set():
+                while len(pending) < 16:
+                    source = f"// variant {self.compiles + len(pending)}\n{self.target.baseline.source}"
+                    pending.append(
+                        pool.submit(source, name_expressions=(self.target.kernel,), arch=self.arch)
+                    )
+                wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                done = [f for f in pending if f.done()]
+                self.compiles += len(done)
+                pending = [f for f in pending if not f.done()]
+        finally:
+            pool.close()
 
 
 @dataclass
@@ -84,14 +118,18 @@ def run_kernel(
     runs: int,
     until: float,
     log: Path,
-    concurrent: str,
+    load: Load,
 ) -> list[dict[str, Any]]:
-    """``concurrent``: the handler of the second worker verifying meanwhile ('' for none)."""
     stop = threading.Event()
-    other = Verifying(target, stop, concurrent or DEFAULT_HANDLER)
-    thread = threading.Thread(target=other.run, name="verify", daemon=True)
-    if concurrent:
-        thread.start()
+    other = Verifying(target, stop, load.handler)
+    compiling = Compiling(target, stop, load.arch)
+    threads = []
+    if load.verify:
+        threads.append(threading.Thread(target=other.run, name="verify", daemon=True))
+    if load.compile:
+        threads.append(threading.Thread(target=compiling.run, name="compile", daemon=True))
+    for t in threads:
+        t.start()
     rows: list[dict[str, Any]] = []
     try:
         for r in range(runs):
@@ -120,7 +158,8 @@ def run_kernel(
                 "candidate_q1_ms": c.timing.q1_ms if c.timing else 0.0,
                 "candidate_q3_ms": c.timing.q3_ms if c.timing else 0.0,
                 "alone_ms": result.baseline.timing.median_ms if result.baseline.timing else 0.0,
-                "concurrent_verifications": other.evaluations if concurrent else None,
+                "concurrent_verifications": other.evaluations if load.verify else None,
+                "concurrent_compiles": compiling.compiles if load.compile else None,
                 "seconds": time.monotonic() - started,
             }
             rows.append(row)
@@ -135,11 +174,21 @@ def run_kernel(
             )
     finally:
         stop.set()
-        if concurrent:
-            thread.join(timeout=60)
+        for t in threads:
+            t.join(timeout=60)
     if other.error:
         print(f"  {name}: the concurrent verifier failed: {other.error}", file=sys.stderr)
     return rows
+
+
+@dataclass(frozen=True)
+class Load:
+    """What else runs while the kernels are timed."""
+
+    verify: bool
+    compile: bool
+    handler: str
+    arch: str
 
 
 def summary(
@@ -194,7 +243,12 @@ def main() -> int:
     parser.add_argument("--tolerance", type=float, default=0.02)
     parser.add_argument("--min-low", type=float, default=0.95)
     parser.add_argument("--only", default="", help="comma-separated kernel names (default: all)")
-    parser.add_argument("--no-concurrent", action="store_true", help="no second worker verifying meanwhile")
+    parser.add_argument(
+        "--load",
+        default="compile,verify",
+        help="what runs meanwhile: compile (NVRTC compiles in a pool, as the next candidates of an "
+        "optimize run), verify (a second worker verifying the kernel on the same GPU), both, or none",
+    )
     parser.add_argument(
         "--handler",
         default=DEFAULT_HANDLER,
@@ -211,13 +265,17 @@ def main() -> int:
     ex = LocalExecutor(handler=args.handler)
     try:
         info = ex.device_info()
+        kinds = {k for k in args.load.split(",") if k and k != "none"}
+        if kinds - {"compile", "verify"}:
+            parser.error(f"--load {args.load}: name compile, verify or none")
+        arch = "sm_" + info.compute_capability.replace(".", "")
+        load = Load("verify" in kinds, "compile" in kinds, args.handler, arch)
         for i, (name, path, kernel) in enumerate(chosen):
             share = (deadline - time.monotonic()) / (len(chosen) - i)
             target = loop.target_for(Document.from_file(path), kernel)
             print(f"{name}: {args.runs} runs within {share:.0f} s", file=sys.stderr, flush=True)
             until = time.monotonic() + share
-            concurrent = "" if args.no_concurrent else args.handler
-            rows = run_kernel(ex, name, target, args.runs, until, log, concurrent)
+            rows = run_kernel(ex, name, target, args.runs, until, log, load)
             kernels.append(summary(name, rows, args.runs, args.tolerance, args.min_low))
     finally:
         ex.close()
@@ -227,7 +285,7 @@ def main() -> int:
         "commit": git_commit(),
         "device": to_dict(info),
         "bwrap": ex.sandboxed,
-        "concurrent_verification": not args.no_concurrent,
+        "load": sorted(kinds),
         "eval_budget": to_dict(loop.LoopSettings().eval_budget),
         "criterion": {"ratio_within": args.tolerance, "min_low": args.min_low},
         "seconds": time.monotonic() - started,

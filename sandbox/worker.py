@@ -607,6 +607,10 @@ extern "C" __global__ void cuda_agent_spin(long long cycles) {
     long long start = clock64();
     while (clock64() - start < cycles) { }
 }
+extern "C" __global__ void cuda_agent_gate(const volatile int* open, long long max_cycles) {
+    long long start = clock64();
+    while (*open == 0 && clock64() - start < max_cycles) { }
+}
 """
 SPIN_CYCLES = 2_000_000
 TIMING_SLOTS = 3  # rotated input sets for timing; at least 2 so the rotated re-check means something
@@ -672,6 +676,7 @@ class GpuHandler:
         self._helpers: dict[str, Any] = {}
         self._state: tuple[str, Any, Any] | None = None  # request key, baseline handle, verifier
         self._flusher: Any = None
+        self._gate: Any = None
         self._scribbles = 0
 
     def __call__(self, job: Job) -> Reply:
@@ -748,9 +753,10 @@ class GpuHandler:
         cid = _job_id(job)
         self.rt.set_memory_limit(0)
         if self._flusher is None:
-            from sandbox.timing import Flusher
+            from sandbox.timing import Flusher, Gate
 
             self._flusher = Flusher(self.rt, 2 * max(self.info.l2_bytes, 1 << 20))
+            self._gate = Gate(self.rt, self._helper("cuda_agent_gate"))
         self._helper("cuda_agent_scribble")
         self._helper("cuda_agent_spin")
         features: dict[str, str] = {}
@@ -836,7 +842,9 @@ class GpuHandler:
             if not alone:
                 runs.append(lambda s: self.rt.launch(kernel, launch, spaces[s].args()))
             with gpu_lock(self.key, exclusive=True):
-                sampled = bench(self.rt, runs, slots, self._flusher, req.budget, self.clock_mhz, reset)
+                sampled = bench(
+                    self.rt, runs, slots, self._flusher, req.budget, self.clock_mhz, reset, self._gate
+                )
             for slot, ws in enumerate([] if alone else spaces):
                 for a in arrays:
                     ref, moved = refs[slot][a.name]

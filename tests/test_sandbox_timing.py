@@ -105,6 +105,36 @@ def test_bench_pairs_on_shared_slots_resets_and_ends_with_the_candidate() -> Non
             assert samples[i - 1] == "flush" and samples[i - 2] == f"reset{e[1]}"
 
 
+class ScriptedGate:
+    """Stands in for :class:`sandbox.timing.Gate`: notes in the runtime's log when it closes and opens."""
+
+    def __init__(self, rt: ScriptedRuntime) -> None:
+        self.rt = rt
+
+    def close(self) -> None:
+        self.rt.log.append("close")
+
+    def open(self) -> None:
+        self.rt.log.append("open")
+
+
+def test_every_round_is_enqueued_behind_the_gate() -> None:
+    """The GPU starts a round only once all of it is queued: a host thread descheduled between a
+    sample's start event and its launch cannot stretch the sample."""
+    rt = ScriptedRuntime({0: [2.0], 1: [1.0]})
+    budget = Budget(min_samples=10, max_samples=200, target_rel_spread=0.01, time_budget_ms=10_000)
+    gate = ScriptedGate(rt)
+    bench(rt, [rt.enqueue(0), rt.enqueue(1)], 2, Flusher(rt, 1 << 20), budget, gate=gate)  # type: ignore[arg-type]
+    timed = rt.log[4:]  # after the warm-up (both kernels on both slots), which is not gated
+    assert "close" not in rt.log[:4] and timed[0] == "close" and timed[-1] == "open"
+    rounds = " ".join(timed).split("open")[:-1]
+    assert len(rounds) == 3  # two rounds of 8 pairs, then the closing round over both slots
+    for r in rounds:  # each round: closed first, every sample of the round, then opened
+        launches = [e for e in r.split() if e[0] in "AB"]
+        assert r.split()[0] == "close" and r.split().count("close") == 1 and launches
+    assert [len([e for e in r.split() if e[0] in "AB"]) for r in rounds] == [16, 16, 4]
+
+
 def test_bench_keeps_sampling_while_noisy_up_to_max() -> None:
     rt = ScriptedRuntime({0: [1.0, 1.5, 0.7, 1.2]})
     budget = Budget(min_samples=10, max_samples=40, target_rel_spread=0.01, time_budget_ms=10_000)

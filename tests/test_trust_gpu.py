@@ -141,3 +141,40 @@ def test_uint8_image_on_a_3d_grid_timed_against_itself(executor: LocalExecutor) 
     (c,) = against_itself(executor, "box_filter.cu", "box_filter").candidates
     timed(c)
     assert c.achieved_gbps > 0
+
+
+def test_a_descheduled_host_thread_does_not_stretch_a_sample() -> None:
+    """The second mode of the samples inside optimize runs: a host thread away (descheduled while
+    the next candidates compile) between a sample's start event and its launch is timed too,
+    unless the round is enqueued behind the gate.  Here the host sleeps 20 ms before each launch
+    of a ~0.05 ms kernel."""
+    import time
+
+    import numpy as np
+
+    from sandbox.compiler import compile_cuda
+    from sandbox.contract import Budget, Launch
+    from sandbox.runtime import make_runtime
+    from sandbox.timing import Flusher, Gate, bench
+    from sandbox.worker import HELPERS
+
+    rt = make_runtime("cupy")
+    info = rt.device_info()
+    helpers = compile_cuda(
+        HELPERS, filename="helpers.cu", arch="sm_" + info.compute_capability.replace(".", "")
+    )
+    assert helpers.result.ok, helpers.result.log
+    spin = rt.load(helpers.binary, "cuda_agent_spin")
+
+    def late(slot: int) -> None:
+        time.sleep(0.02)
+        rt.launch(spin, Launch((1, 1, 1), (1, 1, 1)), (np.int64(100_000),))
+
+    budget = Budget(min_samples=8, max_samples=8, time_budget_ms=60_000)
+    flusher = Flusher(rt, 2 * max(info.l2_bytes, 1 << 20))
+    (exposed,) = bench(rt, [late], 1, flusher, budget).timings
+    (gated,) = bench(
+        rt, [late], 1, flusher, budget, gate=Gate(rt, rt.load(helpers.binary, "cuda_agent_gate"))
+    ).timings
+    assert exposed.median_ms > 10  # the host's absence, measured as kernel time
+    assert gated.median_ms < 2 and gated.samples == exposed.samples == 9
