@@ -742,7 +742,14 @@ class GpuHandler:
         if self._state is None or self._state[0] != key:
             self._state = None  # let the old verifier's host arrays go before drawing new ones
             baseline = self.rt.load(job.baseline.cubin, job.baseline.symbol)
-            verifier = Verifier(self.rt, plan, baseline, tolerances, self.scribble)
+            verifier = Verifier(
+                self.rt,
+                plan,
+                baseline,
+                tolerances,
+                self.scribble,
+                lambda: gpu_lock(self.key, exclusive=False),
+            )
             self._state = (key, baseline, verifier)
         return self._state[1], self._state[2]
 
@@ -773,8 +780,7 @@ class GpuHandler:
             else:
                 kernel = self.rt.load(job.candidate.cubin, job.candidate.symbol)
                 launches = req.candidates[job.index].launches
-            with gpu_lock(self.key, exclusive=False):
-                verdict = verifier.verify(kernel, launches, allowed)
+            verdict = verifier.verify(kernel, launches, allowed)  # holds the GPU lock (shared) itself
             if verdict.status is not None:
                 result = CandidateResult(cid, verdict.status, verdict.message, checks=verdict.checks)
             elif not req.options.time:
