@@ -539,10 +539,12 @@ def _print_optimize(
             f"[{result.speedup_low:.2f}x-{result.speedup_high:.2f}x] ({best.proposal.description})"
         )
         sizes = ", ".join(
-            f"{c.label} ({c.seeds} seed{'s' if c.seeds != 1 else ''}, max abs err {c.max_abs_err:.2g})"
+            f"{c.label} ({c.seeds} seed{'s' if c.seeds != 1 else ''}, max error {c.error_ratio:.2g} of its bound)"
             for c in result.verification
         )
         click.echo(f"  verified on: {sizes}")
+        if best.result.precision:
+            click.echo(f"  lower precision: {best.result.precision}")
         if best.result.sanitizer:
             click.echo(f"  compute-sanitizer: {best.result.sanitizer}")
         for a in result.assumptions:
@@ -749,6 +751,8 @@ def _print_compare(found: Any) -> None:
         return
     verdict = "verified" if c.status.value == "ok" else c.status.value
     click.echo(f"  verdict: {verdict}{f' ({c.message})' if c.message else ''}")
+    if c.precision:
+        click.echo(f"  lower precision than the original: {c.precision}")
     for check in size_checks(c):
         mark = "ok" if check.ok else "FAILED"
         detail = f": {check.detail}" if check.detail else ""
