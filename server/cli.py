@@ -713,10 +713,25 @@ def compare(
 
 
 def _compare_json(found: Any) -> dict[str, Any]:
+    from agent.compare import reason_text
     from agent.loop import size_checks
     from sandbox.contract import to_dict
 
-    c = found.candidate
+    c, base = found.candidate, found.result.baseline
+    bad = found.first_failure
+
+    def side(r: Any) -> dict[str, Any]:
+        res = r.resources
+        return {
+            "status": r.status.value,
+            "median_ms": r.timing.median_ms if r.timing else None,
+            "gbps": r.achieved_gbps,
+            "pct_peak_bandwidth": r.pct_peak_bandwidth,
+            "pct_peak_flops": r.pct_peak_flops,
+            "registers": res.registers if res else None,
+            "spill_bytes": (res.spill_stores + res.spill_loads) if res else None,
+        }
+
     return {
         "file": found.target.path,
         "kernel": found.target.kernel,
@@ -724,19 +739,25 @@ def _compare_json(found: Any) -> dict[str, Any]:
         "verified": found.verified,
         "status": c.status.value,
         "message": c.message,
+        "reason": reason_text(found),
+        "first_failure": to_dict(bad) if bad else None,
         "speedup": c.speedup,
         "speedup_low": c.speedup_low,
         "speedup_high": c.speedup_high,
+        "original": side(base),
+        "rewrite": side(c),
         "launch": to_dict(found.proposal.launch) if found.proposal.launch else None,
+        "precision": {"claimed": list(found.proposal.precision), "detected": c.precision},
         "verification": to_dict(size_checks(c)),
         "sanitizer": c.sanitizer,
-        "baseline": to_dict(found.result.baseline),
+        "baseline": to_dict(base),
         "result": to_dict(c),
         "device": to_dict(found.result.device) if found.result.device else None,
     }
 
 
 def _print_compare(found: Any) -> None:
+    from agent.compare import reason_text
     from agent.loop import size_checks
     from sandbox.timing import measured_text
 
@@ -745,25 +766,30 @@ def _print_compare(found: Any) -> None:
     where = "the same file" if found.candidate_path == t.path else found.candidate_path
     click.echo(f"{t.kernel} ({t.path}) against {found.proposal.kernel} ({where}) on {device}")
     if base.status.value != "ok":
-        click.echo(f"  the original failed its own checks: {base.status.value}: {base.message}")
+        click.echo(f"  {reason_text(found)}")
         return
-    verdict = "verified" if c.status.value == "ok" else c.status.value
-    click.echo(f"  verdict: {verdict}{f' ({c.message})' if c.message else ''}")
+    click.echo(f"  verdict: {'verified' if found.verified else reason_text(found)}")
     for check in size_checks(c):
         mark = "ok" if check.ok else "FAILED"
-        detail = f": {check.detail}" if check.detail else ""
         click.echo(
             f"    {check.label}: {mark} on {check.seeds} seed(s), max abs err {check.max_abs_err:.3g}, "
-            f"max rel err {check.max_rel_err:.3g}{detail}"
+            f"max rel err {check.max_rel_err:.3g}"
         )
     click.echo(f"  original:  {measured_text(base, detail=True)}")
-    if c.status.value == "ok":
+    if found.verified:
         click.echo(f"  rewrite:   {measured_text(c, detail=True)}")
         click.echo(f"  speedup:   {c.speedup:.2f}x [{c.speedup_low:.2f}x-{c.speedup_high:.2f}x]")
-        if c.sanitizer:
-            click.echo(f"  compute-sanitizer: {c.sanitizer}")
+        if c.note:
+            click.echo(f"  note: {c.note}")
     elif c.resources:
         click.echo(f"  rewrite:   {c.resources.registers} registers, {c.resources.spill_stores} B spilled")
+    if found.proposal.precision or c.precision:
+        claimed = ", ".join(found.proposal.precision) or "none"
+        click.echo(f"  precision: claimed {claimed}; detected {c.precision or 'none'}")
+    if c.sanitizer:
+        click.echo(f"  compute-sanitizer: {c.sanitizer}")
+    elif found.verified:
+        click.echo("  compute-sanitizer: not run (--no-sanitize)")
     if found.proposal.launch is not None:
         lc = found.proposal.launch
         parts = ", ".join(
