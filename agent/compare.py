@@ -16,13 +16,22 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent import spec as spec_mod
-from agent.loop import LaunchChange, Proposal, Target, TargetError, eval_request, signature_mismatch
+from agent.loop import (
+    LaunchChange,
+    Proposal,
+    Target,
+    TargetError,
+    eval_request,
+    signature_mismatch,
+    target_for,
+)
 from agent.source import Document, Kernel
-from sandbox.contract import CandidateResult, Check, EvalOptions, EvalResult, Status
+from sandbox.contract import Budget, CandidateResult, Check, EvalOptions, EvalResult, Status
 from sandbox.executor import Executor, ProgressFn
 
 
@@ -162,6 +171,26 @@ def candidate_proposal(
     )
 
 
+def prepare(
+    doc: Document,
+    kernel: str | None,
+    with_: str,
+    launch: str | None,
+    open_document: Callable[[str], Document],
+) -> tuple[Target, Proposal, Document]:
+    """The original (``kernel`` of ``doc``), the candidate named by ``with_`` (``NAME``, ``FILE`` or
+    ``FILE:NAME``; files read with ``open_document``) as a proposal against it, and the candidate's
+    document; ``launch`` (``grid=.. block=.. smem=..``) overrides the candidate's own launch line.
+    One path for the CLI, the editor and scripts; raises :class:`TargetError` (one line)."""
+    ref = CandidateRef.parse(with_)
+    target = target_for(doc, kernel)
+    original = find_kernel(doc, kernel, "FILE")
+    cand_doc = doc if ref.path is None else open_document(ref.path)
+    cand = find_kernel(cand_doc, ref.kernel, "--with")
+    change = parse_launch(launch) if launch is not None else None
+    return target, candidate_proposal(target, original, doc, cand_doc, cand, change), cand_doc
+
+
 def compare(
     target: Target,
     proposal: Proposal,
@@ -170,6 +199,7 @@ def compare(
     candidate_path: str = "",
     seeds: tuple[int, ...] = (1, 2, 3),
     sanitize: bool = True,
+    budget: Budget | None = None,
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
 ) -> Comparison:
@@ -188,6 +218,7 @@ def compare(
         f"compare-{uuid.uuid4().hex}",
         (candidate,),
         seeds,
+        budget=budget,
         options=EvalOptions(sanitize=sanitize),
     )
     result = executor.evaluate(request, progress=progress, cancel=cancel)

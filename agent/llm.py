@@ -484,10 +484,11 @@ def profile_text(attempt: Attempt, profiled: CandidateResult | None = None) -> s
     if profiled is not None:
         if profiled.profile is not None:
             parts.append(nsight_text(profiled.profile))
+        elif profiled.status is Status.OK:
+            parts.append("Nsight Compute metrics not available: this executor does not profile")
         else:
-            parts.append(
-                f"Nsight Compute metrics not available: {profiled.status.value} {profiled.message}".rstrip()
-            )
+            why = f"{profiled.status.value}: {profiled.message}".rstrip(": ")
+            parts.append(f"Nsight Compute metrics not available: the profiling run ended {why}")
     return "; ".join(parts) + "."
 
 

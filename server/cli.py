@@ -673,19 +673,15 @@ def compare(
     from sandbox.executor import ExecutorError
 
     path, text = read_source(file)
-    doc = Document(text, str(path))
+
+    def open_document(name: str) -> Document:
+        cand_path, cand_text = read_source(name)
+        return Document(cand_text, str(cand_path))
+
     try:
-        ref = cmp.CandidateRef.parse(with_)
-        target = loop.target_for(doc, kernel)
-        original = cmp.find_kernel(doc, kernel, "FILE")
-        if ref.path is None:
-            cand_doc = doc
-        else:
-            cand_path, cand_text = read_source(ref.path)
-            cand_doc = Document(cand_text, str(cand_path))
-        cand = cmp.find_kernel(cand_doc, ref.kernel, "--with")
-        change = cmp.parse_launch(launch) if launch is not None else None
-        proposal = cmp.candidate_proposal(target, original, doc, cand_doc, cand, change)
+        target, proposal, cand_doc = cmp.prepare(
+            Document(text, str(path)), kernel, with_, launch, open_document
+        )
     except loop.TargetError as exc:
         raise UserError(str(exc)) from exc
     rng = random.Random(seed)
@@ -709,7 +705,9 @@ def compare(
     else:
         _print_compare(found)
     if not found.verified:
-        raise JobFailed(f"{cand.name} did not verify against {target.kernel}: {found.candidate.status.value}")
+        raise JobFailed(
+            f"{proposal.kernel} did not verify against {target.kernel}: {found.candidate.status.value}"
+        )
 
 
 def _compare_json(found: Any) -> dict[str, Any]:
@@ -789,7 +787,7 @@ def _print_compare(found: Any) -> None:
     if c.sanitizer:
         click.echo(f"  compute-sanitizer: {c.sanitizer}")
     elif found.verified:
-        click.echo("  compute-sanitizer: not run (--no-sanitize)")
+        click.echo("  compute-sanitizer: not run")
     if found.proposal.launch is not None:
         lc = found.proposal.launch
         parts = ", ".join(
