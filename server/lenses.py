@@ -112,6 +112,8 @@ def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[l
     view = od.spec(k)
     arg = {"uri": od.uri, "kernel": k.qualified_name}
     if view.spec is not None:
+        from server.compare import code_actions as compare_actions
+
         return [
             lsp.CodeAction(
                 title=f"Optimize {k.qualified_name} (verified on the GPU)",
@@ -122,6 +124,7 @@ def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[l
                 title=f"Benchmark {k.qualified_name}",
                 command=lsp.Command(title="Benchmark", command="cudaAgent.benchmark", arguments=[arg]),
             ),
+            *compare_actions(ls, od, k),
         ]
     if view.written:
         return []
@@ -152,7 +155,11 @@ def setup(ls: CudaLanguageServer) -> None:
     @ls.feature(
         lsp.TEXT_DOCUMENT_CODE_ACTION,
         lsp.CodeActionOptions(
-            code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.RefactorRewrite]
+            code_action_kinds=[
+                lsp.CodeActionKind.QuickFix,
+                lsp.CodeActionKind.RefactorRewrite,
+                lsp.CodeActionKind.Refactor,
+            ]
         ),
     )
     def actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
