@@ -929,6 +929,7 @@ def worker(
 ) -> None:
     """Serve this machine's GPUs to remote editors and optimizers over HTTP."""
     import logging
+    import os
 
     try:
         from sandbox import service
@@ -955,8 +956,9 @@ def worker(
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     executors = []
     try:
+        handler = os.environ.get("CUDA_AGENT_WORKER_HANDLER", "")  # tests: a scripted GPU handler
         for index in indices:
-            executors.append(local_gpu_executor(index))
+            executors.append(local_gpu_executor(index, handler))
         app = service.WorkerService(
             executors, token=token, limits=service.Limits(max_per_client=max_per_client)
         )

@@ -7,7 +7,12 @@ compiled here with NVRTC, and its launches); through a remote worker on loopback
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -276,3 +281,46 @@ def test_every_json_field_is_documented_in_the_readme(pair: Path, capsys: pytest
     cells = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
     documented = {name for cell in cells for name in cell.split("`")[1::2]}
     assert documented == fields
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_compare_through_the_worker_command_and_its_sandbox_with_a_scripted_gpu(
+    pair: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cuda-agent worker` as its own process on loopback, its local executor compiling with NVRTC
+    and running the scripted GPU handler (tests/sandbox_fakes.py) in its worker process."""
+    monkeypatch.delenv("CUDA_AGENT_TEST_EXECUTOR")
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    token.chmod(0o600)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tests = str(Path(__file__).parent)
+    env = {
+        **os.environ,
+        "CUDA_AGENT_WORKER_HANDLER": "sandbox_fakes:ScriptedHandler",
+        "PYTHONPATH": os.pathsep.join([tests, *sys.path]),
+    }
+    cmd = [sys.executable, "-m", "server", "worker", "--port", str(port), "--token-file", str(token)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not listening(port):
+            assert proc.poll() is None and time.monotonic() < deadline, "the worker did not start"
+            time.sleep(0.1)
+        monkeypatch.setenv("CUDA_AGENT_WORKER_URL", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("CUDA_AGENT_TOKEN", TOKEN)
+        assert main(["compare", str(pair), "-k", "vadd", "-w", "vadd_x4", "--json", "--no-sanitize"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["verified"] is True and out["device"]["name"] == "Fake GPU"
+        assert out["message"].startswith("pid ")  # answered by the scripted handler's worker process
+        assert out["result"]["resources"]["registers"] > 0  # compiled with NVRTC by the worker
+        assert main(["compare", str(pair), "-k", "vadd", "-w", "vadd_swapped"]) == 2  # refused here
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
