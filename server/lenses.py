@@ -15,6 +15,7 @@ from lsprotocol import types as lsp
 
 from agent import spec as specs
 from agent.source import Kernel
+from server.compare import code_actions as compare_actions
 from server.hover import benchmark_line
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.store import OptimizeRecord, kernel_hash
@@ -112,8 +113,6 @@ def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[l
     view = od.spec(k)
     arg = {"uri": od.uri, "kernel": k.qualified_name}
     if view.spec is not None:
-        from server.compare import code_actions as compare_actions
-
         return [
             lsp.CodeAction(
                 title=f"Optimize {k.qualified_name} (verified on the GPU)",
