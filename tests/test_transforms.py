@@ -36,6 +36,9 @@ from agent.transforms import (
     WarpReduction,
     apply_all,
 )
+from agent.transforms.passes import Apply, Emitter
+from agent.transforms.row_parallel import RowParallel, Rows
+from agent.transforms.view import KernelView
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Candidate, EvalOptions, EvalRequest, Status
 
@@ -67,6 +70,14 @@ def compiles(t: loop.Target, code: str) -> None:
     assert out.result.ok, out.result.log
 
 
+ROWS = (  # thread-per-row kernels the row-parallel pass rewrites
+    "softmax.cu",
+    "layernorm.cu",
+    "matvec.cu",
+    "softmax_double.cu",
+    "attention_softmax.cu",
+    "layernorm_stats.cu",
+)
 # (file, transforms, what the rewrite must contain)
 CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("vadd_poor_block.cu", (BlockSize((256,)),)),
@@ -95,6 +106,8 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("matmul_bias.cu", (TiledDot(128, 64, 16, 8, 4), RestrictConst())),
     ("sgemm.cu", (TiledDot(),)),
     ("attention_scores.cu", (TiledDot(),)),
+    *((name, (Apply(RowParallel(), rows),)) for name in ROWS for rows in RowParallel.space),
+    ("softmax.cu", (Apply(RowParallel(), Rows("warp", 128)), RestrictConst(), FastMath())),
 ]
 
 
@@ -420,6 +433,9 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("attention_scores.cu", (TiledDot(128, 64, 16, 8, 4),)),
     ("dot_forms.cu", (TiledDot(),)),
     ("dot_forms.cu", (TiledDot(64, 64, 8, 4, 4),)),
+    *((name, (Apply(RowParallel(), rows),)) for name in ROWS for rows in (Rows("warp", 128), Rows("block", 128))),
+    ("row_forms.cu", (Apply(RowParallel(), Rows("warp", 128)),)),
+    ("row_forms.cu", (Apply(RowParallel(), Rows("block", 128)), RestrictConst())),
 ]
 
 

@@ -45,6 +45,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import tree_sitter
 
@@ -60,6 +61,9 @@ from agent.spec import (
     parse_dims,
     render_dims,
 )
+
+if TYPE_CHECKING:
+    from agent.transforms.view import KernelView
 
 Node = tree_sitter.Node
 log = logging.getLogger(__name__)
@@ -93,6 +97,13 @@ class Subject:
         if span is None:
             return None
         return self.doc.tree.root_node.named_descendant_for_byte_range(span.start_byte, span.end_byte)
+
+    @cached_property
+    def view(self) -> KernelView:
+        """The kernel's read-only analysis (:mod:`agent.transforms.view`), built once."""
+        from agent.transforms.view import KernelView  # the view module builds on this one
+
+        return KernelView(self)
 
     @property
     def block(self) -> tuple[str, ...]:
@@ -1111,7 +1122,7 @@ def apply_all(subject: Subject, transforms: tuple[Transform, ...]) -> Subject | 
     for t in transforms:
         out = safe_apply(t, subject)
         if isinstance(out, NotApplicable):
-            return NotApplicable(f"{type(t).__name__}: {out.reason}")
+            return NotApplicable(f"{getattr(t, 'name', '') or type(t).__name__}: {out.reason}")
         subject = out
     return subject
 
