@@ -36,9 +36,8 @@ from agent.transforms import (
     WarpReduction,
     apply_all,
 )
-from agent.transforms.passes import Apply, Emitter
+from agent.transforms.passes import Apply
 from agent.transforms.row_parallel import RowParallel, Rows
-from agent.transforms.view import KernelView
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Candidate, EvalOptions, EvalRequest, Status
 
@@ -433,7 +432,11 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("attention_scores.cu", (TiledDot(128, 64, 16, 8, 4),)),
     ("dot_forms.cu", (TiledDot(),)),
     ("dot_forms.cu", (TiledDot(64, 64, 8, 4, 4),)),
-    *((name, (Apply(RowParallel(), rows),)) for name in ROWS for rows in (Rows("warp", 128), Rows("block", 128))),
+    *(
+        (name, (Apply(RowParallel(), rows),))
+        for name in ROWS
+        for rows in (Rows("warp", 128), Rows("block", 128))
+    ),
     ("row_forms.cu", (Apply(RowParallel(), Rows("warp", 128)),)),
     ("row_forms.cu", (Apply(RowParallel(), Rows("block", 128)), RestrictConst())),
 ]

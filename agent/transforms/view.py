@@ -40,7 +40,8 @@ Node = tree_sitter.Node
 # A polynomial: monomial (sorted tuple of atom keys) -> integer coefficient.
 Poly = dict[tuple[str, ...], int]
 POSITION = ("threadIdx", "blockIdx", "blockDim", "gridDim")
-_THREAD = ("threadIdx.", "blockIdx.x", "blockIdx.y", "blockDim.", "gridDim.")
+DEPENDENT = "thread:"  # key prefix of atoms that differ between threads (quotients of thread indices)
+_THREAD = ("threadIdx.", "blockIdx.x", "blockIdx.y", "blockDim.", "gridDim.", DEPENDENT)
 _WIDE = {"size_t", "long", "long long", "int64_t", "ptrdiff_t", "unsigned long", "unsigned long long"}
 
 
@@ -193,12 +194,13 @@ class Expander:
                 if a is None or b is None:
                     return None
                 return poly_mul(a, b) if o == "*" else poly_add(a, b, 1 if o == "+" else -1)
-            if o in ("/", "%"):  # quotients are opaque atoms (uniform ones, e.g. C / NH, or i / W)
+            if o in ("/", "%"):  # quotients are opaque atoms (C / NH; i / W, marked as thread-dependent)
                 a, b = self.poly(left), self.poly(right)
                 if a is None or b is None:
                     return None
                 text = f"(({poly_render(a, self.atoms, False)}) {o} ({poly_render(b, self.atoms, False)}))"
-                return self.atom(text, text)
+                uniform = poly_uniform(a) and poly_uniform(b)
+                return self.atom(text if uniform else DEPENDENT + text, text)
         return None
 
 
