@@ -38,6 +38,7 @@ from agent.transforms import (
 )
 from agent.transforms.passes import Apply
 from agent.transforms.row_parallel import RowParallel, Rows
+from agent.transforms.same_layout import SameLayoutReduction
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Candidate, EvalOptions, EvalRequest, Status
 
@@ -107,6 +108,8 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("attention_scores.cu", (TiledDot(),)),
     *((name, (Apply(RowParallel(), rows),)) for name in ROWS for rows in RowParallel.space),
     ("softmax.cu", (Apply(RowParallel(), Rows("warp", 128)), RestrictConst(), FastMath())),
+    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
+    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False), RestrictConst())),
 ]
 
 
@@ -439,6 +442,8 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ),
     ("row_forms.cu", (Apply(RowParallel(), Rows("warp", 128)),)),
     ("row_forms.cu", (Apply(RowParallel(), Rows("block", 128)), RestrictConst())),
+    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
+    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False),)),
 ]
 
 

@@ -14,6 +14,7 @@ from agent.transforms import NotApplicable, Subject
 from agent.transforms.passes import Apply, Emitter
 from agent.transforms.registry import candidates
 from agent.transforms.row_parallel import RowParallel, Rows
+from agent.transforms.same_layout import SameLayoutReduction
 from agent.transforms.view import global_index
 
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
@@ -185,3 +186,49 @@ def test_the_first_batch_holds_the_row_parallel_guess_by_row_length() -> None:
         (first,) = proposer._firsts()
         assert first.shape == Apply(RowParallel(), rows) and first.restrict, first
         assert subject.view is subject.view  # built once per subject
+
+
+TREE = (
+    "__global__ void reduce0(const float* g_idata, float* g_odata, unsigned int n) {{\n"
+    "    __shared__ float sdata[256];\n"
+    "    unsigned int tid = threadIdx.x;\n"
+    "    sdata[tid] = g_idata[blockIdx.x * blockDim.x + tid];\n"
+    "    __syncthreads();\n"
+    "    for (unsigned int s = 1; s < blockDim.x; {update}) {{\n"
+    "        if ({cond}) sdata[tid] = fmaxf(sdata[tid], sdata[tid + s]);\n"
+    "        __syncthreads();\n"
+    "    }}\n"
+    "    if (tid == 0) g_odata[blockIdx.x] = sdata[{read}];\n"
+    "}}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "update, cond, read, applies",
+    [
+        ("s *= 2", "tid % (2 * s) == 0", "0", True),
+        ("s <<= 1", "0 == threadIdx.x % (s * 2)", "0", True),
+        ("s *= 2", "tid % (2 * s) == 0", "tid", False),  # other partial results are read afterwards
+        ("s += 1", "tid % (2 * s) == 0", "0", False),
+        ("s *= 2", "tid % (4 * s) == 0", "0", False),
+    ],
+)
+def test_same_layout_reduction_matches_interleaved_trees_only(
+    update: str, cond: str, read: str, applies: bool
+) -> None:
+    code = TREE.format(update=update, cond=cond, read=read)
+    out = Apply(SameLayoutReduction(), True).apply(subject_of("reduce_interleaved.cu", code))
+    assert isinstance(out, NotApplicable) != applies, out
+    if applies:
+        assert not isinstance(out, NotApplicable)
+        assert "for (unsigned int s = blockDim.x / 2; s > 32; s >>= 1)" in out.code
+        assert "ca_v = fmaxf(ca_v, __shfl_down_sync(0xffffffffu, ca_v, ca_o));" in out.code
+
+
+def test_same_layout_reduction_needs_a_power_of_two_block() -> None:
+    out = Apply(SameLayoutReduction(), False).apply(subject_of("block_sum.cu"))
+    assert isinstance(out, NotApplicable) and "no `for (s = 1" in out.reason
+    odd = subject_of("reduce_interleaved.cu")
+    odd = Subject(odd.code, odd.spec.__class__(**{**odd.spec.__dict__, "block": ("96",)}))
+    out = Apply(SameLayoutReduction(), False).apply(odd)
+    assert isinstance(out, NotApplicable) and "power of two" in out.reason

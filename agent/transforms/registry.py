@@ -10,8 +10,9 @@ from typing import Any
 
 from agent.transforms.passes import Apply, Pass
 from agent.transforms.row_parallel import RowParallel
+from agent.transforms.same_layout import SameLayoutReduction
 
-PASSES: tuple[Pass[Any], ...] = (RowParallel(),)
+PASSES: tuple[Pass[Any], ...] = (RowParallel(), SameLayoutReduction())
 
 
 def candidates() -> tuple[Apply, ...]:

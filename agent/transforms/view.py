@@ -160,7 +160,9 @@ class Expander:
             return self.poly(value)
         if t == "number_literal":
             s = self.text(n).rstrip("uUlL")
-            return {(): int(s, 0)} if s.isdigit() or s.lower().startswith("0x") else None
+            if not (s.isdigit() or s.lower().startswith("0x")):
+                return None
+            return {(): int(s, 0)} if int(s, 0) else {}
         if t == "field_expression":
             s = self.text(n).replace(" ", "")
             return self.atom(s, s) if s.split(".")[0] in POSITION else None
