@@ -35,7 +35,7 @@ import tree_sitter
 
 from agent.loop import LaunchChange
 from agent.spec import ScalarSpec
-from agent.transforms import NotApplicable, Outcome, Rewrite, Subject, Transform, _splice, _text, _walk
+from agent.transforms import NotApplicable, Outcome, Rewrite, Subject, Transform, _splice, _text
 from agent.transforms.view import Expander as _Expander
 from agent.transforms.view import Poly
 from agent.transforms.view import global_index as _global
@@ -44,6 +44,7 @@ from agent.transforms.view import poly_mul as _mul
 from agent.transforms.view import poly_render as _render
 from agent.transforms.view import poly_split as _split
 from agent.transforms.view import poly_uniform as _uniform
+from agent.transforms.view import walk as _walk
 
 Node = tree_sitter.Node
 log = logging.getLogger(__name__)
