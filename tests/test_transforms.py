@@ -445,6 +445,8 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ),
     ("row_forms.cu", (Apply(RowParallel(), Rows("warp", 128)),)),
     ("row_forms.cu", (Apply(RowParallel(), Rows("block", 128)), RestrictConst())),
+    ("row_batched.cu", (Apply(RowParallel(), Rows("warp", 128)),)),
+    ("row_batched.cu", (Apply(RowParallel(), Rows("block", 256)),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False),)),
 ]

@@ -123,6 +123,7 @@ ROW = (
         ("    float t[4];\n    for (int j = 0; j < 4; ++j) t[j] = x[j];\n    y[r] = t[0];", "local array"),
         ("    for (int j = 0; j < cols; ++j) s += x[j] * threadIdx.x;", "besides the row index"),
         ("    y[r] = s;", "no loop over the row"),
+        ("    for (int j = 0; j < cols; ++j) { s += x[j]; j += 1; }", "assigns its variable"),
     ],
 )
 def test_row_parallel_refuses_what_it_cannot_do_right(body: str, reason: str) -> None:
@@ -134,7 +135,7 @@ def test_row_parallel_refuses_what_it_cannot_do_right(body: str, reason: str) ->
     "name, reason",
     [
         ("row_max.cu", "already uses shared memory"),
-        ("matmul.cu", "launch is not a 1-D grid"),
+        ("matmul.cu", "launch is not 1-D blocks"),
         ("vadd_poor_block.cu", "no loop over the row"),
     ],
 )

@@ -1,9 +1,10 @@
 """Row-parallel reduction: a thread-per-row kernel becomes a warp (or a block) per row.
 
 Matches (on the :class:`~agent.transforms.view.KernelView`) a kernel whose row is the global
-thread index (``r = blockIdx.x * blockDim.x + threadIdx.x``, casts allowed), launched on a 1-D
-grid written over ``block``, that reads no other thread position and uses no shared memory,
-barriers, atomics or shuffles.  The statements that work on the row are, recursively through
+thread index (``r = blockIdx.x * blockDim.x + threadIdx.x``, casts allowed), launched with 1-D
+blocks on a grid whose x is written over ``block`` (y and z, e.g. a batch over ``blockIdx.y``,
+are kept), that reads no other thread position and uses no shared memory, barriers, atomics or
+shuffles.  The statements that work on the row are, recursively through
 ``if``/``{}`` (all their conditions are uniform per row):
 
 - *row loops* ``for (T j = S; j < B; ++j)`` (or ``<=``, ``j++``, ``j += 1``; the bound may depend
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 import tree_sitter
 
 from agent.loop import LaunchChange
-from agent.spec import ScalarSpec, evaluate
+from agent.spec import ScalarSpec, evaluate, render_dims
 from agent.transforms import NotApplicable, Outcome, _block_names
 from agent.transforms.passes import PAD, Emitter, Match, Pass
 from agent.transforms.view import (
@@ -49,6 +50,7 @@ from agent.transforms.view import (
 )
 
 Node = tree_sitter.Node
+_UNIFORM_POSITIONS = ("blockIdx.y", "blockIdx.z", "gridDim.y", "gridDim.z")  # the same across a row's lanes
 LONG_ROW = 4096  # rows at least this long get a block per row as the first guess
 
 
@@ -67,7 +69,7 @@ class RowMatch(Match):
     loops: tuple[Loop, ...]
     single: tuple[Node, ...]  # statements outside loops that write arrays (lane 0 runs them)
     syncs: tuple[Node, ...]  # statements that read arrays other lanes wrote before them
-    grid: str
+    grid: tuple[str, ...]  # the spec's grid (its x covers the rows)
     row_length: int  # the first loop's bound at the benchmark size (0: unknown)
 
 
@@ -100,8 +102,10 @@ class RowParallel(Pass[RowMatch]):
         ):
             if nodes:
                 return NotApplicable(f"the kernel already uses {what}: its threads cooperate")
-        if len(subject.block) != 1 or len(subject.grid) != 1 or not _block_names(subject.grid[0]):
-            return NotApplicable("the launch is not a 1-D grid written over `block`")
+        block_x = [d for d in subject.block[1:] if d.strip() != "1"]
+        grid = subject.grid
+        if block_x or not _block_names(grid[0]) or any(_block_names(g) for g in grid[1:]):
+            return NotApplicable("the launch is not 1-D blocks on a grid whose x is written over `block`")
         rows = [
             loc
             for loc in view.locals.values()
@@ -117,6 +121,7 @@ class RowParallel(Pass[RowMatch]):
             if (
                 n.type == "field_expression"
                 and view.text(n.child_by_field_name("argument") or n) in POSITION
+                and view.text(n).replace(" ", "") not in _UNIFORM_POSITIONS
                 and not (row.start_byte <= n.start_byte < row.end_byte)
             ):
                 return NotApplicable(f"the body reads `{view.text(n)}` besides the row index")
@@ -132,7 +137,7 @@ class RowParallel(Pass[RowMatch]):
             tuple(walker.loops),
             tuple(walker.single),
             tuple(walker.syncs),
-            subject.grid[0],
+            subject.grid,
             _length(view, walker.loops[0]),
         )
 
@@ -187,10 +192,10 @@ class RowParallel(Pass[RowMatch]):
         for s in match.single:
             e.insert_before(s, f"if ({lane} == 0) ")
         if warp:
-            scaled = _grid(match.grid, ast.BinOp(ast.Name("block"), ast.Div(), ast.Constant(32)))
+            scaled = _grid(match.grid[0], ast.BinOp(ast.Name("block"), ast.Div(), ast.Constant(32)))
         else:
-            scaled = _grid(match.grid, ast.Constant(1))
-        launch = LaunchChange(grid=scaled, block=str(params.threads))
+            scaled = _grid(match.grid[0], ast.Constant(1))
+        launch = LaunchChange(grid=render_dims((scaled, *match.grid[1:])), block=str(params.threads))
         shape = (
             f"{params.threads // 32} rows per {params.threads}-thread block"
             if warp
@@ -311,6 +316,10 @@ class _Walker:
         for n in walk(loop.body):
             if n.type in ("return_statement", "break_statement", "goto_statement"):
                 return NotApplicable(f"`{head}` leaves the loop early")
+            if n.type in ("assignment_expression", "update_expression"):
+                target = unparenthesized(n.child_by_field_name("left") or n.child_by_field_name("argument"))
+                if target is not None and view.text(target) == loop.var:
+                    return NotApplicable(f"`{head}` assigns its variable in the body")
             if n.type == "pointer_expression" and n.children[0].type == "*" and _assigned(n):
                 return NotApplicable(f"`{head}` writes through a pointer")
         inside = [a for a in view.accesses if loop.node.start_byte <= a.node.start_byte < loop.node.end_byte]
