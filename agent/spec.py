@@ -782,6 +782,11 @@ def _sizes(spec: KernelSpec, overrides: Mapping[str, str] | None) -> dict[str, i
     return {k: int(v) for k, v in env.items()}
 
 
+def bench_sizes(spec: KernelSpec) -> dict[str, int]:
+    """The benchmark problem's sizes (raises InvalidSpec)."""
+    return _sizes(spec, None)
+
+
 def verify_sizes(spec: KernelSpec) -> tuple[dict[str, int], ...]:
     """The verification problem sizes: the spec's, or by default each literal size capped at 97
     and at 1021 (derived sizes such as ``m=2*n`` follow)."""
