@@ -723,6 +723,11 @@ HOST_HEADERS = frozenset(
 )  # fmt: skip
 
 
+_MATH_MACROS = frozenset(
+    {"INFINITY", "NAN", "HUGE_VAL", "HUGE_VALF", "M_PI", "M_E", "M_SQRT2", "M_LN2", "M_PI_2"}
+)
+
+
 @dataclass
 class _Item:
     """A top-level node of the file and the names it defines (for dependency closure)."""
@@ -971,6 +976,10 @@ class _Scan:
             for k, line in enumerate(text.split("\n")):
                 lines.append(line)
                 line_map.append(node.start_point.row + k)
+        if _MATH_MACROS & set().union(*(self._references(self.items[i].node) for i in chosen)):
+            # nvcc includes cuda_runtime.h (and with it math.h's INFINITY, M_PI...) in every .cu
+            lines.insert(0, "#include <math.h>")
+            line_map.insert(0, -1)
         options = (f"-I{base}",) if local_headers and base is not None else ()
         return Standalone(kernel.qualified_name, "\n".join(lines) + "\n", tuple(line_map), options)
 

@@ -29,10 +29,13 @@ import ast
 import math
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal, cast
 
+import tree_sitter
+
+from agent import host
 from agent.source import Document, Kernel, Param
 from sandbox.contract import (
     PRECISIONS,
@@ -946,8 +949,14 @@ _DIM3 = re.compile(r"\bdim3\s+(?P<name>[A-Za-z_]\w*)\s*(?:\(|=\s*dim3\s*\(|\{)(?
 
 
 def infer(doc: Document, kernel: Kernel) -> Inference:
-    """Propose a spec from the signature and, when the file launches the kernel, from the launch
-    site and the host allocations of its arguments.  Says how sure it is, and why."""
+    """Propose a spec from the signature and, when the program launches the kernel, from running
+    the host code to that launch (:mod:`agent.host`), else from the launch site's text.  Says how
+    sure it is, and why (each reason with its evidence, file:line)."""
+    found = host.launch_of(doc, kernel.name)
+    if found is not None:
+        from_run = _infer_from_run(doc, kernel, *found)
+        if from_run is not None:
+            return from_run
     reasons: list[str] = []
     site = next(iter(doc.launches_of(kernel.name)), None)
     # names defined in the launching function win over same-named ones elsewhere in the file
@@ -1002,7 +1011,7 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         if dtype is None:
             reasons.append(f"element type of {p.name} (`{p.base_type}`) unknown: assumed float")
             dtype, sure, unknown_types = "float32", False, True
-        role: ArrayRole = "in" if p.const else ("inout" if _reads(doc, kernel, p.name) else "out")
+        role = roles(doc, kernel).get(p.name, "inout")
         count = _allocation_count(doc.text, host_args.get(p.name, ""), names, defs, env)
         if count is None:
             count, sure = fallback_count, False
@@ -1204,27 +1213,6 @@ def _balanced(t: str) -> bool:
     return depth == 0
 
 
-def _reads(doc: Document, kernel: Kernel, name: str) -> bool:
-    """Whether the kernel's body reads through pointer ``name`` (anything but ``name[i] = ...``)."""
-    if kernel.body_span is None:
-        return True
-    body = doc.text_in(kernel.body_span)
-    for m in re.finditer(rf"(?<![\w.]){re.escape(name)}\b", body):
-        rest = body[m.end() :]
-        sub = re.match(r"\s*\[", rest)
-        if not sub:
-            return True  # passed on, aliased or dereferenced: assume read
-        depth, i = 0, sub.end() - 1
-        while i < len(rest):
-            depth += (rest[i] == "[") - (rest[i] == "]")
-            if depth == 0:
-                break
-            i += 1
-        if not re.match(r"\s*=(?!=)", rest[i + 1 :]):
-            return True
-    return False
-
-
 # ---------------------------------------------------------------------------------------- partial directives
 
 
@@ -1247,3 +1235,454 @@ def launch_pairs(text: str) -> dict[str, str]:
 def split_args(text: str) -> list[str]:
     """Template arguments ``float, 256`` (or ``<float, 256>``) split at top-level commas."""
     return _split_top(text.strip().removeprefix("<").removesuffix(">"))
+
+
+# ---------------------------------------------------------------------------------------- inference from a run
+
+
+def _infer_from_run(
+    doc: Document, kernel: Kernel, event: host.LaunchEvent, run: host.HostRun, host_doc: Document
+) -> Inference | None:
+    """The spec of ``kernel`` from the values its launch had when the program ran to it."""
+    aliases = {**host_doc.type_aliases, **doc.type_aliases}
+    if len(event.args) != len(kernel.params):
+        return None
+    tmap = {tp.name: v for tp, v in zip(kernel.template_params, event.template_args, strict=False)}
+    body_names = _body_identifiers(doc, kernel)
+    values = run.env()
+    reasons = [f"launch at {event.where}" + (f", taking {', '.join(event.notes)}" if event.notes else "")]
+    guesses: list[str] = []
+    args: list[tuple[Param, str, host.Value]] = []  # (param, dtype, value)
+    for p, v in zip(kernel.params, event.args, strict=True):
+        dtype = canonical_dtype(tmap.get(p.base_type, p.base_type), aliases)
+        if dtype is None:
+            return None
+        args.append((p, dtype, v))
+    access = roles(doc, kernel)
+    specs: list[ArraySpec | ScalarSpec] = []
+    data_exprs: list[str] = []
+    counts: dict[str, str] = {}
+    for p, dtype, v in args:
+        if p.pointer:
+            if isinstance(v, host.Buffer):
+                count = (
+                    v.count
+                    if v.elem == dtype_bytes(dtype)
+                    else f"{_paren(v.count)}*{v.elem}/{dtype_bytes(dtype)}"
+                )
+                if v.offset != "0":
+                    count = f"{_paren(count)} - {_paren(v.offset)}"
+                reasons.append(f"count of {p.name} from its allocation at {v.where}")
+            else:
+                count = ""
+            counts[p.name] = count
+            if count:
+                data_exprs.append(count)
+        elif isinstance(v, host.Num) and not is_float(dtype):
+            data_exprs.append(v.expr)
+    sizes = [n for n in run.roots if any(n in host._names(e) for e in data_exprs)]
+    sizes = [n for n in sizes if not run.roots[n].macro or run.roots[n].macro not in body_names]
+    block_dims = (
+        event.block.dims
+        if isinstance(event.block, host.Dims)
+        else (event.block,)
+        if isinstance(event.block, host.Num)
+        else ()
+    )
+    if not block_dims:
+        return None
+    subst: dict[str, str] = {}
+    if len(block_dims) == 1 and block_dims[0] is not None and block_dims[0].expr in run.roots:
+        subst[block_dims[0].expr] = "block"
+    elif len(block_dims) > 1:
+        for axis, d in zip("xyz", block_dims, strict=False):
+            if d is not None and d.expr in run.roots and d.expr not in sizes:
+                subst[d.expr] = f"block_{axis}"
+    for name in subst:
+        if run.roots[name].macro and run.roots[name].macro in body_names:
+            subst.pop(name)
+            break
+    literal = {n: str(values[n]) for n in run.roots if n not in sizes and n not in subst and n in values}
+    # a size passed as is to a parameter of the same name but for case takes its name (`ROWS` -> `rows`)
+    taken = set(run.roots)
+    for p, _dtype, v in args:
+        if (
+            isinstance(v, host.Num)
+            and v.expr in sizes
+            and v.expr.lower() == p.name.lower()
+            and v.expr not in literal
+            and p.name not in taken
+        ):
+            literal[v.expr] = p.name
+            taken.add(p.name)
+    names = {n: literal.get(n, n) for n in sizes}
+
+    def spec_expr(e: str, keep_block: bool = True) -> str:
+        return _rename(
+            e,
+            {
+                **literal,
+                **(subst if keep_block else {k: literal.get(k, str(values.get(k, 0))) for k in subst}),
+            },
+        )
+
+    try:
+        block = tuple(str(evaluate(spec_expr(d.expr, False), values)) for d in block_dims if d is not None)
+    except ValueError:
+        return None
+    grid_dims = (
+        event.grid.dims
+        if isinstance(event.grid, host.Dims)
+        else (event.grid,)
+        if isinstance(event.grid, host.Num)
+        else ()
+    )
+    if not grid_dims or any(g is None for g in grid_dims):
+        return None
+    grid = tuple(spec_expr(g.expr) for g in grid_dims if g is not None)
+    smem = spec_expr(event.smem.expr) if isinstance(event.smem, host.Num) else "0"
+    fallback = "*".join(names.values()) or "1"
+    for p, dtype, v in args:
+        if p.pointer:
+            count = spec_expr(counts[p.name]) if counts[p.name] else fallback
+            if not counts[p.name]:
+                guesses.append(f"count of {p.name}")
+            role = access.get(p.name, "inout")
+            dist = default_dist(dtype)
+            specs.append(ArraySpec(p.name, role, dtype, count, dist))
+        elif isinstance(v, host.Num):
+            specs.append(ScalarSpec(p.name, dtype, spec_expr(v.expr) if not is_float(dtype) else v.expr))
+        else:
+            value = "1.5" if is_float(dtype) else "1"
+            guesses.append(f"value of {p.name}")
+            specs.append(ScalarSpec(p.name, dtype, value))
+    specs = _index_ranges(doc, kernel, specs)
+    constants = []
+    for name, (ctype, csize) in run.constants.items():
+        if name not in body_names:
+            continue
+        cdtype = (
+            canonical_dtype(
+                ctype.replace("__constant__", "").replace("__device__", "").replace("static", ""), aliases
+            )
+            or "float32"
+        )
+        copy = run.copies.get(name)
+        count = ""
+        if copy is not None and copy.bytes is not None and copy.bytes.sized is not None:
+            count = str(evaluate(spec_expr(copy.bytes.sized[0]), {**values, "block": 1}))
+            reasons.append(f"const {name} filled at {copy.where}")
+        else:
+            guesses.append(f"const {name}")
+            count = csize or "1"
+        constants.append(ConstantSpec(name, cdtype, count, default_dist(cdtype)))
+    spec = KernelSpec(
+        kernel=kernel.qualified_name,
+        sizes={names[n]: run.roots[n].value for n in sizes} or {"n": "1"},
+        grid=grid,
+        block=block,
+        smem=smem,
+        args=tuple(specs),
+        constants=tuple(constants),
+        template_args=event.template_args,
+    )
+    try:
+        problems(spec)
+    except InvalidSpec:
+        return None
+    for n in sizes:
+        reasons.append(f"size {names[n]}={run.roots[n].value} from {run.roots[n].where}")
+    reasons += [f"guessed: {g}" for g in guesses]
+    confidence: Confidence = "low" if guesses else "medium" if event.notes else "high"
+    return Inference(spec, confidence, tuple(reasons))
+
+
+def _paren(e: str) -> str:
+    return e if re.fullmatch(r"[\w.]+", e) else f"({e})"
+
+
+def _rename(expr: str, mapping: Mapping[str, str]) -> str:
+    """``expr`` with names replaced (each by a name or a number), re-printed."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return expr
+
+    class _T(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id in mapping:
+                return ast.parse(mapping[node.id], mode="eval").body
+            return node
+
+    return ast.unparse(_T().visit(tree))
+
+
+def _body_identifiers(doc: Document, kernel: Kernel) -> set[str]:
+    node = _body_node(doc, kernel)
+    if node is None:
+        return set()
+    return {doc.node_text(n) for n in _walk(node) if n.type == "identifier"}
+
+
+def _body_node(doc: Document, kernel: Kernel) -> tree_sitter.Node | None:
+    if kernel.body_span is None:
+        return None
+    return doc.tree.root_node.descendant_for_byte_range(
+        kernel.body_span.start_byte, kernel.body_span.end_byte
+    )
+
+
+def _walk(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+_STORES = re.compile(r"^__st(cs|cg|wb|wt|_\w+)?$")
+_LOADS = re.compile(r"^__ld(g|cs|cg|ca|lu|cv)$")
+
+
+def roles(doc: Document, kernel: Kernel) -> dict[str, ArrayRole]:
+    """Each pointer parameter's role from what the body does with it (comments never count): ``in``
+    when only read (or ``const``), ``out`` when its first access in evaluation order is a plain
+    store, ``inout`` otherwise.  Local pointers derived from a parameter (``float* row = out + i``)
+    count as the parameter; a pointer handed to an unknown function is read and written."""
+    body = _body_node(doc, kernel)
+    params = {p.name: p for p in kernel.params if p.pointer}
+    out: dict[str, ArrayRole] = {n: ("in" if p.const else "inout") for n, p in params.items()}
+    if body is None:
+        return out
+    alias: dict[str, str] = {n: n for n in params}
+    events: dict[str, list[tuple[int, str]]] = {n: [] for n in params}
+    for n in _walk(body):
+        if n.type == "init_declarator":
+            target = n.child_by_field_name("declarator")
+            value = n.child_by_field_name("value")
+            base = _base_pointer(doc, value, alias) if value is not None else None
+            if base is not None and target is not None and target.type == "pointer_declarator":
+                inner = target.child_by_field_name("declarator")
+                if inner is not None:
+                    alias[doc.node_text(inner)] = base
+            continue
+        if n.type != "identifier" or doc.node_text(n) not in alias:
+            continue
+        if n.parent is not None and n.parent.type in (
+            "pointer_declarator",
+            "init_declarator",
+            "array_declarator",
+        ):
+            continue  # the declared name itself
+        name = alias[doc.node_text(n)]
+        kind, at = _use(doc, n)
+        if kind:
+            events[name].append((at, kind))
+    for name, evs in events.items():
+        if params[name].const:
+            continue
+        evs.sort()
+        kinds = set("".join(k for _, k in evs))
+        if "w" not in kinds:
+            out[name] = "in"
+        elif evs and evs[0][1] == "w":
+            out[name] = "out"
+        else:
+            out[name] = "inout"
+    return out
+
+
+def _base_pointer(doc: Document, node: tree_sitter.Node | None, alias: Mapping[str, str]) -> str | None:
+    while node is not None and node.type in (
+        "parenthesized_expression",
+        "cast_expression",
+        "binary_expression",
+    ):
+        if node.type == "binary_expression":
+            left = _base_pointer(doc, node.child_by_field_name("left"), alias)
+            if left is not None:
+                return left
+            node = node.child_by_field_name("right")
+        elif node.type == "cast_expression":
+            node = node.child_by_field_name("value")
+        else:
+            node = node.named_children[0] if node.named_children else None
+    if node is not None and node.type == "identifier":
+        return alias.get(doc.node_text(node))
+    if node is not None and node.type == "pointer_expression" and doc.node_text(node).startswith("&"):
+        arg = node.child_by_field_name("argument")
+        if arg is not None and arg.type == "subscript_expression":
+            return _base_pointer(doc, arg.child_by_field_name("argument"), alias)
+    return None
+
+
+def _use(doc: Document, ident: tree_sitter.Node) -> tuple[str, int]:
+    """How an occurrence of a pointer is used ("r" read, "w" write, "rw" both, "" neither: a
+    comparison with nullptr, a declaration's alias), and when: the byte where it happens in
+    evaluation order (an assignment's store after its right-hand side)."""
+    kind = _use_kind(doc, ident)
+    node = ident
+    while (
+        node.parent is not None
+        and node.parent.type != "assignment_expression"
+        and node.parent.type
+        not in (
+            "expression_statement",
+            "compound_statement",
+        )
+    ):
+        node = node.parent
+    up = node.parent
+    if up is not None and up.type == "assignment_expression" and up.child_by_field_name("left") == node:
+        return kind, up.end_byte
+    return kind, ident.start_byte
+
+
+def _use_kind(doc: Document, ident: tree_sitter.Node) -> str:
+    node = ident
+    parent = node.parent
+    while parent is not None and (
+        parent.type in ("parenthesized_expression", "cast_expression")
+        or (
+            parent.type == "binary_expression"
+            and doc.node_text(parent.child_by_field_name("operator") or parent) in ("+", "-")
+        )
+    ):
+        node, parent = parent, parent.parent
+    if parent is None:
+        return "r"
+    if (
+        parent.type == "binary_expression"
+        or parent.type == "init_declarator"
+        or parent.type == "condition_clause"
+    ):
+        return ""
+    access = parent
+    if (parent.type == "subscript_expression" and parent.child_by_field_name("argument") == node) or (
+        parent.type == "pointer_expression" and doc.node_text(parent).startswith("*")
+    ):
+        access = parent
+    elif parent.type == "pointer_expression":  # &p[i] handed on
+        return "rw"
+    elif parent.type == "argument_list":
+        call = parent.parent
+        fn = call.child_by_field_name("function") if call is not None else None
+        name = doc.node_text(fn).split("::")[-1] if fn is not None else ""
+        first = parent.named_children[0] == node if parent.named_children else False
+        if _STORES.match(name) and first:
+            return "w"
+        if _LOADS.match(name):
+            return "r"
+        return "rw"
+    else:
+        return "r"
+    up = access.parent
+    if up is not None and up.type == "pointer_expression" and doc.node_text(up).startswith("&"):
+        grand = up.parent
+        if grand is not None and grand.type == "argument_list":
+            call = grand.parent
+            fn = call.child_by_field_name("function") if call is not None else None
+            name = doc.node_text(fn) if fn is not None else ""
+            return "rw" if name.startswith("atomic") else "w" if _STORES.match(name) else "rw"
+        return "rw"
+    if up is not None and up.type == "assignment_expression" and up.child_by_field_name("left") == access:
+        op = doc.node_text(up.child_by_field_name("operator") or up)
+        return "w" if op == "=" else "rw"
+    if up is not None and up.type == "update_expression":
+        return "rw"
+    return "r"
+
+
+def _index_ranges(
+    doc: Document, kernel: Kernel, specs: list[ArraySpec | ScalarSpec]
+) -> list[ArraySpec | ScalarSpec]:
+    """Integer inputs whose values index another array (token ids into an embedding) drawn with
+    ``randint(0, rows)`` of that array: ``wte + ix * C`` with ``int ix = inp[...]``."""
+    body = _body_node(doc, kernel)
+    if body is None:
+        return specs
+    by_name = {s.name: s for s in specs}
+    scalars = {s.name: s.value for s in specs if isinstance(s, ScalarSpec)}
+    loaded: dict[str, str] = {}  # local -> int pointer it was read from
+    for n in _walk(body):
+        if n.type == "init_declarator":
+            value = n.child_by_field_name("value")
+            target = n.child_by_field_name("declarator")
+            if (
+                value is not None
+                and value.type == "subscript_expression"
+                and target is not None
+                and target.type == "identifier"
+            ):
+                src = doc.node_text(value.child_by_field_name("argument") or value)
+                s = by_name.get(src)
+                if isinstance(s, ArraySpec) and not is_float(s.dtype) and s.role == "in":
+                    loaded[doc.node_text(target)] = src
+    if not loaded:
+        return specs
+    ranges: dict[str, str] = {}
+    for n in _walk(body):
+        if n.type != "binary_expression" or doc.node_text(n.child_by_field_name("operator") or n) != "+":
+            continue
+        left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+        for ptr, off in ((left, right), (right, left)):
+            if ptr is None or off is None or ptr.type != "identifier":
+                continue
+            indexed = by_name.get(doc.node_text(ptr))
+            if not isinstance(indexed, ArraySpec):
+                continue
+            factors = [doc.node_text(f).strip() for f in _product_factors(off)]
+            idx = [f for f in factors if f in loaded]
+            if len(idx) != 1:
+                continue
+            stride = [_rename(f, scalars) for f in factors if f != idx[0]]
+            extent = _divide(indexed.count, stride)
+            ranges.setdefault(loaded[idx[0]], extent)
+    return [
+        replace(s, dist=DistSpec("randint", ("0", ranges[s.name])))
+        if isinstance(s, ArraySpec) and s.name in ranges
+        else s
+        for s in specs
+    ]
+
+
+def _product_factors(node: tree_sitter.Node | None) -> list[tree_sitter.Node]:
+    """The factors of ``a * b * c``; of ``ix * C + c`` those of its first term (the indexed one)."""
+    if node is None:
+        return []
+    op = node.child_by_field_name("operator") if node.type == "binary_expression" else None
+    if op is not None and op.type == "*":
+        return [
+            *_product_factors(node.child_by_field_name("left")),
+            *_product_factors(node.child_by_field_name("right")),
+        ]
+    if op is not None and op.type == "+":
+        return _product_factors(node.child_by_field_name("left"))
+    return [node]
+
+
+def _divide(count: str, stride: list[str]) -> str:
+    """``V*C`` / [``C``] -> ``V`` (a factor removed when present), else ``(count) / (stride)``."""
+    try:
+        tree = ast.parse(count, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return count
+    factors: list[ast.expr] = []
+
+    def flat(n: ast.expr) -> None:
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+            flat(n.left)
+            flat(n.right)
+        else:
+            factors.append(n)
+
+    flat(tree)
+    rest = [ast.unparse(f) for f in factors]
+    leftover = []
+    for s in stride:
+        if s in rest:
+            rest.remove(s)
+        else:
+            leftover.append(s)
+    expr = "*".join(_paren(r) for r in rest) or "1"
+    return f"({expr}) / ({'*'.join(leftover)})" if leftover else expr
