@@ -61,7 +61,7 @@ class Num:
 
 @dataclass(frozen=True)
 class Dims:
-    dims: tuple[Num, ...]
+    dims: tuple[Num | None, ...]  # None: unknown
 
 
 @dataclass(frozen=True)
@@ -373,6 +373,7 @@ class _Interp:
         self.steps = 0
         self.depth = 0
         self.notes: list[str] = []
+        self.at = ""  # the use of the macro being expanded
         self.globals: dict[str, Value] = {}
         self._macro_docs: dict[str, tuple[Document, tree_sitter.Node | None]] = {}
         self._macro_roots: dict[str, Value] = {}
@@ -383,6 +384,10 @@ class _Interp:
                 continue
 
     # ------------------------------------------------------------------ values
+
+    def where(self, doc: Document, node: tree_sitter.Node) -> str:
+        """file:line of ``node``; inside a macro's expansion, of the macro's use."""
+        return self.at or _where(doc, node)
 
     def value_of(self, expr: str) -> int | float | None:
         from agent.spec import evaluate
@@ -444,7 +449,7 @@ class _Interp:
             then, other = node.child_by_field_name("consequence"), node.child_by_field_name("alternative")
             branches = [then] if truth is True else [other] if truth is False else [then, other]
             if truth is None:
-                self.notes.append(f"both branches of the `if` at {_where(doc, node)} (condition unknown)")
+                self.notes.append(f"both branches of the `if` at {self.where(doc, node)} (condition unknown)")
             for b in branches:
                 if b is not None:
                     try:
@@ -464,7 +469,7 @@ class _Interp:
                 cond = cond.child_by_field_name("value")
             if t != "do_statement" and self.truth(doc, cond, inner) is False:
                 return
-            self.notes.append(f"the first iteration of the loop at {_where(doc, node)}")
+            self.notes.append(f"the first iteration of the loop at {self.where(doc, node)}")
             try:
                 body = node.child_by_field_name("body")
                 if body is not None:
@@ -529,7 +534,7 @@ class _Interp:
             pointer = "pointer_declarator" in _declarator_types(d)
             name = _decl_name(doc, d)
             value: Value = None
-            where = _where(doc, d)
+            where = self.where(doc, d)
             if d.type == "init_declarator":
                 v = d.child_by_field_name("value")
                 inner = d.child_by_field_name("declarator")
@@ -538,7 +543,7 @@ class _Interp:
                 elif v.type == "argument_list" or (v.type == "initializer_list" and "dim3" in type_text):
                     args = [self.expr(doc, a, scopes) for a in v.named_children]
                     if "dim3" in type_text:
-                        value = Dims(tuple(a if isinstance(a, Num) else Num("1") for a in args[:3]))
+                        value = Dims(tuple(a if isinstance(a, Num) else None for a in args[:3]))
                     elif "vector" in type_text and args and isinstance(args[0], Num):
                         targ = re.search(r"<\s*([^>]+?)\s*>", type_text)
                         value = Buffer(args[0].expr, self.bytes_of(targ[1]) or 4 if targ else 4, where)
@@ -556,7 +561,7 @@ class _Interp:
                 plist = d.child_by_field_name("parameters")
                 texts = [doc.node_text(p) for p in (plist.named_children if plist is not None else ())]
                 dims = [self.macro_text(x, scopes) for x in texts]
-                value = Dims(tuple(v if isinstance(v, Num) else Num("1") for v in dims[:3]))
+                value = Dims(tuple(v if isinstance(v, Num) else None for v in dims[:3]))
             elif d.type == "array_declarator":
                 size = d.child_by_field_name("size")
                 count = self.expr(doc, size, scopes) if size is not None else None
@@ -572,7 +577,7 @@ class _Interp:
             elif isinstance(value, Dims):
                 value = Dims(
                     tuple(
-                        self.root(f"{name}__{axis}", n, where) if not _names(n.expr) else n
+                        self.root(f"{name}__{axis}", n, where) if n is not None and not _names(n.expr) else n
                         for axis, n in zip("xyz", value.dims, strict=False)
                     )
                 )
@@ -610,7 +615,7 @@ class _Interp:
             found, value = self.lookup(name, scopes)
             if found:
                 return value
-            return self.macro(name, (), scopes)
+            return self.macro(name, (), scopes, self.where(doc, node))
         if t == "parenthesized_expression":
             inner = self.expr(doc, node.named_children[0] if node.named_children else None, scopes)
             return Num(_p(inner.expr), inner.sized, inner.is_float) if isinstance(inner, Num) else inner
@@ -672,7 +677,7 @@ class _Interp:
             length = decl.child_by_field_name("length") if decl is not None else None
             count = self.expr(doc, length, scopes)
             k = self.bytes_of(doc.node_text(type_node)) if type_node is not None else None
-            return Buffer(count.expr, k, _where(doc, node)) if isinstance(count, Num) and k else None
+            return Buffer(count.expr, k, self.where(doc, node)) if isinstance(count, Num) and k else None
         if t == "initializer_list":
             return Items(tuple(self.expr(doc, a, scopes) for a in node.named_children))
         if t == "comma_expression":
@@ -738,7 +743,7 @@ class _Interp:
         num = Num(expr, sized, is_float)
         return self.literal(num) if is_float else num
 
-    def macro(self, name: str, args: tuple[str, ...], scopes: list[dict[str, Value]]) -> Value:
+    def macro(self, name: str, args: tuple[str, ...], scopes: list[dict[str, Value]], at: str) -> Value:
         if name not in self.prog.macros or self.depth > _MAX_DEPTH:
             return None
         params, body, where = self.prog.macros[name]
@@ -748,7 +753,11 @@ class _Interp:
         if params is not None:
             for p, a in zip(params, args, strict=False):
                 text = re.sub(rf"(?<![\w.]){re.escape(p)}(?!\w)", f"({a})", text)
-        value = self.macro_text(text, scopes)
+        outer, self.at = self.at, self.at or at
+        try:
+            value = self.macro_text(text, scopes)
+        finally:
+            self.at = outer
         if params is None and isinstance(value, Num) and not _names(value.expr) and not value.is_float:
             value = self.root(name, value, where, macro=name)
             self._macro_roots[name] = value
@@ -795,7 +804,7 @@ class _Interp:
         name_node = fn.child_by_field_name("name") if fn.type == "template_function" else fn
         name = doc.node_text(name_node if name_node is not None else fn).split("::")[-1]
         if name in self.prog.macros and self.prog.macros[name][0] is not None and name not in _CDIV:
-            return self.macro(name, tuple(doc.node_text(a) for a in arg_nodes), scopes)
+            return self.macro(name, tuple(doc.node_text(a) for a in arg_nodes), scopes, self.where(doc, node))
         args = [self.expr(doc, a, scopes) for a in arg_nodes]
         nums = [a for a in args if isinstance(a, Num)]
         if name in _CDIV and len(args) == 2 and len(nums) == 2:
@@ -810,17 +819,17 @@ class _Interp:
         if name in _MALLOCS and len(args) >= 2:
             target = _address_of(doc, arg_nodes[0])
             if target and isinstance(args[1], Num):
-                self.assign(target, _buffer(args[1], _where(doc, node)), scopes)
+                self.assign(target, _buffer(args[1], self.where(doc, node)), scopes)
             return None
         if name in ("malloc", "calloc") and nums:
             total = (
                 args[0] if name == "malloc" else self.arith(args[0], "*", args[1] if len(args) > 1 else None)
             )
-            return _buffer(total, _where(doc, node)) if isinstance(total, Num) else None
+            return _buffer(total, self.where(doc, node)) if isinstance(total, Num) else None
         if name in ("cudaMemcpyToSymbol", "cudaMemcpyToSymbolAsync") and arg_nodes:
             symbol = doc.node_text(arg_nodes[0]).split("::")[-1].strip()
             size = args[2] if len(args) > 2 and isinstance(args[2], Num) else None
-            self.run.copies.setdefault(symbol, SymbolCopy(symbol, size, _where(doc, node)))
+            self.run.copies.setdefault(symbol, SymbolCopy(symbol, size, self.where(doc, node)))
             return None
         func = self.prog.funcs.get(name)
         if func is None or self.depth >= _MAX_DEPTH:
@@ -876,7 +885,7 @@ class _Interp:
             parts[1],
             parts[2],
             tuple(self.expr(doc, a, scopes) for a in arg_nodes),
-            _where(doc, call),
+            self.where(doc, call),
             tuple(self.notes),
         )
 
@@ -956,7 +965,8 @@ def run(doc: Document, defines: Mapping[str, str] | None = None) -> HostRun:
         entries = ["main"] + [s.caller for s in doc.launches if s.caller and s.caller != "main"]
         for name in dict.fromkeys(entries):
             func = prog.funcs.get(name)
-            if func is None:
+            launched = {s.kernel.split("::")[-1] for s in doc.launches if s.caller == name}
+            if func is None or (name != "main" and launched <= set(result.launches)):
                 continue
             interp.depth = 0
             interp.notes = []

@@ -31,6 +31,7 @@ import operator
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Literal, cast
 
 import tree_sitter
@@ -248,12 +249,29 @@ class KernelSpec:
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """Where an inferred field comes from.  ``field``: ``size NAME``, ``launch``, ``template``,
+    ``arg NAME`` or ``const NAME``; ``where``: ``file:line`` ("" for a guess); ``note``: why it is
+    not certain (a loop's first iteration, a default)."""
+
+    field: str
+    where: str
+    confidence: Confidence
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Inference:
     """A spec proposed from the code, and how sure we are of it (never trusted silently)."""
 
     spec: KernelSpec
     confidence: Confidence
     reasons: tuple[str, ...]
+    evidence: tuple[Evidence, ...] = ()
+
+    def guesses(self) -> dict[str, str]:
+        """Field -> note, for every field that is not certain."""
+        return {e.field: e.note or "guessed" for e in self.evidence if e.confidence != "high"}
 
 
 @dataclass(frozen=True)
@@ -925,6 +943,26 @@ def render(spec: KernelSpec) -> str:
     return "".join(f"// {MARKER} {line}\n" for line in out)
 
 
+def render_inference(inference: Inference) -> str:
+    """:func:`render` of an inferred spec with a ``// guess: ...`` line above each directive whose
+    value is not certain (what an editor inserts for the user to check)."""
+    guesses = inference.guesses()
+    out = []
+    for line in render(inference.spec).splitlines(keepends=True):
+        words = line.split(MARKER, 1)[1].split()
+        keys = {
+            "sizes": [f for f in guesses if f.startswith("size ")],
+            "launch": ["launch"],
+            "template": ["template"],
+        }
+        fields = keys.get(words[0], [f"{words[0]} {words[1]}"] if len(words) > 1 else [])
+        notes = [f"{f}: {guesses[f]}" if words[0] == "sizes" else guesses[f] for f in fields if f in guesses]
+        if notes:
+            out.append(f"// guess: {'; '.join(notes)}\n")
+        out.append(line)
+    return "".join(out)
+
+
 def render_dims(dims: tuple[str, ...]) -> str:
     """The inverse of :func:`parse_dims`."""
     return dims[0] if len(dims) == 1 else "(" + ", ".join(dims) + ")"
@@ -958,7 +996,13 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         if from_run is not None:
             return from_run
     reasons: list[str] = []
+    evidence: list[Evidence] = []
     site = next(iter(doc.launches_of(kernel.name)), None)
+    at = (
+        f"{Path(doc.path).name if doc.path else 'file'}:{site.span.start_line + 1}"
+        if site is not None
+        else ""
+    )
     # names defined in the launching function win over same-named ones elsewhere in the file
     caller = doc.text_in(site.caller_span) if site is not None and site.caller_span is not None else ""
     defs = {**_host_definitions(doc.text), **_host_definitions(caller)}
@@ -987,6 +1031,9 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         size_exprs[p.name] = value or default_size
         if value is None:
             reasons.append(f"benchmark value of {p.name} guessed as {default_size}")
+            evidence.append(
+                Evidence(f"size {p.name}", "", "low", f"benchmark value guessed as {default_size}")
+            )
     if not size_exprs:
         size_exprs = {"n": "1<<20"}
         reasons.append("no integer size parameter: invented n=1<<20")
@@ -1007,6 +1054,7 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
             args.append(ScalarSpec(p.name, dtype or "int32", value))
             if p.name not in size_exprs:
                 reasons.append(f"scalar {p.name} set to {value}")
+                evidence.append(Evidence(f"arg {p.name}", "", "low", f"value {value} guessed"))
             continue
         if dtype is None:
             reasons.append(f"element type of {p.name} (`{p.base_type}`) unknown: assumed float")
@@ -1016,6 +1064,7 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         if count is None:
             count, sure = fallback_count, False
             reasons.append(f"count of {p.name} assumed {count}")
+            evidence.append(Evidence(f"arg {p.name}", "", "low", f"count {count} assumed"))
         else:
             reasons.append(f"count of {p.name} = {count} from its allocation")
         dist = default_dist(dtype)
@@ -1029,9 +1078,11 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         if launch is not None:
             grid, block = launch
             reasons.append("grid and block from the launch site")
+            evidence.append(Evidence("launch", at, "high"))
         else:
             sure = False
             reasons.append("could not read grid/block from the launch site: assumed cdiv(n, 256) x 256")
+            evidence.append(Evidence("launch", "", "low", "grid and block not readable at the launch site"))
     smem = "0"
     if site is not None and site.shared is not None:
         smem = _translate(site.shared.text, names, defs) or "0"
@@ -1041,6 +1092,7 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         )
         sure = False
         reasons.append(f"template arguments guessed: {', '.join(template_args)}")
+        evidence.append(Evidence("template", "", "low", "template arguments guessed"))
     spec = KernelSpec(
         kernel=kernel.qualified_name,
         sizes=size_exprs,
@@ -1056,6 +1108,7 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         spec = replace(spec, grid=(f"cdiv({next(iter(size_exprs))}, block)",), block=("256",), smem="0")
         sure = False
         reasons.append(f"fell back to a default launch ({exc})")
+        evidence.append(Evidence("launch", "", "low", "default launch"))
     confidence: Confidence = (
         "low"
         if unknown_types
@@ -1065,7 +1118,9 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         if site is not None or len(sizes) == 1
         else "low"
     )
-    return Inference(spec, confidence, tuple(reasons))
+    if site is None:
+        evidence.append(Evidence("launch", "", "low", "no launch found: default launch"))
+    return Inference(spec, confidence, tuple(reasons), tuple(evidence))
 
 
 def spec_for(doc: Document, kernel: Kernel) -> SpecResult:
@@ -1252,6 +1307,9 @@ def _infer_from_run(
     values = run.env()
     reasons = [f"launch at {event.where}" + (f", taking {', '.join(event.notes)}" if event.notes else "")]
     guesses: list[str] = []
+    evidence = [Evidence("launch", event.where, "medium" if event.notes else "high", "; ".join(event.notes))]
+    if event.template_args:
+        evidence.append(Evidence("template", event.where, "high"))
     args: list[tuple[Param, str, host.Value]] = []  # (param, dtype, value)
     for p, v in zip(kernel.params, event.args, strict=True):
         dtype = canonical_dtype(tmap.get(p.base_type, p.base_type), aliases)
@@ -1273,6 +1331,7 @@ def _infer_from_run(
                 if v.offset != "0":
                     count = f"{_paren(count)} - {_paren(v.offset)}"
                 reasons.append(f"count of {p.name} from its allocation at {v.where}")
+                evidence.append(Evidence(f"arg {p.name}", v.where, "high"))
             else:
                 count = ""
             counts[p.name] = count
@@ -1347,14 +1406,17 @@ def _infer_from_run(
             count = spec_expr(counts[p.name]) if counts[p.name] else fallback
             if not counts[p.name]:
                 guesses.append(f"count of {p.name}")
+                evidence.append(Evidence(f"arg {p.name}", "", "low", f"count {count} assumed"))
             role = access.get(p.name, "inout")
             dist = default_dist(dtype)
             specs.append(ArraySpec(p.name, role, dtype, count, dist))
         elif isinstance(v, host.Num):
             specs.append(ScalarSpec(p.name, dtype, spec_expr(v.expr) if not is_float(dtype) else v.expr))
+            evidence.append(Evidence(f"arg {p.name}", event.where, "high"))
         else:
             value = "1.5" if is_float(dtype) else "1"
             guesses.append(f"value of {p.name}")
+            evidence.append(Evidence(f"arg {p.name}", "", "low", f"value {value} guessed"))
             specs.append(ScalarSpec(p.name, dtype, value))
     specs = _index_ranges(doc, kernel, specs)
     constants = []
@@ -1372,8 +1434,12 @@ def _infer_from_run(
         if copy is not None and copy.bytes is not None and copy.bytes.sized is not None:
             count = str(evaluate(spec_expr(copy.bytes.sized[0]), {**values, "block": 1}))
             reasons.append(f"const {name} filled at {copy.where}")
+            evidence.append(Evidence(f"const {name}", copy.where, "high"))
         else:
             guesses.append(f"const {name}")
+            evidence.append(
+                Evidence(f"const {name}", "", "low", "no cudaMemcpyToSymbol seen: count from the declaration")
+            )
             count = csize or "1"
         constants.append(ConstantSpec(name, cdtype, count, default_dist(cdtype)))
     spec = KernelSpec(
@@ -1392,9 +1458,10 @@ def _infer_from_run(
         return None
     for n in sizes:
         reasons.append(f"size {names[n]}={run.roots[n].value} from {run.roots[n].where}")
+        evidence.append(Evidence(f"size {names[n]}", run.roots[n].where, "high"))
     reasons += [f"guessed: {g}" for g in guesses]
     confidence: Confidence = "low" if guesses else "medium" if event.notes else "high"
-    return Inference(spec, confidence, tuple(reasons))
+    return Inference(spec, confidence, tuple(reasons), tuple(evidence))
 
 
 def _paren(e: str) -> str:

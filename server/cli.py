@@ -113,6 +113,7 @@ def kernels(file: str, as_json: bool) -> None:
                     "errors": [to_dict(e) for e in result.errors],
                     "confidence": result.inference.confidence if result.inference else None,
                     "reasons": list(result.inference.reasons) if result.inference else [],
+                    "evidence": [to_dict(e) for e in result.inference.evidence] if result.inference else [],
                 },
             }
         )

@@ -72,7 +72,7 @@ def spec_edit(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> lsp.Worksp
         return None
     inference = specs.infer(od.doc, k)
     text = f"// Benchmark spec inferred from the code ({inference.confidence} confidence): check it.\n"
-    text += specs.render(inference.spec)
+    text += specs.render_inference(inference)
     at = lsp.Position(k.span.start_line, 0)
     caps = ls.client_capabilities.workspace
     snippets = bool(caps and caps.workspace_edit and caps.workspace_edit.snippet_edit_support)

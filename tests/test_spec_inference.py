@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from agent.check import check_kernel
 from agent.source import Document
-from agent.spec import infer, roles
+from agent.spec import infer, parse, render, render_inference, roles
 
 BENCH = Path(__file__).parent.parent / "bench" / "spec_inference.py"
 REALCODE = Path(__file__).parent / "data" / "realcode"
@@ -110,3 +111,31 @@ def test_every_realcode_kernel_compiles_standalone(file: str, name: str) -> None
     assert k is not None
     result = check_kernel(doc, k)
     assert result.ok, [d.message for d in result.diagnostics]
+
+
+def test_guessed_fields_are_marked_and_certain_ones_carry_their_evidence() -> None:
+    doc = Document(
+        "__global__ void k(float* x, float a, int n) { int i = threadIdx.x; if (i < n) x[i] = a; }\n",
+        "lonely.cu",
+    )
+    k = doc.kernel("k")
+    assert k is not None
+    inf = infer(doc, k)
+    text = render_inference(inf)
+    assert "// guess: value 1.5 guessed\n// @cuda-agent arg a = 1.5" in text
+    assert "// guess: no launch found" in text
+    reparsed, errors = parse(replace(k, comment=_comment(text)), doc.type_aliases)
+    assert not errors and reparsed is not None and render(reparsed) == render(inf.spec)
+
+    program = Document.from_file(REALCODE / "matmul.cu")
+    sgemm = program.kernel("sgemm_naive")
+    assert sgemm is not None
+    found = infer(program, sgemm)
+    assert "guess" not in render_inference(found)
+    where = {e.field: e.where for e in found.evidence}
+    assert where["size M"] == "matmul.cu:34" and where["arg A"] == "matmul.cu:39"
+    assert where["launch"] == "matmul.cu:25" and where["arg alpha"] == "matmul.cu:25"
+
+
+def _comment(text: str) -> tuple[tuple[int, str], ...]:
+    return tuple((i, line.removeprefix("//")) for i, line in enumerate(text.splitlines()))
