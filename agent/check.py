@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent.source import Document, Issue, Kernel
-from agent.spec import infer, parse
+from agent.spec import infer, parse, split_args, template_names
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Diagnostic, Resources
 
@@ -71,9 +71,10 @@ def check_document(doc: Document, *, arch: str = "sm_90", options: tuple[str, ..
 def check_kernel(
     doc: Document, kernel: Kernel, *, arch: str = "sm_90", options: tuple[str, ...] = ()
 ) -> KernelCheck:
-    unit = doc.standalone(kernel)
-    filename = Path(doc.path).name if doc.path else "kernel.cu"
     name_expression, note = _name_expression(doc, kernel)
+    targs = split_args(name_expression[len(kernel.qualified_name) :]) if name_expression else []
+    unit = doc.standalone(kernel, also=template_names(tuple(targs)))
+    filename = Path(doc.path).name if doc.path else "kernel.cu"
     compiled = compile_cuda(
         unit.source,
         filename=filename,

@@ -276,7 +276,7 @@ def target_for(doc: Document, kernel: str | None = None) -> Target:
         problems = spec_mod.problems(spec)
     except spec_mod.InvalidSpec as exc:
         raise TargetError(f"{where}: {exc}") from None
-    unit = doc.standalone(k)
+    unit = doc.standalone(k, also=spec_mod.template_names(spec.template_args))
     start = _char(doc, k.span.start_byte)
     definition = doc.data[k.span.start_byte : k.span.end_byte].decode("utf-8", errors="replace")
     sites = doc.launches_of(k.name)

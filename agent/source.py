@@ -1168,6 +1168,9 @@ def _declarator_name(doc: Document, node: tree_sitter.Node) -> str:
     while d is not None:
         if d.type in _NAME_NODES or d.type == "template_function":
             return _simple_name(doc, d)
+        if d.type == "parenthesized_declarator":  # `typedef float (*fn)(float);`
+            d = d.named_children[0] if d.named_children else None
+            continue
         d = d.child_by_field_name("declarator")
     return ""
 

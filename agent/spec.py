@@ -1287,6 +1287,12 @@ def launch_pairs(text: str) -> dict[str, str]:
     return out
 
 
+def template_names(args: tuple[str, ...]) -> frozenset[str]:
+    """The names template arguments mention (``matmul_tri_naive`` in ``k<matmul_tri_naive>``):
+    what a standalone unit must define besides the kernel's own references."""
+    return frozenset(re.findall(r"[A-Za-z_]\w*", " ".join(args)))
+
+
 def split_args(text: str) -> list[str]:
     """Template arguments ``float, 256`` (or ``<float, 256>``) split at top-level commas."""
     return _split_top(text.strip().removeprefix("<").removesuffix(">"))

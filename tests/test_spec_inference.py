@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.check import check_kernel
+from agent.loop import target_for
 from agent.source import Document
 from agent.spec import infer, parse, render, render_inference, roles
 
@@ -139,3 +140,15 @@ def test_guessed_fields_are_marked_and_certain_ones_carry_their_evidence() -> No
 
 def _comment(text: str) -> tuple[tuple[int, str], ...]:
     return tuple((i, line.removeprefix("//")) for i, line in enumerate(text.splitlines()))
+
+
+def test_a_device_function_named_only_as_a_template_argument_is_in_the_unit() -> None:
+    path = REALCODE / "trimul.cu"
+    spec = (REALCODE / "expected" / "trimul_global.spec").read_text()
+    text = path.read_text().replace("template <tri_fn product>", spec + "template <tri_fn product>")
+    doc = Document(text, str(path))
+    target = target_for(doc, "trimul_global")
+    assert "__device__ float matmul_tri_naive" in target.baseline.source
+    assert "typedef float (*tri_fn)" in target.baseline.source
+    k = doc.kernel("trimul_global")
+    assert k is not None and check_kernel(doc, k).ok
