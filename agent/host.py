@@ -25,7 +25,7 @@ import ast
 import re
 import weakref
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import tree_sitter
@@ -73,6 +73,7 @@ class Buffer:
     elem: int
     where: str
     offset: str = "0"
+    fill: str = ""  # "0" once cudaMemset to zero
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ class Root:
     name: str  # unique in the run
     value: str  # the constant expression it was initialised with
     where: str  # file:line
-    macro: str = ""  # the macro's name when the root is an object-like macro
+    symbol: str = ""  # the file-scope name it stands for (a macro, a global constant): compiled into kernels
 
 
 @dataclass(frozen=True)
@@ -348,7 +349,8 @@ def _p(expr: str) -> str:
     return expr if _SIMPLE.fullmatch(expr) else f"({expr})"
 
 
-def _names(expr: str) -> set[str]:
+def names(expr: str) -> set[str]:
+    """The roots a spec expression mentions."""
     try:
         tree = ast.parse(expr, mode="eval")
     except (SyntaxError, ValueError, RecursionError):
@@ -403,12 +405,12 @@ class _Interp:
             return num
         return Num(repr(float(v)) if num.is_float or isinstance(v, float) else str(v), is_float=num.is_float)
 
-    def root(self, name: str, num: Num, where: str, macro: str = "") -> Num:
+    def root(self, name: str, num: Num, where: str, symbol: str = "") -> Num:
         unique, k = name, 1
         while unique in self.run.roots and self.run.roots[unique].where != where:
             k += 1
             unique = f"{name}_{k}"
-        self.run.roots.setdefault(unique, Root(unique, num.expr, where, macro))
+        self.run.roots.setdefault(unique, Root(unique, num.expr, where, symbol))
         return Num(unique)
 
     def bytes_of(self, type_text: str) -> int | None:
@@ -541,14 +543,9 @@ class _Interp:
                 if v is None:
                     pass
                 elif v.type == "argument_list" or (v.type == "initializer_list" and "dim3" in type_text):
-                    args = [self.expr(doc, a, scopes) for a in v.named_children]
-                    if "dim3" in type_text:
-                        value = Dims(tuple(a if isinstance(a, Num) else None for a in args[:3]))
-                    elif "vector" in type_text and args and isinstance(args[0], Num):
-                        targ = re.search(r"<\s*([^>]+?)\s*>", type_text)
-                        value = Buffer(args[0].expr, self.bytes_of(targ[1]) or 4 if targ else 4, where)
-                    elif args:
-                        value = args[0]
+                    value = self.construct(
+                        type_text, [self.expr(doc, a, scopes) for a in v.named_children], where
+                    )
                 elif v.type == "initializer_list":
                     value = Items(tuple(self.expr(doc, a, scopes) for a in v.named_children))
                 else:
@@ -556,12 +553,14 @@ class _Interp:
                 if inner is not None and inner.type == "array_declarator" and not isinstance(value, Items):
                     value = None
             elif (
-                d.type == "function_declarator" and "dim3" in type_text
-            ):  # `dim3 t(X, Y);` parses as a declaration
+                d.type == "function_declarator"
+                and node.parent is not None
+                and node.parent.type != "translation_unit"
+            ):
+                # `dim3 t(X, Y);` / `std::vector<char> v(n);` in a body parse as function declarations
                 plist = d.child_by_field_name("parameters")
                 texts = [doc.node_text(p) for p in (plist.named_children if plist is not None else ())]
-                dims = [self.macro_text(x, scopes) for x in texts]
-                value = Dims(tuple(v if isinstance(v, Num) else None for v in dims[:3]))
+                value = self.construct(type_text, [self.macro_text(x, scopes) for x in texts], where)
             elif d.type == "array_declarator":
                 size = d.child_by_field_name("size")
                 count = self.expr(doc, size, scopes) if size is not None else None
@@ -572,17 +571,27 @@ class _Interp:
             if isinstance(value, Num) and not pointer:
                 if is_float or (not is_int and value.is_float):
                     value = self.literal(Num(value.expr, is_float=True))
-                elif is_int and not _names(value.expr) and value.expr:
-                    value = self.root(name, value, where)
+                elif is_int and not names(value.expr) and value.expr:
+                    value = self.root(name, value, where, symbol=name if scopes[-1] is self.globals else "")
             elif isinstance(value, Dims):
                 value = Dims(
                     tuple(
-                        self.root(f"{name}__{axis}", n, where) if n is not None and not _names(n.expr) else n
+                        self.root(f"{name}__{axis}", n, where) if n is not None and not names(n.expr) else n
                         for axis, n in zip("xyz", value.dims, strict=False)
                     )
                 )
             if name:
                 scopes[-1][name] = value
+
+    def construct(self, type_text: str, args: list[Value], where: str) -> Value:
+        """``T name(args)``: a dim3, a std::vector (a buffer), or a copy of the one argument."""
+        if "dim3" in type_text:
+            return Dims(tuple(a if isinstance(a, Num) else None for a in args[:3]))
+        if "vector" in type_text:
+            targ = re.search(r"<\s*([^>]+?)\s*>", type_text)
+            elem = self.bytes_of(targ[1]) if targ else None
+            return Buffer(args[0].expr, elem, where) if args and isinstance(args[0], Num) and elem else None
+        return args[0] if len(args) == 1 else None
 
     # ------------------------------------------------------------------ expressions
 
@@ -752,14 +761,15 @@ class _Interp:
         text = body
         if params is not None:
             for p, a in zip(params, args, strict=False):
+                text = re.sub(rf"#\s*{re.escape(p)}(?!\w)", '""', text)  # `#val`: a string
                 text = re.sub(rf"(?<![\w.]){re.escape(p)}(?!\w)", f"({a})", text)
         outer, self.at = self.at, self.at or at
         try:
             value = self.macro_text(text, scopes)
         finally:
             self.at = outer
-        if params is None and isinstance(value, Num) and not _names(value.expr) and not value.is_float:
-            value = self.root(name, value, where, macro=name)
+        if params is None and isinstance(value, Num) and not names(value.expr) and not value.is_float:
+            value = self.root(name, value, where, symbol=name)
             self._macro_roots[name] = value
         return value
 
@@ -826,6 +836,12 @@ class _Interp:
                 args[0] if name == "malloc" else self.arith(args[0], "*", args[1] if len(args) > 1 else None)
             )
             return _buffer(total, self.where(doc, node)) if isinstance(total, Num) else None
+        if name in ("cudaMemset", "cudaMemsetAsync") and len(args) >= 2 and isinstance(args[1], Num):
+            target = doc.node_text(arg_nodes[0]).strip()
+            found, buf = self.lookup(target, scopes)
+            if found and isinstance(buf, Buffer) and self.value_of(args[1].expr) == 0:
+                self.assign(target, replace(buf, fill="0"), scopes)
+            return None
         if name in ("cudaMemcpyToSymbol", "cudaMemcpyToSymbolAsync") and arg_nodes:
             symbol = doc.node_text(arg_nodes[0]).split("::")[-1].strip()
             size = args[2] if len(args) > 2 and isinstance(args[2], Num) else None
@@ -874,7 +890,7 @@ class _Interp:
             )
             literal = self.literal(value) if isinstance(value, Num) else None
             targs.append(
-                literal.expr if literal is not None and not _names(literal.expr) else doc.node_text(a)
+                literal.expr if literal is not None and not names(literal.expr) else doc.node_text(a)
             )
         parts = [self.expr(doc, c, scopes) for c in config.named_children if c.type != "comment"]
         parts += [None] * (3 - len(parts))

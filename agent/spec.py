@@ -1345,8 +1345,9 @@ def _infer_from_run(
                 data_exprs.append(count)
         elif isinstance(v, host.Num) and not is_float(dtype):
             data_exprs.append(v.expr)
-    sizes = [n for n in run.roots if any(n in host._names(e) for e in data_exprs)]
-    sizes = [n for n in sizes if not run.roots[n].macro or run.roots[n].macro not in body_names]
+    # a macro or file-scope constant the kernel uses is compiled in: never a size, never the block
+    frozen = {n for n, r in run.roots.items() if r.symbol and r.symbol in body_names}
+    sizes = [n for n in run.roots if n not in frozen and any(n in host.names(e) for e in data_exprs)]
     block_dims = (
         event.block.dims
         if isinstance(event.block, host.Dims)
@@ -1357,16 +1358,10 @@ def _infer_from_run(
     if not block_dims:
         return None
     subst: dict[str, str] = {}
-    if len(block_dims) == 1 and block_dims[0] is not None and block_dims[0].expr in run.roots:
-        subst[block_dims[0].expr] = "block"
-    elif len(block_dims) > 1:
-        for axis, d in zip("xyz", block_dims, strict=False):
-            if d is not None and d.expr in run.roots and d.expr not in sizes:
-                subst[d.expr] = f"block_{axis}"
-    for name in subst:
-        if run.roots[name].macro and run.roots[name].macro in body_names:
-            subst.pop(name)
-            break
+    axes = ("",) if len(block_dims) == 1 else ("_x", "_y", "_z")
+    for axis, d in zip(axes, block_dims, strict=False):
+        if d is not None and d.expr in run.roots and d.expr not in sizes and d.expr not in frozen:
+            subst[d.expr] = f"block{axis}"
     literal = {n: str(values[n]) for n in run.roots if n not in sizes and n not in subst and n in values}
     # a size passed as is to a parameter of the same name but for case takes its name (`ROWS` -> `rows`)
     taken = set(run.roots)
@@ -1415,6 +1410,8 @@ def _infer_from_run(
                 evidence.append(Evidence(f"arg {p.name}", "", "low", f"count {count} assumed"))
             role = access.get(p.name, "inout")
             dist = default_dist(dtype)
+            if isinstance(v, host.Buffer) and v.fill:
+                dist = DistSpec("const", (v.fill,))
             specs.append(ArraySpec(p.name, role, dtype, count, dist))
         elif isinstance(v, host.Num):
             specs.append(ScalarSpec(p.name, dtype, spec_expr(v.expr) if not is_float(dtype) else v.expr))
@@ -1691,9 +1688,20 @@ def _index_ranges(
                 s = by_name.get(src)
                 if isinstance(s, ArraySpec) and not is_float(s.dtype) and s.role == "in":
                     loaded[doc.node_text(target)] = src
-    if not loaded:
-        return specs
     ranges: dict[str, str] = {}
+    for n in _walk(body):  # `bins[data[i]]`: data's values index bins
+        index = n.child_by_field_name("indices") if n.type == "subscript_expression" else None
+        inner = index.named_children[0] if index is not None and index.named_children else None
+        outer = n.child_by_field_name("argument")
+        if inner is not None and inner.type == "subscript_expression" and outer is not None:
+            values_of = by_name.get(doc.node_text(inner.child_by_field_name("argument") or inner))
+            into = by_name.get(doc.node_text(outer))
+            if (
+                isinstance(values_of, ArraySpec)
+                and isinstance(into, ArraySpec)
+                and not is_float(values_of.dtype)
+            ):
+                ranges.setdefault(values_of.name, into.count)
     for n in _walk(body):
         if n.type != "binary_expression" or doc.node_text(n.child_by_field_name("operator") or n) != "+":
             continue
