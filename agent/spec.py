@@ -1347,7 +1347,6 @@ def _infer_from_run(
             data_exprs.append(v.expr)
     # a macro or file-scope constant the kernel uses is compiled in: never a size, never the block
     frozen = {n for n, r in run.roots.items() if r.symbol and r.symbol in body_names}
-    sizes = [n for n in run.roots if n not in frozen and any(n in host.names(e) for e in data_exprs)]
     block_dims = (
         event.block.dims
         if isinstance(event.block, host.Dims)
@@ -1357,11 +1356,16 @@ def _infer_from_run(
     )
     if not block_dims:
         return None
-    subst: dict[str, str] = {}
+    subst: dict[str, str] = {}  # the roots the block is made of follow the block (search, verify)
     axes = ("",) if len(block_dims) == 1 else ("_x", "_y", "_z")
     for axis, d in zip(axes, block_dims, strict=False):
-        if d is not None and d.expr in run.roots and d.expr not in sizes and d.expr not in frozen:
+        if d is not None and d.expr in run.roots and d.expr not in frozen:
             subst[d.expr] = f"block{axis}"
+    sizes = [
+        n
+        for n in run.roots
+        if n not in frozen and n not in subst and any(n in host.names(e) for e in data_exprs)
+    ]
     literal = {n: str(values[n]) for n in run.roots if n not in sizes and n not in subst and n in values}
     # a size passed as is to a parameter of the same name but for case takes its name (`ROWS` -> `rows`)
     taken = set(run.roots)
