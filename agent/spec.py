@@ -711,7 +711,8 @@ class _Builder:
             if p.name in self.args:
                 args.append(self.args[p.name])
             elif not p.pointer and p.name in self.sizes:  # `int n` with a size `n`: implied
-                args.append(ScalarSpec(p.name, canonical_dtype(p.base_type, self.aliases) or "int32", p.name))
+                dtype = canonical_dtype(p.base_type, self.aliases) or "int32"
+                args.append(ScalarSpec(p.name, dtype, p.name, self.lines["sizes"]))
             elif p.name not in self.mentioned:
                 self.errors.append(SpecError(first, f"parameter `{p.name}` has no `arg` line"))
         if kernel.template_params and "template_args" not in self.fields:
@@ -756,12 +757,60 @@ def default_dist(dtype: str) -> DistSpec:
     return DistSpec("randint", ("0", "100"))
 
 
+def directive_text(comment: str) -> str | None:
+    """The directive of a ``//`` comment's text (after ``//``) that starts with ``@cuda-agent``;
+    None for other comments, also those that mention ``@cuda-agent`` in prose."""
+    text = comment.lstrip("/! \t")
+    return text[len(MARKER) :] if text.startswith(MARKER) else None
+
+
+@dataclass(frozen=True)
+class Misplaced:
+    """Spec lines that are not directly above a kernel, so no kernel reads them: ``first``..``last``
+    (0-based lines), the kernel they were probably meant for (the next one below) and why."""
+
+    first: int
+    last: int
+    kernel: Kernel | None
+    reason: str
+
+
+def misplaced(doc: Document) -> tuple[Misplaced, ...]:
+    """Every block of ``// @cuda-agent`` lines that is not a kernel's spec (separated from the
+    kernel by a blank line, a ``#define``, a block comment, ...): silently ignored otherwise."""
+    owned = {line for k in doc.kernels for line, _ in k.comment}
+    out: list[Misplaced] = []
+    line, count = 0, doc.line_count
+    while line < count:
+        raw = doc.line_bytes(line).decode("utf-8", errors="replace").strip()
+        if line in owned or not raw.startswith("//") or directive_text(raw[2:]) is None:
+            line += 1
+            continue
+        first = line
+        while line + 1 < count and (line + 1) not in owned:
+            nxt = doc.line_bytes(line + 1).decode("utf-8", errors="replace").strip()
+            if not nxt.startswith("//"):
+                break
+            line += 1
+        below = [k for k in doc.kernels if k.span.start_line > line]
+        target = min(below, key=lambda k: k.span.start_line) if below else None
+        if target is None:
+            reason = "no kernel follows it"
+        else:
+            gap = doc.line_bytes(line + 1).decode("utf-8", errors="replace").strip()
+            what = "a blank line" if not gap else f"`{gap[:40]}`"
+            reason = f"separated from {target.qualified_name} by {what}"
+        out.append(Misplaced(first, line, target, reason))
+        line += 1
+    return tuple(out)
+
+
 def parse(
     kernel: Kernel, aliases: Mapping[str, str] | None = None
 ) -> tuple[KernelSpec | None, tuple[SpecError, ...]]:
     """The spec written above ``kernel`` (None when there is no ``@cuda-agent`` line).
     ``aliases``: the file's :attr:`Document.type_aliases`, so parameters typed ``u32`` or ``real`` resolve."""
-    lines = [(line, text.split(MARKER, 1)[1]) for line, text in kernel.comment if MARKER in text]
+    lines = [(line, d) for line, text in kernel.comment if (d := directive_text(text)) is not None]
     if not lines:
         return None, ()
     b = _Builder(kernel, aliases or {})

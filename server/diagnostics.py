@@ -47,6 +47,7 @@ CODES: dict[str, lsp.DiagnosticSeverity] = {
     "syntax": lsp.DiagnosticSeverity.Warning,
     "spec-error": lsp.DiagnosticSeverity.Error,
     "missing-spec": lsp.DiagnosticSeverity.Hint,
+    "misplaced-spec": lsp.DiagnosticSeverity.Warning,
     "register-spill": lsp.DiagnosticSeverity.Warning,
     "block-size": lsp.DiagnosticSeverity.Warning,
     "unchecked-index": lsp.DiagnosticSeverity.Warning,
@@ -136,6 +137,11 @@ def diagnose(text: str, path: str, arch: str, options: tuple[str, ...]) -> Findi
                 resources[k.qualified_name] = kc.resources
                 out += _spills(k, kc.resources, arch)
         out += _spec_diagnostics(doc, k)
+    for m in specs.misplaced(doc):
+        rng = lsp.Range(line_range(doc, m.first).start, line_range(doc, m.last).end)
+        out.append(
+            diagnostic("misplaced-spec", rng, f"spec lines not directly above a kernel, ignored: {m.reason}")
+        )
     out += _block_size_lints(doc)
     return Findings(tuple(out), resources, note)
 

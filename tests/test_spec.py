@@ -16,6 +16,7 @@ from agent.spec import (
     dtype_bytes,
     evaluate,
     infer,
+    misplaced,
     parse,
     problem,
     problems,
@@ -479,3 +480,45 @@ def test_tolerance_and_precision_errors(line: str, message: str) -> None:
     )
     _, errors = parse(kernel(Document(text), "k"))
     assert len(errors) == 1 and errors[0].line == 3 and message in errors[0].message
+
+
+def test_at_cuda_agent_in_prose_is_not_a_directive() -> None:
+    doc = Document(
+        "// This kernel follows the @cuda-agent conventions of the team.\n"
+        "// @cuda-agent sizes n=1024\n"
+        "// @cuda-agent arg x out float[n]\n"
+        "__global__ void k(float* x, int n) { x[threadIdx.x] = 1.0f; }\n"
+    )
+    spec, errors = parse(kernel(doc, "k"))
+    assert spec is not None and not errors
+    assert not misplaced(doc)
+
+
+def test_misplaced_spec_blocks_name_their_kernel_and_the_separation() -> None:
+    doc = Document(
+        "// @cuda-agent sizes n=1024\n"
+        "// @cuda-agent arg x out float[n]\n"
+        "\n"
+        "__global__ void a(float* x, int n) { x[0] = 1.0f; }\n"
+        "// @cuda-agent sizes n=8\n"
+        "/* a block comment */\n"
+        "__global__ void b(float* x, int n) { x[0] = 1.0f; }\n"
+        "// @cuda-agent sizes n=8\n"
+    )
+    found = [(m.first, m.last, m.kernel.name if m.kernel else None, m.reason) for m in misplaced(doc)]
+    assert found == [
+        (0, 1, "a", "separated from a by a blank line"),
+        (4, 4, "b", "separated from b by `/* a block comment */`"),
+        (7, 7, None, "no kernel follows it"),
+    ]
+
+
+def test_an_implied_size_argument_reports_errors_at_the_sizes_line() -> None:
+    doc = Document(
+        "\n\n// @cuda-agent sizes n=1<<20\n// @cuda-agent arg x out float[n]\n"
+        "__global__ void k(float* x, short n) { x[0] = 1.0f; }\n"
+    )
+    spec, errors = parse(kernel(doc, "k"))
+    assert spec is not None and not errors
+    implied = next(a for a in spec.args if a.name == "n")
+    assert implied.line == 2
