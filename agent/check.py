@@ -114,6 +114,21 @@ def _name_expression(doc: Document, kernel: Kernel) -> tuple[str, str]:
     return "", "template without a `template` spec line or launch: compiled uninstantiated (no resources)"
 
 
+def build_options(
+    source: str | Path,
+    include: tuple[str, ...] = (),
+    define: tuple[str, ...] = (),
+    compile_commands: str | Path | None = None,
+) -> tuple[str, ...]:
+    """The one build configuration of ``source`` (``-I``, ``-D``, then its compile_commands.json
+    entry's), resolved once for check, diagnostics, bench, optimize, compare and suite.  Raises
+    ValueError when the compile commands are unusable."""
+    options = [f"-I{Path(i).resolve()}" for i in include] + [f"-D{d}" for d in define]
+    if compile_commands:
+        options += compile_commands_options(compile_commands, source)
+    return tuple(options)
+
+
 def compile_commands_options(path: str | Path, source: str | Path) -> tuple[str, ...]:
     """``-I``/``-D``/``-U``/``-std`` options of ``source``'s entry in a compile_commands.json
     (paths made absolute against the entry's directory).  Raises ValueError when unusable."""

@@ -247,8 +247,9 @@ class TargetError(ValueError):
     """The kernel cannot be optimized as asked (not found, ambiguous, no usable spec); one line."""
 
 
-def target_for(doc: Document, kernel: str | None = None) -> Target:
-    """Resolve kernel ``kernel`` of ``doc`` (the only kernel when None) under its written spec.
+def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...] = ()) -> Target:
+    """Resolve kernel ``kernel`` of ``doc`` (the only kernel when None) under its written spec;
+    ``options``: the file's build configuration (``-I``/``-D``, :func:`agent.check.build_options`).
 
     An inferred spec is not trusted for optimizing: the user must write (or accept) one first."""
     if kernel is None:
@@ -308,7 +309,10 @@ def target_for(doc: Document, kernel: str | None = None) -> Target:
         definition=definition,
         definition_start=start,
         baseline=KernelSource(
-            unit.source, spec.name_expression, unit.options, Path(doc.path).name or "kernel.cu"
+            unit.source,
+            spec.name_expression,
+            tuple(dict.fromkeys((*unit.options, *options))),
+            Path(doc.path).name or "kernel.cu",
         ),
         verify_problems=problems[:-1],
         bench_problem=problems[-1],

@@ -25,7 +25,7 @@ import tree_sitter
 from lsprotocol import types as lsp
 
 from agent import spec as specs
-from agent.check import FileCheck, KernelCheck, check_document, compile_commands_options
+from agent.check import FileCheck, KernelCheck, build_options, check_document
 from agent.source import LANGUAGE, Document, Kernel
 from sandbox.compiler import CompilerUnavailable
 from sandbox.contract import Diagnostic, Problem, Resources
@@ -94,13 +94,15 @@ class CheckResult:
 
 
 def compile_options(settings: Settings, path: Path) -> tuple[str, ...]:
-    options = settings.nvrtc_options()
-    if settings.compile_commands:
-        try:
-            options = (*options, *compile_commands_options(settings.compile_commands, path))
-        except ValueError as exc:
-            log.info("%s", exc)
-    return options
+    """The editor's build configuration of ``path`` (the same resolution as the CLI's flags); an
+    unusable compile_commands.json is logged and left out."""
+    try:
+        return build_options(
+            path, settings.include_paths, settings.defines, settings.compile_commands or None
+        )
+    except ValueError as exc:
+        log.info("%s", exc)
+        return build_options(path, settings.include_paths, settings.defines)
 
 
 @dataclass(frozen=True)

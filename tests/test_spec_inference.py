@@ -4,16 +4,18 @@ and a standalone NVRTC compile of every kernel there."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from agent.check import check_kernel
+from agent.check import build_options, check_kernel
 from agent.loop import target_for
 from agent.source import Document
 from agent.spec import infer, parse, render, render_inference, roles
+from sandbox.compiler import compile_cuda
 
 BENCH = Path(__file__).parent.parent / "bench" / "spec_inference.py"
 REALCODE = Path(__file__).parent / "data" / "realcode"
@@ -152,3 +154,40 @@ def test_a_device_function_named_only_as_a_template_argument_is_in_the_unit() ->
     assert "typedef float (*tri_fn)" in target.baseline.source
     k = doc.kernel("trimul_global")
     assert k is not None and check_kernel(doc, k).ok
+
+
+def test_one_build_configuration_reaches_the_target_and_every_command(tmp_path: Path) -> None:
+    path = Path(__file__).parent / "data" / "needs_define.cu"
+    doc = Document.from_file(path)
+    k = doc.kernel("scaled")
+    assert k is not None
+    assert not check_kernel(doc, k).ok  # SCALE is undefined without the build configuration
+    options = build_options(path, define=("SCALE=2.0f",))
+    assert check_kernel(doc, k, options=options).ok
+    target = target_for(doc, "scaled", options)
+    assert "-DSCALE=2.0f" in target.baseline.options
+    compiled = compile_cuda(
+        target.baseline.source, name_expressions=(target.baseline.name,), options=target.baseline.options
+    )
+    assert compiled.result.ok
+    # every command resolves it before it needs a GPU: a bad compile_commands.json is a one-line mistake
+    bad = tmp_path / "compile_commands.json"
+    bad.write_text("{}")
+    for command in ("check", "bench", "optimize", "compare", "suite"):
+        args = [
+            command,
+            str(path.parent) if command == "suite" else str(path),
+            "--compile-commands",
+            str(bad),
+        ]
+        if command == "compare":
+            args += ["--with", "scaled"]
+        if command == "suite":
+            args += ["--match", "needs_define.cu"]
+        out = subprocess.run(
+            [sys.executable, "-m", "server", *args], capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 2 and "expected a JSON list of compile commands" in out.stderr, (
+            command,
+            out.stderr,
+        )
