@@ -240,6 +240,7 @@ class KernelSpec:
     allow_precision: tuple[str, ...] = ()  # lower precisions a rewrite may use (``precision allow=``)
     bytes: str = ""  # "" -> sum of the arrays' sizes (inout counted twice)
     flops: str = ""
+    requires: tuple[tuple[str, int], ...] = ()  # (condition, line): constraints on sizes and launch
     lines: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -339,6 +340,20 @@ def _sqrt(a: Number) -> Number:
     return math.sqrt(a)
 
 
+_COMPARE: dict[type[ast.cmpop], Callable[[Number, Number], bool]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
+
+
+def _pow2(a: Number) -> Number:
+    return int(isinstance(a, int) and a > 0 and a & (a - 1) == 0)
+
+
 # name -> (function, minimum arguments, maximum arguments)
 _FUNCS: dict[str, tuple[Callable[..., Number], int, int]] = {
     "min": (min, 2, 16),
@@ -350,6 +365,7 @@ _FUNCS: dict[str, tuple[Callable[..., Number], int, int]] = {
     "exp": (math.exp, 1, 1),
     "log": (math.log, 1, 1),
     "log2": (math.log2, 1, 1),
+    "pow2": (_pow2, 1, 1),
 }
 # constants of <cmath>/<cfloat>/<climits> that specs may name (INFINITY only where values may be infinite)
 CONSTANTS: dict[str, Number] = {
@@ -411,6 +427,19 @@ def _eval(node: ast.AST, env: Mapping[str, Number]) -> Number:
             return CONSTANTS[node.id]
         known = ", ".join(sorted(env)) or "none"
         raise ValueError(f"unknown name `{node.id}` (known: {known})")
+    if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+        left = _eval(node.left, env)
+        for op, right_node in zip(node.ops, node.comparators, strict=True):
+            right = _eval(right_node, env)
+            if not _COMPARE[type(op)](left, right):
+                return 0
+            left = right
+        return 1
+    if isinstance(node, ast.BoolOp):
+        values = [_eval(v, env) for v in node.values]
+        return int(all(values) if isinstance(node.op, ast.And) else any(values))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return int(not _eval(node.operand, env))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         v = _eval(node.operand, env)
         return -v if isinstance(node.op, ast.USub) else v
@@ -431,7 +460,7 @@ def _eval(node: ast.AST, env: Mapping[str, Number]) -> Number:
                 f"`{ast.unparse(node)}` cannot be evaluated (outside the domain of {node.func.id})"
             ) from None
     raise ValueError(
-        f"`{ast.unparse(node)}` is not allowed (use numbers, sizes, + - * / % << >>, "
+        f"`{ast.unparse(node)}` is not allowed (use numbers, sizes, + - * / % << >>, comparisons, and/or/not, "
         f"{', '.join(_FUNCS)}, {', '.join(CONSTANTS)})"
     )
 
@@ -454,8 +483,8 @@ _ARRAY = re.compile(
 )
 _SCALAR = re.compile(r"^(?P<name>\w+)\s*=\s*(?P<value>.+)$")
 _CONST = re.compile(r"^(?P<name>\w+)\s+(?P<dtype>[\w:\s]+?)\s*\[(?P<count>.*)\]\s*(?P<dist>.*)$")
-_DIST = re.compile(r"^(?P<kind>uniform|normal|randint|const|arange)\s*(?:\((?P<args>.*)\))?$")
-_DIST_ARITY = {"uniform": (2,), "normal": (0,), "randint": (2,), "const": (1,), "arange": (0,)}
+_DIST = re.compile(r"^(?P<kind>uniform|normal|randint|const|arange|copy)\s*(?:\((?P<args>.*)\))?$")
+_DIST_ARITY = {"uniform": (2,), "normal": (0,), "randint": (2,), "const": (1,), "arange": (0,), "copy": (1,)}
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
@@ -519,7 +548,7 @@ def _dist(text: str) -> DistSpec:
     m = _DIST.match(text.strip())
     if not m:
         raise ValueError(
-            f"unknown distribution `{text.strip()}` (uniform(lo,hi), normal, randint(lo,hi), const(v), arange)"
+            f"unknown distribution `{text.strip()}` (uniform(lo,hi), normal, randint(lo,hi), const(v), arange, copy(ARG))"
         )
     kind: DistKind = m["kind"]  # type: ignore[assignment]
     args = tuple(_split_top(m["args"])) if m["args"] and m["args"].strip() else ()
@@ -542,6 +571,7 @@ class _Builder:
         self.constants: list[ConstantSpec] = []
         self.lines: dict[str, int] = {}
         self.mentioned: set[str] = set()  # parameters with an `arg` line, valid or not
+        self.requires: list[tuple[str, int]] = []
 
     def directive(self, line: int, text: str) -> None:
         keyword, _, rest = text.strip().partition(" ")
@@ -550,7 +580,7 @@ class _Builder:
             self.errors.append(
                 SpecError(
                     line,
-                    f"unknown directive `{keyword}` (sizes, verify, launch, arg, const, template, tolerance, precision, work)",
+                    f"unknown directive `{keyword}` (sizes, verify, launch, arg, const, template, tolerance, precision, require, work)",
                 )
             )
             return
@@ -621,6 +651,10 @@ class _Builder:
             raise ValueError("expected `const NAME DTYPE[COUNT] [DIST]`")
         dtype = self._dtype(m["dtype"])
         dist = _dist(m["dist"]) if m["dist"].strip() else default_dist(dtype)
+        if dist.kind == "copy":
+            raise ValueError(
+                "a constant cannot copy an argument (only arrays: `arg out inout T[n] copy(inp)`)"
+            )
         self.constants.append(ConstantSpec(m["name"], dtype, m["count"].strip(), dist, line))
 
     def _d_template(self, line: int, rest: str) -> None:
@@ -673,6 +707,14 @@ class _Builder:
             raise ValueError("expected `precision allow=KIND[,KIND...]`")
         self.fields["allow_precision"] = tuple(dict.fromkeys(kinds))
         self.lines["precision"] = line
+
+    def _d_require(self, line: int, rest: str) -> None:
+        condition = " ".join(rest.replace("&&", " and ").replace("||", " or ").split())
+        if not condition:
+            raise ValueError(
+                "expected `require CONDITION` (e.g. `n % 32 == 0`, `pow2(block)`, `bytes <= 1<<32`)"
+            )
+        self.requires.append((condition, line))  # checked for every problem by `problem`
 
     def _d_work(self, line: int, rest: str) -> None:
         for key, value in _pairs(rest):
@@ -737,6 +779,7 @@ class _Builder:
             allow_precision=self.fields.get("allow_precision", ()),  # type: ignore[arg-type]
             bytes=str(self.fields.get("bytes", "")),
             flops=str(self.fields.get("flops", "")),
+            requires=tuple(self.requires),
             lines=dict(self.lines),
         )
         if self.sizes:  # evaluate every expression once per problem size, to report what fails
@@ -828,6 +871,24 @@ MAX_SHARED_BYTES = 227 * 1024  # the most dynamic shared memory a block may opt 
 _VERIFY_DEFAULTS = (97, 1021)  # odd primes: never a multiple of a block size
 
 
+def _conjuncts(expr: str) -> list[str]:
+    """``a and b and c`` -> [a, b, c]."""
+    try:
+        tree = ast.parse(expr.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return [expr]
+    if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.And):
+        return [ast.unparse(v) for v in tree.values]
+    return [expr]
+
+
+def _names_in(expr: str) -> set[str]:
+    try:
+        return {n.id for n in ast.walk(ast.parse(expr.strip(), mode="eval")) if isinstance(n, ast.Name)}
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+
+
 def _has_names(expr: str) -> bool:
     try:
         return any(isinstance(n, ast.Name) for n in ast.walk(ast.parse(expr.strip(), mode="eval")))
@@ -859,17 +920,35 @@ def bench_sizes(spec: KernelSpec) -> dict[str, int]:
 
 def verify_sizes(spec: KernelSpec) -> tuple[dict[str, int], ...]:
     """The verification problem sizes: the spec's, or by default each literal size capped at 97
-    and at 1021 (derived sizes such as ``m=2*n`` follow)."""
+    and at 1021 (derived sizes such as ``m=2*n`` follow), lowered to the largest cap that meets
+    the spec's ``require`` conditions on sizes (``n % 32 == 0`` -> 96 and 992)."""
     if spec.verify:
         return tuple(_sizes(spec, v) for v in spec.verify)
     bench = _sizes(spec, None)
     out: list[dict[str, int]] = []
-    for cap in _VERIFY_DEFAULTS:
-        overrides = {k: str(min(bench[k], cap)) for k, e in spec.sizes.items() if not _has_names(e)}
-        sizes = _sizes(spec, overrides)
+    for top in _VERIFY_DEFAULTS:
+        for cap in range(top, 0, -1):
+            overrides = {k: str(min(bench[k], cap)) for k, e in spec.sizes.items() if not _has_names(e)}
+            sizes = _sizes(spec, overrides)
+            if _size_requirements_met(spec, sizes):
+                break
+        else:
+            continue
         if sizes != bench and sizes not in out:
             out.append(sizes)
     return tuple(out) or (bench,)
+
+
+def _size_requirements_met(spec: KernelSpec, sizes: Mapping[str, int]) -> bool:
+    """Whether ``sizes`` meet the ``require`` conditions (each ``and`` part) that name only sizes."""
+    for condition in (part for c, _ in spec.requires for part in _conjuncts(c)):
+        if _names_in(condition) <= set(sizes) | set(CONSTANTS):
+            try:
+                if not evaluate(condition, sizes):
+                    return False
+            except ValueError:
+                return False
+    return True
 
 
 def problem(
@@ -918,6 +997,31 @@ def problem(
             moved += count * dtype_bytes(a.dtype) * (2 if a.role == "inout" else 1)
         except ValueError as exc:
             raise InvalidSpec((SpecError(a.line, f"arg {a.name}: {exc}"),)) from None
+    arrays = {a.name: a for a in args if a.role != "scalar"}
+    for a in spec.args:
+        if isinstance(a, ArraySpec) and a.dist.kind == "copy":
+            src = arrays.get(a.dist.args[0])
+            mine = arrays[a.name]
+            problem_text = (
+                f"copy({a.dist.args[0]}): no array argument of that name"
+                if src is None
+                else "copy(...) needs an in or inout argument"
+                if a.role == "out" or src.role == "out"
+                else f"copy({src.name}): {src.dtype}[{src.count}] is not {mine.dtype}[{mine.count}]"
+                if (src.dtype, src.count) != (mine.dtype, mine.count)
+                else ""
+            )
+            if problem_text:
+                raise InvalidSpec((SpecError(a.line, f"arg {a.name}: {problem_text}"),))
+    env["bytes"] = sum(a.count * dtype_bytes(a.dtype) for a in arrays.values())
+    for condition, line in spec.requires:
+        try:
+            met = evaluate(condition, env)
+        except ValueError as exc:
+            raise InvalidSpec((SpecError(line, f"require: {exc}"),)) from None
+        if not met:
+            shown = ", ".join(f"{k}={v}" for k, v in env.items() if k in _names_in(condition))
+            raise InvalidSpec((SpecError(line, f"require {condition}: not met ({shown})"),))
     constants: list[ConstantInit] = []
     for c in spec.constants:
         try:
@@ -948,6 +1052,8 @@ def problems(spec: KernelSpec, block: int | tuple[int, ...] | None = None) -> tu
 
 
 def _distribution(d: DistSpec, env: Mapping[str, Number]) -> Distribution:
+    if d.kind == "copy":
+        return Distribution("copy", source=d.args[0])
     v = [float(evaluate(a, env)) for a in d.args]
     if d.kind in ("uniform", "randint"):
         if v[0] >= v[1]:
@@ -986,6 +1092,7 @@ def render(spec: KernelSpec) -> str:
         out.append(f"tolerance {tol.text()}")
     if spec.allow_precision:
         out.append("precision allow=" + ",".join(spec.allow_precision))
+    out += [f"require {condition}" for condition, _ in spec.requires]
     work = " ".join(f"{k}={v}" for k, v in (("bytes", spec.bytes), ("flops", spec.flops)) if v)
     if work:
         out.append("work " + work)

@@ -25,7 +25,7 @@ import cattrs.v
 SCHEMA_VERSION = 1
 
 Role = Literal["in", "out", "inout", "scalar"]
-DistKind = Literal["uniform", "normal", "randint", "const", "arange"]
+DistKind = Literal["uniform", "normal", "randint", "const", "arange", "copy"]
 
 
 class Status(str, Enum):
@@ -47,12 +47,14 @@ class Status(str, Enum):
 @dataclass(frozen=True)
 class Distribution:
     """How to draw an input array. ``uniform``/``normal`` for floats, ``randint`` for integers
-    (``low`` inclusive, ``high`` exclusive), ``const`` fills with ``value``, ``arange`` 0..n-1."""
+    (``low`` inclusive, ``high`` exclusive), ``const`` fills with ``value``, ``arange`` 0..n-1,
+    ``copy`` starts as the data of the argument named ``source`` (same type and count)."""
 
     kind: DistKind = "uniform"
     low: float = -1.0
     high: float = 1.0
     value: float = 0.0
+    source: str = ""
 
 
 @dataclass(frozen=True)

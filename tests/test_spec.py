@@ -10,6 +10,7 @@ import pytest
 
 from agent.source import Document, Kernel
 from agent.spec import (
+    InvalidSpec,
     KernelSpec,
     ScalarSpec,
     canonical_dtype,
@@ -522,3 +523,59 @@ def test_an_implied_size_argument_reports_errors_at_the_sizes_line() -> None:
     assert spec is not None and not errors
     implied = next(a for a in spec.args if a.name == "n")
     assert implied.line == 2
+
+
+def test_copy_distribution_and_its_mistakes() -> None:
+    def spec_of(arg_lines: str) -> tuple[object, tuple[object, ...]]:
+        doc = Document(
+            f"// @cuda-agent sizes n=64\n{arg_lines}__global__ void k(float* acc, const float* x, int* m, int n) {{}}\n"
+        )
+        return parse(kernel(doc, "k"))
+
+    spec, errors = spec_of(
+        "// @cuda-agent arg acc inout float[n] copy(x)\n// @cuda-agent arg x in float[n]\n// @cuda-agent arg m in int[n]\n"
+    )
+    assert not errors and isinstance(spec, KernelSpec)
+    acc = problems(spec)[-1].args[0]
+    assert acc.dist == Distribution("copy", source="x")
+    for lines, message in (
+        ("// @cuda-agent arg acc inout float[n] copy(y)\n", "copy(y): no array argument"),
+        ("// @cuda-agent arg acc out float[n] copy(x)\n", "needs an in or inout"),
+        ("// @cuda-agent arg acc inout float[2*n] copy(x)\n", "float32[64] is not float32[128]"),
+    ):
+        _, errors = spec_of(lines + "// @cuda-agent arg x in float[n]\n// @cuda-agent arg m in int[n]\n")
+        assert any(message in e.message and e.line == 1 for e in errors), errors  # type: ignore[attr-defined]
+
+
+def test_require_constrains_verify_sizes_blocks_and_memory() -> None:
+    doc = Document(
+        "// @cuda-agent sizes m=1000 n=4096\n"
+        "// @cuda-agent launch grid=(cdiv(n, block_x), cdiv(m, block_y)) block=(32, 8)\n"
+        "// @cuda-agent arg a in float[m*n]\n"
+        "// @cuda-agent require n % 64 == 0 && m % 8 == 0\n"
+        "// @cuda-agent require pow2(block_x * block_y) and bytes <= 1 << 26\n"
+        "__global__ void k(const float* a, int m, int n) {}\n"
+    )
+    spec, errors = parse(kernel(doc, "k"))
+    assert spec is not None and not errors
+    assert verify_sizes(spec) == ({"m": 64, "n": 64}, {"m": 960, "n": 960})  # every cap lowered until met
+    with pytest.raises(InvalidSpec, match=r"line 5: require .*pow2.*not met"):
+        problem(spec, {"m": 8, "n": 64}, block=(24, 8))
+    with pytest.raises(InvalidSpec, match=r"bytes=67239936\)"):
+        problem(spec, {"m": 4104, "n": 4096})  # a memory cap: just over 64 MiB
+    assert "// @cuda-agent require n % 64 == 0 and m % 8 == 0\n" in render(spec)
+    lines = tuple((i, line.removeprefix("//")) for i, line in enumerate(render(spec).splitlines()))
+    again, errors = parse(replace(kernel(doc, "k"), comment=lines))
+    assert not errors and again is not None
+    assert [c for c, _ in again.requires] == [c for c, _ in spec.requires]
+
+
+def test_the_worker_starts_a_copy_argument_with_its_source_data(data_dir: Path) -> None:
+    from sandbox.verify import inputs_for
+
+    doc = load(data_dir, "spec_grammar/accumulate_copy.cu")
+    spec, errors = parse(kernel(doc, "accumulate"))
+    assert spec is not None and not errors
+    data = inputs_for(problems(spec)[0], seed=3)
+    assert data["acc"].tobytes() == data["x"].tobytes() and data["acc"] is not data["x"]
+    assert data["x"].std() > 0.1  # real data, not zeros
