@@ -7,13 +7,14 @@ Grammar (one directive per ``// @cuda-agent`` line, directly above the kernel; s
     verify    NAME=EXPR[,EXPR...] ...           one problem per comma position (repeatable)
     launch    [grid=DIM] [block=DIM] [smem=EXPR]  DIM: EXPR or (EXPR, EXPR[, EXPR])
     arg       NAME in|out|inout DTYPE[EXPR] [DIST]
-    arg       NAME = EXPR                       a scalar parameter's value
+    arg       NAME = EXPR                       a scalar parameter's value (NULL for a pointer)
     const     NAME DTYPE[EXPR] [DIST]           initial contents of a __constant__/__device__ array
     template  ARG, ARG...                       the instantiation to compile and launch
     tolerance [arg=NAME] [atol=NUM] [rtol=NUM] [norm=NUM]   override of the calibrated bounds
     precision allow=KIND[,KIND...]              tf32, fp16, bf16, mma, fast-math
+    require   CONDITION                         a constraint on sizes, block and ``bytes``
     work      [bytes=EXPR] [flops=EXPR]         for GB/s, GFLOP/s and the roofline
-    DIST:     uniform(lo, hi) | normal | randint(lo, hi) | const(v) | arange
+    DIST:     uniform(lo, hi) | normal | randint(lo, hi) | const(v) | arange | copy(ARG)
 
 Expressions are integer arithmetic over the size variables (and, in ``launch``/``work``/counts,
 ``block``, ``block_x``, ``block_y``, ``block_z``): ``+ - * / // % << >>``, parentheses,
@@ -380,7 +381,9 @@ CONSTANTS: dict[str, Number] = {
     "INT_MAX": 2**31 - 1,
     "INT_MIN": -(2**31),
     "UINT_MAX": 2**32 - 1,
+    "NULL": 0,  # `arg p = NULL`: a null pointer argument
 }
+_NULLS = frozenset({"NULL", "nullptr", "0"})
 _LIMIT = 1 << 62  # keeps a hostile expression from building huge integers
 
 
@@ -625,12 +628,17 @@ class _Builder:
         self.mentioned.add(rest.split("=")[0].split()[0] if rest.split() else "")
         if m := _SCALAR.match(rest):
             param = self._param(m["name"])
-            if param.pointer:
+            value = m["value"].strip()
+            if param.pointer and value not in _NULLS:
                 raise ValueError(
-                    f"`{m['name']}` is a pointer; write `arg {m['name']} in|out|inout DTYPE[COUNT]`"
+                    f"`{m['name']}` is a pointer; write `arg {m['name']} in|out|inout DTYPE[COUNT]` "
+                    f"(or `arg {m['name']} = NULL`)"
                 )
-            dtype = self._dtype(param.base_type)
-            spec: ArraySpec | ScalarSpec = ScalarSpec(m["name"], dtype, m["value"].strip(), line)
+            # a NULL pointer is passed as a 64-bit zero
+            dtype = "uint64" if param.pointer else self._dtype(param.base_type)
+            spec: ArraySpec | ScalarSpec = ScalarSpec(
+                m["name"], dtype, "NULL" if param.pointer else value, line
+            )
         elif m := _ARRAY.match(rest):
             param = self._param(m["name"])
             if not param.pointer:

@@ -579,3 +579,17 @@ def test_the_worker_starts_a_copy_argument_with_its_source_data(data_dir: Path) 
     data = inputs_for(problems(spec)[0], seed=3)
     assert data["acc"].tobytes() == data["x"].tobytes() and data["acc"] is not data["x"]
     assert data["x"].std() > 0.1  # real data, not zeros
+
+
+def test_a_null_pointer_argument_is_a_64_bit_zero(data_dir: Path) -> None:
+    doc = load(data_dir, "spec_grammar/layernorm_optional.cu")
+    spec, errors = parse(kernel(doc, "row_stats"))
+    assert spec is not None and not errors
+    rstd = next(a for a in problems(spec)[-1].args if a.name == "rstd")
+    assert (rstd.role, rstd.dtype, rstd.value) == ("scalar", "uint64", 0.0)
+    assert "// @cuda-agent arg rstd = NULL\n" in render(spec)
+    bad = Document(
+        "// @cuda-agent sizes n=8\n// @cuda-agent arg x = 3\n__global__ void k(float* x, int n) {}\n"
+    )
+    _, errors = parse(kernel(bad, "k"))
+    assert any("is a pointer" in e.message and "= NULL" in e.message for e in errors)

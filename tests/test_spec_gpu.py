@@ -13,7 +13,7 @@ import pytest
 from agent.loop import target_for
 from agent.source import Document
 from sandbox.contract import Candidate, EvalRequest, Status
-from sandbox.worker import LocalExecutor
+from sandbox.worker import LocalExecutor, bench_request
 
 pytestmark = pytest.mark.gpu
 
@@ -46,3 +46,10 @@ def test_an_output_that_starts_as_a_copy_of_an_input(executor: LocalExecutor) ->
     (c,) = result.candidates
     # acc[i] = 2 x[i] equals acc[i] + x[i] only when acc starts as a copy of x
     assert c.status == Status.OK, c.message
+
+
+def test_a_null_pointer_argument(executor: LocalExecutor) -> None:
+    doc = Document.from_file(DATA / "layernorm_optional.cu")
+    target = target_for(doc, "row_stats")
+    result = executor.evaluate(bench_request(target.baseline, target.bench_problem))
+    assert result.baseline.status == Status.OK, result.baseline.message  # rstd skipped: no fault
