@@ -191,3 +191,25 @@ def test_one_build_configuration_reaches_the_target_and_every_command(tmp_path: 
             command,
             out.stderr,
         )
+
+
+def test_hostile_host_programs_end_quickly() -> None:
+    text = (
+        "#define A (A + A)\n"
+        "#define F(x) F(F(x))\n"
+        "__global__ void k(float* x, int n) { x[threadIdx.x] = 1.0f; }\n"
+        "int main() {\n"
+        "  int n = A; int m = F(3);\n"
+        "  while (1) { n = n + 1; }\n"
+        "  for (;;) { main(); }\n"
+        "  float* d; cudaMalloc(&d, 1024 * sizeof(float));\n"
+        "  k<<<4, 256>>>(d, 1024);\n"
+        "  return main();\n"
+        "}\n"
+    )
+    doc = Document(text, "hostile.cu")
+    k = doc.kernel("k")
+    assert k is not None
+    inf = infer(doc, k)  # bounded: no hang, no exception
+    assert inf.spec.block == ("256",)
+    assert any(a.name == "x" and a.count == "1024" for a in inf.spec.args if hasattr(a, "count"))
