@@ -123,6 +123,7 @@ class HostRun:
     roots: dict[str, Root] = field(default_factory=dict)
     copies: dict[str, SymbolCopy] = field(default_factory=dict)
     constants: dict[str, tuple[str, str]] = field(default_factory=dict)  # __constant__ name -> (type, count)
+    requires: dict[str, str] = field(default_factory=dict)  # condition over roots -> file:line
 
     def env(self) -> dict[str, int | float]:
         """Root values, for evaluating expressions."""
@@ -413,6 +414,11 @@ class _Interp:
         self.run.roots.setdefault(unique, Root(unique, num.expr, where, symbol))
         return Num(unique)
 
+    def require(self, condition: str, where: str) -> None:
+        """A condition the program checks on its sizes (an ``assert``, an ``if`` that exits)."""
+        if names(condition) and self.value_of(condition):
+            self.run.requires.setdefault(condition, where)
+
     def bytes_of(self, type_text: str) -> int | None:
         from agent.spec import canonical_dtype, dtype_bytes
 
@@ -447,8 +453,12 @@ class _Interp:
         elif t == "if_statement":
             cond = node.child_by_field_name("condition")
             value = cond.child_by_field_name("value") if cond is not None else None
-            truth = self.truth(doc, value, scopes)
             then, other = node.child_by_field_name("consequence"), node.child_by_field_name("alternative")
+            cond_value = self.expr(doc, value, scopes) if value is not None else Num("1")
+            known = self.value_of(cond_value.expr) if isinstance(cond_value, Num) else None
+            truth = None if known is None else bool(known)
+            if isinstance(cond_value, Num) and then is not None and _exits(doc, then):
+                self.require(f"not {_p(cond_value.expr)}", self.where(doc, node))
             branches = [then] if truth is True else [other] if truth is False else [then, other]
             if truth is None:
                 self.notes.append(f"both branches of the `if` at {self.where(doc, node)} (condition unknown)")
@@ -655,8 +665,7 @@ class _Interp:
             if isinstance(arg, Num) and op in ("-", "+"):
                 return Num(f"{op}{_p(arg.expr)}", None, arg.is_float)
             if isinstance(arg, Num) and op == "!":
-                v = self.value_of(arg.expr)
-                return Num("0" if v else "1") if v is not None else None
+                return Num(f"not {_p(arg.expr)}") if self.value_of(arg.expr) is not None else None
             return None
         if t == "field_expression":
             base = self.expr(doc, node.child_by_field_name("argument"), scopes)
@@ -716,12 +725,10 @@ class _Interp:
         if op in ("<", ">", "<=", ">=", "==", "!=", "&&", "||"):
             if not isinstance(left, Num) or not isinstance(right, Num):
                 return None
-            a, b = self.value_of(left.expr), self.value_of(right.expr)
-            if a is None or b is None:
+            if self.value_of(left.expr) is None or self.value_of(right.expr) is None:
                 return None
-            result = {"<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b, "==": a == b, "!=": a != b,
-                      "&&": bool(a) and bool(b), "||": bool(a) or bool(b)}[op]  # fmt: skip
-            return Num("1" if result else "0")
+            word = {"&&": "and", "||": "or"}.get(op, op)  # kept symbolic: a condition may become a `require`
+            return Num(f"{_p(left.expr)} {word} {_p(right.expr)}")
         return self.arith(left, op, right)
 
     def arith(self, left: Value, op: str, right: Value) -> Value:
@@ -836,6 +843,9 @@ class _Interp:
                 args[0] if name == "malloc" else self.arith(args[0], "*", args[1] if len(args) > 1 else None)
             )
             return _buffer(total, self.where(doc, node)) if isinstance(total, Num) else None
+        if name == "assert" and nums:
+            self.require(nums[0].expr, self.where(doc, node))
+            return None
         if name in ("cudaMemset", "cudaMemsetAsync") and len(args) >= 2 and isinstance(args[1], Num):
             target = doc.node_text(arg_nodes[0]).strip()
             found, buf = self.lookup(target, scopes)
@@ -904,6 +914,21 @@ class _Interp:
             self.where(doc, call),
             tuple(self.notes),
         )
+
+
+def _exits(doc: Document, node: tree_sitter.Node) -> bool:
+    """Whether a branch leaves the program: ``return``, ``exit(...)``, ``abort()``, ``goto``."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type in ("return_statement", "goto_statement", "throw_statement"):
+            return True
+        if n.type == "call_expression":
+            fn = n.child_by_field_name("function")
+            if fn is not None and doc.node_text(fn) in ("exit", "abort", "std::exit", "std::abort"):
+                return True
+        stack.extend(n.named_children)
+    return False
 
 
 def _number(text: str) -> Num | None:

@@ -1613,8 +1613,18 @@ def _infer_from_run(
             )
             count = csize or "1"
         constants.append(ConstantSpec(name, cdtype, count, default_dist(cdtype)))
+    requires: list[tuple[str, int]] = []
+    allowed = set(names.values()) | {"block", "block_x", "block_y", "block_z"} | set(CONSTANTS)
+    for condition, where in run.requires.items():
+        translated = spec_expr(condition)
+        used = _names_in(translated)
+        if used and used <= allowed:
+            requires.append((translated, -1))
+            reasons.append(f"require {translated} from {where}")
+            evidence.append(Evidence(f"require {translated}", where, "high"))
     spec = KernelSpec(
         kernel=kernel.qualified_name,
+        requires=tuple(requires),
         sizes={names[n]: run.roots[n].value for n in sizes} or {"n": "1"},
         grid=grid,
         block=block,

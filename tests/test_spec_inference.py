@@ -14,7 +14,7 @@ import pytest
 from agent.check import build_options, check_kernel
 from agent.loop import target_for
 from agent.source import Document
-from agent.spec import infer, parse, render, render_inference, roles
+from agent.spec import infer, parse, render, render_inference, roles, verify_sizes
 from sandbox.compiler import compile_cuda
 
 BENCH = Path(__file__).parent.parent / "bench" / "spec_inference.py"
@@ -213,3 +213,20 @@ def test_hostile_host_programs_end_quickly() -> None:
     inf = infer(doc, k)  # bounded: no hang, no exception
     assert inf.spec.block == ("256",)
     assert any(a.name == "x" and a.count == "1024" for a in inf.spec.args if hasattr(a, "count"))
+
+
+def test_the_programs_own_checks_become_require_lines() -> None:
+    for file, name, sizes in (
+        ("transpose.cu", "transposeNaive", ({"nx": 96, "ny": 96}, {"nx": 992, "ny": 992})),
+        (
+            "convolution_rows.cu",
+            "convolutionRowsKernel",
+            ({"imageW": 96, "imageH": 96}, {"imageW": 1008, "imageH": 1008}),
+        ),
+    ):
+        doc = Document.from_file(REALCODE / file)
+        k = doc.kernel(name)
+        assert k is not None
+        inf = infer(doc, k)
+        assert inf.spec.requires, inf.reasons  # `if (nx % TILE_DIM || ...) return 1;`, `assert(imageW % ...)`
+        assert verify_sizes(inf.spec) == sizes  # so every thread the grid launches has its element

@@ -20,6 +20,11 @@ int main(int argc, char **argv) {
   const int ny = 2048;
   const int mem_size = nx * ny * sizeof(float);
 
+  if (nx % TILE_DIM || ny % TILE_DIM) {
+    printf("nx and ny must be a multiple of TILE_DIM\n");
+    return 1;
+  }
+
   dim3 dimGrid(nx / TILE_DIM, ny / TILE_DIM, 1);
   dim3 dimBlock(TILE_DIM, BLOCK_ROWS, 1);
 
