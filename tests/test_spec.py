@@ -593,3 +593,20 @@ def test_a_null_pointer_argument_is_a_64_bit_zero(data_dir: Path) -> None:
     )
     _, errors = parse(kernel(bad, "k"))
     assert any("is a pointer" in e.message and "= NULL" in e.message for e in errors)
+
+
+def test_a_worker_accepts_a_copy_argument_and_refuses_a_bad_one(data_dir: Path) -> None:
+    from sandbox.contract import EvalRequest, KernelSource, RequestError, validate_request
+
+    doc = load(data_dir, "spec_grammar/accumulate_copy.cu")
+    spec, _ = parse(kernel(doc, "accumulate"))
+    assert spec is not None
+    probs = problems(spec)
+    request = EvalRequest(
+        "copy", KernelSource("__global__ void accumulate() {}", "accumulate"), (), probs[:-1], probs[-1]
+    )
+    validate_request(request)
+    acc = probs[-1].args[0]
+    bad = replace(probs[-1], args=(replace(acc, dist=replace(acc.dist, source="acc")), *probs[-1].args[1:]))
+    with pytest.raises(RequestError, match=r"dist\.source"):
+        validate_request(replace(request, bench_problem=bad))
