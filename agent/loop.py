@@ -289,8 +289,9 @@ class TargetError(ValueError):
     """The kernel cannot be optimized as asked (not found, ambiguous, no usable spec); one line."""
 
 
-def target_for(doc: Document, kernel: str | None = None) -> Target:
-    """Resolve kernel ``kernel`` of ``doc`` (the only kernel when None) under its written spec.
+def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...] = ()) -> Target:
+    """Resolve kernel ``kernel`` of ``doc`` (the only kernel when None) under its written spec;
+    ``options``: the file's build configuration (``-I``/``-D``, :func:`agent.check.build_options`).
 
     An inferred spec is not trusted for optimizing: the user must write (or accept) one first."""
     if kernel is None:
@@ -318,7 +319,7 @@ def target_for(doc: Document, kernel: str | None = None) -> Target:
         problems = spec_mod.problems(spec)
     except spec_mod.InvalidSpec as exc:
         raise TargetError(f"{where}: {exc}") from None
-    unit = doc.standalone(k)
+    unit = doc.standalone(k, also=spec_mod.template_names(spec.template_args))
     start = _char(doc, k.span.start_byte)
     definition = doc.data[k.span.start_byte : k.span.end_byte].decode("utf-8", errors="replace")
     sites = doc.launches_of(k.name)
@@ -350,7 +351,10 @@ def target_for(doc: Document, kernel: str | None = None) -> Target:
         definition=definition,
         definition_start=start,
         baseline=KernelSource(
-            unit.source, spec.name_expression, unit.options, Path(doc.path).name or "kernel.cu"
+            unit.source,
+            spec.name_expression,
+            tuple(dict.fromkeys((*unit.options, *options))),
+            Path(doc.path).name or "kernel.cu",
         ),
         verify_problems=problems[:-1],
         bench_problem=problems[-1],
