@@ -134,12 +134,15 @@ class KernelSource:
     """A standalone translation unit and the kernel to launch from it.
 
     ``name`` is the kernel's name expression: ``vadd`` or, for a template, ``vadd<float, 256>``.
+    ``headers``: the unit's own headers (name as included -> text), handed to NVRTC in memory;
+    a compile for a request reads no other file than CUDA's headers (``sandbox.boundary``).
     """
 
     source: str
     name: str
-    options: tuple[str, ...] = ()  # extra NVRTC options: -I, -D, -std=...
-    filename: str = "kernel.cu"
+    options: tuple[str, ...] = ()  # extra NVRTC options: -D, -std=... (sandbox.boundary.check_options)
+    filename: str = "kernel.cu"  # a plain file name
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,311 @@
+"""What an untrusted compile may ask for: NVRTC options, a filename, and the headers it includes.
+
+A request's sender (a remote client) and an LLM are not trusted; the machine that compiles and
+runs their code is.  :func:`sandbox.compiler.compile_cuda` in untrusted mode (the default) calls
+:func:`check_untrusted` before NVRTC sees anything, so a request can neither read nor write the
+compiling host's files through the compiler, whether or not the compile runs inside bubblewrap:
+
+- options: an allow-list (:func:`check_options`); everything else, e.g. ``--time=FILE``,
+  ``--create-pch=FILE``, ``-I/``, ``--pre-include``, is refused by name;
+- filename: a plain basename (:func:`check_filename`); NVRTC names it in diagnostics and looks for
+  quoted includes next to it;
+- includes: every ``#include`` of the source and of the headers the request carries must name a
+  header the request carries (matched by exact name, passed to NVRTC in memory) or a file inside
+  CUDA's and CCCL's header folders or our stand-ins (:func:`include_violation`).  Absolute paths,
+  ``..``, computed includes (``#include MACRO``) and anything else are refused with a message that
+  names the include, never with the contents of a file.
+
+NVRTC opens an absolute ``#include`` path directly and searches the folder of the program's name
+(the working directory for a plain name) before its include folders; in-memory headers are matched
+by exact name before any file (tested against NVRTC 13; ``-no-source-include`` cannot be used: CUDA's
+own headers include their neighbours by quoted relative names).  The scan below therefore sees the source as the preprocessor does
+(trigraphs, line splices, comments, string and raw string literals, digraph ``%:``) and errs on
+the side of finding a directive.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+MAX_FILENAME = 100
+MAX_HEADER_NAME = 200
+
+# Options an untrusted compile may pass: exact flags, and prefixes whose value is checked.
+_FLAGS = frozenset(
+    {
+        "--use_fast_math", "-use_fast_math", "-lineinfo", "--generate-line-info",
+        "-default-device", "--device-as-default-execution-space", "-w", "--disable-warnings",
+        "-restrict", "--restrict", "-extra-device-vectorization", "--extra-device-vectorization",
+    }
+)  # fmt: skip
+_BOOL = re.compile(r"(true|false)")
+_VALUED: dict[str, re.Pattern[str]] = {
+    "-D": re.compile(r"[A-Za-z_]\w*(=[^\x00-\x1f\x7f]*)?"),
+    "--define-macro=": re.compile(r"[A-Za-z_]\w*(=[^\x00-\x1f\x7f]*)?"),
+    "-U": re.compile(r"[A-Za-z_]\w*"),
+    "--undefine-macro=": re.compile(r"[A-Za-z_]\w*"),
+    "-std=": re.compile(r"c\+\+(03|11|14|17|20)"),
+    "--std=": re.compile(r"c\+\+(03|11|14|17|20)"),
+    "-arch=": re.compile(r"(sm|compute)_\d{2,3}[af]?"),
+    "--gpu-architecture=": re.compile(r"(sm|compute)_\d{2,3}[af]?"),
+    "-fmad=": _BOOL,
+    "--fmad=": _BOOL,
+    "-ftz=": _BOOL,
+    "--ftz=": _BOOL,
+    "-prec-div=": _BOOL,
+    "--prec-div=": _BOOL,
+    "-prec-sqrt=": _BOOL,
+    "--prec-sqrt=": _BOOL,
+    "-rdc=": _BOOL,
+    "--relocatable-device-code=": _BOOL,
+    "-maxrregcount=": re.compile(r"\d{1,3}"),
+    "--maxrregcount=": re.compile(r"\d{1,3}"),
+}
+# Thrust picks headers with computed includes built from these macros: a request must not steer them.
+_RESERVED_MACROS = ("THRUST_", "__THRUST")
+ALLOWED_OPTIONS_TEXT = (
+    "-D/-U, -std=, -arch= (the device's own), --use_fast_math, -lineinfo, --fmad=, -ftz=, -prec-div=, "
+    "-prec-sqrt=, -rdc=, -maxrregcount=, -default-device, -restrict, -w"
+)
+
+
+def check_options(options: Sequence[str], arch: str | None = None) -> str | None:
+    """Why an untrusted compile may not pass ``options`` (naming the first bad one), or None.
+    ``arch``: the architecture the compile is for; an ``-arch`` option must equal it."""
+    for option in options:
+        if not isinstance(option, str):
+            return f"NVRTC option {option!r} is not a string"
+        if option in _FLAGS:
+            continue
+        prefix = next((p for p in _VALUED if option.startswith(p)), None)
+        value = option[len(prefix) :] if prefix else ""
+        if prefix is None or not _VALUED[prefix].fullmatch(value):
+            return f"NVRTC option {option!r} is not allowed in a request (allowed: {ALLOWED_OPTIONS_TEXT})"
+        if prefix in ("-D", "--define-macro=", "-U", "--undefine-macro=") and value.startswith(
+            _RESERVED_MACROS
+        ):
+            return f"NVRTC option {option!r} is not allowed in a request (it steers Thrust's includes)"
+        if prefix in ("-arch=", "--gpu-architecture=") and arch is not None and value != arch:
+            return f"NVRTC option {option!r} is not allowed: this worker compiles for {arch}"
+    return None
+
+
+def check_filename(filename: str) -> str | None:
+    """Why ``filename`` is not a safe name for an untrusted translation unit, or None: a plain
+    basename of printable characters, no ``/`` or ``\\``, not ``.`` or ``..``, at most 100 characters."""
+    if not isinstance(filename, str) or not filename:
+        return "the kernel's filename is empty"
+    if len(filename) > MAX_FILENAME:
+        return f"the kernel's filename is longer than {MAX_FILENAME} characters"
+    if not filename.isprintable() or any(c in filename for c in "/\\") or filename in (".", ".."):
+        return f"the kernel's filename {filename!r} must be a plain file name (no folders, no control characters)"
+    return None
+
+
+def check_header_name(name: str) -> str | None:
+    """Why ``name`` cannot name a header a request carries, or None: a relative path of plain
+    components (letters, digits, ``_ . + -``), no ``..``."""
+    if not isinstance(name, str) or not name or len(name) > MAX_HEADER_NAME:
+        return f"header name {name!r} must be 1-{MAX_HEADER_NAME} characters"
+    parts = name.split("/")
+    if not re.fullmatch(r"[\w.+/-]+", name, re.ASCII) or any(p in ("", ".", "..") for p in parts):
+        return f"header name {name!r} must be a relative path without '..' (letters, digits, _ . + -)"
+    return None
+
+
+def check_untrusted(
+    source: str,
+    filename: str,
+    options: Sequence[str],
+    headers: Mapping[str, str],
+    arch: str,
+    include_dirs: Sequence[str],
+) -> str | None:
+    """Why an untrusted compile must not run, or None (see the module docstring)."""
+    why = check_filename(filename) or check_options(options, arch)
+    if why:
+        return why
+    for name in headers:
+        if why := check_header_name(name):
+            return why
+    for where, text in [(filename, source), *headers.items()]:
+        if why := include_violation(text, headers, include_dirs):
+            return f"{where}:{why}"
+    return None
+
+
+def include_violation(text: str, headers: Mapping[str, str], include_dirs: Sequence[str]) -> str | None:
+    """``line: why`` for the first include of ``text`` an untrusted compile may not make, or None."""
+    for line, directive, arg in preprocessor_includes(text):
+        if directive in ("define", "undef"):
+            if arg.startswith(_RESERVED_MACROS):
+                return f"{line}: #{directive} {arg} is not allowed in a request (it steers Thrust's includes)"
+            continue
+        shown = f"#{directive} {arg}" if directive != "__has_include" else f"__has_include({arg})"
+        if len(arg) < 2 or arg[0] + arg[-1] not in ('""', "<>"):
+            return f'{line}: {shown}: computed includes are not allowed in a request; write the header\'s name in "" or <>'
+        name = arg[1:-1]
+        if name in headers:
+            continue
+        if name.startswith(("/", "\\")) or ".." in re.split(r"[/\\]", name) or "\\" in name:
+            return f"{line}: {shown} is not allowed: only CUDA's headers and the request's own headers can be included"
+        if name.startswith("thrust/"):
+            return f"{line}: {shown} is not allowed in a request (Thrust is host code)"
+        if directive != "__has_include" and not _in_dirs(name, include_dirs):
+            return f"{line}: {shown}: no such header among CUDA's headers or the request's own headers"
+    return None
+
+
+def _in_dirs(name: str, include_dirs: Sequence[str]) -> bool:
+    """True if ``name`` is a file inside one of ``include_dirs`` (symbolic links resolved)."""
+    for d in include_dirs:
+        root = Path(d).resolve()
+        candidate = (root / name).resolve()
+        if candidate.is_relative_to(root) and candidate.is_file():
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------- the scan
+
+_TRIGRAPHS = {"=": "#", "/": "\\", "'": "^", "(": "[", ")": "]", "!": "|", "<": "{", ">": "}", "-": "~"}
+_RAW_PREFIXES = frozenset({"R", "u8R", "uR", "UR", "LR"})
+_IDENT = re.compile(r"[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*")
+_PP_NUMBER = re.compile(r"\.?\d(?:[eEpP][+-]|'[\w]|[\w.])*")
+_DIRECTIVES = frozenset({"include", "include_next", "import", "define", "undef"})
+
+
+def _phase12(src: str) -> tuple[str, list[int]]:
+    """Trigraphs replaced and line splices removed, with the original index of each character."""
+    out: list[str] = []
+    where: list[int] = []
+    i, n = 0, len(src)
+    while i < n:
+        c, width = src[i], 1
+        if c == "?" and src.startswith("??", i) and i + 2 < n and src[i + 2] in _TRIGRAPHS:
+            c, width = _TRIGRAPHS[src[i + 2]], 3
+        if c == "\\":
+            j = i + width
+            while j < n and src[j] in " \t":  # compilers accept blanks between \ and the newline
+                j += 1
+            if src.startswith("\r\n", j) or src.startswith("\n", j):
+                i = j + (2 if src[j] == "\r" else 1)
+                continue
+        out.append(c)
+        where.append(i)
+        i += width
+    return "".join(out), where
+
+
+def preprocessor_includes(src: str) -> list[tuple[int, str, str]]:
+    """``(line, directive, argument)`` for every ``#include``/``#include_next``/``#import`` (argument:
+    the header name with its quotes or brackets, or the macro text of a computed include), every
+    ``#define``/``#undef`` (argument: the macro's name) and every ``__has_include(...)`` of ``src``,
+    including those in skipped ``#if`` groups.  Lines are 1-based lines of ``src``."""
+    text, where = _phase12(src)
+    found: list[tuple[int, str, str]] = []
+    i, n = 0, len(text)
+    start_of_line = True
+
+    def line_of(k: int) -> int:
+        return src.count("\n", 0, where[k] if k < len(where) else len(src)) + 1
+
+    def skip_blanks(k: int) -> int:  # spaces and comments, not newlines
+        while k < n:
+            if text[k] in " \t\f\v\r":
+                k += 1
+            elif text.startswith("/*", k):
+                end = text.find("*/", k + 2)
+                k = n if end < 0 else end + 2
+            else:
+                return k
+        return k
+
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            start_of_line, i = True, i + 1
+        elif c in " \t\f\v\r":
+            i += 1
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            if "\n" in text[i:end]:
+                start_of_line = True  # err on the side of a directive after a multi-line comment
+            i = end
+        elif start_of_line and (c == "#" or text.startswith("%:", i)):
+            start_of_line = False
+            k = skip_blanks(i + (1 if c == "#" else 2))
+            m = _IDENT.match(text, k)
+            i = k
+            if m and m[0] in _DIRECTIVES:
+                i = m.end()
+                found.append((line_of(k), m[0], _argument(text, skip_blanks(i), m[0])))
+        elif c in "\"'":
+            i = _end_of_literal(text, i)
+            start_of_line = False
+        elif m := _IDENT.match(text, i):
+            start_of_line = False
+            if m[0] in _RAW_PREFIXES and text.startswith('"', m.end()):
+                i = _end_of_raw(src, text, where, m.end())
+            elif m[0] in ("__has_include", "__has_include_next"):
+                k = skip_blanks(m.end())
+                i = m.end()
+                if text.startswith("(", k):
+                    found.append((line_of(i), "__has_include", _argument(text, skip_blanks(k + 1), "")))
+            else:
+                i = m.end()
+        elif m := _PP_NUMBER.match(text, i):
+            start_of_line, i = False, m.end()
+        else:
+            start_of_line, i = False, i + 1
+    return found
+
+
+def _argument(text: str, k: int, directive: str) -> str:
+    """The header name at ``k`` (with its delimiters) or, when there is none, the rest of the line."""
+    end_of_line = text.find("\n", k)
+    end_of_line = len(text) if end_of_line < 0 else end_of_line
+    if directive in ("define", "undef"):
+        m = _IDENT.match(text, k)
+        return m[0] if m else ""
+    if k < len(text) and text[k] in '"<':
+        close = text.find('"' if text[k] == '"' else ">", k + 1, end_of_line)
+        if close > 0:
+            return text[k : close + 1]
+    return text[k:end_of_line].strip()
+
+
+def _end_of_literal(text: str, i: int) -> int:
+    """Index after the string or character literal opening at ``i`` (at the newline if unterminated)."""
+    quote, k, n = text[i], i + 1, len(text)
+    while k < n and text[k] != "\n":
+        if text[k] == "\\":
+            k += 2
+        elif text[k] == quote:
+            return k + 1
+        else:
+            k += 1
+    return min(k, n)
+
+
+def _end_of_raw(src: str, text: str, where: list[int], quote: int) -> int:
+    """Index (in ``text``) after the raw string literal whose ``"`` is at ``quote``.  Line splices
+    and trigraphs are undone inside raw strings, so its end is found in the original ``src``."""
+    m = re.match(r'"([^ ()\\\t\v\f\n]{0,16})\(', text[quote:])
+    if not m:
+        return _end_of_literal(text, quote)  # not a raw string after all: the compiler rejects it
+    close = ")" + m[1] + '"'
+    end = src.find(close, where[quote + m.end() - 1] + 1)
+    if end < 0:
+        return len(text)
+    end += len(close)
+    k = quote + m.end()
+    while k < len(where) and where[k] < end:
+        k += 1
+    return k
