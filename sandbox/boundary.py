@@ -29,6 +29,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from sandbox.contract import KernelSource
+
 MAX_FILENAME = 100
 MAX_HEADER_NAME = 200
 
@@ -113,6 +115,14 @@ def check_header_name(name: str) -> str | None:
     if not re.fullmatch(r"[\w.+/-]+", name, re.ASCII) or any(p in ("", ".", "..") for p in parts):
         return f"header name {name!r} must be a relative path without '..' (letters, digits, _ . + -)"
     return None
+
+
+def check_kernel(kernel: KernelSource) -> str | None:
+    """Why a request's kernel breaks the compile boundary's rules on its options, filename or
+    header names, or None.  What a worker's HTTP service refuses up front (422); the includes are
+    checked when the kernel is compiled."""
+    why = check_filename(kernel.filename) or check_options(kernel.options)
+    return why or next((w for name in kernel.headers if (w := check_header_name(name))), None)
 
 
 def check_untrusted(

@@ -10,8 +10,8 @@ disconnected and none came back within ``disconnect_grace_s``) is cancelled, as 
 Security: a bearer token (compared with :func:`hmac.compare_digest`) on every endpoint but
 ``/health``; :func:`check_listen_policy` refuses a non-loopback address without one.  Only JSON
 ``EvalRequest`` bodies are accepted (CUDA source and numbers: nothing that runs on the host), no
-larger than ``max_body_bytes`` (413), with no include-path options (they would read the worker's
-files); at most ``max_per_client`` evaluations per client address at once (429).
+larger than ``max_body_bytes`` (413), whose kernels pass :func:`sandbox.boundary.check_kernel`
+(allowed NVRTC options, plain filenames: 422 naming what is refused); at most ``max_per_client`` evaluations per client address at once (429).
 
 Needs the ``worker`` extra (Starlette, uvicorn).
 """
@@ -44,6 +44,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from sandbox.boundary import check_kernel
 from sandbox.contract import ContractError, EvalRequest, Progress, from_dict, to_dict
 from sandbox.executor import Executor, ExecutorError
 from sandbox.remote import (
@@ -60,8 +61,6 @@ log = logging.getLogger(__name__)
 
 Event = dict[str, Any]
 _MAX_ID_CHARS = 200
-# NVRTC options that make the compiler read files on the worker's host.
-_HOST_FILE_OPTIONS = ("-I", "--include-path", "-include", "--pre-include")
 
 
 @dataclass(frozen=True)
@@ -453,10 +452,7 @@ def _parse_request(body: bytes) -> EvalRequest | Response:
         return _error(422, str(exc))
     if not request.id or len(request.id) > _MAX_ID_CHARS or not request.id.isprintable():
         return _error(422, f"request id must be 1-{_MAX_ID_CHARS} printable characters")
-    kernels = [request.baseline, *(c.kernel for c in request.candidates)]
-    for option in (o for k in kernels for o in k.options):
-        if option.startswith(_HOST_FILE_OPTIONS):
-            return _error(
-                422, f"option {option!r} is not allowed on a remote worker (it reads the worker's files)"
-            )
+    for kernel in [request.baseline, *(c.kernel for c in request.candidates)]:
+        if why := check_kernel(kernel):
+            return _error(422, why)
     return request

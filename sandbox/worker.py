@@ -296,7 +296,7 @@ def clean_env(compile_only: bool = False) -> dict[str, str]:
         for k, v in os.environ.items()
         if (k in keep or k.startswith(prefixes)) and not _ENV_DROP.search(k)
     }
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(PACKAGE_ROOT), *(p for p in sys.path if p)]))
     env["PYTHONUNBUFFERED"] = "1"
     if not compile_only:
         env["CUPY_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "cuda-agent-cupy")
