@@ -6,6 +6,7 @@ real NVRTC, real worker processes running the tests' scripted GPU handler."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
