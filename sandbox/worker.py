@@ -257,7 +257,13 @@ def bwrap_prefix() -> tuple[str, ...]:
     for path in _code_paths():
         if any(path == d or path.startswith(d + os.sep) for d in (*_HIDDEN_DIRS, tmp)):
             hidden += ["--ro-bind", path, path]
-    return tuple(hidden) if _probe(hidden, "import sandbox.worker") else ()
+    if _probe(hidden, "import sandbox.worker"):
+        return tuple(hidden)
+    log.warning("the GPU worker cannot start with the host's homes hidden; it runs in a plain bwrap")
+    for path in _code_paths():  # as before: only what lives under the private /tmp is bound again
+        if path.startswith(tmp + os.sep):
+            base += ["--ro-bind", path, path]
+    return tuple(base) if _probe(base, "import sandbox.worker") else ()
 
 
 @functools.cache

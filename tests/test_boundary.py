@@ -305,3 +305,40 @@ def test_the_llm_never_sees_a_secret_from_a_compile(monkeypatch: pytest.MonkeyPa
         assert "is not allowed" in tool_answer
     else:
         assert "<env>" in tool_answer
+
+
+CONTEXTS = (
+    "",
+    'const char* s = "/*";\n',
+    'const char* s = R"x( " /* )x";\n',
+    'const char* s = R"x( )\\\nx" /* )x";\n',
+    "int n = 1'0'0; // '\n",
+    "char c = '\"'; /* \" */\n",
+    "/* a */ /* b\n */\n",
+    "// comment \\\n",
+    "#if 0\n",
+    "#define EMPTY\n",
+)
+HASHES = ("#", "%:", "??=", "#/**/", " # ", "#\\\n", "\\\n#")
+NAMES = ("include", "inc\\\nlude", "include_next", "import")
+ARGS = ('"{s}"', "<{s}>", 'EMPTY "{s}"', '"{s}" // x', '/**/"{s}"')
+
+
+def test_differential_no_spelling_that_nvrtc_follows_gets_past_the_scan(secret_file: Path) -> None:
+    """Random spellings of an include of a host file, after code that could confuse a scanner: every
+    one that unguarded NVRTC follows (the file's content in its log) must be refused untrusted."""
+    import random
+
+    rng = random.Random(12)
+    followed = 0
+    for _ in range(60):
+        arg = rng.choice(ARGS).format(s=secret_file)
+        line = f"{rng.choice(HASHES)}{rng.choice(NAMES)} {arg}\n"
+        tail = "#endif\n" if "#if 0" in (ctx := rng.choice(CONTEXTS)) else ""
+        source = "#define EMPTY\n" + ctx + line + tail + KERNEL
+        options = ("-std=c++11",)  # trigraphs on
+        unguarded = compile_cuda(source, name_expressions=("k",), options=options, trusted=True).result
+        followed += SECRET in unguarded.log
+        guarded = compile_cuda(source, name_expressions=("k",), options=options).result
+        assert SECRET not in guarded.log, source
+    assert followed >= 10  # the cases are real attacks, not spellings NVRTC ignores
