@@ -44,7 +44,9 @@ extern "C" __global__ void k{i}(const float* __restrict__ x, __half* y, int n) {
 
 def commit() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
         return out.stdout.strip()
     except OSError:
         return ""
@@ -68,11 +70,20 @@ def measure(name: str, compile_one: Callable[[str, str], Compiled], start: int, 
         if time.perf_counter() - began > max_s:
             break
     q1, med, q3 = statistics.quantiles(times, n=4) if len(times) >= 2 else (times * 3 or [0.0] * 3)
-    return {"mode": name, "median_ms": med, "q1_ms": q1, "q3_ms": q3, "first_ms": first, "compiles": len(times)}
+    return {
+        "mode": name,
+        "median_ms": med,
+        "q1_ms": q1,
+        "q3_ms": q3,
+        "first_ms": first,
+        "compiles": len(times),
+    }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--n", type=int, default=30, help="distinct kernels per mode")
     parser.add_argument("--max-s", type=float, default=50.0, help="seconds per mode at most")
@@ -84,6 +95,7 @@ def main() -> int:
         "commit": commit(),
         "host": platform.node(),
         "cpus": os.cpu_count(),
+        "load_average": os.getloadavg()[0],  # other work on the machine inflates every mode alike
         "nvrtc": nvrtc_version(),
         "command": "python bench/compile_cost.py " + " ".join(sys.argv[1:]),
     }

@@ -25,6 +25,7 @@ the side of finding a directive.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -183,29 +184,35 @@ def _in_dirs(name: str, include_dirs: Sequence[str]) -> bool:
 _TRIGRAPHS = {"=": "#", "/": "\\", "'": "^", "(": "[", ")": "]", "!": "|", "<": "{", ">": "}", "-": "~"}
 _RAW_PREFIXES = frozenset({"R", "u8R", "uR", "UR", "LR"})
 _IDENT = re.compile(r"[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*")
-_PP_NUMBER = re.compile(r"\.?\d(?:[eEpP][+-]|'[\w]|[\w.])*")
+_TOKEN = re.compile(  # preprocessing tokens, as far as the scan needs them
+    r"(?P<newline>\n)|(?P<blanks>[ \t\f\v\r]+)|(?P<line_comment>//[^\n]*)|(?P<block_comment>/\*.*?(?:\*/|\Z))"
+    r"|(?P<hash>#|%:)|(?P<quote>[\"'])|(?P<identifier>[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)"
+    r"|(?P<number>\.?\d(?:[eEpP][+-]|'\w|[\w.])*)|(?P<other>[^\s\"'/#%\w.\x80-\U0010ffff]+|.)",
+    re.DOTALL,
+)
 _DIRECTIVES = frozenset({"include", "include_next", "import", "define", "undef"})
 
 
-def _phase12(src: str) -> tuple[str, list[int]]:
-    """Trigraphs replaced and line splices removed, with the original index of each character."""
+_PHASE12 = re.compile(r"(?:\\|\?\?/)[ \t]*\r?\n|\?\?[=/'()!<>-]")
+
+
+def _phase12(src: str) -> tuple[str, Sequence[int]]:
+    """Trigraphs replaced and line splices removed (compilers accept blanks between the backslash
+    and the newline), with the original index of each character."""
+    if "?" not in src and "\\" not in src:
+        return src, range(len(src))
     out: list[str] = []
     where: list[int] = []
-    i, n = 0, len(src)
-    while i < n:
-        c, width = src[i], 1
-        if c == "?" and src.startswith("??", i) and i + 2 < n and src[i + 2] in _TRIGRAPHS:
-            c, width = _TRIGRAPHS[src[i + 2]], 3
-        if c == "\\":
-            j = i + width
-            while j < n and src[j] in " \t":  # compilers accept blanks between \ and the newline
-                j += 1
-            if src.startswith("\r\n", j) or src.startswith("\n", j):
-                i = j + (2 if src[j] == "\r" else 1)
-                continue
-        out.append(c)
-        where.append(i)
-        i += width
+    pos = 0
+    for m in _PHASE12.finditer(src):
+        out.append(src[pos : m.start()])
+        where.extend(range(pos, m.start()))
+        if m[0].startswith("??") and len(m[0]) == 3:
+            out.append(_TRIGRAPHS[m[0][2]])
+            where.append(m.start())
+        pos = m.end()  # a splice (``\\`` or ``??/`` before a newline) leaves nothing
+    out.append(src[pos:])
+    where.extend(range(pos, len(src)))
     return "".join(out), where
 
 
@@ -219,8 +226,10 @@ def preprocessor_includes(src: str) -> list[tuple[int, str, str]]:
     i, n = 0, len(text)
     start_of_line = True
 
+    newlines = [m.start() for m in re.finditer("\n", src)]
+
     def line_of(k: int) -> int:
-        return src.count("\n", 0, where[k] if k < len(where) else len(src)) + 1
+        return bisect.bisect_left(newlines, where[k] if k < len(where) else len(src)) + 1
 
     def skip_blanks(k: int) -> int:  # spaces and comments, not newlines
         while k < n:
@@ -234,46 +243,36 @@ def preprocessor_includes(src: str) -> list[tuple[int, str, str]]:
         return k
 
     while i < n:
-        c = text[i]
-        if c == "\n":
-            start_of_line, i = True, i + 1
-        elif c in " \t\f\v\r":
-            i += 1
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            end = n if end < 0 else end + 2
-            if "\n" in text[i:end]:
-                start_of_line = True  # err on the side of a directive after a multi-line comment
-            i = end
-        elif start_of_line and (c == "#" or text.startswith("%:", i)):
+        m = _TOKEN.match(text, i)
+        assert m is not None  # ``other`` matches any character
+        kind = m.lastgroup
+        if kind == "newline":
+            start_of_line, i = True, m.end()
+        elif kind in ("blanks", "line_comment"):
+            i = m.end()
+        elif kind == "block_comment":
+            start_of_line = start_of_line or "\n" in m[0]  # err on the side of a directive after it
+            i = m.end()
+        elif kind == "hash" and start_of_line:
             start_of_line = False
-            k = skip_blanks(i + (1 if c == "#" else 2))
-            m = _IDENT.match(text, k)
+            k = skip_blanks(m.end())
+            d = _IDENT.match(text, k)
             i = k
-            if m and m[0] in _DIRECTIVES:
-                i = m.end()
-                found.append((line_of(k), m[0], _argument(text, skip_blanks(i), m[0])))
-        elif c in "\"'":
-            i = _end_of_literal(text, i)
-            start_of_line = False
-        elif m := _IDENT.match(text, i):
-            start_of_line = False
-            if m[0] in _RAW_PREFIXES and text.startswith('"', m.end()):
-                i = _end_of_raw(src, text, where, m.end())
+            if d and d[0] in _DIRECTIVES:
+                i = d.end()
+                found.append((line_of(k), d[0], _argument(text, skip_blanks(i), d[0])))
+        elif kind == "quote":
+            start_of_line, i = False, _end_of_literal(text, i)
+        elif kind == "identifier":
+            start_of_line, i = False, m.end()
+            if m[0] in _RAW_PREFIXES and text.startswith('"', i):
+                i = _end_of_raw(src, text, where, i)
             elif m[0] in ("__has_include", "__has_include_next"):
-                k = skip_blanks(m.end())
-                i = m.end()
+                k = skip_blanks(i)
                 if text.startswith("(", k):
                     found.append((line_of(i), "__has_include", _argument(text, skip_blanks(k + 1), "")))
-            else:
-                i = m.end()
-        elif m := _PP_NUMBER.match(text, i):
+        else:  # a number, punctuation, a # that is not a directive's
             start_of_line, i = False, m.end()
-        else:
-            start_of_line, i = False, i + 1
     return found
 
 
@@ -304,7 +303,7 @@ def _end_of_literal(text: str, i: int) -> int:
     return min(k, n)
 
 
-def _end_of_raw(src: str, text: str, where: list[int], quote: int) -> int:
+def _end_of_raw(src: str, text: str, where: Sequence[int], quote: int) -> int:
     """Index (in ``text``) after the raw string literal whose ``"`` is at ``quote``.  Line splices
     and trigraphs are undone inside raw strings, so its end is found in the original ``src``."""
     m = re.match(r'"([^ ()\\\t\v\f\n]{0,16})\(', text[quote:])
