@@ -130,11 +130,12 @@ def _user_headers(source: str, filename: str, options: Sequence[str]) -> list[tu
     ]
     found: list[tuple[str, str, bytes]] = []
     seen: set[Path] = set()
-    pending = [source.encode("utf-8", "surrogatepass")]
+    pending = [(source.encode("utf-8", "surrogatepass"), dirs[0])]
     while pending and len(seen) < 256:
-        for name in _INCLUDE.findall(pending.pop()):
+        text, here = pending.pop()
+        for name in _INCLUDE.findall(text):
             rel = name.decode("utf-8", "replace")
-            for d in dirs:
+            for d in dict.fromkeys([here, *dirs]):  # next to the includer first, as the preprocessor does
                 candidate = d / rel
                 if candidate in seen or not candidate.is_file():
                     continue
@@ -144,7 +145,7 @@ def _user_headers(source: str, filename: str, options: Sequence[str]) -> list[tu
                 except OSError:
                     break
                 found.append((rel, str(candidate), data))
-                pending.append(data)
+                pending.append((data, candidate.parent))
                 break
     return found
 

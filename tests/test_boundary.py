@@ -18,7 +18,7 @@ from scripted_llm import Call, Say, ScriptedLLM
 from agent.llm import LLMProposer, LLMSettings, scrub
 from agent.loop import LoopSettings, OptimizeBudget, optimize
 from sandbox.boundary import check_options, preprocessor_includes
-from sandbox.compiler import Compiled, CompilePool, compile_cuda, refused
+from sandbox.compiler import Compiled, CompilePool, carry_headers, compile_cuda, refused
 from sandbox.contract import Candidate, CandidateResult, KernelSource, Status, to_json
 from sandbox.service import _parse_request
 from sandbox.worker import (
@@ -342,3 +342,18 @@ def test_differential_no_spelling_that_nvrtc_follows_gets_past_the_scan(secret_f
         guarded = compile_cuda(source, name_expressions=("k",), options=options).result
         assert SECRET not in guarded.log, source
     assert followed >= 10  # the cases are real attacks, not spellings NVRTC ignores
+
+
+def test_a_trusted_client_carries_its_own_headers_into_the_request(tmp_path: Path) -> None:
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "a.cuh").write_text(
+        '#pragma once\n#include "b.cuh"\n__device__ float twice(float x) { return B * x; }\n'
+    )
+    (tmp_path / "lib" / "b.cuh").write_text("#define B 2.f\n")
+    main = tmp_path / "main.cu"
+    main.write_text('#include "lib/a.cuh"\n' + KERNEL.replace("1.f", "twice(1.f)"))
+    headers, options = carry_headers(main.read_text(), str(main), (f"-I{tmp_path}", "-DX=1"))
+    assert set(headers) == {"lib/a.cuh", "b.cuh"} and options == ("-DX=1",)
+    out = compile_cuda(main.read_text(), name_expressions=("k",), options=options, headers=headers)
+    assert out.result.ok, out.result.log
+    assert not compile_cuda(main.read_text(), options=(f"-I{tmp_path}",)).result.ok  # untrusted: no -I
