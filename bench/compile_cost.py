@@ -95,7 +95,6 @@ def main() -> int:
         "commit": commit(),
         "host": platform.node(),
         "cpus": os.cpu_count(),
-        "load_average": os.getloadavg()[0],  # other work on the machine inflates every mode alike
         "nvrtc": nvrtc_version(),
         "command": "python bench/compile_cost.py " + " ".join(sys.argv[1:]),
     }
@@ -130,6 +129,7 @@ def main() -> int:
                 row["setup_ms"] = setup_ms
         finally:
             close()
+        row["load_average"] = os.getloadavg()[0]  # other work on the machine slows every mode
         with path.open("a") as f:
             f.write(json.dumps({**meta, **row}) + "\n")
         print(json.dumps(row))
