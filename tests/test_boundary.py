@@ -357,3 +357,42 @@ def test_a_trusted_client_carries_its_own_headers_into_the_request(tmp_path: Pat
     out = compile_cuda(main.read_text(), name_expressions=("k",), options=options, headers=headers)
     assert out.result.ok, out.result.log
     assert not compile_cuda(main.read_text(), options=(f"-I{tmp_path}",)).result.ok  # untrusted: no -I
+
+
+def test_remote_worker_on_loopback_refuses_host_reads_and_file_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path, secret_file: Path
+) -> None:
+    """The real service and LocalExecutor (compile workers, a GPU worker with the scripted handler):
+    includes of host files come back ``compile_error`` without content, file-writing options 422."""
+    from test_remote import TOKEN, running_worker
+
+    from sandbox.executor import ExecutorError
+    from sandbox.remote import RemoteExecutor
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("CUDA_AGENT_TOKEN", SECRET)
+    vadd = kernel_file(data_dir / "sandbox" / "vadd.cu", "vadd")
+    evil = {
+        "environ": '#include "/proc/self/environ"\n',
+        "angled": "#include </proc/self/environ>\n",
+        "token": f'#include "{secret_file}"\n',
+        "passwd": '#include "passwd"\n',
+    }
+    cands = tuple(Candidate(cid, KernelSource(inc + vadd.source, "vadd")) for cid, inc in evil.items())
+    with (
+        LocalExecutor(handler="sandbox_fakes:ScriptedHandler", compile_workers=1) as local,
+        running_worker(local) as (url, _),
+        RemoteExecutor(url, TOKEN) as remote,
+    ):
+        result = remote.evaluate(vadd_request(vadd, (*cands, Candidate("ok1", vadd)), request_id="evil"))
+        pch = tmp_path / "x.pch"
+        writer = KernelSource(vadd.source, "vadd", (f"--create-pch={pch}",))
+        with pytest.raises(ExecutorError, match="create-pch"):
+            remote.evaluate(vadd_request(vadd, (Candidate("w", writer),), request_id="writer"))
+    *bad, ok = result.candidates
+    assert ok.status is Status.OK
+    for r in bad:
+        assert r.status is Status.COMPILE_ERROR and "#include" in r.message, r
+        blob = to_json(r)
+        assert SECRET not in blob and "PATH=" not in blob and "root:" not in blob
+    assert not pch.exists()
