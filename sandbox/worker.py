@@ -227,6 +227,10 @@ _HIDDEN_DIRS = ("/home", "/root", "/etc/ssh", "/var/lib", "/run/secrets")  # emp
 _HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 
 
+# the worker's code, and CuPy's libraries where CuPy is installed (importing it loads them; no GPU needed)
+_GPU_PROBE = "import importlib.util, sandbox.worker; importlib.util.find_spec('cupy') and __import__('cupy')"
+
+
 @functools.cache
 def bwrap_prefix() -> tuple[str, ...]:
     """bubblewrap prefix for a GPU worker, or () if unusable: no network, read-only root with the
@@ -257,13 +261,13 @@ def bwrap_prefix() -> tuple[str, ...]:
     for path in _code_paths():
         if any(path == d or path.startswith(d + os.sep) for d in (*_HIDDEN_DIRS, tmp)):
             hidden += ["--ro-bind", path, path]
-    if _probe(hidden, "import sandbox.worker"):
+    if _probe(hidden, _GPU_PROBE):
         return tuple(hidden)
     log.warning("the GPU worker cannot start with the host's homes hidden; it runs in a plain bwrap")
     for path in _code_paths():  # as before: only what lives under the private /tmp is bound again
         if path.startswith(tmp + os.sep):
             base += ["--ro-bind", path, path]
-    return tuple(base) if _probe(base, "import sandbox.worker") else ()
+    return tuple(base) if _probe(base, _GPU_PROBE) else ()
 
 
 @functools.cache
