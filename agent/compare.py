@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import threading
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent import spec as spec_mod
 from agent.loop import LaunchChange, Proposal, Target, TargetError, signature_mismatch
 from agent.source import Document, Kernel
-from sandbox.contract import CandidateResult, EvalOptions, EvalRequest, EvalResult
+from sandbox.contract import CandidateResult, EvalOptions, EvalResult
 from sandbox.executor import Executor, ProgressFn
 
 
@@ -163,15 +163,8 @@ def compare(
     candidate, error = target.candidate("candidate", proposal)
     if candidate is None:
         raise TargetError(error)
-    request = EvalRequest(
-        id=f"compare-{uuid.uuid4().hex}",
-        baseline=target.baseline,
-        candidates=(candidate,),
-        verify_problems=target.verify_problems,
-        bench_problem=target.bench_problem,
-        seeds=seeds,
-        tolerance=target.tolerance,
-        options=replace(EvalOptions(), sanitize=sanitize),
+    request = target.request(
+        f"compare-{uuid.uuid4().hex}", (candidate,), seeds=seeds, options=EvalOptions(sanitize=sanitize)
     )
     result = executor.evaluate(request, progress=progress, cancel=cancel)
     return Comparison(target, candidate_path, proposal, result)

@@ -186,6 +186,31 @@ class Target:
         kernel = replace(self.baseline, source=unit, name=name, options=options)
         return Candidate(cid, kernel, launches), ""
 
+    def request(
+        self,
+        request_id: str,
+        candidates: tuple[Candidate, ...],
+        *,
+        seeds: tuple[int, ...] = (1, 2, 3),
+        budget: Budget | None = None,
+        options: EvalOptions | None = None,
+    ) -> EvalRequest:
+        """An evaluation of ``candidates`` against the kernel under its spec: problems, tolerances
+        and the lower precisions the spec allows."""
+        return EvalRequest(
+            id=request_id,
+            baseline=self.baseline,
+            candidates=candidates,
+            verify_problems=self.verify_problems,
+            bench_problem=self.bench_problem,
+            seeds=seeds,
+            tolerance=self.tolerance,
+            tolerances=self.tolerances,
+            allow_precision=self.allow_precision,
+            budget=budget or Budget(),
+            options=options or EvalOptions(),
+        )
+
     def file_with(self, code: str, edits: Sequence[TextEdit] = ()) -> str:
         """The original file with the definition replaced by ``code`` and ``edits`` applied."""
         end = self.definition_start + len(self.definition)
@@ -678,7 +703,8 @@ class SizeCheck:
     ok: bool
     max_abs_err: float
     max_rel_err: float
-    detail: str = ""
+    detail: str = ""  # the failing check's, else the one closest to its bound: measured error and bound
+    error_ratio: float = 0.0  # the largest measured error as a share of its bound (<= 1 passes)
 
 
 @dataclass(frozen=True)
@@ -894,7 +920,7 @@ class _Run:
             self._emit("evaluated", f"{rejected.candidate_id}: {verdict.status.value} ({verdict.message})")
 
     def _evaluate_baseline(self) -> EvalResult:
-        request = self._request("baseline", ())
+        request = self._request(f"{self.run_id}-baseline", ())
         return self.executor.evaluate(request, cancel=self.user_cancel)
 
     def _watch(self) -> None:
@@ -1051,17 +1077,10 @@ class _Run:
         return attempt
 
     def _request(self, request_id: str, candidates: tuple[Candidate, ...]) -> EvalRequest:
-        t = self.target
-        return EvalRequest(
-            id=request_id,
-            baseline=t.baseline,
-            candidates=candidates,
-            verify_problems=t.verify_problems,
-            bench_problem=t.bench_problem,
+        return self.target.request(
+            request_id,
+            candidates,
             seeds=self.seeds,
-            tolerance=t.tolerance,
-            tolerances=t.tolerances,
-            allow_precision=t.allow_precision,
             budget=self.settings.eval_budget,
             options=self.settings.options,
         )
@@ -1153,7 +1172,8 @@ def size_checks(r: CandidateResult) -> tuple[SizeCheck, ...]:
             ok=all(c.ok for c in checks),
             max_abs_err=max(c.max_abs_err for c in checks),
             max_rel_err=max(c.max_rel_err for c in checks),
-            detail="; ".join(c.detail for c in checks if c.detail),
+            detail=max(checks, key=lambda c: (not c.ok, c.error_ratio)).detail,
+            error_ratio=max(c.error_ratio for c in checks),
         )
         for label, checks in by_label.items()
     )

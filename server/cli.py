@@ -539,10 +539,12 @@ def _print_optimize(
             f"[{result.speedup_low:.2f}x-{result.speedup_high:.2f}x] ({best.proposal.description})"
         )
         sizes = ", ".join(
-            f"{c.label} ({c.seeds} seed{'s' if c.seeds != 1 else ''}, max abs err {c.max_abs_err:.2g})"
+            f"{c.label} ({c.seeds} seed{'s' if c.seeds != 1 else ''}, max error {c.error_ratio:.2g} of its bound)"
             for c in result.verification
         )
         click.echo(f"  verified on: {sizes}")
+        if best.result.precision:
+            click.echo(f"  lower precision: {best.result.precision}")
         if best.result.sanitizer:
             click.echo(f"  compute-sanitizer: {best.result.sanitizer}")
         for a in result.assumptions:
@@ -749,6 +751,8 @@ def _print_compare(found: Any) -> None:
         return
     verdict = "verified" if c.status.value == "ok" else c.status.value
     click.echo(f"  verdict: {verdict}{f' ({c.message})' if c.message else ''}")
+    if c.precision:
+        click.echo(f"  lower precision than the original: {c.precision}")
     for check in size_checks(c):
         mark = "ok" if check.ok else "FAILED"
         detail = f": {check.detail}" if check.detail else ""
@@ -894,6 +898,32 @@ def suite(
     type=click.IntRange(1),
     help="Evaluations in flight per client.",
 )
+@click.option(
+    "--max-timeout",
+    default=600.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Longest per-candidate timeout a request may ask for (seconds).",
+)
+@click.option(
+    "--max-memory-gb",
+    default=64.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Largest GPU memory cap a request may ask for.",
+)
+@click.option(
+    "--max-candidates",
+    default=64,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Candidates per request.",
+)
+@click.option(
+    "--trusted-proxy",
+    multiple=True,
+    help="Address of a proxy whose X-Forwarded-For names the client (repeatable; default: none).",
+)
 def worker(
     host: str,
     port: int,
@@ -902,9 +932,14 @@ def worker(
     tls_key: str | None,
     gpus: str,
     max_per_client: int,
+    max_timeout: float,
+    max_memory_gb: float,
+    max_candidates: int,
+    trusted_proxy: tuple[str, ...],
 ) -> None:
     """Serve this machine's GPUs to remote editors and optimizers over HTTP."""
     import logging
+    import signal
 
     try:
         from sandbox import service
@@ -912,6 +947,7 @@ def worker(
         raise UserError(
             f"the worker needs the `worker` extra: pip install 'cuda-agent[worker]' ({exc})"
         ) from exc
+    from sandbox.contract import RequestLimits
     from sandbox.executor import ExecutorError
     from sandbox.remote import local_gpu_executor
 
@@ -929,15 +965,22 @@ def worker(
         sock = service.listen(host, port)
     except OSError as exc:
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    request_limits = RequestLimits(
+        max_timeout_s=max_timeout, max_memory_bytes=int(max_memory_gb * 2**30), max_candidates=max_candidates
+    )
+    limits = service.Limits(
+        max_per_client=max_per_client, request=request_limits, trusted_proxies=trusted_proxy
+    )
     executors = []
     try:
         for index in indices:
-            executors.append(local_gpu_executor(index))
-        app = service.WorkerService(
-            executors, token=token, limits=service.Limits(max_per_client=max_per_client)
-        )
-        server = service.make_server(app.app, tls_cert=tls_cert, tls_key=tls_key)
+            executors.append(local_gpu_executor(index, request_limits))
+        app = service.WorkerService(executors, token=token, limits=limits)
+        server = service.make_server(app.app, tls_cert=tls_cert, tls_key=tls_key, limits=limits)
         scheme = "https" if tls_cert else "http"
+        # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
+        # it found: make that handler an exit, so the pools below are stopped, not orphaned.
+        signal.signal(signal.SIGTERM, _exit_on_signal)
         log.info("serving GPUs %s on %s://%s:%d", gpus, scheme, host, sock.getsockname()[1])
         if not token:
             log.warning("no --token-file: any user of this machine can run kernels on its GPUs")
@@ -950,6 +993,10 @@ def worker(
         for executor in executors:
             executor.close()
         sock.close()
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def read_token(path: str) -> str:

@@ -187,3 +187,31 @@ def test_compare_through_a_remote_worker_on_loopback(
             assert json.loads(capsys.readouterr().out)["verified"] is True
     assert [r.candidates[0].kernel.name for r in fake.requests] == ["vadd_x4", "vadd_grid_stride"]
     assert len({r.id for r in fake.requests}) == 2
+
+
+def test_compare_carries_the_specs_precision_allowance_and_per_output_tolerances(tmp_path: Path) -> None:
+    """`precision allow=` and `tolerance arg=...` reach the sandbox from compare as from optimize."""
+    trust = Path(__file__).parent / "data" / "trust"
+    doc = Document.from_file(trust / "matmul_tf32.cu")
+    target = loop.target_for(doc, "matmul_tf32_ok")
+    cand = cmp.find_kernel(doc, "matmul_tf32", "--with")
+    proposal = cmp.candidate_proposal(target, doc.kernel("matmul_tf32_ok"), doc, doc, cand)  # type: ignore[arg-type]
+    _, executor = evaluated(target, proposal)
+    assert executor.requests[0].allow_precision == ("tf32",)
+    text = (
+        (trust / "tiny.cu")
+        .read_text()
+        .replace("// @cuda-agent tolerance atol=1e-5 rtol=1e-5", "// @cuda-agent tolerance arg=out norm=1e-3")
+    )
+    tiny = Document(text, str(tmp_path / "tiny.cu"))
+    target = loop.target_for(tiny, "scale_tiny_loose")
+    proposal = cmp.candidate_proposal(
+        target,
+        tiny.kernel("scale_tiny_loose"),
+        tiny,
+        tiny,
+        cmp.find_kernel(tiny, "scale_tiny_div", "--with"),  # type: ignore[arg-type]
+    )
+    _, executor = evaluated(target, proposal)
+    (tol,) = executor.requests[0].tolerances
+    assert (tol.arg, tol.norm, tol.atol) == ("out", 1e-3, None)
