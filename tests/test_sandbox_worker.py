@@ -351,7 +351,7 @@ def test_cancel_stops_compute_sanitizer(
 
 PARENT = """
 import sys, time
-from sandbox.worker import WorkerProcess, EvalJob, Binary
+from sandbox.worker import WorkerProcess, EvalJob, Binary, encode
 from sandbox_fakes import HANGING_SANITIZER, fake_sanitizer, kernel_file, vadd_request
 from sandbox.contract import Candidate
 from pathlib import Path
@@ -359,7 +359,7 @@ vadd = kernel_file(Path(sys.argv[1]), "vadd")
 w = WorkerProcess(handler="sandbox_fakes:ScriptedHandler")
 w.start()
 print(w.proc.pid, flush=True)
-w.conn.send(EvalJob(vadd_request(vadd, (Candidate("hang", vadd),), request_id=sys.argv[2]), Binary(b"", "vadd"), 0))
+w.conn.send_bytes(encode(EvalJob(vadd_request(vadd, (Candidate("hang", vadd),), request_id=sys.argv[2]), Binary(b"", "vadd"), 0)))
 time.sleep(600)
 """
 
