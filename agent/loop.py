@@ -53,6 +53,7 @@ from agent.spec import KernelSpec, ScalarSpec, parse_dims
 from agent.trajectory import RunInfo, TrajectoryLog, reward
 from sandbox.compiler import carry_headers
 from sandbox.contract import (
+    PRECISIONS,
     Budget,
     Candidate,
     CandidateResult,
@@ -170,6 +171,8 @@ class Target:
         not the original's (the harness launches it with the original's arguments)."""
         unit = proposal.unit or self.unit_with(proposal.code)
         name = proposal.kernel or self.kernel
+        if why := _precision_refusal(self, proposal.precision):
+            return None, why
         if why := _replaces(
             self, Document(proposal.code), name.partition("<")[0], proposal.unit or self.text
         ):
@@ -225,6 +228,20 @@ class Target:
             pos = e.end
         out.append(self.text[pos:])
         return "".join(out)
+
+
+def _precision_refusal(target: Target, claimed: Sequence[str]) -> str:
+    """Why a rewrite claiming the lower precisions ``claimed`` cannot be evaluated ('' when it can):
+    each must be a known kind the spec allows (``precision allow=``), since the claim widens the
+    tolerance to that precision's roundoff."""
+    if unknown := [k for k in claimed if k not in PRECISIONS]:
+        return f"unknown precision `{unknown[0]}` ({', '.join(PRECISIONS)})"
+    if barred := [k for k in claimed if k not in target.allow_precision]:
+        return (
+            f"the rewrite claims {', '.join(barred)}, which the spec of {target.kernel} does not allow "
+            f"(add `// @cuda-agent precision allow={','.join(barred)}` to it to permit that)"
+        )
+    return ""
 
 
 def signature_mismatch(
@@ -547,6 +564,13 @@ class Proposal:
     ``unit`` (a rewrite written elsewhere, e.g. ``cuda-agent compare``) is a whole translation unit
     evaluated as it is, with ``code`` the kernel's definition as it reads there; ``options`` are
     NVRTC options it needs (checked by the sandbox like every option of a request).
+    ``precision`` is the lower precision the rewrite claims (``("fp16",)``): refused before it runs
+    unless the spec allows it (``precision allow=``); the sandbox reports what it detects anyway.
+
+    This is the one candidate format: ``cuda-agent compare`` (a kernel the user wrote), the built-in
+    engine (a transformation's result) and the LLM proposer (a tool call or a fenced reply) all
+    produce it, and :meth:`Target.candidate` checks every one the same way (parameter list, launch,
+    precision) before anything runs.
     """
 
     code: str
@@ -558,6 +582,9 @@ class Proposal:
     transcript: tuple[tuple[str, str], ...] = ()
     unit: str = ""  # a whole translation unit holding the kernel (a rewrite written elsewhere)
     options: tuple[str, ...] = ()  # NVRTC options the candidate needs beyond the baseline's
+    precision: tuple[
+        str, ...
+    ] = ()  # lower precisions it claims to use (PRECISIONS); the spec must allow them
 
 
 @dataclass(frozen=True)
@@ -578,6 +605,8 @@ class OptimizeContext:
     """What a proposer gets: the target, where it runs, the baseline's measured verdict, the seed.
 
     ``cancel`` is set when the run stops; a proposer blocked on I/O should give up promptly.
+    ``profile`` evaluates a proposal once more under Nsight Compute (the result's ``profile``); it
+    blocks the proposer's thread while the sandbox works and raises ``ExecutorError`` like an evaluation.
     """
 
     target: Target
@@ -586,6 +615,7 @@ class OptimizeContext:
     seed: int
     budget: OptimizeBudget
     cancel: threading.Event
+    profile: Callable[[Proposal], CandidateResult] | None = None  # verify + Nsight Compute, blocking
 
 
 class Proposer(abc.ABC):
@@ -850,7 +880,9 @@ class _Run:
             spec=self.target.spec_text,
             baseline_ms=baseline.timing.median_ms if baseline.timing else 0.0,
         )
-        context = OptimizeContext(self.target, self.device, baseline, self.seed, self.budget, self.stop)
+        context = OptimizeContext(
+            self.target, self.device, baseline, self.seed, self.budget, self.stop, self._profile
+        )
         watcher = threading.Thread(target=self._watch, name="optimize-watch", daemon=True)
         producer = threading.Thread(
             target=self._produce, args=(context,), name="optimize-propose", daemon=True
@@ -1085,6 +1117,17 @@ class _Run:
             options=self.settings.options,
         )
 
+    def _profile(self, proposal: Proposal) -> CandidateResult:
+        """``proposal`` verified and profiled under Nsight Compute (``EvalOptions.profile``) on the
+        bench problem; for a proposer's ``profile`` tool (``OptimizeContext.profile``)."""
+        cid = f"profile-{len(self.attempts)}"
+        candidate, error = self._candidate(cid, proposal)
+        if candidate is None:
+            return CandidateResult(cid, Status.LAUNCH_ERROR, message=error)
+        options = replace(self.settings.options, profile=True, time=False, sanitize=False)
+        request = replace(self._request(f"{self.run_id}-{cid}", (candidate,)), options=options)
+        return self.executor.evaluate(request, cancel=self.stop).candidates[0]
+
     # ------------------------------------------------------------------ events and result
 
     def _on_progress(self, p: Progress) -> None:
@@ -1153,7 +1196,9 @@ class _Run:
 
 
 def _fingerprint(p: Proposal) -> str:
-    return hashlib.sha256(repr((p.code, p.launch, p.kernel, p.unit, p.options)).encode()).hexdigest()
+    return hashlib.sha256(
+        repr((p.code, p.launch, p.kernel, p.unit, p.options, p.precision)).encode()
+    ).hexdigest()
 
 
 def _ms(r: CandidateResult) -> str:

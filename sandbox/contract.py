@@ -221,6 +221,7 @@ class EvalOptions:
     backend: Backend = "cupy"
     sanitize: bool = False  # run compute-sanitizer memcheck + racecheck on OK candidates
     time: bool = True  # False: verify only (faster; used by tools that just check)
+    profile: bool = False  # profile OK candidates once under Nsight Compute (``CandidateResult.profile``)
 
 
 @dataclass(frozen=True)
@@ -314,6 +315,31 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class Stall:
+    """One warp stall reason: average warps stalled for it per issued instruction."""
+
+    reason: str  # e.g. "long_scoreboard"
+    per_issue: float
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Nsight Compute's view of one launch of a candidate at the bench problem (``ncu
+    --clock-control none``), or why there is none (``available`` False: no ``ncu`` on the GPU
+    machine, no permission for the counters, the run failed).  Percentages are of the device's peak."""
+
+    available: bool
+    message: str = ""  # why not available; or what ncu said beside the metrics
+    memory_pct: float = 0.0  # memory throughput (the busiest of DRAM, L2, L1) % of peak
+    dram_pct: float = 0.0
+    compute_pct: float = 0.0  # SM throughput % of peak
+    achieved_occupancy_pct: float = 0.0
+    l2_hit_pct: float = 0.0
+    duration_us: float = 0.0
+    stalls: tuple[Stall, ...] = ()  # the top stall reasons, largest first
+
+
+@dataclass(frozen=True)
 class CandidateResult:
     candidate_id: str
     status: Status
@@ -334,6 +360,7 @@ class CandidateResult:
     pct_peak_bandwidth: float = 0.0
     pct_peak_flops: float = 0.0
     sanitizer: str = ""  # compute-sanitizer summary, when it ran
+    profile: Profile | None = None  # Nsight Compute metrics, when ``EvalOptions.profile`` asked
     seconds: float = 0.0  # wall time spent on this candidate
 
 

@@ -425,11 +425,12 @@ def _tls_failure(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- Ray
 
 
-def local_gpu_executor(gpu: int, limits: RequestLimits | None = None) -> Executor:
-    """The sandbox's local executor on GPU ``gpu`` of this machine (imports the GPU stack)."""
-    from sandbox.worker import LocalExecutor
+def local_gpu_executor(gpu: int, limits: RequestLimits | None = None, handler: str = "") -> Executor:
+    """The sandbox's local executor on GPU ``gpu`` of this machine (imports the GPU stack);
+    ``handler`` (``module:factory``) replaces the GPU handler of its worker processes."""
+    from sandbox.worker import DEFAULT_HANDLER, LocalExecutor
 
-    return LocalExecutor(devices=(gpu,), limits=limits)
+    return LocalExecutor(devices=(gpu,), limits=limits, handler=handler or DEFAULT_HANDLER)
 
 
 def _evaluate_on_local_gpu(request: EvalRequest, progress: ProgressFn, cancel: threading.Event) -> EvalResult:

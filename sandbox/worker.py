@@ -64,6 +64,7 @@ from sandbox.contract import (
     KernelSource,
     Launch,
     Problem,
+    Profile,
     Progress,
     RequestError,
     RequestLimits,
@@ -625,6 +626,8 @@ class _Evaluation:
                     result = self._finish(reply, job, started, result)
                     if result.status == Status.OK and req.options.sanitize:
                         result = sanitize(self.worker, job, result, budget, self.cancel)
+                    if result.status == Status.OK and req.options.profile:
+                        result = replace(result, profile=nsight_profile(self.worker, job, budget))
                 results.append(result)
             self._report(i + 2, total, f"{cand.id}: {results[-1].status.value}")
         return EvalResult(req.id, baseline, tuple(results), self.info)
@@ -756,6 +759,26 @@ def sanitize(
             sanitizer=f"skipped: cancelled before every tool ran{done}",
         )
     return replace(result, sanitizer="passed: " + "; ".join(lines))
+
+
+def nsight_profile(worker: WorkerProcess, job: EvalJob, budget: Budget) -> Profile:
+    """The candidate of ``job`` launched once at the bench problem under Nsight Compute
+    (:mod:`sandbox.profile`), in the worker's sandbox; the first seed's inputs."""
+    from sandbox.profile import RunnerJob, profile_candidate
+
+    assert job.candidate is not None
+    req = job.request
+    launches = req.candidates[job.index].launches
+    runner = RunnerJob(
+        cubin=job.candidate.cubin,
+        symbol=job.candidate.symbol,
+        problem=req.bench_problem,
+        launch=launches[-1] if launches else req.bench_problem.launch,
+        seed=req.seeds[0],
+        device=worker.device,
+        backend=worker.backend,
+    )
+    return profile_candidate(runner, worker.prefix, clean_env(), str(PACKAGE_ROOT), 4 * budget.timeout_s)
 
 
 SANITIZER_ERROR = 86  # the exit status compute-sanitizer is told to use when it finds errors

@@ -675,19 +675,15 @@ def compare(
     from sandbox.executor import ExecutorError
 
     path, text = read_source(file)
-    doc = Document(text, str(path))
+
+    def open_document(name: str) -> Document:
+        cand_path, cand_text = read_source(name)
+        return Document(cand_text, str(cand_path))
+
     try:
-        ref = cmp.CandidateRef.parse(with_)
-        target = loop.target_for(doc, kernel)
-        original = cmp.find_kernel(doc, kernel, "FILE")
-        if ref.path is None:
-            cand_doc = doc
-        else:
-            cand_path, cand_text = read_source(ref.path)
-            cand_doc = Document(cand_text, str(cand_path))
-        cand = cmp.find_kernel(cand_doc, ref.kernel, "--with")
-        change = cmp.parse_launch(launch) if launch is not None else None
-        proposal = cmp.candidate_proposal(target, original, doc, cand_doc, cand, change)
+        target, proposal, cand_doc = cmp.prepare(
+            Document(text, str(path)), kernel, with_, launch, open_document
+        )
     except loop.TargetError as exc:
         raise UserError(str(exc)) from exc
     rng = random.Random(seed)
@@ -711,14 +707,31 @@ def compare(
     else:
         _print_compare(found)
     if not found.verified:
-        raise JobFailed(f"{cand.name} did not verify against {target.kernel}: {found.candidate.status.value}")
+        raise JobFailed(
+            f"{proposal.kernel} did not verify against {target.kernel}: {found.candidate.status.value}"
+        )
 
 
 def _compare_json(found: Any) -> dict[str, Any]:
+    from agent.compare import reason_text
     from agent.loop import size_checks
     from sandbox.contract import to_dict
 
-    c = found.candidate
+    c, base = found.candidate, found.result.baseline
+    bad = found.first_failure
+
+    def side(r: Any) -> dict[str, Any]:
+        res = r.resources
+        return {
+            "status": r.status.value,
+            "median_ms": r.timing.median_ms if r.timing else None,
+            "gbps": r.achieved_gbps,
+            "pct_peak_bandwidth": r.pct_peak_bandwidth,
+            "pct_peak_flops": r.pct_peak_flops,
+            "registers": res.registers if res else None,
+            "spill_bytes": (res.spill_stores + res.spill_loads) if res else None,
+        }
+
     return {
         "file": found.target.path,
         "kernel": found.target.kernel,
@@ -726,19 +739,25 @@ def _compare_json(found: Any) -> dict[str, Any]:
         "verified": found.verified,
         "status": c.status.value,
         "message": c.message,
+        "reason": reason_text(found),
+        "first_failure": to_dict(bad) if bad else None,
         "speedup": c.speedup,
         "speedup_low": c.speedup_low,
         "speedup_high": c.speedup_high,
+        "original": side(base),
+        "rewrite": side(c),
         "launch": to_dict(found.proposal.launch) if found.proposal.launch else None,
+        "precision": {"claimed": list(found.proposal.precision), "detected": c.precision},
         "verification": to_dict(size_checks(c)),
         "sanitizer": c.sanitizer,
-        "baseline": to_dict(found.result.baseline),
+        "baseline": to_dict(base),
         "result": to_dict(c),
         "device": to_dict(found.result.device) if found.result.device else None,
     }
 
 
 def _print_compare(found: Any) -> None:
+    from agent.compare import reason_text
     from agent.loop import size_checks
     from sandbox.timing import measured_text
 
@@ -747,27 +766,30 @@ def _print_compare(found: Any) -> None:
     where = "the same file" if found.candidate_path == t.path else found.candidate_path
     click.echo(f"{t.kernel} ({t.path}) against {found.proposal.kernel} ({where}) on {device}")
     if base.status.value != "ok":
-        click.echo(f"  the original failed its own checks: {base.status.value}: {base.message}")
+        click.echo(f"  {reason_text(found)}")
         return
-    verdict = "verified" if c.status.value == "ok" else c.status.value
-    click.echo(f"  verdict: {verdict}{f' ({c.message})' if c.message else ''}")
-    if c.precision:
-        click.echo(f"  lower precision than the original: {c.precision}")
+    click.echo(f"  verdict: {'verified' if found.verified else reason_text(found)}")
     for check in size_checks(c):
         mark = "ok" if check.ok else "FAILED"
-        detail = f": {check.detail}" if check.detail else ""
         click.echo(
             f"    {check.label}: {mark} on {check.seeds} seed(s), max abs err {check.max_abs_err:.3g}, "
-            f"max rel err {check.max_rel_err:.3g}{detail}"
+            f"max rel err {check.max_rel_err:.3g}"
         )
     click.echo(f"  original:  {measured_text(base, detail=True)}")
-    if c.status.value == "ok":
+    if found.verified:
         click.echo(f"  rewrite:   {measured_text(c, detail=True)}")
         click.echo(f"  speedup:   {c.speedup:.2f}x [{c.speedup_low:.2f}x-{c.speedup_high:.2f}x]")
-        if c.sanitizer:
-            click.echo(f"  compute-sanitizer: {c.sanitizer}")
+        if c.note:
+            click.echo(f"  note: {c.note}")
     elif c.resources:
         click.echo(f"  rewrite:   {c.resources.registers} registers, {c.resources.spill_stores} B spilled")
+    if found.proposal.precision or c.precision:
+        claimed = ", ".join(found.proposal.precision) or "none"
+        click.echo(f"  precision: claimed {claimed}; detected {c.precision or 'none'}")
+    if c.sanitizer:
+        click.echo(f"  compute-sanitizer: {c.sanitizer}")
+    elif found.verified:
+        click.echo("  compute-sanitizer: not run")
     if found.proposal.launch is not None:
         lc = found.proposal.launch
         parts = ", ".join(
@@ -939,6 +961,7 @@ def worker(
 ) -> None:
     """Serve this machine's GPUs to remote editors and optimizers over HTTP."""
     import logging
+    import os
     import signal
 
     try:
@@ -973,8 +996,9 @@ def worker(
     )
     executors = []
     try:
+        handler = os.environ.get("CUDA_AGENT_WORKER_HANDLER", "")  # tests: a scripted GPU handler
         for index in indices:
-            executors.append(local_gpu_executor(index, request_limits))
+            executors.append(local_gpu_executor(index, request_limits, handler))
         app = service.WorkerService(executors, token=token, limits=limits)
         server = service.make_server(app.app, tls_cert=tls_cert, tls_key=tls_key, limits=limits)
         scheme = "https" if tls_cert else "http"

@@ -36,6 +36,7 @@ from server.stdio import GuardedStdin
 from server.store import Changes, ResultStore, Watcher
 
 if TYPE_CHECKING:
+    from server.compare import Comparisons
     from server.diagnostics import Checker
     from server.optimize import Runs
 
@@ -168,6 +169,7 @@ class CudaLanguageServer(LanguageServer):
         self.on_stop: list[Callable[[], None]] = []
         self.checks: Checker | None = None  # set by server.diagnostics.setup
         self.runs: Runs | None = None  # set by server.optimize.setup
+        self.comparisons: Comparisons | None = None  # set by server.compare.setup
 
     # ------------------------------------------------------------------ documents
 
@@ -395,11 +397,11 @@ def install_logging(ls: CudaLanguageServer, level: int = logging.INFO) -> None:
 
 def create_server() -> CudaLanguageServer:
     """The server with every feature registered."""
-    from server import diagnostics, hints, hover, lenses, optimize, symbols
+    from server import compare, diagnostics, hints, hover, lenses, optimize, symbols
 
     ls = CudaLanguageServer()
     _setup_lifecycle(ls)
-    for feature in (symbols, lenses, hints, hover, diagnostics, optimize):
+    for feature in (symbols, lenses, hints, hover, diagnostics, optimize, compare):
         feature.setup(ls)
     return ls
 

@@ -76,7 +76,7 @@ class ActiveRun:
     """A run in progress (event loop only)."""
 
     run_id: str
-    kind: Literal["optimize", "benchmark"]
+    kind: Literal["optimize", "benchmark", "compare"]
     uri: str
     kernel: str
     cancel: threading.Event
