@@ -51,6 +51,7 @@ from agent import spec as spec_mod
 from agent.source import Document, Expr, Kernel, LaunchSite, Param
 from agent.spec import KernelSpec, ScalarSpec, parse_dims
 from agent.trajectory import RunInfo, TrajectoryLog, reward
+from sandbox.compiler import carry_headers
 from sandbox.contract import (
     PRECISIONS,
     Budget,
@@ -320,6 +321,10 @@ def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...
     except spec_mod.InvalidSpec as exc:
         raise TargetError(f"{where}: {exc}") from None
     unit = doc.standalone(k, also=spec_mod.template_names(spec.template_args))
+    # the file's own headers travel with the unit: a request is compiled without the host's files
+    headers, carried = carry_headers(
+        unit.source, doc.path or "kernel.cu", tuple(dict.fromkeys((*unit.options, *options)))
+    )
     start = _char(doc, k.span.start_byte)
     definition = doc.data[k.span.start_byte : k.span.end_byte].decode("utf-8", errors="replace")
     sites = doc.launches_of(k.name)
@@ -351,10 +356,7 @@ def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...
         definition=definition,
         definition_start=start,
         baseline=KernelSource(
-            unit.source,
-            spec.name_expression,
-            tuple(dict.fromkeys((*unit.options, *options))),
-            Path(doc.path).name or "kernel.cu",
+            unit.source, spec.name_expression, carried, Path(doc.path).name or "kernel.cu", headers
         ),
         verify_problems=problems[:-1],
         bench_problem=problems[-1],

@@ -183,12 +183,15 @@ class KernelSource:
     """A standalone translation unit and the kernel to launch from it.
 
     ``name`` is the kernel's name expression: ``vadd`` or, for a template, ``vadd<float, 256>``.
+    ``headers``: the unit's own headers (name as included -> text), handed to NVRTC in memory;
+    a compile for a request reads no other file than CUDA's headers (``sandbox.boundary``).
     """
 
     source: str
     name: str
-    options: tuple[str, ...] = ()  # extra NVRTC options: -I, -D, -std=...
-    filename: str = "kernel.cu"
+    options: tuple[str, ...] = ()  # extra NVRTC options: -D, -std=... (sandbox.boundary.check_options)
+    filename: str = "kernel.cu"  # a plain file name
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -551,7 +554,9 @@ class _Bounds:
             raise RequestError("options.backend", f"{o.backend[:40]!r} is not cupy or pycuda")
 
     def kernel(self, where: str, k: KernelSource) -> None:
-        size = len(k.source.encode("utf-8", "surrogatepass"))
+        self.count(f"{where}.headers", len(k.headers), self.limits.max_args, "headers")
+        texts = [k.source, *k.headers, *k.headers.values()]  # the unit's own headers count as its source
+        size = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
         if size > self.limits.max_source_bytes:
             raise RequestError(
                 f"{where}.source", f"{size} bytes, more than this worker's {self.limits.max_source_bytes}"
