@@ -122,11 +122,11 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
     const userData = path.join(tmp, "user-data");
     const extensions = path.join(tmp, "extensions");
     fs.mkdirSync(path.join(userData, "User"), { recursive: true });
-    fs.mkdirSync(path.join(userData, "Machine"), { recursive: true });
-    // cudaAgent.python is machine-scoped: a remote window (code-server) takes it from the remote machine's settings.
-    fs.writeFileSync(path.join(userData, "Machine", "settings.json"), JSON.stringify({ "cudaAgent.python": projectPython() }));
+    // Desktop VS Code's defaults: files.refactoring.autoSave stays on (Accept and Add spec must still
+    // not save); files.autoSave is "off" as on the desktop (a web build such as code-server defaults
+    // to "afterDelay", which saves every edit, typed or not, a second later).
     const settings = {
-      "files.refactoring.autoSave": false,
+      "cudaAgent.python": projectPython(),
       "files.autoSave": "off",
       "cudaAgent.trace.server": "messages",
       "security.workspace.trust.enabled": false,
