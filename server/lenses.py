@@ -2,8 +2,9 @@
 
 With a spec that parses: **Benchmark** and **Optimize**, the last benchmark, and **Apply** for a
 verified rewrite waiting for this version of the file.  Without one: **Add benchmark spec**,
-which inserts the spec inferred from the code (``cudaAgent.addSpec``); the same edit is the quick
-fix of the ``missing-spec`` diagnostic, as a snippet where the client supports snippet edits.
+which inserts the spec inferred from the code (``cudaAgent.addSpec``: the server sends the edit, as
+a snippet where the client supports snippet edits); the same command is the quick fix of the
+``missing-spec`` diagnostic.  While a run is in progress: **Cancel**.
 """
 
 from __future__ import annotations
@@ -152,19 +153,19 @@ def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[l
         ]
     if view.spec is not None or running is not None:
         return actions
-    if view.written:
-        return []
-    edit = spec_edit(ls, od, k)
-    if edit is None:
+    if view.written or od.doc is None:
         return []
     fixes = [d for d in params.context.diagnostics if d.code == "missing-spec"]
+    title = f"Add benchmark spec for {name} (inferred)"
+    # a command, not an edit: the server sends the edit (workspace/applyEdit), which the VS Code
+    # extension puts into the editor unsaved (a code action's edit goes through VS Code's bulk edit)
     return [
         lsp.CodeAction(
-            title=f"Add benchmark spec for {k.qualified_name} (inferred)",
+            title=title,
             kind=lsp.CodeActionKind.QuickFix,
             diagnostics=fixes or None,
             is_preferred=True,
-            edit=edit,
+            command=lsp.Command(title=title, command=wire.ADD_SPEC_COMMAND, arguments=[arg]),
         )
     ]
 
