@@ -454,9 +454,7 @@ class _Evaluation:
         symbol = res.lowered_names.get(kernel.name, kernel.name)
         base = CandidateResult(cid, Status.OK, compile_log=res.log, resources=res.resources.get(symbol))
         if not res.ok:
-            first = next((d for d in res.diagnostics if d.severity == "error"), None)
-            msg = f"line {first.line}: {first.message}" if first else "compilation failed"
-            return None, replace(base, status=Status.COMPILE_ERROR, message=msg)
+            return None, replace(base, status=Status.COMPILE_ERROR, message=res.first_error())
         if why := static_rejection(kernel, compiled.binary):
             return None, replace(base, status=Status.REJECTED, message=why)
         return Binary(compiled.binary, symbol), base

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,19 @@ def test_fake_executor_is_deterministic_and_honours_cancel() -> None:
     result = slow.evaluate(_request(5), progress=on_progress, cancel=cancel)
     assert [c.status for c in result.candidates] == [Status.OK] + [Status.CANCELLED] * 5
     assert progress == [1]
+
+
+def test_the_simulated_gpu_still_compiles() -> None:
+    """Code that does not compile is a compile_error with NVRTC's message, not a verified speedup."""
+    request = _request(1)
+    typo = KernelSource("__global__ void k(float* p) { p[0] = undefined_name; }", "k")
+    broken = replace(request, candidates=(Candidate("typo", typo), *request.candidates))
+    result = FakeExecutor().evaluate(broken)
+    assert result.baseline.status is Status.OK
+    assert [c.status for c in result.candidates] == [Status.COMPILE_ERROR, Status.OK, Status.OK]
+    assert "undefined_name" in result.candidates[0].message and result.candidates[0].message.startswith(
+        "line 1:"
+    )
+    failed = FakeExecutor().evaluate(replace(request, baseline=typo))
+    assert failed.baseline.status is Status.COMPILE_ERROR and "undefined_name" in failed.baseline.message
+    assert all(c.status is Status.CANCELLED for c in failed.candidates)
