@@ -392,9 +392,16 @@ def _make_executor(gpu: int) -> Executor:
 
     from server.settings import ExecutorSettings, Secret, make_executor
 
+    url = os.environ.get("CUDA_AGENT_WORKER_URL")
     if os.environ.get("CUDA_AGENT_TEST_EXECUTOR") == "1":
-        return make_executor(ExecutorSettings(kind="test"))
-    if url := os.environ.get("CUDA_AGENT_WORKER_URL"):
+        if not url:
+            return make_executor(ExecutorSettings(kind="test"))
+        click.echo(
+            f"cuda-agent: CUDA_AGENT_WORKER_URL is set: evaluating on the worker at {url}, not on a local "
+            "simulated GPU (to simulate there: `cuda-agent worker --simulate`)",
+            err=True,
+        )
+    if url:
         if not os.environ.get("CUDA_AGENT_TOKEN"):
             raise UserError("CUDA_AGENT_WORKER_URL is set but CUDA_AGENT_TOKEN is not")
         return make_executor(ExecutorSettings(kind="remote", url=url, token=Secret("env:CUDA_AGENT_TOKEN")))
@@ -894,6 +901,11 @@ def suite(
     type=click.IntRange(1),
     help="Evaluations in flight per client.",
 )
+@click.option(
+    "--simulate",
+    is_flag=True,
+    help="Serve simulated GPUs (no GPU used; code is still compiled): to try the remote flow anywhere.",
+)
 def worker(
     host: str,
     port: int,
@@ -902,6 +914,7 @@ def worker(
     tls_key: str | None,
     gpus: str,
     max_per_client: int,
+    simulate: bool,
 ) -> None:
     """Serve this machine's GPUs to remote editors and optimizers over HTTP."""
     import logging
@@ -914,6 +927,7 @@ def worker(
         ) from exc
     from sandbox.executor import ExecutorError
     from sandbox.remote import local_gpu_executor
+    from server.texts import plural
 
     token = read_token(token_file) if token_file else None
     why = service.check_listen_policy(host, token) or service.check_tls(tls_cert, tls_key)
@@ -929,16 +943,33 @@ def worker(
         sock = service.listen(host, port)
     except OSError as exc:
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-    executors = []
+    executors: list[Executor] = []
     try:
         for index in indices:
-            executors.append(local_gpu_executor(index))
+            if simulate:
+                from sandbox.testing import FakeExecutor
+
+                executors.append(FakeExecutor.from_env())
+            else:
+                executors.append(local_gpu_executor(index))
         app = service.WorkerService(
-            executors, token=token, limits=service.Limits(max_per_client=max_per_client)
+            executors,
+            token=token,
+            limits=service.Limits(max_per_client=max_per_client),
+            simulated=simulate,
         )
         server = service.make_server(app.app, tls_cert=tls_cert, tls_key=tls_key)
         scheme = "https" if tls_cert else "http"
-        log.info("serving GPUs %s on %s://%s:%d", gpus, scheme, host, sock.getsockname()[1])
+        where = f"{scheme}://{host}:{sock.getsockname()[1]}"
+        if simulate:
+            log.info("serving %s on %s (no GPU is used)", plural(len(indices), "simulated GPU"), where)
+        else:
+            try:
+                names = [e.device_info().name for e in executors]
+            except ExecutorError as exc:
+                log.warning("no usable GPU (%s); /health says so until one is", exc)
+            else:
+                log.info("serving GPUs %s (%s) on %s", gpus, ", ".join(names), where)
         if not token:
             log.warning("no --token-file: any user of this machine can run kernels on its GPUs")
         elif not tls_cert and not service.is_loopback(host):

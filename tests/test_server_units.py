@@ -62,6 +62,10 @@ def test_settings_reject_literal_secrets_and_honour_the_test_executor_env() -> N
     assert any("env:NAME or file:PATH" in p for p in problems)
     forced, _ = parse_settings({"executor": {"kind": "local"}}, env={"CUDA_AGENT_TEST_EXECUTOR": "1"})
     assert forced.executor.kind == "test"
+    remote = {"executor": {"kind": "remote", "url": "http://127.0.0.1:8765"}}
+    kept, said = parse_settings(remote, env={"CUDA_AGENT_TEST_EXECUTOR": "1"})
+    assert kept.executor.kind == "remote"  # a named worker gets the candidates (it may simulate)
+    assert any("evaluating there" in p and "cuda-agent worker --simulate" in p for p in said)
     defaults, none = parse_settings("not an object", env={})
     assert defaults.executor.kind == "local" and none
 
