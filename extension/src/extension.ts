@@ -23,7 +23,7 @@ import {
   WorkDoneProgressCreateRequest,
   type WorkDoneProgressReport,
 } from "vscode-languageclient/node";
-import { installSteps, probeInterpreter, type Resolution, resolveInterpreter, run, serverCommand, venvPython } from "./interpreter";
+import { installSteps, probeInterpreter, type Resolution, resolveInterpreter, run, serverCommand, serverPackage, venvPython } from "./interpreter";
 import { kernelAt, kernelSymbols } from "./kernels";
 import { ProgressSteps } from "./progress";
 import { type LspWorkspaceEdit, singleDocumentEdits, versionConflict } from "./edits";
@@ -344,7 +344,15 @@ class Agent {
 
   private async installManaged(basePython: string): Promise<void> {
     const venv = this.managedVenv();
-    const pkg = vscode.workspace.getConfiguration(SECTION).get<string>("serverPackage", "cuda-agent");
+    const bundled = vscode.Uri.joinPath(this.context.extensionUri, "python").fsPath;
+    const files = fs.existsSync(bundled) ? fs.readdirSync(bundled) : [];
+    const pkg = serverPackage(vscode.workspace.getConfiguration(SECTION).get<string>("serverPackage", ""), bundled, files);
+    if (!pkg) {
+      void vscode.window.showErrorMessage(
+        "CUDA Agent: this build of the extension carries no server wheel; set cudaAgent.serverPackage to a cuda-agent checkout or wheel.",
+      );
+      return;
+    }
     fs.mkdirSync(this.context.globalStorageUri.fsPath, { recursive: true });
     const ok = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: `CUDA Agent: installing ${pkg} into ${venv}` },
