@@ -206,3 +206,36 @@ def test_the_simulated_gpu_still_compiles() -> None:
     failed = FakeExecutor().evaluate(replace(request, baseline=typo))
     assert failed.baseline.status is Status.COMPILE_ERROR and "undefined_name" in failed.baseline.message
     assert all(c.status is Status.CANCELLED for c in failed.candidates)
+
+
+def test_outline_has_kernel_parameters_functions_macros_and_constants() -> None:
+    from lsprotocol import types as lsp
+
+    from server.lsp import OpenDocument
+    from server.symbols import document_symbols
+
+    src = (
+        "#define N 256\n"
+        "#define SQ(x) ((x)*(x))\n"
+        "__constant__ float coeffs[16], bias = 1;\n"
+        "namespace ns { __device__ float f(float x) { return x; } }\n"
+        "__global__ void k(float* __restrict__ p, int n) { p[0] = SQ(coeffs[0]); }\n"
+        "int main() { return 0; }\n"
+    )
+    od = OpenDocument("file:///a.cu", 1, Path("a.cu"), Document(src, "a.cu"), src)
+    symbols = document_symbols(od)
+    assert [(s.name, s.kind, s.detail) for s in symbols] == [
+        ("N", lsp.SymbolKind.Constant, "#define"),
+        ("SQ", lsp.SymbolKind.Constant, "#define"),
+        ("coeffs", lsp.SymbolKind.Constant, "__constant__ float"),
+        ("bias", lsp.SymbolKind.Constant, "__constant__ float"),
+        ("f", lsp.SymbolKind.Function, "__device__"),
+        ("k", lsp.SymbolKind.Function, "__global__ (float* __restrict__, int)"),
+        ("main", lsp.SymbolKind.Function, "host"),
+    ]
+    kernel = symbols[5]
+    assert [(c.name, c.detail, c.kind) for c in kernel.children or []] == [
+        ("p", "float* __restrict__", lsp.SymbolKind.Variable),
+        ("n", "int", lsp.SymbolKind.Variable),
+    ]
+    assert all(kernel.range.start.line == c.range.start.line == 4 for c in kernel.children or [])
