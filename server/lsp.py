@@ -388,8 +388,14 @@ class ClientLogHandler(logging.Handler):
         self._busy = threading.local()
         self.setFormatter(logging.Formatter("%(name)s: %(message)s"))
 
+    # pygls' warning when the client cancels a request that was already answered (lenses, hints):
+    # routine, and repeated on every keystroke
+    QUIET = ("Cancel notification for unknown message id",)
+
     def emit(self, record: logging.LogRecord) -> None:
         if getattr(self._busy, "on", False):  # sending a message logged something: drop it
+            return
+        if isinstance(record.msg, str) and record.msg.startswith(self.QUIET):
             return
         kind = next(t for level, t in self.LEVELS if record.levelno >= level)
         try:

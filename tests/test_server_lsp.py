@@ -383,6 +383,7 @@ async def test_optimize_reports_progress_and_offers_a_verified_rewrite(
     assert (entry.kernel, entry.optimize.speedup, entry.optimize.device) == ("saxpy", 2.0, "simulated GPU")
     assert entry.optimize.speedupLow > 0 and entry.optimize.stopReason  # one casing: camelCase
     assert (workspace.root / ".cuda-agent" / "results.json").exists()
+    assert (workspace.root / ".cuda-agent" / ".gitignore").read_text().splitlines()[-1] == "*"
 
     # the side-by-side payload: its edits turn the original into the rewrite
     rewrite = await client.protocol.send_request_async("cudaAgent/rewrite", {"runId": result["runId"]})

@@ -239,3 +239,28 @@ def test_outline_has_kernel_parameters_functions_macros_and_constants() -> None:
         ("n", "int", lsp.SymbolKind.Variable),
     ]
     assert all(kernel.range.start.line == c.range.start.line == 4 for c in kernel.children or [])
+
+
+def test_client_log_drops_pygls_cancel_chatter_and_keeps_the_rest() -> None:
+    import logging
+
+    from lsprotocol import types as lsp
+
+    from server.lsp import ClientLogHandler
+
+    class Loop:
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        def call_soon(self, fn: object, *args: lsp.LogMessageParams) -> None:
+            self.sent.append(args[0].message)
+
+    stub = Loop()
+    handler = ClientLogHandler(stub)  # type: ignore[arg-type]
+    pygls_log = logging.getLogger("pygls.protocol.json_rpc")
+    for msg, args in (
+        ('Cancel notification for unknown message id "%s"', (7,)),
+        ("Failed to handle %s", ("x",)),
+    ):
+        handler.emit(pygls_log.makeRecord(pygls_log.name, logging.WARNING, __file__, 1, msg, args, None))
+    assert stub.sent == ["pygls.protocol.json_rpc: Failed to handle x"]
