@@ -14,6 +14,8 @@ import {
   ExecuteCommandRequest,
   LanguageClient,
   type LanguageClientOptions,
+  LogMessageNotification,
+  MessageType,
   type ProgressToken,
   type ServerOptions,
   State,
@@ -219,6 +221,19 @@ class Agent {
       fillClientCapabilities: () => undefined,
       initialize: () => {
         client.onRequest(ApplyWorkspaceEditRequest.type, (params) => this.applyEdit(client, params));
+        // The output channel stamps each line itself: the server's log lines go in at their level,
+        // without the client's own "[Info - 10:42:07 AM]" prefix (two timestamps per line).
+        client.onNotification(LogMessageNotification.type, ({ type, message }) => {
+          if (type === MessageType.Error) {
+            this.output.error(message);
+          } else if (type === MessageType.Warning) {
+            this.output.warn(message);
+          } else if (type === MessageType.Info) {
+            this.output.info(message);
+          } else {
+            this.output.debug(message);
+          }
+        });
       },
       getState: () => ({ kind: "static" }),
       clear: () => undefined,
