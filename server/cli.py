@@ -61,8 +61,8 @@ def executor_failed(exc: Exception) -> JobFailed:
 
     if isinstance(exc, NoGpuError):
         return JobFailed(
-            f"{exc}; to use a GPU elsewhere, set CUDA_AGENT_WORKER_URL and CUDA_AGENT_TOKEN "
-            "to a remote `cuda-agent worker`"
+            f"{exc}. Ways forward: a GPU elsewhere (CUDA_AGENT_WORKER_URL and CUDA_AGENT_TOKEN of a "
+            "`cuda-agent worker`), or to try the flow without one, the simulated GPU (CUDA_AGENT_TEST_EXECUTOR=1)"
         )
     return JobFailed(str(exc))
 

@@ -44,7 +44,7 @@ from agent import loop
 from agent.source import Document
 from sandbox.compiler import CompilePool
 from sandbox.contract import Budget, CandidateResult, EvalOptions, EvalRequest, Tolerance, to_dict
-from sandbox.executor import Executor, ExecutorError
+from sandbox.executor import Executor, ExecutorError, NoGpuError
 from server import protocol as wire
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, StartStatus
@@ -441,6 +441,13 @@ async def _run(ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target:
                 )
         else:
             finished = await _benchmark(ls, run, od, target, progress)
+    except NoGpuError as exc:
+        _must_act(
+            ls,
+            f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}. Ways forward: a remote "
+            "`cuda-agent worker` (executor.kind remote), or the simulated GPU to try the flow (executor.kind test)",
+        )
+        finished = _finished(run, "error", f"failed: {exc}")
     except ExecutorError as exc:
         _must_act(ls, f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}")
         finished = _finished(run, "error", f"failed: {exc}")

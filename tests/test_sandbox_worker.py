@@ -313,3 +313,20 @@ def test_sanitizer_missing_is_skipped_not_passed(
     request = replace(vadd_request(vadd, (Candidate("ok1", vadd),)), options=EvalOptions(sanitize=True))
     (result,) = executor.evaluate(request).candidates
     assert result.status == Status.OK and result.sanitizer.startswith("skipped: ")
+
+
+def test_no_gpu_text_names_the_cause() -> None:
+    from sandbox.worker import no_gpu_text
+
+    missing = ModuleNotFoundError("No module named 'cupy'", name="cupy")
+    assert "cupy is not installed in this Python (the `gpu` extra" in no_gpu_text(missing, 0, "cupy")
+    old = RuntimeError(
+        "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version"
+    )
+    assert "the NVIDIA driver is older than the CUDA" in no_gpu_text(old, 0, "cupy")
+    none = RuntimeError("libcuda.so.1: cannot open shared object file")
+    text = no_gpu_text(none, 1, "cupy")
+    assert (
+        text.startswith("no usable GPU 1 (cupy): no NVIDIA driver or GPU on this machine;")
+        and "libcuda" in text
+    )
