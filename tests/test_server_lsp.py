@@ -126,10 +126,17 @@ async def test_symbols_lenses_hover_and_diagnostics(client: LanguageClient, work
         ("gain_stage", "__global__ (const float*, float*, int)"),
         ("clamp_unit", "__device__"),
         ("copy_frame", "__global__ (const float*, float*)"),
+        ("run", "host"),
     ]
     saxpy = symbols[0]
     assert isinstance(saxpy, lsp.DocumentSymbol)
     assert saxpy.selection_range.start.line == kernel_line(path, "saxpy")
+    assert [(p.name, p.detail) for p in saxpy.children or []] == [
+        ("x", "const float*"),
+        ("y", "float*"),
+        ("a", "float"),
+        ("n", "int"),
+    ]
 
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(doc))
     assert lenses is not None
@@ -197,7 +204,14 @@ async def test_incremental_edits_update_symbols_and_only_current_diagnostics(
     symbols = await client.text_document_document_symbol_async(
         lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri))
     )
-    assert [s.name for s in symbols or []] == ["saxpy", "scale_v2", "gain_stage", "clamp_unit", "copy_frame"]
+    assert [s.name for s in symbols or []] == [
+        "saxpy",
+        "scale_v2",
+        "gain_stage",
+        "clamp_unit",
+        "copy_frame",
+        "run",
+    ]
 
     async def settled() -> None:
         while True:
@@ -259,7 +273,7 @@ async def test_bad_documents_and_bad_requests_do_not_crash(
     symbols = await client.text_document_document_symbol_async(
         lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri))
     )
-    assert len(symbols or []) == 5
+    assert len(symbols or []) == 6
     tail = await client.text_document_document_symbol_async(
         lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri_bin))
     )
