@@ -282,6 +282,11 @@ class CompileResult:
     seconds: float = 0.0
     cached: bool = False
 
+    def first_error(self) -> str:
+        """What a failed compile says first (``line 12: identifier "x" is undefined``)."""
+        first = next((d for d in self.diagnostics if d.severity == "error"), None)
+        return f"line {first.line}: {first.message}" if first else "compilation failed"
+
 
 # --------------------------------------------------------------------------- result
 

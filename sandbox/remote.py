@@ -450,11 +450,16 @@ _LOCAL: dict[str, Executor] = {}
 _LOCAL_LOCK = threading.Lock()
 
 
+RAY_ALIVE_S = 0.25  # a Ray task yields at least this often (Ray may deliver a cancel only at a yield)
+
+
 def _ray_task(request_json: str, evaluate: EvalFn) -> Iterator[tuple[str, str]]:
     """Body of the Ray generator task: ``("progress", json)`` items, then ``("result", json)``.
 
-    The evaluation runs in a thread so progress streams while it runs; ``ray.cancel`` raises
-    KeyboardInterrupt here, which sets the evaluation's cancel event."""
+    The evaluation runs in a thread so progress streams while it runs.  ``ray.cancel`` ends this
+    generator (a KeyboardInterrupt while it runs, or at its next yield: it yields ``("alive", "")``
+    at least every :data:`RAY_ALIVE_S`), and however it ends before the result, the evaluation's
+    cancel event is set."""
     request = from_json(EvalRequest, request_json)
     cancel = threading.Event()
     events: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
@@ -470,21 +475,29 @@ def _ray_task(request_json: str, evaluate: EvalFn) -> Iterator[tuple[str, str]]:
             events.put(("error", f"{type(exc).__name__}: {exc}"))
 
     thread = threading.Thread(target=work, name=f"eval-{request.id}", daemon=True)
-    thread.start()
+    finished = False
     try:
+        thread.start()
         yield "started", ""
+        last = time.monotonic()
         while True:
             try:  # wake up often: Ray's KeyboardInterrupt only lands while Python code runs
                 kind, payload = events.get(timeout=0.05)
             except queue.Empty:
+                if time.monotonic() - last >= RAY_ALIVE_S:
+                    last = time.monotonic()
+                    yield "alive", ""
                 continue
+            last = time.monotonic()
             yield kind, payload
             if kind != "progress":
+                finished = True
                 return
-    except KeyboardInterrupt:
-        cancel.set()
-        thread.join(timeout=run_budget_s(request))
-        raise
+    finally:
+        if not finished:  # cancelled (KeyboardInterrupt, GeneratorExit...) or failed: stop the work
+            cancel.set()
+            if thread.is_alive():
+                thread.join(timeout=run_budget_s(request))
 
 
 class RayExecutor(Executor):
@@ -556,6 +569,8 @@ class RayExecutor(Executor):
                 raise WorkerUnavailable(f"Ray task for {request.id} failed: {exc}") from exc
             if kind == "started":
                 started = time.monotonic()
+            elif kind == "alive":
+                continue
             elif kind == "result":
                 return from_json(EvalResult, payload)
             elif kind == "error":

@@ -314,11 +314,17 @@ class WorkerService:
     """The HTTP application over one executor per GPU; ``app`` is the ASGI application."""
 
     def __init__(
-        self, executors: Sequence[Executor], *, token: str | None, limits: Limits = Limits()
+        self,
+        executors: Sequence[Executor],
+        *,
+        token: str | None,
+        limits: Limits = Limits(),
+        simulated: bool = False,
     ) -> None:
         if not executors:
             raise ValueError("a worker needs at least one executor")
         self.limits = limits
+        self.simulated = simulated  # the executors are simulated GPUs (said in /health and /device)
         self.lanes = [_Lane(i, e, self._finished) for i, e in enumerate(executors)]
         self.running: dict[str, _Job] = {}
         self.done: OrderedDict[str, tuple[str, Event]] = OrderedDict()  # id -> (digest, final event)
@@ -349,7 +355,14 @@ class WorkerService:
     # ---------------------------------------------------------------- endpoints
 
     async def health(self, request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        """``ok`` with the number of GPUs (simulated or not); 503 ``no_gpu`` when there is none."""
+        try:
+            count = await run_in_threadpool(lambda: len([lane.executor.device_info() for lane in self.lanes]))
+        except ExecutorError as exc:
+            return JSONResponse(
+                {"status": "no_gpu", "error": str(exc), "simulated": self.simulated}, status_code=503
+            )
+        return JSONResponse({"status": "ok", "gpus": count, "simulated": self.simulated})
 
     async def device(self, request: Request) -> Response:
         try:
@@ -358,7 +371,7 @@ class WorkerService:
             )
         except ExecutorError as exc:
             return _error(503, str(exc))
-        return JSONResponse({"devices": infos})
+        return JSONResponse({"devices": infos, "simulated": self.simulated})
 
     async def cancel(self, request: Request) -> Response:
         body = await _read_body(request, 64 << 10)
@@ -450,11 +463,24 @@ class WorkerService:
         lane.load -= 1
         self.running.pop(job.request.id, None)
         final = job.final
+        _log_outcome(job.request, final, job.abandoned)
         # Results of abandoned jobs are not kept: a client that comes back later gets a fresh run.
         if final is not None and final["event"] == "result" and not job.abandoned:
             self.done[job.request.id] = (job.digest, final)
             while len(self.done) > self.limits.cached_results:
                 self.done.popitem(last=False)
+
+
+def _log_outcome(request: EvalRequest, final: Event | None, abandoned: bool) -> None:
+    """One line per evaluation: done (the baseline's verdict, candidates ok), cancelled or failed."""
+    what = f"evaluation {request.id} ({len(request.candidates)} candidates)"
+    if final is not None and final["event"] == "result":
+        result = final["result"]
+        ok = sum(1 for c in result["candidates"] if c["status"] == "ok")
+        cancelled = " after the client left" if abandoned else ""
+        log.info("%s: done%s, baseline %s, %d ok", what, cancelled, result["baseline"]["status"], ok)
+    else:
+        log.warning("%s: failed: %s", what, final["message"] if final else "no result")
 
 
 # --------------------------------------------------------------------------- HTTP helpers
@@ -487,6 +513,10 @@ class _BearerAuth:
             scheme, _, given = Headers(scope=scope).get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self._token):
                 message = "missing bearer token" if not given else "wrong bearer token"
+                client = scope.get("client") or ("unknown", 0)
+                log.warning(
+                    "refused %s %s from %s: 401 %s", scope["method"], scope["path"], client[0], message
+                )
                 response = _error(
                     401,
                     message,

@@ -1,9 +1,11 @@
 """A deterministic, in-process :class:`~sandbox.executor.Executor` that needs no GPU.
 
-``FakeExecutor`` answers every request as a well-behaved GPU would, without compiling or running
-anything: the baseline takes ``baseline_ms``; a candidate whose source and launches equal the
-baseline's is exactly as fast; every other candidate is verified on every problem and seed and
-runs ``speedup`` times faster.  Timings carry a fixed ±1% spread, so speedup bounds are real
+``FakeExecutor`` answers every request as a well-behaved GPU would, without running anything.
+It does compile (NVRTC, in this process, no GPU needed): a baseline or candidate that does not
+compile is a ``compile_error`` with NVRTC's first error, as on a real GPU.  Otherwise the baseline
+takes ``baseline_ms``; a candidate whose source and launches equal the baseline's is exactly as
+fast; every other candidate is verified on every problem and seed and runs ``speedup`` times
+faster.  Timings carry a fixed ±1% spread, so speedup bounds are real
 numbers too.  ``delay_s`` per candidate (honouring ``cancel``) makes runs long enough to watch
 progress and cancel them.  Asked to profile (``EvalOptions.profile``), it says that it cannot.
 
@@ -20,6 +22,7 @@ import threading
 import time
 from dataclasses import replace
 
+from sandbox.compiler import CompilerUnavailable, compile_cuda
 from sandbox.contract import (
     Candidate,
     CandidateResult,
@@ -81,6 +84,13 @@ class FakeExecutor(Executor):
     ) -> EvalResult:
         with self._lock:
             self.requests.append(request)
+        arch = request.options.arch or "sm_" + DEVICE.compute_capability.replace(".", "")
+        failed = _compile_error(request.baseline, arch)
+        if failed:
+            base = CandidateResult("baseline", Status.COMPILE_ERROR, failed)
+            skipped = f"baseline failed: {failed}"
+            cancelled = tuple(CandidateResult(c.id, Status.CANCELLED, skipped) for c in request.candidates)
+            return EvalResult(request.id, base, cancelled, DEVICE)
         base = self._result("baseline", request, self.baseline_ms, None)
         results: list[CandidateResult] = []
         total = len(request.candidates)
@@ -88,11 +98,15 @@ class FakeExecutor(Executor):
             if self._wait(cancel):
                 results.append(CandidateResult(cand.id, Status.CANCELLED, "cancelled"))
                 continue
-            same = _same(cand, request.baseline)
-            ms = self.baseline_ms if same else self.baseline_ms / self.speedup
-            results.append(self._result(cand.id, request, ms, base.timing))
+            failed = _compile_error(cand.kernel, arch)
+            if failed:
+                results.append(CandidateResult(cand.id, Status.COMPILE_ERROR, failed))
+            else:
+                same = _same(cand, request.baseline)
+                ms = self.baseline_ms if same else self.baseline_ms / self.speedup
+                results.append(self._result(cand.id, request, ms, base.timing))
             if progress is not None:
-                progress(Progress(request.id, done + 1, total, f"{cand.id}: ok"))
+                progress(Progress(request.id, done + 1, total, f"{cand.id}: {results[-1].status.value}"))
         return EvalResult(request.id, base, tuple(results), DEVICE)
 
     def _wait(self, cancel: threading.Event | None) -> bool:
@@ -120,6 +134,21 @@ class FakeExecutor(Executor):
         if request.options.profile and cid != "baseline":
             result = replace(result, profile=Profile(False, "the simulated GPU has no Nsight Compute"))
         return with_throughput(result, request.bench_problem, DEVICE)
+
+
+def _compile_error(kernel: KernelSource, arch: str) -> str:
+    """NVRTC's first error for ``kernel`` ("" when it compiles)."""
+    try:
+        compiled = compile_cuda(
+            kernel.source,
+            filename=kernel.filename,
+            name_expressions=(kernel.name,),
+            arch=arch,
+            options=kernel.options,
+        )
+    except CompilerUnavailable as exc:
+        return f"NVRTC is not available to compile it: {exc}"
+    return "" if compiled.result.ok else compiled.result.first_error()
 
 
 def _same(cand: Candidate, baseline: KernelSource) -> bool:

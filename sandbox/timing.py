@@ -349,6 +349,12 @@ def with_throughput(result: CandidateResult, problem: Problem, device: DeviceInf
     )
 
 
+def spread_text(rel_spread: float) -> str:
+    """A timing's spread as every view shows it (CLI, editor, LLM feedback): half the interquartile
+    range over the median."""
+    return f"IQR ±{rel_spread * 50:.1f}%"
+
+
 def measured_text(result: CandidateResult, detail: bool = False) -> str:
     """What was measured, on one line: median with spread, bandwidth against the device's ceiling,
     and what the timing needs said with it (``note``: bimodal samples, throttling); with ``detail``
@@ -356,7 +362,7 @@ def measured_text(result: CandidateResult, detail: bool = False) -> str:
     parts = []
     if result.timing:
         t = result.timing
-        parts.append(f"{t.median_ms:.4g} ms median (spread {t.rel_spread:.1%}, {t.samples} samples)")
+        parts.append(f"{t.median_ms:.4g} ms median ({spread_text(t.rel_spread)}, {t.samples} samples)")
     if result.achieved_gbps:
         parts.append(f"{result.achieved_gbps:.0f} GB/s = {result.pct_peak_bandwidth:.0f}% of peak bandwidth")
     if detail and result.achieved_gflops:

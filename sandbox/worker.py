@@ -655,9 +655,7 @@ class _Evaluation:
         symbol = res.lowered_names.get(kernel.name, kernel.name)
         base = CandidateResult(cid, Status.OK, compile_log=res.log, resources=res.resources.get(symbol))
         if not res.ok:
-            first = next((d for d in res.diagnostics if d.severity == "error"), None)
-            msg = f"line {first.line}: {first.message}" if first else "compilation failed"
-            return None, replace(base, status=Status.COMPILE_ERROR, message=msg)
+            return None, replace(base, status=Status.COMPILE_ERROR, message=res.first_error())
         if why := static_rejection(kernel, compiled.binary):
             return None, replace(base, status=Status.REJECTED, message=why)
         return Binary(compiled.binary, symbol), base
@@ -1147,6 +1145,21 @@ def _load_handler(spec: str, device: int, backend: str) -> Handler:
     return handler
 
 
+def no_gpu_text(exc: BaseException, device: int, backend: str) -> str:
+    """Why GPU ``device`` cannot be used, named by its cause: the GPU library missing, the driver
+    missing or too old, no such device (the raw error follows)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ModuleNotFoundError):
+        cause = f"{exc.name or backend} is not installed in this Python (the `gpu` extra: pip install 'cuda-agent[gpu]')"
+    elif "insufficient" in text.lower():
+        cause = "the NVIDIA driver is older than the CUDA this CuPy was built for (update the driver, or the `gpu-cuda12` extra)"
+    elif "libcuda" in text or "no CUDA-capable device" in text or "driver" in text.lower():
+        cause = "no NVIDIA driver or GPU on this machine"
+    else:
+        cause = f"GPU {device} cannot be used"
+    return f"no usable GPU {device} ({backend}): {cause}; {text}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Worker process entry: serve jobs from the inherited socket until it closes."""
     parser = argparse.ArgumentParser(prog="python -m sandbox.worker")
@@ -1171,7 +1184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 handler = _load_handler(args.handler, args.device, args.backend)
             except Exception as exc:  # no CuPy, no driver, no device
-                unavailable = f"no usable GPU {args.device} ({args.backend}): {type(exc).__name__}: {exc}"
+                unavailable = no_gpu_text(exc, args.device, args.backend)
         if handler is None:
             if not _send(conn, Reply(None, unavailable=unavailable)):
                 return 0

@@ -63,8 +63,8 @@ def executor_failed(exc: Exception) -> JobFailed:
 
     if isinstance(exc, NoGpuError):
         return JobFailed(
-            f"{exc}; to use a GPU elsewhere, set CUDA_AGENT_WORKER_URL and CUDA_AGENT_TOKEN "
-            "to a remote `cuda-agent worker`"
+            f"{exc}. Ways forward: a GPU elsewhere (CUDA_AGENT_WORKER_URL and CUDA_AGENT_TOKEN of a "
+            "`cuda-agent worker`), or to try the flow without one, the simulated GPU (CUDA_AGENT_TEST_EXECUTOR=1)"
         )
     return JobFailed(str(exc))
 
@@ -423,9 +423,16 @@ def _make_executor(gpu: int) -> Executor:
 
     from server.settings import ExecutorSettings, Secret, make_executor
 
+    url = os.environ.get("CUDA_AGENT_WORKER_URL")
     if os.environ.get("CUDA_AGENT_TEST_EXECUTOR") == "1":
-        return make_executor(ExecutorSettings(kind="test"))
-    if url := os.environ.get("CUDA_AGENT_WORKER_URL"):
+        if not url:
+            return make_executor(ExecutorSettings(kind="test"))
+        click.echo(
+            f"cuda-agent: CUDA_AGENT_WORKER_URL is set: evaluating on the worker at {url}, not on a local "
+            "simulated GPU (to simulate there: `cuda-agent worker --simulate`)",
+            err=True,
+        )
+    if url:
         if not os.environ.get("CUDA_AGENT_TOKEN"):
             raise UserError("CUDA_AGENT_WORKER_URL is set but CUDA_AGENT_TOKEN is not")
         return make_executor(ExecutorSettings(kind="remote", url=url, token=Secret("env:CUDA_AGENT_TOKEN")))
@@ -982,6 +989,11 @@ def suite(
     multiple=True,
     help="Address of a proxy whose X-Forwarded-For names the client (repeatable; default: none).",
 )
+@click.option(
+    "--simulate",
+    is_flag=True,
+    help="Serve simulated GPUs (no GPU used; code is still compiled): to try the remote flow anywhere.",
+)
 def worker(
     host: str,
     port: int,
@@ -994,6 +1006,7 @@ def worker(
     max_memory_gb: float,
     max_candidates: int,
     trusted_proxy: tuple[str, ...],
+    simulate: bool,
 ) -> None:
     """Serve this machine's GPUs to remote editors and optimizers over HTTP."""
     import logging
@@ -1009,6 +1022,7 @@ def worker(
     from sandbox.contract import RequestLimits
     from sandbox.executor import ExecutorError
     from sandbox.remote import local_gpu_executor
+    from server.texts import plural
 
     token = read_token(token_file) if token_file else None
     why = service.check_listen_policy(host, token) or service.check_tls(tls_cert, tls_key)
@@ -1030,18 +1044,34 @@ def worker(
     limits = service.Limits(
         max_per_client=max_per_client, request=request_limits, trusted_proxies=trusted_proxy
     )
-    executors = []
+    executors: list[Executor] = []
     try:
         handler = os.environ.get("CUDA_AGENT_WORKER_HANDLER", "")  # tests: a scripted GPU handler
         for index in indices:
-            executors.append(local_gpu_executor(index, request_limits, handler))
-        app = service.WorkerService(executors, token=token, limits=limits)
+            if simulate:
+                from sandbox.testing import FakeExecutor
+
+                executors.append(FakeExecutor.from_env())
+            else:
+                executors.append(local_gpu_executor(index, request_limits, handler))
+        app = service.WorkerService(executors, token=token, limits=limits, simulated=simulate)
         server = service.make_server(app.app, tls_cert=tls_cert, tls_key=tls_key, limits=limits)
         scheme = "https" if tls_cert else "http"
         # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
         # it found: make that handler an exit, so the pools below are stopped, not orphaned.
         signal.signal(signal.SIGTERM, _exit_on_signal)
-        log.info("serving GPUs %s on %s://%s:%d", gpus, scheme, host, sock.getsockname()[1])
+        where = f"{scheme}://{host}:{sock.getsockname()[1]}"
+        if simulate:
+            log.info("serving %s on %s (no GPU is used)", plural(len(indices), "simulated GPU"), where)
+        else:
+            try:
+                names = [e.device_info().name for e in executors]
+            except ExecutorError as exc:
+                log.warning(
+                    "serving GPUs %s on %s, but no usable GPU (%s); /health says so", gpus, where, exc
+                )
+            else:
+                log.info("serving GPUs %s (%s) on %s", gpus, ", ".join(names), where)
         if not token:
             log.warning("no --token-file: any user of this machine can run kernels on its GPUs")
         elif not tls_cert and not service.is_loopback(host):

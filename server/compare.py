@@ -3,11 +3,11 @@
 - Code actions on a kernel with a spec: one "Compare with NAME" per other kernel of the workspace
   (open documents and the ``.cu``/``.cuh`` files under the workspace root) whose parameter list
   matches (:func:`agent.loop.signature_mismatch`: count, types, order; names aside).
-- ``cudaAgent.compare`` ``[{uri, kernel, with}]`` (``with``: a kernel of the same file, or
-  ``PATH:KERNEL``): :func:`agent.compare.compare` in a background thread through the configured
-  executor, with work-done progress that the user can cancel, as for Optimize.  Answers
-  ``{runId, status, verified, speedup, speedupLow, speedupHigh, message, reason}``; ``status`` is
-  the rewrite's sandbox status, ``error`` (nothing ran) or ``busy``.
+- ``cudaAgent.compare`` ``[CompareRef]`` (``{uri, kernel, with}``; ``with``: a kernel of the same
+  file, or ``PATH:KERNEL``): :func:`agent.compare.compare` run in the background like Optimize
+  (:func:`server.optimize.launch_run`): answers ``RunStarted`` at once, reports progress the user can
+  cancel, and ends with ``cudaAgent/runFinished`` (kind ``compare``; ``status`` ``ok`` when the
+  rewrite verified, else its sandbox status or ``error``; the speedup with its range).
 - The result is stored on both kernels (:class:`server.store.CompareRecord`), so it shows as an
   inlay hint and in the hover of each, and in the results view (``cudaAgent/results``).
 """
@@ -16,38 +16,25 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcInvalidParams
 
 from agent import compare as cmp
 from agent import loop
 from agent.source import Document, Kernel
 from sandbox.contract import Progress as EvalProgress
-from sandbox.contract import Status
-from sandbox.executor import ExecutorError
+from server import protocol as wire
 from server.diagnostics import compile_options
 from server.lsp import SUFFIXES, CudaLanguageServer, OpenDocument
-from server.optimize import (
-    ActiveRun,
-    Progress,
-    _cancel_with_request,
-    _end,
-    _must_act,
-    _now,
-    describe_executor,
-)
+from server.optimize import ActiveRun, Progress, _finished, _now, describe_executor, launch_run
+from server.protocol import RunKind, StartStatus
 from server.store import STORE_DIR, CompareRecord, kernel_hash
 from server.texts import markdown_text
 
 log = logging.getLogger(__name__)
 
-COMMAND = "cudaAgent.compare"
 MAX_FILES = 500  # workspace files looked at for kernels to compare with
 MAX_ACTIONS = 12
 
@@ -138,7 +125,7 @@ def code_actions(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> list[ls
             kind=lsp.CodeActionKind.Refactor,
             command=lsp.Command(
                 title="Compare with…",
-                command=COMMAND,
+                command=wire.COMPARE_COMMAND,
                 arguments=[{"uri": od.uri, "kernel": k.qualified_name, "with": o.ref}],
             ),
         )
@@ -146,27 +133,14 @@ def code_actions(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> list[ls
     ]
 
 
-def _error(message: str, run_id: str = "", status: str = "error") -> dict[str, Any]:
-    return {
-        "runId": run_id,
-        "status": status,
-        "verified": False,
-        "speedup": 0.0,
-        "speedupLow": 0.0,
-        "speedupHigh": 0.0,
-        "message": message,
-        "reason": message,
-    }
-
-
-async def run_compare(ls: CudaLanguageServer, od: OpenDocument, kernel: str, with_: str) -> dict[str, Any]:
-    runs, comparisons = ls.runs, ls.comparisons
-    assert runs is not None and comparisons is not None and ls.loop is not None
-    busy = next((r for r in runs.active.values() if r.uri == od.uri and r.kernel == kernel), None)
-    if busy is not None:
-        return _error(f"{kernel} is already running", busy.run_id, "busy")
+def start_compare(ls: CudaLanguageServer, od: OpenDocument, kernel: str, with_: str) -> wire.RunStarted:
+    """Start comparing ``kernel`` with the rewrite ``with_`` in the background; answer at once."""
+    comparisons = ls.comparisons
+    assert comparisons is not None
     if od.doc is None:
-        return _error(f"{od.path.name} is too large to analyse")
+        return wire.RunStarted(
+            "", RunKind.COMPARE, StartStatus.ERROR, f"{od.path.name} is too large to analyse"
+        )
 
     def open_document(name: str) -> Document:
         doc = comparisons.document(Path(name))
@@ -179,15 +153,30 @@ async def run_compare(ls: CudaLanguageServer, od: OpenDocument, kernel: str, wit
             od.doc, kernel, with_, None, open_document, compile_options(ls.settings, od.path)
         )
     except loop.TargetError as exc:
-        return _error(str(exc))
-    settings = ls.settings
-    run = ActiveRun(uuid.uuid4().hex[:12], "compare", od.uri, kernel, threading.Event())
-    runs.active[run.run_id] = run
-    _cancel_with_request(ls, run.cancel)
-    progress = Progress(ls, run.cancel)
-    await progress.begin(
-        f"Comparing {kernel} with {proposal.kernel}", f"{describe_executor(settings.executor)}: compiling"
+        return wire.RunStarted("", RunKind.COMPARE, StartStatus.ERROR, str(exc))
+    return launch_run(
+        ls,
+        RunKind.COMPARE,
+        od.uri,
+        kernel,
+        f"Comparing {kernel} with {proposal.kernel}",
+        lambda run, progress: _compare(ls, run, od, target, proposal, cand_doc, progress),
     )
+
+
+async def _compare(
+    ls: CudaLanguageServer,
+    run: ActiveRun,
+    od: OpenDocument,
+    target: loop.Target,
+    proposal: loop.Proposal,
+    cand_doc: Document,
+    progress: Progress,
+) -> wire.RunFinished:
+    runs = ls.runs
+    assert runs is not None and ls.loop is not None
+    settings = ls.settings
+    await progress.begin(f"{describe_executor(settings.executor)}: compiling")
     runs.status()
 
     def on_progress(p: EvalProgress) -> None:  # executor thread
@@ -207,33 +196,22 @@ async def run_compare(ls: CudaLanguageServer, od: OpenDocument, kernel: str, wit
     try:
         found = await ls.loop.run_in_executor(runs.pool, work)
     except loop.TargetError as exc:
-        _end(ls, run, progress, str(exc))
-        return _error(str(exc), run.run_id)
-    except ExecutorError as exc:
-        _end(ls, run, progress, f"failed: {exc}")
-        _must_act(ls, f"CUDA Agent: cannot compare {kernel}: {exc}")
-        return _error(str(exc), run.run_id)
-    except BaseException:  # cancelled request, or a bug: the bar must not stay up
-        run.cancel.set()
-        _end(ls, run, progress, "cancelled")
-        raise
+        return _finished(run, "error", str(exc))
     if found.result.device is not None:
         runs.device = found.result.device.name
     headline = cmp.headline(found)
     _store(ls, od, run.run_id, found, cand_doc, headline)
-    _end(ls, run, progress, headline)
     c = found.candidate
-    return {
-        "runId": run.run_id,
-        "status": c.status.value,
-        "verified": found.verified,
-        "speedup": c.speedup,
-        "speedupLow": c.speedup_low,
-        "speedupHigh": c.speedup_high,
-        "message": f"{proposal.kernel} against {kernel}: {headline}",
-        "reason": cmp.reason_text(found),
-        "cancelled": c.status is Status.CANCELLED,
-    }
+    reason = cmp.reason_text(found)
+    return _finished(
+        run,
+        "ok" if found.verified else c.status.value,
+        f"{proposal.kernel} against {run.kernel}: {headline}" + (f" ({reason})" if reason else ""),
+        speedup=c.speedup,
+        speedup_low=c.speedup_low,
+        speedup_high=c.speedup_high,
+        median_ms=c.timing.median_ms if c.timing else 0.0,
+    )
 
 
 def _store(
@@ -321,19 +299,10 @@ def inlay_hints(ls: CudaLanguageServer, od: OpenDocument, first: int, last: int)
     return hints
 
 
-def _args(args: tuple[Any, ...]) -> str:
-    arg = args[0] if len(args) == 1 else None
-    with_ = arg.get("with") if isinstance(arg, dict) else None
-    if not isinstance(with_, str) or not with_:
-        raise JsonRpcInvalidParams("expected one argument {uri, kernel, with}")
-    return with_
-
-
 def setup(ls: CudaLanguageServer) -> None:
     ls.comparisons = Comparisons(ls)
 
-    @ls.command(COMMAND)
-    async def compare(ls: CudaLanguageServer, *args: Any) -> dict[str, Any]:
-        with_ = _args(args)
-        od, k = ls.kernel_arg(args)
-        return await run_compare(ls, od, k.qualified_name, with_)
+    @ls.command(wire.COMPARE_COMMAND)
+    async def compare(ls: CudaLanguageServer, ref: wire.CompareRef) -> wire.RunStarted:
+        od, k = ls.kernel_ref(wire.KernelRef(ref.uri, ref.kernel))
+        return start_compare(ls, od, k.qualified_name, ref.with_)

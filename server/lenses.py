@@ -2,8 +2,9 @@
 
 With a spec that parses: **Benchmark** and **Optimize**, the last benchmark, and **Apply** for a
 verified rewrite waiting for this version of the file.  Without one: **Add benchmark spec**,
-which inserts the spec inferred from the code (``cudaAgent.addSpec``); the same edit is the quick
-fix of the ``missing-spec`` diagnostic, as a snippet where the client supports snippet edits.
+which inserts the spec inferred from the code (``cudaAgent.addSpec``: the server sends the edit, as
+a snippet where the client supports snippet edits); the same command is the quick fix of the
+``missing-spec`` diagnostic.  While a run is in progress: **Cancel**.
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ from lsprotocol import types as lsp
 
 from agent import spec as specs
 from agent.source import Kernel
+from server import protocol as wire
 from server.compare import code_actions as compare_actions
 from server.hover import benchmark_line
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.store import OptimizeRecord, kernel_hash
 
 log = logging.getLogger(__name__)
-
-ADD_SPEC = "cudaAgent.addSpec"
 
 
 def code_lenses(ls: CudaLanguageServer, od: OpenDocument) -> list[lsp.CodeLens]:
@@ -32,14 +32,18 @@ def code_lenses(ls: CudaLanguageServer, od: OpenDocument) -> list[lsp.CodeLens]:
         rng = lsp.Range(lsp.Position(k.span.start_line, 0), lsp.Position(k.span.start_line, 0))
         arg: dict[str, Any] = {"uri": od.uri, "kernel": k.qualified_name}
         view = od.spec(k)
-        if view.spec is not None:
-            lenses.append(_lens(rng, "▶ Benchmark", "cudaAgent.benchmark", arg))
-            lenses.append(_lens(rng, "⚡ Optimize", "cudaAgent.optimize", arg))
+        running = ls.runs.running(od.uri, k.qualified_name) if ls.runs is not None else None
+        if running is not None:
+            title = f"⏹ Cancel {running.kind.value} (running)"
+            lenses.append(_lens(rng, title, wire.CANCEL_COMMAND, {"runId": running.run_id}))
+        elif view.spec is not None:
+            lenses.append(_lens(rng, "▶ Benchmark", wire.BENCHMARK_COMMAND, arg))
+            lenses.append(_lens(rng, "⚡ Optimize", wire.OPTIMIZE_COMMAND, arg))
         elif view.written:
             first = view.errors[0]
             lenses.append(_lens(rng, f"⚠ spec error, line {first.line + 1}: {first.message}", "", None))
         else:
-            lenses.append(_lens(rng, "Add benchmark spec", ADD_SPEC, arg))
+            lenses.append(_lens(rng, "Add benchmark spec", wire.ADD_SPEC_COMMAND, arg))
         rec = results.get(k.qualified_name)
         if rec is not None and rec.benchmark is not None:
             lenses.append(_lens(rng, benchmark_line(rec.benchmark), "", None))
@@ -49,7 +53,7 @@ def code_lenses(ls: CudaLanguageServer, od: OpenDocument) -> list[lsp.CodeLens]:
         rewrite = ls.runs.pending(od, k.qualified_name) if ls.runs is not None else None
         if rewrite is not None:
             title = f"✓ Apply verified rewrite ({rewrite.speedup:.2f}× faster)"
-            lenses.append(_lens(rng, title, "cudaAgent.applyRewrite", {"runId": rewrite.run_id}))
+            lenses.append(_lens(rng, title, wire.APPLY_REWRITE_COMMAND, {"runId": rewrite.run_id}))
     return lenses
 
 
@@ -103,7 +107,8 @@ def _snippet(text: str) -> str:
 
 
 def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
-    """On the kernel under the cursor or selection: Optimize / Benchmark, or the spec quick fix."""
+    """On the kernel under the cursor or selection: Apply a verified rewrite waiting for this text,
+    Cancel the run in progress or Optimize / Benchmark; or the spec quick fix."""
     od = ls.document(params.text_document.uri)
     if od is None or od.doc is None:
         return []
@@ -112,33 +117,58 @@ def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[l
     if k is None:
         return moves
     view = od.spec(k)
-    arg = {"uri": od.uri, "kernel": k.qualified_name}
-    if view.spec is not None:
-        return [
+    name = k.qualified_name
+    arg = {"uri": od.uri, "kernel": name}
+    rewrite = ls.runs.pending(od, name) if ls.runs is not None else None
+    running = ls.runs.running(od.uri, name) if ls.runs is not None else None
+    actions = []
+    if rewrite is not None:
+        title = f"Apply verified rewrite of {name} ({rewrite.speedup:.2f}× faster)"
+        run = {"runId": rewrite.run_id}
+        actions.append(
             lsp.CodeAction(
-                title=f"Optimize {k.qualified_name} (verified on the GPU)",
+                title=title,
                 kind=lsp.CodeActionKind.RefactorRewrite,
-                command=lsp.Command(title="Optimize", command="cudaAgent.optimize", arguments=[arg]),
+                is_preferred=True,
+                command=lsp.Command(title=title, command=wire.APPLY_REWRITE_COMMAND, arguments=[run]),
+            )
+        )
+    if running is not None:
+        title = f"Cancel the {running.kind.value} run of {name}"
+        run = {"runId": running.run_id}
+        actions.append(
+            lsp.CodeAction(
+                title=title, command=lsp.Command(title=title, command=wire.CANCEL_COMMAND, arguments=[run])
+            )
+        )
+    elif view.spec is not None:
+        actions += [
+            lsp.CodeAction(
+                title=f"Optimize {name} (verified on the GPU)",
+                kind=lsp.CodeActionKind.RefactorRewrite,
+                command=lsp.Command(title="Optimize", command=wire.OPTIMIZE_COMMAND, arguments=[arg]),
             ),
             lsp.CodeAction(
-                title=f"Benchmark {k.qualified_name}",
-                command=lsp.Command(title="Benchmark", command="cudaAgent.benchmark", arguments=[arg]),
+                title=f"Benchmark {name}",
+                command=lsp.Command(title="Benchmark", command=wire.BENCHMARK_COMMAND, arguments=[arg]),
             ),
             *compare_actions(ls, od, k),
         ]
-    if view.written:
-        return []
-    edit = spec_edit(ls, od, k)
-    if edit is None:
+    if view.spec is not None or running is not None:
+        return actions
+    if view.written or od.doc is None:
         return []
     fixes = [d for d in params.context.diagnostics if d.code == "missing-spec"]
+    title = f"Add benchmark spec for {name} (inferred)"
+    # a command, not an edit: the server sends the edit (workspace/applyEdit), which the VS Code
+    # extension puts into the editor unsaved (a code action's edit goes through VS Code's bulk edit)
     return [
         lsp.CodeAction(
-            title=f"Add benchmark spec for {k.qualified_name} (inferred)",
+            title=title,
             kind=lsp.CodeActionKind.QuickFix,
             diagnostics=fixes or None,
             is_preferred=True,
-            edit=edit,
+            command=lsp.Command(title=title, command=wire.ADD_SPEC_COMMAND, arguments=[arg]),
         )
     ]
 
@@ -180,7 +210,7 @@ def setup(ls: CudaLanguageServer) -> None:
         od = ls.document(params.text_document.uri)
         if od is None:
             return []
-        pending = ls.runs.generation if ls.runs is not None else 0
+        pending = ls.runs.generation if ls.runs is not None else 0  # runs and pending rewrites
         return od.cached(f"lenses:{ls.generation}:{pending}", lambda: code_lenses(ls, od))
 
     @ls.feature(
@@ -196,13 +226,13 @@ def setup(ls: CudaLanguageServer) -> None:
     def actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
         return code_actions(ls, params)
 
-    @ls.command(ADD_SPEC)
-    async def add_spec(ls: CudaLanguageServer, *args: Any) -> dict[str, Any]:
-        od, k = ls.kernel_arg(args)
+    @ls.command(wire.ADD_SPEC_COMMAND)
+    async def add_spec(ls: CudaLanguageServer, ref: wire.KernelRef) -> wire.ApplyResult:
+        od, k = ls.kernel_ref(ref)
         edit = spec_edit(ls, od, k)
         if edit is None:
-            return {"applied": False, "message": "the document is too large to analyse"}
+            return wire.ApplyResult(False, "the document is too large to analyse")
         result = await ls.workspace_apply_edit_async(
             lsp.ApplyWorkspaceEditParams(edit=edit, label=f"Add benchmark spec for {k.qualified_name}")
         )
-        return {"applied": result.applied, "message": result.failure_reason or ""}
+        return wire.ApplyResult(result.applied, result.failure_reason or "")

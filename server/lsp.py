@@ -18,19 +18,22 @@ import signal
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import cattrs
 from lsprotocol import types as lsp
 from pygls.exceptions import FeatureRequestError, JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
 from agent import spec as specs
 from agent.source import Document, Kernel
+from server import protocol as wire
 from server.settings import SECTION, Settings, parse_settings
 from server.stdio import GuardedStdin
 from server.store import Changes, ResultStore, Watcher
@@ -125,17 +128,50 @@ class KernelSpecView:
 
 
 class _Protocol(LanguageServerProtocol):
-    """pygls' protocol, answering a request whose params do not fit its method with InvalidParams
+    """pygls' protocol, with this server's custom requests typed (:data:`server.protocol.REQUEST_TYPES`),
+    answering a request whose params do not fit its method with InvalidParams that say which field
     (pygls drops such a request unanswered, and the client would wait for it forever)."""
+
+    def __init__(self, server: LanguageServer, converter: cattrs.Converter) -> None:
+        super().__init__(server, converter)
+        wire.register_strict_inputs(converter)
+
+    def get_message_type(self, method: str) -> Any:  # type: ignore[override]  # pygls caches its own
+        return wire.REQUEST_TYPES.get(method) or super().get_message_type(method)
 
     def structure_message(self, data: dict[str, Any]) -> Any:
         try:
             return super().structure_message(data)
-        except JsonRpcException:
+        except JsonRpcException as exc:
             if "id" in data and "method" in data:
-                error = JsonRpcInvalidParams(f"invalid params for {data['method']}")
+                error = JsonRpcInvalidParams(f"invalid params for {data['method']}{_why(exc)}")
                 self._send_response(data["id"], error=error.to_response_error())
             raise
+
+    @lsp_method(lsp.WORKSPACE_EXECUTE_COMMAND)
+    def lsp_workspace__execute_command(self, params: lsp.ExecuteCommandParams) -> Generator[Any, Any, Any]:
+        """pygls' command dispatch (typed arguments), with errors that say which argument is wrong."""
+        try:
+            return (yield from super().lsp_workspace__execute_command(params))
+        except JsonRpcInvalidParams as exc:
+            why = _why(exc)
+            if not why:
+                raise
+            raise JsonRpcInvalidParams(f"invalid arguments for {params.command}{why}") from None
+
+
+def _camel_path(message: str) -> str:
+    """cattrs' ``... @ arguments.run_id`` with the path in the wire's casing (``arguments.runId``)."""
+    what, sep, where = message.rpartition(" @ ")
+    return f"{what} @ {'.'.join(wire.camel(p) for p in where.split('.'))}" if sep else message
+
+
+def _why(exc: BaseException) -> str:
+    """``: <what is wrong, where>`` from the cattrs error behind ``exc`` ("" when there is none)."""
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, cattrs.ClassValidationError):
+        return ": " + "; ".join(_camel_path(m) for m in cattrs.transform_error(cause, path="arguments"))
+    return ""
 
 
 class CudaLanguageServer(LanguageServer):
@@ -215,19 +251,16 @@ class CudaLanguageServer(LanguageServer):
         self._notify(od, "change")
         return od
 
-    def kernel_arg(self, args: tuple[Any, ...]) -> tuple[OpenDocument, Kernel]:
-        """The ``[{uri, kernel}]`` argument of a kernel command (``kernel`` may be omitted when the
-        file has one kernel); raises JsonRpcInvalidParams with a message for the user."""
-        arg = args[0] if len(args) == 1 else None
-        if not isinstance(arg, dict) or not isinstance(arg.get("uri"), str):
-            raise JsonRpcInvalidParams("expected one argument {uri, kernel}")
-        od = self.documents.get(arg["uri"])
+    def kernel_ref(self, ref: wire.KernelRef) -> tuple[OpenDocument, Kernel]:
+        """The document and kernel a kernel command names (``kernel`` may be left out when the file
+        has one kernel); raises JsonRpcInvalidParams with a message for the user."""
+        od = self.documents.get(ref.uri)
         if od is None:
-            raise JsonRpcInvalidParams(f"{arg['uri']} is not open in the editor")
-        name = arg.get("kernel")
+            raise JsonRpcInvalidParams(f"{ref.uri} is not open in the editor")
+        name = ref.kernel
         if name is None and len(od.kernels) == 1:
             return od, od.kernels[0]
-        k = od.kernel(name) if isinstance(name, str) else None
+        k = od.kernel(name) if name is not None else None
         if k is None:
             known = ", ".join(x.qualified_name for x in od.kernels) or "none"
             raise JsonRpcInvalidParams(f"no kernel {name!r} in {od.path.name} (kernels: {known})")
@@ -359,8 +392,14 @@ class ClientLogHandler(logging.Handler):
         self._busy = threading.local()
         self.setFormatter(logging.Formatter("%(name)s: %(message)s"))
 
+    # pygls' warning when the client cancels a request that was already answered (lenses, hints):
+    # routine, and repeated on every keystroke
+    QUIET = ("Cancel notification for unknown message id",)
+
     def emit(self, record: logging.LogRecord) -> None:
         if getattr(self._busy, "on", False):  # sending a message logged something: drop it
+            return
+        if isinstance(record.msg, str) and record.msg.startswith(self.QUIET):
             return
         kind = next(t for level, t in self.LEVELS if record.levelno >= level)
         try:

@@ -1,20 +1,23 @@
 """Optimize and benchmark from the editor; verified rewrites offered for confirmation.
 
-Commands (``workspace/executeCommand``) and custom methods, as listed in ARCHITECTURE.md:
+The methods and their payloads are declared in :mod:`server.protocol` (ARCHITECTURE.md lists them):
 
-- ``cudaAgent.optimize`` ``[{uri, kernel}]``: runs :func:`agent.loop.optimize` in a background
-  thread through the configured executor, with server-initiated work-done progress (percentage,
-  candidates tried, best speedup so far) that the user can cancel.  The best verified candidate
-  so far is kept on cancel.  Answers ``{runId, status, speedup, message, cancelled}``; ``status``
-  is ``ok`` when a verified rewrite is ready (fetch it with ``cudaAgent/rewrite``), else
-  ``not_improved``, ``baseline_failed``, ``error`` or ``busy``.
-- ``cudaAgent.benchmark`` ``[{uri, kernel}]``: times the kernel under its spec.
-- ``cudaAgent.applyRewrite`` ``[{runId}]``: sends the rewrite (kernel and launch-site edits) as one
-  ``workspace/applyEdit`` whose change annotation needs confirmation, against the exact document
-  version; refused, with a message, if the document changed since the run began.
-- ``cudaAgent/rewrite`` ``{runId}``: the rewrite for a side-by-side diff.
-- ``cudaAgent/results`` ``{uri?}``: stored results.
-- ``cudaAgent/status`` (server → client): executor, device, the run in progress.
+- ``cudaAgent.optimize`` / ``cudaAgent.benchmark`` ``[KernelRef]`` answer at once with a
+  :class:`~server.protocol.RunStarted` (the run id); the run goes on in a background thread
+  through the configured executor.  Progress: ``$/progress`` (server-initiated, cancellable) for
+  clients with ``window.workDoneProgress``, else ``window/logMessage`` lines and a
+  ``window/showMessage`` at the start and the end.  The end: a ``cudaAgent/runFinished``
+  notification; a verified faster rewrite is then offered as an **Apply** code lens and code
+  action on the kernel (and fetched for a diff with ``cudaAgent/rewrite``).  The best verified
+  candidate so far is kept on cancel.
+- ``cudaAgent.cancel`` ``[RunRef]`` stops a run (so do the progress's cancel button and a
+  code action / lens on the kernel while it runs).
+- ``cudaAgent.applyRewrite`` ``[RunRef]``: the one apply path.  Refused, with a message, when the
+  document changed since the run began; else one ``workspace/applyEdit`` (kernel, launch sites
+  and the spec's launch line) against the document's version, whose change annotation needs
+  confirmation.
+- ``cudaAgent/results`` ``{uri?}``: stored results; ``cudaAgent/status`` (server → client):
+  executor, device, the run in progress.
 
 Each finished run is recorded in the workspace's result store; lenses and hints refresh.
 """
@@ -26,12 +29,12 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
@@ -41,17 +44,16 @@ from agent import loop
 from agent.source import Document
 from sandbox.compiler import CompilePool
 from sandbox.contract import CandidateResult, Tolerance, to_dict
-from sandbox.executor import Executor, ExecutorError
+from sandbox.executor import Executor, ExecutorError, NoGpuError
+from server import protocol as wire
 from server.diagnostics import compile_options
 from server.lsp import CudaLanguageServer, OpenDocument
+from server.protocol import RunKind, StartStatus
 from server.settings import ExecutorSettings, Settings, make_executor
 from server.store import BenchmarkRecord, OptimizeRecord, kernel_hash, text_hash
-from server.texts import plural
+from server.texts import plural, spread_text
 
 log = logging.getLogger(__name__)
-
-ANNOTATION = "cuda-agent.verified-rewrite"
-STATUS = "cudaAgent/status"
 
 
 # ------------------------------------------------------------------------------------- values
@@ -77,11 +79,12 @@ class ActiveRun:
     """A run in progress (event loop only)."""
 
     run_id: str
-    kind: Literal["optimize", "benchmark", "compare"]
+    kind: RunKind
     uri: str
     kernel: str
     cancel: threading.Event
     percent: int = 0
+    task: asyncio.Task[None] | None = None
 
 
 def position_at(text: str, offset: int) -> lsp.Position:
@@ -231,7 +234,7 @@ class Runs:
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cuda-agent-run")
         self.active: dict[str, ActiveRun] = {}
         self.rewrites: dict[str, Rewrite] = {}
-        self.generation = 0  # bumped when the set of pending rewrites changes
+        self.generation = 0  # bumped when runs start or end, or pending rewrites change
         self.device = ""
         self._lock = threading.Lock()
         self._executor: tuple[ExecutorSettings, Executor] | None = None
@@ -265,26 +268,32 @@ class Runs:
         ]
         return found[-1] if found else None
 
-    def add_rewrite(self, rewrite: Rewrite) -> None:
-        self.rewrites[rewrite.run_id] = rewrite
+    def running(self, uri: str, kernel: str) -> ActiveRun | None:
+        return next((r for r in self.active.values() if r.uri == uri and r.kernel == kernel), None)
+
+    def changed(self) -> None:
+        """Runs started or ended, or pending rewrites changed: lenses and code actions refresh."""
         self.generation += 1
+        self.ls.results_changed()
 
     def status(self) -> None:
         if not self.ls.ready:
             return
         run = next(iter(self.active.values()), None)
-        s = self.ls.settings.executor
-        self.ls.protocol.notify(
-            STATUS,
-            {
-                "executor": describe_executor(s),
-                "device": self.device,
-                "running": {"kernel": run.kernel, "kind": run.kind, "percent": run.percent} if run else None,
-            },
-        )
+        running = wire.RunningStatus(run.run_id, run.kind, run.kernel, run.percent) if run else None
+        status = wire.ServerStatus(describe_executor(self.ls.settings.executor), self.device, running)
+        self.ls.protocol.notify(wire.STATUS_NOTIFICATION, status)
+
+    def cancel(self, run_id: str) -> wire.CancelResult:
+        run = self.active.get(run_id)
+        if run is None:
+            return wire.CancelResult(False, f"no run {run_id!r} in progress")
+        run.cancel.set()
+        log.info("cancelling the %s run of %s (%s)", run.kind.value, run.kernel, run_id)
+        return wire.CancelResult(True, f"cancelling the {run.kind.value} run of {run.kernel}")
 
     async def cancel_all(self, timeout_s: float) -> None:
-        """Cancel every run and wait (up to ``timeout_s``) until each has answered its request."""
+        """Cancel every run and wait (up to ``timeout_s``) until each has ended and reported."""
         for run in self.active.values():
             run.cancel.set()
         deadline = time.monotonic() + timeout_s
@@ -305,56 +314,76 @@ class Runs:
 
 
 class Progress:
-    """Server-initiated work-done progress with cancel (a no-op when the client has none)."""
+    """A run's progress as the client can show it: server-initiated work-done progress with cancel
+    where the client supports it, else log lines (``window/logMessage``) and a message
+    (``window/showMessage``) at the start and the end."""
 
-    def __init__(self, ls: CudaLanguageServer, cancel: threading.Event) -> None:
+    LOG_EVERY_S = 2.0
+
+    def __init__(self, ls: CudaLanguageServer, run: ActiveRun, title: str) -> None:
         self.ls = ls
-        self.cancel = cancel
-        self.token = f"cuda-agent/{uuid.uuid4().hex[:12]}"
+        self.run = run
+        self.title = title
+        self.token = f"cuda-agent/{run.run_id}"
         self.enabled = False
         self.last = 0.0
 
-    async def begin(self, title: str, message: str) -> None:
+    async def begin(self, message: str) -> None:
         window = self.ls.client_capabilities.window
-        if window is None or not window.work_done_progress:
-            return
-        try:
-            await self.ls.work_done_progress.create_async(self.token)
-        except Exception as exc:
-            log.info("no progress bar: %s", exc)
-            return
-        self.enabled = True
-        self.ls.work_done_progress.begin(
-            self.token,
-            lsp.WorkDoneProgressBegin(title=title, message=message, percentage=0, cancellable=True),
+        if window is not None and window.work_done_progress:
+            try:
+                await self.ls.work_done_progress.create_async(self.token)
+            except Exception as exc:
+                log.info("no progress bar: %s", exc)
+            else:
+                self.enabled = True
+                self.ls.work_done_progress.begin(
+                    self.token,
+                    lsp.WorkDoneProgressBegin(
+                        title=self.title, message=message, percentage=0, cancellable=True
+                    ),
+                )
+                # pygls cancels this future on window/workDoneProgress/cancel
+                self.ls.work_done_progress.tokens[self.token].add_done_callback(
+                    lambda _: self.run.cancel.set()
+                )
+                return
+        self._show(
+            f"{self.title} (run {self.run.run_id}): {message}; "
+            f"cancel with the command {wire.CANCEL_COMMAND} or the code action on the kernel"
         )
-        # pygls cancels this future on window/workDoneProgress/cancel
-        self.ls.work_done_progress.tokens[self.token].add_done_callback(lambda _: self.cancel.set())
 
     def report(self, percent: int, message: str, force: bool = False) -> None:
         now = time.monotonic()
-        if not self.enabled or (not force and now - self.last < 0.1):
+        every = 0.1 if self.enabled else self.LOG_EVERY_S
+        if not force and now - self.last < every:
             return
         self.last = now
-        self.ls.work_done_progress.report(
-            self.token, lsp.WorkDoneProgressReport(message=message, percentage=percent)
-        )
+        if self.enabled:
+            self.ls.work_done_progress.report(
+                self.token, lsp.WorkDoneProgressReport(message=message, percentage=percent)
+            )
+        else:
+            self.ls.window_log_message(
+                lsp.LogMessageParams(
+                    type=lsp.MessageType.Info, message=f"{self.title}: {percent}% · {message}"
+                )
+            )
 
-    def end(self, message: str) -> None:
+    def end(self, message: str, shown: str | None = None) -> None:
+        """End the progress with ``message``; clients without progress get ``shown`` (or
+        ``message``) as a message."""
         if self.enabled:
             self.ls.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd(message=message))
             self.ls.work_done_progress.tokens.pop(self.token, None)
             self.enabled = False
+        else:
+            self._show(f"{self.title}: {shown or message}")
 
-
-def _cancel_with_request(ls: CudaLanguageServer, cancel: threading.Event) -> None:
-    """Set ``cancel`` when the client cancels the request being handled (``$/cancelRequest``).
-
-    pygls runs a command inside its own ``workspace/executeCommand`` handler and cancels only that
-    outer request's future; the command's coroutine is not told, so watch that future."""
-    outer = ls.protocol._request_futures.get(ls.protocol.msg_id) if ls.protocol.msg_id is not None else None
-    if outer is not None:
-        outer.add_done_callback(lambda f: cancel.set() if f.cancelled() else None)
+    def _show(self, message: str) -> None:
+        self.ls.window_show_message(
+            lsp.ShowMessageParams(type=lsp.MessageType.Info, message=f"CUDA Agent: {message}")
+        )
 
 
 def _target(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> loop.Target:
@@ -363,29 +392,97 @@ def _target(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> loop.Targe
     return loop.target_for(od.doc, kernel, compile_options(ls.settings, od.path))
 
 
-async def run_optimize(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> dict[str, Any]:
-    runs = ls.runs
-    assert runs is not None and ls.loop is not None
-    busy = next((r for r in runs.active.values() if r.uri == od.uri and r.kernel == kernel), None)
-    if busy is not None:
-        return {
-            "runId": busy.run_id,
-            "status": "busy",
-            "speedup": 0.0,
-            "message": f"{kernel} is already running",
-        }
+def start_run(ls: CudaLanguageServer, kind: RunKind, od: OpenDocument, kernel: str) -> wire.RunStarted:
+    """Start an optimize or benchmark run of ``kernel`` in the background; answer at once."""
     try:
         target = _target(ls, od, kernel)
     except loop.TargetError as exc:
-        return {"runId": "", "status": "error", "speedup": 0.0, "message": str(exc)}
-    settings = ls.settings
-    run = ActiveRun(uuid.uuid4().hex[:12], "optimize", od.uri, kernel, threading.Event())
-    runs.active[run.run_id] = run
-    _cancel_with_request(ls, run.cancel)
-    progress = Progress(ls, run.cancel)
-    await progress.begin(
-        f"Optimizing {kernel}", f"{describe_executor(settings.executor)}: measuring the original"
+        return wire.RunStarted("", kind, StartStatus.ERROR, str(exc))
+    if kind is RunKind.OPTIMIZE:
+        return launch_run(
+            ls, kind, od.uri, kernel, f"Optimizing {kernel}", lambda run, p: _optimize(ls, run, od, target, p)
+        )
+    return launch_run(
+        ls, kind, od.uri, kernel, f"Benchmarking {kernel}", lambda run, p: _benchmark(ls, run, od, target, p)
     )
+
+
+RunBody = Callable[["ActiveRun", "Progress"], Awaitable[wire.RunFinished]]
+
+
+def launch_run(
+    ls: CudaLanguageServer, kind: RunKind, uri: str, kernel: str, title: str, body: RunBody
+) -> wire.RunStarted:
+    """Run ``body`` in the background as ``kind`` on ``kernel`` (one run per kernel at a time),
+    with progress titled ``title``; answer at once with the run id."""
+    runs = ls.runs
+    assert runs is not None
+    busy = runs.running(uri, kernel)
+    if busy is not None:
+        return wire.RunStarted(
+            busy.run_id, busy.kind, StartStatus.BUSY, f"{kernel} is already running ({busy.kind.value})"
+        )
+    run = ActiveRun(uuid.uuid4().hex[:12], kind, uri, kernel, threading.Event())
+    runs.active[run.run_id] = run
+    runs.changed()
+    run.task = asyncio.ensure_future(_run(ls, run, title, body))
+    return wire.RunStarted(run.run_id, kind, StartStatus.STARTED, title[0].lower() + title[1:])
+
+
+def _finished(run: ActiveRun, status: str, message: str, **numbers: Any) -> wire.RunFinished:
+    values: dict[str, Any] = {
+        "cancelled": run.cancel.is_set(),
+        "rewrite_ready": False,
+        **{k: 0.0 for k in ("speedup", "speedup_low", "speedup_high", "median_ms", "rel_spread")},
+        "gbps": 0.0,
+        "pct_peak": 0.0,
+        **numbers,
+    }
+    return wire.RunFinished(run.run_id, run.kind, run.uri, run.kernel, status, message, **values)
+
+
+async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody) -> None:
+    """A run from start to end: progress, the work, the record, the ``runFinished`` notification."""
+    runs = ls.runs
+    assert runs is not None
+    progress = Progress(ls, run, title)
+    shown: str | None = None
+    try:
+        finished = await body(run, progress)
+        if finished.rewrite_ready:
+            shown = (
+                f"{finished.message}; apply it with the code action or lens "
+                f"“Apply verified rewrite” on {run.kernel}"
+            )
+    except NoGpuError as exc:
+        _must_act(
+            ls,
+            f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}. Ways forward: a remote "
+            "`cuda-agent worker` (executor.kind remote), or the simulated GPU to try the flow (executor.kind test)",
+        )
+        finished = _finished(run, "error", f"failed: {exc}")
+    except ExecutorError as exc:
+        _must_act(ls, f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}")
+        finished = _finished(run, "error", f"failed: {exc}")
+    except Exception as exc:
+        log.exception("%s %s failed", run.kind.value, run.kernel)
+        finished = _finished(run, "error", f"failed: {exc}")
+    finally:
+        runs.active.pop(run.run_id, None)
+    log.info("%s %s: %s", run.kind.value, run.kernel, finished.message)
+    progress.end(finished.message, shown)
+    runs.changed()
+    runs.status()
+    ls.protocol.notify(wire.RUN_FINISHED_NOTIFICATION, finished)
+
+
+async def _optimize(
+    ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: loop.Target, progress: Progress
+) -> wire.RunFinished:
+    runs = ls.runs
+    assert runs is not None and ls.loop is not None
+    settings = ls.settings
+    await progress.begin(f"{describe_executor(settings.executor)}: measuring the original")
     runs.status()
 
     def on_event(ev: loop.LoopEvent) -> None:  # loop thread
@@ -415,36 +512,8 @@ async def run_optimize(ls: CudaLanguageServer, od: OpenDocument, kernel: str) ->
         finally:
             proposer.close()
 
-    future = ls.loop.run_in_executor(runs.pool, work)
-    try:
-        result = await asyncio.shield(future)
-    except asyncio.CancelledError:  # the handler itself was cancelled: stop the run, keep what it found
-        run.cancel.set()
-        future.add_done_callback(lambda f: _finish_optimize(ls, run, od, target, f, progress))
-        raise
-    except ExecutorError as exc:
-        _end(ls, run, progress, f"failed: {exc}")
-        _must_act(ls, f"CUDA Agent: cannot optimize {kernel}: {exc}")
-        return {"runId": run.run_id, "status": "error", "speedup": 0.0, "message": str(exc)}
-    except Exception as exc:
-        _end(ls, run, progress, f"failed: {exc}")
-        log.exception("optimize %s failed", kernel)
-        return {"runId": run.run_id, "status": "error", "speedup": 0.0, "message": str(exc)}
-    return _record_optimize(ls, run, od, target, result, progress)
-
-
-def _finish_optimize(
-    ls: CudaLanguageServer,
-    run: ActiveRun,
-    od: OpenDocument,
-    target: loop.Target,
-    future: asyncio.Future[loop.OptimizeResult],
-    progress: Progress,
-) -> None:
-    if future.cancelled() or future.exception() is not None:
-        _end(ls, run, progress, "cancelled")
-        return
-    _record_optimize(ls, run, od, target, future.result(), progress)
+    result = await ls.loop.run_in_executor(runs.pool, work)
+    return _record_optimize(ls, run, od, target, result)
 
 
 def _record_optimize(
@@ -453,8 +522,7 @@ def _record_optimize(
     od: OpenDocument,
     target: loop.Target,
     result: loop.OptimizeResult,
-    progress: Progress,
-) -> dict[str, Any]:
+) -> wire.RunFinished:
     runs = ls.runs
     assert runs is not None and od.doc is not None
     if result.device is not None:
@@ -467,23 +535,20 @@ def _record_optimize(
         new_doc = Document(result.rewritten, str(od.path))
         nk = new_doc.kernel(run.kernel)
         rewritten_hash = kernel_hash(new_doc, nk) if nk is not None else text_hash(result.rewritten)
-        runs.add_rewrite(
-            Rewrite(
-                run.run_id,
-                od.uri,
-                od.version,
-                run.kernel,
-                target.text,
-                result.rewritten,
-                rewrite_edits(target, result),
-                result.speedup,
-                summary_of(result),
-            )
+        runs.rewrites[run.run_id] = Rewrite(
+            run.run_id,
+            od.uri,
+            od.version,
+            run.kernel,
+            target.text,
+            result.rewritten,
+            rewrite_edits(target, result),
+            result.speedup,
+            summary_of(result),
         )
     seeds = len({c.seed for c in result.best.result.checks}) if result.best else 0
     record = optimize_record(run.run_id, target, result, original_hash, rewritten_hash, seeds)
     ls.store.put(od.path, run.kernel, optimize=record)
-    ls.results_changed()
     if improved:
         message = (
             f"{result.speedup:.2f}× faster, verified ({result.speedup_low:.2f}–{result.speedup_high:.2f}×)"
@@ -493,23 +558,17 @@ def _record_optimize(
     else:
         message = f"no reliably faster candidate ({plural(result.attempts, 'candidate')} tried; {result.stop_reason})"
     if result.cancelled:
-        message += "; cancelled, best so far kept"
-    _end(ls, run, progress, message)
-    log.info("optimize %s: %s", run.kernel, message)
-    return {
-        "runId": run.run_id,
-        "status": "ok" if improved else result.outcome.value,
-        "speedup": result.speedup if improved else 0.0,
-        "message": message,
-        "cancelled": result.cancelled,
-    }
-
-
-def _end(ls: CudaLanguageServer, run: ActiveRun, progress: Progress, message: str) -> None:
-    progress.end(message)
-    if ls.runs is not None:
-        ls.runs.active.pop(run.run_id, None)
-        ls.runs.status()
+        message += "; cancelled, best so far kept" if improved else "; cancelled"
+    return _finished(
+        run,
+        "ok" if improved else result.outcome.value,
+        message,
+        cancelled=result.cancelled,
+        rewrite_ready=improved,
+        speedup=result.speedup if improved else 0.0,
+        speedup_low=result.speedup_low if improved else 0.0,
+        speedup_high=result.speedup_high if improved else 0.0,
+    )
 
 
 def _must_act(ls: CudaLanguageServer, message: str) -> None:
@@ -517,20 +576,13 @@ def _must_act(ls: CudaLanguageServer, message: str) -> None:
     ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=message))
 
 
-async def run_benchmark(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> dict[str, Any]:
+async def _benchmark(
+    ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: loop.Target, progress: Progress
+) -> wire.RunFinished:
     runs = ls.runs
     assert runs is not None and ls.loop is not None
-    empty = {"status": "error", "medianMs": 0.0, "relSpread": 0.0, "gbps": 0.0, "pctPeak": 0.0}
-    try:
-        target = _target(ls, od, kernel)
-    except loop.TargetError as exc:
-        return {**empty, "message": str(exc)}
     settings = ls.settings
-    run = ActiveRun(uuid.uuid4().hex[:12], "benchmark", od.uri, kernel, threading.Event())
-    runs.active[run.run_id] = run
-    _cancel_with_request(ls, run.cancel)
-    progress = Progress(ls, run.cancel)
-    await progress.begin(f"Benchmarking {kernel}", describe_executor(settings.executor))
+    await progress.begin(describe_executor(settings.executor))
     runs.status()
     request = target.request(run.run_id, ())
 
@@ -538,37 +590,31 @@ async def run_benchmark(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -
         result = runs.executor(settings.executor).evaluate(request, cancel=run.cancel)
         return result.baseline, result.device.name if result.device else ""
 
-    try:
-        baseline, device = await ls.loop.run_in_executor(runs.pool, work)
-    except ExecutorError as exc:
-        _end(ls, run, progress, f"failed: {exc}")
-        _must_act(ls, f"CUDA Agent: cannot benchmark {kernel}: {exc}")
-        return {**empty, "message": str(exc)}
-    except BaseException:  # cancelled request, or a bug: the bar must not stay up
-        run.cancel.set()
-        _end(ls, run, progress, "cancelled")
-        raise
+    baseline, device = await ls.loop.run_in_executor(runs.pool, work)
     runs.device = device or runs.device
     if baseline.timing is None:
         message = f"{baseline.status.value}: {baseline.message}".strip(": ")
-        _end(ls, run, progress, message)
-        return {**empty, "status": baseline.status.value, "message": message}
+        return _finished(run, baseline.status.value, message)
     record = benchmark_record(target, baseline, device)
-    ls.store.put(od.path, kernel, benchmark=record)
-    ls.results_changed()
-    message = f"{record.median_ms:.4g} ms · {record.gbps:.0f} GB/s · {record.pct_peak:.0f}% of peak"
-    _end(ls, run, progress, message)
-    return {
-        "status": baseline.status.value,
-        "medianMs": record.median_ms,
-        "relSpread": record.rel_spread,
-        "gbps": record.gbps,
-        "pctPeak": record.pct_peak,
-        "message": message,
-    }
+    ls.store.put(od.path, run.kernel, benchmark=record)
+    message = (
+        f"{record.median_ms:.4g} ms ({spread_text(record.rel_spread)}) · {record.gbps:.0f} GB/s · "
+        f"{record.pct_peak:.0f}% of peak"
+    )
+    return _finished(
+        run,
+        baseline.status.value,
+        message,
+        median_ms=record.median_ms,
+        rel_spread=record.rel_spread,
+        gbps=record.gbps,
+        pct_peak=record.pct_peak,
+    )
 
 
-async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> dict[str, Any]:
+async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> wire.ApplyResult:
+    """The one apply path: the rewrite of ``run_id`` as one versioned, annotated workspace edit,
+    refused when the document changed since the run began."""
     runs = ls.runs
     assert runs is not None
     rw = runs.rewrites.get(run_id)
@@ -581,86 +627,69 @@ async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> dict[str, Any]:
             "(or was closed). Nothing was overwritten; run Optimize again on the current code."
         )
         ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=message))
-        return {"applied": False, "message": message}
+        return wire.ApplyResult(False, message)
     label = f"Verified rewrite of {rw.kernel} ({rw.speedup:.2f}× faster)"
     edit = lsp.WorkspaceEdit(
         document_changes=[
             lsp.TextDocumentEdit(
                 text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=od.uri, version=od.version),
                 edits=[
-                    lsp.AnnotatedTextEdit(annotation_id=ANNOTATION, range=e.range, new_text=e.new_text)
+                    lsp.AnnotatedTextEdit(annotation_id=wire.ANNOTATION, range=e.range, new_text=e.new_text)
                     for e in rw.edits
                 ],
             )
         ],
         change_annotations={
-            ANNOTATION: lsp.ChangeAnnotation(label=label, needs_confirmation=True, description=rw.summary)
+            wire.ANNOTATION: lsp.ChangeAnnotation(
+                label=label, needs_confirmation=True, description=rw.summary
+            )
         },
     )
     result = await ls.workspace_apply_edit_async(lsp.ApplyWorkspaceEditParams(edit=edit, label=label))
     if result.applied:
         runs.rewrites.pop(run_id, None)
-        runs.generation += 1
-    return {
-        "applied": result.applied,
-        "message": result.failure_reason or ("applied" if result.applied else "declined"),
-    }
+        runs.changed()
+    return wire.ApplyResult(
+        result.applied, result.failure_reason or ("applied" if result.applied else "declined")
+    )
 
 
-def rewrite_payload(ls: CudaLanguageServer, params: Any) -> dict[str, Any]:
-    run_id = _field(params, "runId")
-    rw = ls.runs.rewrites.get(run_id) if ls.runs is not None and isinstance(run_id, str) else None
+def rewrite_payload(ls: CudaLanguageServer, run_id: str) -> wire.Rewrite:
+    rw = ls.runs.rewrites.get(run_id) if ls.runs is not None else None
     if rw is None:
         raise JsonRpcInvalidParams(f"no verified rewrite for run {run_id!r}")
-    return {
-        "uri": rw.uri,
-        "version": rw.version,
-        "kernel": rw.kernel,
-        "original": rw.original,
-        "rewritten": rw.rewritten,
-        "edits": [{"range": _range_json(e.range), "newText": e.new_text} for e in rw.edits],
-        "speedup": rw.speedup,
-        "summary": rw.summary,
-    }
+    return wire.Rewrite(
+        rw.run_id,
+        rw.uri,
+        rw.version,
+        rw.kernel,
+        rw.original,
+        rw.rewritten,
+        list(rw.edits),
+        rw.speedup,
+        rw.summary,
+    )
 
 
-def results_payload(ls: CudaLanguageServer, params: Any) -> dict[str, Any]:
-    uri = _field(params, "uri")
-    if uri is not None and not isinstance(uri, str):
-        raise JsonRpcInvalidParams("uri must be a string")
+def results_payload(ls: CudaLanguageServer, uri: str | None) -> wire.Results:
     files = ls.store.all()
     if uri is not None:
         od = ls.document(uri)
         key = ls.store.key(od.path if od is not None else Path(to_fs_path(uri) or uri))
         files = {key: files.get(key, {})}
-    return {
-        "results": [
-            {"file": f, "kernel": k, **to_dict(r)}
+    return wire.Results(
+        [
+            wire.KernelResults(
+                f,
+                k,
+                wire.camel_keys(to_dict(r.benchmark)) if r.benchmark is not None else None,
+                wire.camel_keys(to_dict(r.optimize)) if r.optimize is not None else None,
+                wire.camel_keys(to_dict(r.compare)) if r.compare is not None else None,
+            )
             for f, per_file in sorted(files.items())
             for k, r in sorted(per_file.items())
         ]
-    }
-
-
-def _field(params: Any, name: str) -> Any:
-    if isinstance(params, dict):
-        return params.get(name)
-    return getattr(params, name, None)
-
-
-def _range_json(r: lsp.Range) -> dict[str, Any]:
-    return {
-        "start": {"line": r.start.line, "character": r.start.character},
-        "end": {"line": r.end.line, "character": r.end.character},
-    }
-
-
-def _run_id(args: tuple[Any, ...]) -> str:
-    arg = args[0] if len(args) == 1 else None
-    run_id = arg.get("runId") if isinstance(arg, dict) else None
-    if not isinstance(run_id, str):
-        raise JsonRpcInvalidParams("expected one argument {runId}")
-    return run_id
+    )
 
 
 def setup(ls: CudaLanguageServer) -> None:
@@ -669,24 +698,29 @@ def setup(ls: CudaLanguageServer) -> None:
     ls.on_stop.append(runs.close)
     ls.on_settings.append(lambda s: runs.status())
 
-    @ls.command("cudaAgent.optimize")
-    async def optimize(ls: CudaLanguageServer, *args: Any) -> dict[str, Any]:
-        od, k = ls.kernel_arg(args)
-        return await run_optimize(ls, od, k.qualified_name)
+    @ls.command(wire.OPTIMIZE_COMMAND)
+    async def optimize(ls: CudaLanguageServer, ref: wire.KernelRef) -> wire.RunStarted:
+        od, k = ls.kernel_ref(ref)
+        return start_run(ls, RunKind.OPTIMIZE, od, k.qualified_name)
 
-    @ls.command("cudaAgent.benchmark")
-    async def benchmark(ls: CudaLanguageServer, *args: Any) -> dict[str, Any]:
-        od, k = ls.kernel_arg(args)
-        return await run_benchmark(ls, od, k.qualified_name)
+    @ls.command(wire.BENCHMARK_COMMAND)
+    async def benchmark(ls: CudaLanguageServer, ref: wire.KernelRef) -> wire.RunStarted:
+        od, k = ls.kernel_ref(ref)
+        return start_run(ls, RunKind.BENCHMARK, od, k.qualified_name)
 
-    @ls.command("cudaAgent.applyRewrite")
-    async def apply(ls: CudaLanguageServer, *args: Any) -> dict[str, Any]:
-        return await apply_rewrite(ls, _run_id(args))
+    @ls.command(wire.CANCEL_COMMAND)
+    def cancel(ls: CudaLanguageServer, ref: wire.RunRef) -> wire.CancelResult:
+        assert ls.runs is not None
+        return ls.runs.cancel(ref.run_id)
 
-    @ls.feature("cudaAgent/rewrite")
-    def rewrite(ls: CudaLanguageServer, params: Any) -> dict[str, Any]:
-        return rewrite_payload(ls, params)
+    @ls.command(wire.APPLY_REWRITE_COMMAND)
+    async def apply(ls: CudaLanguageServer, ref: wire.RunRef) -> wire.ApplyResult:
+        return await apply_rewrite(ls, ref.run_id)
 
-    @ls.feature("cudaAgent/results")
-    def results(ls: CudaLanguageServer, params: Any) -> dict[str, Any]:
-        return results_payload(ls, params)
+    @ls.feature(wire.REWRITE_REQUEST)
+    def rewrite(ls: CudaLanguageServer, params: wire.RunRef) -> wire.Rewrite:
+        return rewrite_payload(ls, params.run_id)
+
+    @ls.feature(wire.RESULTS_REQUEST)
+    def results(ls: CudaLanguageServer, params: wire.ResultsParams) -> wire.Results:
+        return results_payload(ls, params.uri)

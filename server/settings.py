@@ -16,7 +16,9 @@ Secrets (``token``, ``apiKey``) name where the value lives, never the value itse
 ``env:NAME`` (an environment variable of the server) or ``file:PATH`` (first line of a file).
 
 Parsing never raises: a bad value keeps its default and comes back as a problem to report.
-``CUDA_AGENT_TEST_EXECUTOR=1`` in the server's environment forces the ``test`` executor.
+``CUDA_AGENT_TEST_EXECUTOR=1`` in the server's environment forces the ``test`` executor, except
+when a remote worker is configured (``executor.kind: "remote"`` with a URL): candidates then go
+to that worker, and a problem line says so.
 """
 
 from __future__ import annotations
@@ -165,7 +167,13 @@ def parse_settings(data: Any, env: Mapping[str, str] = os.environ) -> tuple[Sett
         ray_address=ex.text("rayAddress"),
     )
     if env.get(TEST_EXECUTOR_ENV, "") not in ("", "0"):
-        executor = replace(executor, kind="test")
+        if executor.kind == "remote" and executor.url:  # a worker is named: it gets the candidates
+            problems.append(
+                f"executor: {TEST_EXECUTOR_ENV} is set, but so is the remote worker {executor.url}: "
+                "evaluating there (to simulate there: `cuda-agent worker --simulate`)"
+            )
+        else:
+            executor = replace(executor, kind="test")
     if executor.kind == "remote" and not executor.url:
         problems.append("executor.url: the remote executor needs the worker's URL")
     proposer = ProposerSettings(

@@ -214,6 +214,9 @@ class ResultStore:
         text = json.dumps(to_dict(_Snapshot(files=self._files)), indent=1, sort_keys=True)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            ignore = path.parent / ".gitignore"
+            if not ignore.exists():  # the store is this machine's measurements, not source
+                ignore.write_text("# written by cuda-agent: its results stay out of version control\n*\n")
             fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".tmp", dir=path.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)

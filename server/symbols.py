@@ -1,4 +1,5 @@
-"""Document symbols: the file's kernels (from the source model) and ``__device__`` functions."""
+"""Document symbols (the Outline): kernels with their parameters (from the source model), functions,
+macros and ``__constant__`` variables."""
 
 from __future__ import annotations
 
@@ -32,11 +33,20 @@ def signature(doc: Document, kernel: Kernel) -> str:
 _CONTAINERS = frozenset(
     {"namespace_definition", "linkage_specification", "template_declaration", "declaration_list"}
 )
+_MACROS = frozenset({"preproc_def", "preproc_function_def"})
 
 
-def device_functions(doc: Document) -> list[tuple[str, Span, Span]]:
-    """(name, definition span, name span) of every ``__device__`` function defined at file or
-    namespace scope (a walk over the top of the source model's tree, not into function bodies)."""
+def _declared_name(node: Any) -> Any:
+    """The identifier a (possibly nested) declarator declares, or None."""
+    while node is not None and node.type not in ("identifier", "field_identifier", "qualified_identifier"):
+        node = node.child_by_field_name("declarator")
+    return node
+
+
+def top_level_symbols(doc: Document) -> list[tuple[str, lsp.SymbolKind, str, Span, Span]]:
+    """(name, kind, detail, definition span, name span) of what the file defines at file or namespace
+    scope besides kernels: functions (``__device__``, host, ``main``), macros and ``__constant__``
+    variables.  A walk over the top of the source model's tree, never into function bodies."""
     found = []
     stack = list(reversed(doc.tree.root_node.children))
     while stack:
@@ -45,15 +55,42 @@ def device_functions(doc: Document) -> list[tuple[str, Span, Span]]:
             stack.extend(reversed(node.children))
         elif node.type == "function_definition":
             kinds = {c.type for c in node.children}
-            declarator = node.child_by_field_name("declarator")
-            name = declarator.child_by_field_name("declarator") if declarator is not None else None
-            if "__device__" in kinds and "__global__" not in kinds and name is not None:
-                found.append((doc.node_text(name), doc.span(node), doc.span(name)))
+            name = _declared_name(node.child_by_field_name("declarator"))
+            if "__global__" in kinds or name is None:
+                continue  # kernels come from the source model, with their parameters
+            detail = " ".join(q for q in ("__host__", "__device__") if q in kinds) or "host"
+            found.append(
+                (doc.node_text(name), lsp.SymbolKind.Function, detail, doc.span(node), doc.span(name))
+            )
+        elif node.type in _MACROS:
+            name = node.child_by_field_name("name")
+            if name is not None:
+                found.append(
+                    (doc.node_text(name), lsp.SymbolKind.Constant, "#define", doc.span(node), doc.span(name))
+                )
+        elif node.type == "declaration" and any(
+            c.type == "type_qualifier" and doc.node_text(c) == "__constant__" for c in node.children
+        ):
+            kind = node.child_by_field_name("type")
+            for declarator in node.children_by_field_name("declarator"):
+                name = _declared_name(declarator)
+                if name is not None:
+                    detail = "__constant__ " + (doc.node_text(kind) if kind is not None else "")
+                    found.append(
+                        (
+                            doc.node_text(name),
+                            lsp.SymbolKind.Constant,
+                            detail.strip(),
+                            doc.span(node),
+                            doc.span(name),
+                        )
+                    )
     return found
 
 
 def document_symbols(od: OpenDocument) -> list[lsp.DocumentSymbol]:
-    """Kernels (with their signature as detail) and ``__device__`` functions, in file order."""
+    """Kernels (their signature as detail, their parameters as children), then the other top-level
+    definitions (functions, macros, ``__constant__`` variables), in file order."""
     if od.doc is None:
         return []
     symbols = [
@@ -63,18 +100,25 @@ def document_symbols(od: OpenDocument) -> list[lsp.DocumentSymbol]:
             kind=lsp.SymbolKind.Function,
             range=lsp_range(k.span),
             selection_range=lsp_range(k.name_span),
+            children=[
+                lsp.DocumentSymbol(
+                    name=p.name,
+                    detail=p.type_text,
+                    kind=lsp.SymbolKind.Variable,
+                    range=lsp_range(p.span),
+                    selection_range=lsp_range(p.span),
+                )
+                for p in k.params
+                if p.name
+            ],
         )
         for k in od.kernels
     ]
     symbols += [
         lsp.DocumentSymbol(
-            name=name,
-            detail="__device__",
-            kind=lsp.SymbolKind.Function,
-            range=lsp_range(span),
-            selection_range=lsp_range(name_span),
+            name=name, detail=detail, kind=kind, range=lsp_range(span), selection_range=lsp_range(name_span)
         )
-        for name, span, name_span in device_functions(od.doc)
+        for name, kind, detail, span, name_span in top_level_symbols(od.doc)
     ]
     return sorted(symbols, key=lambda s: (s.range.start.line, s.range.start.character))
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import re
 
+from sandbox.timing import spread_text
+
+__all__ = ["markdown_text", "plural", "spread_text"]
+
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~])")
-
-
-def spread_text(rel_spread: float) -> str:
-    """A timing's spread as every view shows it: half the interquartile range over the median."""
-    return f"IQR ±{rel_spread * 50:.1f}%"
 
 
 def plural(n: int, word: str) -> str:

@@ -11,6 +11,7 @@ so tests can kill it with SIGKILL.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
@@ -140,7 +141,7 @@ def auth(token: str = TOKEN) -> dict[str, str]:
 
 def test_health_is_open_and_everything_else_needs_the_token() -> None:
     with running_worker(WatchedExecutor()) as (url, _):
-        assert httpx.get(f"{url}/health").json() == {"status": "ok"}
+        assert httpx.get(f"{url}/health").json() == {"status": "ok", "gpus": 1, "simulated": False}
         missing = httpx.get(f"{url}/device")
         assert missing.status_code == 401 and missing.json()["error"] == "missing bearer token"
         wrong = httpx.get(f"{url}/device", headers=auth("nope"))
@@ -390,6 +391,9 @@ def test_a_worker_without_a_gpu_is_one_clear_error_at_once() -> None:
         running_worker(GpulessExecutor()) as (url, service),
         RemoteExecutor(url, TOKEN, reconnect_s=30) as remote,
     ):
+        health = httpx.get(f"{url}/health")  # open, and honest: no GPU
+        assert health.status_code == 503 and health.json()["status"] == "no_gpu"
+        assert "CUDA reports 0 devices" in health.json()["error"]
         started = time.monotonic()
         with pytest.raises(WorkerUnavailable, match=f"worker at {url} cannot evaluate: HTTP 503: no GPU"):
             remote.device_info()
@@ -539,6 +543,82 @@ def busy_port() -> Iterator[int]:
         s.bind(("127.0.0.1", 0))
         s.listen()
         yield int(s.getsockname()[1])
+
+
+def test_the_remote_flow_on_loopback_with_a_simulated_worker(tmp_path: Path) -> None:
+    """`cuda-agent worker --simulate`, then the CLI against it several times in a row; the worker
+    says it is simulated, logs each request's outcome (refusals too) and never the token."""
+    token = "s3cret-loopback-token"
+    token_file = tmp_path / "token"
+    token_file.write_text(token)
+    token_file.chmod(0o600)
+    kernel = tmp_path / "saxpy.cu"
+    kernel.write_text((Path(__file__).parent.parent / "bench" / "kernels" / "saxpy.cu").read_text())
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_path = tmp_path / "worker.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
+    with log_path.open("w") as log_file:
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "server",
+                "worker",
+                "--simulate",
+                "--port",
+                str(port),
+                "--token-file",
+                str(token_file),
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert worker.poll() is None, log_path.read_text()
+            with contextlib.suppress(httpx.TransportError):
+                health = httpx.get(f"{url}/health", timeout=1)
+                break
+            assert time.monotonic() < deadline, "the worker did not come up"
+            time.sleep(0.1)
+        assert health.json() == {"status": "ok", "gpus": 1, "simulated": True}
+        device = httpx.get(f"{url}/device", headers=auth(token)).json()
+        assert device["simulated"] is True and device["devices"][0]["name"] == "simulated GPU"
+        assert httpx.get(f"{url}/device", headers=auth("wrong")).status_code == 401
+
+        client_env = {**env, "CUDA_AGENT_WORKER_URL": url, "CUDA_AGENT_TOKEN": token}
+        cli = [sys.executable, "-m", "server"]
+        for _ in range(3):
+            run = subprocess.run(
+                [*cli, "optimize", str(kernel)], capture_output=True, text=True, env=client_env, timeout=120
+            )
+            assert run.returncode == 0, run.stderr
+            assert "on simulated GPU" in run.stdout and "2.00x" in run.stdout
+        bench = subprocess.run(
+            [*cli, "bench", str(kernel)], capture_output=True, text=True, env=client_env, timeout=60
+        )
+        assert bench.returncode == 0 and "simulated GPU" in bench.stdout, bench.stderr
+        # simulating locally and a worker URL: the worker gets the work, and a line says so
+        both = subprocess.run(
+            [*cli, "bench", str(kernel)],
+            capture_output=True,
+            text=True,
+            env={**client_env, "CUDA_AGENT_TEST_EXECUTOR": "1"},
+            timeout=60,
+        )
+        assert both.returncode == 0 and f"evaluating on the worker at {url}" in both.stderr
+        before = log_path.read_text().count(": done")
+        assert before >= 5  # every request of the three runs and the two benchmarks
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    log = log_path.read_text()
+    assert "serving 1 simulated GPU on http://127.0.0.1" in log and "(no GPU is used)" in log
+    assert "refused GET /device from 127.0.0.1: 401 wrong bearer token" in log
+    assert token not in log
 
 
 def test_worker_command_refuses_unsafe_or_impossible_setups(tmp_path: Path, busy_port: int) -> None:

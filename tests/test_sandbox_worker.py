@@ -390,3 +390,20 @@ def test_worker_exits_quietly_when_its_parent_is_killed(data_dir: Path, tmp_path
     _, err = parent.communicate(timeout=10)  # returns once the worker, holding stderr too, is gone
     assert not alive(worker) and not alive(grandchild)
     assert b"Traceback" not in err and b"Error" not in err, err.decode(errors="replace")
+
+
+def test_no_gpu_text_names_the_cause() -> None:
+    from sandbox.worker import no_gpu_text
+
+    missing = ModuleNotFoundError("No module named 'cupy'", name="cupy")
+    assert "cupy is not installed in this Python (the `gpu` extra" in no_gpu_text(missing, 0, "cupy")
+    old = RuntimeError(
+        "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version"
+    )
+    assert "the NVIDIA driver is older than the CUDA" in no_gpu_text(old, 0, "cupy")
+    none = RuntimeError("libcuda.so.1: cannot open shared object file")
+    text = no_gpu_text(none, 1, "cupy")
+    assert (
+        text.startswith("no usable GPU 1 (cupy): no NVIDIA driver or GPU on this machine;")
+        and "libcuda" in text
+    )

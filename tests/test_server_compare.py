@@ -18,6 +18,7 @@ from test_server_lsp import (
     Workspace,
     answer_server_requests,
     client,  # noqa: F401 - the pytest-lsp fixture
+    finished,
     kernel_line,
     open_file,
     plain,
@@ -52,11 +53,21 @@ async def actions_at(client: LanguageClient, uri: str, line: int) -> list[tuple[
     return out
 
 
-async def compare(client: LanguageClient, uri: str, kernel: str, with_: str) -> dict[str, Any]:
+async def start_compare(client: LanguageClient, uri: str, kernel: str, with_: str) -> dict[str, Any]:
+    """The command's answer: ``RunStarted`` (the run goes on in the background)."""
     result = await client.workspace_execute_command_async(
         lsp.ExecuteCommandParams("cudaAgent.compare", [{"uri": uri, "kernel": kernel, "with": with_}])
     )
     return plain(result)  # type: ignore[no-any-return]
+
+
+async def compare(
+    client: LanguageClient, workspace: Workspace, uri: str, kernel: str, with_: str
+) -> dict[str, Any]:
+    """Start a comparison and wait for its ``cudaAgent/runFinished``."""
+    started = await start_compare(client, uri, kernel, with_)
+    assert started["status"] == "started" and started["kind"] == "compare", started
+    return await finished(workspace, started["runId"])
 
 
 async def test_compare_with_offers_matching_kernels_runs_with_progress_and_shows_on_both(
@@ -79,8 +90,8 @@ async def test_compare_with_offers_matching_kernels_runs_with_progress_and_shows
         {"uri": uri, "kernel": "vadd", "with": f"{elsewhere.resolve()}:vadd_grid_stride"}
     ]
 
-    result = await compare(client, uri, "vadd", "vadd_x4")
-    assert result["status"] == "ok" and result["verified"] is True, result
+    result = await compare(client, workspace, uri, "vadd", "vadd_x4")
+    assert result["status"] == "ok" and result["kind"] == "compare", result
     assert result["speedup"] == 2.0 and result["speedupLow"] < 2.0 < result["speedupHigh"]
     assert result["message"] == "vadd_x4 against vadd: verified, 2.00x [1.96-2.04x]"
     ((_token, reports),) = [(t, r) for t, r in client.progress_reports.items() if r]
@@ -115,12 +126,13 @@ async def test_compare_with_offers_matching_kernels_runs_with_progress_and_shows
 
     # another file's kernel, by the action's own argument
     command = compares[1][1]
-    other = plain(
+    started = plain(
         await client.workspace_execute_command_async(
             lsp.ExecuteCommandParams(command["command"], command["arguments"])
         )
     )
-    assert other["verified"] is True
+    other = await finished(workspace, started["runId"])
+    assert other["status"] == "ok"
     stored = plain(await client.protocol.send_request_async("cudaAgent/results", {}))
     rows = {(r["file"], r["kernel"]): r["compare"] for r in stored["results"] if r["compare"]}
     assert rows[("vadd_elsewhere.cu", "vadd_grid_stride")]["other"] == "vadd_pair.cu:vadd"
@@ -133,8 +145,8 @@ async def test_a_different_parameter_list_is_refused_with_the_reason(
 ) -> None:
     path, _ = pair(workspace)
     uri = open_file(client, path)
-    result = await compare(client, uri, "vadd", "vadd_swapped")
-    assert result["status"] == "error" and not result["verified"]
+    result = await start_compare(client, uri, "vadd", "vadd_swapped")
+    assert result["status"] == "error" and not result["runId"]
     assert "vadd_swapped cannot replace vadd: parameter 1 `n` is `int`" in result["message"]
     assert not any(r for r in client.progress_reports.values())  # nothing ran
 
@@ -156,7 +168,7 @@ async def test_cancel_from_the_progress_bar_stops_the_comparison(
 ) -> None:
     path, _ = pair(workspace)
     uri = open_file(slow_client, path)
-    run = asyncio.ensure_future(compare(slow_client, uri, "vadd", "vadd_x4"))
+    run = asyncio.ensure_future(compare(slow_client, workspace, uri, "vadd", "vadd_x4"))
 
     async def begun() -> str:
         while True:
@@ -168,5 +180,5 @@ async def test_cancel_from_the_progress_bar_stops_the_comparison(
     token = await asyncio.wait_for(begun(), 30)
     slow_client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
     result = await asyncio.wait_for(run, 10)  # the simulated candidate would take 30 s
-    assert result["status"] == "cancelled" and result["cancelled"] is True and not result["verified"]
+    assert result["status"] == "cancelled" and result["cancelled"] is True
     assert isinstance(slow_client.progress_reports[token][-1], lsp.WorkDoneProgressEnd)

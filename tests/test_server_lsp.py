@@ -38,6 +38,7 @@ class Workspace:
         self.apply_result = True
         self.lens_refreshes = 0
         self.statuses: list[dict[str, Any]] = []
+        self.finished: dict[str, dict[str, Any]] = {}  # cudaAgent/runFinished by run id
 
     def copy(self, name: str, as_name: str | None = None) -> Path:
         dest = self.root / (as_name or name)
@@ -70,7 +71,11 @@ def answer_server_requests(lsp_client: LanguageClient, workspace: Workspace) -> 
 
     @lsp_client.feature("cudaAgent/status")
     def status(params: Any) -> None:
-        workspace.statuses.append(params._asdict())
+        workspace.statuses.append(plain(params))
+
+    @lsp_client.feature("cudaAgent/runFinished")
+    def finished(params: Any) -> None:
+        workspace.finished[params.runId] = plain(params)
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=ENV))
@@ -124,10 +129,17 @@ async def test_symbols_lenses_hover_and_diagnostics(client: LanguageClient, work
         ("gain_stage", "__global__ (const float*, float*, int)"),
         ("clamp_unit", "__device__"),
         ("copy_frame", "__global__ (const float*, float*)"),
+        ("run", "host"),
     ]
     saxpy = symbols[0]
     assert isinstance(saxpy, lsp.DocumentSymbol)
     assert saxpy.selection_range.start.line == kernel_line(path, "saxpy")
+    assert [(p.name, p.detail) for p in saxpy.children or []] == [
+        ("x", "const float*"),
+        ("y", "float*"),
+        ("a", "float"),
+        ("n", "int"),
+    ]
 
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(doc))
     assert lenses is not None
@@ -195,7 +207,14 @@ async def test_incremental_edits_update_symbols_and_only_current_diagnostics(
     symbols = await client.text_document_document_symbol_async(
         lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri))
     )
-    assert [s.name for s in symbols or []] == ["saxpy", "scale_v2", "gain_stage", "clamp_unit", "copy_frame"]
+    assert [s.name for s in symbols or []] == [
+        "saxpy",
+        "scale_v2",
+        "gain_stage",
+        "clamp_unit",
+        "copy_frame",
+        "run",
+    ]
 
     async def settled() -> None:
         while True:
@@ -257,7 +276,7 @@ async def test_bad_documents_and_bad_requests_do_not_crash(
     symbols = await client.text_document_document_symbol_async(
         lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri))
     )
-    assert len(symbols or []) == 5
+    assert len(symbols or []) == 6
     tail = await client.text_document_document_symbol_async(
         lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri_bin))
     )
@@ -300,11 +319,30 @@ def command_of(action: lsp.Command | lsp.CodeAction) -> str:
     return str(ast.literal_eval(nested)["command"]) if nested.startswith("{") else nested
 
 
-async def optimize(client: LanguageClient, uri: str, kernel: str) -> dict[str, Any]:
-    result = await client.workspace_execute_command_async(
-        lsp.ExecuteCommandParams("cudaAgent.optimize", [{"uri": uri, "kernel": kernel}])
+async def start(client: LanguageClient, command: str, uri: str, kernel: str) -> str:
+    """Start a run; the command answers at once with its id."""
+    started = plain(
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(command, [{"uri": uri, "kernel": kernel}])
+        )
     )
-    return plain(result)  # type: ignore[no-any-return]
+    assert started["status"] == "started" and started["runId"], started
+    return started["runId"]  # type: ignore[no-any-return]
+
+
+async def finished(workspace: Workspace, run_id: str, timeout: float = 30.0) -> dict[str, Any]:
+    """The run's ``cudaAgent/runFinished`` notification."""
+
+    async def wait() -> dict[str, Any]:
+        while run_id not in workspace.finished:
+            await asyncio.sleep(0.02)
+        return workspace.finished[run_id]
+
+    return await asyncio.wait_for(wait(), timeout)
+
+
+async def optimize(client: LanguageClient, workspace: Workspace, uri: str, kernel: str) -> dict[str, Any]:
+    return await finished(workspace, await start(client, "cudaAgent.optimize", uri, kernel))
 
 
 async def test_optimize_reports_progress_and_offers_a_verified_rewrite(
@@ -313,8 +351,9 @@ async def test_optimize_reports_progress_and_offers_a_verified_rewrite(
     path = workspace.copy("lsp_workspace.cu")
     uri = open_file(client, path)
     text = path.read_text()
-    result = await optimize(client, uri, "saxpy")
-    assert result["status"] == "ok", result
+    result = await optimize(client, workspace, uri, "saxpy")
+    assert result["status"] == "ok" and result["rewriteReady"] and result["kind"] == "optimize", result
+    assert (result["uri"], result["kernel"]) == (uri, "saxpy")
     assert result["speedup"] == pytest.approx(2.0)
     assert not result["cancelled"]
 
@@ -344,14 +383,29 @@ async def test_optimize_reports_progress_and_offers_a_verified_rewrite(
     assert [ln.command.title for ln in apply_lens if ln.command] == [
         "✓ Apply verified rewrite (2.00× faster)"
     ]
+    actions = await client.text_document_code_action_async(
+        lsp.CodeActionParams(
+            lsp.TextDocumentIdentifier(uri),
+            lsp.Range(lsp.Position(line, 0), lsp.Position(line, 0)),
+            lsp.CodeActionContext([]),
+        )
+    )
+    assert [command_of(a) for a in actions or []] == [
+        "cudaAgent.applyRewrite",
+        "cudaAgent.optimize",
+        "cudaAgent.benchmark",
+    ]
     stored = await client.protocol.send_request_async("cudaAgent/results", {"uri": uri})
     (entry,) = stored.results
     assert (entry.kernel, entry.optimize.speedup, entry.optimize.device) == ("saxpy", 2.0, "simulated GPU")
+    assert entry.optimize.speedupLow > 0 and entry.optimize.stopReason  # one casing: camelCase
     assert (workspace.root / ".cuda-agent" / "results.json").exists()
+    assert (workspace.root / ".cuda-agent" / ".gitignore").read_text().splitlines()[-1] == "*"
 
     # the side-by-side payload: its edits turn the original into the rewrite
     rewrite = await client.protocol.send_request_async("cudaAgent/rewrite", {"runId": result["runId"]})
     assert rewrite.original == text and rewrite.version == 1 and rewrite.rewritten != text
+    assert rewrite.runId == result["runId"]
     edits = plain(rewrite.edits)
     assert apply_edits(text, edits) == rewrite.rewritten
 
@@ -377,7 +431,7 @@ async def test_cancel_keeps_the_best_so_far_and_a_changed_document_refuses_the_r
 ) -> None:
     path = workspace.copy("lsp_workspace.cu")
     uri = open_file(client, path)
-    run = asyncio.ensure_future(optimize(client, uri, "saxpy"))
+    run = asyncio.ensure_future(optimize(client, workspace, uri, "saxpy"))
 
     async def first_report() -> str:
         while True:
@@ -393,6 +447,7 @@ async def test_cancel_keeps_the_best_so_far_and_a_changed_document_refuses_the_r
     result = await asyncio.wait_for(run, 30)
     assert result["cancelled"] is True
     assert result["status"] == "ok" and "cancelled, best so far kept" in result["message"]
+    assert result["rewriteReady"]
     assert isinstance(client.progress_reports[token][-1], lsp.WorkDoneProgressEnd)
     stored = await client.protocol.send_request_async("cudaAgent/results", {"uri": uri})
     assert stored.results[0].optimize.attempts < 40  # stopped before the candidate budget
@@ -416,12 +471,9 @@ async def test_benchmark_and_add_spec_commands(client: LanguageClient, workspace
     uri = open_file(client, path)
     doc = lsp.TextDocumentIdentifier(uri)
     diags = await diagnostics_for(client, uri)
-    result = plain(
-        await client.workspace_execute_command_async(
-            lsp.ExecuteCommandParams("cudaAgent.benchmark", [{"uri": uri, "kernel": "saxpy"}])
-        )
-    )
+    result = await finished(workspace, await start(client, "cudaAgent.benchmark", uri, "saxpy"))
     assert result["status"] == "ok" and result["medianMs"] == pytest.approx(1.0)
+    assert result["kind"] == "benchmark" and not result["rewriteReady"]
     assert result["gbps"] == pytest.approx(
         12 * (1 << 20) / 1e6
     )  # x read, y read and written: 12 bytes/element
@@ -445,18 +497,11 @@ async def test_benchmark_and_add_spec_commands(client: LanguageClient, workspace
             lsp.CodeActionContext(diagnostics=missing),
         )
     )
-    (fix,) = [
-        a for a in actions or [] if isinstance(a, lsp.CodeAction) and a.kind == lsp.CodeActionKind.QuickFix
-    ]
-    assert list(fix.diagnostics or []) == missing and fix.edit is not None
-    (edit,) = fix.edit.document_changes or []
-    assert isinstance(edit, lsp.TextDocumentEdit)
-    (insert,) = edit.edits
-    assert isinstance(insert, lsp.TextEdit) and insert.range.start == lsp.Position(scale, 0)
-    assert (
-        "// @cuda-agent sizes n=" in insert.new_text
-        and "// @cuda-agent arg v inout float[n]" in insert.new_text
-    )
+    (fix,) = (
+        actions or []
+    )  # a quick fix that runs cudaAgent.addSpec (lsprotocol's client hook makes it a Command)
+    nested = ast.literal_eval(fix.command) if isinstance(fix, lsp.Command) else {}
+    assert command_of(fix) == "cudaAgent.addSpec" and nested["arguments"] == [{"uri": uri, "kernel": "scale"}]
     applied = plain(
         await client.workspace_execute_command_async(
             lsp.ExecuteCommandParams("cudaAgent.addSpec", [{"uri": uri, "kernel": "scale"}])
@@ -464,7 +509,14 @@ async def test_benchmark_and_add_spec_commands(client: LanguageClient, workspace
     )
     assert applied["applied"] is True
     (sent,) = workspace.applied
-    assert plain(sent.edit.document_changes[0].edits) == plain([insert])
+    (edit,) = sent.edit.document_changes or []
+    assert isinstance(edit, lsp.TextDocumentEdit) and edit.text_document.version == 1
+    (insert,) = edit.edits
+    assert isinstance(insert, lsp.TextEdit) and insert.range.start == lsp.Position(scale, 0)
+    assert (
+        "// @cuda-agent sizes n=" in insert.new_text
+        and "// @cuda-agent arg v inout float[n]" in insert.new_text
+    )
     optimize_actions = await client.text_document_code_action_async(
         lsp.CodeActionParams(
             doc, lsp.Range(lsp.Position(line, 0), lsp.Position(line + 2, 0)), lsp.CodeActionContext([])
@@ -578,14 +630,10 @@ async def gpu_client(lsp_client: LanguageClient, workspace: Workspace):
 async def test_benchmark_and_optimize_on_the_gpu(gpu_client: LanguageClient, workspace: Workspace) -> None:
     path = workspace.copy("lsp_workspace.cu")
     uri = open_file(gpu_client, path)
-    bench = plain(
-        await gpu_client.workspace_execute_command_async(
-            lsp.ExecuteCommandParams("cudaAgent.benchmark", [{"uri": uri, "kernel": "saxpy"}])
-        )
-    )
+    bench = await finished(workspace, await start(gpu_client, "cudaAgent.benchmark", uri, "saxpy"), 120)
     assert bench["status"] == "ok", bench
     assert bench["medianMs"] > 0 and 0 < bench["pctPeak"] <= 100
-    result = await asyncio.wait_for(optimize(gpu_client, uri, "saxpy"), 300)
+    result = await finished(workspace, await start(gpu_client, "cudaAgent.optimize", uri, "saxpy"), 300)
     # saxpy's spec launches blocks of 32 threads: a bigger block alone is reliably faster
     assert result["status"] == "ok", result
     assert result["speedup"] > 1.2
@@ -596,7 +644,7 @@ async def test_benchmark_and_optimize_on_the_gpu(gpu_client: LanguageClient, wor
     stored = plain(await gpu_client.protocol.send_request_async("cudaAgent/results", {"uri": uri}))
     (entry,) = stored["results"]
     assert entry["optimize"]["device"] and entry["optimize"]["device"] != "simulated GPU"
-    assert entry["benchmark"]["median_ms"] == pytest.approx(bench["medianMs"])
+    assert entry["benchmark"]["medianMs"] == pytest.approx(bench["medianMs"])
     hints = await gpu_client.text_document_inlay_hint_async(
         lsp.InlayHintParams(
             lsp.TextDocumentIdentifier(uri), lsp.Range(lsp.Position(0, 0), lsp.Position(100, 0))
@@ -623,7 +671,7 @@ async def test_settings_from_workspace_configuration(client: LanguageClient, wor
     await asyncio.wait_for(logged(), 10)
     warning = next(m for m in client.log_messages if "budget.seconds" in m.message)
     assert warning.type == lsp.MessageType.Warning and "expected a number" in warning.message
-    result = await optimize(client, uri, "saxpy")
+    result = await optimize(client, workspace, uri, "saxpy")
     stored = plain(await client.protocol.send_request_async("cudaAgent/results", {"uri": uri}))
     assert result["status"] == "ok" and stored["results"][0]["optimize"]["attempts"] <= 2
     line = kernel_line(path, "saxpy")
@@ -714,31 +762,72 @@ async def test_malformed_messages_get_errors_and_the_server_lives(tmp_path: Path
             proc.kill()
 
 
-async def test_cancelling_the_request_stops_the_run_and_keeps_its_result(
-    client: LanguageClient, workspace: Workspace
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=ENV))
+async def plain_client(lsp_client: LanguageClient, workspace: Workspace):
+    """A client like eglot or Neovim: no work-done progress, no custom notifications handled."""
+    answer_server_requests(lsp_client, workspace)
+    params = lsp.InitializeParams(
+        capabilities=lsp.ClientCapabilities(),
+        root_uri=workspace.root.as_uri(),
+        initialization_options={"diagnosticsDelayMs": 50},
+    )
+    await lsp_client.initialize_session(params)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_without_progress_support_a_run_logs_and_is_cancelled_by_command(
+    plain_client: LanguageClient, workspace: Workspace
 ) -> None:
+    client = plain_client
     path = workspace.copy("lsp_workspace.cu")
     uri = open_file(client, path)
-    params = lsp.ExecuteCommandParams("cudaAgent.optimize", [{"uri": uri, "kernel": "saxpy"}])
-    request = asyncio.ensure_future(
-        client.protocol.send_request_async(lsp.WORKSPACE_EXECUTE_COMMAND, params, msg_id="optimize-1")
+    run_id = await start(client, "cudaAgent.optimize", uri, "saxpy")
+    busy = plain(
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams("cudaAgent.optimize", [{"uri": uri, "kernel": "saxpy"}])
+        )
     )
-    while not any(r for r in client.progress_reports.values()):
-        await asyncio.sleep(0.02)
-    client.protocol.notify("$/cancelRequest", lsp.CancelParams(id="optimize-1"))
-    with pytest.raises(Exception, match="cancel"):
-        await asyncio.wait_for(request, 30)
+    assert (busy["status"], busy["runId"]) == ("busy", run_id)
+    assert not client.progress_reports
 
-    async def recorded() -> dict[str, Any]:
-        while True:
-            stored = plain(await client.protocol.send_request_async("cudaAgent/results", {"uri": uri}))
-            if stored["results"]:
-                return stored["results"][0]["optimize"]  # type: ignore[no-any-return]
-            await asyncio.sleep(0.05)
+    async def logged(part: str) -> None:
+        while not any(part in m.message for m in client.log_messages):
+            await asyncio.sleep(0.02)
 
-    record = await asyncio.wait_for(recorded(), 30)
-    assert record["stop_reason"] == "cancelled" and record["attempts"] < 40
-    assert all(isinstance(r[-1], lsp.WorkDoneProgressEnd) for r in client.progress_reports.values() if r)
+    await asyncio.wait_for(logged("Optimizing saxpy: "), 30)  # progress as log lines
+    (shown,) = [m.message for m in client.messages]
+    assert f"run {run_id}" in shown and "cudaAgent.cancel" in shown
+    # while it runs, the kernel's lens and code action offer Cancel
+    line = kernel_line(path, "saxpy")
+    doc = lsp.TextDocumentIdentifier(uri)
+    lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(doc))
+    assert any(ln.command and ln.command.command == "cudaAgent.cancel" for ln in lenses or [])
+    actions = await client.text_document_code_action_async(
+        lsp.CodeActionParams(
+            doc, lsp.Range(lsp.Position(line, 0), lsp.Position(line, 0)), lsp.CodeActionContext([])
+        )
+    )
+    assert [command_of(a) for a in actions or []] == ["cudaAgent.cancel"]
+
+    cancelled = plain(
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams("cudaAgent.cancel", [{"runId": run_id}])
+        )
+    )
+    assert cancelled["cancelled"] is True
+    result = await finished(workspace, run_id)
+    assert result["cancelled"] is True and "cancelled" in result["message"]
+    stored = plain(await client.protocol.send_request_async("cudaAgent/results", {"uri": uri}))
+    record = stored["results"][0]["optimize"]
+    assert record["stopReason"] == "cancelled" and record["attempts"] < 40
+    assert any(m.message.startswith("CUDA Agent: Optimizing saxpy: ") for m in client.messages[1:])
+    again = plain(
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams("cudaAgent.cancel", [{"runId": run_id}])
+        )
+    )
+    assert again["cancelled"] is False and "no run" in again["message"]
 
 
 async def test_hostile_specs_answer_lenses_hover_and_diagnostics(

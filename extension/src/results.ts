@@ -51,33 +51,23 @@ type Json = Record<string, unknown>;
 function obj(value: unknown): Json | undefined {
   return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Json) : undefined;
 }
-function num(record: Json, ...keys: string[]): number {
-  for (const key of keys) {
-    const value = record[key];
-    if (typeof value === "number" && Number.isFinite(value)) {
-      return value;
-    }
-  }
-  return 0;
+function num(record: Json, key: string): number {
+  const value = record[key];
+  return typeof value === "number" && Number.isFinite(value) ? value : 0;
 }
-function str(record: Json, ...keys: string[]): string {
-  for (const key of keys) {
-    const value = record[key];
-    if (typeof value === "string") {
-      return value;
-    }
-  }
-  return "";
+function str(record: Json, key: string): string {
+  const value = record[key];
+  return typeof value === "string" ? value : "";
 }
 
 function benchmarkRow(data: unknown): BenchmarkRow | undefined {
   const r = obj(data);
   return (
     r && {
-      medianMs: num(r, "median_ms", "medianMs"),
-      relSpread: num(r, "rel_spread", "relSpread"),
+      medianMs: num(r, "medianMs"),
+      relSpread: num(r, "relSpread"),
       gbps: num(r, "gbps"),
-      pctPeak: num(r, "pct_peak", "pctPeak"),
+      pctPeak: num(r, "pctPeak"),
       problem: str(r, "problem"),
       device: str(r, "device"),
       date: str(r, "date"),
@@ -89,12 +79,12 @@ function optimizeRow(data: unknown): OptimizeRow | undefined {
   const r = obj(data);
   return (
     r && {
-      outcome: str(r, "outcome", "status"),
+      outcome: str(r, "outcome"),
       speedup: num(r, "speedup"),
-      speedupLow: num(r, "speedup_low", "speedupLow"),
-      speedupHigh: num(r, "speedup_high", "speedupHigh"),
-      baselineMs: num(r, "baseline_ms", "baselineMs"),
-      candidateMs: num(r, "candidate_ms", "candidateMs"),
+      speedupLow: num(r, "speedupLow"),
+      speedupHigh: num(r, "speedupHigh"),
+      baselineMs: num(r, "baselineMs"),
+      candidateMs: num(r, "candidateMs"),
       summary: str(r, "summary"),
       device: str(r, "device"),
       date: str(r, "date"),

@@ -4,7 +4,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
-import { type InterpreterPorts, installSteps, type Probe, probeInterpreter, resolveInterpreter, serverCommand, venvPython } from "../src/interpreter";
+import { type InterpreterPorts, installSteps, type Probe, probeInterpreter, resolveInterpreter, serverCommand, venvPython, serverPackage } from "../src/interpreter";
 
 function ports(over: Partial<InterpreterPorts> & { working?: string[] }): InterpreterPorts & { probed: string[] } {
   const probed: string[] = [];
@@ -95,4 +95,12 @@ test("probe: the project's environment has the server", async (t) => {
   const r = await probeInterpreter(python, os.tmpdir());
   assert.deepEqual(r.ok, true, !r.ok ? r.reason : "");
   assert.match(r.ok ? r.version : "", /^\d+\.\d+/);
+});
+
+test("the managed install takes the setting, else the wheel shipped in the extension, never an index name", () => {
+  const dir = path.join("ext", "python");
+  assert.equal(serverPackage(" /src/cuda-agent ", dir, ["cuda_agent-0.1.0-py3-none-any.whl"]), "/src/cuda-agent");
+  assert.equal(serverPackage("", dir, ["README", "cuda_agent-0.1.0-py3-none-any.whl"]), path.join(dir, "cuda_agent-0.1.0-py3-none-any.whl"));
+  assert.equal(serverPackage("", dir, ["other-1.0-py3-none-any.whl"]), undefined);
+  assert.equal(serverPackage("", dir, []), undefined);
 });

@@ -2,26 +2,26 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { chartPoints, kernelRows, resultsHtml, rooflineSvg } from "../src/results";
 
-// What `cudaAgent/results` returns: the records of the server's result store (server/store.py).
+// What `cudaAgent/results` returns: the records of the server's result store (server/store.py), camelCase keys.
 const benchmark = {
-  median_ms: 0.5,
-  q1_ms: 0.49,
-  q3_ms: 0.51,
-  rel_spread: 0.04,
+  medianMs: 0.5,
+  q1Ms: 0.49,
+  q3Ms: 0.51,
+  relSpread: 0.04,
   gbps: 1290,
-  pct_peak: 30,
+  pctPeak: 30,
   problem: "n=16777216",
   device: "NVIDIA H200",
   date: "2026-12-02T10:00:00Z",
 };
 const optimize = {
-  run_id: "r1",
+  runId: "r1",
   outcome: "improved",
   speedup: 2.5,
-  speedup_low: 2.4,
-  speedup_high: 2.6,
-  baseline_ms: 0.5,
-  candidate_ms: 0.2,
+  speedupLow: 2.4,
+  speedupHigh: 2.6,
+  baselineMs: 0.5,
+  candidateMs: 0.2,
   summary: "block 32 -> 256",
   device: "NVIDIA H200",
   date: "2026-12-02T10:05:00Z",

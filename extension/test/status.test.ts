@@ -10,12 +10,12 @@ test("idle: executor and device", () => {
 });
 
 test("a run in progress shows the kernel and a clamped percent", () => {
-  const view = statusView("running", { executor: "remote", device: "", running: { kernel: "vadd", percent: 41.6 } });
+  const view = statusView("running", { executor: "remote", device: "", running: { runId: "r", kind: "optimize", kernel: "vadd", percent: 41.6 } });
   assert.equal(view.text, "$(sync~spin) CUDA: vadd 42%");
   assert.match(view.tooltip, /optimizing vadd \(42%\) on remote$/);
-  const bench = statusView("running", { executor: "local", device: "", running: { kernel: "vadd", kind: "benchmark", percent: 0 } });
+  const bench = statusView("running", { executor: "local", device: "", running: { runId: "r", kernel: "vadd", kind: "benchmark", percent: 0 } });
   assert.match(bench.tooltip, /benchmarking vadd/);
-  assert.equal(statusView("running", { executor: "x", device: "", running: { kernel: "k", percent: 250 } }).text, "$(sync~spin) CUDA: k 100%");
+  assert.equal(statusView("running", { executor: "x", device: "", running: { runId: "r", kind: "optimize", kernel: "k", percent: 250 } }).text, "$(sync~spin) CUDA: k 100%");
 });
 
 test("server states before any status notification", () => {

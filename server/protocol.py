@@ -1,0 +1,348 @@
+"""The editor <-> server contract: every custom LSP method and command, with its params and result.
+
+One typed module, one casing.  The classes are attrs classes with snake_case attributes; on the
+wire they are camelCase, through the converter pygls already uses (lsprotocol's, which renames
+every attrs class's fields and structures command arguments from the handlers' annotations).
+Fields without a default are always sent; a field whose default is ``None`` is left out when it
+is ``None`` (``kernel?: string`` in TypeScript).
+
+``extension/src/protocol.ts`` carries the same declarations between its ``BEGIN generated`` and
+``END generated`` lines: :func:`typescript` writes them, and ``tests/test_protocol.py`` fails when
+the two disagree (``python -m server.protocol extension/src/protocol.ts`` rewrites that block).
+
+To add a method or command: declare its classes here, add them to :data:`WIRE_TYPES` (and its
+name to :data:`METHODS`), and regenerate the TypeScript.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cattrs
+import cattrs.gen
+from lsprotocol import types as lsp
+
+# ------------------------------------------------------------------------------------- names
+
+OPTIMIZE_COMMAND = "cudaAgent.optimize"  # [KernelRef] -> RunStarted; then RUN_FINISHED
+BENCHMARK_COMMAND = "cudaAgent.benchmark"  # [KernelRef] -> RunStarted; then RUN_FINISHED
+COMPARE_COMMAND = "cudaAgent.compare"  # [CompareRef] -> RunStarted; then RUN_FINISHED
+CANCEL_COMMAND = "cudaAgent.cancel"  # [RunRef] -> CancelResult
+APPLY_REWRITE_COMMAND = "cudaAgent.applyRewrite"  # [RunRef] -> ApplyResult (via workspace/applyEdit)
+ADD_SPEC_COMMAND = "cudaAgent.addSpec"  # [KernelRef] -> ApplyResult (via workspace/applyEdit)
+REWRITE_REQUEST = "cudaAgent/rewrite"  # RunRef -> Rewrite
+RESULTS_REQUEST = "cudaAgent/results"  # ResultsParams -> Results
+STATUS_NOTIFICATION = "cudaAgent/status"  # server -> client: ServerStatus
+RUN_FINISHED_NOTIFICATION = "cudaAgent/runFinished"  # server -> client: RunFinished
+
+METHODS = {
+    "OPTIMIZE_COMMAND": OPTIMIZE_COMMAND,
+    "BENCHMARK_COMMAND": BENCHMARK_COMMAND,
+    "COMPARE_COMMAND": COMPARE_COMMAND,
+    "CANCEL_COMMAND": CANCEL_COMMAND,
+    "APPLY_REWRITE_COMMAND": APPLY_REWRITE_COMMAND,
+    "ADD_SPEC_COMMAND": ADD_SPEC_COMMAND,
+    "REWRITE_REQUEST": REWRITE_REQUEST,
+    "RESULTS_REQUEST": RESULTS_REQUEST,
+    "STATUS_NOTIFICATION": STATUS_NOTIFICATION,
+    "RUN_FINISHED_NOTIFICATION": RUN_FINISHED_NOTIFICATION,
+}
+
+ANNOTATION = "cuda-agent.verified-rewrite"  # change annotation of a rewrite's workspace edit
+
+
+# ------------------------------------------------------------------------------------- values
+
+
+class RunKind(str, enum.Enum):
+    OPTIMIZE = "optimize"
+    BENCHMARK = "benchmark"
+    COMPARE = "compare"
+
+
+class StartStatus(str, enum.Enum):
+    """How a run request was answered: ``started`` (a RunFinished follows), ``busy`` (this kernel
+    already has a run: ``runId`` is that run's), ``error`` (nothing started; ``message`` says why)."""
+
+    STARTED = "started"
+    BUSY = "busy"
+    ERROR = "error"
+
+
+@attrs.define(frozen=True)
+class KernelRef:
+    """A kernel of an open document; ``kernel`` may be left out when the file has one kernel."""
+
+    uri: str
+    kernel: str | None = None
+
+
+@attrs.define(frozen=True)
+class CompareRef:
+    """Compare ``kernel`` of ``uri`` with the rewrite ``with``: a kernel of the same file (``NAME``)
+    or of another (``PATH:NAME``)."""
+
+    uri: str
+    with_: str  # on the wire: ``with``
+    kernel: str | None = None
+
+
+@attrs.define(frozen=True)
+class RunRef:
+    run_id: str
+
+
+@attrs.define(frozen=True)
+class RunStarted:
+    run_id: str
+    kind: RunKind
+    status: StartStatus
+    message: str
+
+
+@attrs.define(frozen=True)
+class RunFinished:
+    """The end of a run.  ``status``: ``ok`` (benchmark measured, or a verified faster rewrite is
+    ready: ``rewriteReady``), ``not_improved``, ``baseline_failed``, ``error``, or the sandbox's
+    status of a benchmark that did not run (``compile_error``...).  Optimize fills ``speedup*``,
+    benchmark the timing fields; the others are 0."""
+
+    run_id: str
+    kind: RunKind
+    uri: str
+    kernel: str
+    status: str
+    message: str
+    cancelled: bool
+    rewrite_ready: bool
+    speedup: float
+    speedup_low: float
+    speedup_high: float
+    median_ms: float
+    rel_spread: float
+    gbps: float
+    pct_peak: float
+
+
+@attrs.define(frozen=True)
+class CancelResult:
+    cancelled: bool
+    message: str
+
+
+@attrs.define(frozen=True)
+class ApplyResult:
+    applied: bool
+    message: str
+
+
+@attrs.define(frozen=True)
+class Rewrite:
+    """A verified rewrite for the side-by-side diff; ``edits`` turn ``original`` into ``rewritten``."""
+
+    run_id: str
+    uri: str
+    version: int
+    kernel: str
+    original: str
+    rewritten: str
+    edits: list[lsp.TextEdit]
+    speedup: float
+    summary: str
+
+
+@attrs.define(frozen=True)
+class ResultsParams:
+    uri: str | None = None
+
+
+@attrs.define(frozen=True)
+class KernelResults:
+    """One kernel's stored results: ``server.store`` records, camelCase keys."""
+
+    file: str
+    kernel: str
+    benchmark: dict[str, Any] | None
+    optimize: dict[str, Any] | None
+    compare: dict[str, Any] | None
+
+
+@attrs.define(frozen=True)
+class Results:
+    results: list[KernelResults]
+
+
+@attrs.define(frozen=True)
+class RunningStatus:
+    run_id: str
+    kind: RunKind
+    kernel: str
+    percent: int
+
+
+@attrs.define(frozen=True)
+class ServerStatus:
+    executor: str
+    device: str
+    running: RunningStatus | None
+
+
+@attrs.define(frozen=True)
+class RewriteRequest:
+    """The JSON-RPC message of ``cudaAgent/rewrite`` (pygls structures params by message type)."""
+
+    id: int | str
+    params: RunRef
+    method: str = REWRITE_REQUEST
+    jsonrpc: str = "2.0"
+
+
+@attrs.define(frozen=True)
+class ResultsRequest:
+    id: int | str
+    params: ResultsParams = attrs.field(factory=ResultsParams)
+    method: str = RESULTS_REQUEST
+    jsonrpc: str = "2.0"
+
+
+# what the server's protocol structures incoming custom requests as
+REQUEST_TYPES: dict[str, type] = {REWRITE_REQUEST: RewriteRequest, RESULTS_REQUEST: ResultsRequest}
+
+WIRE_TYPES: list[type] = [
+    RunKind,
+    StartStatus,
+    KernelRef,
+    CompareRef,
+    RunRef,
+    RunStarted,
+    RunFinished,
+    CancelResult,
+    ApplyResult,
+    Rewrite,
+    ResultsParams,
+    KernelResults,
+    Results,
+    RunningStatus,
+    ServerStatus,
+]
+
+
+INPUT_TYPES = (KernelRef, CompareRef, RunRef, ResultsParams)  # what clients send: strings must be strings
+
+
+def register_strict_inputs(converter: cattrs.Converter) -> None:
+    """Structure :data:`INPUT_TYPES` from camelCase, refusing a non-string where a string belongs
+    (cattrs would turn ``{"runId": 7}`` into ``"7"``)."""
+
+    def text(value: Any, tp: Any) -> str | None:
+        if value is None and tp is not str:
+            return None
+        if not isinstance(value, str):
+            raise TypeError(f"expected a string, got {type(value).__name__}")
+        return value
+
+    for cls in INPUT_TYPES:
+        renames = {
+            f.name: cattrs.gen.override(rename=camel(f.name), struct_hook=text) for f in attrs.fields(cls)
+        }
+        hook = cattrs.gen.make_dict_structure_fn(cls, converter, **renames)  # type: ignore[arg-type]
+        converter.register_structure_hook(cls, hook)
+
+
+def camel(name: str) -> str:
+    """``speedup_low`` -> ``speedupLow`` (the wire's casing)."""
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def camel_keys(value: Any) -> Any:
+    """A JSON value with every object key in the wire's casing."""
+    if isinstance(value, dict):
+        return {camel(k): camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [camel_keys(v) for v in value]
+    return value
+
+
+# ------------------------------------------------------------------------------------- TypeScript
+
+BEGIN = "// BEGIN generated by `python -m server.protocol extension/src/protocol.ts`: do not edit"
+END = "// END generated"
+
+
+def _ts_type(tp: Any) -> str:
+    if tp is str:
+        return "string"
+    if tp in (int, float):
+        return "number"
+    if tp is bool:
+        return "boolean"
+    if tp is Any:
+        return "unknown"
+    if isinstance(tp, type) and (attrs.has(tp) or issubclass(tp, enum.Enum)):
+        return tp.__name__
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is list:
+        inner = _ts_type(args[0])
+        return f"({inner})[]" if " " in inner else f"{inner}[]"
+    if origin is dict:
+        return f"Record<string, {_ts_type(args[1])}>"
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join("null" if a is type(None) else _ts_type(a) for a in args)
+    raise TypeError(f"no TypeScript type for {tp!r}")
+
+
+def _ts_declaration(cls: type) -> str:
+    doc = (cls.__doc__ or "").strip()
+    lines = (
+        [f"/** {' '.join(doc.replace('``', '`').split())} */"]
+        if doc and not doc.startswith(cls.__name__ + "(")
+        else []
+    )
+    if issubclass(cls, enum.Enum):
+        values = " | ".join(f'"{m.value}"' for m in cls)
+        return "\n".join([*lines, f"export type {cls.__name__} = {values};"])
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    lines.append(f"export interface {cls.__name__} {{")
+    for f in attrs.fields(typing.cast(Any, cls)):
+        tp = hints[f.name]
+        optional = f.default is None
+        if optional:
+            tp = typing.Union[tuple(a for a in typing.get_args(tp) if a is not type(None))]  # noqa: UP007
+        lines.append(f"  {camel(f.name)}{'?' if optional else ''}: {_ts_type(tp)};")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def typescript() -> str:
+    """The generated block of ``protocol.ts``: method names, then every wire type."""
+    out = [BEGIN]
+    out += [f'export const {name} = "{value}";' for name, value in METHODS.items()]
+    out.append(f'export const REWRITE_ANNOTATION = "{ANNOTATION}";')
+    for cls in WIRE_TYPES:
+        out += ["", _ts_declaration(cls)]
+    out.append(END)
+    return "\n".join(out) + "\n"
+
+
+def generated_block(text: str) -> str:
+    """The generated block of a ``protocol.ts`` text ("" when it has none)."""
+    start, end = text.find(BEGIN), text.find(END)
+    return text[start : end + len(END)] + "\n" if 0 <= start < end else ""
+
+
+def write_typescript(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    old = generated_block(text)
+    path.write_text(text.replace(old, typescript()) if old else text + "\n" + typescript(), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write_typescript(Path(sys.argv[1]))

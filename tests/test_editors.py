@@ -1,0 +1,108 @@
+"""Neovim and Emacs (eglot) drive the real server headless, as their users would: an Optimize
+longer than 15 s with progress, its result applied with one confirmation, and a cancel.
+
+The server runs the simulated GPU (``CUDA_AGENT_TEST_EXECUTOR=1``) with a per-candidate delay.
+Each test skips, with the reason, when its editor is not installed (``.ci/run`` installs Debian's
+``neovim``, ``emacs-nox`` and ``elpa-eglot``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+EDITORS = Path(__file__).parent / "editors"
+FIXTURE = ROOT / "extension" / "e2e" / "fixture" / "saxpy.cu"
+DELAY_S = "0.45"  # per candidate: 40 candidates make a run of ~20 s
+
+pytestmark = pytest.mark.slow
+
+
+def run_editor(argv: list[str], tmp_path: Path, timeout: float = 240) -> tuple[dict[str, Any], Path, str]:
+    work = tmp_path / "ws"
+    work.mkdir()
+    cu = work / "saxpy.cu"
+    shutil.copy(FIXTURE, cu)
+    out = tmp_path / "out.json"
+    env = {
+        **os.environ,
+        "CUDA_AGENT_TEST_EXECUTOR": "1",
+        "CUDA_AGENT_TEST_EXECUTOR_DELAY": DELAY_S,
+        "CUDA_AGENT_FILE": str(cu),
+        "CUDA_AGENT_PYTHON": sys.executable,
+        "CUDA_AGENT_OUT": str(out),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "HOME": str(tmp_path),  # no user configuration
+    }
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert out.exists(), f"{argv[0]} wrote no result (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    result = json.loads(out.read_text())
+    assert not result.get("error"), f"{result['error']}\n{proc.stderr[-3000:]}"
+    return result, cu, FIXTURE.read_text()
+
+
+def check_flow(result: dict[str, Any], cu: Path, original: str) -> None:
+    # the command answered at once; the run went on for more than 15 s and finished with a rewrite
+    assert result["started"]["status"] == "started" and result["answered_s"] < 5
+    assert result["optimize_s"] > 15, result["optimize_s"]
+    finished = result["finished"]
+    assert finished["rewriteReady"] and finished["speedup"] == pytest.approx(2.0), finished
+    # applied: the buffer has the rewrite, the spec's launch line and the launch site agree; not saved
+    assert result["actions"][0].startswith("Apply verified rewrite of saxpy (2.00× faster)")
+    assert result["applied"]["applied"] is True
+    text = result["text"]
+    spec = re.search(r"@cuda-agent launch grid=.+ block=(\d+)", text)
+    site = re.search(r"saxpy<<<.+, (\d+)>>>", text)
+    assert spec and site and spec[1] == site[1] != "32", text
+    assert cu.read_text() == original, "applying edits the buffer; it does not save"
+    # the second run was cancelled by command
+    assert result["cancel"]["cancelled"] is True
+    assert result["cancelled"]["cancelled"] is True and "cancelled" in result["cancelled"]["message"]
+
+
+@pytest.mark.skipif(shutil.which("nvim") is None, reason="Neovim is not installed (apt-get install neovim)")
+def test_neovim_optimize_apply_and_cancel(tmp_path: Path) -> None:
+    script = EDITORS / "nvim_flow.lua"
+    result, cu, original = run_editor(
+        ["nvim", "--headless", "-u", "NONE", "-c", f"luafile {script}"], tmp_path
+    )
+    check_flow(result, cu, original)
+    assert result["modified"] is True
+    # Neovim announces work-done progress: begin, reports with percentages, end
+    kinds = [p["kind"] for p in result["progress"]]
+    assert result["work_done_progress"] is True
+    assert kinds[0] == "begin" and "report" in kinds and "end" in kinds
+    assert any("candidates tried" in (p.get("message") or "") for p in result["progress"])
+
+
+@pytest.mark.skipif(
+    shutil.which("emacs") is None, reason="Emacs is not installed (apt-get install emacs-nox elpa-eglot)"
+)
+def test_emacs_eglot_optimize_apply_and_cancel(tmp_path: Path) -> None:
+    script = EDITORS / "eglot_flow.el"
+    probe = subprocess.run(
+        ["emacs", "--batch", "--eval", "(require 'eglot)"],  # site-start: Debian's elpa packages
+        capture_output=True,
+        text=True,
+    )
+    if probe.returncode != 0:
+        pytest.skip(
+            f"eglot is not available to Emacs (Emacs 29+, or Debian's elpa-eglot): {probe.stderr.strip()[-200:]}"
+        )
+    result, cu, original = run_editor(["emacs", "--batch", "-l", str(script)], tmp_path)
+    check_flow(result, cu, original)
+    assert result["modified"] is True
+    assert result["confirmations"] == 1  # eglot asks once before applying a server's edit
+    # no work-done progress in eglot 1.9: progress as log lines, start and end as messages
+    assert any(re.match(r"Optimizing saxpy: \d+% · \d+ candidates? tried", m) for m in result["log"])
+    assert any("cudaAgent.cancel" in m for m in result["messages"])
+    assert any(m.startswith("CUDA Agent: Optimizing saxpy: 2.00× faster") for m in result["messages"])
