@@ -17,7 +17,8 @@ time.  The rules:
   disappeared, the Ray actor died) is taken out of the rotation; the request it held is run again,
   whole, on another GPU (once), and the kernels pinned to it move.  When the retry fails too, every
   candidate of the request comes back ``crash`` with both GPUs and their errors in the message.
-  Only when no GPU is left does :meth:`GpuScheduler.evaluate` raise.
+  Only when no GPU is left does :meth:`GpuScheduler.evaluate` raise: :class:`NoGpuError` when
+  every GPU failed for want of a GPU, else :class:`WorkerUnavailable`, naming each GPU and why.
 
 Results say which GPU measured them: ``EvalResult.device.index`` is the lane's GPU index.
 """
@@ -196,7 +197,9 @@ class GpuScheduler(Executor):
                 except ExecutorError as exc:
                     failures.append(f"{lane.label} failed: {exc}")
                     self._fail(lane, str(exc), isinstance(exc, NoGpuError))
-                    if len(failures) == 2:  # run again once, then report
+                    if len(failures) == 2:  # run again once, then report (or raise: no GPU left)
+                        with self._lock:
+                            self._live()
                         log.warning("request %s: %s", request.id, "; ".join(failures))
                         return failed_result(request, "; requeued, ".join(failures))
                     log.warning("request %s: %s; running it again on another GPU", request.id, failures[0])
