@@ -530,7 +530,7 @@ class RayExecutor(GpuScheduler):
 
     ``address``: the cluster (``ray://head:10001`` or ``auto``); None uses ``RAY_ADDRESS`` or, if
     unset, starts a local instance.  ``gpus``: how many actors (default: every GPU of the cluster,
-    at least one).  ``init``: extra keyword arguments for ``ray.init`` (e.g. ``runtime_env``; tests
+    at least one); each holds ``num_gpus`` GPUs and ``num_cpus`` CPUs for its life.  ``init``: extra keyword arguments for ``ray.init`` (e.g. ``runtime_env``; tests
     pass ``num_cpus``).  ``evaluate``: the actors' evaluation (test seam); the default runs the
     sandbox's local executor on the actor's GPU.  ``start_timeout_s``: how long the actors may
     wait for GPUs to be free before :class:`WorkerUnavailable`.
@@ -542,6 +542,7 @@ class RayExecutor(GpuScheduler):
         *,
         gpus: int | None = None,
         num_gpus: float = 1,
+        num_cpus: float = 1,
         evaluate: EvalFn = _evaluate_on_local_gpu,
         init: dict[str, Any] | None = None,
         start_timeout_s: float = 120.0,
@@ -560,7 +561,9 @@ class RayExecutor(GpuScheduler):
                 raise WorkerUnavailable(f"cannot connect to the Ray cluster at {where}: {exc}") from exc
         total = ray.cluster_resources().get("GPU", 0)
         count = gpus or (int(total // num_gpus) if num_gpus else 0) or 1
-        actor: Any = ray.remote(_GpuActor).options(num_gpus=num_gpus, max_concurrency=8, max_restarts=0)
+        actor: Any = ray.remote(_GpuActor).options(
+            num_gpus=num_gpus, num_cpus=num_cpus, max_concurrency=8, max_restarts=0
+        )
         actors: list[Any] = [actor.remote(evaluate) for _ in range(count)]
         try:
             places = ray.get([a.where.remote() for a in actors], timeout=start_timeout_s)
