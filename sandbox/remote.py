@@ -21,7 +21,7 @@ Every endpoint but ``/health`` needs ``Authorization: Bearer <token>``.  Errors 
 request), 413 (too large), 422 (not a valid EvalRequest), 429 (too many evaluations from this
 client; ``Retry-After``), 503 (no GPU).
 
-Ray is imported only inside :class:`RayExecutor` (extra ``cluster``).
+Ray is imported only inside :class:`RayExecutor` and its actors (extra ``cluster``).
 """
 
 from __future__ import annotations
