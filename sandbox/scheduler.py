@@ -113,7 +113,13 @@ class GpuScheduler(Executor):
         return self._evaluate(affinity_key(request), request, progress, cancel)
 
     def device_info(self) -> DeviceInfo:
+        """The first GPU in service (sessions: their own GPU)."""
         lane = self._live()[0]
+        return replace(lane.executor.device_info(), index=lane.index)
+
+    def _info(self, key: str) -> DeviceInfo:
+        with self._lock:
+            lane = self.lanes[self._place(key)]
         return replace(lane.executor.device_info(), index=lane.index)
 
     def gpu_count(self) -> int:
@@ -125,7 +131,9 @@ class GpuScheduler(Executor):
         key = f"session-{next(self._ids)}"
         with self._lock:
             self._sessions[key] = self._place(key)
-        return Session(lambda r, p, c: self._evaluate(key, r, p, c), self.device_info, lambda: self._end(key))
+        return Session(
+            lambda r, p, c: self._evaluate(key, r, p, c), lambda: self._info(key), lambda: self._end(key)
+        )
 
     def close(self) -> None:
         for lane in self.lanes:

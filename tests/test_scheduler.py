@@ -157,6 +157,7 @@ def test_sessions_pin_and_spread_and_record_their_gpus() -> None:
         a.evaluate(request(k, 0))
         b.evaluate(request(10 + k, 0))
     assert len(a.gpus) == 1 and len(b.gpus) == 1 and a.gpus != b.gpus
+    assert (a.device_info().index,) == a.gpus and (b.device_info().index,) == b.gpus
     a.close()
     c = ex.session()  # a's GPU is free again
     c.evaluate(request(20, 0))
@@ -303,3 +304,17 @@ def test_suite_cli_gpu_mistakes(folder: Path, args: tuple[str, ...], needle: str
     out = run_cli("suite", str(folder), *args)
     assert out.returncode == 2
     assert len(out.stderr.strip().splitlines()) == 1 and needle in out.stderr
+
+
+def test_editor_setting_gpus() -> None:
+    from server.settings import ExecutorSettings, make_executor, parse_settings
+
+    settings, problems = parse_settings({"executor": {"kind": "test", "gpus": [2, 0, 2]}}, env={})
+    assert settings.executor.gpus == (2, 0) and not problems
+    with make_executor(settings.executor) as ex:
+        assert isinstance(ex, GpuScheduler) and [lane.index for lane in ex.lanes] == [2, 0]
+        result = ex.evaluate(request(0, 0))
+        assert result.device is not None and result.device.index in (0, 2)
+    assert not isinstance(make_executor(ExecutorSettings(kind="test", gpus=(1,))), GpuScheduler)
+    _, problems = parse_settings({"executor": {"gpus": [0, -1]}}, env={})
+    assert problems == ("executor.gpus: expected a list of GPU indices, got [0, -1]",)
