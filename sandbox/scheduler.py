@@ -130,7 +130,7 @@ class GpuScheduler(Executor):
         """An executor whose requests all go to one GPU, chosen now (moved only if it fails)."""
         key = f"session-{next(self._ids)}"
         with self._lock:
-            self._sessions[key] = self._place(key)
+            self._sessions[key] = self._least_loaded()
         return Session(
             lambda r, p, c: self._evaluate(key, r, p, c), lambda: self._info(key), lambda: self._end(key)
         )
@@ -166,8 +166,7 @@ class GpuScheduler(Executor):
             if key in self._pins:
                 self._pins.move_to_end(key)
             return pinned
-        now = time.monotonic()
-        best = min((self.lanes.index(lane) for lane in self._live()), key=lambda p: self._load(p, now))
+        best = self._least_loaded()
         if key in self._sessions:
             self._sessions[key] = best
         else:
@@ -176,6 +175,10 @@ class GpuScheduler(Executor):
                 old, _ = self._pins.popitem(last=False)
                 self._last.pop(old, None)
         return best
+
+    def _least_loaded(self) -> int:
+        now = time.monotonic()
+        return min((self.lanes.index(lane) for lane in self._live()), key=lambda p: self._load(p, now))
 
     def _end(self, key: str) -> None:
         with self._lock:
