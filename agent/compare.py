@@ -5,8 +5,9 @@ The candidate is another ``__global__`` kernel, in the same file or another one.
 evaluated as a :class:`~agent.loop.Proposal` whose ``unit`` is the candidate's own standalone
 translation unit (its helpers, constants and macros come with it), launched under the
 original's spec: sizes, arguments, tolerance and problems are the original's; only the launch
-(``launch`` line), the template instantiation (``template`` line) may come from the candidate's
-own spec lines, or a launch from the caller (``--launch``).  A candidate whose parameter list
+(``launch`` line), the template instantiation (``template`` line) and the lower precision it
+claims (``precision allow=...`` line: the comparison then allows that precision's roundoff) may
+come from the candidate's own spec lines, or a launch from the caller (``--launch``).  A candidate whose parameter list
 differs from the original's (count, element types, pointer depth; names and ``const``/
 ``__restrict__`` qualifiers aside) is refused before anything runs.
 """
@@ -15,13 +16,21 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent import spec as spec_mod
-from agent.loop import LaunchChange, Proposal, Target, TargetError, signature_mismatch
+from agent.loop import (
+    LaunchChange,
+    Proposal,
+    Target,
+    TargetError,
+    signature_mismatch,
+    target_for,
+)
 from agent.source import Document, Kernel
-from sandbox.contract import CandidateResult, EvalOptions, EvalRequest, EvalResult
+from sandbox.contract import Budget, CandidateResult, Check, EvalOptions, EvalResult, Status
 from sandbox.executor import Executor, ProgressFn
 
 
@@ -65,7 +74,15 @@ class Comparison:
 
     @property
     def verified(self) -> bool:
-        return self.result.baseline.status.value == "ok" and self.candidate.status.value == "ok"
+        return self.result.baseline.status is Status.OK and self.candidate.status is Status.OK
+
+    @property
+    def first_failure(self) -> Check | None:
+        """The first failing check (problem, seed, output, first bad index, error against its bound)."""
+        return next((c for c in self.candidate.checks if not c.ok), None)
+
+
+OWN_LINES = ("launch", "template", "precision")  # what a candidate's own spec lines may say
 
 
 def find_kernel(doc: Document, name: str | None, what: str) -> Kernel:
@@ -91,14 +108,14 @@ def parse_launch(text: str, where: str = "--launch") -> LaunchChange:
 
 
 def _own_lines(kernel: Kernel) -> dict[str, str]:
-    """The candidate's own ``launch`` and ``template`` directives, as written (other lines are the
-    original's business: sizes, arguments and tolerance come from its spec)."""
+    """The candidate's own ``launch``, ``template`` and ``precision`` directives, as written (other
+    lines are the original's business: sizes, arguments and tolerance come from its spec)."""
     out: dict[str, str] = {}
     for _, text in kernel.comment:
         if spec_mod.MARKER not in text:
             continue
         keyword, _, rest = text.split(spec_mod.MARKER, 1)[1].strip().partition(" ")
-        if keyword in ("launch", "template"):
+        if keyword in OWN_LINES:
             out[keyword] = rest.strip()
     return out
 
@@ -134,6 +151,12 @@ def candidate_proposal(
         if not original_args or len(spec_mod.split_args(original_args)) != len(cand.template_params):
             raise TargetError(f"{where}: {cand.name} is a template: add `// @cuda-agent template ARG, ...`")
         name = f"{name}<{original_args}>"
+    precision: tuple[str, ...] = ()
+    if "precision" in own:
+        try:
+            precision = spec_mod.precision_kinds(own["precision"])
+        except ValueError as exc:
+            raise TargetError(f"{where}: precision: {exc}") from None
     unit = cand_doc.standalone(cand, inline_headers=True)
     definition = cand_doc.data[cand.span.start_byte : cand.span.end_byte].decode("utf-8", errors="replace")
     return Proposal(
@@ -143,7 +166,28 @@ def candidate_proposal(
         kernel=name,
         unit=unit.source,
         options=unit.options,
+        precision=precision,
     )
+
+
+def prepare(
+    doc: Document,
+    kernel: str | None,
+    with_: str,
+    launch: str | None,
+    open_document: Callable[[str], Document],
+) -> tuple[Target, Proposal, Document]:
+    """The original (``kernel`` of ``doc``), the candidate named by ``with_`` (``NAME``, ``FILE`` or
+    ``FILE:NAME``; files read with ``open_document``) as a proposal against it, and the candidate's
+    document; ``launch`` (``grid=.. block=.. smem=..``) overrides the candidate's own launch line.
+    One path for the CLI, the editor and scripts; raises :class:`TargetError` (one line)."""
+    ref = CandidateRef.parse(with_)
+    target = target_for(doc, kernel)
+    original = find_kernel(doc, kernel, "FILE")
+    cand_doc = doc if ref.path is None else open_document(ref.path)
+    cand = find_kernel(cand_doc, ref.kernel, "--with")
+    change = parse_launch(launch) if launch is not None else None
+    return target, candidate_proposal(target, original, doc, cand_doc, cand, change), cand_doc
 
 
 def compare(
@@ -154,24 +198,62 @@ def compare(
     candidate_path: str = "",
     seeds: tuple[int, ...] = (1, 2, 3),
     sanitize: bool = True,
+    budget: Budget | None = None,
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
 ) -> Comparison:
     """Verify and time ``proposal`` against the target in one evaluation (compute-sanitizer on the
-    candidate when it verifies and ``sanitize``).  Raises :class:`TargetError` for a launch the spec
-    cannot resolve and :class:`~sandbox.executor.ExecutorError` when nothing could run."""
+    candidate when it verifies and ``sanitize``).  The precision the candidate claims (its own
+    ``precision`` line) is allowed for this comparison: the user vouches for their own rewrite.
+    Raises :class:`TargetError` for a launch the spec cannot resolve and
+    :class:`~sandbox.executor.ExecutorError` when nothing could run."""
+    allowed = tuple(dict.fromkeys((*target.allow_precision, *proposal.precision)))
+    target = replace(target, allow_precision=allowed)
     candidate, error = target.candidate("candidate", proposal)
     if candidate is None:
         raise TargetError(error)
-    request = EvalRequest(
-        id=f"compare-{uuid.uuid4().hex}",
-        baseline=target.baseline,
-        candidates=(candidate,),
-        verify_problems=target.verify_problems,
-        bench_problem=target.bench_problem,
+    request = target.request(
+        f"compare-{uuid.uuid4().hex}",
+        (candidate,),
         seeds=seeds,
-        tolerance=target.tolerance,
-        options=replace(EvalOptions(), sanitize=sanitize),
+        budget=budget,
+        options=EvalOptions(sanitize=sanitize),
     )
     result = executor.evaluate(request, progress=progress, cancel=cancel)
     return Comparison(target, candidate_path, proposal, result)
+
+
+def reason_text(found: Comparison) -> str:
+    """Why the rewrite did not verify, on one line ('' when it did): the status, and for a
+    mismatch the output, problem and seed, the first bad index and the error against its bound."""
+    c = found.candidate
+    if found.verified:
+        return ""
+    if found.result.baseline.status is not Status.OK:
+        base = found.result.baseline
+        return f"the original failed its own checks: {base.status.value}: {base.message}".rstrip(": ")
+    bad = found.first_failure
+    head = f"{c.status.value}: {c.message}".rstrip(": ")
+    if bad is None:
+        return head
+    where = (
+        f"output `{bad.arg}` at {bad.label} (seed {bad.seed})"
+        if bad.arg
+        else f"{bad.label} (seed {bad.seed})"
+    )
+    parts = [head, where]
+    if bad.first_bad_index >= 0:
+        parts.append(f"first bad index {bad.first_bad_index}")
+    if bad.detail:
+        parts.append(bad.detail)
+    if bad.error_ratio > 1 and bad.error_ratio != float("inf"):
+        parts.append(f"worst element {bad.error_ratio:.3g}x its bound (max abs err {bad.max_abs_err:.3g})")
+    return "; ".join(parts)
+
+
+def headline(found: Comparison) -> str:
+    """The comparison in a few words, for hints, hovers and the results view."""
+    c = found.candidate
+    if found.verified:
+        return f"verified, {c.speedup:.2f}x [{c.speedup_low:.2f}-{c.speedup_high:.2f}x]"
+    return reason_text(found)

@@ -47,7 +47,9 @@ from typing import Any, Literal
 from agent import spec as spec_mod
 from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer, Target
 from sandbox.compiler import CompilePool
-from sandbox.contract import DeviceInfo, Status
+from sandbox.contract import PRECISIONS, CandidateResult, DeviceInfo, Status
+from sandbox.executor import ExecutorError
+from sandbox.profile import profile_text as nsight_text
 from sandbox.timing import measured_text
 
 log = logging.getLogger(__name__)
@@ -321,7 +323,8 @@ Rules:
 - Keep the kernel's name, template parameters and parameter list: the harness launches it as written.
 - You may add __device__ helper functions, constants and macros before the kernel.
 - Write every output element on every launch; handle sizes that are not multiples of the block size.
-- Keep the precision of the original (no fp32 -> fp16/tf32 downgrades) and do not rely on uninitialised memory.
+- Keep the precision of the original (no fp32 -> fp16/tf32 downgrades) unless the spec has a `precision allow=` \
+line; then say which lower precision you use (`precision`). Do not rely on uninitialised memory.
 - No other streams, no child kernels, no state kept between launches, no host code, no main().
 - To change the launch configuration, give new grid/block/dynamic shared memory (smem, bytes) expressions \
 over the spec's size variables and `block` (functions: cdiv, min, max); the harness launches with them.
@@ -336,7 +339,8 @@ are done, reply with a short summary and no tool call."""
 FENCED_HOWTO = """Reply with the complete new kernel definition (helpers first, if any) in ONE ```cuda code \
 block. Before the block you may write `launch: grid=EXPR block=EXPR smem=EXPR` (any of them) to change the \
 launch configuration (smem: bytes of dynamic shared memory) \
-and one line `Assumption: ...` per assumption. You will get the verdict and may improve on it."""
+and one line `Assumption: ...` per assumption; `precision: fp16` (or tf32, bf16, mma, fast-math) if the kernel \
+computes in a lower precision the spec allows. You will get the verdict and may improve on it."""
 
 
 def _code_schema(extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -356,6 +360,11 @@ _LAUNCH_PROPS = {
     },
     "description": {"type": "string", "description": "One line: what this version changes."},
     "assumptions": {"type": "array", "items": {"type": "string"}},
+    "precision": {
+        "type": "array",
+        "items": {"type": "string", "enum": list(PRECISIONS)},
+        "description": "Lower precisions the kernel computes in, if any (only those the spec allows).",
+    },
 }
 
 
@@ -376,7 +385,9 @@ def tool_schemas(with_compile: bool) -> tuple[Message, ...]:
     tools.append(
         _tool(
             "profile",
-            "Registers, spills, shared memory, achieved bandwidth and % of peak of an evaluated candidate.",
+            "Profile an evaluated candidate: registers, spills, achieved bandwidth and % of peak, and, "
+            "where Nsight Compute is available on the GPU machine, memory and compute throughput as % "
+            "of peak, achieved occupancy, L2 hit rate and the top warp stall reasons.",
             {
                 "type": "object",
                 "properties": {"candidate": {"type": "string", "description": "Candidate id, e.g. b0-c1."}},
@@ -455,7 +466,9 @@ def feedback(attempt: Attempt) -> str:
     return f"{head} {_clip(r.message)}".rstrip()
 
 
-def profile_text(attempt: Attempt) -> str:
+def profile_text(attempt: Attempt, profiled: CandidateResult | None = None) -> str:
+    """An attempt's resources and measurements, and the Nsight Compute metrics of ``profiled`` (its
+    re-evaluation under ncu, when one was made)."""
     r = attempt.result
     parts = [f"Candidate {attempt.candidate_id} ({r.status.value})"]
     if r.resources:
@@ -468,6 +481,14 @@ def profile_text(attempt: Attempt) -> str:
         parts.append(measured_text(r, detail=True))
         if r.timing.throttled:
             parts.append("the SM clock throttled while sampling")
+    if profiled is not None:
+        if profiled.profile is not None:
+            parts.append(nsight_text(profiled.profile))
+        elif profiled.status is Status.OK:
+            parts.append("Nsight Compute metrics not available: this executor does not profile")
+        else:
+            why = f"{profiled.status.value}: {profiled.message}".rstrip(": ")
+            parts.append(f"Nsight Compute metrics not available: the profiling run ended {why}")
     return "; ".join(parts) + "."
 
 
@@ -477,6 +498,7 @@ def _clip(text: str, limit: int = 3000) -> str:
 
 _FENCE = re.compile(r"```[ \t]*(?:cuda|cu|cpp|c\+\+|c)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _LAUNCH_LINE = re.compile(r"^\s*launch:\s*(.+)$", re.MULTILINE | re.IGNORECASE)
+_PRECISION_LINE = re.compile(r"^\s*precision:\s*(.+?)\s*$", re.MULTILINE | re.IGNORECASE)
 _ASSUMPTION = re.compile(r"^\s*(?:[-*]\s*)?assumption:\s*(.+)$", re.MULTILINE | re.IGNORECASE)
 
 
@@ -669,8 +691,7 @@ class LLMProposer(Proposer):
             elif t.name == "compile" and self._compiler is not None:
                 c.answers[t.id] = self._compile(context, str(args.get("code", "")))
             elif t.name == "profile":
-                a = self._attempts.get(str(args.get("candidate", "")))
-                c.answers[t.id] = profile_text(a) if a else "Error: no evaluated candidate with that id."
+                c.answers[t.id] = self._profile(context, str(args.get("candidate", "")))
             else:
                 c.answers[t.id] = f"Error: there is no tool {t.name!r}."
         if not c.awaiting:
@@ -695,12 +716,13 @@ class LLMProposer(Proposer):
         prose = [
             line.strip()
             for line in reply.content.split("```", 1)[0].splitlines()
-            if line.strip() and not _LAUNCH_LINE.match(line) and not _ASSUMPTION.match(line)
+            if line.strip() and not any(p.match(line) for p in (_LAUNCH_LINE, _ASSUMPTION, _PRECISION_LINE))
         ]
         args: dict[str, Any] = {
             "code": code,
             "description": prose[0][:200] if prose else "",
             "assumptions": _ASSUMPTION.findall(reply.content),
+            "precision": _PRECISION_LINE.findall(reply.content.split("```", 1)[0])[-1:],
         }
         try:
             args |= _fenced_launch(reply.content)
@@ -732,15 +754,33 @@ class LLMProposer(Proposer):
         assumptions = args.get("assumptions") or ()
         if isinstance(assumptions, str):
             assumptions = (assumptions,)
+        claimed = args.get("precision") or ()
+        items = [claimed] if isinstance(claimed, str) else claimed if isinstance(claimed, list) else []
+        precision = [k.strip() for item in items for k in str(item).split(",") if k.strip()]
         proposal = Proposal(
             code=code if code.endswith("\n") else code + "\n",
             description=str(args.get("description") or f"LLM sample {c.index}, turn {c.turns}"),
             assumptions=tuple(str(a) for a in assumptions),
             launch=launch,
+            precision=tuple(str(k) for k in precision),
             key=f"{c.index}:{c.turns}:{call_id}",
             transcript=tuple((m["role"], _message_text(m)) for m in c.messages),
         )
         return proposal, ""
+
+    def _profile(self, context: OptimizeContext, cid: str) -> str:
+        """The ``profile`` tool: an evaluated candidate's numbers, plus Nsight Compute metrics from
+        a re-run under ncu (``context.profile``) when it verified."""
+        a = self._attempts.get(cid)
+        if a is None:
+            return "Error: no evaluated candidate with that id."
+        if a.result.status is not Status.OK or context.profile is None:
+            return profile_text(a)
+        try:
+            return profile_text(a, context.profile(a.proposal))
+        except ExecutorError as exc:
+            log.warning("profile tool failed: %s", exc)
+            return profile_text(a) + f" Nsight Compute metrics not available: {exc}."
 
     def _compile(self, context: OptimizeContext, code: str) -> str:
         assert self._compiler is not None

@@ -52,6 +52,7 @@ from agent.source import Document, Expr, Kernel, LaunchSite, Param
 from agent.spec import KernelSpec, ScalarSpec, parse_dims
 from agent.trajectory import RunInfo, TrajectoryLog, reward
 from sandbox.contract import (
+    PRECISIONS,
     Budget,
     Candidate,
     CandidateResult,
@@ -169,6 +170,8 @@ class Target:
         not the original's (the harness launches it with the original's arguments)."""
         unit = proposal.unit or self.unit_with(proposal.code)
         name = proposal.kernel or self.kernel
+        if why := _precision_refusal(self, proposal.precision):
+            return None, why
         if why := _replaces(
             self, Document(proposal.code), name.partition("<")[0], proposal.unit or self.text
         ):
@@ -185,6 +188,31 @@ class Target:
         kernel = replace(self.baseline, source=unit, name=name, options=options)
         return Candidate(cid, kernel, launches), ""
 
+    def request(
+        self,
+        request_id: str,
+        candidates: tuple[Candidate, ...],
+        *,
+        seeds: tuple[int, ...] = (1, 2, 3),
+        budget: Budget | None = None,
+        options: EvalOptions | None = None,
+    ) -> EvalRequest:
+        """An evaluation of ``candidates`` against the kernel under its spec: problems, tolerances
+        and the lower precisions the spec allows."""
+        return EvalRequest(
+            id=request_id,
+            baseline=self.baseline,
+            candidates=candidates,
+            verify_problems=self.verify_problems,
+            bench_problem=self.bench_problem,
+            seeds=seeds,
+            tolerance=self.tolerance,
+            tolerances=self.tolerances,
+            allow_precision=self.allow_precision,
+            budget=budget or Budget(),
+            options=options or EvalOptions(),
+        )
+
     def file_with(self, code: str, edits: Sequence[TextEdit] = ()) -> str:
         """The original file with the definition replaced by ``code`` and ``edits`` applied."""
         end = self.definition_start + len(self.definition)
@@ -199,6 +227,20 @@ class Target:
             pos = e.end
         out.append(self.text[pos:])
         return "".join(out)
+
+
+def _precision_refusal(target: Target, claimed: Sequence[str]) -> str:
+    """Why a rewrite claiming the lower precisions ``claimed`` cannot be evaluated ('' when it can):
+    each must be a known kind the spec allows (``precision allow=``), since the claim widens the
+    tolerance to that precision's roundoff."""
+    if unknown := [k for k in claimed if k not in PRECISIONS]:
+        return f"unknown precision `{unknown[0]}` ({', '.join(PRECISIONS)})"
+    if barred := [k for k in claimed if k not in target.allow_precision]:
+        return (
+            f"the rewrite claims {', '.join(barred)}, which the spec of {target.kernel} does not allow "
+            f"(add `// @cuda-agent precision allow={','.join(barred)}` to it to permit that)"
+        )
+    return ""
 
 
 def signature_mismatch(
@@ -519,6 +561,13 @@ class Proposal:
     ``unit`` (a rewrite written elsewhere, e.g. ``cuda-agent compare``) is a whole translation unit
     evaluated as it is, with ``code`` the kernel's definition as it reads there; ``options`` are
     NVRTC options it needs (checked by the sandbox like every option of a request).
+    ``precision`` is the lower precision the rewrite claims (``("fp16",)``): refused before it runs
+    unless the spec allows it (``precision allow=``); the sandbox reports what it detects anyway.
+
+    This is the one candidate format: ``cuda-agent compare`` (a kernel the user wrote), the built-in
+    engine (a transformation's result) and the LLM proposer (a tool call or a fenced reply) all
+    produce it, and :meth:`Target.candidate` checks every one the same way (parameter list, launch,
+    precision) before anything runs.
     """
 
     code: str
@@ -530,6 +579,9 @@ class Proposal:
     transcript: tuple[tuple[str, str], ...] = ()
     unit: str = ""  # a whole translation unit holding the kernel (a rewrite written elsewhere)
     options: tuple[str, ...] = ()  # NVRTC options the candidate needs beyond the baseline's
+    precision: tuple[
+        str, ...
+    ] = ()  # lower precisions it claims to use (PRECISIONS); the spec must allow them
 
 
 @dataclass(frozen=True)
@@ -550,6 +602,8 @@ class OptimizeContext:
     """What a proposer gets: the target, where it runs, the baseline's measured verdict, the seed.
 
     ``cancel`` is set when the run stops; a proposer blocked on I/O should give up promptly.
+    ``profile`` evaluates a proposal once more under Nsight Compute (the result's ``profile``); it
+    blocks the proposer's thread while the sandbox works and raises ``ExecutorError`` like an evaluation.
     """
 
     target: Target
@@ -558,6 +612,7 @@ class OptimizeContext:
     seed: int
     budget: OptimizeBudget
     cancel: threading.Event
+    profile: Callable[[Proposal], CandidateResult] | None = None  # verify + Nsight Compute, blocking
 
 
 class Proposer(abc.ABC):
@@ -675,7 +730,8 @@ class SizeCheck:
     ok: bool
     max_abs_err: float
     max_rel_err: float
-    detail: str = ""
+    detail: str = ""  # the failing check's, else the one closest to its bound: measured error and bound
+    error_ratio: float = 0.0  # the largest measured error as a share of its bound (<= 1 passes)
 
 
 @dataclass(frozen=True)
@@ -821,7 +877,9 @@ class _Run:
             spec=self.target.spec_text,
             baseline_ms=baseline.timing.median_ms if baseline.timing else 0.0,
         )
-        context = OptimizeContext(self.target, self.device, baseline, self.seed, self.budget, self.stop)
+        context = OptimizeContext(
+            self.target, self.device, baseline, self.seed, self.budget, self.stop, self._profile
+        )
         watcher = threading.Thread(target=self._watch, name="optimize-watch", daemon=True)
         producer = threading.Thread(
             target=self._produce, args=(context,), name="optimize-propose", daemon=True
@@ -891,7 +949,7 @@ class _Run:
             self._emit("evaluated", f"{rejected.candidate_id}: {verdict.status.value} ({verdict.message})")
 
     def _evaluate_baseline(self) -> EvalResult:
-        request = self._request("baseline", ())
+        request = self._request(f"{self.run_id}-baseline", ())
         return self.executor.evaluate(request, cancel=self.user_cancel)
 
     def _watch(self) -> None:
@@ -1048,20 +1106,24 @@ class _Run:
         return attempt
 
     def _request(self, request_id: str, candidates: tuple[Candidate, ...]) -> EvalRequest:
-        t = self.target
-        return EvalRequest(
-            id=request_id,
-            baseline=t.baseline,
-            candidates=candidates,
-            verify_problems=t.verify_problems,
-            bench_problem=t.bench_problem,
+        return self.target.request(
+            request_id,
+            candidates,
             seeds=self.seeds,
-            tolerance=t.tolerance,
-            tolerances=t.tolerances,
-            allow_precision=t.allow_precision,
             budget=self.settings.eval_budget,
             options=self.settings.options,
         )
+
+    def _profile(self, proposal: Proposal) -> CandidateResult:
+        """``proposal`` verified and profiled under Nsight Compute (``EvalOptions.profile``) on the
+        bench problem; for a proposer's ``profile`` tool (``OptimizeContext.profile``)."""
+        cid = f"profile-{len(self.attempts)}"
+        candidate, error = self._candidate(cid, proposal)
+        if candidate is None:
+            return CandidateResult(cid, Status.LAUNCH_ERROR, message=error)
+        options = replace(self.settings.options, profile=True, time=False, sanitize=False)
+        request = replace(self._request(f"{self.run_id}-{cid}", (candidate,)), options=options)
+        return self.executor.evaluate(request, cancel=self.stop).candidates[0]
 
     # ------------------------------------------------------------------ events and result
 
@@ -1131,7 +1193,9 @@ class _Run:
 
 
 def _fingerprint(p: Proposal) -> str:
-    return hashlib.sha256(repr((p.code, p.launch, p.kernel, p.unit, p.options)).encode()).hexdigest()
+    return hashlib.sha256(
+        repr((p.code, p.launch, p.kernel, p.unit, p.options, p.precision)).encode()
+    ).hexdigest()
 
 
 def _ms(r: CandidateResult) -> str:
@@ -1150,7 +1214,8 @@ def size_checks(r: CandidateResult) -> tuple[SizeCheck, ...]:
             ok=all(c.ok for c in checks),
             max_abs_err=max(c.max_abs_err for c in checks),
             max_rel_err=max(c.max_rel_err for c in checks),
-            detail="; ".join(c.detail for c in checks if c.detail),
+            detail=max(checks, key=lambda c: (not c.ok, c.error_ratio)).detail,
+            error_ratio=max(c.error_ratio for c in checks),
         )
         for label, checks in by_label.items()
     )

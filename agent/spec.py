@@ -640,17 +640,7 @@ class _Builder:
         self.lines.setdefault("tolerance", line)
 
     def _d_precision(self, line: int, rest: str) -> None:
-        kinds: list[str] = []
-        for key, value in _pairs(rest):
-            if key != "allow":
-                raise ValueError(f"unknown key `{key}` (allow)")
-            for kind in (k.strip() for k in value.split(",")):
-                if kind not in PRECISIONS:
-                    raise ValueError(f"unknown precision `{kind}` ({', '.join(PRECISIONS)})")
-                kinds.append(kind)
-        if not kinds:
-            raise ValueError("expected `precision allow=KIND[,KIND...]`")
-        self.fields["allow_precision"] = tuple(dict.fromkeys(kinds))
+        self.fields["allow_precision"] = precision_kinds(rest)
         self.lines["precision"] = line
 
     def _d_work(self, line: int, rest: str) -> None:
@@ -1237,6 +1227,23 @@ def launch_pairs(text: str) -> dict[str, str]:
             parse_dims(value)
         out[key] = value
     return out
+
+
+def precision_kinds(text: str) -> tuple[str, ...]:
+    """The kinds of a ``precision`` directive's text (``allow=fp16,bf16``), each one of
+    :data:`~sandbox.contract.PRECISIONS`; raises ValueError with the reason.  Also a candidate's
+    own ``precision`` line (``cuda-agent compare``): the lower precision it claims to use."""
+    kinds: list[str] = []
+    for key, value in _pairs(text):
+        if key != "allow":
+            raise ValueError(f"unknown key `{key}` (allow)")
+        for kind in (k.strip() for k in value.split(",")):
+            if kind not in PRECISIONS:
+                raise ValueError(f"unknown precision `{kind}` ({', '.join(PRECISIONS)})")
+            kinds.append(kind)
+    if not kinds:
+        raise ValueError("expected `precision allow=KIND[,KIND...]`")
+    return tuple(dict.fromkeys(kinds))
 
 
 def split_args(text: str) -> list[str]:

@@ -7,9 +7,10 @@
 #         suite-am the built-in engine's suite over bench/kernels/[a-m]*, BUDGET per kernel
 #         suite-nz the same over bench/kernels/[n-z]*
 #         main     the README's main job (optimize vadd_poor_block.cu --diff)
+#         trust    issue 14's must-shows: tests/test_trust_gpu.py, then bench/timing_stability.py (~5 min)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PART=${1:?usage: bench/gpu_session.sh tests|suite-am|suite-nz|main [BUDGET]}
+PART=${1:?usage: bench/gpu_session.sh tests|suite-am|suite-nz|main|trust [BUDGET]}
 BUDGET=${2:-40s}
 OUT=${OUT:-bench/results/gpu-session}
 mkdir -p "$OUT"
@@ -30,5 +31,8 @@ case "$PART" in
     tail -5 "$OUT/$PART.log" ;;
   main) python3 -m server optimize bench/kernels/vadd_poor_block.cu --budget "$BUDGET" --diff --trajectory off \
       2>&1 | tee "$OUT/main_job.txt" | tail -30 ;;
+  trust)
+    python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests/test_trust_gpu.py 2>&1 | tee "$OUT/trust_gpu_tests.log" | tail -20
+    python3 bench/timing_stability.py --out "$OUT" 2>&1 | tee "$OUT/timing_stability.log" | tail -30 ;;
   *) echo "unknown part $PART" >&2; exit 2 ;;
 esac

@@ -15,6 +15,8 @@ as a :class:`CandidateResult` with a :class:`Status` and a message, never as an 
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal, TypeVar
@@ -26,6 +28,51 @@ SCHEMA_VERSION = 1
 
 Role = Literal["in", "out", "inout", "scalar"]
 DistKind = Literal["uniform", "normal", "randint", "const", "arange"]
+Backend = Literal["cupy", "pycuda"]
+
+# Element types a request may name: scalar name -> bytes, and CUDA vector bases (``float4``...)
+# -> their scalar; a vector type is a base followed by 1-4 lanes.
+SCALAR_BYTES = {
+    "float32": 4,
+    "float64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "int8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "uint8": 1,
+    "uint16": 2,
+    "uint32": 4,
+    "uint64": 8,
+    "bool": 1,
+}
+VECTOR_BASES = {
+    "float": "float32",
+    "double": "float64",
+    "half": "float16",
+    "int": "int32",
+    "uint": "uint32",
+    "char": "int8",
+    "uchar": "uint8",
+    "short": "int16",
+    "ushort": "uint16",
+    "long": "int64",
+    "ulong": "uint64",
+    "longlong": "int64",
+    "ulonglong": "uint64",
+}
+
+
+def element_bytes(dtype: str) -> int | None:
+    """Bytes of one element of the canonical type ``dtype``; None for a name that is not one."""
+    if dtype in SCALAR_BYTES:
+        return SCALAR_BYTES[dtype]
+    base = dtype.rstrip("1234")
+    lanes = dtype[len(base) :]
+    if base in VECTOR_BASES and lanes in ("1", "2", "3", "4"):
+        return SCALAR_BYTES[VECTOR_BASES[base]] * int(lanes)
+    return None
 
 
 class Status(str, Enum):
@@ -168,9 +215,10 @@ PRECISIONS = ("tf32", "fp16", "bf16", "mma", "fast-math")  # what ``precision al
 @dataclass(frozen=True)
 class EvalOptions:
     arch: str = ""  # e.g. "sm_90"; empty: the device's own
-    backend: Literal["cupy", "pycuda"] = "cupy"
+    backend: Backend = "cupy"
     sanitize: bool = False  # run compute-sanitizer memcheck + racecheck on OK candidates
     time: bool = True  # False: verify only (faster; used by tools that just check)
+    profile: bool = False  # profile OK candidates once under Nsight Compute (``CandidateResult.profile``)
 
 
 @dataclass(frozen=True)
@@ -264,6 +312,31 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class Stall:
+    """One warp stall reason: average warps stalled for it per issued instruction."""
+
+    reason: str  # e.g. "long_scoreboard"
+    per_issue: float
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Nsight Compute's view of one launch of a candidate at the bench problem (``ncu
+    --clock-control none``), or why there is none (``available`` False: no ``ncu`` on the GPU
+    machine, no permission for the counters, the run failed).  Percentages are of the device's peak."""
+
+    available: bool
+    message: str = ""  # why not available; or what ncu said beside the metrics
+    memory_pct: float = 0.0  # memory throughput (the busiest of DRAM, L2, L1) % of peak
+    dram_pct: float = 0.0
+    compute_pct: float = 0.0  # SM throughput % of peak
+    achieved_occupancy_pct: float = 0.0
+    l2_hit_pct: float = 0.0
+    duration_us: float = 0.0
+    stalls: tuple[Stall, ...] = ()  # the top stall reasons, largest first
+
+
+@dataclass(frozen=True)
 class CandidateResult:
     candidate_id: str
     status: Status
@@ -284,6 +357,7 @@ class CandidateResult:
     pct_peak_bandwidth: float = 0.0
     pct_peak_flops: float = 0.0
     sanitizer: str = ""  # compute-sanitizer summary, when it ran
+    profile: Profile | None = None  # Nsight Compute metrics, when ``EvalOptions.profile`` asked
     seconds: float = 0.0  # wall time spent on this candidate
 
 
@@ -367,3 +441,190 @@ def _explain(exc: BaseException, cls: type | None) -> str:
 
 class ContractError(ValueError):
     """A message that does not match the contract (wrong shape, wrong version)."""
+
+
+# --------------------------------------------------------------------------- request bounds
+
+# CUDA's launch limits (every architecture the sandbox supports) and the largest shared memory
+# one block may use (sm_90: 227 KiB).
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_BLOCK = (1024, 1024, 64)
+MAX_BLOCK_THREADS = 1024
+MAX_SHARED_BYTES = 227 << 10
+_ARCH = re.compile(r"(sm|compute)_[1-9][0-9]{1,2}[af]?")
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """What one evaluation may ask for: the worker operator's settings, never the client's."""
+
+    max_timeout_s: float = 600.0  # Budget.timeout_s, per candidate
+    max_memory_bytes: int = 64 << 30  # Budget.gpu_memory_bytes
+    max_candidates: int = 64
+    max_source_bytes: int = 1 << 20  # per kernel source
+    max_problems: int = 64  # verification sizes
+    max_args: int = 256  # kernel arguments (and constants) per problem
+    max_seeds: int = 16
+    max_samples: int = 100_000
+    max_text_chars: int = 4096  # names, labels, options, messages of a request
+
+
+class RequestError(ContractError):
+    """A well-formed request that asks for something out of bounds; ``field`` names where."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def validate_request(request: EvalRequest, limits: RequestLimits = RequestLimits()) -> None:
+    """Check every field of ``request`` against the device's limits and the worker's ``limits``;
+    raises :class:`RequestError` naming the first field out of bounds.  Run at every boundary a
+    request crosses into an executor (the worker service, the local executor)."""
+    _Bounds(limits).request(request)
+
+
+class _Bounds:
+    def __init__(self, limits: RequestLimits) -> None:
+        self.limits = limits
+        self.memory = limits.max_memory_bytes
+
+    def request(self, r: EvalRequest) -> None:
+        lim = self.limits
+        self.text("id", r.id, nonempty=True, cap=200)
+        self.budget(r.budget)
+        self.memory = r.budget.gpu_memory_bytes
+        self.options(r.options)
+        self.kernel("baseline", r.baseline)
+        self.count("candidates", len(r.candidates), lim.max_candidates, "candidates")
+        ids: set[str] = set()
+        for i, cand in enumerate(r.candidates):
+            where = f"candidates[{i}]"
+            self.text(f"{where}.id", cand.id, nonempty=True)
+            if cand.id in ids:
+                raise RequestError(f"{where}.id", f"{cand.id!r} names two candidates")
+            ids.add(cand.id)
+            self.kernel(f"{where}.kernel", cand.kernel)
+            if cand.launches is not None:
+                if len(cand.launches) != len(r.verify_problems) + 1:
+                    raise RequestError(
+                        f"{where}.launches",
+                        f"{len(cand.launches)} launches for {len(r.verify_problems) + 1} problems",
+                    )
+                for j, launch in enumerate(cand.launches):
+                    self.launch(f"{where}.launches[{j}]", launch)
+        self.count("verify_problems", len(r.verify_problems), lim.max_problems, "problems")
+        for i, problem in enumerate(r.verify_problems):
+            self.problem(f"verify_problems[{i}]", problem)
+        self.problem("bench_problem", r.bench_problem)
+        self.count("seeds", len(r.seeds), lim.max_seeds, "seeds")
+        for i, seed in enumerate(r.seeds):
+            if not 0 <= seed < 2**63:
+                raise RequestError(f"seeds[{i}]", f"{seed} is not in 0..2^63-1")
+        tolerances = ((f"tolerances[{i}]", t) for i, t in enumerate(r.tolerances))
+        self.count("tolerances", len(r.tolerances), lim.max_args, "tolerances")
+        for where, tol in [*tolerances, *([("tolerance", r.tolerance)] if r.tolerance else [])]:
+            self.text(f"{where}.arg", tol.arg)
+            for key in ("atol", "rtol", "norm"):
+                value = getattr(tol, key)
+                if value is not None and not (math.isfinite(value) and value >= 0):
+                    raise RequestError(f"{where}.{key}", f"{value} is not a finite number >= 0")
+        for i, name in enumerate(r.allow_precision):
+            if name not in PRECISIONS:
+                raise RequestError(f"allow_precision[{i}]", f"{name!r} is not one of {', '.join(PRECISIONS)}")
+
+    def budget(self, b: Budget) -> None:
+        lim = self.limits
+        self.number("budget.timeout_s", b.timeout_s, lim.max_timeout_s)
+        self.number("budget.time_budget_ms", b.time_budget_ms, lim.max_timeout_s * 1000)
+        self.number("budget.target_rel_spread", b.target_rel_spread, 1e6, positive=False)
+        self.count("budget.min_samples", b.min_samples, lim.max_samples, "samples", low=1)
+        self.count("budget.max_samples", b.max_samples, lim.max_samples, "samples", low=b.min_samples)
+        self.count("budget.gpu_memory_bytes", b.gpu_memory_bytes, lim.max_memory_bytes, "bytes", low=1)
+
+    def options(self, o: EvalOptions) -> None:
+        if o.arch and not _ARCH.fullmatch(o.arch):
+            raise RequestError("options.arch", f"{o.arch[:40]!r} is not an architecture such as sm_90")
+        if o.backend not in ("cupy", "pycuda"):
+            raise RequestError("options.backend", f"{o.backend[:40]!r} is not cupy or pycuda")
+
+    def kernel(self, where: str, k: KernelSource) -> None:
+        size = len(k.source.encode("utf-8", "surrogatepass"))
+        if size > self.limits.max_source_bytes:
+            raise RequestError(
+                f"{where}.source", f"{size} bytes, more than this worker's {self.limits.max_source_bytes}"
+            )
+        self.text(f"{where}.name", k.name, nonempty=True)
+        self.text(f"{where}.filename", k.filename, nonempty=True)
+        self.count(f"{where}.options", len(k.options), self.limits.max_args, "options")
+        for i, option in enumerate(k.options):
+            self.text(f"{where}.options[{i}]", option)
+
+    def problem(self, where: str, p: Problem) -> None:
+        self.text(f"{where}.label", p.label)
+        self.count(f"{where}.args", len(p.args) + len(p.constants), self.limits.max_args, "arguments")
+        for name, value in p.sizes.items():
+            self.text(f"{where}.sizes", name, nonempty=True)
+            if abs(value) >= 2**62:
+                raise RequestError(f"{where}.sizes.{name[:40]}", f"{value} is out of range")
+        total = 0
+        for i, a in enumerate(p.args):
+            at = f"{where}.args[{i}]"
+            self.text(f"{at}.name", a.name, nonempty=True)
+            if a.role not in ("in", "out", "inout", "scalar"):
+                raise RequestError(f"{at}.role", f"{a.role[:40]!r} is not in, out, inout or scalar")
+            total += self.array(at, a.dtype, a.count if a.role != "scalar" else 0, a.dist)
+            if math.isnan(a.value):
+                raise RequestError(f"{at}.value", "NaN is not a scalar argument's value")
+        for i, c in enumerate(p.constants):
+            at = f"{where}.constants[{i}]"
+            self.text(f"{at}.name", c.name, nonempty=True)
+            total += self.array(at, c.dtype, c.count, c.dist)
+        if total > self.memory:
+            raise RequestError(
+                f"{where}.args", f"{total} bytes of arrays, more than the memory cap of {self.memory}"
+            )
+        self.launch(f"{where}.launch", p.launch)
+        for key in ("bytes_moved", "flops"):
+            self.count(f"{where}.{key}", getattr(p, key), 2**62, key)
+
+    def array(self, where: str, dtype: str, count: int, dist: Distribution) -> int:
+        size = element_bytes(dtype)
+        if size is None:
+            raise RequestError(f"{where}.dtype", f"{dtype[:40]!r} is not a known element type")
+        self.count(f"{where}.count", count, self.memory // size, "elements")
+        if dist.kind not in ("uniform", "normal", "randint", "const", "arange"):
+            raise RequestError(f"{where}.dist.kind", f"{dist.kind[:40]!r} is not a known distribution")
+        for key in ("low", "high", "value"):
+            if not math.isfinite(getattr(dist, key)):
+                raise RequestError(f"{where}.dist.{key}", f"{getattr(dist, key)} is not finite")
+        return size * count
+
+    def launch(self, where: str, launch: Launch) -> None:
+        for part, dims, caps in (("grid", launch.grid, MAX_GRID), ("block", launch.block, MAX_BLOCK)):
+            if len(dims) != 3 or not all(1 <= d <= cap for d, cap in zip(dims, caps, strict=True)):
+                limits = ", ".join(f"1..{cap}" for cap in caps)
+                raise RequestError(
+                    f"{where}.{part}", f"{tuple(dims)} is outside the device's limits ({limits})"
+                )
+        threads = math.prod(launch.block)
+        if threads > MAX_BLOCK_THREADS:
+            raise RequestError(
+                f"{where}.block", f"{threads} threads per block, more than {MAX_BLOCK_THREADS}"
+            )
+        self.count(f"{where}.shared_bytes", launch.shared_bytes, MAX_SHARED_BYTES, "bytes of shared memory")
+
+    def number(self, where: str, value: float, cap: float, positive: bool = True) -> None:
+        if not math.isfinite(value) or value < 0 or (positive and value == 0) or value > cap:
+            low = "> 0" if positive else ">= 0"
+            raise RequestError(where, f"{value} is not a finite number {low} and <= {cap:g}")
+
+    def count(self, where: str, value: int, cap: int, unit: str, low: int = 0) -> None:
+        if not low <= value <= cap:
+            raise RequestError(where, f"{value} {unit} is outside {low}..{cap}")
+
+    def text(self, where: str, value: str, nonempty: bool = False, cap: int | None = None) -> None:
+        cap = cap or self.limits.max_text_chars
+        if (nonempty and not value) or len(value) > cap or not value.isprintable():
+            what = "1" if nonempty else "0"
+            raise RequestError(where, f"must be {what}-{cap} printable characters")

@@ -17,8 +17,9 @@ The worker protocol (served by :mod:`sandbox.service`):
   in the body, so any id works, unescaped).
 
 Every endpoint but ``/health`` needs ``Authorization: Bearer <token>``.  Errors are JSON
-``{"error": message}`` with status 400 (not JSON), 401 (token), 409 (id reused for another
-request), 413 (too large), 422 (not a valid EvalRequest), 429 (too many evaluations from this
+``{"error": message}`` with status 400 (not JSON), 401 (token), 409 (id in use by another running
+request), 413 (too large), 422 (not a valid EvalRequest, or a field out of the worker's bounds:
+``field`` names it), 429 (too many evaluations from this
 client; ``Retry-After``), 503 (no GPU).
 
 Ray is imported only inside :class:`RayExecutor` and its actors (extra ``cluster``).
@@ -44,6 +45,7 @@ from sandbox.contract import (
     EvalRequest,
     EvalResult,
     Progress,
+    RequestLimits,
     Status,
     from_dict,
     from_json,
@@ -153,8 +155,11 @@ class RemoteExecutor(Executor):
         return self.devices()[0]
 
     def devices(self) -> tuple[DeviceInfo, ...]:
-        data = self._request("GET", DEVICE_PATH).json()
-        devices = tuple(from_dict(DeviceInfo, d) for d in data["devices"])
+        response = self._request("GET", DEVICE_PATH)
+        try:
+            devices = tuple(from_dict(DeviceInfo, d) for d in response.json()["devices"])
+        except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError and ContractError are ValueErrors
+            raise self._not_a_worker(f"GET {DEVICE_PATH}", exc) from exc
         if not devices:
             raise WorkerUnavailable(f"worker at {self.url} serves no GPU")
         return devices
@@ -203,6 +208,13 @@ class RemoteExecutor(Executor):
         if code == 503:
             raise WorkerUnavailable(f"worker at {self.url} cannot evaluate: {reason}")
         raise ExecutorError(f"worker at {self.url} refused the request: {reason}")
+
+    def _not_a_worker(self, what: str, cause: BaseException | str) -> ExecutorError:
+        detail = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+        return ExecutorError(
+            f"{self.url} does not answer like a cuda-agent worker ({what}: {str(detail)[:200]}); "
+            "check CUDA_AGENT_WORKER_URL"
+        )
 
     def _cancel_on_worker(self, request_id: str) -> None:
         try:
@@ -274,6 +286,7 @@ class _Call:
         self.submitted = time.monotonic()
         self.started: float | None = None
         self.cancelled_at: float | None = None
+        self.outage = _Outage(executor)  # how long the worker has been unreachable
 
     def watch_cancel(self) -> None:
         """Forward the caller's cancel to the worker the moment it is set (runs in its own thread)."""
@@ -284,7 +297,7 @@ class _Call:
                 return
 
     def run(self) -> EvalResult:
-        outage = _Outage(self.executor)
+        outage = self.outage
         while True:
             if self.cancel.is_set() and self.started is None:
                 return cancelled_result(self.request, "cancelled before the worker started it")
@@ -299,7 +312,11 @@ class _Call:
                         outage.wait_or_raise(_describe_response(response))
                         continue
                     self.executor._raise_for_status(response)
-                    outage.reset()
+                    kind = response.headers.get("content-type", "").split(";")[0].strip()
+                    if kind != NDJSON:
+                        raise self.executor._not_a_worker(
+                            f"POST {EVALUATE_PATH}", f"a {kind or 'untyped'} page"
+                        )
                     result = self._follow(response.iter_lines())
                     if result is not None:
                         return result
@@ -315,20 +332,41 @@ class _Call:
         for line in lines:
             if not line:
                 continue
-            event = json.loads(line)
-            kind = event["event"]
-            if kind == "result":
-                return from_dict(EvalResult, event["result"])
-            if kind == "error":
-                raise WorkerUnavailable(f"worker at {self.executor.url} failed: {event['message']}")
+            try:
+                event = json.loads(line)
+                kind = event["event"]
+                if kind == "result":
+                    return self._checked(from_dict(EvalResult, event["result"]))
+                if kind == "error":
+                    raise WorkerUnavailable(
+                        f"worker at {self.executor.url} failed: {str(event['message'])[:2000]}"
+                    )
+                if kind == "progress" and self.progress is not None:
+                    self.progress(from_dict(Progress, event["progress"]))
+            except (ValueError, KeyError, TypeError) as exc:  # not JSON, not an event, not the contract
+                raise self.executor._not_a_worker(f"event {line[:80]!r}", exc) from exc
             if kind == "started" and self.started is None:
                 self.started = time.monotonic()
-            elif kind == "progress" and self.progress is not None:
-                self.progress(from_dict(Progress, event["progress"]))
+            elif (
+                kind == "heartbeat"
+            ):  # live, never replayed: a stream that only replays and drops is an outage
+                self.outage.reset()
             if self._cancel_unconfirmed():
                 return cancelled_result(self.request, "cancelled; the worker did not confirm in time")
             self._check_deadline()
         return None
+
+    def _checked(self, result: EvalResult) -> EvalResult:
+        """``result`` if it answers this request (its id, its candidates in order); else an error."""
+        wanted = [c.id for c in self.request.candidates]
+        got = [c.candidate_id for c in result.candidates]
+        if result.request_id != self.request.id or got != wanted:
+            raise self.executor._not_a_worker(
+                "result",
+                f"it answered request {result.request_id[:80]!r} with candidates {got[:8]}"
+                f" for request {self.request.id[:80]!r} with candidates {wanted[:8]}",
+            )
+        return result
 
     def _cancel_unconfirmed(self) -> bool:
         """True once the caller cancelled and the worker has not answered within ``cancel_grace_s``."""
@@ -388,11 +426,12 @@ def _tls_failure(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- Ray
 
 
-def local_gpu_executor(gpu: int) -> Executor:
-    """The sandbox's local executor on GPU ``gpu`` of this machine (imports the GPU stack)."""
-    from sandbox.worker import LocalExecutor
+def local_gpu_executor(gpu: int, limits: RequestLimits | None = None, handler: str = "") -> Executor:
+    """The sandbox's local executor on GPU ``gpu`` of this machine (imports the GPU stack);
+    ``handler`` (``module:factory``) replaces the GPU handler of its worker processes."""
+    from sandbox.worker import DEFAULT_HANDLER, LocalExecutor
 
-    return LocalExecutor(devices=(gpu,))
+    return LocalExecutor(devices=(gpu,), limits=limits, handler=handler or DEFAULT_HANDLER)
 
 
 def _local_gpu() -> Executor:

@@ -111,6 +111,11 @@ class Runtime(abc.ABC):
         """Copy ``nbytes`` to a new uint8 host array."""
 
     @abc.abstractmethod
+    def pinned(self, nbytes: int) -> np.ndarray:
+        """``nbytes`` of page-locked host memory (uint8), kept while the array lives; under unified
+        addressing (every 64-bit process) kernels read it at the array's own address."""
+
+    @abc.abstractmethod
     def memset_async(self, ptr: int, byte: int, nbytes: int) -> None: ...
 
     @abc.abstractmethod
@@ -257,6 +262,11 @@ class CupyRuntime(Runtime):
             self._cp.cuda.runtime.memcpy(out.ctypes.data, ptr, nbytes, 2)
         return out
 
+    def pinned(self, nbytes: int) -> np.ndarray:
+        with self._errors():
+            mem = self._cp.cuda.alloc_pinned_memory(nbytes)
+        return np.frombuffer(mem, np.uint8, nbytes)  # the array keeps ``mem`` alive
+
     def memset_async(self, ptr: int, byte: int, nbytes: int) -> None:
         with self._errors():
             self._cp.cuda.runtime.memsetAsync(ptr, byte, nbytes, self._stream.ptr)
@@ -396,6 +406,10 @@ class PycudaRuntime(Runtime):
         with self._errors():
             self._drv.memcpy_dtoh(out, ptr)
         return out
+
+    def pinned(self, nbytes: int) -> np.ndarray:
+        with self._errors():
+            return self._drv.pagelocked_empty(nbytes, np.uint8)
 
     def memset_async(self, ptr: int, byte: int, nbytes: int) -> None:
         with self._errors():

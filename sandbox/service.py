@@ -2,8 +2,9 @@
 
 One lane per GPU: each lane has its own job queue and a thread that feeds its executor one request
 at a time; a new request goes to the lane with the least work.  Evaluations stream NDJSON events
-(see :mod:`sandbox.remote` for the protocol).  A request id is idempotent: a repeated id attaches
-to the running job or gets the cached result.  A job nobody watches any more (every client
+(see :mod:`sandbox.remote` for the protocol).  A request id is idempotent: the same request posted
+again attaches to the running job or gets the cached result; a finished id posted with another
+request runs that request (callers make ids unique; a running id is never shared).  A job nobody watches any more (every client
 disconnected and none came back within ``disconnect_grace_s``) is cancelled, as is one named by
 ``POST /cancel``.
 
@@ -32,9 +33,10 @@ import ssl
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
+import h11
 import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -43,8 +45,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from sandbox.contract import ContractError, EvalRequest, Progress, from_dict, to_dict
+from sandbox.contract import (
+    ContractError,
+    EvalRequest,
+    Progress,
+    RequestError,
+    RequestLimits,
+    from_dict,
+    to_dict,
+    to_json,
+    validate_request,
+)
 from sandbox.executor import Executor, ExecutorError
 from sandbox.remote import (
     CANCEL_PATH,
@@ -59,7 +72,6 @@ from sandbox.remote import (
 log = logging.getLogger(__name__)
 
 Event = dict[str, Any]
-_MAX_ID_CHARS = 200
 # NVRTC options that make the compiler read files on the worker's host.
 _HOST_FILE_OPTIONS = ("-I", "--include-path", "-include", "--pre-include")
 
@@ -71,6 +83,11 @@ class Limits:
     heartbeat_s: float = HEARTBEAT_S
     disconnect_grace_s: float = 10.0  # an unwatched job is cancelled after this
     cached_results: int = 1024  # finished results kept for repeated request ids
+    request: RequestLimits = field(default_factory=RequestLimits)  # what one evaluation may ask for
+    header_timeout_s: float = 10.0  # a connection must send a whole request head this fast
+    keep_alive_s: float = 5.0  # an idle kept-alive connection is closed after this
+    max_waiting_connections: int = 256  # connections that have not sent a request head yet
+    trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
 
 
 # --------------------------------------------------------------------------- listening policy
@@ -124,20 +141,81 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def make_server(
-    app: ASGIApp, *, tls_cert: str | None = None, tls_key: str | None = None, log_level: str = "info"
+    app: ASGIApp,
+    *,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    log_level: str = "info",
+    limits: Limits = Limits(),
 ) -> uvicorn.Server:
-    """A uvicorn server for ``app``; run it with ``server.run(sockets=[listen(host, port)])``."""
+    """A uvicorn server for ``app``; run it with ``server.run(sockets=[listen(host, port)])``.
+
+    No overall connection cap (uvicorn's ``limit_concurrency`` answers every request 503 while idle
+    connections fill it): connections that have not sent a request head, unauthenticated by
+    definition, are bounded by :class:`_GuardedH11` instead; X-Forwarded-For is read only from
+    ``limits.trusted_proxies``."""
+    guard = type("GuardedH11", (_GuardedH11,), {"waiting": OrderedDict(), "limits": limits})
     config = uvicorn.Config(
         app,
+        http=guard,
         ssl_certfile=tls_cert,
         ssl_keyfile=tls_key,
         log_level=log_level,
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=5,
-        limit_concurrency=4096,
+        timeout_keep_alive=max(1, round(limits.keep_alive_s)),
+        proxy_headers=bool(limits.trusted_proxies),
+        forwarded_allow_ips=list(limits.trusted_proxies),
     )
     return uvicorn.Server(config)
+
+
+class _GuardedH11(H11Protocol):
+    """uvicorn's h11 protocol with a request-head deadline and a cap on connections waiting for
+    one: past ``max_waiting_connections`` the oldest waiting connection is closed, so a flood of
+    half-sent requests cannot keep an authenticated client from being heard (it sends its head
+    at once and stops waiting).  ``waiting`` and ``limits`` are set per server by :func:`make_server`."""
+
+    waiting: ClassVar[OrderedDict[_GuardedH11, asyncio.TimerHandle]]
+    limits: ClassVar[Limits]
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._wait()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_waiting()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:  # a request head arrived
+            self._stop_waiting()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self._wait()  # kept alive: waiting for the next head
+
+    def _wait(self) -> None:
+        if self in self.waiting:
+            return
+        self.waiting[self] = self.loop.call_later(self.limits.header_timeout_s, self._drop)
+        while len(self.waiting) > self.limits.max_waiting_connections:
+            oldest, timer = self.waiting.popitem(last=False)
+            timer.cancel()
+            oldest._drop()
+
+    def _stop_waiting(self) -> None:
+        timer = self.waiting.pop(self, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _drop(self) -> None:
+        self._stop_waiting()
+        if not self.transport.is_closing():
+            self.transport.close()
 
 
 # --------------------------------------------------------------------------- jobs and lanes
@@ -313,16 +391,18 @@ class WorkerService:
         body = await _read_body(request, self.limits.max_body_bytes)
         if isinstance(body, Response):
             return body
-        parsed = _parse_request(body)
+        parsed = _parse_request(body, self.limits.request)
         if isinstance(parsed, Response):
             return parsed
-        digest = hashlib.sha256(body).hexdigest()
+        digest = hashlib.sha256(to_json(parsed).encode()).hexdigest()  # the request, not its spelling
 
         cached = self.done.get(parsed.id)
         job = self.running.get(parsed.id)
-        if (cached and cached[0] != digest) or (job and job.digest != digest):
-            return _error(409, f"request id {parsed.id!r} was already used for a different request")
-        if cached:
+        if (
+            job and job.digest != digest
+        ):  # two live evaluations under one id: cancel could not tell them apart
+            return _error(409, f"request id {parsed.id!r} is in use by a different running request")
+        if cached and cached[0] == digest:  # a replay: the same request again
             return _EventStream(_replay([cached[1]]), on_close=lambda: None)
         if job is None:
             job = self.running[parsed.id] = _Job(parsed, digest, asyncio.get_running_loop())
@@ -408,7 +488,11 @@ class _BearerAuth:
             scheme, _, given = Headers(scope=scope).get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self._token):
                 message = "missing bearer token" if not given else "wrong bearer token"
-                response = _error(401, message, headers={"WWW-Authenticate": 'Bearer realm="cuda-agent"'})
+                response = _error(
+                    401,
+                    message,
+                    headers={"WWW-Authenticate": 'Bearer realm="cuda-agent"', "Connection": "close"},
+                )
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
@@ -442,17 +526,20 @@ async def _read_body(request: Request, limit: int) -> bytes | Response:
     return b"".join(chunks)
 
 
-def _parse_request(body: bytes) -> EvalRequest | Response:
+def _parse_request(body: bytes, limits: RequestLimits) -> EvalRequest | Response:
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return _error(400, f"body is not JSON: {exc}")
+    except RecursionError:
+        return _error(400, "body is not JSON: nested too deeply")
     try:
         request = from_dict(EvalRequest, data)
+        validate_request(request, limits)
+    except RequestError as exc:
+        return JSONResponse({"error": str(exc), "field": exc.field}, status_code=422)
     except ContractError as exc:
         return _error(422, str(exc))
-    if not request.id or len(request.id) > _MAX_ID_CHARS or not request.id.isprintable():
-        return _error(422, f"request id must be 1-{_MAX_ID_CHARS} printable characters")
     kernels = [request.baseline, *(c.kernel for c in request.candidates)]
     for option in (o for k in kernels for o in k.options):
         if option.startswith(_HOST_FILE_OPTIONS):

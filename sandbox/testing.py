@@ -5,7 +5,7 @@ anything: the baseline takes ``baseline_ms``; a candidate whose source and launc
 baseline's is exactly as fast; every other candidate is verified on every problem and seed and
 runs ``speedup`` times faster.  Timings carry a fixed ±1% spread, so speedup bounds are real
 numbers too.  ``delay_s`` per candidate (honouring ``cancel``) makes runs long enough to watch
-progress and cancel them.
+progress and cancel them.  Asked to profile (``EvalOptions.profile``), it says that it cannot.
 
 It is what the language server runs with the ``test`` executor (setting ``executor.kind: "test"``
 or ``CUDA_AGENT_TEST_EXECUTOR=1``; ``CUDA_AGENT_TEST_EXECUTOR_DELAY`` sets ``delay_s``), for
@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import replace
 
 from sandbox.contract import (
     Candidate,
@@ -28,6 +29,7 @@ from sandbox.contract import (
     EvalResult,
     KernelSource,
     Problem,
+    Profile,
     Progress,
     Resources,
     Status,
@@ -115,6 +117,8 @@ class FakeExecutor(Executor):
             speedup_high=high,
             resources=Resources(registers=32),
         )
+        if request.options.profile and cid != "baseline":
+            result = replace(result, profile=Profile(False, "the simulated GPU has no Nsight Compute"))
         return with_throughput(result, request.bench_problem, DEVICE)
 
 

@@ -5,12 +5,14 @@
 - :func:`bench` times one kernel, or a baseline and a candidate in pairs.  Both kernels of a pair
   run on the same buffers (one of ``slots`` rotated input sets), back to back, in alternating order
   (A B, B A), so whatever slows one slot or one moment (page placement, another process's work,
-  clocks) slows both; the speedup is the distribution of the per-pair ratios.  Before every
+  clocks) slows both; the speedup is the distribution of the per-pair ratios.  A warm-up runs both
+  kernels once on every slot, so every buffer has been touched by them before the first sample.  Before every
   sample ``reset(slot)`` restores the slot (outputs poisoned, ``inout`` arrays copied back from
   their pristine copies), an L2-sized buffer is overwritten (flushing L2), then CUDA events
   bracket the launch on the legacy default stream.  Samples are taken in rounds without host
-  synchronisation inside a round; a final round runs every slot's pair with the candidate last,
-  so the outputs it leaves can be checked.
+  synchronisation inside a round, each round enqueued behind a :class:`Gate` so that host delays
+  cannot enter a sample; a final round runs every slot's pair with the candidate last, so the
+  outputs it leaves can be checked.
 - Sampling stops at ``max_samples``, when the wall-clock budget is spent (after ``min_samples``),
   or, after ``min_samples``: one kernel alone, when its relative spread is below the target; a
   pair, when the pessimistic bound (first quartile of the paired ratios) is decided: its 95%
@@ -29,14 +31,14 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from sandbox.contract import Budget, CandidateResult, DeviceInfo, Problem, Timing
-from sandbox.runtime import Runtime
+from sandbox.contract import Budget, CandidateResult, DeviceInfo, Launch, Problem, Timing
+from sandbox.runtime import KernelHandle, Runtime
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +146,35 @@ class Flusher:
         self.rt.free(self.ptr)
 
 
+GATE_CYCLES = 2_000_000_000  # a closed gate opens by itself after this many SM cycles (about 1 s)
+
+
+@dataclass
+class Gate:
+    """Holds the GPU while a round of samples is enqueued (as nvbench's blocking kernel does): a
+    one-thread kernel spins until the host sets a flag in page-locked memory, so every launch of
+    the round is queued behind it before the first one runs.  Without it, a host thread that is
+    descheduled (other processes compiling the next candidates, say) between recording a sample's
+    start event and launching its kernel stretches that sample by the time it was away: a second
+    mode a scheduler time slice above the first.  ``kernel`` is ``cuda_agent_gate``."""
+
+    rt: Runtime
+    kernel: KernelHandle
+    flag: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.flag = self.rt.pinned(4).view(np.int32)
+
+    def close(self) -> None:
+        """Enqueue the spinning kernel (the previous one has finished: rounds end synchronized)."""
+        self.flag[0] = 0
+        args = (self.flag.ctypes.data, np.int64(GATE_CYCLES))
+        self.rt.launch(self.kernel, Launch((1, 1, 1), (1, 1, 1)), args)
+
+    def open(self) -> None:
+        self.flag[0] = 1
+
+
 @dataclass(frozen=True)
 class Sampled:
     timings: list[Timing]  # one per kernel
@@ -158,9 +189,11 @@ def bench(
     budget: Budget,
     clock_mhz: Callable[[], float] | None = None,
     reset: Enqueue | None = None,
+    gate: Gate | None = None,
 ) -> Sampled:
     """Time ``kernels`` (one, or baseline and candidate in pairs) on ``slots`` rotated input sets
-    that both kernels share; ``reset(slot)`` enqueues what restores a slot before each sample."""
+    that both kernels share; ``reset(slot)`` enqueues what restores a slot before each sample;
+    each round of samples is enqueued behind ``gate`` when given."""
 
     def sample(k: int, slot: int, events: tuple[Any, Any]) -> None:
         if reset is not None:
@@ -170,10 +203,11 @@ def bench(
         kernels[k](slot)
         rt.record(events[1])
 
-    for k in range(len(kernels)):  # warm-up: module load, instruction cache, clocks
-        if reset is not None:
-            reset(0)
-        kernels[k](0)
+    for slot in range(slots):  # warm-up: module load, instruction cache, clocks; every buffer touched
+        for k in range(len(kernels)):
+            if reset is not None:
+                reset(slot)
+            kernels[k](slot)
     rt.synchronize()
     before = clock_mhz() if clock_mhz else 0.0
     series: list[list[float]] = [[] for _ in kernels]
@@ -193,9 +227,15 @@ def bench(
                 plan.append((slot, list(order)))
                 order.reverse()
                 slot = (slot + 1) % slots
-        for i, (s, ks) in enumerate(plan):
-            for k in ks:
-                sample(k, s, events[k][i])
+        if gate is not None:
+            gate.close()
+        try:
+            for i, (s, ks) in enumerate(plan):
+                for k in ks:
+                    sample(k, s, events[k][i])
+        finally:
+            if gate is not None:
+                gate.open()
         rt.synchronize()
         got = [[rt.elapsed_ms(*events[k][i]) for i in range(len(plan))] for k in range(len(kernels))]
         for k, times in enumerate(got):
@@ -310,8 +350,9 @@ def with_throughput(result: CandidateResult, problem: Problem, device: DeviceInf
 
 
 def measured_text(result: CandidateResult, detail: bool = False) -> str:
-    """What was measured, on one line: median with spread, bandwidth against the device's ceiling;
-    with ``detail`` also the FLOP rate and registers/spills (for an LLM's feedback)."""
+    """What was measured, on one line: median with spread, bandwidth against the device's ceiling,
+    and what the timing needs said with it (``note``: bimodal samples, throttling); with ``detail``
+    also the FLOP rate and registers/spills (for an LLM's feedback)."""
     parts = []
     if result.timing:
         t = result.timing
@@ -322,6 +363,8 @@ def measured_text(result: CandidateResult, detail: bool = False) -> str:
         parts.append(f"{result.achieved_gflops:.0f} GFLOP/s = {result.pct_peak_flops:.0f}% of peak compute")
     if detail and result.resources:
         parts.append(f"{result.resources.registers} registers, {result.resources.spill_stores} B spilled")
+    if result.note:  # multimodal samples, throttling: the median alone would hide them
+        parts.append(result.note)
     return "; ".join(parts) or "not timed"
 
 

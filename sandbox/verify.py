@@ -30,11 +30,22 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from sandbox.contract import ArgSpec, Check, Distribution, KernelSource, Launch, Problem, Status, Tolerance
+from sandbox.contract import (
+    VECTOR_BASES,
+    ArgSpec,
+    Check,
+    Distribution,
+    KernelSource,
+    Launch,
+    Problem,
+    Status,
+    Tolerance,
+)
 from sandbox.runtime import CudaError, KernelArg, KernelHandle, MemoryCapExceeded, Runtime
 
 GUARD_BYTES = 4096  # each side of every array; a multiple of 256 keeps data 256-byte aligned
@@ -56,22 +67,6 @@ _SCALAR_TYPES: dict[str, np.dtype] = {
     "uint32": np.dtype(np.uint32),
     "uint64": np.dtype(np.uint64),
     "bool": np.dtype(np.bool_),
-}
-# CUDA vector types: base name -> element type name
-_VECTOR_BASES = {
-    "float": "float32",
-    "double": "float64",
-    "half": "float16",
-    "int": "int32",
-    "uint": "uint32",
-    "char": "int8",
-    "uchar": "uint8",
-    "short": "int16",
-    "ushort": "uint16",
-    "long": "int64",
-    "ulong": "uint64",
-    "longlong": "int64",
-    "ulonglong": "uint64",
 }
 
 
@@ -102,8 +97,8 @@ def elem_type(name: str) -> ElemType:
         return ElemType(name, name)
     base = name.rstrip("1234")
     lanes = name[len(base) :]
-    if base in _VECTOR_BASES and lanes in ("1", "2", "3", "4"):
-        return ElemType(name, _VECTOR_BASES[base], int(lanes))
+    if base in VECTOR_BASES and lanes in ("1", "2", "3", "4"):
+        return ElemType(name, VECTOR_BASES[base], int(lanes))
     raise ValueError(f"unsupported element type {name!r}")
 
 
@@ -595,8 +590,10 @@ class Verifier:
     """Verifies kernels against the baseline's outputs, which it computes once per problem and
     seed, on a plan of (problem, seeds) pairs, together with the baseline's outputs on perturbed
     inputs (the calibration of the tolerance model).  ``scribble(pattern)`` enqueues a kernel that
-    fills every SM's shared memory.  Host inputs and reference outputs are kept for the verifier's
-    life, so a worker reuses one verifier for every batch of a run."""
+    fills every SM's shared memory; ``hold()`` is held around each stretch of GPU work (launches and
+    the reads of their results), not around the host's comparisons (the worker's shared GPU lock, so
+    another worker's timing waits only for GPU work).  Host inputs and reference outputs are kept
+    for the verifier's life, so a worker reuses one verifier for every batch of a run."""
 
     def __init__(
         self,
@@ -605,6 +602,7 @@ class Verifier:
         baseline: KernelHandle,
         tolerances: Sequence[Tolerance],
         scribble: Callable[[int], None],
+        hold: Callable[[], AbstractContextManager[object]] = nullcontext,
     ) -> None:
         self.rt = rt
         self.problems = tuple(problem for problem, _ in plan)
@@ -612,6 +610,7 @@ class Verifier:
         self.baseline = baseline
         self.tolerances = tuple(tolerances)
         self.scribble = scribble
+        self.hold = hold
         self._refs: dict[tuple[int, int, int], dict[str, tuple[np.ndarray, np.ndarray]]] = {}
         self._inputs: dict[tuple[int, int], dict[str, np.ndarray]] = {}
 
@@ -662,14 +661,16 @@ class Verifier:
             problem = self.problems[index]
             outs = [a.name for a in problem.args if a.role in ("out", "inout")]
             inputs, consts = self.inputs(index, seed), constants_for(problem, const_seed)
-            self.run(self.baseline, ws, problem.launch, inputs, consts, POISON_A)
-            ref = {name: ws.read(name) for name in outs}
+            with self.hold():
+                self.run(self.baseline, ws, problem.launch, inputs, consts, POISON_A)
+                ref = {name: ws.read(name) for name in outs}
             rng, rho = np.random.default_rng([seed, 104729]), self.rho(index)
             dtypes = {a.name: a.dtype for a in problem.args} | {c.name: c.dtype for c in problem.constants}
             moved = {name: perturb(host, dtypes[name], rho, rng) for name, host in inputs.items()}
             moved_consts = {name: perturb(host, dtypes[name], rho, rng) for name, host in consts.items()}
-            self.run(self.baseline, ws, problem.launch, moved, moved_consts, POISON_A)
-            self._refs[key] = {name: (ref[name], ws.read(name)) for name in outs}
+            with self.hold():
+                self.run(self.baseline, ws, problem.launch, moved, moved_consts, POISON_A)
+                self._refs[key] = {name: (ref[name], ws.read(name)) for name in outs}
         return self._refs[key]
 
     def calibration(self, index: int, arg: str, perturbed: np.ndarray, allowed: float) -> Calibration:
@@ -718,18 +719,23 @@ class Verifier:
         def fail(detail: str, arg: str = "", cmp: Comparison | None = None) -> Check:
             return checked(label, seed, False, detail, arg, cmp or Comparison(False))
 
-        self.run(kernel, ws, launch, inputs, consts, POISON_A)
-        if name := ws.broken_guard():
-            return fail(f"out-of-bounds write: the guard region around `{name}` was modified", name)
-        for a in problem.args:
-            if a.role == "in" and not np.array_equal(ws.read(a.name), inputs[a.name].view(np.uint8)):
-                return fail(f"input `{a.name}` was modified", a.name)
         outs = [a for a in problem.args if a.role in ("out", "inout")]
-        first = {a.name: ws.read(a.name) for a in outs}
-        self.run(kernel, ws, launch, inputs, consts, POISON_B)
+        with self.hold():
+            self.run(kernel, ws, launch, inputs, consts, POISON_A)
+            broken = ws.broken_guard()
+            read_back = {a.name: ws.read(a.name) for a in problem.args if a.role == "in"}
+            first = {a.name: ws.read(a.name) for a in outs}
+        if broken:
+            return fail(f"out-of-bounds write: the guard region around `{broken}` was modified", broken)
+        for name, got in read_back.items():
+            if not np.array_equal(got, inputs[name].view(np.uint8)):
+                return fail(f"input `{name}` was modified", name)
+        with self.hold():
+            self.run(kernel, ws, launch, inputs, consts, POISON_B)
+            rerun = {a.name: ws.read(a.name) for a in outs}
         calib = {a.name: self.calibration(index, a.name, ref[a.name][1], allowed) for a in outs}
         for a in outs:
-            second = ws.read(a.name)
+            second = rerun[a.name]
             et = elem_type(a.dtype)
             if a.role == "out" and (idx := unwritten(first[a.name], second, et.itemsize)) >= 0:
                 return fail(f"output `{a.name}` not written at index {idx}", a.name)

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
@@ -55,8 +56,12 @@ from sandbox.contract import (
     KernelSource,
     Launch,
     Problem,
+    Profile,
     Progress,
+    RequestError,
+    RequestLimits,
     Status,
+    validate_request,
 )
 from sandbox.executor import Executor, ExecutorError, NoGpuError, ProgressFn, WorkerUnavailable
 from sandbox.verify import static_rejection
@@ -205,7 +210,8 @@ class WorkerProcess:
 
     def call(self, job: Job, timeout: float, cancel: threading.Event | None = None) -> Reply:
         """Send ``job``; the reply, or a ``timeout``/``crash``/``cancelled`` result if none comes in
-        ``timeout`` s, the worker dies, or ``cancel`` is set meanwhile (the worker is then replaced)."""
+        ``timeout`` s, the worker dies, or ``cancel`` is set meanwhile (the worker is then replaced;
+        after a cancel, only when the next job comes)."""
         if self.proc is None or self.proc.poll() is not None:
             self.restart()
         assert self.conn is not None
@@ -214,7 +220,7 @@ class WorkerProcess:
             self.conn.send(job)
             while not self.conn.poll(max(0.0, min(deadline - time.monotonic(), CANCEL_POLL_S))):
                 if cancel is not None and cancel.is_set():
-                    self.restart()
+                    self.kill()
                     return Reply(_failure(job, Status.CANCELLED, "cancelled while running"))
                 if time.monotonic() >= deadline:
                     self.restart()
@@ -276,7 +282,8 @@ def _job_id(job: EvalJob) -> str:
 
 
 class LocalExecutor(Executor):
-    """Evaluates on this machine's GPUs: one worker process per device, one request per worker."""
+    """Evaluates on this machine's GPUs: one worker process per device, one request per worker.
+    ``limits``: what one request may ask for (:func:`~sandbox.contract.validate_request`)."""
 
     def __init__(
         self,
@@ -286,8 +293,11 @@ class LocalExecutor(Executor):
         handler: str = DEFAULT_HANDLER,
         sandbox: bool = True,
         compile_workers: int | None = None,
+        limits: RequestLimits | None = None,
     ) -> None:
         from sandbox.compiler import CompilePool
+
+        self.limits = limits or RequestLimits()
 
         prefix = bwrap_prefix() if sandbox else []
         self.sandboxed = bool(prefix)
@@ -341,6 +351,10 @@ class LocalExecutor(Executor):
         progress: ProgressFn | None = None,
         cancel: threading.Event | None = None,
     ) -> EvalResult:
+        try:
+            validate_request(request, self.limits)
+        except RequestError as exc:
+            raise ExecutorError(f"request {request.id[:200]!r} refused: {exc}") from exc
         worker = self._idle.get()
         try:
             if worker.backend != request.options.backend:
@@ -363,13 +377,14 @@ def bench_request(
     *,
     seeds: tuple[int, ...] = (1, 2, 3),
     budget: Budget | None = None,
-    request_id: str = "bench",
+    request_id: str = "",
 ) -> EvalRequest:
     """The sandbox half of ``cuda-agent bench``: ``kernel`` checked against itself on ``problem``
     (guards, inputs untouched, run-twice determinism, 3 seeds) and timed alone, L2 flushed.
-    The result's ``baseline`` holds the timing, GB/s, GFLOP/s and % of the device's ceilings."""
+    The result's ``baseline`` holds the timing, GB/s, GFLOP/s and % of the device's ceilings.
+    ``request_id``: empty for a fresh one (a worker answers a repeated id from its cache)."""
     return EvalRequest(
-        id=request_id,
+        id=request_id or f"bench-{uuid.uuid4().hex}",
         baseline=kernel,
         candidates=(),
         verify_problems=(),
@@ -435,7 +450,9 @@ class _Evaluation:
                     reply = self.worker.call(job, remaining, self.cancel)
                     result = self._finish(reply, job, started, result)
                     if result.status == Status.OK and req.options.sanitize:
-                        result = sanitize(self.worker, job, result, budget)
+                        result = sanitize(self.worker, job, result, budget, self.cancel)
+                    if result.status == Status.OK and req.options.profile:
+                        result = replace(result, profile=nsight_profile(self.worker, job, budget))
                 results.append(result)
             self._report(i + 2, total, f"{cand.id}: {results[-1].status.value}")
         return EvalResult(req.id, baseline, tuple(results), self.info)
@@ -443,11 +460,20 @@ class _Evaluation:
     def _prepare(
         self, fut: Any, kernel: KernelSource, cid: str, timeout: float
     ) -> tuple[Binary | None, CandidateResult]:
-        """Wait for a compile; the binary to run, or None and the result that ends this candidate."""
+        """Wait for a compile (until ``timeout`` or cancel); the binary to run, or None and the
+        result that ends this candidate."""
+        deadline = time.monotonic() + timeout
+        while not fut.done():
+            if self.cancel.is_set():
+                fut.cancel()
+                return None, CandidateResult(cid, Status.CANCELLED, "cancelled while compiling")
+            if time.monotonic() >= deadline:
+                return None, CandidateResult(cid, Status.TIMEOUT, f"compilation took over {timeout:.0f} s")
+            concurrent.futures.wait([fut], timeout=CANCEL_POLL_S)
         try:
-            compiled = fut.result(timeout=timeout)
-        except concurrent.futures.TimeoutError:
-            return None, CandidateResult(cid, Status.TIMEOUT, f"compilation took over {timeout:.0f} s")
+            compiled = fut.result()
+        except concurrent.futures.CancelledError:
+            return None, CandidateResult(cid, Status.CANCELLED, "cancelled while compiling")
         except Exception as exc:  # the compiler process died on this input
             return None, CandidateResult(cid, Status.COMPILE_ERROR, f"compiler failed: {exc}")
         res = compiled.result
@@ -487,14 +513,23 @@ class _Evaluation:
             self.progress(Progress(self.request.id, done, total, message))
 
 
-def sanitize(worker: WorkerProcess, job: EvalJob, result: CandidateResult, budget: Budget) -> CandidateResult:
+def sanitize(
+    worker: WorkerProcess,
+    job: EvalJob,
+    result: CandidateResult,
+    budget: Budget,
+    cancel: threading.Event | None = None,
+) -> CandidateResult:
     """Re-run an ``ok`` candidate's verification (bench problem, first seed) under compute-sanitizer
     memcheck and racecheck.  Fails closed: the result's ``sanitizer`` says ``passed: ...`` only when
-    every tool ran to its summary with no error; ``skipped: ...`` without the tool; otherwise
-    ``failed: ...`` and the candidate is ``rejected`` (errors found, or the check could not be made)."""
+    every tool ran to its summary with no error; ``skipped: ...`` without the tool, or when
+    ``cancel`` is set before the tools are done (the result is then ``cancelled``: not checked, not
+    passed); otherwise ``failed: ...`` and the candidate is ``rejected`` (errors found, or the check
+    could not be made)."""
     exe = shutil.which("compute-sanitizer")
     if not exe:
         return replace(result, sanitizer="skipped: compute-sanitizer not found")
+    cancel = cancel or threading.Event()
     req = job.request
     cands = list(req.candidates)
     launches = cands[job.index].launches
@@ -509,6 +544,8 @@ def sanitize(worker: WorkerProcess, job: EvalJob, result: CandidateResult, budge
     )
     lines = []
     for tool in SANITIZER_TOOLS:
+        if cancel.is_set():
+            break
         with tempfile.TemporaryDirectory() as tmp:
             logfile = Path(tmp) / "sanitizer.log"
             prefix = [
@@ -524,9 +561,11 @@ def sanitize(worker: WorkerProcess, job: EvalJob, result: CandidateResult, budge
                 prefix = ["--bind", tmp, tmp, *prefix]
             proc = WorkerProcess(worker.device, worker.backend, worker.handler, [*worker.prefix, *prefix])
             proc.start()
-            reply = proc.call(replace(job, request=small), 10 * budget.timeout_s)
+            reply = proc.call(replace(job, request=small), 10 * budget.timeout_s, cancel)
             code = proc.close(timeout=60)
             text = logfile.read_text(errors="replace") if logfile.exists() else ""
+        if cancel.is_set():
+            break
         passed, line = sanitizer_verdict(tool, code, text, reply)
         lines.append(line)
         if not passed:
@@ -536,7 +575,35 @@ def sanitize(worker: WorkerProcess, job: EvalJob, result: CandidateResult, budge
                 message=f"compute-sanitizer {line}",
                 sanitizer="failed: " + "; ".join(lines),
             )
+    if cancel.is_set():
+        done = f" ({'; '.join(lines)})" if lines else ""
+        return replace(
+            result,
+            status=Status.CANCELLED,
+            message="cancelled during compute-sanitizer",
+            sanitizer=f"skipped: cancelled before every tool ran{done}",
+        )
     return replace(result, sanitizer="passed: " + "; ".join(lines))
+
+
+def nsight_profile(worker: WorkerProcess, job: EvalJob, budget: Budget) -> Profile:
+    """The candidate of ``job`` launched once at the bench problem under Nsight Compute
+    (:mod:`sandbox.profile`), in the worker's sandbox; the first seed's inputs."""
+    from sandbox.profile import RunnerJob, profile_candidate
+
+    assert job.candidate is not None
+    req = job.request
+    launches = req.candidates[job.index].launches
+    runner = RunnerJob(
+        cubin=job.candidate.cubin,
+        symbol=job.candidate.symbol,
+        problem=req.bench_problem,
+        launch=launches[-1] if launches else req.bench_problem.launch,
+        seed=req.seeds[0],
+        device=worker.device,
+        backend=worker.backend,
+    )
+    return profile_candidate(runner, worker.prefix, clean_env(), str(PACKAGE_ROOT), 4 * budget.timeout_s)
 
 
 SANITIZER_ERROR = 86  # the exit status compute-sanitizer is told to use when it finds errors
@@ -575,6 +642,10 @@ extern "C" __global__ void cuda_agent_scribble(unsigned int pattern, unsigned in
 extern "C" __global__ void cuda_agent_spin(long long cycles) {
     long long start = clock64();
     while (clock64() - start < cycles) { }
+}
+extern "C" __global__ void cuda_agent_gate(const volatile int* open, long long max_cycles) {
+    long long start = clock64();
+    while (*open == 0 && clock64() - start < max_cycles) { }
 }
 """
 SPIN_CYCLES = 2_000_000
@@ -641,6 +712,7 @@ class GpuHandler:
         self._helpers: dict[str, Any] = {}
         self._state: tuple[str, Any, Any] | None = None  # request key, baseline handle, verifier
         self._flusher: Any = None
+        self._gate: Any = None
         self._scribbles = 0
 
     def __call__(self, job: Job) -> Reply:
@@ -706,7 +778,14 @@ class GpuHandler:
         if self._state is None or self._state[0] != key:
             self._state = None  # let the old verifier's host arrays go before drawing new ones
             baseline = self.rt.load(job.baseline.cubin, job.baseline.symbol)
-            verifier = Verifier(self.rt, plan, baseline, tolerances, self.scribble)
+            verifier = Verifier(
+                self.rt,
+                plan,
+                baseline,
+                tolerances,
+                self.scribble,
+                lambda: gpu_lock(self.key, exclusive=False),
+            )
             self._state = (key, baseline, verifier)
         return self._state[1], self._state[2]
 
@@ -717,9 +796,10 @@ class GpuHandler:
         cid = _job_id(job)
         self.rt.set_memory_limit(0)
         if self._flusher is None:
-            from sandbox.timing import Flusher
+            from sandbox.timing import Flusher, Gate
 
             self._flusher = Flusher(self.rt, 2 * max(self.info.l2_bytes, 1 << 20))
+            self._gate = Gate(self.rt, self._helper("cuda_agent_gate"))
         self._helper("cuda_agent_scribble")
         self._helper("cuda_agent_spin")
         features: dict[str, str] = {}
@@ -736,8 +816,7 @@ class GpuHandler:
             else:
                 kernel = self.rt.load(job.candidate.cubin, job.candidate.symbol)
                 launches = req.candidates[job.index].launches
-            with gpu_lock(self.key, exclusive=False):
-                verdict = verifier.verify(kernel, launches, allowed)
+            verdict = verifier.verify(kernel, launches, allowed)  # holds the GPU lock (shared) itself
             if verdict.status is not None:
                 result = CandidateResult(cid, verdict.status, verdict.message, checks=verdict.checks)
             elif not req.options.time:
@@ -805,7 +884,9 @@ class GpuHandler:
             if not alone:
                 runs.append(lambda s: self.rt.launch(kernel, launch, spaces[s].args()))
             with gpu_lock(self.key, exclusive=True):
-                sampled = bench(self.rt, runs, slots, self._flusher, req.budget, self.clock_mhz, reset)
+                sampled = bench(
+                    self.rt, runs, slots, self._flusher, req.budget, self.clock_mhz, reset, self._gate
+                )
             for slot, ws in enumerate([] if alone else spaces):
                 for a in arrays:
                     ref, moved = refs[slot][a.name]
@@ -877,6 +958,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="worker: %(message)s")
     conn = Connection(args.fd)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="parent-watch", daemon=True).start()
     handler: Handler | None = None
     unavailable = ""
     while True:
@@ -892,7 +974,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             except Exception as exc:  # no CuPy, no driver, no device
                 unavailable = f"no usable GPU {args.device} ({args.backend}): {type(exc).__name__}: {exc}"
         if handler is None:
-            conn.send(Reply(None, unavailable=unavailable))
+            if not _send(conn, Reply(None, unavailable=unavailable)):
+                return 0
             continue
         try:
             reply = handler(job)
@@ -901,9 +984,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             reply = Reply(
                 _failure(job, Status.CRASH, f"worker error: {type(exc).__name__}: {exc}"), restart=True
             )
-        conn.send(reply)
+        if not _send(conn, reply):
+            return 0
         if reply.restart:
             return 3
+
+
+def _send(conn: Connection, reply: Reply) -> bool:
+    """Send a reply; False when the parent is gone (its end of the socket closed): nobody to tell."""
+    try:
+        conn.send(reply)
+    except OSError:  # BrokenPipeError, ConnectionResetError
+        return False
+    return True
+
+
+PARENT_POLL_S = 0.5
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit, quietly and at once, with whatever the job started, when the process that started the
+    worker is gone (the worker runs in its own session, so a killed optimizer does not take it
+    down): a job in flight has nobody to report to and would only keep the GPU busy."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    if os.getpgrp() == os.getpid():  # its own process group: the job's children are in it
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -543,10 +543,12 @@ def _print_optimize(
             f"[{result.speedup_low:.2f}x-{result.speedup_high:.2f}x] ({best.proposal.description})"
         )
         sizes = ", ".join(
-            f"{c.label} ({c.seeds} seed{'s' if c.seeds != 1 else ''}, max abs err {c.max_abs_err:.2g})"
+            f"{c.label} ({c.seeds} seed{'s' if c.seeds != 1 else ''}, max error {c.error_ratio:.2g} of its bound)"
             for c in result.verification
         )
         click.echo(f"  verified on: {sizes}")
+        if best.result.precision:
+            click.echo(f"  lower precision: {best.result.precision}")
         if best.result.sanitizer:
             click.echo(f"  compute-sanitizer: {best.result.sanitizer}")
         for a in result.assumptions:
@@ -677,19 +679,15 @@ def compare(
     from sandbox.executor import ExecutorError
 
     path, text = read_source(file)
-    doc = Document(text, str(path))
+
+    def open_document(name: str) -> Document:
+        cand_path, cand_text = read_source(name)
+        return Document(cand_text, str(cand_path))
+
     try:
-        ref = cmp.CandidateRef.parse(with_)
-        target = loop.target_for(doc, kernel)
-        original = cmp.find_kernel(doc, kernel, "FILE")
-        if ref.path is None:
-            cand_doc = doc
-        else:
-            cand_path, cand_text = read_source(ref.path)
-            cand_doc = Document(cand_text, str(cand_path))
-        cand = cmp.find_kernel(cand_doc, ref.kernel, "--with")
-        change = cmp.parse_launch(launch) if launch is not None else None
-        proposal = cmp.candidate_proposal(target, original, doc, cand_doc, cand, change)
+        target, proposal, cand_doc = cmp.prepare(
+            Document(text, str(path)), kernel, with_, launch, open_document
+        )
     except loop.TargetError as exc:
         raise UserError(str(exc)) from exc
     rng = random.Random(seed)
@@ -713,14 +711,31 @@ def compare(
     else:
         _print_compare(found)
     if not found.verified:
-        raise JobFailed(f"{cand.name} did not verify against {target.kernel}: {found.candidate.status.value}")
+        raise JobFailed(
+            f"{proposal.kernel} did not verify against {target.kernel}: {found.candidate.status.value}"
+        )
 
 
 def _compare_json(found: Any) -> dict[str, Any]:
+    from agent.compare import reason_text
     from agent.loop import size_checks
     from sandbox.contract import to_dict
 
-    c = found.candidate
+    c, base = found.candidate, found.result.baseline
+    bad = found.first_failure
+
+    def side(r: Any) -> dict[str, Any]:
+        res = r.resources
+        return {
+            "status": r.status.value,
+            "median_ms": r.timing.median_ms if r.timing else None,
+            "gbps": r.achieved_gbps,
+            "pct_peak_bandwidth": r.pct_peak_bandwidth,
+            "pct_peak_flops": r.pct_peak_flops,
+            "registers": res.registers if res else None,
+            "spill_bytes": (res.spill_stores + res.spill_loads) if res else None,
+        }
+
     return {
         "file": found.target.path,
         "kernel": found.target.kernel,
@@ -728,19 +743,25 @@ def _compare_json(found: Any) -> dict[str, Any]:
         "verified": found.verified,
         "status": c.status.value,
         "message": c.message,
+        "reason": reason_text(found),
+        "first_failure": to_dict(bad) if bad else None,
         "speedup": c.speedup,
         "speedup_low": c.speedup_low,
         "speedup_high": c.speedup_high,
+        "original": side(base),
+        "rewrite": side(c),
         "launch": to_dict(found.proposal.launch) if found.proposal.launch else None,
+        "precision": {"claimed": list(found.proposal.precision), "detected": c.precision},
         "verification": to_dict(size_checks(c)),
         "sanitizer": c.sanitizer,
-        "baseline": to_dict(found.result.baseline),
+        "baseline": to_dict(base),
         "result": to_dict(c),
         "device": to_dict(found.result.device) if found.result.device else None,
     }
 
 
 def _print_compare(found: Any) -> None:
+    from agent.compare import reason_text
     from agent.loop import size_checks
     from sandbox.timing import measured_text
 
@@ -749,25 +770,30 @@ def _print_compare(found: Any) -> None:
     where = "the same file" if found.candidate_path == t.path else found.candidate_path
     click.echo(f"{t.kernel} ({t.path}) against {found.proposal.kernel} ({where}) on {device}")
     if base.status.value != "ok":
-        click.echo(f"  the original failed its own checks: {base.status.value}: {base.message}")
+        click.echo(f"  {reason_text(found)}")
         return
-    verdict = "verified" if c.status.value == "ok" else c.status.value
-    click.echo(f"  verdict: {verdict}{f' ({c.message})' if c.message else ''}")
+    click.echo(f"  verdict: {'verified' if found.verified else reason_text(found)}")
     for check in size_checks(c):
         mark = "ok" if check.ok else "FAILED"
-        detail = f": {check.detail}" if check.detail else ""
         click.echo(
             f"    {check.label}: {mark} on {check.seeds} seed(s), max abs err {check.max_abs_err:.3g}, "
-            f"max rel err {check.max_rel_err:.3g}{detail}"
+            f"max rel err {check.max_rel_err:.3g}"
         )
     click.echo(f"  original:  {measured_text(base, detail=True)}")
-    if c.status.value == "ok":
+    if found.verified:
         click.echo(f"  rewrite:   {measured_text(c, detail=True)}")
         click.echo(f"  speedup:   {c.speedup:.2f}x [{c.speedup_low:.2f}x-{c.speedup_high:.2f}x]")
-        if c.sanitizer:
-            click.echo(f"  compute-sanitizer: {c.sanitizer}")
+        if c.note:
+            click.echo(f"  note: {c.note}")
     elif c.resources:
         click.echo(f"  rewrite:   {c.resources.registers} registers, {c.resources.spill_stores} B spilled")
+    if found.proposal.precision or c.precision:
+        claimed = ", ".join(found.proposal.precision) or "none"
+        click.echo(f"  precision: claimed {claimed}; detected {c.precision or 'none'}")
+    if c.sanitizer:
+        click.echo(f"  compute-sanitizer: {c.sanitizer}")
+    elif found.verified:
+        click.echo("  compute-sanitizer: not run")
     if found.proposal.launch is not None:
         lc = found.proposal.launch
         parts = ", ".join(
@@ -918,6 +944,32 @@ def suite(
     type=click.IntRange(1),
     help="Evaluations in flight per client.",
 )
+@click.option(
+    "--max-timeout",
+    default=600.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Longest per-candidate timeout a request may ask for (seconds).",
+)
+@click.option(
+    "--max-memory-gb",
+    default=64.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Largest GPU memory cap a request may ask for.",
+)
+@click.option(
+    "--max-candidates",
+    default=64,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Candidates per request.",
+)
+@click.option(
+    "--trusted-proxy",
+    multiple=True,
+    help="Address of a proxy whose X-Forwarded-For names the client (repeatable; default: none).",
+)
 def worker(
     host: str,
     port: int,
@@ -926,9 +978,15 @@ def worker(
     tls_key: str | None,
     gpus: str,
     max_per_client: int,
+    max_timeout: float,
+    max_memory_gb: float,
+    max_candidates: int,
+    trusted_proxy: tuple[str, ...],
 ) -> None:
     """Serve this machine's GPUs to remote editors and optimizers over HTTP."""
     import logging
+    import os
+    import signal
 
     try:
         from sandbox import service
@@ -936,6 +994,7 @@ def worker(
         raise UserError(
             f"the worker needs the `worker` extra: pip install 'cuda-agent[worker]' ({exc})"
         ) from exc
+    from sandbox.contract import RequestLimits
     from sandbox.executor import ExecutorError
     from sandbox.remote import local_gpu_executor
 
@@ -953,15 +1012,23 @@ def worker(
         sock = service.listen(host, port)
     except OSError as exc:
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    request_limits = RequestLimits(
+        max_timeout_s=max_timeout, max_memory_bytes=int(max_memory_gb * 2**30), max_candidates=max_candidates
+    )
+    limits = service.Limits(
+        max_per_client=max_per_client, request=request_limits, trusted_proxies=trusted_proxy
+    )
     executors = []
     try:
+        handler = os.environ.get("CUDA_AGENT_WORKER_HANDLER", "")  # tests: a scripted GPU handler
         for index in indices:
-            executors.append(local_gpu_executor(index))
-        app = service.WorkerService(
-            executors, token=token, limits=service.Limits(max_per_client=max_per_client)
-        )
-        server = service.make_server(app.app, tls_cert=tls_cert, tls_key=tls_key)
+            executors.append(local_gpu_executor(index, request_limits, handler))
+        app = service.WorkerService(executors, token=token, limits=limits)
+        server = service.make_server(app.app, tls_cert=tls_cert, tls_key=tls_key, limits=limits)
         scheme = "https" if tls_cert else "http"
+        # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
+        # it found: make that handler an exit, so the pools below are stopped, not orphaned.
+        signal.signal(signal.SIGTERM, _exit_on_signal)
         log.info("serving GPUs %s on %s://%s:%d", gpus, scheme, host, sock.getsockname()[1])
         if not token:
             log.warning("no --token-file: any user of this machine can run kernels on its GPUs")
@@ -974,6 +1041,10 @@ def worker(
         for executor in executors:
             executor.close()
         sock.close()
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def read_token(path: str) -> str:

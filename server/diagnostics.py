@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
 import re
 import threading
 import time
@@ -156,7 +157,12 @@ class CheckerProcess:
         """Check one version (call from a thread: blocks until the process answers)."""
         with self._lock:
             if self._pool is None:
-                self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+                self._pool = ProcessPoolExecutor(
+                    1,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=exit_with_parent,
+                    initargs=(os.getpid(),),
+                )
             pool = self._pool
             self._busy += 1
         try:
@@ -180,10 +186,26 @@ class CheckerProcess:
                 self._pool = None
 
     def close(self) -> None:
+        """Stop the process now, even in the middle of a check (its caller gets the "died" note)."""
         with self._lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=False, cancel_futures=True)
-                self._pool = None
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            # The executor has no public way to stop a running task before Python 3.14
+            # (``kill_workers``); its ``_processes`` (pid -> Process) is stable since 3.8.
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def exit_with_parent(parent: int) -> None:
+    """In the checker process: exit as soon as ``parent`` (the server) is gone, however it ended."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def check(od: OpenDocument, settings: Settings, checker: CheckerProcess) -> CheckResult:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from agent.source import Kernel
+from server.compare import inlay_hints as compare_hints
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.store import OptimizeRecord, kernel_hash
 from server.texts import markdown_text, plural, spread_text
@@ -50,7 +51,7 @@ def inlay_hints(ls: CudaLanguageServer, od: OpenDocument, first: int, last: int)
         if not first <= k.name_span.end_line <= last:
             continue
         hints.append(_hint(od, k, rec.optimize))
-    return hints
+    return hints + compare_hints(ls, od, first, last)
 
 
 def _hint(od: OpenDocument, k: Kernel, rec: OptimizeRecord) -> lsp.InlayHint:

@@ -6,6 +6,7 @@ from lsprotocol import types as lsp
 
 from agent import spec as specs
 from agent.source import Kernel
+from server.compare import details as compare_details
 from server.hints import speedup_details
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.store import BenchmarkRecord, kernel_hash
@@ -69,6 +70,8 @@ def hover_markdown(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> str:
         )
     if rec.optimize is not None and rec.optimize.outcome == "improved":
         parts.append("**Last optimize** " + speedup_details(rec.optimize, kernel_hash(od.doc, k)))
+    if rec.compare is not None:
+        parts.append(compare_details(rec.compare))
     return "\n\n".join(parts)
 
 

@@ -15,6 +15,7 @@ from lsprotocol import types as lsp
 
 from agent import spec as specs
 from agent.source import Kernel
+from server.compare import code_actions as compare_actions
 from server.hover import benchmark_line
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.store import OptimizeRecord, kernel_hash
@@ -122,6 +123,7 @@ def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[l
                 title=f"Benchmark {k.qualified_name}",
                 command=lsp.Command(title="Benchmark", command="cudaAgent.benchmark", arguments=[arg]),
             ),
+            *compare_actions(ls, od, k),
         ]
     if view.written:
         return []
@@ -152,7 +154,11 @@ def setup(ls: CudaLanguageServer) -> None:
     @ls.feature(
         lsp.TEXT_DOCUMENT_CODE_ACTION,
         lsp.CodeActionOptions(
-            code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.RefactorRewrite]
+            code_action_kinds=[
+                lsp.CodeActionKind.QuickFix,
+                lsp.CodeActionKind.RefactorRewrite,
+                lsp.CodeActionKind.Refactor,
+            ]
         ),
     )
     def actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:

@@ -14,6 +14,7 @@ import asyncio
 import gc
 import logging
 import os
+import signal
 import sys
 import threading
 from collections import OrderedDict
@@ -31,9 +32,11 @@ from pygls.uris import to_fs_path
 from agent import spec as specs
 from agent.source import Document, Kernel
 from server.settings import SECTION, Settings, parse_settings
+from server.stdio import GuardedStdin
 from server.store import Changes, ResultStore, Watcher
 
 if TYPE_CHECKING:
+    from server.compare import Comparisons
     from server.diagnostics import Checker
     from server.optimize import Runs
 
@@ -166,6 +169,7 @@ class CudaLanguageServer(LanguageServer):
         self.on_stop: list[Callable[[], None]] = []
         self.checks: Checker | None = None  # set by server.diagnostics.setup
         self.runs: Runs | None = None  # set by server.optimize.setup
+        self.comparisons: Comparisons | None = None  # set by server.compare.setup
 
     # ------------------------------------------------------------------ documents
 
@@ -393,11 +397,11 @@ def install_logging(ls: CudaLanguageServer, level: int = logging.INFO) -> None:
 
 def create_server() -> CudaLanguageServer:
     """The server with every feature registered."""
-    from server import diagnostics, hints, hover, lenses, optimize, symbols
+    from server import compare, diagnostics, hints, hover, lenses, optimize, symbols
 
     ls = CudaLanguageServer()
     _setup_lifecycle(ls)
-    for feature in (symbols, lenses, hints, hover, diagnostics, optimize):
+    for feature in (symbols, lenses, hints, hover, diagnostics, optimize, compare):
         feature.setup(ls)
     return ls
 
@@ -484,7 +488,9 @@ def serve(tcp: str | None = None) -> None:
 
     On stdio, LSP gets a private duplicate of the stdout descriptor and descriptor 1 becomes
     stderr: a stray print here, or in any process the server spawns (compiler, GPU workers), can
-    never corrupt the protocol stream.
+    never corrupt the protocol stream.  Frames come through :class:`~server.stdio.GuardedStdin`;
+    ``exit``, stdin closing and SIGTERM all end the server and its checker process within moments,
+    whatever they are doing.
     """
     ls = create_server()
     install_logging(ls)
@@ -496,6 +502,19 @@ def serve(tcp: str | None = None) -> None:
             lsp_out = os.fdopen(os.dup(1), "wb", buffering=0)
             os.dup2(2, 1)
             sys.stdout = sys.stderr
-            ls.start_io(sys.stdin.buffer, lsp_out)
+            stdin = GuardedStdin(sys.stdin.fileno())
+
+            @ls.feature(lsp.EXIT)
+            def on_exit(ls: CudaLanguageServer, params: None) -> None:
+                ls.stop()
+                stdin.close()
+
+            def on_sigterm(signum: int, frame: object) -> None:
+                ls.stop()
+                stdin.close()
+                raise SystemExit(128 + signum)
+
+            signal.signal(signal.SIGTERM, on_sigterm)
+            ls.start_io(stdin, lsp_out)  # type: ignore[arg-type]
     finally:
         ls.stop()

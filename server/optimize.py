@@ -40,7 +40,7 @@ from pygls.uris import to_fs_path
 from agent import loop
 from agent.source import Document
 from sandbox.compiler import CompilePool
-from sandbox.contract import Budget, CandidateResult, EvalOptions, EvalRequest, Tolerance, to_dict
+from sandbox.contract import CandidateResult, Tolerance, to_dict
 from sandbox.executor import Executor, ExecutorError
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.settings import ExecutorSettings, Settings, make_executor
@@ -76,7 +76,7 @@ class ActiveRun:
     """A run in progress (event loop only)."""
 
     run_id: str
-    kind: Literal["optimize", "benchmark"]
+    kind: Literal["optimize", "benchmark", "compare"]
     uri: str
     kernel: str
     cancel: threading.Event
@@ -531,16 +531,7 @@ async def run_benchmark(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -
     progress = Progress(ls, run.cancel)
     await progress.begin(f"Benchmarking {kernel}", describe_executor(settings.executor))
     runs.status()
-    request = EvalRequest(
-        id=run.run_id,
-        baseline=target.baseline,
-        candidates=(),
-        verify_problems=target.verify_problems,
-        bench_problem=target.bench_problem,
-        tolerance=target.tolerance,
-        budget=Budget(),
-        options=EvalOptions(),
-    )
+    request = target.request(run.run_id, ())
 
     def work() -> tuple[CandidateResult, str]:
         result = runs.executor(settings.executor).evaluate(request, cancel=run.cancel)

@@ -92,9 +92,31 @@ class OptimizeRecord:
 
 
 @dataclass(frozen=True)
+class CompareRecord:
+    """The last "Compare with…" a kernel took part in (server.compare), kept on both kernels:
+    ``role`` says which side this kernel was; ``speedup`` is the rewrite's over the original's."""
+
+    run_id: str
+    role: str  # "original" or "rewrite"
+    other: str  # the other kernel: its name, with "file:" before it when in another file
+    verified: bool
+    status: str  # sandbox.contract.Status value of the rewrite
+    headline: str  # agent.compare.headline: "verified, 2.10x [...]" or the reason it did not verify
+    speedup: float
+    speedup_low: float
+    speedup_high: float
+    original_ms: float
+    rewrite_ms: float
+    device: str
+    date: str
+    kernel_hash: str = ""  # kernel_hash of this kernel when compared
+
+
+@dataclass(frozen=True)
 class KernelResults:
     benchmark: BenchmarkRecord | None = None
     optimize: OptimizeRecord | None = None
+    compare: CompareRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -144,11 +166,17 @@ class ResultStore:
         *,
         benchmark: BenchmarkRecord | None = None,
         optimize: OptimizeRecord | None = None,
+        compare: CompareRecord | None = None,
     ) -> KernelResults:
-        """Record a new benchmark and/or optimize result and write the store."""
+        """Record a new benchmark, optimize and/or compare result and write the store."""
         per_file = self._files.setdefault(self.key(file), {})
         old = per_file.get(kernel, KernelResults())
-        new = replace(old, benchmark=benchmark or old.benchmark, optimize=optimize or old.optimize)
+        new = replace(
+            old,
+            benchmark=benchmark or old.benchmark,
+            optimize=optimize or old.optimize,
+            compare=compare or old.compare,
+        )
         per_file[kernel] = new
         self._write()
         return new

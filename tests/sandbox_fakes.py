@@ -75,6 +75,23 @@ class ScriptedHandler:
         return Reply(CandidateResult(cid, Status.OK, f"pid {os.getpid()}", timing=timing))
 
 
+class FasterHandler(ScriptedHandler):
+    """As :class:`ScriptedHandler`, and every ``ok`` candidate comes back reliably 2x faster."""
+
+    def __call__(self, job: Job) -> Reply:
+        reply = super().__call__(job)
+        value = reply.value
+        if (
+            isinstance(job, EvalJob)
+            and job.index >= 0
+            and isinstance(value, CandidateResult)
+            and value.status == Status.OK
+        ):
+            faster = replace(value, speedup=2.0, speedup_low=1.9, speedup_high=2.1, pairs=10)
+            return replace(reply, value=faster)
+        return reply
+
+
 class NoGpuHandler:
     def __init__(self, device: int, backend: str) -> None:
         raise RuntimeError("CUDA driver not found")
@@ -192,3 +209,17 @@ class FakeGpu(Executor):
 
     def close(self) -> None:
         self.closed = True
+
+
+HANGING_SANITIZER = (
+    "#!/bin/sh\n# Stands in for a compute-sanitizer run that takes far too long.\nexec sleep 601\n"
+)
+
+
+def fake_sanitizer(directory: Path, script: str) -> Path:
+    """A ``compute-sanitizer`` running ``script`` in ``directory/bin``; returns that folder (for PATH)."""
+    tool = directory / "bin" / "compute-sanitizer"
+    tool.parent.mkdir(exist_ok=True)
+    tool.write_text(script)
+    tool.chmod(0o755)
+    return tool.parent

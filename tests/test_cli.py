@@ -82,3 +82,41 @@ def test_bench_reports_timing_and_bandwidth_from_the_executor() -> None:
     data = json.loads(out.stdout)
     assert data["kernel"] == "vadd" and data["result"]["status"] == "ok"
     assert data["result"]["timing"]["median_ms"] > 0 and data["result"]["achieved_gbps"] > 0
+
+
+HOSTILE = (
+    ("one_arg_min", 12, "min takes 2 to 16 arguments"),
+    ("infinite_cdiv", 16, "`cdiv(1e999, 2)` cannot be evaluated"),
+    ("subnormal_cdiv", 20, "`cdiv(1, 1e-320)` cannot be evaluated"),
+    ("huge_integer", 24, "more than 2^62"),
+    ("bad_tolerance", 29, "atol=1e999 must be a finite number >= 0"),
+    ("grid_too_big", 34, "grid (2147483648, 1, 1) is beyond the device's limits"),
+    ("smem_too_big", 44, "must be 0..232448 bytes"),
+)
+
+
+@pytest.mark.parametrize("command", ["bench", "optimize"])
+@pytest.mark.parametrize(("kernel", "line", "needle"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_a_hostile_spec_is_one_line_exit_2(
+    command: str,
+    kernel: str,
+    line: int,
+    needle: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("CUDA_AGENT_TEST_EXECUTOR", "1")
+    path = str(Path(__file__).parent / "data" / "hostile_specs.cu")
+    rc = main([command, path, "--kernel", kernel])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith(f"cuda-agent: error: {path}:{line}: spec error: ") and needle in err[0]
+
+
+def test_kernels_lists_every_kernel_of_a_file_with_hostile_specs(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["kernels", str(Path(__file__).parent / "data" / "hostile_specs.cu")])
+    out = capsys.readouterr()
+    assert rc == 0 and "Traceback" not in out.err
+    for kernel, line, needle in HOSTILE:
+        assert f"{kernel}(" in out.out and f"spec error, line {line}: " in out.out and needle in out.out
+    assert "good_first(" in out.out and "good_last(" in out.out

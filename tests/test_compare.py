@@ -7,7 +7,13 @@ compiled here with NVRTC, and its launches); through a remote worker on loopback
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +23,7 @@ from agent import compare as cmp
 from agent import loop
 from agent.source import Document
 from sandbox.compiler import compile_cuda
+from sandbox.contract import Check, Status
 from sandbox.testing import FakeExecutor
 from server.cli import main
 
@@ -187,3 +194,161 @@ def test_compare_through_a_remote_worker_on_loopback(
             assert json.loads(capsys.readouterr().out)["verified"] is True
     assert [r.candidates[0].kernel.name for r in fake.requests] == ["vadd_x4", "vadd_grid_stride"]
     assert len({r.id for r in fake.requests}) == 2
+
+
+def test_compare_carries_the_specs_precision_allowance_and_per_output_tolerances(tmp_path: Path) -> None:
+    """`precision allow=` and `tolerance arg=...` reach the sandbox from compare as from optimize."""
+    trust = Path(__file__).parent / "data" / "trust"
+    doc = Document.from_file(trust / "matmul_tf32.cu")
+    target = loop.target_for(doc, "matmul_tf32_ok")
+    cand = cmp.find_kernel(doc, "matmul_tf32", "--with")
+    proposal = cmp.candidate_proposal(target, doc.kernel("matmul_tf32_ok"), doc, doc, cand)  # type: ignore[arg-type]
+    _, executor = evaluated(target, proposal)
+    assert executor.requests[0].allow_precision == ("tf32",)
+    text = (
+        (trust / "tiny.cu")
+        .read_text()
+        .replace("// @cuda-agent tolerance atol=1e-5 rtol=1e-5", "// @cuda-agent tolerance arg=out norm=1e-3")
+    )
+    tiny = Document(text, str(tmp_path / "tiny.cu"))
+    target = loop.target_for(tiny, "scale_tiny_loose")
+    proposal = cmp.candidate_proposal(
+        target,
+        tiny.kernel("scale_tiny_loose"),
+        tiny,
+        tiny,
+        cmp.find_kernel(tiny, "scale_tiny_div", "--with"),  # type: ignore[arg-type]
+    )
+    _, executor = evaluated(target, proposal)
+    (tol,) = executor.requests[0].tolerances
+    assert (tol.arg, tol.norm, tol.atol) == ("out", 1e-3, None)
+
+
+class MismatchExecutor(FakeExecutor):
+    """Every candidate mismatches at n=4097: output c, index 17, 3x over its bound."""
+
+    def evaluate(self, request, *, progress=None, cancel=None):  # type: ignore[no-untyped-def]
+        result = super().evaluate(request, progress=progress, cancel=cancel)
+        bad = Check(
+            "n=4097",
+            request.seeds[0],
+            False,
+            max_abs_err=0.75,
+            first_bad_index=17,
+            arg="c",
+            detail="expected 1.5, got 0.75 (error 0.75, bound 0.25: calibrated, n=1)",
+            error_ratio=3.0,
+            bound=0.25,
+        )
+        cands = tuple(
+            replace(
+                c, status=Status.MISMATCH, message="outputs differ", checks=(bad,), timing=None, speedup=0.0
+            )
+            for c in result.candidates
+        )
+        return replace(result, candidates=cands)
+
+
+def test_a_mismatch_names_the_output_the_first_bad_index_and_the_error_against_its_bound(
+    pair: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("server.cli._make_executor", lambda gpu: MismatchExecutor())
+    assert main(["compare", str(pair), "-k", "vadd", "-w", "vadd_x4", "--json"]) == 1
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["verified"] is False and out["status"] == "mismatch"
+    assert out["first_failure"]["first_bad_index"] == 17 and out["first_failure"]["bound"] == 0.25
+    reason = out["reason"]
+    assert reason.startswith("mismatch: outputs differ; output `c` at n=4097")
+    assert "first bad index 17" in reason and "worst element 3x its bound" in reason
+    assert "did not verify against vadd: mismatch" in captured.err
+    assert main(["compare", str(pair), "-k", "vadd", "-w", "vadd_x4"]) == 1
+    assert "verdict: mismatch: outputs differ; output `c` at n=4097" in capsys.readouterr().out
+
+
+def test_the_candidates_precision_line_is_its_claim_and_allowed_for_the_comparison(pair: Path) -> None:
+    text = pair.read_text().replace(
+        "// @cuda-agent launch grid=cdiv(n, 4 * block) block=256",
+        "// @cuda-agent launch grid=cdiv(n, 4 * block) block=256\n// @cuda-agent precision allow=fp16",
+    )
+    pair.write_text(text)
+    target, proposal = prepared(pair, "vadd_x4")
+    assert proposal.precision == ("fp16",) and target.allow_precision == ()
+    found, executor = evaluated(target, proposal)
+    assert executor.requests[0].allow_precision == ("fp16",) and found.verified
+    pair.write_text(text.replace("allow=fp16", "allow=fp8"))
+    with pytest.raises(loop.TargetError, match="precision: unknown precision `fp8`"):
+        prepared(pair, "vadd_x4")
+
+
+def test_block_per_row_softmax_with_dynamic_shared_memory_from_its_own_launch_line() -> None:
+    """tests/data/compare/softmax_pair.cu (what bench/compare_check.py times on the GPU): the
+    rewrite's launch line gives one block per row and (block / 32) * 4 bytes of dynamic shared
+    memory, resolved per problem; it compiles on its own with NVRTC."""
+    doc = Document.from_file(DATA / "softmax_pair.cu")
+    target, proposal, _ = cmp.prepare(doc, "softmax", "softmax_rows", None, Document.from_file)
+    found, executor = evaluated(target, proposal)
+    (cand,) = executor.requests[0].candidates
+    assert cand.launches is not None
+    assert [(lc.grid[0], lc.block[0], lc.shared_bytes) for lc in cand.launches] == [
+        (5, 256, 32),
+        (33, 256, 32),
+        (16384, 256, 32),
+    ]
+    out = compile_cuda(cand.kernel.source, name_expressions=(cand.kernel.name,), options=cand.kernel.options)
+    assert out.result.ok, out.result.log
+    assert found.verified and cmp.headline(found).startswith("verified, 2.00x")
+
+
+def test_every_json_field_is_documented_in_the_readme(pair: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(pair), "-k", "vadd", "-w", "vadd_x4", "--json"]) == 0
+    fields = set(json.loads(capsys.readouterr().out))
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("## Compare your own rewrite", 1)[1].split("\n## ", 1)[0]
+    table = section.split("| `--json` field |", 1)[1].split("\n\n", 1)[0]
+    cells = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    documented = {name for cell in cells for name in cell.split("`")[1::2]}
+    assert documented == fields
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_compare_through_the_worker_command_and_its_sandbox_with_a_scripted_gpu(
+    pair: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cuda-agent worker` as its own process on loopback, its local executor compiling with NVRTC
+    and running the scripted GPU handler (tests/sandbox_fakes.py) in its worker process."""
+    monkeypatch.delenv("CUDA_AGENT_TEST_EXECUTOR")
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    token.chmod(0o600)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tests = str(Path(__file__).parent)
+    env = {
+        **os.environ,
+        "CUDA_AGENT_WORKER_HANDLER": "sandbox_fakes:ScriptedHandler",
+        "PYTHONPATH": os.pathsep.join([tests, *sys.path]),
+    }
+    cmd = [sys.executable, "-m", "server", "worker", "--port", str(port), "--token-file", str(token)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not listening(port):
+            assert proc.poll() is None and time.monotonic() < deadline, "the worker did not start"
+            time.sleep(0.1)
+        monkeypatch.setenv("CUDA_AGENT_WORKER_URL", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("CUDA_AGENT_TOKEN", TOKEN)
+        assert main(["compare", str(pair), "-k", "vadd", "-w", "vadd_x4", "--json", "--no-sanitize"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["verified"] is True and out["device"]["name"] == "Fake GPU"
+        assert out["message"].startswith("pid ")  # answered by the scripted handler's worker process
+        assert out["result"]["resources"]["registers"] > 0  # compiled with NVRTC by the worker
+        assert main(["compare", str(pair), "-k", "vadd", "-w", "vadd_swapped"]) == 2  # refused here
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -9,6 +9,7 @@ import socket
 import sys
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from agent.llm import LLMProposer, LLMSettings, extract_code
 from agent.loop import LaunchChange, LoopSettings, OptimizeBudget, OptimizeResult, Outcome, optimize
 from agent.trajectory import TrajectoryLog
 from sandbox.compiler import CompilePool
+from sandbox.testing import FakeExecutor
 
 T = saxpy_target()
 KEY = "sk-test-4f1c9e"
@@ -371,3 +373,63 @@ def test_a_rewrite_with_another_parameter_list_is_refused_before_it_runs() -> No
     assert res.attempts == 1 and res.history[0].result.status.value == "launch_error"
     assert "parameter list differs" in res.history[0].result.message
     assert "parameter list differs" in last(server, 1)["content"]
+
+
+def test_the_profile_tool_asks_the_sandbox_for_nsight_compute_and_says_when_it_is_missing() -> None:
+    """`profile` re-evaluates the candidate with `EvalOptions.profile`; without ncu on the GPU
+    machine (here the simulated GPU) the answer says so next to the numbers it has."""
+    executor = FakeExecutor()
+    script = [
+        Call((("verify_and_time", {"code": variant(T, "speedup=1.8")}),)),
+        Call((("profile", {"candidate": "b0-c0"}),)),
+        Say("done"),
+    ]
+    with ScriptedLLM(script) as server:
+        proposer = LLMProposer(settings(server))
+        try:
+            res = optimize(T, proposer, executor, budget=OptimizeBudget(wall_s=30))
+        finally:
+            proposer.close()
+    assert res.best is not None
+    profiled = [r for r in executor.requests if r.options.profile]
+    assert len(profiled) == 1 and not profiled[0].options.time
+    assert profiled[0].candidates[0].kernel.source == T.unit_with(variant(T, "speedup=1.8"))
+    answer = last(server, 2)["content"]
+    assert "Candidate b0-c0 (ok)" in answer and "32 registers" in answer
+    assert "Nsight Compute metrics not available: the simulated GPU has no Nsight Compute" in answer
+    tool = {t["function"]["name"]: t for t in server.requests[0].body["tools"]}["profile"]
+    assert "achieved occupancy" in tool["function"]["description"]
+
+
+@pytest.mark.parametrize("fenced", [False, True])
+def test_a_claimed_precision_is_refused_unless_the_spec_allows_it(fenced: bool) -> None:
+    code = variant(T, "speedup=2")
+    refusal = '"auto" tool choice requires --enable-auto-tool-choice'
+    reply: Any = (
+        Say(f"Half the bytes.\nprecision: fp16\n```cuda\n{code}```")
+        if fenced
+        else Call((("verify_and_time", {"code": code, "precision": ["fp16"]}),))
+    )
+
+    def script(body: dict[str, Any], i: int):
+        if fenced and "tools" in body:
+            return Fail(400, refusal)
+        return reply if i == int(fenced) else Say("done")
+
+    for target, allowed in ((T, False), (replace(T, allow_precision=("fp16",)), True)):
+        executor = MarkerExecutor()
+        with ScriptedLLM(script) as server:
+            proposer = LLMProposer(settings(server, max_turns=2))
+            try:
+                res = optimize(target, proposer, executor, budget=OptimizeBudget(wall_s=30))
+            finally:
+                proposer.close()
+        (attempt,) = res.history
+        assert attempt.proposal.precision == ("fp16",)
+        if allowed:
+            assert attempt.result.status.value == "ok"
+            assert executor.requests[-1].allow_precision == ("fp16",)
+        else:
+            assert attempt.result.status.value == "launch_error"
+            assert "claims fp16, which the spec of saxpy does not allow" in attempt.result.message
+            assert len(executor.requests) == 1  # the baseline only: nothing of the candidate ran

@@ -114,6 +114,7 @@ def running_worker(
         tls_cert=tls[0] if tls else None,
         tls_key=tls[1] if tls else None,
         log_level="warning",
+        limits=service.limits,
     )
     sock = listen("127.0.0.1", 0)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -182,15 +183,28 @@ def test_evaluation_streams_progress_then_the_result() -> None:
     assert result.device is not None and result.device.name == "simulated GPU"
 
 
-def test_repeated_id_is_answered_from_the_cache_and_a_reused_id_is_refused() -> None:
+def test_a_replay_is_answered_from_the_cache_and_a_finished_id_with_a_new_body_runs() -> None:
     fake = WatchedExecutor()
     with running_worker(fake) as (url, _), RemoteExecutor(url, TOKEN) as remote:
         first = remote.evaluate(make_request("same-id"))
         again = remote.evaluate(make_request("same-id"))
-        with pytest.raises(ExecutorError, match=r"409.*already used for a different request"):
-            remote.evaluate(make_request("same-id", candidates=1))
-    assert first == again
-    assert fake.evaluated == ["same-id"]
+        other = remote.evaluate(make_request("same-id", candidates=1))
+    assert first == again and len(other.candidates) == 1
+    assert fake.evaluated == ["same-id", "same-id"]  # the replay ran nothing, the new body ran
+
+
+def test_a_running_id_posted_with_another_body_is_refused() -> None:
+    fake = WatchedExecutor(delay_s=0.5)
+    with (
+        running_worker(fake) as (url, _),
+        RemoteExecutor(url, TOKEN) as remote,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        running = pool.submit(remote.evaluate, make_request("busy-id"))
+        assert fake.running.wait(5)
+        with pytest.raises(ExecutorError, match=r"409.*in use by a different running request"):
+            remote.evaluate(make_request("busy-id", candidates=1))
+        assert len(running.result(10).candidates) == 3
 
 
 def test_requests_spread_over_the_gpu_lanes() -> None:
@@ -217,7 +231,7 @@ def test_requests_spread_over_the_gpu_lanes() -> None:
             422,
             "schema version 99",
         ),
-        (to_json(make_request("")).encode(), 422, "request id must be"),
+        (to_json(make_request("")).encode(), 422, "id: must be 1-200 printable"),
         (
             to_json(make_request("inc")).replace('"options":[]', '"options":["-I/etc"]', 1).encode(),
             422,

@@ -194,3 +194,27 @@ def test_template_kernel_by_name_expression(executor: LocalExecutor) -> None:
     request = vadd_request(kernel_file(HONEST / "vadd.cu", "vadd"), (Candidate("template", templ),))
     result = executor.evaluate(request)
     assert result.candidates[0].status == Status.OK, result.candidates[0].message
+
+
+def test_nsight_compute_profile_of_a_verified_candidate(executor: LocalExecutor) -> None:
+    """`EvalOptions.profile`: the candidate launched once under ncu in the worker's sandbox; where
+    ncu is missing the result says so instead."""
+    from sandbox.profile import find_ncu
+
+    baseline = kernel_file(HONEST / "vadd.cu", "vadd")
+    sizes, bench = (4097,), 1 << 24
+    launches = tuple(grid_stride_launch(n) for n in (*sizes, bench))
+    good = Candidate("grid_stride", kernel_file(HONEST / "vadd_grid_stride.cu", "vadd"), launches)
+    request = vadd_request(baseline, (good,), sizes=sizes, bench=bench, block=32)
+    request = EvalRequest(**{**request.__dict__, "options": EvalOptions(profile=True, time=False)})
+    (result,) = executor.evaluate(request).candidates
+    assert result.status == Status.OK, result.message
+    p = result.profile
+    assert p is not None
+    if find_ncu() is None:
+        assert not p.available and "not installed" in p.message
+        return
+    assert p.available, p.message
+    assert 20 < p.memory_pct <= 100 and 0 < p.compute_pct <= 100 and p.duration_us > 0
+    assert 0 < p.achieved_occupancy_pct <= 100 and 0 <= p.l2_hit_pct <= 100
+    assert p.stalls and p.stalls[0].per_issue > 0

@@ -15,6 +15,7 @@ from sandbox.timing import (
     bench,
     cached_ceilings,
     done_sampling,
+    measured_text,
     modes,
     paired,
     quartile_interval,
@@ -23,6 +24,7 @@ from sandbox.timing import (
     summarize,
     with_throughput,
 )
+from sandbox.worker import timing_note
 
 
 def test_summarize_quartiles() -> None:
@@ -92,13 +94,45 @@ def test_bench_pairs_on_shared_slots_resets_and_ends_with_the_candidate() -> Non
     assert a.median_ms == 2.0 and b.median_ms == 1.0 and not a.modes
     # two rounds of 8 pairs reach min_samples with a decided bound, then the closing round (3 slots)
     assert a.samples == b.samples == len(out.ratios) == 19 and set(out.ratios) == {2.0}
-    timed = [e for e in rt.log[4:] if e[0] in "AB"]  # after the two warm-up launches (and resets)
+    warm = rt.log[:12]  # warm-up: both kernels on every slot (each launch after its slot's reset)
+    assert [e for e in warm if e[0] in "AB"] == ["A0", "B0", "A1", "B1", "A2", "B2"]
+    timed = [e for e in rt.log[12:] if e[0] in "AB"]
     assert timed[:8] == ["A0", "B0", "B1", "A1", "A2", "B2", "B0", "A0"]  # both kernels on the same slot
     assert timed[-6:] == ["A0", "B0", "A1", "B1", "A2", "B2"]  # the candidate last on every slot
-    samples = rt.log[4:]
+    samples = rt.log[12:]
     for i, e in enumerate(samples):  # every timed launch: its slot restored, then L2 flushed, just before
         if e[0] in "AB":
             assert samples[i - 1] == "flush" and samples[i - 2] == f"reset{e[1]}"
+
+
+class ScriptedGate:
+    """Stands in for :class:`sandbox.timing.Gate`: notes in the runtime's log when it closes and opens."""
+
+    def __init__(self, rt: ScriptedRuntime) -> None:
+        self.rt = rt
+
+    def close(self) -> None:
+        self.rt.log.append("close")
+
+    def open(self) -> None:
+        self.rt.log.append("open")
+
+
+def test_every_round_is_enqueued_behind_the_gate() -> None:
+    """The GPU starts a round only once all of it is queued: a host thread descheduled between a
+    sample's start event and its launch cannot stretch the sample."""
+    rt = ScriptedRuntime({0: [2.0], 1: [1.0]})
+    budget = Budget(min_samples=10, max_samples=200, target_rel_spread=0.01, time_budget_ms=10_000)
+    gate = ScriptedGate(rt)
+    bench(rt, [rt.enqueue(0), rt.enqueue(1)], 2, Flusher(rt, 1 << 20), budget, gate=gate)  # type: ignore[arg-type]
+    timed = rt.log[4:]  # after the warm-up (both kernels on both slots), which is not gated
+    assert "close" not in rt.log[:4] and timed[0] == "close" and timed[-1] == "open"
+    rounds = " ".join(timed).split("open")[:-1]
+    assert len(rounds) == 3  # two rounds of 8 pairs, then the closing round over both slots
+    for r in rounds:  # each round: closed first, every sample of the round, then opened
+        launches = [e for e in r.split() if e[0] in "AB"]
+        assert r.split()[0] == "close" and r.split().count("close") == 1 and launches
+    assert [len([e for e in r.split() if e[0] in "AB"]) for r in rounds] == [16, 16, 4]
 
 
 def test_bench_keeps_sampling_while_noisy_up_to_max() -> None:
@@ -134,6 +168,13 @@ def test_two_modes_are_detected_and_named() -> None:
     assert summarize(list(np.concatenate([fast, slow]))).modes == found
     assert modes(fast) == ()  # one mode, 1% noise
     assert modes(np.concatenate([fast, [9.0, 9.1]])) == ()  # two outliers are not a mode
+    # said in the result and wherever its timing is shown, not hidden in a median of the two modes
+    two = summarize(list(np.concatenate([fast, slow])))
+    note = timing_note([two, summarize(list(fast))], list(np.concatenate([fast, slow]) / 1.02))
+    assert note.startswith("baseline samples are bimodal (1.02 ms and 5.95")
+    assert "paired ratios are bimodal" in note and "candidate" not in note
+    shown = measured_text(CandidateResult("c", Status.OK, timing=two, note=note))
+    assert shown.startswith(f"{two.median_ms:.4g} ms median") and "bimodal (1.02 ms and 5.95" in shown
 
 
 def test_bench_flags_throttling() -> None:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from sandbox_fakes import kernel_file, vadd_request
+from sandbox_fakes import HANGING_SANITIZER, fake_sanitizer, kernel_file, vadd_request
 
 from sandbox.contract import (
     Budget,
@@ -64,6 +64,14 @@ def cmdline(proc: Path) -> bytes:
         return (proc / "cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def sleepers(arg: bytes) -> list[int]:
+    return [
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and cmdline(p) == b"sleep\x00" + arg + b"\x00" and alive(int(p.name))
+    ]
 
 
 def pid_of(message: str) -> int:
@@ -162,6 +170,7 @@ def test_bwrap_worker_has_no_network_and_is_still_killed_at_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vadd: KernelSource
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    before = set(sleepers(b"600"))  # other test runs on this machine may have their own
     with LocalExecutor(handler=SCRIPTED, sandbox=True, compile_workers=1) as ex:
         assert ex.sandboxed
         cands = tuple(Candidate(cid, vadd) for cid in ("net", "hang", "ok1"))
@@ -170,8 +179,7 @@ def test_bwrap_worker_has_no_network_and_is_still_killed_at_deadline(
     assert net.message == "interfaces lo"
     assert hang.status == Status.TIMEOUT and ok.status == Status.OK
     time.sleep(0.2)
-    sleepers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and cmdline(p) == b"sleep\x00600\x00"]
-    assert not [p for p in sleepers if alive(int(p.name))]
+    assert set(sleepers(b"600")) <= before
 
 
 FAKE_SANITIZER = """#!/bin/sh
@@ -196,11 +204,8 @@ exit 86
 def test_sanitizer_runs_on_ok_candidates(
     executor: LocalExecutor, vadd: KernelSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, errors: int
 ) -> None:
-    tool = tmp_path / "bin" / "compute-sanitizer"
-    tool.parent.mkdir()
-    tool.write_text(FAKE_SANITIZER.format(errors=errors))
-    tool.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
+    tools = fake_sanitizer(tmp_path, FAKE_SANITIZER.format(errors=errors))
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     request = replace(
         vadd_request(vadd, (Candidate("ok1", vadd),), request_id=f"san{errors}"),
         options=EvalOptions(sanitize=True),
@@ -313,3 +318,73 @@ def test_sanitizer_missing_is_skipped_not_passed(
     request = replace(vadd_request(vadd, (Candidate("ok1", vadd),)), options=EvalOptions(sanitize=True))
     (result,) = executor.evaluate(request).candidates
     assert result.status == Status.OK and result.sanitizer.startswith("skipped: ")
+
+
+def test_cancel_stops_compute_sanitizer(
+    executor: LocalExecutor, vadd: KernelSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deadline (the suite's per-kernel one) must reach a compute-sanitizer run too: cancelled, it
+    comes back at once, `cancelled`, with the sanitizer `skipped`, never `passed`."""
+    monkeypatch.setenv(
+        "PATH", f"{fake_sanitizer(tmp_path, HANGING_SANITIZER)}{os.pathsep}{os.environ['PATH']}"
+    )
+    cancel = threading.Event()
+
+    def on_progress(p: Progress) -> None:
+        if p.done == 1:  # baseline done: the candidate answers at once, then the sanitizer hangs
+            threading.Timer(1.0, cancel.set).start()
+
+    request = replace(
+        vadd_request(vadd, (Candidate("ok1", vadd),), request_id="san-cancel"),
+        options=EvalOptions(sanitize=True),
+    )
+    before = set(sleepers(b"601"))
+    start = time.monotonic()
+    (result,) = executor.evaluate(request, progress=on_progress, cancel=cancel).candidates
+    assert time.monotonic() - start < 15
+    assert result.status == Status.CANCELLED and result.sanitizer.startswith("skipped: cancelled")
+    time.sleep(0.2)
+    assert set(sleepers(b"601")) <= before  # the sanitizer's process group was killed
+
+
+PARENT = """
+import sys, time
+from sandbox.worker import WorkerProcess, EvalJob, Binary
+from sandbox_fakes import HANGING_SANITIZER, fake_sanitizer, kernel_file, vadd_request
+from sandbox.contract import Candidate
+from pathlib import Path
+vadd = kernel_file(Path(sys.argv[1]), "vadd")
+w = WorkerProcess(handler="sandbox_fakes:ScriptedHandler")
+w.start()
+print(w.proc.pid, flush=True)
+w.conn.send(EvalJob(vadd_request(vadd, (Candidate("hang", vadd),), request_id=sys.argv[2]), Binary(b"", "vadd"), 0))
+time.sleep(600)
+"""
+
+
+def test_worker_exits_quietly_when_its_parent_is_killed(data_dir: Path, tmp_path: Path) -> None:
+    """A killed optimizer leaves no worker behind, and no traceback on the terminal."""
+    import signal
+    import subprocess
+    import sys
+
+    marker = tmp_path / "grandchild.pid"
+    tests = str(Path(__file__).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(data_dir / "sandbox" / "vadd.cu"), str(marker)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=str(Path(__file__).parent.parent),
+    )
+    assert parent.stdout is not None
+    worker = int(parent.stdout.readline())
+    deadline = time.monotonic() + 20
+    while not marker.exists() and time.monotonic() < deadline:  # the job is running
+        time.sleep(0.05)
+    grandchild = int(marker.read_text())
+    parent.send_signal(signal.SIGKILL)
+    _, err = parent.communicate(timeout=10)  # returns once the worker, holding stderr too, is gone
+    assert not alive(worker) and not alive(grandchild)
+    assert b"Traceback" not in err and b"Error" not in err, err.decode(errors="replace")

@@ -779,3 +779,10 @@ async def test_hostile_specs_answer_lenses_hover_and_diagnostics(
     diags = await diagnostics_for(client, uri)
     spec_errors = sorted(d.range.start.line for d in diags if d.code == "spec-error")
     assert spec_errors == sorted(next(i for i, t in enumerate(lines) if n in t) for _, n in hostile)
+    for name, _ in [*hostile, ("good_last", "")]:  # code actions over each spec and kernel: answered
+        line = kernel_line(path, name)
+        span = lsp.Range(lsp.Position(line - 3, 0), lsp.Position(line + 1, 0))
+        context = lsp.CodeActionContext(
+            diagnostics=[d for d in diags if line - 3 <= d.range.start.line <= line]
+        )
+        await client.text_document_code_action_async(lsp.CodeActionParams(doc, span, context))

@@ -107,3 +107,28 @@ def test_an_immutable_file_is_one_line_and_leaves_nothing(cu: Path) -> None:
     finally:
         subprocess.run(["chattr", "-i", str(cu)], check=True)
     assert sorted(x.name for x in cu.parent.iterdir()) == ["k.cu"] and cu.read_bytes() == RAW
+
+
+def test_the_backup_is_never_more_readable_than_the_original(cu: Path) -> None:
+    cu.chmod(0o600)
+    old = os.umask(0)  # a permissive umask must not widen the backup
+    try:
+        _, backup = write_rewrite(cu, ORIGINAL, REWRITTEN)
+    finally:
+        os.umask(old)
+    assert backup.stat().st_mode & 0o777 == 0o600 and cu.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_folder_refusing_the_temporary_file_is_one_line_and_leaves_nothing(
+    cu: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    def refuse(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)  # the backup exists by then: it must go too
+    with pytest.raises(JobFailed) as err:
+        write_rewrite(cu, ORIGINAL, REWRITTEN)
+    assert "\n" not in err.value.message and "read-only" in err.value.message
+    assert sorted(x.name for x in cu.parent.iterdir()) == ["k.cu"] and cu.read_bytes() == RAW

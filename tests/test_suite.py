@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -137,3 +138,30 @@ def test_summary_arithmetic() -> None:
     assert s.fast_1 == pytest.approx(2 / 5) and s.fast_1_5 == pytest.approx(1 / 5)
     assert s.geomean == pytest.approx(math.exp((math.log(4.0) + math.log(1.2)) / 3))
     assert summarize(()).geomean == 0.0
+
+
+def test_suite_deadline_reaches_compute_sanitizer(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-kernel deadline covers compute-sanitizer on the winner: a sanitizer run that would
+    take minutes is stopped with the kernel (real worker processes, a scripted GPU whose every
+    candidate is 2x faster, a stand-in compute-sanitizer that hangs)."""
+    from sandbox_fakes import HANGING_SANITIZER, fake_sanitizer
+
+    from agent import loop
+    from agent.suite import run_suite
+    from sandbox.worker import LocalExecutor
+
+    monkeypatch.setenv(
+        "PATH", f"{fake_sanitizer(tmp_path, HANGING_SANITIZER)}{os.pathsep}{os.environ['PATH']}"
+    )
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    only = folder / "only"
+    only.mkdir()
+    shutil.copy(folder / "transpose.cu", only / "transpose.cu")
+    with LocalExecutor(handler="sandbox_fakes:FasterHandler", sandbox=False, compile_workers=2) as ex:
+        ex.device_info()  # as the CLI does before the first kernel
+        started = time.monotonic()
+        (e,) = run_suite(only, ex, budget=loop.OptimizeBudget(wall_s=None, candidates=2), deadline_s=4.0)
+    assert time.monotonic() - started < 20
+    assert e.status == "improved" and "stopped at its 4 s deadline" in e.description

@@ -26,11 +26,24 @@ export interface OptimizeRow {
   date: string;
 }
 
+/** The last "Compare with…" this kernel took part in (server/store.py CompareRecord). */
+export interface CompareRow {
+  role: string; // "original" or "rewrite"
+  other: string;
+  verified: boolean;
+  status: string;
+  headline: string;
+  speedup: number;
+  device: string;
+  date: string;
+}
+
 export interface KernelRow {
   file: string;
   kernel: string;
   benchmark?: BenchmarkRow;
   optimize?: OptimizeRow;
+  compare?: CompareRow;
 }
 
 type Json = Record<string, unknown>;
@@ -89,6 +102,22 @@ function optimizeRow(data: unknown): OptimizeRow | undefined {
   );
 }
 
+function compareRow(data: unknown): CompareRow | undefined {
+  const r = obj(data);
+  return (
+    r && {
+      role: str(r, "role"),
+      other: str(r, "other"),
+      verified: r.verified === true,
+      status: str(r, "status"),
+      headline: str(r, "headline"),
+      speedup: num(r, "speedup"),
+      device: str(r, "device"),
+      date: str(r, "date"),
+    }
+  );
+}
+
 /**
  * Rows from the `cudaAgent/results` answer, `{results: [{file, kernel, benchmark, optimize}]}`,
  * sorted by file and kernel. Entries of another shape are skipped.
@@ -99,7 +128,13 @@ export function kernelRows(response: unknown): KernelRow[] {
   for (const entry of Array.isArray(entries) ? entries : []) {
     const r = obj(entry);
     if (r && typeof r.file === "string" && typeof r.kernel === "string") {
-      rows.push({ file: r.file, kernel: r.kernel, benchmark: benchmarkRow(r.benchmark), optimize: optimizeRow(r.optimize) });
+      rows.push({
+        file: r.file,
+        kernel: r.kernel,
+        benchmark: benchmarkRow(r.benchmark),
+        optimize: optimizeRow(r.optimize),
+        compare: compareRow(r.compare),
+      });
     }
   }
   return rows.sort((a, b) => a.file.localeCompare(b.file) || a.kernel.localeCompare(b.kernel));
@@ -201,6 +236,11 @@ function kernelSection(row: KernelRow): string {
   }
   if (o?.summary) {
     facts.push(escapeHtml(o.summary));
+  }
+  const c = row.compare;
+  if (c) {
+    const pair = c.role === "rewrite" ? `as a rewrite of ${c.other}` : `with ${c.other}`;
+    facts.push(`Compare ${escapeHtml(pair)}: ${escapeHtml(c.headline || c.status)}`);
   }
   const device = b?.device || o?.device;
   const date = o?.date || b?.date;

@@ -76,3 +76,21 @@ test("the page is self-contained, CSP-tagged and escapes what it shows", () => {
   assert.match(html, /2\.50× faster, verified/);
   assert.match(resultsHtml({ results: [] }, "n"), /No results yet/);
 });
+
+test("a Compare with… result shows on both kernels of the pair", () => {
+  const compare = { run_id: "c1", verified: true, status: "ok", headline: "verified, 2.10x [2.05-2.15x]", speedup: 2.1, device: "NVIDIA H200", date: "2026-12-03" };
+  const rows = kernelRows({
+    results: [
+      { file: "a.cu", kernel: "vadd", compare: { ...compare, role: "original", other: "vadd_x4" } },
+      { file: "a.cu", kernel: "vadd_x4", compare: { ...compare, role: "rewrite", other: "vadd" } },
+      { file: "b.cu", kernel: "k", compare: { ...compare, role: "original", other: "<i>x</i>", verified: false, status: "mismatch", headline: "mismatch: output `c`" } },
+    ],
+  });
+  assert.equal(rows[0].compare?.verified, true);
+  assert.equal(rows[2].compare?.verified, false);
+  const html = resultsHtml({ results: [{ file: "a.cu", kernel: "vadd_x4", compare: { ...compare, role: "rewrite", other: "vadd" } }] }, "n");
+  assert.match(html, /Compare as a rewrite of vadd: verified, 2\.10x \[2\.05-2\.15x\]/);
+  const hostile = resultsHtml({ results: [{ file: "b.cu", kernel: "k", compare: { ...compare, role: "original", other: "<i>x</i>" } }] }, "n");
+  assert.equal(/<i>/.test(hostile), false);
+  assert.match(hostile, /Compare with &#60;i&#62;x&#60;\/i&#62;: verified/);
+});

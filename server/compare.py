@@ -1,0 +1,336 @@
+"""Compare with…: verify and time another kernel of the workspace against the one under the cursor.
+
+- Code actions on a kernel with a spec: one "Compare with NAME" per other kernel of the workspace
+  (open documents and the ``.cu``/``.cuh`` files under the workspace root) whose parameter list
+  matches (:func:`agent.loop.signature_mismatch`: count, types, order; names aside).
+- ``cudaAgent.compare`` ``[{uri, kernel, with}]`` (``with``: a kernel of the same file, or
+  ``PATH:KERNEL``): :func:`agent.compare.compare` in a background thread through the configured
+  executor, with work-done progress that the user can cancel, as for Optimize.  Answers
+  ``{runId, status, verified, speedup, speedupLow, speedupHigh, message, reason}``; ``status`` is
+  the rewrite's sandbox status, ``error`` (nothing ran) or ``busy``.
+- The result is stored on both kernels (:class:`server.store.CompareRecord`), so it shows as an
+  inlay hint and in the hover of each, and in the results view (``cudaAgent/results``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams
+
+from agent import compare as cmp
+from agent import loop
+from agent.source import Document, Kernel
+from sandbox.contract import Progress as EvalProgress
+from sandbox.contract import Status
+from sandbox.executor import ExecutorError
+from server.lsp import SUFFIXES, CudaLanguageServer, OpenDocument
+from server.optimize import (
+    ActiveRun,
+    Progress,
+    _cancel_with_request,
+    _end,
+    _must_act,
+    _now,
+    describe_executor,
+)
+from server.store import STORE_DIR, CompareRecord, kernel_hash
+from server.texts import markdown_text
+
+log = logging.getLogger(__name__)
+
+COMMAND = "cudaAgent.compare"
+MAX_FILES = 500  # workspace files looked at for kernels to compare with
+MAX_ACTIONS = 12
+
+
+@dataclass(frozen=True)
+class Other:
+    """A kernel that could stand in for another: where it is and how ``--with`` names it."""
+
+    path: Path
+    kernel: Kernel
+    ref: str  # the ``with`` argument: NAME (same file) or PATH:NAME
+    label: str  # NAME, or NAME (relative path)
+
+
+@dataclass
+class Comparisons:
+    """Parsed workspace files (by path, kept while their size and mtime hold)."""
+
+    ls: CudaLanguageServer
+    files: dict[Path, tuple[tuple[int, int], Document]] = field(default_factory=dict)
+
+    def document(self, path: Path) -> Document | None:
+        """The open document at ``path``, else the file parsed (cached), else None."""
+        resolved = path.resolve()
+        for od in self.ls.documents.values():
+            if od.doc is not None and od.path.resolve() == resolved:
+                return od.doc
+        try:
+            st = resolved.stat()
+        except OSError:
+            return None
+        stamp = (st.st_size, st.st_mtime_ns)
+        cached = self.files.get(resolved)
+        if cached is None or cached[0] != stamp:
+            try:
+                cached = (stamp, Document.from_file(resolved))
+            except OSError:
+                return None
+            self.files[resolved] = cached
+        return cached[1]
+
+    def workspace_paths(self) -> list[Path]:
+        """The open CUDA documents, then the workspace's CUDA files (hidden folders skipped)."""
+        paths = [od.path.resolve() for od in self.ls.documents.values()]
+        root = self.ls.store.root
+        if root is not None and root.is_dir():
+            for folder, dirs, names in os.walk(root):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != STORE_DIR)
+                paths += [Path(folder, n).resolve() for n in sorted(names) if n.endswith(SUFFIXES)]
+                if len(paths) >= MAX_FILES:
+                    break
+        return list(dict.fromkeys(paths))[:MAX_FILES]
+
+    def others(self, od: OpenDocument, k: Kernel) -> list[Other]:
+        """The kernels of the workspace that ``k`` could be compared with (same parameter list)."""
+        assert od.doc is not None
+        here = od.path.resolve()
+        root = self.ls.store.root
+        found: list[Other] = []
+        for path in self.workspace_paths():
+            doc = od.doc if path == here else self.document(path)
+            if doc is None:
+                continue
+            for other in doc.kernels:
+                if path == here and other.span == k.span:
+                    continue
+                if loop.signature_mismatch(k, other, od.doc.type_aliases, doc.type_aliases):
+                    continue
+                if path == here:
+                    found.append(Other(path, other, other.qualified_name, other.qualified_name))
+                    continue
+                shown = (
+                    path.relative_to(root.resolve()) if root and path.is_relative_to(root.resolve()) else path
+                )
+                found.append(
+                    Other(path, other, f"{path}:{other.qualified_name}", f"{other.qualified_name} ({shown})")
+                )
+        return found
+
+
+def code_actions(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> list[lsp.CodeAction]:
+    """ "Compare with NAME" for each matching kernel of the workspace (``k`` needs a spec)."""
+    if ls.comparisons is None or od.spec(k).spec is None:
+        return []
+    return [
+        lsp.CodeAction(
+            title=f"Compare {k.qualified_name} with {o.label}",
+            kind=lsp.CodeActionKind.Refactor,
+            command=lsp.Command(
+                title="Compare with…",
+                command=COMMAND,
+                arguments=[{"uri": od.uri, "kernel": k.qualified_name, "with": o.ref}],
+            ),
+        )
+        for o in ls.comparisons.others(od, k)[:MAX_ACTIONS]
+    ]
+
+
+def _error(message: str, run_id: str = "", status: str = "error") -> dict[str, Any]:
+    return {
+        "runId": run_id,
+        "status": status,
+        "verified": False,
+        "speedup": 0.0,
+        "speedupLow": 0.0,
+        "speedupHigh": 0.0,
+        "message": message,
+        "reason": message,
+    }
+
+
+async def run_compare(ls: CudaLanguageServer, od: OpenDocument, kernel: str, with_: str) -> dict[str, Any]:
+    runs, comparisons = ls.runs, ls.comparisons
+    assert runs is not None and comparisons is not None and ls.loop is not None
+    busy = next((r for r in runs.active.values() if r.uri == od.uri and r.kernel == kernel), None)
+    if busy is not None:
+        return _error(f"{kernel} is already running", busy.run_id, "busy")
+    if od.doc is None:
+        return _error(f"{od.path.name} is too large to analyse")
+
+    def open_document(name: str) -> Document:
+        doc = comparisons.document(Path(name))
+        if doc is None:
+            raise loop.TargetError(f"{name}: no such file")
+        return doc
+
+    try:
+        target, proposal, cand_doc = cmp.prepare(od.doc, kernel, with_, None, open_document)
+    except loop.TargetError as exc:
+        return _error(str(exc))
+    settings = ls.settings
+    run = ActiveRun(uuid.uuid4().hex[:12], "compare", od.uri, kernel, threading.Event())
+    runs.active[run.run_id] = run
+    _cancel_with_request(ls, run.cancel)
+    progress = Progress(ls, run.cancel)
+    await progress.begin(
+        f"Comparing {kernel} with {proposal.kernel}", f"{describe_executor(settings.executor)}: compiling"
+    )
+    runs.status()
+
+    def on_progress(p: EvalProgress) -> None:  # executor thread
+        ls.call_soon(show, p)
+
+    def show(p: EvalProgress) -> None:
+        run.percent = int(100 * p.done / max(p.total, 1))
+        progress.report(run.percent, p.message or f"{p.done}/{p.total}")
+        runs.status()
+
+    def work() -> cmp.Comparison:
+        executor = runs.executor(settings.executor)
+        return cmp.compare(
+            target, proposal, executor, candidate_path=cand_doc.path, progress=on_progress, cancel=run.cancel
+        )
+
+    try:
+        found = await ls.loop.run_in_executor(runs.pool, work)
+    except loop.TargetError as exc:
+        _end(ls, run, progress, str(exc))
+        return _error(str(exc), run.run_id)
+    except ExecutorError as exc:
+        _end(ls, run, progress, f"failed: {exc}")
+        _must_act(ls, f"CUDA Agent: cannot compare {kernel}: {exc}")
+        return _error(str(exc), run.run_id)
+    except BaseException:  # cancelled request, or a bug: the bar must not stay up
+        run.cancel.set()
+        _end(ls, run, progress, "cancelled")
+        raise
+    if found.result.device is not None:
+        runs.device = found.result.device.name
+    headline = cmp.headline(found)
+    _store(ls, od, run.run_id, found, cand_doc, headline)
+    _end(ls, run, progress, headline)
+    c = found.candidate
+    return {
+        "runId": run.run_id,
+        "status": c.status.value,
+        "verified": found.verified,
+        "speedup": c.speedup,
+        "speedupLow": c.speedup_low,
+        "speedupHigh": c.speedup_high,
+        "message": f"{proposal.kernel} against {kernel}: {headline}",
+        "reason": cmp.reason_text(found),
+        "cancelled": c.status is Status.CANCELLED,
+    }
+
+
+def _store(
+    ls: CudaLanguageServer,
+    od: OpenDocument,
+    run_id: str,
+    found: cmp.Comparison,
+    cand_doc: Document,
+    headline: str,
+) -> None:
+    """The comparison on both kernels' records."""
+    assert od.doc is not None
+    c, base = found.candidate, found.result.baseline
+    same_file = Path(cand_doc.path).resolve() == od.path.resolve()
+    original = od.doc.kernel(found.target.kernel.partition("<")[0])
+    rewrite = cand_doc.kernel((found.proposal.kernel or "").partition("<")[0])
+    common = CompareRecord(
+        run_id=run_id,
+        role="",
+        other="",
+        verified=found.verified,
+        status=c.status.value,
+        headline=headline,
+        speedup=c.speedup,
+        speedup_low=c.speedup_low,
+        speedup_high=c.speedup_high,
+        original_ms=base.timing.median_ms if base.timing else 0.0,
+        rewrite_ms=c.timing.median_ms if c.timing else 0.0,
+        device=found.result.device.name if found.result.device else "",
+        date=_now(),
+    )
+    for doc, k, role, other, other_doc in (
+        (od.doc, original, "original", rewrite, cand_doc),
+        (cand_doc, rewrite, "rewrite", original, od.doc),
+    ):
+        if k is None or other is None:
+            continue
+        name = other.qualified_name if same_file else f"{Path(other_doc.path).name}:{other.qualified_name}"
+        record = replace(common, role=role, other=name, kernel_hash=kernel_hash(doc, k))
+        ls.store.put(Path(doc.path), k.qualified_name, compare=record)
+    ls.results_changed()
+
+
+# ------------------------------------------------------------------------------------- views
+
+
+def hint_label(rec: CompareRecord, current_hash: str) -> str:
+    """``⇄ vadd_x4: 2.10× verified`` on the original, ``⇄ vs vadd: ...`` on the rewrite."""
+    verdict = f"{rec.speedup:.2f}× verified" if rec.verified else rec.status
+    label = f"⇄ {rec.other}: {verdict}" if rec.role == "original" else f"⇄ vs {rec.other}: {verdict}"
+    return label + (" (edited since)" if current_hash != rec.kernel_hash else "")
+
+
+def details(rec: CompareRecord) -> str:
+    """Markdown for hovers and hint tooltips."""
+    pair = (
+        f"compared with the rewrite **{markdown_text(rec.other)}**"
+        if rec.role == "original"
+        else f"as a rewrite of **{markdown_text(rec.other)}**"
+    )
+    lines = [f"**Compare** ({pair}): {markdown_text(rec.headline)}"]
+    if rec.rewrite_ms:
+        lines.append(f"- original {rec.original_ms:.4g} ms, rewrite {rec.rewrite_ms:.4g} ms median")
+    lines.append(f"- {markdown_text(rec.device)}, {rec.date}")
+    return "\n".join(lines)
+
+
+def inlay_hints(ls: CudaLanguageServer, od: OpenDocument, first: int, last: int) -> list[lsp.InlayHint]:
+    if od.doc is None:
+        return []
+    results = ls.store.for_file(od.path)
+    hints = []
+    for k in od.kernels:
+        rec = results.get(k.qualified_name)
+        if rec is None or rec.compare is None or not first <= k.name_span.end_line <= last:
+            continue
+        hints.append(
+            lsp.InlayHint(
+                position=lsp.Position(k.name_span.end_line, k.name_span.end_col),
+                label=hint_label(rec.compare, kernel_hash(od.doc, k)),
+                padding_left=True,
+                tooltip=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=details(rec.compare)),
+            )
+        )
+    return hints
+
+
+def _args(args: tuple[Any, ...]) -> str:
+    arg = args[0] if len(args) == 1 else None
+    with_ = arg.get("with") if isinstance(arg, dict) else None
+    if not isinstance(with_, str) or not with_:
+        raise JsonRpcInvalidParams("expected one argument {uri, kernel, with}")
+    return with_
+
+
+def setup(ls: CudaLanguageServer) -> None:
+    ls.comparisons = Comparisons(ls)
+
+    @ls.command(COMMAND)
+    async def compare(ls: CudaLanguageServer, *args: Any) -> dict[str, Any]:
+        with_ = _args(args)
+        od, k = ls.kernel_arg(args)
+        return await run_compare(ls, od, k.qualified_name, with_)
