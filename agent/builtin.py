@@ -51,6 +51,9 @@ from agent.transforms import (
     WarpReduction,
     apply_all,
 )
+from agent.transforms.passes import Apply
+from agent.transforms.registry import PASSES
+from agent.transforms.registry import candidates as structural_candidates
 from sandbox.contract import Status
 
 log = logging.getLogger(__name__)
@@ -60,6 +63,7 @@ BLOCKS_2D = ((32, 8), (32, 4), (16, 16), (32, 16), (64, 4), (16, 8))
 TILES = (TiledDot(128, 128, 8, 8, 8), TiledDot(128, 64, 16, 8, 4), TiledDot(64, 64, 8, 4, 4))
 SHAPES: tuple[Transform, ...] = (
     *TILES,
+    *structural_candidates(),
     Vectorize(16, 1),
     Vectorize(16, 2),
     Vectorize(16, 4),
@@ -159,7 +163,7 @@ class BuiltinProposer(Proposer):
     def propose(self, context: OptimizeContext, history: Sequence[Attempt], n: int) -> list[Proposal]:
         if self._base is None:
             self._start(context)
-            n = 1  # the composite guess alone first, so that even a short budget measures it
+            n = len(self._firsts())  # the composite guesses alone first: a short budget measures them
         out: list[Proposal] = []
         for config, parent, arm in self._ordered():
             if len(out) >= n or context.cancel.is_set():
@@ -218,8 +222,8 @@ class BuiltinProposer(Proposer):
         """Candidates in the order to try them: (config, parent, arm changed)."""
         base = Config()
         measured = {c: s for c, s in self._score.items() if s > 0}
-        if not measured:  # nothing verified yet: the composite guess, then every arm on its own
-            first: list[tuple[Config, Config | None, str]] = [(self._guess(), None, "")]
+        if not measured:  # nothing verified yet: the composite guesses, then every arm on its own
+            first: list[tuple[Config, Config | None, str]] = [(g, None, "") for g in self._firsts()]
             singles: list[tuple[Config, Config | None, str]] = [
                 (base.with_(arm, v), base, arm) for arm in ARMS for v in self._arms.get(arm, ())[1:]
             ]
@@ -241,17 +245,40 @@ class BuiltinProposer(Proposer):
         ordered: list[tuple[Config, Config | None, str]] = [(merged, incumbent, "")]
         return ordered + [(c, incumbent, arm) for _, _, c, arm in ranked]
 
-    def _guess(self) -> Config:
-        """The usual winner: the first structural rewrite that applies (vectors, tiles, shuffles),
-        block 256 (or 32x8), restrict — each part kept only if it composes with the others."""
+    def _firsts(self) -> list[Config]:
+        """The first batch: for each structural pass that matches (tiled dot products, then the
+        registry's passes), a composite guess with its best guessed parameters; otherwise the
+        composite guess of the mechanical rewrites."""
+        assert self._base is not None
+        shapes = self._arms.get("shape", ())
+        families: list[tuple[object, ...]] = [tuple(t for t in TILES if t in shapes)]
+        view = None
+        for p in PASSES:
+            try:
+                view = view or self._base.view
+                found = p.match(view)
+            except Exception as e:  # a pass that fails is not guessed; its candidates still run safely
+                log.warning("%s.match failed: %r", p.name, e)
+                continue
+            if not isinstance(found, NotApplicable):
+                best = Apply(p, p.guess(found))
+                families.append((best, *(v for v in shapes if isinstance(v, Apply) and v.name == p.name)))
+        guesses = [self._guess(family) for family in families if family]
+        guesses = [g for g in guesses if g.shape is not None]
+        return list(dict.fromkeys(guesses)) or [self._guess(())]
+
+    def _guess(self, structural: tuple[object, ...]) -> Config:
+        """The usual winner: the first of ``structural`` that applies, else the first mechanical
+        rewrite that does (histogram, vectors, transpose, shuffles), block 256 (or 32x8), restrict —
+        each part kept only if it composes with the others."""
         assert self._base is not None
         # a privatised histogram over a capped grid-stride loop, when it applies, beats the rest
         histograms = [
             v for v in self._arms.get("shape", ()) if isinstance(v, SharedHistogram) and v.max_blocks
         ]
         preferred: dict[str, tuple[object, ...]] = {
-            "shape": (
-                *TILES,
+            "shape": structural
+            or (
                 *histograms,
                 Vectorize(16, 1),
                 TiledTranspose(),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent.source import Document, Issue, Kernel
-from agent.spec import infer, parse
+from agent.spec import infer, parse, split_args, template_names
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Diagnostic, Resources
 
@@ -71,15 +71,17 @@ def check_document(doc: Document, *, arch: str = "sm_90", options: tuple[str, ..
 def check_kernel(
     doc: Document, kernel: Kernel, *, arch: str = "sm_90", options: tuple[str, ...] = ()
 ) -> KernelCheck:
-    unit = doc.standalone(kernel)
-    filename = Path(doc.path).name if doc.path else "kernel.cu"
     name_expression, note = _name_expression(doc, kernel)
+    targs = split_args(name_expression[len(kernel.qualified_name) :]) if name_expression else []
+    unit = doc.standalone(kernel, also=template_names(tuple(targs)))
+    filename = Path(doc.path).name if doc.path else "kernel.cu"
     compiled = compile_cuda(
         unit.source,
         filename=filename,
         name_expressions=(name_expression,) if name_expression else (),
         arch=arch,
         options=(*unit.options, *options),
+        trusted=True,  # the user's own file, headers and -I folders
     ).result
     diagnostics = []
     for d in compiled.diagnostics:
@@ -111,6 +113,21 @@ def _name_expression(doc: Document, kernel: Kernel) -> tuple[str, str]:
     if doc.launches_of(kernel.name):
         return infer(doc, kernel).spec.name_expression, "instantiated as the file launches it"
     return "", "template without a `template` spec line or launch: compiled uninstantiated (no resources)"
+
+
+def build_options(
+    source: str | Path,
+    include: tuple[str, ...] = (),
+    define: tuple[str, ...] = (),
+    compile_commands: str | Path | None = None,
+) -> tuple[str, ...]:
+    """The one build configuration of ``source`` (``-I``, ``-D``, then its compile_commands.json
+    entry's), resolved once for check, diagnostics, bench, optimize, compare and suite.  Raises
+    ValueError when the compile commands are unusable."""
+    options = [f"-I{Path(i).resolve()}" for i in include] + [f"-D{d}" for d in define]
+    if compile_commands:
+        options += compile_commands_options(compile_commands, source)
+    return tuple(options)
 
 
 def compile_commands_options(path: str | Path, source: str | Path) -> tuple[str, ...]:

@@ -176,13 +176,15 @@ def prepare(
     with_: str,
     launch: str | None,
     open_document: Callable[[str], Document],
+    options: tuple[str, ...] = (),
 ) -> tuple[Target, Proposal, Document]:
     """The original (``kernel`` of ``doc``), the candidate named by ``with_`` (``NAME``, ``FILE`` or
     ``FILE:NAME``; files read with ``open_document``) as a proposal against it, and the candidate's
     document; ``launch`` (``grid=.. block=.. smem=..``) overrides the candidate's own launch line.
-    One path for the CLI, the editor and scripts; raises :class:`TargetError` (one line)."""
+    ``options``: the original's build configuration (``-I``/``-D``). One path for the CLI, the
+    editor and scripts; raises :class:`TargetError` (one line)."""
     ref = CandidateRef.parse(with_)
-    target = target_for(doc, kernel)
+    target = target_for(doc, kernel, options)
     original = find_kernel(doc, kernel, "FILE")
     cand_doc = doc if ref.path is None else open_document(ref.path)
     cand = find_kernel(cand_doc, ref.kernel, "--with")

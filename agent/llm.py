@@ -19,8 +19,10 @@ with what was wrong and cost a turn; a request that times out or fails is retrie
 ends its conversation.  An endpoint that cannot be reached, refuses the key or does not know the
 model raises :class:`EndpointError`, which ends the run.
 
-Model output is only text here: candidates are compiled in the sandbox's compile pool and run
-in sandbox workers, never in this process.
+Model output is only text here: candidates are compiled in the sandbox's compile pool (untrusted
+compiles: no host file can be included) and run in sandbox workers, never in this process.  Every
+tool result and verdict passes :func:`scrub` before it goes to the endpoint: no value of this
+process's environment, no token- or key-like string, no host path but CUDA's headers.
 
 Exceptions::
 
@@ -46,7 +48,7 @@ from typing import Any, Literal
 
 from agent import spec as spec_mod
 from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer, Target
-from sandbox.compiler import CompilePool
+from sandbox.compiler import CompilePool, cuda_include_dirs
 from sandbox.contract import PRECISIONS, CandidateResult, DeviceInfo, Status
 from sandbox.executor import ExecutorError
 from sandbox.profile import profile_text as nsight_text
@@ -492,6 +494,38 @@ def profile_text(attempt: Attempt, profiled: CandidateResult | None = None) -> s
     return "; ".join(parts) + "."
 
 
+_SECRETS = re.compile(
+    r"sk-[A-Za-z0-9_-]{12,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|(?:AKIA|ASIA)[0-9A-Z]{16}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{20,}|(?i:bearer)\s+[\w.~+/=-]{8,}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
+)
+_PATH = re.compile(r"(?<![\w.~-])/[^\s/\"'<>()|:,;]+(?:/[^\s/\"'<>()|:,;]*)*")
+MIN_SECRET_CHARS = 6  # shorter environment values (``1``, ``C``, ``/root``) are not secrets
+
+
+def scrub(text: str) -> str:
+    """``text`` as an LLM endpoint may see it: every value of this process's environment of at least
+    6 characters, token- and key-like strings (``sk-...``, ``ghp_...``, AWS key ids, ``Bearer ...``,
+    private keys) and absolute paths on this host outside CUDA's headers replaced by placeholders."""
+    allowed = cuda_include_dirs()
+    kept: list[str] = []  # CUDA's header paths, set aside while the rest is scrubbed
+
+    def keep(m: re.Match[str]) -> str:
+        if not m[0].startswith(allowed):
+            return m[0]
+        kept.append(m[0])
+        return f"\x00{len(kept) - 1}\x00"
+
+    text = _PATH.sub(keep, text.replace("\x00", ""))
+    values = {v for v in os.environ.values() if len(v) >= MIN_SECRET_CHARS}
+    for value in sorted(values, key=len, reverse=True):
+        text = text.replace(value, "<env>")
+    text = _SECRETS.sub("<secret>", text)
+    roots = {"/" + d for d in os.listdir("/")}
+    text = _PATH.sub(lambda m: "<path>" if "/" + m[0].split("/")[1] in roots else m[0], text)
+    return re.sub("\x00(\\d+)\x00", lambda m: kept[int(m[1])], text)
+
+
 def _clip(text: str, limit: int = 3000) -> str:
     return text if len(text) <= limit else text[:limit] + "\n[... truncated]"
 
@@ -594,7 +628,7 @@ class LLMProposer(Proposer):
                 if call_id:
                     c.answers[call_id] = feedback(a)
                 else:
-                    c.messages.append({"role": "user", "content": feedback(a) + "\n\n" + FENCED_HOWTO})
+                    c.messages.append({"role": "user", "content": scrub(feedback(a)) + "\n\n" + FENCED_HOWTO})
                 if not c.awaiting:
                     self._flush_answers(c)
 
@@ -701,7 +735,7 @@ class LLMProposer(Proposer):
     def _flush_answers(self, c: _Conversation) -> None:
         for call_id in c.calls:
             c.messages.append(
-                {"role": "tool", "tool_call_id": call_id, "content": c.answers.get(call_id, "")}
+                {"role": "tool", "tool_call_id": call_id, "content": scrub(c.answers.get(call_id, ""))}
             )
         c.calls, c.answers = [], {}
 
@@ -793,6 +827,7 @@ class LLMProposer(Proposer):
                 name_expressions=[t.kernel],
                 arch=f"sm_{cc}",
                 options=t.baseline.options,
+                headers=t.baseline.headers,
             ).result(timeout=120)
         except Exception as exc:  # the pool died or timed out: the model learns nothing from it
             log.warning("compile tool failed: %s", exc)

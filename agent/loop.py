@@ -51,6 +51,7 @@ from agent import spec as spec_mod
 from agent.source import Document, Expr, Kernel, LaunchSite, Param
 from agent.spec import KernelSpec, ScalarSpec, parse_dims
 from agent.trajectory import RunInfo, TrajectoryLog, reward
+from sandbox.compiler import carry_headers
 from sandbox.contract import (
     PRECISIONS,
     Budget,
@@ -289,8 +290,9 @@ class TargetError(ValueError):
     """The kernel cannot be optimized as asked (not found, ambiguous, no usable spec); one line."""
 
 
-def target_for(doc: Document, kernel: str | None = None) -> Target:
-    """Resolve kernel ``kernel`` of ``doc`` (the only kernel when None) under its written spec.
+def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...] = ()) -> Target:
+    """Resolve kernel ``kernel`` of ``doc`` (the only kernel when None) under its written spec;
+    ``options``: the file's build configuration (``-I``/``-D``, :func:`agent.check.build_options`).
 
     An inferred spec is not trusted for optimizing: the user must write (or accept) one first."""
     if kernel is None:
@@ -318,7 +320,11 @@ def target_for(doc: Document, kernel: str | None = None) -> Target:
         problems = spec_mod.problems(spec)
     except spec_mod.InvalidSpec as exc:
         raise TargetError(f"{where}: {exc}") from None
-    unit = doc.standalone(k)
+    unit = doc.standalone(k, also=spec_mod.template_names(spec.template_args))
+    # the file's own headers travel with the unit: a request is compiled without the host's files
+    headers, carried = carry_headers(
+        unit.source, doc.path or "kernel.cu", tuple(dict.fromkeys((*unit.options, *options)))
+    )
     start = _char(doc, k.span.start_byte)
     definition = doc.data[k.span.start_byte : k.span.end_byte].decode("utf-8", errors="replace")
     sites = doc.launches_of(k.name)
@@ -350,7 +356,7 @@ def target_for(doc: Document, kernel: str | None = None) -> Target:
         definition=definition,
         definition_start=start,
         baseline=KernelSource(
-            unit.source, spec.name_expression, unit.options, Path(doc.path).name or "kernel.cu"
+            unit.source, spec.name_expression, carried, Path(doc.path).name or "kernel.cu", headers
         ),
         verify_problems=problems[:-1],
         bench_problem=problems[-1],

@@ -723,6 +723,11 @@ HOST_HEADERS = frozenset(
 )  # fmt: skip
 
 
+_MATH_MACROS = frozenset(
+    {"INFINITY", "NAN", "HUGE_VAL", "HUGE_VALF", "M_PI", "M_E", "M_SQRT2", "M_LN2", "M_PI_2"}
+)
+
+
 @dataclass
 class _Item:
     """A top-level node of the file and the names it defines (for dependency closure)."""
@@ -751,12 +756,15 @@ class _Scan:
             self._visit(child, None, (), False)
         self.kernels = tuple(self.kernels_found)
         self.issues = tuple(self.issue_list)
-        self._by_name: dict[str, list[int]] | None = None
 
     # ------------------------------------------------------------------ the walk
 
     def _visit(self, node: tree_sitter.Node, item: _Item | None, ns: tuple[str, ...], extern_c: bool) -> None:
         t = node.type
+        if item is None and _include_guard(self.doc, node):  # `#ifndef H / #define H ... #endif`: its
+            for c in node.named_children[1:]:  # items stand on their own, as if at file scope
+                self._visit(c, None, ns, extern_c)
+            return
         if item is None and t != "ERROR" and node.is_named and t != "comment":
             item = _Item(node, set())
             self.items.append(item)
@@ -922,13 +930,17 @@ class _Scan:
 
     def standalone(self, kernel: Kernel, inline_headers: bool, also: frozenset[str]) -> Standalone:
         doc = self.doc
-        if self._by_name is None:
-            self._by_name = {}
-            for i, it in enumerate(self.items):
-                for n in it.names:
-                    self._by_name.setdefault(n, []).append(i)
+        entries = self._entries(set())
+        by_name: dict[str, list[int]] = {}
+        for i, (_, it) in enumerate(entries):
+            for n in it.names:
+                by_name.setdefault(n, []).append(i)
         start = next(
-            (i for i, it in enumerate(self.items) if it is self.kernel_items.get(kernel.span.start_byte)),
+            (
+                i
+                for i, (sc, it) in enumerate(entries)
+                if sc is self and it is self.kernel_items.get(kernel.span.start_byte)
+            ),
             None,
         )
         if start is None:
@@ -936,14 +948,18 @@ class _Scan:
         chosen = {start}
         todo = [start]
         wanted = {start: also}
+        referenced: set[str] = set()
         while todo:
             i = todo.pop()
-            for name in wanted.pop(i, frozenset()) | self._references(self.items[i].node):
-                for j in self._by_name.get(name, ()):
+            scan, item = entries[i]
+            names = wanted.pop(i, frozenset()) | scan._references(item.node)
+            referenced |= names
+            for name in names:
+                for j in by_name.get(name, ()):
                     if j not in chosen:
                         chosen.add(j)
                         todo.append(j)
-        for i, it in enumerate(self.items):
+        for i, (_, it) in enumerate(entries):
             if it.always or (it.include and it.include.strip('<>"') not in HOST_HEADERS):
                 chosen.add(i)
         local_headers = False
@@ -951,12 +967,13 @@ class _Scan:
         inlined: set[Path] = set()
         lines: list[str] = []
         line_map: list[int] = []
-        for i in sorted(chosen, key=lambda i: self.items[i].node.start_byte):
-            node = self.items[i].node
-            quoted = node.type == "preproc_include" and self.items[i].include.startswith('"')
+        for i in sorted(chosen):
+            scan, item = entries[i]
+            node = item.node
+            quoted = node.type == "preproc_include" and item.include.startswith('"')
             header = (
-                _header_lines(base / self.items[i].include.strip('"'), inlined)
-                if quoted and inline_headers and base is not None
+                _header_lines(base / item.include.strip('"'), inlined)
+                if quoted and inline_headers and base is not None and scan is self
                 else None
             )
             if header is not None:
@@ -964,15 +981,33 @@ class _Scan:
                 line_map += [-1] * len(header)
                 continue
             local_headers = local_headers or quoted
-            text = " " * node.start_point.column + doc.node_text(node).rstrip("\r\n")
+            text = " " * node.start_point.column + scan.doc.node_text(node).rstrip("\r\n")
             after = node.next_sibling
             if node.type in _TYPE_SPECIFIERS and after is not None and after.type == ";":
                 text += ";"  # `struct S {...};` at file scope: the `;` is the parent's token
             for k, line in enumerate(text.split("\n")):
                 lines.append(line)
-                line_map.append(node.start_point.row + k)
+                line_map.append(node.start_point.row + k if scan is self else -1)
+        if _MATH_MACROS & referenced:
+            # nvcc includes cuda_runtime.h (and with it math.h's INFINITY, M_PI...) in every .cu
+            lines.insert(0, "#include <math.h>")
+            line_map.insert(0, -1)
         options = (f"-I{base}",) if local_headers and base is not None else ()
         return Standalone(kernel.qualified_name, "\n".join(lines) + "\n", tuple(line_map), options)
+
+    def _entries(self, seen: set[Path]) -> list[tuple[_Scan, _Item]]:
+        """This file's items in order, with each quoted header that holds host code (which NVRTC
+        cannot compile) replaced by its own items, so the unit takes only what the kernel needs."""
+        out: list[tuple[_Scan, _Item]] = []
+        base = Path(self.doc.path).resolve().parent if self.doc.path else None
+        for it in self.items:
+            header = base / it.include.strip('"') if base is not None and it.include.startswith('"') else None
+            scan = _host_header(header, seen) if header is not None else None
+            if scan is None:
+                out.append((self, it))
+            else:
+                out += scan._entries(seen)
+        return out
 
     def _references(self, node: tree_sitter.Node) -> set[str]:
         if node.type in ("preproc_def", "preproc_function_def"):
@@ -986,6 +1021,45 @@ class _Scan:
 
 
 # ---------------------------------------------------------------------------------------- helpers
+
+
+def _include_guard(doc: Document, node: tree_sitter.Node) -> bool:
+    """``#ifndef NAME`` whose first line is ``#define NAME``: a header's include guard."""
+    if node.type != "preproc_ifdef" or node.children[0].type != "#ifndef":
+        return False
+    name = node.child_by_field_name("name")
+    first = node.named_children[1] if len(node.named_children) > 1 else None
+    if name is None or first is None or first.type != "preproc_def":
+        return False
+    defined = first.child_by_field_name("name")
+    return defined is not None and doc.node_text(defined) == doc.node_text(name)
+
+
+def _host_header(path: Path, seen: set[Path]) -> _Scan | None:
+    """The items of a quoted header next to the file when it has host code (a host function, a
+    host-only include), each header once; None to keep its ``#include`` line as it is."""
+    path = path.resolve()
+    if path in seen or len(seen) >= 64 or not path.is_file():
+        return None
+    try:
+        header = Document.from_file(path)
+    except OSError:
+        return None
+    scan = header._index
+    if not any(_is_host_item(header, it) for it in scan.items):
+        return None
+    seen.add(path)
+    return scan
+
+
+def _is_host_item(doc: Document, item: _Item) -> bool:
+    node = item.node
+    if node.type == "preproc_include":
+        return item.include.strip("<>") in HOST_HEADERS
+    fn = node.named_children[-1] if node.type == "template_declaration" and node.named_children else node
+    return fn.type == "function_definition" and not any(
+        c.type in ("__device__", "__global__") for c in fn.children
+    )
 
 
 _QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"(?P<path>[^"]+)"')
@@ -1094,6 +1168,9 @@ def _declarator_name(doc: Document, node: tree_sitter.Node) -> str:
     while d is not None:
         if d.type in _NAME_NODES or d.type == "template_function":
             return _simple_name(doc, d)
+        if d.type == "parenthesized_declarator":  # `typedef float (*fn)(float);`
+            d = d.named_children[0] if d.named_children else None
+            continue
         d = d.child_by_field_name("declarator")
     return ""
 

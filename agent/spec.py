@@ -7,13 +7,14 @@ Grammar (one directive per ``// @cuda-agent`` line, directly above the kernel; s
     verify    NAME=EXPR[,EXPR...] ...           one problem per comma position (repeatable)
     launch    [grid=DIM] [block=DIM] [smem=EXPR]  DIM: EXPR or (EXPR, EXPR[, EXPR])
     arg       NAME in|out|inout DTYPE[EXPR] [DIST]
-    arg       NAME = EXPR                       a scalar parameter's value
+    arg       NAME = EXPR                       a scalar parameter's value (NULL for a pointer)
     const     NAME DTYPE[EXPR] [DIST]           initial contents of a __constant__/__device__ array
     template  ARG, ARG...                       the instantiation to compile and launch
     tolerance [arg=NAME] [atol=NUM] [rtol=NUM] [norm=NUM]   override of the calibrated bounds
     precision allow=KIND[,KIND...]              tf32, fp16, bf16, mma, fast-math
+    require   CONDITION                         a constraint on sizes, block and ``bytes``
     work      [bytes=EXPR] [flops=EXPR]         for GB/s, GFLOP/s and the roofline
-    DIST:     uniform(lo, hi) | normal | randint(lo, hi) | const(v) | arange
+    DIST:     uniform(lo, hi) | normal | randint(lo, hi) | const(v) | arange | copy(ARG)
 
 Expressions are integer arithmetic over the size variables (and, in ``launch``/``work``/counts,
 ``block``, ``block_x``, ``block_y``, ``block_z``): ``+ - * / // % << >>``, parentheses,
@@ -29,10 +30,14 @@ import ast
 import math
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Literal, cast
 
+import tree_sitter
+
+from agent import host
 from agent.source import Document, Kernel, Param
 from sandbox.contract import (
     PRECISIONS,
@@ -236,6 +241,7 @@ class KernelSpec:
     allow_precision: tuple[str, ...] = ()  # lower precisions a rewrite may use (``precision allow=``)
     bytes: str = ""  # "" -> sum of the arrays' sizes (inout counted twice)
     flops: str = ""
+    requires: tuple[tuple[str, int], ...] = ()  # (condition, line): constraints on sizes and launch
     lines: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -245,12 +251,29 @@ class KernelSpec:
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """Where an inferred field comes from.  ``field``: ``size NAME``, ``launch``, ``template``,
+    ``arg NAME`` or ``const NAME``; ``where``: ``file:line`` ("" for a guess); ``note``: why it is
+    not certain (a loop's first iteration, a default)."""
+
+    field: str
+    where: str
+    confidence: Confidence
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Inference:
     """A spec proposed from the code, and how sure we are of it (never trusted silently)."""
 
     spec: KernelSpec
     confidence: Confidence
     reasons: tuple[str, ...]
+    evidence: tuple[Evidence, ...] = ()
+
+    def guesses(self) -> dict[str, str]:
+        """Field -> note, for every field that is not certain."""
+        return {e.field: e.note or "guessed" for e in self.evidence if e.confidence != "high"}
 
 
 @dataclass(frozen=True)
@@ -318,6 +341,20 @@ def _sqrt(a: Number) -> Number:
     return math.sqrt(a)
 
 
+_COMPARE: dict[type[ast.cmpop], Callable[[Number, Number], bool]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
+
+
+def _pow2(a: Number) -> Number:
+    return int(isinstance(a, int) and a > 0 and a & (a - 1) == 0)
+
+
 # name -> (function, minimum arguments, maximum arguments)
 _FUNCS: dict[str, tuple[Callable[..., Number], int, int]] = {
     "min": (min, 2, 16),
@@ -329,6 +366,7 @@ _FUNCS: dict[str, tuple[Callable[..., Number], int, int]] = {
     "exp": (math.exp, 1, 1),
     "log": (math.log, 1, 1),
     "log2": (math.log2, 1, 1),
+    "pow2": (_pow2, 1, 1),
 }
 # constants of <cmath>/<cfloat>/<climits> that specs may name (INFINITY only where values may be infinite)
 CONSTANTS: dict[str, Number] = {
@@ -343,7 +381,9 @@ CONSTANTS: dict[str, Number] = {
     "INT_MAX": 2**31 - 1,
     "INT_MIN": -(2**31),
     "UINT_MAX": 2**32 - 1,
+    "NULL": 0,  # `arg p = NULL`: a null pointer argument
 }
+_NULLS = frozenset({"NULL", "nullptr", "0"})
 _LIMIT = 1 << 62  # keeps a hostile expression from building huge integers
 
 
@@ -390,6 +430,19 @@ def _eval(node: ast.AST, env: Mapping[str, Number]) -> Number:
             return CONSTANTS[node.id]
         known = ", ".join(sorted(env)) or "none"
         raise ValueError(f"unknown name `{node.id}` (known: {known})")
+    if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+        left = _eval(node.left, env)
+        for op, right_node in zip(node.ops, node.comparators, strict=True):
+            right = _eval(right_node, env)
+            if not _COMPARE[type(op)](left, right):
+                return 0
+            left = right
+        return 1
+    if isinstance(node, ast.BoolOp):
+        values = [_eval(v, env) for v in node.values]
+        return int(all(values) if isinstance(node.op, ast.And) else any(values))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return int(not _eval(node.operand, env))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         v = _eval(node.operand, env)
         return -v if isinstance(node.op, ast.USub) else v
@@ -410,7 +463,7 @@ def _eval(node: ast.AST, env: Mapping[str, Number]) -> Number:
                 f"`{ast.unparse(node)}` cannot be evaluated (outside the domain of {node.func.id})"
             ) from None
     raise ValueError(
-        f"`{ast.unparse(node)}` is not allowed (use numbers, sizes, + - * / % << >>, "
+        f"`{ast.unparse(node)}` is not allowed (use numbers, sizes, + - * / % << >>, comparisons, and/or/not, "
         f"{', '.join(_FUNCS)}, {', '.join(CONSTANTS)})"
     )
 
@@ -433,8 +486,8 @@ _ARRAY = re.compile(
 )
 _SCALAR = re.compile(r"^(?P<name>\w+)\s*=\s*(?P<value>.+)$")
 _CONST = re.compile(r"^(?P<name>\w+)\s+(?P<dtype>[\w:\s]+?)\s*\[(?P<count>.*)\]\s*(?P<dist>.*)$")
-_DIST = re.compile(r"^(?P<kind>uniform|normal|randint|const|arange)\s*(?:\((?P<args>.*)\))?$")
-_DIST_ARITY = {"uniform": (2,), "normal": (0,), "randint": (2,), "const": (1,), "arange": (0,)}
+_DIST = re.compile(r"^(?P<kind>uniform|normal|randint|const|arange|copy)\s*(?:\((?P<args>.*)\))?$")
+_DIST_ARITY = {"uniform": (2,), "normal": (0,), "randint": (2,), "const": (1,), "arange": (0,), "copy": (1,)}
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
@@ -498,7 +551,7 @@ def _dist(text: str) -> DistSpec:
     m = _DIST.match(text.strip())
     if not m:
         raise ValueError(
-            f"unknown distribution `{text.strip()}` (uniform(lo,hi), normal, randint(lo,hi), const(v), arange)"
+            f"unknown distribution `{text.strip()}` (uniform(lo,hi), normal, randint(lo,hi), const(v), arange, copy(ARG))"
         )
     kind: DistKind = m["kind"]  # type: ignore[assignment]
     args = tuple(_split_top(m["args"])) if m["args"] and m["args"].strip() else ()
@@ -521,6 +574,7 @@ class _Builder:
         self.constants: list[ConstantSpec] = []
         self.lines: dict[str, int] = {}
         self.mentioned: set[str] = set()  # parameters with an `arg` line, valid or not
+        self.requires: list[tuple[str, int]] = []
 
     def directive(self, line: int, text: str) -> None:
         keyword, _, rest = text.strip().partition(" ")
@@ -529,7 +583,7 @@ class _Builder:
             self.errors.append(
                 SpecError(
                     line,
-                    f"unknown directive `{keyword}` (sizes, verify, launch, arg, const, template, tolerance, precision, work)",
+                    f"unknown directive `{keyword}` (sizes, verify, launch, arg, const, template, tolerance, precision, require, work)",
                 )
             )
             return
@@ -574,12 +628,17 @@ class _Builder:
         self.mentioned.add(rest.split("=")[0].split()[0] if rest.split() else "")
         if m := _SCALAR.match(rest):
             param = self._param(m["name"])
-            if param.pointer:
+            value = m["value"].strip()
+            if param.pointer and value not in _NULLS:
                 raise ValueError(
-                    f"`{m['name']}` is a pointer; write `arg {m['name']} in|out|inout DTYPE[COUNT]`"
+                    f"`{m['name']}` is a pointer; write `arg {m['name']} in|out|inout DTYPE[COUNT]` "
+                    f"(or `arg {m['name']} = NULL`)"
                 )
-            dtype = self._dtype(param.base_type)
-            spec: ArraySpec | ScalarSpec = ScalarSpec(m["name"], dtype, m["value"].strip(), line)
+            # a NULL pointer is passed as a 64-bit zero
+            dtype = "uint64" if param.pointer else self._dtype(param.base_type)
+            spec: ArraySpec | ScalarSpec = ScalarSpec(
+                m["name"], dtype, "NULL" if param.pointer else value, line
+            )
         elif m := _ARRAY.match(rest):
             param = self._param(m["name"])
             if not param.pointer:
@@ -600,6 +659,10 @@ class _Builder:
             raise ValueError("expected `const NAME DTYPE[COUNT] [DIST]`")
         dtype = self._dtype(m["dtype"])
         dist = _dist(m["dist"]) if m["dist"].strip() else default_dist(dtype)
+        if dist.kind == "copy":
+            raise ValueError(
+                "a constant cannot copy an argument (only arrays: `arg out inout T[n] copy(inp)`)"
+            )
         self.constants.append(ConstantSpec(m["name"], dtype, m["count"].strip(), dist, line))
 
     def _d_template(self, line: int, rest: str) -> None:
@@ -643,6 +706,14 @@ class _Builder:
         self.fields["allow_precision"] = precision_kinds(rest)
         self.lines["precision"] = line
 
+    def _d_require(self, line: int, rest: str) -> None:
+        condition = " ".join(rest.replace("&&", " and ").replace("||", " or ").split())
+        if not condition:
+            raise ValueError(
+                "expected `require CONDITION` (e.g. `n % 32 == 0`, `pow2(block)`, `bytes <= 1<<32`)"
+            )
+        self.requires.append((condition, line))  # checked for every problem by `problem`
+
     def _d_work(self, line: int, rest: str) -> None:
         for key, value in _pairs(rest):
             if key not in ("bytes", "flops"):
@@ -680,7 +751,8 @@ class _Builder:
             if p.name in self.args:
                 args.append(self.args[p.name])
             elif not p.pointer and p.name in self.sizes:  # `int n` with a size `n`: implied
-                args.append(ScalarSpec(p.name, canonical_dtype(p.base_type, self.aliases) or "int32", p.name))
+                dtype = canonical_dtype(p.base_type, self.aliases) or "int32"
+                args.append(ScalarSpec(p.name, dtype, p.name, self.lines["sizes"]))
             elif p.name not in self.mentioned:
                 self.errors.append(SpecError(first, f"parameter `{p.name}` has no `arg` line"))
         if kernel.template_params and "template_args" not in self.fields:
@@ -705,6 +777,7 @@ class _Builder:
             allow_precision=self.fields.get("allow_precision", ()),  # type: ignore[arg-type]
             bytes=str(self.fields.get("bytes", "")),
             flops=str(self.fields.get("flops", "")),
+            requires=tuple(self.requires),
             lines=dict(self.lines),
         )
         if self.sizes:  # evaluate every expression once per problem size, to report what fails
@@ -725,12 +798,60 @@ def default_dist(dtype: str) -> DistSpec:
     return DistSpec("randint", ("0", "100"))
 
 
+def directive_text(comment: str) -> str | None:
+    """The directive of a ``//`` comment's text (after ``//``) that starts with ``@cuda-agent``;
+    None for other comments, also those that mention ``@cuda-agent`` in prose."""
+    text = comment.lstrip("/! \t")
+    return text[len(MARKER) :] if text.startswith(MARKER) else None
+
+
+@dataclass(frozen=True)
+class Misplaced:
+    """Spec lines that are not directly above a kernel, so no kernel reads them: ``first``..``last``
+    (0-based lines), the kernel they were probably meant for (the next one below) and why."""
+
+    first: int
+    last: int
+    kernel: Kernel | None
+    reason: str
+
+
+def misplaced(doc: Document) -> tuple[Misplaced, ...]:
+    """Every block of ``// @cuda-agent`` lines that is not a kernel's spec (separated from the
+    kernel by a blank line, a ``#define``, a block comment, ...): silently ignored otherwise."""
+    owned = {line for k in doc.kernels for line, _ in k.comment}
+    out: list[Misplaced] = []
+    line, count = 0, doc.line_count
+    while line < count:
+        raw = doc.line_bytes(line).decode("utf-8", errors="replace").strip()
+        if line in owned or not raw.startswith("//") or directive_text(raw[2:]) is None:
+            line += 1
+            continue
+        first = line
+        while line + 1 < count and (line + 1) not in owned:
+            nxt = doc.line_bytes(line + 1).decode("utf-8", errors="replace").strip()
+            if not nxt.startswith("//"):
+                break
+            line += 1
+        below = [k for k in doc.kernels if k.span.start_line > line]
+        target = min(below, key=lambda k: k.span.start_line) if below else None
+        if target is None:
+            reason = "no kernel follows it"
+        else:
+            gap = doc.line_bytes(line + 1).decode("utf-8", errors="replace").strip()
+            what = "a blank line" if not gap else f"`{gap[:40]}`"
+            reason = f"separated from {target.qualified_name} by {what}"
+        out.append(Misplaced(first, line, target, reason))
+        line += 1
+    return tuple(out)
+
+
 def parse(
     kernel: Kernel, aliases: Mapping[str, str] | None = None
 ) -> tuple[KernelSpec | None, tuple[SpecError, ...]]:
     """The spec written above ``kernel`` (None when there is no ``@cuda-agent`` line).
     ``aliases``: the file's :attr:`Document.type_aliases`, so parameters typed ``u32`` or ``real`` resolve."""
-    lines = [(line, text.split(MARKER, 1)[1]) for line, text in kernel.comment if MARKER in text]
+    lines = [(line, d) for line, text in kernel.comment if (d := directive_text(text)) is not None]
     if not lines:
         return None, ()
     b = _Builder(kernel, aliases or {})
@@ -746,6 +867,24 @@ def parse(
 MAX_GRID = (2**31 - 1, 65535, 65535)  # CUDA's grid limits (compute capability >= 3.0)
 MAX_SHARED_BYTES = 227 * 1024  # the most dynamic shared memory a block may opt into (sm_80/sm_90)
 _VERIFY_DEFAULTS = (97, 1021)  # odd primes: never a multiple of a block size
+
+
+def _conjuncts(expr: str) -> list[str]:
+    """``a and b and c`` -> [a, b, c]."""
+    try:
+        tree = ast.parse(expr.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return [expr]
+    if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.And):
+        return [ast.unparse(v) for v in tree.values]
+    return [expr]
+
+
+def _names_in(expr: str) -> set[str]:
+    try:
+        return {n.id for n in ast.walk(ast.parse(expr.strip(), mode="eval")) if isinstance(n, ast.Name)}
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
 
 
 def _has_names(expr: str) -> bool:
@@ -772,19 +911,42 @@ def _sizes(spec: KernelSpec, overrides: Mapping[str, str] | None) -> dict[str, i
     return {k: int(v) for k, v in env.items()}
 
 
+def bench_sizes(spec: KernelSpec) -> dict[str, int]:
+    """The benchmark problem's sizes (raises InvalidSpec)."""
+    return _sizes(spec, None)
+
+
 def verify_sizes(spec: KernelSpec) -> tuple[dict[str, int], ...]:
     """The verification problem sizes: the spec's, or by default each literal size capped at 97
-    and at 1021 (derived sizes such as ``m=2*n`` follow)."""
+    and at 1021 (derived sizes such as ``m=2*n`` follow), lowered to the largest cap that meets
+    the spec's ``require`` conditions on sizes (``n % 32 == 0`` -> 96 and 992)."""
     if spec.verify:
         return tuple(_sizes(spec, v) for v in spec.verify)
     bench = _sizes(spec, None)
     out: list[dict[str, int]] = []
-    for cap in _VERIFY_DEFAULTS:
-        overrides = {k: str(min(bench[k], cap)) for k, e in spec.sizes.items() if not _has_names(e)}
-        sizes = _sizes(spec, overrides)
+    for top in _VERIFY_DEFAULTS:
+        for cap in range(top, 0, -1):
+            overrides = {k: str(min(bench[k], cap)) for k, e in spec.sizes.items() if not _has_names(e)}
+            sizes = _sizes(spec, overrides)
+            if _size_requirements_met(spec, sizes):
+                break
+        else:
+            continue
         if sizes != bench and sizes not in out:
             out.append(sizes)
     return tuple(out) or (bench,)
+
+
+def _size_requirements_met(spec: KernelSpec, sizes: Mapping[str, int]) -> bool:
+    """Whether ``sizes`` meet the ``require`` conditions (each ``and`` part) that name only sizes."""
+    for condition in (part for c, _ in spec.requires for part in _conjuncts(c)):
+        if _names_in(condition) <= set(sizes) | set(CONSTANTS):
+            try:
+                if not evaluate(condition, sizes):
+                    return False
+            except ValueError:
+                return False
+    return True
 
 
 def problem(
@@ -833,6 +995,31 @@ def problem(
             moved += count * dtype_bytes(a.dtype) * (2 if a.role == "inout" else 1)
         except ValueError as exc:
             raise InvalidSpec((SpecError(a.line, f"arg {a.name}: {exc}"),)) from None
+    arrays = {a.name: a for a in args if a.role != "scalar"}
+    for a in spec.args:
+        if isinstance(a, ArraySpec) and a.dist.kind == "copy":
+            src = arrays.get(a.dist.args[0])
+            mine = arrays[a.name]
+            problem_text = (
+                f"copy({a.dist.args[0]}): no array argument of that name"
+                if src is None
+                else "copy(...) needs an in or inout argument"
+                if a.role == "out" or src.role == "out"
+                else f"copy({src.name}): {src.dtype}[{src.count}] is not {mine.dtype}[{mine.count}]"
+                if (src.dtype, src.count) != (mine.dtype, mine.count)
+                else ""
+            )
+            if problem_text:
+                raise InvalidSpec((SpecError(a.line, f"arg {a.name}: {problem_text}"),))
+    env["bytes"] = sum(a.count * dtype_bytes(a.dtype) for a in arrays.values())
+    for condition, line in spec.requires:
+        try:
+            met = evaluate(condition, env)
+        except ValueError as exc:
+            raise InvalidSpec((SpecError(line, f"require: {exc}"),)) from None
+        if not met:
+            shown = ", ".join(f"{k}={v}" for k, v in env.items() if k in _names_in(condition))
+            raise InvalidSpec((SpecError(line, f"require {condition}: not met ({shown})"),))
     constants: list[ConstantInit] = []
     for c in spec.constants:
         try:
@@ -863,6 +1050,8 @@ def problems(spec: KernelSpec, block: int | tuple[int, ...] | None = None) -> tu
 
 
 def _distribution(d: DistSpec, env: Mapping[str, Number]) -> Distribution:
+    if d.kind == "copy":
+        return Distribution("copy", source=d.args[0])
     v = [float(evaluate(a, env)) for a in d.args]
     if d.kind in ("uniform", "randint"):
         if v[0] >= v[1]:
@@ -901,10 +1090,31 @@ def render(spec: KernelSpec) -> str:
         out.append(f"tolerance {tol.text()}")
     if spec.allow_precision:
         out.append("precision allow=" + ",".join(spec.allow_precision))
+    out += [f"require {condition}" for condition, _ in spec.requires]
     work = " ".join(f"{k}={v}" for k, v in (("bytes", spec.bytes), ("flops", spec.flops)) if v)
     if work:
         out.append("work " + work)
     return "".join(f"// {MARKER} {line}\n" for line in out)
+
+
+def render_inference(inference: Inference) -> str:
+    """:func:`render` of an inferred spec with a ``// guess: ...`` line above each directive whose
+    value is not certain (what an editor inserts for the user to check)."""
+    guesses = inference.guesses()
+    out = []
+    for line in render(inference.spec).splitlines(keepends=True):
+        words = line.split(MARKER, 1)[1].split()
+        keys = {
+            "sizes": [f for f in guesses if f.startswith("size ")],
+            "launch": ["launch"],
+            "template": ["template"],
+        }
+        fields = keys.get(words[0], [f"{words[0]} {words[1]}"] if len(words) > 1 else [])
+        notes = [f"{f}: {guesses[f]}" if words[0] == "sizes" else guesses[f] for f in fields if f in guesses]
+        if notes:
+            out.append(f"// guess: {'; '.join(notes)}\n")
+        out.append(line)
+    return "".join(out)
 
 
 def render_dims(dims: tuple[str, ...]) -> str:
@@ -931,10 +1141,22 @@ _DIM3 = re.compile(r"\bdim3\s+(?P<name>[A-Za-z_]\w*)\s*(?:\(|=\s*dim3\s*\(|\{)(?
 
 
 def infer(doc: Document, kernel: Kernel) -> Inference:
-    """Propose a spec from the signature and, when the file launches the kernel, from the launch
-    site and the host allocations of its arguments.  Says how sure it is, and why."""
+    """Propose a spec from the signature and, when the program launches the kernel, from running
+    the host code to that launch (:mod:`agent.host`), else from the launch site's text.  Says how
+    sure it is, and why (each reason with its evidence, file:line)."""
+    found = host.launch_of(doc, kernel.name)
+    if found is not None:
+        from_run = _infer_from_run(doc, kernel, *found)
+        if from_run is not None:
+            return from_run
     reasons: list[str] = []
+    evidence: list[Evidence] = []
     site = next(iter(doc.launches_of(kernel.name)), None)
+    at = (
+        f"{Path(doc.path).name if doc.path else 'file'}:{site.span.start_line + 1}"
+        if site is not None
+        else ""
+    )
     # names defined in the launching function win over same-named ones elsewhere in the file
     caller = doc.text_in(site.caller_span) if site is not None and site.caller_span is not None else ""
     defs = {**_host_definitions(doc.text), **_host_definitions(caller)}
@@ -963,6 +1185,9 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         size_exprs[p.name] = value or default_size
         if value is None:
             reasons.append(f"benchmark value of {p.name} guessed as {default_size}")
+            evidence.append(
+                Evidence(f"size {p.name}", "", "low", f"benchmark value guessed as {default_size}")
+            )
     if not size_exprs:
         size_exprs = {"n": "1<<20"}
         reasons.append("no integer size parameter: invented n=1<<20")
@@ -983,15 +1208,17 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
             args.append(ScalarSpec(p.name, dtype or "int32", value))
             if p.name not in size_exprs:
                 reasons.append(f"scalar {p.name} set to {value}")
+                evidence.append(Evidence(f"arg {p.name}", "", "low", f"value {value} guessed"))
             continue
         if dtype is None:
             reasons.append(f"element type of {p.name} (`{p.base_type}`) unknown: assumed float")
             dtype, sure, unknown_types = "float32", False, True
-        role: ArrayRole = "in" if p.const else ("inout" if _reads(doc, kernel, p.name) else "out")
+        role = roles(doc, kernel).get(p.name, "inout")
         count = _allocation_count(doc.text, host_args.get(p.name, ""), names, defs, env)
         if count is None:
             count, sure = fallback_count, False
             reasons.append(f"count of {p.name} assumed {count}")
+            evidence.append(Evidence(f"arg {p.name}", "", "low", f"count {count} assumed"))
         else:
             reasons.append(f"count of {p.name} = {count} from its allocation")
         dist = default_dist(dtype)
@@ -1005,9 +1232,11 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         if launch is not None:
             grid, block = launch
             reasons.append("grid and block from the launch site")
+            evidence.append(Evidence("launch", at, "high"))
         else:
             sure = False
             reasons.append("could not read grid/block from the launch site: assumed cdiv(n, 256) x 256")
+            evidence.append(Evidence("launch", "", "low", "grid and block not readable at the launch site"))
     smem = "0"
     if site is not None and site.shared is not None:
         smem = _translate(site.shared.text, names, defs) or "0"
@@ -1017,6 +1246,7 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         )
         sure = False
         reasons.append(f"template arguments guessed: {', '.join(template_args)}")
+        evidence.append(Evidence("template", "", "low", "template arguments guessed"))
     spec = KernelSpec(
         kernel=kernel.qualified_name,
         sizes=size_exprs,
@@ -1032,6 +1262,7 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         spec = replace(spec, grid=(f"cdiv({next(iter(size_exprs))}, block)",), block=("256",), smem="0")
         sure = False
         reasons.append(f"fell back to a default launch ({exc})")
+        evidence.append(Evidence("launch", "", "low", "default launch"))
     confidence: Confidence = (
         "low"
         if unknown_types
@@ -1041,7 +1272,9 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         if site is not None or len(sizes) == 1
         else "low"
     )
-    return Inference(spec, confidence, tuple(reasons))
+    if site is None:
+        evidence.append(Evidence("launch", "", "low", "no launch found: default launch"))
+    return Inference(spec, confidence, tuple(reasons), tuple(evidence))
 
 
 def spec_for(doc: Document, kernel: Kernel) -> SpecResult:
@@ -1189,27 +1422,6 @@ def _balanced(t: str) -> bool:
     return depth == 0
 
 
-def _reads(doc: Document, kernel: Kernel, name: str) -> bool:
-    """Whether the kernel's body reads through pointer ``name`` (anything but ``name[i] = ...``)."""
-    if kernel.body_span is None:
-        return True
-    body = doc.text_in(kernel.body_span)
-    for m in re.finditer(rf"(?<![\w.]){re.escape(name)}\b", body):
-        rest = body[m.end() :]
-        sub = re.match(r"\s*\[", rest)
-        if not sub:
-            return True  # passed on, aliased or dereferenced: assume read
-        depth, i = 0, sub.end() - 1
-        while i < len(rest):
-            depth += (rest[i] == "[") - (rest[i] == "]")
-            if depth == 0:
-                break
-            i += 1
-        if not re.match(r"\s*=(?!=)", rest[i + 1 :]):
-            return True
-    return False
-
-
 # ---------------------------------------------------------------------------------------- partial directives
 
 
@@ -1246,6 +1458,497 @@ def precision_kinds(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(kinds))
 
 
+def template_names(args: tuple[str, ...]) -> frozenset[str]:
+    """The names template arguments mention (``matmul_tri_naive`` in ``k<matmul_tri_naive>``):
+    what a standalone unit must define besides the kernel's own references."""
+    return frozenset(re.findall(r"[A-Za-z_]\w*", " ".join(args)))
+
+
 def split_args(text: str) -> list[str]:
     """Template arguments ``float, 256`` (or ``<float, 256>``) split at top-level commas."""
     return _split_top(text.strip().removeprefix("<").removesuffix(">"))
+
+
+# ---------------------------------------------------------------------------------------- inference from a run
+
+
+def _infer_from_run(
+    doc: Document, kernel: Kernel, event: host.LaunchEvent, run: host.HostRun, host_doc: Document
+) -> Inference | None:
+    """The spec of ``kernel`` from the values its launch had when the program ran to it."""
+    aliases = {**host_doc.type_aliases, **doc.type_aliases}
+    if len(event.args) != len(kernel.params):
+        return None
+    tmap = {tp.name: v for tp, v in zip(kernel.template_params, event.template_args, strict=False)}
+    body_names = _body_identifiers(doc, kernel)
+    values = run.env()
+    reasons = [f"launch at {event.where}" + (f", taking {', '.join(event.notes)}" if event.notes else "")]
+    guesses: list[str] = []
+    evidence = [Evidence("launch", event.where, "medium" if event.notes else "high", "; ".join(event.notes))]
+    if event.template_args:
+        evidence.append(Evidence("template", event.where, "high"))
+    args: list[tuple[Param, str, host.Value]] = []  # (param, dtype, value)
+    for p, v in zip(kernel.params, event.args, strict=True):
+        dtype = canonical_dtype(tmap.get(p.base_type, p.base_type), aliases)
+        if dtype is None:
+            return None
+        args.append((p, dtype, v))
+    access = roles(doc, kernel)
+    specs: list[ArraySpec | ScalarSpec] = []
+    data_exprs: list[str] = []
+    counts: dict[str, str] = {}
+    for p, dtype, v in args:
+        if p.pointer:
+            if isinstance(v, host.Buffer):
+                count = (
+                    v.count
+                    if v.elem == dtype_bytes(dtype)
+                    else f"{_paren(v.count)}*{v.elem}/{dtype_bytes(dtype)}"
+                )
+                if v.offset != "0":
+                    count = f"{_paren(count)} - {_paren(v.offset)}"
+                reasons.append(f"count of {p.name} from its allocation at {v.where}")
+                evidence.append(Evidence(f"arg {p.name}", v.where, "high"))
+            else:
+                count = ""
+            counts[p.name] = count
+            if count:
+                data_exprs.append(count)
+        elif isinstance(v, host.Num) and not is_float(dtype):
+            data_exprs.append(v.expr)
+    # a macro or file-scope constant the kernel uses is compiled in: never a size, never the block
+    frozen = {n for n, r in run.roots.items() if r.symbol and r.symbol in body_names}
+    block_dims = (
+        event.block.dims
+        if isinstance(event.block, host.Dims)
+        else (event.block,)
+        if isinstance(event.block, host.Num)
+        else ()
+    )
+    if not block_dims:
+        return None
+    subst: dict[str, str] = {}  # the roots the block is made of follow the block (search, verify)
+    axes = ("",) if len(block_dims) == 1 else ("_x", "_y", "_z")
+    for axis, d in zip(axes, block_dims, strict=False):
+        if d is not None and d.expr in run.roots and d.expr not in frozen:
+            subst[d.expr] = f"block{axis}"
+    sizes = [
+        n
+        for n in run.roots
+        if n not in frozen and n not in subst and any(n in host.names(e) for e in data_exprs)
+    ]
+    literal = {n: str(values[n]) for n in run.roots if n not in sizes and n not in subst and n in values}
+    # a size passed as is to a parameter of the same name but for case takes its name (`ROWS` -> `rows`)
+    taken = set(run.roots)
+    for p, _dtype, v in args:
+        if (
+            isinstance(v, host.Num)
+            and v.expr in sizes
+            and v.expr.lower() == p.name.lower()
+            and v.expr not in literal
+            and p.name not in taken
+        ):
+            literal[v.expr] = p.name
+            taken.add(p.name)
+    names = {n: literal.get(n, n) for n in sizes}
+
+    def spec_expr(e: str, keep_block: bool = True) -> str:
+        return _rename(
+            e,
+            {
+                **literal,
+                **(subst if keep_block else {k: literal.get(k, str(values.get(k, 0))) for k in subst}),
+            },
+        )
+
+    try:
+        block = tuple(str(evaluate(spec_expr(d.expr, False), values)) for d in block_dims if d is not None)
+    except ValueError:
+        return None
+    grid_dims = (
+        event.grid.dims
+        if isinstance(event.grid, host.Dims)
+        else (event.grid,)
+        if isinstance(event.grid, host.Num)
+        else ()
+    )
+    if not grid_dims or any(g is None for g in grid_dims):
+        return None
+    grid = tuple(spec_expr(g.expr) for g in grid_dims if g is not None)
+    smem = spec_expr(event.smem.expr) if isinstance(event.smem, host.Num) else "0"
+    fallback = "*".join(names.values()) or "1"
+    for p, dtype, v in args:
+        if p.pointer:
+            count = spec_expr(counts[p.name]) if counts[p.name] else fallback
+            if not counts[p.name]:
+                guesses.append(f"count of {p.name}")
+                evidence.append(Evidence(f"arg {p.name}", "", "low", f"count {count} assumed"))
+            role = access.get(p.name, "inout")
+            dist = default_dist(dtype)
+            if isinstance(v, host.Buffer) and v.fill:
+                dist = DistSpec("const", (v.fill,))
+            specs.append(ArraySpec(p.name, role, dtype, count, dist))
+        elif isinstance(v, host.Num):
+            specs.append(ScalarSpec(p.name, dtype, spec_expr(v.expr) if not is_float(dtype) else v.expr))
+            evidence.append(Evidence(f"arg {p.name}", event.where, "high"))
+        else:
+            value = "1.5" if is_float(dtype) else "1"
+            guesses.append(f"value of {p.name}")
+            evidence.append(Evidence(f"arg {p.name}", "", "low", f"value {value} guessed"))
+            specs.append(ScalarSpec(p.name, dtype, value))
+    specs = _index_ranges(doc, kernel, specs)
+    constants = []
+    for name, (ctype, csize) in run.constants.items():
+        if name not in body_names:
+            continue
+        cdtype = (
+            canonical_dtype(
+                ctype.replace("__constant__", "").replace("__device__", "").replace("static", ""), aliases
+            )
+            or "float32"
+        )
+        copy = run.copies.get(name)
+        count = ""
+        if copy is not None and copy.bytes is not None and copy.bytes.sized is not None:
+            count = str(evaluate(spec_expr(copy.bytes.sized[0]), {**values, "block": 1}))
+            reasons.append(f"const {name} filled at {copy.where}")
+            evidence.append(Evidence(f"const {name}", copy.where, "high"))
+        else:
+            guesses.append(f"const {name}")
+            evidence.append(
+                Evidence(f"const {name}", "", "low", "no cudaMemcpyToSymbol seen: count from the declaration")
+            )
+            count = csize or "1"
+        constants.append(ConstantSpec(name, cdtype, count, default_dist(cdtype)))
+    requires: list[tuple[str, int]] = []
+    allowed = set(names.values()) | {"block", "block_x", "block_y", "block_z"} | set(CONSTANTS)
+    for condition, where in run.requires.items():
+        translated = spec_expr(condition)
+        used = _names_in(translated)
+        if used and used <= allowed:
+            requires.append((translated, -1))
+            reasons.append(f"require {translated} from {where}")
+            evidence.append(Evidence(f"require {translated}", where, "high"))
+    spec = KernelSpec(
+        kernel=kernel.qualified_name,
+        requires=tuple(requires),
+        sizes={names[n]: run.roots[n].value for n in sizes} or {"n": "1"},
+        grid=grid,
+        block=block,
+        smem=smem,
+        args=tuple(specs),
+        constants=tuple(constants),
+        template_args=event.template_args,
+    )
+    try:
+        problems(spec)
+    except InvalidSpec:
+        return None
+    for n in sizes:
+        reasons.append(f"size {names[n]}={run.roots[n].value} from {run.roots[n].where}")
+        evidence.append(Evidence(f"size {names[n]}", run.roots[n].where, "high"))
+    reasons += [f"guessed: {g}" for g in guesses]
+    confidence: Confidence = "low" if guesses else "medium" if event.notes else "high"
+    return Inference(spec, confidence, tuple(reasons), tuple(evidence))
+
+
+def _paren(e: str) -> str:
+    return e if re.fullmatch(r"[\w.]+", e) else f"({e})"
+
+
+def _rename(expr: str, mapping: Mapping[str, str]) -> str:
+    """``expr`` with names replaced (each by a name or a number), re-printed."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return expr
+
+    class _T(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id in mapping:
+                return ast.parse(mapping[node.id], mode="eval").body
+            return node
+
+    return ast.unparse(_T().visit(tree))
+
+
+def _body_identifiers(doc: Document, kernel: Kernel) -> set[str]:
+    node = _body_node(doc, kernel)
+    if node is None:
+        return set()
+    return {doc.node_text(n) for n in _walk(node) if n.type == "identifier"}
+
+
+def _body_node(doc: Document, kernel: Kernel) -> tree_sitter.Node | None:
+    if kernel.body_span is None:
+        return None
+    return doc.tree.root_node.descendant_for_byte_range(
+        kernel.body_span.start_byte, kernel.body_span.end_byte
+    )
+
+
+def _walk(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+_STORES = re.compile(r"^__st(cs|cg|wb|wt|_\w+)?$")
+_LOADS = re.compile(r"^__ld(g|cs|cg|ca|lu|cv)$")
+
+
+def roles(doc: Document, kernel: Kernel) -> dict[str, ArrayRole]:
+    """Each pointer parameter's role from what the body does with it (comments never count): ``in``
+    when only read (or ``const``), ``out`` when its first access in evaluation order is a plain
+    store, ``inout`` otherwise.  Local pointers derived from a parameter (``float* row = out + i``)
+    count as the parameter; a pointer handed to an unknown function is read and written."""
+    body = _body_node(doc, kernel)
+    params = {p.name: p for p in kernel.params if p.pointer}
+    out: dict[str, ArrayRole] = {n: ("in" if p.const else "inout") for n, p in params.items()}
+    if body is None:
+        return out
+    alias: dict[str, str] = {n: n for n in params}
+    events: dict[str, list[tuple[int, str]]] = {n: [] for n in params}
+    for n in _walk(body):
+        if n.type == "init_declarator":
+            target = n.child_by_field_name("declarator")
+            value = n.child_by_field_name("value")
+            base = _base_pointer(doc, value, alias) if value is not None else None
+            if base is not None and target is not None and target.type == "pointer_declarator":
+                inner = target.child_by_field_name("declarator")
+                if inner is not None:
+                    alias[doc.node_text(inner)] = base
+            continue
+        if n.type != "identifier" or doc.node_text(n) not in alias:
+            continue
+        if n.parent is not None and n.parent.type in (
+            "pointer_declarator",
+            "init_declarator",
+            "array_declarator",
+        ):
+            continue  # the declared name itself
+        name = alias[doc.node_text(n)]
+        kind, at = _use(doc, n)
+        if kind:
+            events[name].append((at, kind))
+    for name, evs in events.items():
+        if params[name].const:
+            continue
+        evs.sort()
+        kinds = set("".join(k for _, k in evs))
+        if "w" not in kinds:
+            out[name] = "in"
+        elif evs and evs[0][1] == "w":
+            out[name] = "out"
+        else:
+            out[name] = "inout"
+    return out
+
+
+def _base_pointer(doc: Document, node: tree_sitter.Node | None, alias: Mapping[str, str]) -> str | None:
+    while node is not None and node.type in (
+        "parenthesized_expression",
+        "cast_expression",
+        "binary_expression",
+    ):
+        if node.type == "binary_expression":
+            left = _base_pointer(doc, node.child_by_field_name("left"), alias)
+            if left is not None:
+                return left
+            node = node.child_by_field_name("right")
+        elif node.type == "cast_expression":
+            node = node.child_by_field_name("value")
+        else:
+            node = node.named_children[0] if node.named_children else None
+    if node is not None and node.type == "identifier":
+        return alias.get(doc.node_text(node))
+    if node is not None and node.type == "pointer_expression" and doc.node_text(node).startswith("&"):
+        arg = node.child_by_field_name("argument")
+        if arg is not None and arg.type == "subscript_expression":
+            return _base_pointer(doc, arg.child_by_field_name("argument"), alias)
+    return None
+
+
+def _use(doc: Document, ident: tree_sitter.Node) -> tuple[str, int]:
+    """How an occurrence of a pointer is used ("r" read, "w" write, "rw" both, "" neither: a
+    comparison with nullptr, a declaration's alias), and when: the byte where it happens in
+    evaluation order (an assignment's store after its right-hand side)."""
+    kind = _use_kind(doc, ident)
+    node = ident
+    while (
+        node.parent is not None
+        and node.parent.type != "assignment_expression"
+        and node.parent.type
+        not in (
+            "expression_statement",
+            "compound_statement",
+        )
+    ):
+        node = node.parent
+    up = node.parent
+    if up is not None and up.type == "assignment_expression" and up.child_by_field_name("left") == node:
+        return kind, up.end_byte
+    return kind, ident.start_byte
+
+
+def _use_kind(doc: Document, ident: tree_sitter.Node) -> str:
+    node = ident
+    parent = node.parent
+    while parent is not None and (
+        parent.type in ("parenthesized_expression", "cast_expression")
+        or (
+            parent.type == "binary_expression"
+            and doc.node_text(parent.child_by_field_name("operator") or parent) in ("+", "-")
+        )
+    ):
+        node, parent = parent, parent.parent
+    if parent is None:
+        return "r"
+    if (
+        parent.type == "binary_expression"
+        or parent.type == "init_declarator"
+        or parent.type == "condition_clause"
+    ):
+        return ""
+    access = parent
+    if (parent.type == "subscript_expression" and parent.child_by_field_name("argument") == node) or (
+        parent.type == "pointer_expression" and doc.node_text(parent).startswith("*")
+    ):
+        access = parent
+    elif parent.type == "pointer_expression":  # &p[i] handed on
+        return "rw"
+    elif parent.type == "argument_list":
+        call = parent.parent
+        fn = call.child_by_field_name("function") if call is not None else None
+        name = doc.node_text(fn).split("::")[-1] if fn is not None else ""
+        first = parent.named_children[0] == node if parent.named_children else False
+        if _STORES.match(name) and first:
+            return "w"
+        if _LOADS.match(name):
+            return "r"
+        return "rw"
+    else:
+        return "r"
+    up = access.parent
+    if up is not None and up.type == "pointer_expression" and doc.node_text(up).startswith("&"):
+        grand = up.parent
+        if grand is not None and grand.type == "argument_list":
+            call = grand.parent
+            fn = call.child_by_field_name("function") if call is not None else None
+            name = doc.node_text(fn) if fn is not None else ""
+            return "rw" if name.startswith("atomic") else "w" if _STORES.match(name) else "rw"
+        return "rw"
+    if up is not None and up.type == "assignment_expression" and up.child_by_field_name("left") == access:
+        op = doc.node_text(up.child_by_field_name("operator") or up)
+        return "w" if op == "=" else "rw"
+    if up is not None and up.type == "update_expression":
+        return "rw"
+    return "r"
+
+
+def _index_ranges(
+    doc: Document, kernel: Kernel, specs: list[ArraySpec | ScalarSpec]
+) -> list[ArraySpec | ScalarSpec]:
+    """Integer inputs whose values index another array (token ids into an embedding) drawn with
+    ``randint(0, rows)`` of that array: ``wte + ix * C`` with ``int ix = inp[...]``."""
+    body = _body_node(doc, kernel)
+    if body is None:
+        return specs
+    by_name = {s.name: s for s in specs}
+    scalars = {s.name: s.value for s in specs if isinstance(s, ScalarSpec)}
+    loaded: dict[str, str] = {}  # local -> int pointer it was read from
+    for n in _walk(body):
+        if n.type == "init_declarator":
+            value = n.child_by_field_name("value")
+            target = n.child_by_field_name("declarator")
+            if (
+                value is not None
+                and value.type == "subscript_expression"
+                and target is not None
+                and target.type == "identifier"
+            ):
+                src = doc.node_text(value.child_by_field_name("argument") or value)
+                s = by_name.get(src)
+                if isinstance(s, ArraySpec) and not is_float(s.dtype) and s.role == "in":
+                    loaded[doc.node_text(target)] = src
+    ranges: dict[str, str] = {}
+    for n in _walk(body):  # `bins[data[i]]`: data's values index bins
+        index = n.child_by_field_name("indices") if n.type == "subscript_expression" else None
+        inner = index.named_children[0] if index is not None and index.named_children else None
+        outer = n.child_by_field_name("argument")
+        if inner is not None and inner.type == "subscript_expression" and outer is not None:
+            values_of = by_name.get(doc.node_text(inner.child_by_field_name("argument") or inner))
+            into = by_name.get(doc.node_text(outer))
+            if (
+                isinstance(values_of, ArraySpec)
+                and isinstance(into, ArraySpec)
+                and not is_float(values_of.dtype)
+            ):
+                ranges.setdefault(values_of.name, into.count)
+    for n in _walk(body):
+        if n.type != "binary_expression" or doc.node_text(n.child_by_field_name("operator") or n) != "+":
+            continue
+        left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+        for ptr, off in ((left, right), (right, left)):
+            if ptr is None or off is None or ptr.type != "identifier":
+                continue
+            indexed = by_name.get(doc.node_text(ptr))
+            if not isinstance(indexed, ArraySpec):
+                continue
+            factors = [doc.node_text(f).strip() for f in _product_factors(off)]
+            idx = [f for f in factors if f in loaded]
+            if len(idx) != 1:
+                continue
+            stride = [_rename(f, scalars) for f in factors if f != idx[0]]
+            extent = _divide(indexed.count, stride)
+            ranges.setdefault(loaded[idx[0]], extent)
+    return [
+        replace(s, dist=DistSpec("randint", ("0", ranges[s.name])))
+        if isinstance(s, ArraySpec) and s.name in ranges
+        else s
+        for s in specs
+    ]
+
+
+def _product_factors(node: tree_sitter.Node | None) -> list[tree_sitter.Node]:
+    """The factors of ``a * b * c``; of ``ix * C + c`` those of its first term (the indexed one)."""
+    if node is None:
+        return []
+    op = node.child_by_field_name("operator") if node.type == "binary_expression" else None
+    if op is not None and op.type == "*":
+        return [
+            *_product_factors(node.child_by_field_name("left")),
+            *_product_factors(node.child_by_field_name("right")),
+        ]
+    if op is not None and op.type == "+":
+        return _product_factors(node.child_by_field_name("left"))
+    return [node]
+
+
+def _divide(count: str, stride: list[str]) -> str:
+    """``V*C`` / [``C``] -> ``V`` (a factor removed when present), else ``(count) / (stride)``."""
+    try:
+        tree = ast.parse(count, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return count
+    factors: list[ast.expr] = []
+
+    def flat(n: ast.expr) -> None:
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+            flat(n.left)
+            flat(n.right)
+        else:
+            factors.append(n)
+
+    flat(tree)
+    rest = [ast.unparse(f) for f in factors]
+    leftover = []
+    for s in stride:
+        if s in rest:
+            rest.remove(s)
+        else:
+            leftover.append(s)
+    expr = "*".join(_paren(r) for r in rest) or "1"
+    return f"({expr}) / ({'*'.join(leftover)})" if leftover else expr

@@ -83,9 +83,12 @@ def pct_peak(r: CandidateResult) -> float:
     return max(r.pct_peak_bandwidth, r.pct_peak_flops)
 
 
-def find_targets(directory: Path, match: str = "*") -> Iterator[tuple[str, str, loop.Target | str]]:
+def find_targets(
+    directory: Path, match: str = "*", options: Callable[[Path], tuple[str, ...]] | None = None
+) -> Iterator[tuple[str, str, loop.Target | str]]:
     """(file, kernel, target or the reason it cannot be optimized) for each kernel with a spec, in
-    the files of ``directory`` whose name matches the glob ``match``."""
+    the files of ``directory`` whose name matches the glob ``match``; ``options(path)``: each
+    file's build configuration."""
     files = (p for p in directory.glob(match) if p.suffix in EXTENSIONS and p.is_file())
     for path in sorted(files):
         doc = Document.from_file(path)
@@ -94,7 +97,8 @@ def find_targets(directory: Path, match: str = "*") -> Iterator[tuple[str, str, 
             if spec is None:
                 continue
             try:
-                yield str(path), k.qualified_name, loop.target_for(doc, k.qualified_name)
+                build = options(path) if options is not None else ()
+                yield str(path), k.qualified_name, loop.target_for(doc, k.qualified_name, build)
             except loop.TargetError as exc:
                 yield str(path), k.qualified_name, str(exc)
 
@@ -135,12 +139,13 @@ def run_suite(
     on_entry: Callable[[int, int, SuiteEntry], None] | None = None,
     jsonl: Path | None = None,
     deadline_s: float | None = None,
+    options: Callable[[Path], tuple[str, ...]] | None = None,
 ) -> tuple[SuiteEntry, ...]:
     """Optimize every kernel with a spec in ``directory``'s files matching ``match`` (see the module
     docstring).  ``on_entry(done, total, entry)`` after each kernel; ``jsonl``: a file each entry
     is appended to as one JSON line; ``deadline_s``: per kernel, everything included (default:
     :func:`default_deadline`)."""
-    targets = list(find_targets(directory, match))
+    targets = list(find_targets(directory, match, options))
     deadline = deadline_s if deadline_s is not None else default_deadline(budget)
     entries: list[SuiteEntry | None] = [None] * len(targets)
     lock = threading.Lock()

@@ -29,153 +29,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import tree_sitter
 
 from agent.loop import LaunchChange
 from agent.spec import ScalarSpec
-from agent.transforms import NotApplicable, Outcome, Rewrite, Subject, Transform, _splice, _text, _walk
+from agent.transforms import NotApplicable, Outcome, Rewrite, Subject, Transform, _splice, _text
+from agent.transforms.view import Expander as _Expander
+from agent.transforms.view import Poly
+from agent.transforms.view import global_index as _global
+from agent.transforms.view import poly_add as _add
+from agent.transforms.view import poly_mul as _mul
+from agent.transforms.view import poly_render as _render
+from agent.transforms.view import poly_split as _split
+from agent.transforms.view import poly_uniform as _uniform
+from agent.transforms.view import walk as _walk
 
 Node = tree_sitter.Node
 log = logging.getLogger(__name__)
-# A polynomial: monomial (sorted tuple of atom keys) -> integer coefficient.
-Poly = dict[tuple[str, ...], int]
-_THREAD = ("threadIdx.", "blockIdx.x", "blockIdx.y", "blockDim.", "gridDim.")
-_WIDE = {"size_t", "long", "long long", "int64_t", "ptrdiff_t", "unsigned long", "unsigned long long"}
 _BAD_CALLS = ("__syncthreads", "atomic", "__shfl", "__syncwarp")
-
-
-def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
-    out = dict(a)
-    for m, c in b.items():
-        out[m] = out.get(m, 0) + sign * c
-        if out[m] == 0:
-            del out[m]
-    return out
-
-
-def _mul(a: Poly, b: Poly) -> Poly:
-    out: Poly = {}
-    for ma, ca in a.items():
-        for mb, cb in b.items():
-            m = tuple(sorted(ma + mb))
-            out[m] = out.get(m, 0) + ca * cb
-            if out[m] == 0:
-                del out[m]
-    return out
-
-
-@dataclass
-class _Expander:
-    """Expands expressions through the kernel's single-assignment locals into polynomials."""
-
-    subject: Subject
-    defs: dict[str, Node]
-    params: set[str]
-    atoms: dict[str, str] = field(default_factory=dict)  # atom key -> C text
-    wide: bool = False
-    stack: set[str] = field(default_factory=set)
-
-    def atom(self, key: str, text: str) -> Poly:
-        self.atoms[key] = text
-        return {(key,): 1}
-
-    def poly(self, n: Node) -> Poly | None:
-        t = n.type
-        if t == "parenthesized_expression" and n.named_child_count == 1:
-            return self.poly(n.named_children[0])
-        if t == "cast_expression":
-            ty, value = n.child_by_field_name("type"), n.child_by_field_name("value")
-            if ty is None or value is None:
-                return None
-            self.wide |= _text(self.subject, ty).replace("unsigned ", "unsigned ").strip() in _WIDE
-            return self.poly(value)
-        if t == "number_literal":
-            s = _text(self.subject, n).rstrip("uUlL")
-            return {(): int(s, 0)} if s.isdigit() or s.lower().startswith("0x") else None
-        if t == "field_expression":
-            s = _text(self.subject, n).replace(" ", "")
-            return (
-                self.atom(s, s)
-                if s.split(".")[0] in ("threadIdx", "blockIdx", "blockDim", "gridDim")
-                else None
-            )
-        if t == "identifier":
-            name = _text(self.subject, n)
-            if name in self.defs and name not in self.stack:
-                self.stack.add(name)
-                try:
-                    return self.poly(self.defs[name])
-                finally:
-                    self.stack.discard(name)
-            if name in self.params:
-                return self.atom(name, name)
-            return None
-        if t == "unary_expression":
-            op, arg = n.child_by_field_name("operator"), n.child_by_field_name("argument")
-            p = self.poly(arg) if arg is not None and op is not None else None
-            if p is None or op is None:
-                return None
-            op_text = _text(self.subject, op)
-            return p if op_text == "+" else ({m: -c for m, c in p.items()} if op_text == "-" else None)
-        if t == "binary_expression":
-            op, left, right = (n.child_by_field_name(f) for f in ("operator", "left", "right"))
-            if op is None or left is None or right is None:
-                return None
-            o = _text(self.subject, op)
-            if o in ("+", "-", "*"):
-                a, b = self.poly(left), self.poly(right)
-                if a is None or b is None:
-                    return None
-                return _mul(a, b) if o == "*" else _add(a, b, 1 if o == "+" else -1)
-            if o in ("/", "%"):  # uniform quotients (e.g. C / NH) are opaque atoms
-                a, b = self.poly(left), self.poly(right)
-                if a is None or b is None or not (_uniform(a) and _uniform(b)):
-                    return None
-                text = f"(({_render(a, self.atoms, False)}) {o} ({_render(b, self.atoms, False)}))"
-                return self.atom(text, text)
-        return None
-
-
-def _uniform(p: Poly) -> bool:
-    return not any(a.startswith(_THREAD) for m in p for a in m)
-
-
-def _render(p: Poly, atoms: dict[str, str], wide: bool) -> str:
-    """C text of ``p`` (atoms by their text; ``wide``: each term computed in ``size_t``)."""
-    if not p:
-        return "0"
-    out = ""
-    for m, c in sorted(p.items(), key=lambda mc: (-len(mc[0]), mc[0])):
-        factors = [atoms.get(a, a) for a in m]
-        if wide and factors:
-            factors[0] = f"(size_t){factors[0]}"
-        if abs(c) != 1 or not factors:
-            factors.insert(0, str(abs(c)))
-        term = " * ".join(factors)
-        out += (f" {'-' if c < 0 else '+'} " if out else "-" if c < 0 else "") + term
-    return out
-
-
-def _split(p: Poly, var: str) -> tuple[Poly, Poly]:
-    """p = coeff * var + rest, with var at most linear; (coeff, rest) (coeff empty: absent)."""
-    coeff: Poly = {}
-    rest: Poly = {}
-    for m, c in p.items():
-        if m.count(var) == 1:
-            mm = list(m)
-            mm.remove(var)
-            coeff[tuple(mm)] = c
-        elif var in m:
-            return {(): 0}, {}
-        else:
-            rest[m] = c
-    return coeff, rest
-
-
-def _global(axis: str) -> Poly:
-    return {tuple(sorted((f"blockIdx.{axis}", f"blockDim.{axis}"))): 1, (f"threadIdx.{axis}",): 1}
 
 
 def _axis_of(p: Poly) -> tuple[str, Poly, Poly] | None:

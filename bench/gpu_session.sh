@@ -8,9 +8,10 @@
 #         suite-nz the same over bench/kernels/[n-z]*
 #         main     the README's main job (optimize vadd_poor_block.cu --diff)
 #         trust    issue 14's must-shows: tests/test_trust_gpu.py, then bench/timing_stability.py (~5 min)
+#         compile  issue 12: per-candidate compile cost inside the boundary vs the unchecked compile (~1 min)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PART=${1:?usage: bench/gpu_session.sh tests|suite-am|suite-nz|main|trust [BUDGET]}
+PART=${1:?usage: bench/gpu_session.sh tests|suite-am|suite-nz|main|trust|compile [BUDGET]}
 BUDGET=${2:-40s}
 OUT=${OUT:-bench/results/gpu-session}
 mkdir -p "$OUT"
@@ -34,5 +35,8 @@ case "$PART" in
   trust)
     python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests/test_trust_gpu.py 2>&1 | tee "$OUT/trust_gpu_tests.log" | tail -20
     python3 bench/timing_stability.py --out "$OUT" 2>&1 | tee "$OUT/timing_stability.log" | tail -30 ;;
+  compile)
+    echo "bwrap: $(command -v bwrap || echo 'not installed: compile workers run unsandboxed')" | tee -a "$OUT/session.txt"
+    python3 bench/compile_cost.py --out "$OUT" --n 40 2>&1 | tee "$OUT/compile_cost.log" | tail -6 ;;
   *) echo "unknown part $PART" >&2; exit 2 ;;
 esac

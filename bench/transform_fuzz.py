@@ -10,6 +10,9 @@ transformation the search uses (:func:`transformations`) is applied to it.  Coun
 - ``internal``: exceptions inside a transformation that ``safe_apply`` turned into
   ``NotApplicable("internal error: ...")`` (bugs to fix; listed by transformation and message).
 
+The transformations include every structural pass of :data:`agent.transforms.registry.PASSES`
+with every value of its parameter space (through :data:`agent.builtin.SHAPES`).
+
 Usage: ``python bench/transform_fuzz.py [--applications 50000] [--seed 0] [--out FILE]``;
 writes ``bench/results/transform_fuzz.json`` and prints a summary.  The CPU test
 (tests/test_transform_fuzz.py) runs a few thousand applications of the same engine.
@@ -18,10 +21,12 @@ writes ``bench/results/transform_fuzz.json`` and prints a summary.  The CPU test
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import logging
 import random
 import re
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -165,7 +170,12 @@ def main() -> int:
     logging.getLogger("agent.transforms").setLevel(logging.ERROR)  # each caught error is tallied
     t0 = time.monotonic()
     tally = run(args.applications, args.seed, args.deadline_s)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
     record = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": commit or "unknown",
         "applications": tally.applications,
         "rewrites": tally.rewrites,
         "not_applicable": tally.not_applicable,

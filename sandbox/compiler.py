@@ -6,8 +6,12 @@ mangled name of each requested name expression (templates included) and ptxas' p
 resource report (registers, spills, shared memory, stack).  Results are cached in memory by a
 hash of everything that affects the output.
 
-:class:`CompilePool` compiles in spawned CPU processes so compiles overlap GPU work and each
-other, and so a compiler crash on a pathological candidate cannot take the caller down.
+:class:`CompilePool` compiles untrusted units in sandboxed worker processes so compiles overlap GPU
+work and each other, a compiler crash on a pathological candidate cannot take the caller down, and
+the compile cannot see the host.  Untrusted compiles (the default; requests and LLM output) follow
+:mod:`sandbox.boundary`: allowed options only, a plain filename, includes of CUDA's headers and the
+unit's own in-memory ``headers`` only.  ``trusted=True`` (``check``, the editor on your own files)
+reads your ``-I`` folders and the headers next to the file.
 
 CUDA headers (``cuda_fp16.h``, ``cuda_bf16.h``, vector types...) come from the
 ``nvidia-cuda-runtime`` and ``nvidia-cuda-cccl`` wheels or a CUDA toolkit, found with ``cuda.pathfinder``.  NVRTC ships no
@@ -20,16 +24,18 @@ from __future__ import annotations
 import functools
 import hashlib
 import multiprocessing
+import queue
 import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from sandbox.boundary import check_untrusted
 from sandbox.contract import CompileResult, Diagnostic, Resources
 
 SHIM_INCLUDE = Path(__file__).with_name("nvrtc_include")
@@ -64,6 +70,18 @@ def cuda_include_dirs() -> tuple[str, ...]:
 
 
 @functools.cache
+def nvrtc_library_dirs() -> tuple[str, ...]:
+    """Folders of the NVRTC libraries this process loads (a sandboxed compile worker must see them)."""
+    try:
+        from cuda import pathfinder
+
+        found = pathfinder.load_nvidia_dynamic_lib("nvrtc").abs_path
+    except Exception:  # no NVRTC: the compile worker reports CompilerUnavailable itself
+        return ()
+    return (str(Path(found).resolve().parent),) if found else ()
+
+
+@functools.cache
 def nvrtc_version() -> str:
     nvrtc = _nvrtc()
     _, major, minor = nvrtc.nvrtcVersion()
@@ -79,15 +97,23 @@ def _nvrtc() -> Any:
 
 
 def cache_key(
-    source: str, filename: str, name_expressions: Sequence[str], arch: str, options: Sequence[str]
+    source: str,
+    filename: str,
+    name_expressions: Sequence[str],
+    arch: str,
+    options: Sequence[str],
+    headers: Mapping[str, str] | None = None,
+    trusted: bool = False,
 ) -> str:
-    """Everything that affects the output: the unit, its options, the compiler, and the current
-    contents of the headers it includes from the user's include paths."""
+    """Everything that affects the output: the unit, its options and headers, the compiler, and
+    (trusted compiles only: an untrusted one never reads the host's files) the current contents of
+    the headers it includes from the user's include paths."""
     h = hashlib.sha256()
-    for part in (source, filename, "\0".join(name_expressions), arch, "\0".join(options), nvrtc_version()):
+    parts = (source, filename, "\0".join(name_expressions), arch, "\0".join(options), nvrtc_version())
+    for part in (*parts, str(trusted), *(f"{k}\0{v}" for k, v in sorted((headers or {}).items()))):
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\x01")
-    for path, data in _user_headers(source, filename, options):
+    for _, path, data in _user_headers(source, filename, options) if trusted else ():
         h.update(path.encode("utf-8", "surrogatepass") + b"\x00" + hashlib.sha256(data).digest())
     return h.hexdigest()
 
@@ -95,19 +121,21 @@ def cache_key(
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.MULTILINE)
 
 
-def _user_headers(source: str, filename: str, options: Sequence[str]) -> list[tuple[str, bytes]]:
-    """The headers ``source`` includes, transitively, from its own folder and the ``-I`` folders
-    of ``options`` (CUDA's own headers are covered by the NVRTC version)."""
+def _user_headers(source: str, filename: str, options: Sequence[str]) -> list[tuple[str, str, bytes]]:
+    """``(name as included, path, contents)`` of the headers ``source`` includes, transitively, from
+    its own folder and the ``-I`` folders of ``options`` (CUDA's own headers are covered by the
+    NVRTC version).  Trusted compiles only: it reads the host's files."""
     dirs = [Path(filename).resolve().parent] + [
         Path(o[2:]) for o in options if o.startswith("-I") and len(o) > 2
     ]
-    found: list[tuple[str, bytes]] = []
+    found: list[tuple[str, str, bytes]] = []
     seen: set[Path] = set()
-    pending = [source.encode("utf-8", "surrogatepass")]
+    pending = [(source.encode("utf-8", "surrogatepass"), dirs[0])]
     while pending and len(seen) < 256:
-        for name in _INCLUDE.findall(pending.pop()):
+        text, here = pending.pop()
+        for name in _INCLUDE.findall(text):
             rel = name.decode("utf-8", "replace")
-            for d in dirs:
+            for d in dict.fromkeys([here, *dirs]):  # next to the includer first, as the preprocessor does
                 candidate = d / rel
                 if candidate in seen or not candidate.is_file():
                     continue
@@ -116,10 +144,22 @@ def _user_headers(source: str, filename: str, options: Sequence[str]) -> list[tu
                     data = candidate.read_bytes()
                 except OSError:
                     break
-                found.append((str(candidate), data))
-                pending.append(data)
+                found.append((rel, str(candidate), data))
+                pending.append((data, candidate.parent))
                 break
     return found
+
+
+def carry_headers(
+    source: str, filename: str, options: Sequence[str]
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """For a trusted client about to send its own unit where it is compiled untrusted (a request):
+    the headers the unit includes from its folder and ``-I`` folders, by the name they are included
+    with, and ``options`` without the ``-I`` options those headers replace."""
+    headers: dict[str, str] = {}
+    for name, _, data in _user_headers(source, filename, options):
+        headers.setdefault(name, data.decode("utf-8", "replace"))
+    return headers, tuple(o for o in options if not o.startswith("-I"))
 
 
 _CACHE: OrderedDict[str, Compiled] = OrderedDict()
@@ -150,24 +190,61 @@ def compile_cuda(
     name_expressions: Sequence[str] = (),
     arch: str = "sm_90",
     options: Sequence[str] = (),
+    headers: Mapping[str, str] | None = None,
+    trusted: bool = False,
 ) -> Compiled:
-    """Compile ``source``; never raises for a bad program (the result says ``ok=False``)."""
-    key = cache_key(source, filename, name_expressions, arch, options)
+    """Compile ``source``; never raises for a bad program (the result says ``ok=False``).
+
+    ``headers``: header name -> text, included by exactly that name (NVRTC's in-memory headers).
+    ``trusted``: the source, options and filename are the user's own (``check``, the editor's
+    diagnostics), so ``-I`` folders and headers next to ``filename`` are read.  Untrusted (the
+    default, for requests and LLM output): :func:`sandbox.boundary.check_untrusted` must pass
+    (only CUDA's headers, our stand-ins and ``headers`` can be included), and NVRTC gets no
+    include folder but CUDA's and our stand-ins'."""
+    key = cache_key(source, filename, name_expressions, arch, options, headers, trusted)
     hit = _cache_get(key)
     if hit is not None:
         return replace(hit, result=replace(hit.result, cached=True, seconds=0.0))
-    compiled = _compile_uncached(source, filename, tuple(name_expressions), arch, tuple(options))
+    compiled = _compile_uncached(
+        source, filename, tuple(name_expressions), arch, tuple(options), dict(headers or {}), trusted
+    )
     _cache_put(key, compiled)
     return compiled
 
 
+def refused(why: str) -> Compiled:
+    """A compile that did not run because it broke the boundary's rules: an error, no file content."""
+    return Compiled(
+        CompileResult(
+            ok=False, log=why, diagnostics=(Diagnostic(line=0, column=0, severity="error", message=why),)
+        )
+    )
+
+
 def _compile_uncached(
-    source: str, filename: str, name_expressions: tuple[str, ...], arch: str, options: tuple[str, ...]
+    source: str,
+    filename: str,
+    name_expressions: tuple[str, ...],
+    arch: str,
+    options: tuple[str, ...],
+    headers: dict[str, str],
+    trusted: bool,
 ) -> Compiled:
+    if not trusted and (
+        why := check_untrusted(source, filename, options, headers, arch, cuda_include_dirs())
+    ):
+        return refused(why)
     nvrtc = _nvrtc()
     ok_code = nvrtc.nvrtcResult.NVRTC_SUCCESS
     start = time.perf_counter()
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode("utf-8", "replace"), filename.encode(), 0, [], [])
+    names = list(headers)
+    err, prog = nvrtc.nvrtcCreateProgram(
+        source.encode("utf-8", "replace"),
+        filename.encode(),
+        len(names),
+        [headers[k].encode("utf-8", "replace") for k in names],
+        [k.encode() for k in names],
+    )
     if err != ok_code:
         return Compiled(CompileResult(ok=False, log=f"nvrtcCreateProgram failed: {err}"))
     try:
@@ -300,14 +377,28 @@ def parse_resources(log: str) -> dict[str, Resources]:
     return out
 
 
-class CompilePool:
-    """Compile in spawned CPU processes, in parallel with GPU work; results cached by content hash."""
+COMPILE_TIMEOUT_S = 120.0  # a compile worker busy longer than this is killed
 
-    def __init__(self, workers: int | None = None) -> None:
-        self._pool = ProcessPoolExecutor(
-            max_workers=workers or min(8, multiprocessing.cpu_count()),
-            mp_context=multiprocessing.get_context("spawn"),
-        )
+
+class CompilePool:
+    """Compile untrusted units (requests, LLM output) in parallel with GPU work, each in a compile
+    worker process (``python -m sandbox.worker`` with :class:`sandbox.worker.CompileHandler`):
+    inside bubblewrap when it works (``sandbox``; see :func:`sandbox.worker.compile_bwrap_prefix`),
+    with an environment that holds no token or key, talking JSON.  A compile that crashes or hangs
+    its worker is that unit's compile error, and the worker is replaced.  Results are cached by
+    content hash."""
+
+    def __init__(self, workers: int | None = None, *, sandbox: bool = True) -> None:
+        from sandbox.worker import COMPILE_HANDLER, WorkerProcess, compile_bwrap_prefix
+
+        n = workers or min(8, multiprocessing.cpu_count())
+        prefix = compile_bwrap_prefix() if sandbox else ()
+        self.sandboxed = bool(prefix)
+        self._workers = [WorkerProcess(handler=COMPILE_HANDLER, prefix=prefix) for _ in range(n)]
+        self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for w in self._workers:
+            self._idle.put(w)
+        self._threads = ThreadPoolExecutor(n, thread_name_prefix="compile")
 
     def submit(
         self,
@@ -317,16 +408,18 @@ class CompilePool:
         name_expressions: Sequence[str] = (),
         arch: str = "sm_90",
         options: Sequence[str] = (),
+        headers: Mapping[str, str] | None = None,
     ) -> Future[Compiled]:
-        key = cache_key(source, filename, name_expressions, arch, options)
+        from sandbox.worker import CompileJob
+
+        key = cache_key(source, filename, name_expressions, arch, options, headers)
         hit = _cache_get(key)
         if hit is not None:
             done: Future[Compiled] = Future()
             done.set_result(replace(hit, result=replace(hit.result, cached=True, seconds=0.0)))
             return done
-        fut = self._pool.submit(
-            _compile_uncached, source, filename, tuple(name_expressions), arch, tuple(options)
-        )
+        job = CompileJob(source, filename, tuple(name_expressions), arch, tuple(options), dict(headers or {}))
+        fut = self._threads.submit(self._run, job)
 
         def remember(f: Future[Compiled]) -> None:
             if not f.cancelled() and f.exception() is None:
@@ -335,5 +428,17 @@ class CompilePool:
         fut.add_done_callback(remember)
         return fut
 
+    def _run(self, job: Any) -> Compiled:
+        worker = self._idle.get()
+        try:
+            reply = worker.call(job, COMPILE_TIMEOUT_S)
+        finally:
+            self._idle.put(worker)
+        if not isinstance(reply.value, Compiled):
+            raise CompilerUnavailable(reply.unavailable or "the compile worker gave no result")
+        return reply.value
+
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        for w in self._workers:
+            w.close(timeout=1.0)

@@ -27,7 +27,7 @@ import cattrs.v
 SCHEMA_VERSION = 1
 
 Role = Literal["in", "out", "inout", "scalar"]
-DistKind = Literal["uniform", "normal", "randint", "const", "arange"]
+DistKind = Literal["uniform", "normal", "randint", "const", "arange", "copy"]
 Backend = Literal["cupy", "pycuda"]
 
 # Element types a request may name: scalar name -> bytes, and CUDA vector bases (``float4``...)
@@ -94,12 +94,14 @@ class Status(str, Enum):
 @dataclass(frozen=True)
 class Distribution:
     """How to draw an input array. ``uniform``/``normal`` for floats, ``randint`` for integers
-    (``low`` inclusive, ``high`` exclusive), ``const`` fills with ``value``, ``arange`` 0..n-1."""
+    (``low`` inclusive, ``high`` exclusive), ``const`` fills with ``value``, ``arange`` 0..n-1,
+    ``copy`` starts as the data of the argument named ``source`` (same type and count)."""
 
     kind: DistKind = "uniform"
     low: float = -1.0
     high: float = 1.0
     value: float = 0.0
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -181,12 +183,15 @@ class KernelSource:
     """A standalone translation unit and the kernel to launch from it.
 
     ``name`` is the kernel's name expression: ``vadd`` or, for a template, ``vadd<float, 256>``.
+    ``headers``: the unit's own headers (name as included -> text), handed to NVRTC in memory;
+    a compile for a request reads no other file than CUDA's headers (``sandbox.boundary``).
     """
 
     source: str
     name: str
-    options: tuple[str, ...] = ()  # extra NVRTC options: -I, -D, -std=...
-    filename: str = "kernel.cu"
+    options: tuple[str, ...] = ()  # extra NVRTC options: -D, -std=... (sandbox.boundary.check_options)
+    filename: str = "kernel.cu"  # a plain file name
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -549,7 +554,9 @@ class _Bounds:
             raise RequestError("options.backend", f"{o.backend[:40]!r} is not cupy or pycuda")
 
     def kernel(self, where: str, k: KernelSource) -> None:
-        size = len(k.source.encode("utf-8", "surrogatepass"))
+        self.count(f"{where}.headers", len(k.headers), self.limits.max_args, "headers")
+        texts = [k.source, *k.headers, *k.headers.values()]  # the unit's own headers count as its source
+        size = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
         if size > self.limits.max_source_bytes:
             raise RequestError(
                 f"{where}.source", f"{size} bytes, more than this worker's {self.limits.max_source_bytes}"
@@ -576,9 +583,24 @@ class _Bounds:
             total += self.array(at, a.dtype, a.count if a.role != "scalar" else 0, a.dist)
             if math.isnan(a.value):
                 raise RequestError(f"{at}.value", "NaN is not a scalar argument's value")
+        inputs = {a.name: a for a in p.args if a.role in ("in", "inout")}
+        for i, a in enumerate(p.args):
+            src = inputs.get(a.dist.source) if a.dist.kind == "copy" else None
+            if a.dist.kind == "copy" and (
+                a.name not in inputs
+                or src is None
+                or src is a
+                or (src.dtype, src.count) != (a.dtype, a.count)
+            ):
+                raise RequestError(
+                    f"{where}.args[{i}].dist.source",
+                    f"{a.dist.source[:40]!r} is not another input array of the same type and count",
+                )
         for i, c in enumerate(p.constants):
             at = f"{where}.constants[{i}]"
             self.text(f"{at}.name", c.name, nonempty=True)
+            if c.dist.kind == "copy":
+                raise RequestError(f"{at}.dist.kind", "a constant cannot copy an argument")
             total += self.array(at, c.dtype, c.count, c.dist)
         if total > self.memory:
             raise RequestError(
@@ -593,7 +615,7 @@ class _Bounds:
         if size is None:
             raise RequestError(f"{where}.dtype", f"{dtype[:40]!r} is not a known element type")
         self.count(f"{where}.count", count, self.memory // size, "elements")
-        if dist.kind not in ("uniform", "normal", "randint", "const", "arange"):
+        if dist.kind not in ("uniform", "normal", "randint", "const", "arange", "copy"):
             raise RequestError(f"{where}.dist.kind", f"{dist.kind[:40]!r} is not a known distribution")
         for key in ("low", "high", "value"):
             if not math.isfinite(getattr(dist, key)):

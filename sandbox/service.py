@@ -11,8 +11,8 @@ disconnected and none came back within ``disconnect_grace_s``) is cancelled, as 
 Security: a bearer token (compared with :func:`hmac.compare_digest`) on every endpoint but
 ``/health``; :func:`check_listen_policy` refuses a non-loopback address without one.  Only JSON
 ``EvalRequest`` bodies are accepted (CUDA source and numbers: nothing that runs on the host), no
-larger than ``max_body_bytes`` (413), with no include-path options (they would read the worker's
-files); at most ``max_per_client`` evaluations per client address at once (429).
+larger than ``max_body_bytes`` (413), whose kernels pass :func:`sandbox.boundary.check_kernel`
+(allowed NVRTC options, plain filenames: 422 naming what is refused); at most ``max_per_client`` evaluations per client address at once (429).
 
 Needs the ``worker`` extra (Starlette, uvicorn).
 """
@@ -47,6 +47,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from sandbox.boundary import check_kernel
 from sandbox.contract import (
     ContractError,
     EvalRequest,
@@ -72,8 +73,6 @@ from sandbox.remote import (
 log = logging.getLogger(__name__)
 
 Event = dict[str, Any]
-# NVRTC options that make the compiler read files on the worker's host.
-_HOST_FILE_OPTIONS = ("-I", "--include-path", "-include", "--pre-include")
 
 
 @dataclass(frozen=True)
@@ -540,10 +539,7 @@ def _parse_request(body: bytes, limits: RequestLimits) -> EvalRequest | Response
         return JSONResponse({"error": str(exc), "field": exc.field}, status_code=422)
     except ContractError as exc:
         return _error(422, str(exc))
-    kernels = [request.baseline, *(c.kernel for c in request.candidates)]
-    for option in (o for k in kernels for o in k.options):
-        if option.startswith(_HOST_FILE_OPTIONS):
-            return _error(
-                422, f"option {option!r} is not allowed on a remote worker (it reads the worker's files)"
-            )
+    for kernel in [request.baseline, *(c.kernel for c in request.candidates)]:
+        if why := check_kernel(kernel):
+            return _error(422, why)
     return request

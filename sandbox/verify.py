@@ -391,12 +391,19 @@ def static_rejection(kernel: KernelSource, cubin: bytes) -> str:
 
 def inputs_for(problem: Problem, seed: int) -> dict[str, np.ndarray]:
     """Fresh host data for every ``in``/``inout`` array of ``problem`` under ``seed``; each argument
-    draws from its own stream (seed, position), so its data do not depend on the other arguments."""
-    return {
+    draws from its own stream (seed, position), so its data do not depend on the other arguments;
+    a ``copy`` argument starts as a copy of its source's data."""
+    data = {
         a.name: generate(a, np.random.default_rng([seed, k]))
         for k, a in enumerate(problem.args)
-        if a.role in ("in", "inout")
+        if a.role in ("in", "inout") and a.dist.kind != "copy"
     }
+    for a in problem.args:
+        if a.role in ("in", "inout") and a.dist.kind == "copy":
+            if a.dist.source not in data:
+                raise ValueError(f"{a.name}: copy({a.dist.source}) names no input array")
+            data[a.name] = data[a.dist.source].copy()
+    return data
 
 
 def constants_for(problem: Problem, seed: int) -> dict[str, np.ndarray]:

@@ -4,9 +4,11 @@ Parent side (:class:`LocalExecutor`, :class:`WorkerProcess`): compiles baseline 
 ``sandbox.compiler.CompilePool`` (CPU processes, overlapping GPU work), rejects what can be
 rejected statically, and sends each candidate to the GPU worker with a deadline.  The worker is a
 fresh interpreter (``python -m sandbox.worker``) started with a clean environment, in its own
-session and process group, with stdout sent to /dev/null; jobs and replies travel as pickles over
-a private socket pair.  Inside ``bwrap`` (bubblewrap) when it is installed and works: read-only
-root, private /tmp, no network.  A job past its deadline gets the whole process group killed and
+session and process group, with stdout sent to /dev/null; jobs and replies travel as JSON (never
+pickles: a worker that untrusted code took over can send the parent nothing but data, and a reply
+that does not decode to the result the job expects is that job's ``crash`` and restarts the worker)
+over a private socket pair.  Inside ``bwrap`` (bubblewrap) when it is installed and works: read-only
+root with the users' homes and password hashes hidden, private /tmp and /proc, no network.  A job past its deadline gets the whole process group killed and
 comes back ``timeout``; a worker that dies comes back ``crash``; after a sticky CUDA error the
 worker answers ``crash`` and exits; either way a fresh worker is started for the next job.
 
@@ -22,14 +24,17 @@ crash or hang without a GPU.
 from __future__ import annotations
 
 import argparse
+import base64
 import concurrent.futures
 import contextlib
+import functools
 import hashlib
 import importlib
+import json
 import logging
 import os
-import pickle
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -45,11 +50,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import cattrs
 import numpy as np
 
+from sandbox.compiler import Compiled, compile_cuda, cuda_include_dirs, nvrtc_library_dirs
 from sandbox.contract import (
     Budget,
     CandidateResult,
+    ContractError,
     DeviceInfo,
     EvalRequest,
     EvalResult,
@@ -72,6 +80,11 @@ DEFAULT_HANDLER = "sandbox.worker:GpuHandler"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the directory holding the ``sandbox`` package
 _ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LD_LIBRARY_PATH", "XDG_CACHE_HOME")
 _ENV_KEEP_PREFIX = ("CUDA_", "CUPY_", "NVIDIA_")
+# ...but never this project's own settings (CUDA_AGENT_TOKEN, CUDA_AGENT_API_KEY...) or anything
+# whose name says it is a credential.
+_ENV_DROP = re.compile(r"^CUDA_AGENT_|TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+MAX_MESSAGE_BYTES = 256 << 20  # a reply larger than this is a broken worker
+COMPILE_HANDLER = "sandbox.worker:CompileHandler"
 SANITIZER_TOOLS = ("memcheck", "racecheck")
 CANCEL_POLL_S = 0.05  # how often a running job looks at its cancel event
 
@@ -105,60 +118,203 @@ class InfoJob:
 
 
 @dataclass(frozen=True)
+class CompileJob:
+    """Compile one untrusted unit (in a compile worker: :class:`CompileHandler`)."""
+
+    source: str
+    filename: str
+    name_expressions: tuple[str, ...]
+    arch: str
+    options: tuple[str, ...]
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
 class Reply:
-    value: CandidateResult | DeviceInfo | None
+    value: CandidateResult | DeviceInfo | Compiled | None
     restart: bool = False  # the worker exits after this reply (sticky CUDA error)
     unavailable: str = ""  # the worker cannot work at all (no GPU, no CuPy): why
 
 
-Job = EvalJob | InfoJob
+Job = EvalJob | InfoJob | CompileJob
 Handler = Callable[[Job], Reply]
+
+# --------------------------------------------------------------------------- the wire (JSON)
+
+_wire = cattrs.Converter()
+_wire.register_unstructure_hook(bytes, lambda b: base64.b64encode(b).decode("ascii"))
+_wire.register_structure_hook(bytes, lambda v, _: base64.b64decode(v, validate=True))
+_JOBS: dict[str, type[Any]] = {"eval": EvalJob, "info": InfoJob, "compile": CompileJob}
+_VALUES: dict[str, type[Any]] = {"candidate": CandidateResult, "device": DeviceInfo, "compiled": Compiled}
+
+
+def encode(message: Job | Reply | None) -> bytes:
+    """A job, a reply, or None (stop) as JSON bytes."""
+    if message is None:
+        return b"null"
+    if isinstance(message, Reply):
+        value = message.value
+        kind = next((k for k, t in _VALUES.items() if isinstance(value, t)), None)
+        body: dict[str, Any] = {
+            "reply": kind,
+            "value": None if value is None else _wire.unstructure(value),
+            "restart": message.restart,
+            "unavailable": message.unavailable,
+        }
+    else:
+        kind = next(k for k, t in _JOBS.items() if isinstance(message, t))
+        body = {"job": kind, "body": _wire.unstructure(message)}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def decode_job(data: bytes) -> Job | None:
+    """The parent's message (trusted: the parent wrote it)."""
+    body = json.loads(data)
+    if body is None:
+        return None
+    job: Job = _wire.structure(body["body"], _JOBS[body["job"]])
+    return job
+
+
+def decode_reply(data: bytes, job: Job) -> Reply:
+    """The worker's reply to ``job``, validated: JSON of the value type the job expects (for an
+    evaluation, a result for that very candidate).  Raises :class:`ContractError` otherwise."""
+    expected = {EvalJob: "candidate", InfoJob: "device", CompileJob: "compiled"}[type(job)]
+    try:
+        body = json.loads(data)
+        if not isinstance(body, dict) or set(body) != {"reply", "value", "restart", "unavailable"}:
+            raise ValueError("not a reply")
+        restart, unavailable = body["restart"], body["unavailable"]
+        if not isinstance(restart, bool) or not isinstance(unavailable, str):
+            raise ValueError("bad restart/unavailable")
+        if body["value"] is None and body["reply"] is None:
+            return Reply(None, restart, unavailable)
+        if body["reply"] != expected:
+            raise ValueError(f"a {body['reply']!r} reply to a {expected!r} job")
+        value = _wire.structure(body["value"], _VALUES[expected])
+    except Exception as exc:  # JSON, shape or types: anything else is not a reply
+        raise ContractError(
+            f"malformed reply from the worker: {type(exc).__name__}: {str(exc)[:200]}"
+        ) from None
+    if isinstance(job, EvalJob) and value.candidate_id != _job_id(job):
+        raise ContractError(f"the worker answered for {value.candidate_id!r}, not {_job_id(job)!r}")
+    return Reply(value, restart, unavailable)
 
 
 # --------------------------------------------------------------------------- worker process
 
 
-def bwrap_prefix() -> list[str]:
-    """bubblewrap command prefix (no network, read-only root, private /tmp), or [] if unusable."""
+def _probe(prefix: list[str], code: str) -> bool:
+    """True if ``python -c code`` runs under ``prefix`` with the workers' environment."""
+    try:
+        probe = subprocess.run(
+            [*prefix, sys.executable, "-c", code],
+            capture_output=True,
+            timeout=30,
+            env=clean_env(),
+            cwd=str(PACKAGE_ROOT),
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    if probe.returncode != 0:
+        log.warning("bwrap is installed but unusable here (%s)", probe.stderr[-300:])
+    return probe.returncode == 0
+
+
+def _code_paths() -> list[str]:
+    """What a worker's interpreter needs to see: the interpreter, its packages, this project."""
+    paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path, str(PACKAGE_ROOT)]
+    paths += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+    return [p for p in dict.fromkeys(os.path.realpath(p) for p in paths if p) if os.path.isdir(p)]
+
+
+_HIDDEN_DIRS = ("/home", "/root", "/etc/ssh", "/var/lib", "/run/secrets")  # empty inside the worker
+_HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+
+
+# the worker's code, and CuPy's libraries where CuPy is installed (importing it loads them; no GPU needed)
+_GPU_PROBE = "import importlib.util, sandbox.worker; importlib.util.find_spec('cupy') and __import__('cupy')"
+
+
+@functools.cache
+def bwrap_prefix() -> tuple[str, ...]:
+    """bubblewrap prefix for a GPU worker, or () if unusable: no network, read-only root with the
+    users' homes, SSH keys and password hashes hidden, private /tmp and /proc (the GPU driver needs
+    the rest of the system: /usr, /etc/ld.so.cache, /dev/nvidia*, /sys)."""
     exe = shutil.which("bwrap")
     if not exe:
-        return []
-    prefix = [
+        return ()
+    base = [
         exe,
         "--die-with-parent",
         "--unshare-net",
         "--unshare-ipc",
+        "--unshare-pid",
         "--ro-bind",
         "/",
         "/",
-        "--dev-bind",
-        "/dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/tmp",
     ]
+    base += ["--dev-bind", "/dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    hidden = list(base)
+    for d in _HIDDEN_DIRS:
+        if os.path.isdir(d):
+            hidden += ["--tmpfs", d]
+    for f in _HIDDEN_FILES:
+        hidden += ["--ro-bind-try", "/dev/null", f]
     tmp = tempfile.gettempdir()
-    # the interpreter (a venv under /tmp, say) and code under /tmp must stay reachable
-    for path in dict.fromkeys([sys.prefix, sys.exec_prefix, *sys.path, str(PACKAGE_ROOT)]):
-        if path.startswith(tmp + os.sep) and os.path.isdir(path):
+    # the interpreter and the code must stay reachable where they live under a hidden folder
+    for path in _code_paths():
+        if any(path == d or path.startswith(d + os.sep) for d in (*_HIDDEN_DIRS, tmp)):
+            hidden += ["--ro-bind", path, path]
+    if _probe(hidden, _GPU_PROBE):
+        return tuple(hidden)
+    log.warning("the GPU worker cannot start with the host's homes hidden; it runs in a plain bwrap")
+    for path in _code_paths():  # as before: only what lives under the private /tmp is bound again
+        if path.startswith(tmp + os.sep):
+            base += ["--ro-bind", path, path]
+    return tuple(base) if _probe(base, _GPU_PROBE) else ()
+
+
+@functools.cache
+def compile_bwrap_prefix() -> tuple[str, ...]:
+    """bubblewrap prefix for a compile worker, or () if unusable: nothing of the host but the system
+    libraries (/usr), the interpreter and its packages, this project, NVRTC and the CUDA headers,
+    all read-only; no network, private /proc and /tmp, no /etc, no homes."""
+    exe = shutil.which("bwrap")
+    if not exe:
+        return ()
+    prefix = [exe, "--die-with-parent", "--unshare-all", "--new-session", "--clearenv", "--chdir", "/tmp"]
+    prefix += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--ro-bind", "/usr", "/usr"]
+    for link in ("/bin", "/lib", "/lib64", "/sbin"):
+        if os.path.islink(link):
+            prefix += ["--symlink", os.readlink(link), link]
+        elif os.path.isdir(link):
+            prefix += ["--ro-bind", link, link]
+    prefix += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    dirs = [*_code_paths(), *cuda_include_dirs(), *nvrtc_library_dirs()]
+    for path in dict.fromkeys(os.path.realpath(d) for d in dirs):
+        if not path.startswith("/usr/"):
             prefix += ["--ro-bind", path, path]
-    try:
-        probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if probe.returncode != 0:
-        log.warning("bwrap is installed but unusable here (%s); workers run unsandboxed", probe.stderr[:200])
-        return []
-    return prefix
+    for key, value in clean_env(compile_only=True).items():
+        prefix += ["--setenv", key, value]
+    ok = _probe(prefix, "from sandbox.compiler import nvrtc_version; nvrtc_version()")
+    return tuple(prefix) if ok else ()
 
 
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIX)}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+def clean_env(compile_only: bool = False) -> dict[str, str]:
+    """The environment of a worker: what the interpreter and CUDA need, never a token or a key.
+    ``compile_only``: just the interpreter's (a compile worker needs no GPU)."""
+    keep = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH") if compile_only else _ENV_KEEP
+    prefixes = () if compile_only else _ENV_KEEP_PREFIX
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (k in keep or k.startswith(prefixes)) and not _ENV_DROP.search(k)
+    }
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(PACKAGE_ROOT), *(p for p in sys.path if p)]))
     env["PYTHONUNBUFFERED"] = "1"
-    env["CUPY_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "cuda-agent-cupy")
+    if not compile_only:
+        env["CUPY_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "cuda-agent-cupy")
     return env
 
 
@@ -179,6 +335,7 @@ class WorkerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.conn: Connection | None = None
         self.restarts = 0
+        self.closed = False  # closed for good: never started again
 
     def start(self) -> None:
         parent, child = socket.socketpair()
@@ -199,7 +356,7 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             cmd,
             pass_fds=(child.fileno(),),
-            env=clean_env(),
+            env=clean_env(compile_only=self.handler == COMPILE_HANDLER),
             start_new_session=True,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -212,27 +369,35 @@ class WorkerProcess:
         """Send ``job``; the reply, or a ``timeout``/``crash``/``cancelled`` result if none comes in
         ``timeout`` s, the worker dies, or ``cancel`` is set meanwhile (the worker is then replaced;
         after a cancel, only when the next job comes)."""
+        if self.closed:
+            return _failed(job, Status.CANCELLED, "the worker was closed")
         if self.proc is None or self.proc.poll() is not None:
             self.restart()
         assert self.conn is not None
         deadline = time.monotonic() + timeout
         try:
-            self.conn.send(job)
+            self.conn.send_bytes(encode(job))
             while not self.conn.poll(max(0.0, min(deadline - time.monotonic(), CANCEL_POLL_S))):
                 if cancel is not None and cancel.is_set():
                     self.kill()
-                    return Reply(_failure(job, Status.CANCELLED, "cancelled while running"))
+                    return _failed(job, Status.CANCELLED, "cancelled while running")
                 if time.monotonic() >= deadline:
                     self.restart()
-                    return Reply(_failure(job, Status.TIMEOUT, f"killed at its {timeout:.1f} s deadline"))
-            reply: Reply = self.conn.recv()
-            if reply.restart:
-                self.restart()
-            return reply
+                    return _failed(job, Status.TIMEOUT, f"killed at its {timeout:.1f} s deadline")
+            data = self.conn.recv_bytes(MAX_MESSAGE_BYTES)
         except (EOFError, OSError) as exc:
             code = self.proc.wait(timeout=5) if self.proc else None
             self.restart()
-            return Reply(_failure(job, Status.CRASH, f"worker died (exit status {code}): {exc or 'EOF'}"))
+            return _failed(job, Status.CRASH, f"worker died (exit status {code}): {exc or 'EOF'}")
+        try:
+            reply = decode_reply(data, job)
+        except ContractError as exc:
+            log.warning("worker %d: %s", self.device, exc)
+            self.restart()
+            return _failed(job, Status.CRASH, f"{exc}; the worker was restarted")
+        if reply.restart:
+            self.restart()
+        return reply
 
     def kill(self) -> None:
         """Kill the worker's whole process group (the worker and anything it started)."""
@@ -250,17 +415,19 @@ class WorkerProcess:
 
     def restart(self) -> None:
         self.kill()
-        self.restarts += 1
-        self.start()
+        if not self.closed:
+            self.restarts += 1
+            self.start()
 
     def close(self, timeout: float = 5.0) -> int | None:
         """Ask the worker to exit; kill it if it does not. Returns its exit status."""
+        self.closed = True
         if self.proc is None:
             return None
         proc = self.proc
         try:
             if self.conn is not None:
-                self.conn.send(None)
+                self.conn.send_bytes(encode(None))
             code: int | None = proc.wait(timeout=timeout)
         except (OSError, subprocess.TimeoutExpired):
             code = None
@@ -272,6 +439,13 @@ def _failure(job: Job, status: Status, message: str) -> CandidateResult | None:
     if isinstance(job, EvalJob):
         return CandidateResult(candidate_id=_job_id(job), status=status, message=message)
     return None
+
+
+def _failed(job: Job, status: Status, message: str) -> Reply:
+    """The reply standing in for one the worker did not give (a compile job's says why)."""
+    if isinstance(job, CompileJob):
+        return Reply(None, unavailable=f"compile worker: {message}")
+    return Reply(_failure(job, status, message))
 
 
 def _job_id(job: EvalJob) -> str:
@@ -299,13 +473,13 @@ class LocalExecutor(Executor):
 
         self.limits = limits or RequestLimits()
 
-        prefix = bwrap_prefix() if sandbox else []
+        prefix = bwrap_prefix() if sandbox else ()
         self.sandboxed = bool(prefix)
         self._workers = [WorkerProcess(d, backend, handler, prefix) for d in devices]
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
         for w in self._workers:
             self._idle.put(w)
-        self._pool = CompilePool(compile_workers)
+        self._pool = CompilePool(compile_workers, sandbox=sandbox)
         self._info: dict[int, DeviceInfo] = {}
         self._info_lock = threading.Lock()
 
@@ -417,6 +591,7 @@ class _Evaluation:
             name_expressions=(kernel.name,),
             arch=self.arch,
             options=kernel.options,
+            headers=kernel.headers,
         )
 
     def run(self) -> EvalResult:
@@ -700,6 +875,27 @@ def gpu_lock(key: str, exclusive: bool) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+class CompileHandler:
+    """Serves :class:`CompileJob`s in a compile worker: untrusted compiles, nothing else."""
+
+    def __init__(self, device: int, backend: str) -> None:
+        pass
+
+    def __call__(self, job: Job) -> Reply:
+        if not isinstance(job, CompileJob):
+            return Reply(None, unavailable="a compile worker only compiles")
+        return Reply(
+            compile_cuda(
+                job.source,
+                filename=job.filename,
+                name_expressions=job.name_expressions,
+                arch=job.arch,
+                options=job.options,
+                headers=job.headers,
+            )
+        )
+
+
 class GpuHandler:
     """Serves jobs in the worker process: one CUDA context, state for the latest request."""
 
@@ -720,6 +916,8 @@ class GpuHandler:
 
         if isinstance(job, InfoJob):
             return Reply(self.describe(job.known))
+        if isinstance(job, CompileJob):
+            return Reply(None, unavailable="a GPU worker does not compile")
         try:
             return Reply(self.evaluate(job))
         except MemoryCapExceeded as exc:
@@ -774,7 +972,8 @@ class GpuHandler:
         req = job.request
         plan = verification_plan(req)
         tolerances = (*req.tolerances, *([req.tolerance] if req.tolerance else []))
-        key = hashlib.sha256(pickle.dumps((job.baseline, plan, tolerances))).hexdigest()
+        state = _wire.unstructure([job.baseline, plan, tolerances])
+        key = hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
         if self._state is None or self._state[0] != key:
             self._state = None  # let the old verifier's host arrays go before drawing new ones
             baseline = self.rt.load(job.baseline.cubin, job.baseline.symbol)
@@ -963,7 +1162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unavailable = ""
     while True:
         try:
-            job = conn.recv()
+            job = decode_job(conn.recv_bytes())
         except (EOFError, OSError):
             return 0
         if job is None:
@@ -981,8 +1180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             reply = handler(job)
         except Exception as exc:  # a bug in the harness: report it on this job and start afresh
             log.exception("worker job failed")
-            reply = Reply(
-                _failure(job, Status.CRASH, f"worker error: {type(exc).__name__}: {exc}"), restart=True
+            reply = replace(
+                _failed(job, Status.CRASH, f"worker error: {type(exc).__name__}: {exc}"), restart=True
             )
         if not _send(conn, reply):
             return 0
@@ -993,7 +1192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _send(conn: Connection, reply: Reply) -> bool:
     """Send a reply; False when the parent is gone (its end of the socket closed): nobody to tell."""
     try:
-        conn.send(reply)
+        conn.send_bytes(encode(reply))
     except OSError:  # BrokenPipeError, ConnectionResetError
         return False
     return True
@@ -1014,7 +1213,7 @@ def _exit_with_parent(parent: int) -> None:
 
 
 if __name__ == "__main__":
-    # Run the imported module's main, so replies pickle as ``sandbox.worker.Reply``, not ``__main__.Reply``.
+    # Run the imported module's main, so handlers see ``sandbox.worker.Reply``, not ``__main__.Reply``.
     from sandbox.worker import main as worker_main
 
     sys.exit(worker_main())

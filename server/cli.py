@@ -11,6 +11,8 @@ with status 2; a failed job exits 1; never a traceback.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -70,6 +72,45 @@ def executor_failed(exc: Exception) -> JobFailed:
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 
 
+@dataclasses.dataclass(frozen=True)
+class BuildFlags:
+    """``-I``/``-D``/``--compile-commands`` as given: one build configuration for every command."""
+
+    include: tuple[str, ...] = ()
+    define: tuple[str, ...] = ()
+    compile_commands: str | None = None
+
+    def options(self, source: Path) -> tuple[str, ...]:
+        from agent.check import build_options
+
+        try:
+            return build_options(source, self.include, self.define, self.compile_commands)
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+
+
+def build_flags(f: Callable[..., None]) -> Callable[..., None]:
+    """Adds ``-I``, ``-D`` and ``--compile-commands``, handed to the command as ``build: BuildFlags``."""
+
+    @functools.wraps(f)
+    def command(
+        *args: Any, include: tuple[str, ...], define: tuple[str, ...], compile_commands: str | None, **kw: Any
+    ) -> None:
+        f(*args, build=BuildFlags(include, define, compile_commands), **kw)
+
+    for option in (
+        click.option(
+            "--compile-commands", type=click.Path(), help="compile_commands.json to take -I/-D from."
+        ),
+        click.option(
+            "-D", "define", multiple=True, help="Preprocessor definition NAME[=VALUE] (repeatable)."
+        ),
+        click.option("-I", "include", multiple=True, help="Include directory (repeatable)."),
+    ):
+        command = option(command)
+    return command
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="cuda-agent")
 def cli() -> None:
@@ -113,6 +154,7 @@ def kernels(file: str, as_json: bool) -> None:
                     "errors": [to_dict(e) for e in result.errors],
                     "confidence": result.inference.confidence if result.inference else None,
                     "reasons": list(result.inference.reasons) if result.inference else [],
+                    "evidence": [to_dict(e) for e in result.inference.evidence] if result.inference else [],
                 },
             }
         )
@@ -153,33 +195,19 @@ def kernels(file: str, as_json: bool) -> None:
 @cli.command()
 @click.argument("file")
 @click.option("--arch", default="sm_90", show_default=True, help="Target architecture for NVRTC.")
-@click.option("-I", "include", multiple=True, help="Include directory (repeatable).")
-@click.option("-D", "define", multiple=True, help="Preprocessor definition NAME[=VALUE] (repeatable).")
-@click.option("--compile-commands", type=click.Path(), help="compile_commands.json to take -I/-D from.")
 @json_option
-def check(
-    file: str,
-    arch: str,
-    include: tuple[str, ...],
-    define: tuple[str, ...],
-    compile_commands: str | None,
-    as_json: bool,
-) -> None:
+@build_flags
+def check(file: str, arch: str, build: BuildFlags, as_json: bool) -> None:
     """Compile each kernel of FILE on its own with NVRTC (no GPU needed); report errors and resources."""
-    from agent.check import check_document, compile_commands_options
+    from agent.check import check_document
     from agent.source import Document
     from sandbox.compiler import CompilerUnavailable
     from sandbox.contract import to_dict
 
     path, text = read_source(file)
-    options = [f"-I{Path(i).resolve()}" for i in include] + [f"-D{d}" for d in define]
-    if compile_commands:
-        try:
-            options += compile_commands_options(compile_commands, path)
-        except ValueError as exc:
-            raise UserError(str(exc)) from exc
+    options = build.options(path)
     try:
-        result = check_document(Document(text, str(path)), arch=arch, options=tuple(options))
+        result = check_document(Document(text, str(path)), arch=arch, options=options)
     except CompilerUnavailable as exc:
         raise JobFailed(str(exc)) from exc
     if as_json:
@@ -210,7 +238,8 @@ def check(
 @click.option("--kernel", "-k", "kernel", help="Kernel name (default: the only kernel in FILE).")
 @click.option("--gpu", default=0, show_default=True, help="GPU index.")
 @json_option
-def bench(file: str, kernel: str | None, gpu: int, as_json: bool) -> None:
+@build_flags
+def bench(file: str, kernel: str | None, gpu: int, build: BuildFlags, as_json: bool) -> None:
     """Time a kernel under its spec on the local GPU: median, spread, GB/s, % of peak."""
     from agent import loop
     from agent.source import Document
@@ -220,7 +249,7 @@ def bench(file: str, kernel: str | None, gpu: int, as_json: bool) -> None:
 
     path, text = read_source(file)
     try:
-        target = loop.target_for(Document(text, str(path)), kernel)
+        target = loop.target_for(Document(text, str(path)), kernel, build.options(path))
     except loop.TargetError as exc:
         raise UserError(str(exc)) from exc
     try:
@@ -277,6 +306,7 @@ def bench(file: str, kernel: str | None, gpu: int, as_json: bool) -> None:
 @click.option("--diff", "show_diff", is_flag=True, help="Print the verified rewrite as a unified diff.")
 @click.option("--write", is_flag=True, help="Apply the verified rewrite to FILE (a backup is kept).")
 @json_option
+@build_flags
 def optimize(
     file: str,
     kernel: str | None,
@@ -293,6 +323,7 @@ def optimize(
     trajectory: str | None,
     show_diff: bool,
     write: bool,
+    build: BuildFlags,
     as_json: bool,
 ) -> None:
     """Search for a faster kernel, verify it against the original, and report the speedup."""
@@ -309,7 +340,7 @@ def optimize(
     except ValueError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
     try:
-        target = loop.target_for(Document(text, str(path)), kernel)
+        target = loop.target_for(Document(text, str(path)), kernel, build.options(path))
     except loop.TargetError as exc:
         raise UserError(str(exc)) from exc
     if proposer == "llm":
@@ -657,6 +688,7 @@ def _optimize_json(
 @click.option("--gpu", default=0, show_default=True, help="GPU index.")
 @click.option("--no-sanitize", is_flag=True, help="Skip compute-sanitizer on a verified rewrite.")
 @json_option
+@build_flags
 def compare(
     file: str,
     kernel: str | None,
@@ -665,6 +697,7 @@ def compare(
     seed: int,
     gpu: int,
     no_sanitize: bool,
+    build: BuildFlags,
     as_json: bool,
 ) -> None:
     """Verify a rewrite you already have against a kernel and measure the speedup.
@@ -686,7 +719,7 @@ def compare(
 
     try:
         target, proposal, cand_doc = cmp.prepare(
-            Document(text, str(path)), kernel, with_, launch, open_document
+            Document(text, str(path)), kernel, with_, launch, open_document, build.options(path)
         )
     except loop.TargetError as exc:
         raise UserError(str(exc)) from exc
@@ -823,6 +856,7 @@ def _print_compare(found: Any) -> None:
     help="Seconds per kernel, everything included (default: the budget's wall time, then as long again, at least 60 s).",
 )
 @json_option
+@build_flags
 def suite(
     directory: str,
     budget: str,
@@ -832,6 +866,7 @@ def suite(
     match: str,
     jsonl: str | None,
     deadline: float | None,
+    build: BuildFlags,
     as_json: bool,
 ) -> None:
     """Optimize every kernel with a spec in DIRECTORY and print a table with fast_1, fast_1.5, geomean.
@@ -856,7 +891,7 @@ def suite(
         limits = loop.parse_budget(budget)
     except ValueError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
-    if next(find_targets(root, match), None) is None:
+    if next(find_targets(root, match, build.options), None) is None:
         raise UserError(f"{directory}: no kernel with a `// @cuda-agent` spec in its {match} .cu/.cuh files")
 
     def progress(done: int, total: int, e: SuiteEntry) -> None:
@@ -880,6 +915,7 @@ def suite(
                 on_entry=progress,
                 jsonl=Path(jsonl) if jsonl else None,
                 deadline_s=deadline,
+                options=build.options,
             )
     except ExecutorError as exc:
         raise executor_failed(exc) from exc

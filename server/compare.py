@@ -31,6 +31,7 @@ from agent.source import Document, Kernel
 from sandbox.contract import Progress as EvalProgress
 from sandbox.contract import Status
 from sandbox.executor import ExecutorError
+from server.diagnostics import compile_options
 from server.lsp import SUFFIXES, CudaLanguageServer, OpenDocument
 from server.optimize import (
     ActiveRun,
@@ -174,7 +175,9 @@ async def run_compare(ls: CudaLanguageServer, od: OpenDocument, kernel: str, wit
         return doc
 
     try:
-        target, proposal, cand_doc = cmp.prepare(od.doc, kernel, with_, None, open_document)
+        target, proposal, cand_doc = cmp.prepare(
+            od.doc, kernel, with_, None, open_document, compile_options(ls.settings, od.path)
+        )
     except loop.TargetError as exc:
         return _error(str(exc))
     settings = ls.settings

@@ -26,7 +26,7 @@ import tree_sitter
 from lsprotocol import types as lsp
 
 from agent import spec as specs
-from agent.check import FileCheck, KernelCheck, check_document, compile_commands_options
+from agent.check import FileCheck, KernelCheck, build_options, check_document
 from agent.source import LANGUAGE, Document, Kernel
 from sandbox.compiler import CompilerUnavailable
 from sandbox.contract import Diagnostic, Problem, Resources
@@ -48,6 +48,7 @@ CODES: dict[str, lsp.DiagnosticSeverity] = {
     "syntax": lsp.DiagnosticSeverity.Warning,
     "spec-error": lsp.DiagnosticSeverity.Error,
     "missing-spec": lsp.DiagnosticSeverity.Hint,
+    "misplaced-spec": lsp.DiagnosticSeverity.Warning,
     "register-spill": lsp.DiagnosticSeverity.Warning,
     "block-size": lsp.DiagnosticSeverity.Warning,
     "unchecked-index": lsp.DiagnosticSeverity.Warning,
@@ -94,13 +95,15 @@ class CheckResult:
 
 
 def compile_options(settings: Settings, path: Path) -> tuple[str, ...]:
-    options = settings.nvrtc_options()
-    if settings.compile_commands:
-        try:
-            options = (*options, *compile_commands_options(settings.compile_commands, path))
-        except ValueError as exc:
-            log.info("%s", exc)
-    return options
+    """The editor's build configuration of ``path`` (the same resolution as the CLI's flags); an
+    unusable compile_commands.json is logged and left out."""
+    try:
+        return build_options(
+            path, settings.include_paths, settings.defines, settings.compile_commands or None
+        )
+    except ValueError as exc:
+        log.info("%s", exc)
+        return build_options(path, settings.include_paths, settings.defines)
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,11 @@ def diagnose(text: str, path: str, arch: str, options: tuple[str, ...]) -> Findi
                 resources[k.qualified_name] = kc.resources
                 out += _spills(k, kc.resources, arch)
         out += _spec_diagnostics(doc, k)
+    for m in specs.misplaced(doc):
+        rng = lsp.Range(line_range(doc, m.first).start, line_range(doc, m.last).end)
+        out.append(
+            diagnostic("misplaced-spec", rng, f"spec lines not directly above a kernel, ignored: {m.reason}")
+        )
     out += _block_size_lints(doc)
     return Findings(tuple(out), resources, note)
 

@@ -73,7 +73,7 @@ def spec_edit(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> lsp.Worksp
         return None
     inference = specs.infer(od.doc, k)
     text = f"// Benchmark spec inferred from the code ({inference.confidence} confidence): check it.\n"
-    text += specs.render(inference.spec)
+    text += specs.render_inference(inference)
     at = lsp.Position(k.span.start_line, 0)
     caps = ls.client_capabilities.workspace
     snippets = bool(caps and caps.workspace_edit and caps.workspace_edit.snippet_edit_support)
@@ -107,9 +107,10 @@ def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[l
     od = ls.document(params.text_document.uri)
     if od is None or od.doc is None:
         return []
+    moves = _spec_moves(od, params)
     k = od.doc.kernel_at(params.range.start.line) or od.doc.kernel_at(params.range.end.line)
     if k is None:
-        return []
+        return moves
     view = od.spec(k)
     arg = {"uri": od.uri, "kernel": k.qualified_name}
     if view.spec is not None:
@@ -140,6 +141,37 @@ def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[l
             edit=edit,
         )
     ]
+
+
+def _spec_moves(od: OpenDocument, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+    """Quick fix of a misplaced spec block under the cursor: move it directly above its kernel."""
+    assert od.doc is not None
+    doc, out = od.doc, []
+    lo, hi = params.range.start.line, params.range.end.line
+    for m in specs.misplaced(doc):
+        k = m.kernel
+        if k is None or hi < m.first or lo > m.last:
+            continue
+        block = "".join(doc.line_bytes(n).decode("utf-8", "replace") for n in range(m.first, m.last + 1))
+        at = lsp.Position(k.span.start_line, 0)
+        edits: list[lsp.TextEdit] = [
+            lsp.TextEdit(range=lsp.Range(lsp.Position(m.first, 0), lsp.Position(m.last + 1, 0)), new_text=""),
+            lsp.TextEdit(range=lsp.Range(at, at), new_text=block if block.endswith("\n") else block + "\n"),
+        ]
+        doc_id = lsp.OptionalVersionedTextDocumentIdentifier(uri=od.uri, version=od.version)
+        fixes = [d for d in params.context.diagnostics if d.code == "misplaced-spec"]
+        out.append(
+            lsp.CodeAction(
+                title=f"Move the spec directly above {k.qualified_name}",
+                kind=lsp.CodeActionKind.QuickFix,
+                diagnostics=fixes or None,
+                is_preferred=True,
+                edit=lsp.WorkspaceEdit(
+                    document_changes=[lsp.TextDocumentEdit(text_document=doc_id, edits=edits)]
+                ),
+            )
+        )
+    return out
 
 
 def setup(ls: CudaLanguageServer) -> None:

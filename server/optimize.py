@@ -42,6 +42,7 @@ from agent.source import Document
 from sandbox.compiler import CompilePool
 from sandbox.contract import CandidateResult, Tolerance, to_dict
 from sandbox.executor import Executor, ExecutorError
+from server.diagnostics import compile_options
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.settings import ExecutorSettings, Settings, make_executor
 from server.store import BenchmarkRecord, OptimizeRecord, kernel_hash, text_hash
@@ -356,10 +357,10 @@ def _cancel_with_request(ls: CudaLanguageServer, cancel: threading.Event) -> Non
         outer.add_done_callback(lambda f: cancel.set() if f.cancelled() else None)
 
 
-def _target(od: OpenDocument, kernel: str) -> loop.Target:
+def _target(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> loop.Target:
     if od.doc is None:
         raise loop.TargetError(f"{od.path.name} is too large to analyse")
-    return loop.target_for(od.doc, kernel)
+    return loop.target_for(od.doc, kernel, compile_options(ls.settings, od.path))
 
 
 async def run_optimize(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> dict[str, Any]:
@@ -374,7 +375,7 @@ async def run_optimize(ls: CudaLanguageServer, od: OpenDocument, kernel: str) ->
             "message": f"{kernel} is already running",
         }
     try:
-        target = _target(od, kernel)
+        target = _target(ls, od, kernel)
     except loop.TargetError as exc:
         return {"runId": "", "status": "error", "speedup": 0.0, "message": str(exc)}
     settings = ls.settings
@@ -521,7 +522,7 @@ async def run_benchmark(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -
     assert runs is not None and ls.loop is not None
     empty = {"status": "error", "medianMs": 0.0, "relSpread": 0.0, "gbps": 0.0, "pctPeak": 0.0}
     try:
-        target = _target(od, kernel)
+        target = _target(ls, od, kernel)
     except loop.TargetError as exc:
         return {**empty, "message": str(exc)}
     settings = ls.settings

@@ -90,10 +90,6 @@ class Settings:
     compile_commands: str = ""
     diagnostics_delay_ms: int = 400
 
-    def nvrtc_options(self) -> tuple[str, ...]:
-        """``-I``/``-D`` options from the settings (``compile_commands.json`` is read by the checker)."""
-        return (*(f"-I{p}" for p in self.include_paths), *(f"-D{d}" for d in self.defines))
-
 
 T = TypeVar("T")
 

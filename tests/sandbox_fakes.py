@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import socket
+import struct
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -42,7 +45,11 @@ FAKE_DEVICE = DeviceInfo(
 class ScriptedHandler:
     """``ok*`` answers ok with the worker's pid; ``hang`` sleeps forever after starting a
     grandchild whose pid it writes to ``<request id>`` (when that is an absolute path); ``crash`` dies; ``sticky`` reports a
-    sticky CUDA error and asks for a restart; ``net`` lists the network interfaces it can see."""
+    sticky CUDA error and asks for a restart; ``net`` lists the network interfaces it can see;
+    ``peek`` says what of the host it can read (/etc/shadow, the environment of the process whose
+    pid is the request id, a token in its own environment);
+    ``gadget`` writes a pickle that would create the file ``<request id>`` straight into the pipe to
+    the parent, as code that took the worker over could, and then hangs."""
 
     def __init__(self, device: int, backend: str) -> None:
         self.device = device
@@ -69,10 +76,40 @@ class ScriptedHandler:
             )
         if cid == "crash":
             os._exit(9)
+        if cid == "peek":
+            return Reply(CandidateResult(cid, Status.OK, peek(job.request.id)))
+        if cid == "gadget":
+            fd = int(sys.argv[sys.argv.index("--fd") + 1])
+            payload = pickle.dumps(_Gadget(job.request.id))
+            os.write(fd, struct.pack("!i", len(payload)) + payload)  # multiprocessing's framing
+            time.sleep(600)
         if cid == "sticky":
             return Reply(CandidateResult(cid, Status.CRASH, "CUDA_ERROR_ILLEGAL_ADDRESS"), restart=True)
         timing = Timing(median_ms=1.0, q1_ms=0.9, q3_ms=1.1, min_ms=0.8, samples=10, rel_spread=0.2)
         return Reply(CandidateResult(cid, Status.OK, f"pid {os.getpid()}", timing=timing))
+
+
+class _Gadget:
+    """Unpickling this runs ``open(path, "w")``: a stand-in for any code a pickle can run."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+        return (open, (self.path, "w"))
+
+
+def peek(pid: str) -> str:
+    """What this process can read that a sandboxed worker must not: ``name=yes/no`` pairs."""
+    seen = []
+    for name, path in (("shadow", "/etc/shadow"), ("parent_env", f"/proc/{pid}/environ")):
+        try:
+            Path(path).read_bytes()
+            seen.append(f"{name}=yes")
+        except OSError:
+            seen.append(f"{name}=no")
+    token = "yes" if "CUDA_AGENT_TOKEN" in os.environ or "CUDA_AGENT_API_KEY" in os.environ else "no"
+    return " ".join([*seen, f"token_env={token}"])
 
 
 class FasterHandler(ScriptedHandler):

@@ -235,7 +235,7 @@ def test_requests_spread_over_the_gpu_lanes() -> None:
         (
             to_json(make_request("inc")).replace('"options":[]', '"options":["-I/etc"]', 1).encode(),
             422,
-            "not allowed on a remote worker",
+            "not allowed in a request",
         ),
         (
             to_json(make_request("s")).replace('"seeds":[1,2,3]', '"seeds":[]', 1).encode(),

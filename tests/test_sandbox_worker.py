@@ -178,7 +178,9 @@ def test_bwrap_worker_has_no_network_and_is_still_killed_at_deadline(
         net, hang, ok = ex.evaluate(request).candidates
     assert net.message == "interfaces lo"
     assert hang.status == Status.TIMEOUT and ok.status == Status.OK
-    time.sleep(0.2)
+    deadline = time.monotonic() + 5  # the pid namespace's processes die with it, not instantly on a busy host
+    while not set(sleepers(b"600")) <= before and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert set(sleepers(b"600")) <= before
 
 
@@ -349,7 +351,7 @@ def test_cancel_stops_compute_sanitizer(
 
 PARENT = """
 import sys, time
-from sandbox.worker import WorkerProcess, EvalJob, Binary
+from sandbox.worker import WorkerProcess, EvalJob, Binary, encode
 from sandbox_fakes import HANGING_SANITIZER, fake_sanitizer, kernel_file, vadd_request
 from sandbox.contract import Candidate
 from pathlib import Path
@@ -357,7 +359,7 @@ vadd = kernel_file(Path(sys.argv[1]), "vadd")
 w = WorkerProcess(handler="sandbox_fakes:ScriptedHandler")
 w.start()
 print(w.proc.pid, flush=True)
-w.conn.send(EvalJob(vadd_request(vadd, (Candidate("hang", vadd),), request_id=sys.argv[2]), Binary(b"", "vadd"), 0))
+w.conn.send_bytes(encode(EvalJob(vadd_request(vadd, (Candidate("hang", vadd),), request_id=sys.argv[2]), Binary(b"", "vadd"), 0)))
 time.sleep(600)
 """
 

@@ -21,6 +21,9 @@ from lsprotocol import types as lsp
 from lsprotocol.converters import get_converter
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from agent import spec as spec_mod
+from agent.source import Document
+
 DATA = Path(__file__).parent / "data"
 SERVER = [sys.executable, "-m", "server", "serve"]
 ENV = {**os.environ, "CUDA_AGENT_TEST_EXECUTOR": "1", "CUDA_AGENT_TEST_EXECUTOR_DELAY": "0.05"}
@@ -786,3 +789,29 @@ async def test_hostile_specs_answer_lenses_hover_and_diagnostics(
             diagnostics=[d for d in diags if line - 3 <= d.range.start.line <= line]
         )
         await client.text_document_code_action_async(lsp.CodeActionParams(doc, span, context))
+
+
+async def test_a_misplaced_spec_is_reported_with_a_quick_fix_that_moves_it(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    path = workspace.copy("misplaced_spec.cu")
+    uri = open_file(client, path)
+    diags = await diagnostics_for(client, uri)
+    (misplaced,) = [d for d in diags if d.code == "misplaced-spec"]
+    assert (misplaced.range.start.line, misplaced.range.end.line) == (1, 3)
+    assert "separated from scale2 by `#define SCALE 2.0f`" in misplaced.message
+    actions = await client.text_document_code_action_async(
+        lsp.CodeActionParams(
+            lsp.TextDocumentIdentifier(uri), misplaced.range, lsp.CodeActionContext(diagnostics=[misplaced])
+        )
+    )
+    (fix,) = [
+        a for a in actions or [] if isinstance(a, lsp.CodeAction) and a.title.startswith("Move the spec")
+    ]
+    assert fix.edit is not None and fix.edit.document_changes
+    (edit,) = fix.edit.document_changes
+    assert isinstance(edit, lsp.TextDocumentEdit)
+    moved = apply_edits(path.read_text(), [plain(e) for e in edit.edits])
+    doc = Document(moved)
+    k = doc.kernel("scale2")
+    assert k is not None and spec_mod.parse(k)[0] is not None and not spec_mod.misplaced(doc)

@@ -49,7 +49,9 @@ def test_settings_parse_nested_values_and_report_problems() -> None:
     assert settings.budget.seconds == 30.0
     assert settings.budget.candidates == 40  # 0 is below the minimum: default kept
     assert settings.arch == "sm_80"
-    assert settings.nvrtc_options() == ("-I/opt/include",)  # the bad list is dropped whole
+    assert (
+        settings.include_paths == ("/opt/include",) and settings.defines == ()
+    )  # the bad list is dropped whole
     assert any(p.startswith("budget.candidates") for p in problems)
     assert any(p.startswith("defines") for p in problems)
     assert "colour: unknown setting" in problems

@@ -10,12 +10,14 @@ import pytest
 
 from agent.source import Document, Kernel
 from agent.spec import (
+    InvalidSpec,
     KernelSpec,
     ScalarSpec,
     canonical_dtype,
     dtype_bytes,
     evaluate,
     infer,
+    misplaced,
     parse,
     problem,
     problems,
@@ -479,3 +481,132 @@ def test_tolerance_and_precision_errors(line: str, message: str) -> None:
     )
     _, errors = parse(kernel(Document(text), "k"))
     assert len(errors) == 1 and errors[0].line == 3 and message in errors[0].message
+
+
+def test_at_cuda_agent_in_prose_is_not_a_directive() -> None:
+    doc = Document(
+        "// This kernel follows the @cuda-agent conventions of the team.\n"
+        "// @cuda-agent sizes n=1024\n"
+        "// @cuda-agent arg x out float[n]\n"
+        "__global__ void k(float* x, int n) { x[threadIdx.x] = 1.0f; }\n"
+    )
+    spec, errors = parse(kernel(doc, "k"))
+    assert spec is not None and not errors
+    assert not misplaced(doc)
+
+
+def test_misplaced_spec_blocks_name_their_kernel_and_the_separation() -> None:
+    doc = Document(
+        "// @cuda-agent sizes n=1024\n"
+        "// @cuda-agent arg x out float[n]\n"
+        "\n"
+        "__global__ void a(float* x, int n) { x[0] = 1.0f; }\n"
+        "// @cuda-agent sizes n=8\n"
+        "/* a block comment */\n"
+        "__global__ void b(float* x, int n) { x[0] = 1.0f; }\n"
+        "// @cuda-agent sizes n=8\n"
+    )
+    found = [(m.first, m.last, m.kernel.name if m.kernel else None, m.reason) for m in misplaced(doc)]
+    assert found == [
+        (0, 1, "a", "separated from a by a blank line"),
+        (4, 4, "b", "separated from b by `/* a block comment */`"),
+        (7, 7, None, "no kernel follows it"),
+    ]
+
+
+def test_an_implied_size_argument_reports_errors_at_the_sizes_line() -> None:
+    doc = Document(
+        "\n\n// @cuda-agent sizes n=1<<20\n// @cuda-agent arg x out float[n]\n"
+        "__global__ void k(float* x, short n) { x[0] = 1.0f; }\n"
+    )
+    spec, errors = parse(kernel(doc, "k"))
+    assert spec is not None and not errors
+    implied = next(a for a in spec.args if a.name == "n")
+    assert implied.line == 2
+
+
+def test_copy_distribution_and_its_mistakes() -> None:
+    def spec_of(arg_lines: str) -> tuple[object, tuple[object, ...]]:
+        doc = Document(
+            f"// @cuda-agent sizes n=64\n{arg_lines}__global__ void k(float* acc, const float* x, int* m, int n) {{}}\n"
+        )
+        return parse(kernel(doc, "k"))
+
+    spec, errors = spec_of(
+        "// @cuda-agent arg acc inout float[n] copy(x)\n// @cuda-agent arg x in float[n]\n// @cuda-agent arg m in int[n]\n"
+    )
+    assert not errors and isinstance(spec, KernelSpec)
+    acc = problems(spec)[-1].args[0]
+    assert acc.dist == Distribution("copy", source="x")
+    for lines, message in (
+        ("// @cuda-agent arg acc inout float[n] copy(y)\n", "copy(y): no array argument"),
+        ("// @cuda-agent arg acc out float[n] copy(x)\n", "needs an in or inout"),
+        ("// @cuda-agent arg acc inout float[2*n] copy(x)\n", "float32[64] is not float32[128]"),
+    ):
+        _, errors = spec_of(lines + "// @cuda-agent arg x in float[n]\n// @cuda-agent arg m in int[n]\n")
+        assert any(message in e.message and e.line == 1 for e in errors), errors  # type: ignore[attr-defined]
+
+
+def test_require_constrains_verify_sizes_blocks_and_memory() -> None:
+    doc = Document(
+        "// @cuda-agent sizes m=1000 n=4096\n"
+        "// @cuda-agent launch grid=(cdiv(n, block_x), cdiv(m, block_y)) block=(32, 8)\n"
+        "// @cuda-agent arg a in float[m*n]\n"
+        "// @cuda-agent require n % 64 == 0 && m % 8 == 0\n"
+        "// @cuda-agent require pow2(block_x * block_y) and bytes <= 1 << 26\n"
+        "__global__ void k(const float* a, int m, int n) {}\n"
+    )
+    spec, errors = parse(kernel(doc, "k"))
+    assert spec is not None and not errors
+    assert verify_sizes(spec) == ({"m": 64, "n": 64}, {"m": 960, "n": 960})  # every cap lowered until met
+    with pytest.raises(InvalidSpec, match=r"line 5: require .*pow2.*not met"):
+        problem(spec, {"m": 8, "n": 64}, block=(24, 8))
+    with pytest.raises(InvalidSpec, match=r"bytes=67239936\)"):
+        problem(spec, {"m": 4104, "n": 4096})  # a memory cap: just over 64 MiB
+    assert "// @cuda-agent require n % 64 == 0 and m % 8 == 0\n" in render(spec)
+    lines = tuple((i, line.removeprefix("//")) for i, line in enumerate(render(spec).splitlines()))
+    again, errors = parse(replace(kernel(doc, "k"), comment=lines))
+    assert not errors and again is not None
+    assert [c for c, _ in again.requires] == [c for c, _ in spec.requires]
+
+
+def test_the_worker_starts_a_copy_argument_with_its_source_data(data_dir: Path) -> None:
+    from sandbox.verify import inputs_for
+
+    doc = load(data_dir, "spec_grammar/accumulate_copy.cu")
+    spec, errors = parse(kernel(doc, "accumulate"))
+    assert spec is not None and not errors
+    data = inputs_for(problems(spec)[0], seed=3)
+    assert data["acc"].tobytes() == data["x"].tobytes() and data["acc"] is not data["x"]
+    assert data["x"].std() > 0.1  # real data, not zeros
+
+
+def test_a_null_pointer_argument_is_a_64_bit_zero(data_dir: Path) -> None:
+    doc = load(data_dir, "spec_grammar/layernorm_optional.cu")
+    spec, errors = parse(kernel(doc, "row_stats"))
+    assert spec is not None and not errors
+    rstd = next(a for a in problems(spec)[-1].args if a.name == "rstd")
+    assert (rstd.role, rstd.dtype, rstd.value) == ("scalar", "uint64", 0.0)
+    assert "// @cuda-agent arg rstd = NULL\n" in render(spec)
+    bad = Document(
+        "// @cuda-agent sizes n=8\n// @cuda-agent arg x = 3\n__global__ void k(float* x, int n) {}\n"
+    )
+    _, errors = parse(kernel(bad, "k"))
+    assert any("is a pointer" in e.message and "= NULL" in e.message for e in errors)
+
+
+def test_a_worker_accepts_a_copy_argument_and_refuses_a_bad_one(data_dir: Path) -> None:
+    from sandbox.contract import EvalRequest, KernelSource, RequestError, validate_request
+
+    doc = load(data_dir, "spec_grammar/accumulate_copy.cu")
+    spec, _ = parse(kernel(doc, "accumulate"))
+    assert spec is not None
+    probs = problems(spec)
+    request = EvalRequest(
+        "copy", KernelSource("__global__ void accumulate() {}", "accumulate"), (), probs[:-1], probs[-1]
+    )
+    validate_request(request)
+    acc = probs[-1].args[0]
+    bad = replace(probs[-1], args=(replace(acc, dist=replace(acc.dist, source="acc")), *probs[-1].args[1:]))
+    with pytest.raises(RequestError, match=r"dist\.source"):
+        validate_request(replace(request, bench_problem=bad))

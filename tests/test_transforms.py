@@ -36,6 +36,9 @@ from agent.transforms import (
     WarpReduction,
     apply_all,
 )
+from agent.transforms.passes import Apply
+from agent.transforms.row_parallel import RowParallel, Rows
+from agent.transforms.same_layout import SameLayoutReduction
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Candidate, EvalOptions, EvalRequest, Status
 
@@ -67,6 +70,14 @@ def compiles(t: loop.Target, code: str) -> None:
     assert out.result.ok, out.result.log
 
 
+ROWS = (  # thread-per-row kernels the row-parallel pass rewrites
+    "softmax.cu",
+    "layernorm.cu",
+    "matvec.cu",
+    "softmax_double.cu",
+    "attention_softmax.cu",
+    "layernorm_stats.cu",
+)
 # (file, transforms, what the rewrite must contain)
 CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("vadd_poor_block.cu", (BlockSize((256,)),)),
@@ -90,11 +101,16 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("block_sum.cu", (WarpReduction(),)),
     ("row_max.cu", (WarpReduction(), RestrictConst())),
     ("transpose.cu", (TiledTranspose(), LaunchBounds())),
+    ("transpose_1d.cu", (TiledTranspose(), RestrictConst())),
     ("stencil2d.cu", (ReadOnlyLoads(), BlockSize((32, 8)))),
     ("matmul.cu", (TiledDot(),)),
     ("matmul_bias.cu", (TiledDot(128, 64, 16, 8, 4), RestrictConst())),
     ("sgemm.cu", (TiledDot(),)),
     ("attention_scores.cu", (TiledDot(),)),
+    *((name, (Apply(RowParallel(), rows),)) for name in ROWS for rows in RowParallel.space),
+    ("softmax.cu", (Apply(RowParallel(), Rows("warp", 128)), RestrictConst(), FastMath())),
+    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
+    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False), RestrictConst())),
 ]
 
 
@@ -286,7 +302,8 @@ def test_fast_math_uses_intrinsics() -> None:
         ("block_scan.cu", GridStride(2), "no `i = blockIdx.x * blockDim.x + threadIdx.x` index"),
         ("layernorm.cu", Vectorize(16), "no array indexed by `r` alone"),
         ("vadd_poor_block.cu", WarpReduction(), "no `for (s = ..."),
-        ("matmul.cu", TiledTranspose(), "not `out[...] = in[...];`"),
+        ("matmul.cu", TiledTranspose(), "not one `out[...] = in[...];` without loops"),
+        ("vadd_poor_block.cu", TiledTranspose(), "no 2-D index pair (or 1-D index split"),
         ("vadd_poor_block.cu", FastMath(), "no single-precision math"),
         ("vadd_poor_block.cu", Unroll(4), "no `for` loop"),
         ("row_max.cu", ReadOnlyLoads(), "no plain loads"),
@@ -409,6 +426,7 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("block_sum.cu", (WarpReduction(), RestrictConst())),
     ("row_max.cu", (WarpReduction(), Unroll(4))),
     ("transpose.cu", (TiledTranspose(), ReadOnlyLoads())),
+    ("transpose_1d.cu", (TiledTranspose(),)),
     ("block_scan.cu", (Unroll(8), LaunchBounds())),
     ("matmul.cu", (TiledDot(),)),
     ("matmul.cu", (TiledDot(64, 64, 8, 4, 4), RestrictConst(), ReadOnlyLoads())),
@@ -420,6 +438,17 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("attention_scores.cu", (TiledDot(128, 64, 16, 8, 4),)),
     ("dot_forms.cu", (TiledDot(),)),
     ("dot_forms.cu", (TiledDot(64, 64, 8, 4, 4),)),
+    *(
+        (name, (Apply(RowParallel(), rows),))
+        for name in ROWS
+        for rows in (Rows("warp", 128), Rows("block", 128))
+    ),
+    ("row_forms.cu", (Apply(RowParallel(), Rows("warp", 128)),)),
+    ("row_forms.cu", (Apply(RowParallel(), Rows("block", 128)), RestrictConst())),
+    ("row_batched.cu", (Apply(RowParallel(), Rows("warp", 128)),)),
+    ("row_batched.cu", (Apply(RowParallel(), Rows("block", 256)),)),
+    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
+    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False),)),
 ]
 
 

@@ -30,7 +30,9 @@ transformation            applies when
 :class:`SharedHistogram`  ``atomicAdd(&H[k], v);`` (result unused) into an array of constant size
                           (spec) <= 16 KiB, no early ``return``: a per-block copy in shared memory,
                           merged once per block
-:class:`TiledTranspose`   ``out[x * H + y] = in[y * W + x]`` over a 2-D grid: a 32x32 shared tile
+:class:`TiledTranspose`   ``out[x * H + y] = in[y * W + x]`` (any operand order, casts) with x, y the
+                          2-D global indices or a 1-D index split by ``% W`` and ``/ W``, guarded
+                          by ``x < W && y < H`` (or ``i < W * H``): a 32x32 shared tile
 :class:`FastMath`         single-precision ``expf``/``logf``/``sinf``/... or a division by a float
                           expression with a float-literal operand
 ========================  ===========================================================================
@@ -42,7 +44,7 @@ import abc
 import ast
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -60,6 +62,7 @@ from agent.spec import (
     parse_dims,
     render_dims,
 )
+from agent.transforms.view import KernelView, Poly, global_index, statements, unparenthesized, walk, written
 
 Node = tree_sitter.Node
 log = logging.getLogger(__name__)
@@ -93,6 +96,11 @@ class Subject:
         if span is None:
             return None
         return self.doc.tree.root_node.named_descendant_for_byte_range(span.start_byte, span.end_byte)
+
+    @cached_property
+    def view(self) -> KernelView:
+        """The kernel's read-only analysis (:mod:`agent.transforms.view`), built once."""
+        return KernelView(self)
 
     @property
     def block(self) -> tuple[str, ...]:
@@ -156,21 +164,6 @@ def _squash(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
 
-def _walk(node: Node) -> Iterator[Node]:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
-
-
-def _statements(node: Node) -> list[Node]:
-    """The statements of a compound statement (or the single statement itself), comments skipped."""
-    if node.type == "compound_statement":
-        return [c for c in node.named_children if c.type != "comment"]
-    return [node]
-
-
 def _rebuild(subject: Subject, node: Node, replace_fn: Callable[[Node], str | None]) -> str:
     """``node``'s text with every subtree for which ``replace_fn`` answers a string replaced by it
     (outermost first; a replacement may itself call :func:`_rebuild` on children)."""
@@ -210,31 +203,12 @@ def _with_body(subject: Subject, body: Node, text: str) -> str:
 
 
 def _uses(subject: Subject, node: Node, name: str) -> bool:
-    return any(n.type == "identifier" and _text(subject, n) == name for n in _walk(node))
+    return any(n.type == "identifier" and _text(subject, n) == name for n in walk(node))
 
 
 def _indent(subject: Subject, node: Node) -> str:
     line = subject.doc.line_bytes(node.start_point.row).decode("utf-8", errors="replace")
     return line[: len(line) - len(line.lstrip())]
-
-
-_GLOBAL_X = {
-    "blockIdx.x*blockDim.x+threadIdx.x",
-    "blockDim.x*blockIdx.x+threadIdx.x",
-    "threadIdx.x+blockIdx.x*blockDim.x",
-    "threadIdx.x+blockDim.x*blockIdx.x",
-}
-_CAST = re.compile(r"\((?:unsigned|signed|int|long|size_t|int64_t|uint64_t|unsigned int|longlong)\)")
-
-
-def _index_kind(text: str) -> str:
-    """``x``/``y`` when ``text`` is the global thread index along that axis (casts allowed)."""
-    t = _CAST.sub("", _squash(text))
-    t = re.sub(r"\((\w+\.\w)\)", r"\1", t)
-    for axis in "xy":
-        if t in {f.replace(".x", "." + axis) for f in _GLOBAL_X}:
-            return axis
-    return ""
 
 
 def _block_names(expr: str) -> bool:
@@ -264,7 +238,7 @@ def _static_shared(subject: Subject) -> bool:
         and "extern" not in _text(subject, n)
         and "[" in _text(subject, n)
         and f" {HISTOGRAM_COPY}[" not in _text(subject, n)
-        for n in _walk(body)
+        for n in walk(body)
     )
 
 
@@ -381,24 +355,6 @@ def _subscript_base(subject: Subject, node: Node) -> str:
     return ""
 
 
-def _unparenthesized(node: Node | None) -> Node | None:
-    """``node`` without the parentheses around it: ``y[k]`` for ``((y[k]))``."""
-    while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
-        node = node.named_children[0]
-    return node
-
-
-def _written(node: Node) -> bool:
-    p = node.parent
-    if p is None:
-        return False
-    if p.type == "assignment_expression" and p.child_by_field_name("left") == node:
-        return True
-    if p.type == "update_expression":
-        return True
-    return p.type == "pointer_expression" and p.children[0].type == "&"
-
-
 @dataclass(frozen=True)
 class ReadOnlyLoads(Transform):
     """Loads of ``in`` arrays through the read-only data cache: ``a[i]`` -> ``__ldg(&a[i])``."""
@@ -420,7 +376,7 @@ class ReadOnlyLoads(Transform):
 
         def sub(n: Node) -> str | None:
             nonlocal count
-            if n.type == "subscript_expression" and _subscript_base(subject, n) in inputs and not _written(n):
+            if n.type == "subscript_expression" and _subscript_base(subject, n) in inputs and not written(n):
                 count += 1
                 return f"__ldg(&{_rebuild(subject, n, sub)})"
             if n.type == "call_expression" and _text(subject, n).startswith("__ldg"):
@@ -451,7 +407,7 @@ class _Elementwise:
 def _elementwise(subject: Subject) -> _Elementwise | NotApplicable:
     if subject.body is None:
         return NotApplicable("the kernel has no body")
-    stmts = _statements(subject.body)
+    stmts = statements(subject.body)
     index = index_type = ""
     prelude: list[Node] = []
     for k, s in enumerate(stmts):
@@ -459,7 +415,12 @@ def _elementwise(subject: Subject) -> _Elementwise | NotApplicable:
             decl = s.child_by_field_name("declarator") if s.type == "declaration" else None
             value = decl.child_by_field_name("value") if decl is not None else None
             name = decl.child_by_field_name("declarator") if decl is not None else None
-            if value is not None and name is not None and _index_kind(_text(subject, value)) == "x":
+            if (
+                value is not None
+                and name is not None
+                and name.type == "identifier"
+                and subject.view.poly(value) == global_index("x")
+            ):
                 index = _text(subject, name)
                 t = s.child_by_field_name("type")
                 index_type = _text(subject, t) if t is not None else "int"
@@ -487,7 +448,7 @@ def _elementwise(subject: Subject) -> _Elementwise | NotApplicable:
                 bound, rest = (rt if lt == index else lt), stmts[k + 1 :]
                 if rest:
                     return NotApplicable("statements follow the bounds check")
-                return _check_body(subject, index, index_type, bound, prelude, _statements(conseq))
+                return _check_body(subject, index, index_type, bound, prelude, statements(conseq))
             if (op, lt) == (">=", index) and _text(subject, conseq).replace(" ", "") == "return;":
                 return _check_body(subject, index, index_type, rt, prelude, stmts[k + 1 :])
             break
@@ -513,7 +474,7 @@ def _check_body(
     if re.search(rf"\b{re.escape(index)}\b", bound):
         return NotApplicable("the bound depends on the index")
     for s in body:
-        for n in _walk(s):
+        for n in walk(s):
             if n.type in ("assignment_expression", "update_expression"):
                 target = n.child_by_field_name("left") or n.child_by_field_name("argument")
                 if target is not None and _text(subject, target) == index:
@@ -627,7 +588,7 @@ class Vectorize(Transform):
         uses: dict[str, list[Node]] = {}
         plain: set[str] = set()
         for s in ew.body:
-            for n in _walk(s):
+            for n in walk(s):
                 if n.type == "identifier" and _text(subject, n) in arrays:
                     name = _text(subject, n)
                     p = n.parent
@@ -663,7 +624,7 @@ class Vectorize(Transform):
         launch = _grid_for(subject, lanes * self.coarsen, self.max_blocks)
         if isinstance(launch, NotApplicable):
             return launch
-        written = {name for name in lanes_of if any(_written(u) for u in uses[name])}
+        stored = {name for name in lanes_of if any(written(u) for u in uses[name])}
         unconditional = {
             _text(subject, left.child_by_field_name("argument") or left)
             for s in ew.body
@@ -679,7 +640,7 @@ class Vectorize(Transform):
         for name, (base, vt) in lanes_of.items():
             role = arrays[name].role
             load = role != "out" or name not in unconditional
-            cast_const = "const " if name not in written else ""
+            cast_const = "const " if name not in stored else ""
             if load:
                 lines.append(
                     f"{pad * 3}{cast_const}{vt} ca_{name}_vec = reinterpret_cast<const {vt}*>({name})[ca_v];"
@@ -692,7 +653,7 @@ class Vectorize(Transform):
         stores = [
             f"{pad * 3}reinterpret_cast<{vt}*>({n})[ca_v] = ca_{n}_vec;"
             for n, (_, vt) in lanes_of.items()
-            if n in written
+            if n in stored
         ]
 
         def lane(n: Node) -> str | None:
@@ -744,7 +705,7 @@ class Unroll(Transform):
         if body is None:
             return NotApplicable("the kernel has no body")
         edits = []
-        for n in _walk(body):
+        for n in walk(body):
             if n.type != "for_statement":
                 continue
             prev = n.prev_named_sibling
@@ -770,7 +731,7 @@ class WarpReduction(Transform):
         body = subject.body
         if body is None:
             return NotApplicable("the kernel has no body")
-        for loop in (n for n in _walk(body) if n.type == "for_statement"):
+        for loop in (n for n in walk(body) if n.type == "for_statement"):
             found = self._match(subject, loop)
             if isinstance(found, str):
                 new_code = _splice(subject.code, [(loop.start_byte, loop.end_byte, found)], subject.doc.data)
@@ -801,7 +762,7 @@ class WarpReduction(Transform):
             f"{s}={s}>>1",
         ):
             return None
-        stmts = _statements(loop_body)
+        stmts = statements(loop_body)
         if len(stmts) != 2 or _squash(_text(subject, stmts[1])) != "__syncthreads();":
             return None
         guard = stmts[0]
@@ -810,14 +771,14 @@ class WarpReduction(Transform):
         gcond = _squash(_text(subject, guard.child_by_field_name("condition") or guard))
         m = re.fullmatch(rf"\((\w+(?:\.x)?)<{re.escape(s)}\)", gcond)
         conseq = guard.child_by_field_name("consequence")
-        if m is None or conseq is None or len(_statements(conseq)) != 1:
+        if m is None or conseq is None or len(statements(conseq)) != 1:
             return None
         tid = m[1]
         if tid != "threadIdx.x" and not re.search(
             rf"\b{re.escape(tid)}\s*=\s*threadIdx\.x\s*;", _text(subject, subject.body or loop)
         ):
             return None
-        step = _text(subject, _statements(conseq)[0])
+        step = _text(subject, statements(conseq)[0])
         sq = _squash(step)
         arr = re.search(
             rf"(\w+)\[{re.escape(tid)}\+{re.escape(s)}\]|(\w+)\[{re.escape(s)}\+{re.escape(tid)}\]", sq
@@ -883,12 +844,12 @@ class SharedHistogram(Transform):
             return NotApplicable("the kernel has no body")
         params = {p.name: p for p in subject.kernel.params if p.pointer == 1}
         targets: dict[str, list[Node]] = {}  # array -> its ``&H[k]`` nodes inside atomicAdd calls
-        for call in (n for n in _walk(body) if n.type == "call_expression"):
+        for call in (n for n in walk(body) if n.type == "call_expression"):
             fn, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
             if fn is None or args is None or _text(subject, fn) != "atomicAdd" or not args.named_children:
                 continue
             first = args.named_children[0]
-            arg = _unparenthesized(first.child_by_field_name("argument"))
+            arg = unparenthesized(first.child_by_field_name("argument"))
             if first.type == "pointer_expression" and arg is not None and arg.type == "subscript_expression":
                 base = arg.child_by_field_name("argument")
                 if base is not None and _text(subject, base) in params:
@@ -900,10 +861,10 @@ class SharedHistogram(Transform):
         if not targets:
             return NotApplicable("no `atomicAdd(&H[k], v)` into an array parameter")
         name, bases = next(iter(targets.items()))
-        uses = [n for n in _walk(body) if n.type == "identifier" and _text(subject, n) == name]
+        uses = [n for n in walk(body) if n.type == "identifier" and _text(subject, n) == name]
         if len(uses) != len(bases):
             return NotApplicable(f"`{name}` is used other than through atomicAdd")
-        if any(n.type == "return_statement" for n in _walk(body)):
+        if any(n.type == "return_statement" for n in walk(body)):
             return NotApplicable("the body returns early: not every thread would reach the merge")
         spec = subject.arrays().get(name)
         elem = params[name].base_type
@@ -942,6 +903,94 @@ class SharedHistogram(Transform):
 # --------------------------------------------------------------------------------------- transpose
 
 
+def _transpose(view: KernelView) -> tuple[str, str, str, str, str, str] | NotApplicable:
+    """``out[c * H + r] = in[r * W + c]`` guarded so that ``c < W`` and ``r < H``, with the thread's
+    column ``c`` and row ``r`` either the 2-D global indices or a 1-D global index split by
+    ``/ W`` and ``% W``: (c, r, W, H, in, out) as written."""
+    gx = global_index("x")
+    cols: dict[str, str] = {}  # local -> "x"/"y" (2-D) or "%W"/"/W" (1-D split)
+    for name, loc in view.locals.items():
+        v = unparenthesized(loc.value)
+        if v is None or loc.reassigned or loc.pointer:
+            continue
+        p = view.poly(v)
+        if p in (gx, global_index("y")):
+            cols[name] = "x" if p == gx else "y"
+        elif v.type == "binary_expression" and view.text(v.children[1]) in ("/", "%"):
+            left, right = v.child_by_field_name("left"), v.child_by_field_name("right")
+            if (
+                left is not None
+                and right is not None
+                and view.poly(left) == gx
+                and right.type == "identifier"
+            ):
+                cols[name] = view.text(v.children[1]) + view.text(right)
+    by = {kind: n for n, kind in cols.items()}
+    if "x" in by and "y" in by:
+        c, r, split = by["x"], by["y"], ""
+    else:
+        widths = {k[1:] for k in by if k[0] in "/%"}
+        w1 = next((w for w in widths if f"/{w}" in by and f"%{w}" in by), None)
+        if w1 is None:
+            return NotApplicable("no 2-D index pair (or 1-D index split by `/` and `%`)")
+        c, r, split = by[f"%{w1}"], by[f"/{w1}"], w1
+    writes = [a for a in view.accesses if a.written]
+    reads = [a for a in view.accesses if not a.written]
+    if len(writes) != 1 or len(reads) != 1 or view.loops or view.shared or view.barriers or view.atomics:
+        return NotApplicable("the body is not one `out[...] = in[...];` without loops")
+    store, load = writes[0], reads[0]
+    stmt = store.node.parent.parent if store.node.parent is not None else None
+    if stmt is None or stmt.type != "expression_statement" or load.node.parent != store.node.parent:
+        return NotApplicable("the guarded statement is not `out[...] = in[...];`")
+    free = frozenset({c, r})
+    pin = view.poly(view._index_node(load.node) or load.node, free)
+    pout = view.poly(view._index_node(store.node) or store.node, free)
+
+    def width(p: Poly | None, inner: str, outer: str) -> str:
+        """W when ``p`` is ``outer * W + inner`` with W a scalar parameter."""
+        if p is None or p.get((inner,)) != 1 or len(p) != 2:
+            return ""
+        (mono,) = [m for m in p if m != (inner,)]
+        rest = [a for a in mono if a != outer]
+        ok = p[mono] == 1 and len(mono) == 2 and outer in mono and len(rest) == 1
+        return rest[0] if ok and rest[0] in view.params and view.params[rest[0]].pointer == 0 else ""
+
+    w, h = width(pin, c, r), width(pout, r, c)
+    if not w or not h or (split and split != w):
+        return NotApplicable("the indices are not a transpose (in[y * W + x] -> out[x * H + y])")
+    guards = [s for s in statements(view.body) if s.type == "if_statement"]
+    if len(guards) != 1 or guards[0].child_by_field_name("alternative") is not None:
+        return NotApplicable("the store is not under one `if` bounds check")
+    clause = guards[0].child_by_field_name("condition")
+    cond = unparenthesized(clause.child_by_field_name("value") if clause is not None else None)
+
+    def bound(lhs: Poly, rhs: Poly) -> tuple[tuple[tuple[tuple[str, ...], int], ...], ...]:
+        return tuple(sorted(lhs.items())), tuple(sorted(rhs.items()))
+
+    found: set[tuple[tuple[tuple[tuple[str, ...], int], ...], ...]] = set()
+    terms = [cond]
+    while terms:
+        t = unparenthesized(terms.pop())
+        if t is not None and t.type == "binary_expression" and view.text(t.children[1]) == "&&":
+            terms += [t.child_by_field_name("left"), t.child_by_field_name("right")]
+        elif t is not None and t.type == "binary_expression" and view.text(t.children[1]) == "<":
+            a, b = view.poly(t.children[0], free), view.poly(t.children[2], free)
+            if a is None or b is None:
+                return NotApplicable(f"`{view.text(t)}` is not a bound")
+            found.add(bound(a, b))
+        else:
+            return NotApplicable("the guard is not a conjunction of `<` bounds")
+
+    wanted = (
+        {bound(gx, {tuple(sorted((w, h))): 1})}
+        if split
+        else {bound({(c,): 1}, {(w,): 1}), bound({(r,): 1}, {(h,): 1})}
+    )
+    if found != wanted:
+        return NotApplicable("the guard is not `x < W && y < H`")
+    return c, r, w, h, load.array, store.array
+
+
 @dataclass(frozen=True)
 class TiledTranspose(Transform):
     """``out[x * H + y] = in[y * W + x]`` (x, y global indices, guarded by ``x < W && y < H``) ->
@@ -952,54 +1001,10 @@ class TiledTranspose(Transform):
     rows: int = 8
 
     def apply(self, subject: Subject) -> Outcome:
-        body = subject.body
-        if body is None:
-            return NotApplicable("the kernel has no body")
-        names: dict[str, str] = {}
-        guard: Node | None = None
-        for s in _statements(body):
-            if s.type == "declaration":
-                for d in s.children_by_field_name("declarator"):
-                    v, n = d.child_by_field_name("value"), d.child_by_field_name("declarator")
-                    if (
-                        v is not None
-                        and n is not None
-                        and n.type == "identifier"
-                        and (axis := _index_kind(_text(subject, v)))
-                    ):
-                        names[axis] = _text(subject, n)
-            elif s.type == "if_statement" and guard is None:
-                guard = s
-            else:
-                return NotApplicable(
-                    "the body is not `x, y indices; if (x < W && y < H) out[...] = in[...];`"
-                )
-        if set(names) != {"x", "y"} or guard is None or guard.child_by_field_name("alternative") is not None:
-            return NotApplicable("no 2-D index pair guarded by one `if`")
-        x, y = names["x"], names["y"]
-        cond = _squash(_text(subject, guard.child_by_field_name("condition") or guard)).strip("()")
-        ex, ey = re.escape(x), re.escape(y)
-        m = re.fullmatch(rf"{ex}<(\w+)&&{ey}<(\w+)|{ey}<(\w+)&&{ex}<(\w+)", cond)
-        if m is None:
-            return NotApplicable("the guard is not `x < W && y < H`")
-        w, h = (m[1], m[2]) if m[1] else (m[4], m[3])
-        conseq = guard.child_by_field_name("consequence")
-        stmts = _statements(conseq) if conseq is not None else []
-        mm = (
-            re.fullmatch(r"(\w+)\[(.+)\]=(\w+)\[(.+)\];", _squash(_text(subject, stmts[0])))
-            if len(stmts) == 1
-            else None
-        )
-        if mm is None:
-            return NotApplicable("the guarded statement is not `out[...] = in[...];`")
-        out, out_idx, src, src_idx = mm[1], mm[2], mm[3], mm[4]
-        if src_idx not in (f"{y}*{w}+{x}", f"{x}+{y}*{w}", f"{w}*{y}+{x}", f"{x}+{w}*{y}") or out_idx not in (
-            f"{x}*{h}+{y}",
-            f"{y}+{x}*{h}",
-            f"{h}*{x}+{y}",
-            f"{y}+{h}*{x}",
-        ):
-            return NotApplicable("the indices are not a transpose (in[y * W + x] -> out[x * H + y])")
+        found = _transpose(subject.view)
+        if isinstance(found, NotApplicable):
+            return found
+        x, y, w, h, src, out = found
         params = {p.name: p for p in subject.kernel.params}
         scalars = {a.name: a.value for a in subject.spec.args if isinstance(a, ScalarSpec)}
         if src not in params or w not in scalars or h not in scalars:
@@ -1111,7 +1116,7 @@ def apply_all(subject: Subject, transforms: tuple[Transform, ...]) -> Subject | 
     for t in transforms:
         out = safe_apply(t, subject)
         if isinstance(out, NotApplicable):
-            return NotApplicable(f"{type(t).__name__}: {out.reason}")
+            return NotApplicable(f"{getattr(t, 'name', '') or type(t).__name__}: {out.reason}")
         subject = out
     return subject
 

@@ -1,0 +1,148 @@
+"""Structural passes: the interface, the emitter, and the adapter the search composes.
+
+A pass is one file holding a :class:`Pass` subclass:
+
+- ``match(view) -> Match | NotApplicable(reason)`` decides on the read-only
+  :class:`~agent.transforms.view.KernelView` whether (and where) the rewrite applies; a
+  :class:`Match` carries what ``rewrite`` needs (nodes of the view, names, reductions);
+- ``rewrite(match, params) -> Rewrite | NotApplicable`` instantiates the rewrite for one point of
+  the pass's declared parameter space ``space`` (best guess first: the search tries it in the
+  first batch) through an :class:`Emitter`;
+- one entry in :data:`agent.transforms.registry.PASSES` makes the search try it.
+
+:class:`Apply` (a pass with one parameter value) is a :class:`~agent.transforms.Transform`, so
+passes compose with every other transformation, and an exception inside a pass becomes
+``NotApplicable("internal error: ...")`` through :func:`agent.transforms.safe_apply`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, TypeVar
+
+import tree_sitter
+
+from agent.loop import LaunchChange
+from agent.transforms import NotApplicable, Outcome, Rewrite, Subject, Transform
+from agent.transforms.view import KernelView
+
+Node = tree_sitter.Node
+PAD = "    "
+
+
+@dataclass(frozen=True)
+class Match:
+    """What a pass found; subclasses add their fields."""
+
+    view: KernelView
+
+
+M = TypeVar("M", bound=Match)
+
+
+class Pass(abc.ABC, Generic[M]):
+    """A structural rewrite: ``match`` on the view, ``rewrite`` for one parameter value."""
+
+    name: ClassVar[str]
+    space: ClassVar[tuple[Hashable, ...]]  # the parameter values the search tries, best first
+
+    @abc.abstractmethod
+    def match(self, view: KernelView) -> M | NotApplicable: ...
+
+    @abc.abstractmethod
+    def rewrite(self, match: M, params: Hashable) -> Outcome: ...
+
+    def guess(self, match: M) -> Hashable:
+        """The parameter value to try first on this match (the search's first batch)."""
+        return self.space[0]
+
+
+@dataclass(frozen=True)
+class Apply(Transform):
+    """A pass with one of its parameter values, as a transformation of a :class:`Subject`."""
+
+    pass_: Pass[Any] = field(compare=False, hash=False)
+    params: Hashable
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.pass_.name)
+
+    def apply(self, subject: Subject) -> Outcome:
+        found = self.pass_.match(subject.view)
+        if isinstance(found, NotApplicable):
+            return found
+        if self.params not in self.pass_.space:
+            return NotApplicable(f"{self.params!r} is not in the parameter space of {self.name}")
+        return self.pass_.rewrite(found, self.params)
+
+    def __repr__(self) -> str:
+        return f"{self.name}({self.params!r})"
+
+
+class Emitter:
+    """Builds a rewrite's text: fresh names that collide with no identifier in use, indentation,
+    shared helper functions emitted once before the kernel, and the splice into the subject."""
+
+    def __init__(self, view: KernelView) -> None:
+        self.view = view
+        self.taken = set(view.identifiers)
+        self.helpers: dict[str, str] = {}  # name -> definition, in emission order
+        self.edits: list[tuple[int, int, str]] = []
+
+    def fresh(self, stem: str) -> str:
+        """``ca_<stem>`` (or ``ca_<stem>_2`` ...) not used in the code."""
+        name, k = f"ca_{stem}", 2
+        while name in self.taken:
+            name, k = f"ca_{stem}_{k}", k + 1
+        self.taken.add(name)
+        return name
+
+    def helper(self, name: str, definition: str) -> str:
+        """Ensure ``definition`` (a ``__device__`` function called ``name``) precedes the kernel
+        once; the name is kept when the code already defines exactly this helper."""
+        if name in self.helpers:
+            return name
+        if definition in self.view.subject.code:
+            return name
+        final = name
+        k = 2
+        while final in self.taken:
+            final, k = f"{name}_{k}", k + 1
+        self.taken.add(final)
+        self.helpers[final] = definition.replace(name, final)
+        return final
+
+    def indent(self, node: Node) -> str:
+        line = self.view.subject.doc.line_bytes(node.start_point.row).decode("utf-8", errors="replace")
+        return line[: len(line) - len(line.lstrip())]
+
+    def replace(self, node: Node, text: str) -> None:
+        self.edits.append((node.start_byte, node.end_byte, text))
+
+    def insert_before(self, node: Node, text: str) -> None:
+        self.edits.append((node.start_byte, node.start_byte, text))
+
+    def insert_after(self, node: Node, text: str) -> None:
+        self.edits.append((node.end_byte, node.end_byte, text))
+
+    def code(self) -> str:
+        """The subject's code with the edits applied and the helpers before the kernel."""
+        subject = self.view.subject
+        edits = list(self.edits)
+        if self.helpers:
+            start = subject.kernel.span.start_byte
+            edits.insert(0, (start, start, "".join(h.rstrip() + "\n\n" for h in self.helpers.values())))
+        data, out, pos = subject.doc.data, [], 0
+        for start, end, text in sorted(edits, key=lambda e: (e[0], e[1])):  # stable: inserts keep their order
+            if start < pos:
+                raise ValueError("overlapping edits")
+            out += [data[pos:start], text.encode()]
+            pos = end
+        out.append(data[pos:])
+        return b"".join(out).decode("utf-8", errors="replace")
+
+    def rewrite(self, description: str, launch: LaunchChange | None = None) -> Rewrite:
+        return Rewrite(self.code(), description, launch)

@@ -1,0 +1,20 @@
+"""The structural passes the built-in search tries (:mod:`agent.builtin`), in the order it tries them.
+
+Adding a pass: write it in one file of this package (a :class:`~agent.transforms.passes.Pass`
+subclass: ``match``, ``rewrite``, ``space``) and add one instance here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.transforms.passes import Apply, Pass
+from agent.transforms.row_parallel import RowParallel
+from agent.transforms.same_layout import SameLayoutReduction
+
+PASSES: tuple[Pass[Any], ...] = (RowParallel(), SameLayoutReduction())
+
+
+def candidates() -> tuple[Apply, ...]:
+    """Every (pass, parameter value) the search may try, each pass's values best first."""
+    return tuple(Apply(p, params) for p in PASSES for params in p.space)

@@ -1,0 +1,475 @@
+"""Row-parallel reduction: a thread-per-row kernel becomes a warp (or a block) per row.
+
+Matches (on the :class:`~agent.transforms.view.KernelView`) a kernel whose row is the global
+thread index (``r = blockIdx.x * blockDim.x + threadIdx.x``, casts allowed), launched with 1-D
+blocks on a grid whose x is written over ``block`` (y and z, e.g. a batch over ``blockIdx.y``,
+are kept), that reads no other thread position and uses no shared memory, barriers, atomics or
+shuffles.  The statements that work on the row are, recursively through
+``if``/``{}`` (all their conditions are uniform per row):
+
+- *row loops* ``for (T j = S; j < B; ++j)`` (or ``<=``, ``j++``, ``j += 1``; the bound may depend
+  on the row, e.g. a causal ``t2 <= t``) whose locals assigned across iterations are all
+  reductions (``+=``, ``-=``, ``*=``, ``fmaxf``/``fminf``/``max``/``min``, compare-and-keep; any
+  start value, float or double) read nowhere else in the loop, and whose array writes hit a
+  different element for each ``j`` (the index is affine in ``j``) and are read back in the loop
+  only at the element written;
+- other statements: they compute the same values on every lane; those that write arrays write
+  nothing else.
+
+Rewrite (params :class:`Rows`): the row becomes the warp's index (``(global index) / 32``) or the
+block's (``blockIdx.x``); every row loop starts at ``S + lane`` and steps by the lanes (32 or
+``blockDim.x``); after each loop every reduction is all-reduced (``warp_allreduce_*`` with
+``__shfl_xor_sync``; across warps through shared memory for a block), sums and products that
+did not start from their identity keep their start value aside; statements that write arrays
+outside the loops run on lane 0; a ``__syncwarp()``/``__syncthreads()`` goes before any statement
+that reads an array written earlier by other lanes.  The grid is scaled to cover rows x lanes.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+import tree_sitter
+
+from agent.loop import LaunchChange
+from agent.spec import ScalarSpec, evaluate, render_dims
+from agent.transforms import NotApplicable, Outcome, _block_names
+from agent.transforms.passes import PAD, Emitter, Match, Pass
+from agent.transforms.view import (
+    POSITION,
+    KernelView,
+    Loop,
+    Reduction,
+    global_index,
+    poly_split,
+    poly_uniform,
+    statements,
+    unparenthesized,
+    walk,
+)
+
+Node = tree_sitter.Node
+_UNIFORM_POSITIONS = ("blockIdx.y", "blockIdx.z", "gridDim.y", "gridDim.z")  # the same across a row's lanes
+LONG_ROW = 4096  # rows at least this long get a block per row as the first guess
+
+
+@dataclass(frozen=True)
+class Rows:
+    """``per``: "warp" (32 lanes per row, ``threads / 32`` rows per block) or "block" (one row per
+    block of ``threads``)."""
+
+    per: str
+    threads: int
+
+
+@dataclass(frozen=True)
+class RowMatch(Match):
+    row: Node  # the row's initial value (the global thread index)
+    loops: tuple[Loop, ...]
+    single: tuple[Node, ...]  # statements outside loops that write arrays (lane 0 runs them)
+    syncs: tuple[Node, ...]  # statements that read arrays other lanes wrote before them
+    grid: tuple[str, ...]  # the spec's grid (its x covers the rows)
+    row_length: int  # the first loop's bound at the benchmark size (0: unknown)
+
+
+_IDENTITY = {"sum": 0.0, "prod": 1.0}
+
+
+class RowParallel(Pass[RowMatch]):
+    name = "RowParallel"
+    space = (
+        Rows("warp", 256),
+        Rows("warp", 128),
+        Rows("block", 256),
+        Rows("block", 512),
+        Rows("block", 128),
+        Rows("block", 1024),
+    )
+
+    def guess(self, match: RowMatch) -> Rows:
+        return Rows("block", 256) if match.row_length >= LONG_ROW else Rows("warp", 256)
+
+    # ------------------------------------------------------------------------------- match
+
+    def match(self, view: KernelView) -> RowMatch | NotApplicable:
+        subject = view.subject
+        for what, nodes in (
+            ("shared memory", view.shared),
+            ("barriers", view.barriers),
+            ("atomics", view.atomics),
+            ("warp shuffles", view.shuffles),
+        ):
+            if nodes:
+                return NotApplicable(f"the kernel already uses {what}: its threads cooperate")
+        block_x = [d for d in subject.block[1:] if d.strip() != "1"]
+        grid = subject.grid
+        if block_x or not _block_names(grid[0]) or any(_block_names(g) for g in grid[1:]):
+            return NotApplicable("the launch is not 1-D blocks on a grid whose x is written over `block`")
+        rows = [
+            loc
+            for loc in view.locals.values()
+            if loc.value is not None
+            and not loc.reassigned
+            and not loc.pointer
+            and view.poly(loc.value) == global_index("x")
+        ]
+        if len(rows) != 1 or rows[0].value is None:
+            return NotApplicable("no single row index `r = blockIdx.x * blockDim.x + threadIdx.x`")
+        row = rows[0].value
+        for n in view.nodes:
+            if (
+                n.type == "field_expression"
+                and view.text(n.child_by_field_name("argument") or n) in POSITION
+                and view.text(n).replace(" ", "") not in _UNIFORM_POSITIONS
+                and not (row.start_byte <= n.start_byte < row.end_byte)
+            ):
+                return NotApplicable(f"the body reads `{view.text(n)}` besides the row index")
+        walker = _Walker(view)
+        refused = walker.block(statements(view.body))
+        if refused is not None:
+            return refused
+        if not walker.loops:
+            return NotApplicable("no loop over the row")
+        return RowMatch(
+            view,
+            row,
+            tuple(walker.loops),
+            tuple(walker.single),
+            tuple(walker.syncs),
+            subject.grid,
+            _length(view, walker.loops[0]),
+        )
+
+    # ------------------------------------------------------------------------------- rewrite
+
+    def rewrite(self, match: RowMatch, params: object) -> Outcome:
+        assert isinstance(params, Rows)
+        view = match.view
+        e = Emitter(view)
+        warp = params.per == "warp"
+        lane = e.fresh("lane")
+        lanes = "32" if warp else "blockDim.x"
+        sync = "__syncwarp();" if warp else "__syncthreads();"
+        row_stmt = _statement_of(match.row)
+        ind = e.indent(row_stmt)
+        what = "a warp per row" if warp else "a block per row"
+        e.insert_before(
+            row_stmt,
+            f"// cuda-agent: {what}: lanes stride the row's loops, reductions all-reduce with shuffles\n"
+            f"{ind}const int {lane} = threadIdx.x{' % 32' if warp else ''};\n{ind}",
+        )
+        e.replace(match.row, f"({view.text(match.row)}) / 32" if warp else "blockIdx.x")
+        for loop in match.loops:
+            assert loop.start is not None
+            start = view.text(loop.start)
+            e.replace(loop.start, lane if start == "0" else f"{_wrap(start)} + {lane}")
+            update = loop.node.child_by_field_name("update")
+            assert update is not None
+            e.replace(update, f"{loop.var} += {lanes}")
+            before: list[str] = []
+            after: list[str] = []
+            lind = e.indent(loop.node)
+            for c in loop.carried:
+                assert c.reduction is not None
+                red = c.reduction
+                fn = _helper(e, red, warp, view)
+                local = view.locals[red.var]
+                if red.kind in _IDENTITY and not _starts_at_identity(view, loop, red):
+                    saved = e.fresh(f"{red.var}0")
+                    before.append(f"const {local.type} {saved} = {red.var};")
+                    before.append(f"{red.var} = {_IDENTITY[red.kind]:g};")
+                    op = "+" if red.kind == "sum" else "*"
+                    after.append(f"{red.var} = {saved} {op} {fn}({red.var});")
+                else:
+                    after.append(f"{red.var} = {fn}({red.var});")
+            if before:
+                e.insert_before(loop.node, "".join(f"{b}\n{lind}" for b in before))
+            if after:
+                e.insert_after(loop.node, "".join(f"\n{lind}{a}" for a in after))
+        for s in match.syncs:
+            e.insert_before(s, f"{sync}\n{e.indent(s)}")
+        for s in match.single:
+            e.insert_before(s, f"if ({lane} == 0) ")
+        if warp:
+            scaled = _grid(match.grid[0], ast.BinOp(ast.Name("block"), ast.Div(), ast.Constant(32)))
+        else:
+            scaled = _grid(match.grid[0], ast.Constant(1))
+        launch = LaunchChange(grid=render_dims((scaled, *match.grid[1:])), block=str(params.threads))
+        shape = (
+            f"{params.threads // 32} rows per {params.threads}-thread block"
+            if warp
+            else f"{params.threads} threads"
+        )
+        return e.rewrite(f"{what} ({shape}), shuffle reductions", launch)
+
+
+class _Walker:
+    """Walks the statements that work on a row, collecting row loops, lane-0 writes and the
+    statements that need a barrier before them (or the reason the kernel does not fit)."""
+
+    def __init__(self, view: KernelView) -> None:
+        self.view = view
+        self.loops: list[Loop] = []
+        self.single: list[Node] = []
+        self.syncs: list[Node] = []
+        self.pending: set[str] = set()  # arrays written since the last barrier
+
+    def block(self, stmts: list[Node]) -> NotApplicable | None:
+        for s in stmts:
+            refused = self.statement(s)
+            if refused is not None:
+                return refused
+        return None
+
+    def _touches(self, s: Node) -> set[str]:
+        """The arrays ``s`` reads (a plain ``a[i] = ...`` does not read ``a``)."""
+        return {
+            a.array
+            for a in self.view.accesses
+            if s.start_byte <= a.node.start_byte < s.end_byte and not (a.written and _plain_store(a.node))
+        }
+
+    def _writes(self, s: Node) -> list[tuple[str, Node]]:
+        return [
+            (a.array, a.node)
+            for a in self.view.accesses
+            if a.written and s.start_byte <= a.node.start_byte < s.end_byte
+        ]
+
+    def statement(self, s: Node) -> NotApplicable | None:
+        view = self.view
+        if s.type == "compound_statement":
+            return self.block(statements(s))
+        if s.type == "if_statement":
+            if self._touches(s.child_by_field_name("condition") or s) & self.pending:
+                self._sync(s)
+            for part in ("consequence", "alternative"):
+                branch = s.child_by_field_name(part)
+                if branch is not None and branch.type == "else_clause":
+                    branch = branch.named_children[0] if branch.named_children else None
+                if branch is not None:
+                    refused = self.statement(branch)
+                    if refused is not None:
+                        return refused
+            return None
+        if s.type == "for_statement":
+            loop = view.loop_of(s)
+            assert loop is not None
+            return self.row_loop(loop)
+        if s.type in (
+            "while_statement",
+            "do_statement",
+            "switch_statement",
+            "goto_statement",
+            "labeled_statement",
+        ):
+            return NotApplicable(f"a `{s.type.split('_')[0]}` over the row")
+        if any(n.type == "for_statement" for n in walk(s)):
+            return NotApplicable("a loop inside an expression")
+        if self._touches(s) & self.pending:
+            self._sync(s)
+        writes = self._writes(s)
+        derefs = [
+            n
+            for n in walk(s)
+            if n.type == "pointer_expression" and n.children[0].type == "*" and _assigned(n)
+        ]
+        if derefs:
+            return NotApplicable(f"`{view.text(s)}` writes through a pointer")
+        if writes:
+            if s.type == "declaration" or any(
+                n.type in ("assignment_expression", "update_expression")
+                and (t := unparenthesized(n.child_by_field_name("left") or n.child_by_field_name("argument")))
+                is not None
+                and t.type == "identifier"
+                for n in walk(s)
+            ):
+                return NotApplicable(f"`{view.text(s)}` writes an array and a local at once")
+            self.single.append(s)
+            self.pending |= {a for a, _ in writes}
+        return None
+
+    def _sync(self, s: Node) -> None:
+        self.syncs.append(s)
+        self.pending.clear()
+
+    def row_loop(self, loop: Loop) -> NotApplicable | None:
+        view = self.view
+        head = view.text(loop.node).split(")")[0] + ")"
+        if (
+            not loop.var
+            or loop.start is None
+            or loop.bound is None
+            or loop.op not in ("<", "<=")
+            or loop.step != 1
+        ):
+            return NotApplicable(f"`{head}` is not `for (j = start; j < bound; ++j)`")
+        for c in loop.carried:
+            if c.reduction is None:
+                return NotApplicable(f"in `{head}`: {c.reason}")
+            if c.name not in view.locals or view.locals[c.name].pointer:
+                return NotApplicable(f"in `{head}`: `{c.name}` is not a scalar local")
+        carried = {c.name for c in loop.carried}
+        if (view.names(loop.bound) | view.names(loop.start)) & carried:
+            return NotApplicable(f"the bound of `{head}` depends on what the loop computes")
+        for n in walk(loop.body):
+            if n.type in ("return_statement", "break_statement", "goto_statement"):
+                return NotApplicable(f"`{head}` leaves the loop early")
+            if n.type in ("assignment_expression", "update_expression"):
+                target = unparenthesized(n.child_by_field_name("left") or n.child_by_field_name("argument"))
+                if target is not None and view.text(target) == loop.var:
+                    return NotApplicable(f"`{head}` assigns its variable in the body")
+            if n.type == "pointer_expression" and n.children[0].type == "*" and _assigned(n):
+                return NotApplicable(f"`{head}` writes through a pointer")
+        inside = [a for a in view.accesses if loop.node.start_byte <= a.node.start_byte < loop.node.end_byte]
+        params = view.params
+        for a in inside:
+            p = params.get(a.array)
+            if p is None or p.pointer < 1:
+                return NotApplicable(f"`{a.via}` is a local array: each lane would hold part of it")
+        written: set[str] = set()
+        for a in inside:
+            if not a.written:
+                continue
+            coeff, _ = poly_split(a.index, loop.var) if a.index is not None else ({}, {})
+            if (
+                not coeff
+                or coeff == {(): 0}
+                or not poly_uniform(coeff)
+                or any(
+                    lp.var in m for lp in view.loops if lp.var and lp.var != loop.var for m in a.index or {}
+                )
+            ):
+                return NotApplicable(
+                    f"`{view.text(a.node)}` in `{head}` does not write one element per `{loop.var}`"
+                )
+            written.add(a.array)
+        for a in inside:
+            if a.array in written and a.index is not None:
+                same = [b for b in inside if b.written and b.array == a.array and b.index == a.index]
+                if not same:
+                    return NotApplicable(f"`{head}` reads `{a.array}` at other elements than it writes")
+            elif a.array in written:
+                return NotApplicable(f"`{head}` reads `{a.array}` through an index it cannot follow")
+        if self._touches(loop.node) & self.pending:
+            self._sync(loop.node)
+        self.pending |= set(written)
+        self.loops.append(loop)
+        return None
+
+
+def _plain_store(n: Node) -> bool:
+    p = n.parent
+    return p is not None and p.type == "assignment_expression" and p.children[1].type == "="
+
+
+def _assigned(n: Node) -> bool:
+    p = n.parent
+    return p is not None and (
+        (p.type == "assignment_expression" and p.child_by_field_name("left") == n)
+        or p.type == "update_expression"
+    )
+
+
+def _statement_of(n: Node) -> Node:
+    while n.parent is not None and n.type not in ("declaration", "expression_statement"):
+        n = n.parent
+    return n
+
+
+def _wrap(text: str) -> str:
+    return text if text.replace("_", "").isalnum() else f"({text})"
+
+
+def _starts_at_identity(view: KernelView, loop: Loop, red: Reduction) -> bool:
+    """Whether ``red.var`` holds its identity (0 for sums, 1 for products) when ``loop`` starts:
+    declared with that literal and not assigned before the loop."""
+    local = view.locals[red.var]
+    v = unparenthesized(local.value)
+    if v is None or v.type != "number_literal":
+        return False
+    try:
+        value = float(view.text(v).rstrip("fFlLuU"))
+    except ValueError:
+        return False
+    if value != _IDENTITY[red.kind]:
+        return False
+    for n in view.nodes:
+        if n.type in ("assignment_expression", "update_expression") and n.start_byte < loop.node.start_byte:
+            t = unparenthesized(n.child_by_field_name("left") or n.child_by_field_name("argument"))
+            if t is not None and view.text(t) == red.var:
+                return False
+    return True
+
+
+_COMBINE = {
+    "+": ("sum", "v += w;"),
+    "*": ("prod", "v *= w;"),
+    ">": ("keep_max", "if (w > v) v = w;"),
+    "<": ("keep_min", "if (w < v) v = w;"),
+}
+
+
+def _helper(e: Emitter, red: Reduction, warp: bool, view: KernelView) -> str:
+    suffix, combine = _COMBINE.get(red.combine, (red.combine, f"v = {red.combine}(v, w);"))
+    warp_name = e.helper(
+        f"warp_allreduce_{suffix}",
+        f"template <typename T>\n__device__ __forceinline__ T warp_allreduce_{suffix}(T v) {{\n"
+        f"{PAD}#pragma unroll\n"
+        f"{PAD}for (int offset = 16; offset > 0; offset >>= 1) {{\n"
+        f"{PAD * 2}const T w = __shfl_xor_sync(0xffffffffu, v, offset);\n"
+        f"{PAD * 2}{combine}\n"
+        f"{PAD}}}\n"
+        f"{PAD}return v;\n}}",
+    )
+    if warp:
+        return warp_name
+    return e.helper(
+        f"block_allreduce_{suffix}",
+        f"template <typename T>\n__device__ T block_allreduce_{suffix}(T v) {{\n"
+        f"{PAD}__shared__ T partial[32];  // one value per warp\n"
+        f"{PAD}v = {warp_name}(v);\n"
+        f"{PAD}if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;\n"
+        f"{PAD}__syncthreads();\n"
+        f"{PAD}v = partial[0];\n"
+        f"{PAD}for (unsigned k = 1; k < (blockDim.x + 31) / 32; ++k) {{\n"
+        f"{PAD * 2}const T w = partial[k];\n"
+        f"{PAD * 2}{combine}\n"
+        f"{PAD}}}\n"
+        f"{PAD}__syncthreads();  // partial is reused by the next reduction\n"
+        f"{PAD}return v;\n}}",
+    )
+
+
+class _Block(ast.NodeTransformer):
+    def __init__(self, value: ast.expr) -> None:
+        self.value = value
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return self.value if node.id in ("block", "block_x") else node
+
+
+def _grid(grid: str, value: ast.expr) -> str:
+    """The spec's grid expression with the block size replaced by ``value`` (rows per block)."""
+    tree = _Block(value).visit(ast.parse(grid, mode="eval"))
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def _length(view: KernelView, loop: Loop) -> int:
+    """The loop's bound at the benchmark size when it is a scalar parameter (0: unknown)."""
+    bound = unparenthesized(loop.bound)
+    if bound is None or bound.type != "identifier":
+        return 0
+    spec = view.subject.spec
+    scalars = {a.name: a.value for a in spec.args if isinstance(a, ScalarSpec)}
+    if view.text(bound) not in scalars:
+        return 0
+    env: dict[str, object] = {}
+    try:
+        for name, value in spec.sizes.items():
+            env[name] = evaluate(value, env)  # type: ignore[arg-type]
+        length = evaluate(scalars[view.text(bound)], env)  # type: ignore[arg-type]
+    except ValueError:
+        return 0
+    return int(length) if isinstance(length, int | float) else 0

@@ -1,0 +1,152 @@
+"""Same-layout reduction: an interleaved-addressing shared-memory tree becomes sequential addressing.
+
+Matches (on the :class:`~agent.transforms.view.KernelView`) the loop of NVIDIA's first reduction
+kernel::
+
+    for (unsigned int s = 1; s < blockDim.x; s *= 2) {
+        if (tid % (2 * s) == 0) X[tid] OP= X[tid + s];
+        __syncthreads();
+    }
+
+with ``tid`` the thread index, ``X`` a ``__shared__`` array read after the loop only at ``X[0]``
+(where the block's result lies, in both forms), and a constant power-of-two block of at least 64
+threads.  The step may be any statement writing ``X[tid]`` from ``X[tid]`` and ``X[tid + s]``.
+
+Rewrite: the same steps with sequential addressing (``s`` from ``blockDim.x / 2`` down, active
+threads ``tid < s``: whole warps retire, no bank conflicts); with ``shuffles`` (the first guess)
+the last five steps also become warp shuffles (:class:`~agent.transforms.WarpReduction`).  The
+order of the additions changes, the layout of the partial results does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tree_sitter
+
+from agent.transforms import NotApplicable, Outcome, Rewrite, WarpReduction, _constant_block
+from agent.transforms.passes import Emitter, Match, Pass
+from agent.transforms.view import KernelView, Loop, statements, unparenthesized
+
+Node = tree_sitter.Node
+_DOUBLING = {("*=", "2"), ("<<=", "1")}
+
+
+@dataclass(frozen=True)
+class TreeMatch(Match):
+    loop: Loop
+    tid: str  # the thread index as the step writes it
+    step: Node  # the statement of one step
+
+
+class SameLayoutReduction(Pass[TreeMatch]):
+    name = "SameLayoutReduction"
+    space = (True, False)  # shuffles for the last warp, or sequential addressing alone
+
+    def match(self, view: KernelView) -> TreeMatch | NotApplicable:
+        threads = _constant_block(view.subject)
+        if threads is None or threads < 64 or threads & (threads - 1) or len(view.subject.block) != 1:
+            return NotApplicable("the block is not a constant 1-D power of two of at least 64 threads")
+        shared = {
+            view.text(n)
+            for d in view.shared
+            for n in d.children_by_field_name("declarator")
+            if n.type == "array_declarator"
+            for n in [n.child_by_field_name("declarator") or n]
+        }
+        for loop in view.loops:
+            found = self._tree(view, loop, shared)
+            if isinstance(found, TreeMatch):
+                return found
+        return NotApplicable(
+            "no `for (s = 1; s < blockDim.x; s *= 2) { if (tid % (2 * s) == 0) X[tid] += X[tid + s]; "
+            "__syncthreads(); }` over a __shared__ array"
+        )
+
+    def _tree(self, view: KernelView, loop: Loop, shared: set[str]) -> TreeMatch | None:
+        s = loop.var
+        if (
+            not s
+            or loop.start is None
+            or view.text(loop.start) != "1"
+            or loop.op != "<"
+            or loop.bound is None
+        ):
+            return None
+        if view.text(loop.bound).replace(" ", "") != "blockDim.x":
+            return None
+        update = loop.node.child_by_field_name("update")
+        if update is None or update.type != "assignment_expression":
+            return None
+        right = update.child_by_field_name("right")
+        if right is None or (view.text(update.children[1]), view.text(right)) not in _DOUBLING:
+            return None
+        body = statements(loop.body)
+        if len(body) != 2 or view.tokens(body[1]) != ("__syncthreads", "(", ")", ";"):
+            return None
+        guard = body[0]
+        if guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:
+            return None
+        clause = guard.child_by_field_name("condition")
+        cond = unparenthesized(clause.child_by_field_name("value") if clause is not None else None)
+        if cond is None or cond.type != "binary_expression" or view.text(cond.children[1]) != "==":
+            return None
+        mod, zero = (unparenthesized(cond.child_by_field_name(f)) for f in ("left", "right"))
+        if mod is not None and view.text(mod) == "0":
+            mod, zero = zero, mod
+        if mod is None or zero is None or view.text(zero) != "0" or mod.type != "binary_expression":
+            return None
+        tid_node, period = mod.child_by_field_name("left"), mod.child_by_field_name("right")
+        free = frozenset({s})
+        if view.text(mod.children[1]) != "%" or tid_node is None or period is None:
+            return None
+        thread = {("threadIdx.x",): 1}
+        if view.poly(tid_node, free) != thread or view.poly(period, free) != {(s,): 2}:
+            return None
+        conseq = guard.child_by_field_name("consequence")
+        steps = statements(conseq) if conseq is not None else []
+        if len(steps) != 1:
+            return None
+        step = steps[0]
+        inside = [a for a in view.accesses if step.start_byte <= a.node.start_byte < step.end_byte]
+        writes = [a for a in inside if a.written]
+        if len(writes) != 1 or writes[0].array not in shared or writes[0].index != thread:
+            return None
+        x = writes[0].array
+        far = {**thread, (s,): 1}
+        if any(a.array == x and a.index not in (thread, far) for a in inside):
+            return None
+        if not any(a.array == x and a.index == far for a in inside):
+            return None
+        after = [a for a in view.accesses if a.array == x and a.node.start_byte >= loop.node.end_byte]
+        if any(a.index != {} for a in after):
+            return None
+        index = writes[0].node.child_by_field_name("indices")
+        assert index is not None and index.named_child_count == 1
+        return TreeMatch(view, loop, view.text(index.named_children[0]), step)
+
+    def rewrite(self, match: TreeMatch, params: object) -> Outcome:
+        view = match.view
+        e = Emitter(view)
+        loop = match.loop
+        init = loop.node.child_by_field_name("initializer")
+        assert init is not None
+        kind = view.text(init.child_by_field_name("type") or init)
+        s, tid, ind = loop.var, match.tid, e.indent(loop.node)
+        e.replace(
+            loop.node,
+            f"// cuda-agent: sequential addressing: active threads are contiguous, whole warps retire\n"
+            f"{ind}for ({kind} {s} = blockDim.x / 2; {s} > 0; {s} >>= 1) {{\n"
+            f"{ind}    if ({tid} < {s}) {{\n"
+            f"{ind}        {view.text(match.step)}\n"
+            f"{ind}    }}\n"
+            f"{ind}    __syncthreads();\n"
+            f"{ind}}}",
+        )
+        sequential = e.rewrite("sequential-addressing tree reduction")
+        if not params:
+            return sequential
+        shuffled = WarpReduction().apply(view.subject.then(sequential))
+        if isinstance(shuffled, NotApplicable):
+            return shuffled
+        return Rewrite(shuffled.code, "sequential-addressing tree reduction, last warp with shuffles")

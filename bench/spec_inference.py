@@ -1,0 +1,203 @@
+"""Spec inference on real-style programs: the inferred spec of every kernel, field by field.
+
+Every kernel of ``tests/data/realcode/`` (``.cu`` programs with their host harness, and headers
+that define kernels the programs launch) gets the spec the CLI's ``kernels`` and the editor's
+"Add benchmark spec" propose (:func:`agent.spec.spec_for` on a file without a written spec).
+It is compared with the spec a developer would write, ``expected/<kernel>.spec`` (``// @cuda-agent``
+lines, parsed by the same parser as a spec in a file).  Both are resolved at their benchmark
+sizes (:func:`agent.spec.problem`), so names and spellings do not matter, values do.  Fields:
+
+- each expected size (same name, same value);
+- the launch: grid, block, dynamic shared memory (three fields);
+- the template arguments (one field, when the kernel is a template);
+- each argument: an array's role, element type, element count and distribution (four fields),
+  a scalar's type and value (two fields);
+- each ``const`` line: element type, count, distribution.
+
+Usage: ``python bench/spec_inference.py [--data DIR] [--out FILE]``; prints per-kernel and
+total field-match percentages and writes ``bench/results/spec_inference.json`` (date, commit,
+numbers, and every mismatched field).  tests/test_spec_inference.py runs it and asserts >= 90%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from agent.source import Document, Kernel
+from agent.spec import InvalidSpec, KernelSpec, bench_sizes, parse, problem, spec_for
+from sandbox.contract import ArgSpec, Problem
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "realcode"
+OUT = ROOT / "bench" / "results" / "spec_inference.json"
+THRESHOLD = 90.0
+
+
+@dataclass
+class KernelScore:
+    kernel: str
+    file: str
+    fields: int = 0
+    matched: int = 0
+    mismatches: list[str] = field(default_factory=list)
+    confidence: str = ""
+
+    def check(self, name: str, expected: object, got: object) -> None:
+        self.fields += 1
+        if _same(expected, got):
+            self.matched += 1
+        else:
+            self.mismatches.append(f"{name}: expected {expected}, inferred {got}")
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.matched / self.fields if self.fields else 0.0
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-12)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def expected_spec(doc: Document, kernel: Kernel, path: Path) -> KernelSpec:
+    """The spec in ``path``, parsed as if it were written above ``kernel``."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    comment = tuple((i, line.strip().removeprefix("//")) for i, line in enumerate(lines) if line.strip())
+    spec, errors = parse(replace(kernel, comment=comment), doc.type_aliases)
+    if spec is None or errors:
+        raise SystemExit(f"{path}: not a valid spec: {'; '.join(e.message for e in errors)}")
+    return spec
+
+
+def _dist(a: ArgSpec) -> tuple[object, ...]:
+    d = a.dist
+    return (d.kind, d.low, d.high, d.value) if d is not None else ()
+
+
+def score(name: str, file: str, expected: KernelSpec, inferred: KernelSpec | None) -> KernelScore:
+    s = KernelScore(name, file)
+    want = problem(expected, bench_sizes(expected))
+    got: Problem | None = None
+    if inferred is not None:
+        try:
+            got = problem(inferred, bench_sizes(inferred))
+        except InvalidSpec as exc:
+            s.mismatches.append(f"inferred spec does not resolve: {exc}")
+    for k, v in want.sizes.items():
+        s.check(f"size {k}", v, got.sizes.get(k) if got else None)
+    s.check("grid", want.launch.grid, got.launch.grid if got else None)
+    s.check("block", want.launch.block, got.launch.block if got else None)
+    s.check("smem", want.launch.shared_bytes, got.launch.shared_bytes if got else None)
+    if expected.template_args:
+        norm = tuple(" ".join(a.split()) for a in expected.template_args)
+        s.check(
+            "template", norm, tuple(" ".join(a.split()) for a in inferred.template_args) if inferred else None
+        )
+    have = {a.name: a for a in got.args} if got else {}
+    for a in want.args:
+        b = have.get(a.name)
+        if a.role == "scalar":
+            s.check(f"{a.name} type", a.dtype, b.dtype if b else None)
+            s.check(f"{a.name} value", a.value, b.value if b else None)
+            continue
+        s.check(f"{a.name} role", a.role, b.role if b else None)
+        s.check(f"{a.name} type", a.dtype, b.dtype if b else None)
+        s.check(f"{a.name} count", a.count, b.count if b else None)
+        if a.role != "out":  # an output's initial contents are not compared by anyone
+            s.check(f"{a.name} dist", _dist(a), _dist(b) if b else None)
+    consts = {c.name: c for c in got.constants} if got else {}
+    for c in want.constants:
+        d = consts.get(c.name)
+        s.check(f"const {c.name} type", c.dtype, d.dtype if d else None)
+        s.check(f"const {c.name} count", c.count, d.count if d else None)
+        s.check(
+            f"const {c.name} dist",
+            (c.dist.kind, c.dist.low, c.dist.high),
+            (d.dist.kind, d.dist.low, d.dist.high) if d else None,
+        )
+    return s
+
+
+def measure(data: Path = DATA) -> tuple[list[KernelScore], list[str]]:
+    """Every kernel of ``data``'s programs and headers scored; also the kernels without an
+    expected spec (a data error the caller reports)."""
+    scores: list[KernelScore] = []
+    missing: list[str] = []
+    for path in sorted([*data.glob("*.cu"), *data.glob("*.cuh"), *data.glob("*.h")]):
+        doc = Document.from_file(path)
+        for k in doc.kernels:
+            spec_file = data / "expected" / f"{k.name}.spec"
+            if not spec_file.is_file():
+                missing.append(f"{path.name}: {k.name}")
+                continue
+            result = spec_for(doc, k)
+            s = score(k.qualified_name, path.name, expected_spec(doc, k, spec_file), result.spec)
+            s.confidence = result.inference.confidence if result.inference else "written"
+            scores.append(s)
+    return scores, missing
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--data", type=Path, default=DATA, help="directory of programs and expected/")
+    ap.add_argument("--out", type=Path, default=OUT, help="where the JSON result goes")
+    args = ap.parse_args(argv)
+    scores, missing = measure(args.data)
+    if missing:
+        print("kernels without an expected spec: " + ", ".join(missing), file=sys.stderr)
+        return 2
+    fields = sum(s.fields for s in scores)
+    matched = sum(s.matched for s in scores)
+    total = 100.0 * matched / fields if fields else 0.0
+    for s in scores:
+        print(f"{s.percent:6.1f}%  {s.matched:3}/{s.fields:<3} {s.kernel} ({s.file}, {s.confidence})")
+        for m in s.mismatches:
+            print(f"          {m}")
+    print(f"total: {matched}/{fields} fields = {total:.1f}% (target {THRESHOLD:.0f}%)")
+    result = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": _commit(),
+        "kernels": len(scores),
+        "fields": fields,
+        "matched": matched,
+        "percent": round(total, 2),
+        "per_kernel": [
+            {
+                "kernel": s.kernel,
+                "file": s.file,
+                "fields": s.fields,
+                "matched": s.matched,
+                "percent": round(s.percent, 2),
+                "confidence": s.confidence,
+                "mismatches": s.mismatches,
+            }
+            for s in scores
+        ],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
