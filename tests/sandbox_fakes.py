@@ -176,11 +176,11 @@ def vadd_request(
 
 class LostGpuHandler(ScriptedHandler):
     """``ScriptedHandler``, plus: candidate ``lose`` on device 1 kills the worker and the GPU with
-    it: a worker for device 1 then cannot start while the file named by ``CUDA_AGENT_FAKE_LOST``
-    exists (the GPU fell off the bus)."""
+    it: a worker for device 1 then cannot start while ``$XDG_CACHE_HOME/gpu1-lost`` exists (the GPU
+    fell off the bus; the test gives each run its own cache directory)."""
 
     def __init__(self, device: int, backend: str) -> None:
-        self.lost = Path(os.environ["CUDA_AGENT_FAKE_LOST"])
+        self.lost = Path(os.environ["XDG_CACHE_HOME"]) / "gpu1-lost"
         if device == 1 and self.lost.exists():
             raise RuntimeError("GPU 1 fell off the bus")
         super().__init__(device, backend)

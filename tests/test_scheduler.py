@@ -200,7 +200,7 @@ def test_parse_gpus() -> None:
 def two_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[GpuScheduler]:
     """Two fake GPUs, each a real LocalExecutor with its own worker process (LostGpuHandler)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("CUDA_AGENT_FAKE_LOST", str(tmp_path / "gpu1-lost"))
+    (tmp_path / "cache").mkdir()
     lanes = [
         Lane(LocalExecutor((d,), handler="sandbox_fakes:LostGpuHandler", sandbox=False, compile_workers=1), d)
         for d in (0, 1)
