@@ -12,7 +12,9 @@ with the built-in proposer under the same budget and seed.  :func:`summarize` gi
 Kernels that could not be run (a spec that does not resolve, the original failing its own checks)
 count as not fast and are listed with their reason.
 
-While it runs, :func:`run_suite` reports each kernel as it finishes (``on_entry``, e.g. a progress
+Kernels run side by side, one per GPU of the executor (:func:`sandbox.scheduler.gpu_count`), each
+pinned to its GPU for the whole run (:func:`sandbox.scheduler.session`); an entry's ``gpus`` says
+which GPU measured it.  While it runs, :func:`run_suite` reports each kernel as it finishes (``on_entry``, e.g. a progress
 line) and appends it to a JSON-lines file, so a suite stopped half-way keeps what it measured.
 Each kernel has a deadline that covers everything done for it (compile, verification, timing,
 compute-sanitizer): past it the run is cancelled and the kernel keeps what was decided by then.
@@ -20,6 +22,7 @@ compute-sanitizer): past it the run is cancelled and the kernel keeps what was d
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
 import math
@@ -33,6 +36,7 @@ from agent import loop
 from agent import spec as spec_mod
 from agent.builtin import BuiltinProposer
 from agent.source import Document
+from sandbox import scheduler
 from sandbox.contract import CandidateResult
 from sandbox.executor import Executor
 
@@ -57,6 +61,7 @@ class SuiteEntry:
     seconds: float = 0.0
     description: str = ""  # the winning rewrite, or the reason for an error
     assumptions: tuple[str, ...] = ()
+    gpus: tuple[int, ...] = ()  # the GPUs that measured this kernel (one, unless a GPU failed mid-run)
 
     @property
     def improved(self) -> bool:
@@ -142,20 +147,37 @@ def run_suite(
     :func:`default_deadline`)."""
     targets = list(find_targets(directory, match, options))
     deadline = deadline_s if deadline_s is not None else default_deadline(budget)
-    entries: list[SuiteEntry] = []
-    for done, (file, kernel, target) in enumerate(targets, start=1):
+    entries: list[SuiteEntry | None] = [None] * len(targets)
+    lock = threading.Lock()
+    finished = 0
+
+    def one(position: int, file: str, kernel: str, target: loop.Target | str) -> None:
+        nonlocal finished
         if isinstance(target, str):
             e = SuiteEntry(file, kernel, "error", description=target)
         else:
             e = _optimize(file, kernel, target, executor, budget, seed, deadline)
         log.info("%s %s: %s %.2fx", file, kernel, e.status, e.speedup)
-        entries.append(e)
-        if jsonl is not None:
-            with jsonl.open("a", encoding="utf-8") as out:
-                out.write(json.dumps(asdict(e)) + "\n")
-        if on_entry is not None:
-            on_entry(done, len(targets), e)
-    return tuple(entries)
+        with lock:
+            entries[position] = e
+            finished += 1
+            if jsonl is not None:
+                with jsonl.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps(asdict(e)) + "\n")
+            if on_entry is not None:
+                on_entry(finished, len(targets), e)
+
+    # one kernel per GPU at a time: a kernel's deadline never runs while it waits for a GPU
+    workers = max(1, min(scheduler.gpu_count(executor), len(targets)))
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="suite") as pool:
+        futures = [pool.submit(one, i, *t) for i, t in enumerate(targets)]
+        concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+        for f in futures:
+            f.cancel()  # after a failure of the executor itself (no GPU left): start no more
+        for f in futures:
+            if not f.cancelled():
+                f.result()  # raises that failure
+    return tuple(e for e in entries if e is not None)
 
 
 def _optimize(
@@ -172,17 +194,19 @@ def _optimize(
     cancel = threading.Event()
     timer = threading.Timer(deadline, cancel.set) if deadline is not None else None
     proposer = BuiltinProposer()
+    pinned = scheduler.session(executor)  # every request of this kernel on one GPU
     started = time.monotonic()
     try:
         if timer is not None:
             timer.daemon = True
             timer.start()
-        result = loop.optimize(target, proposer, executor, budget=budget, seed=seed, cancel=cancel)
+        result = loop.optimize(target, proposer, pinned, budget=budget, seed=seed, cancel=cancel)
     finally:
         if timer is not None:
             timer.cancel()
         proposer.close()
-    e = entry(file, kernel, result)
+        pinned.close()
+    e = replace(entry(file, kernel, result), gpus=pinned.gpus)
     if cancel.is_set():
         why = f"stopped at its {deadline:.0f} s deadline after {time.monotonic() - started:.0f} s"
         e = replace(e, description=f"{why}; {e.description}" if e.description else why)

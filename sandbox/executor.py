@@ -2,7 +2,8 @@
 
 - :class:`LocalExecutor` (``sandbox.worker``): spawned worker processes on this machine's GPUs.
 - :class:`RemoteExecutor` (``sandbox.remote``): a ``cuda-agent worker`` over HTTP.
-- :class:`RayExecutor` (``sandbox.remote``): Ray tasks with ``num_gpus=1`` on a Ray cluster.
+- :class:`RayExecutor` (``sandbox.remote``): one Ray actor per GPU (``num_gpus=1``) of a Ray cluster.
+- :class:`GpuScheduler` (``sandbox.scheduler``): several one-GPU executors, one request per GPU at a time.
 
 The language server and the optimizer see only :class:`Executor`; tests plug in their own.
 

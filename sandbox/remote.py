@@ -22,7 +22,7 @@ request), 413 (too large), 422 (not a valid EvalRequest, or a field out of the w
 ``field`` names it), 429 (too many evaluations from this
 client; ``Retry-After``), 503 (no GPU).
 
-Ray is imported only inside :class:`RayExecutor` (extra ``cluster``).
+Ray is imported only inside :class:`RayExecutor` and its actors (extra ``cluster``).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from sandbox.executor import (
     ProgressFn,
     WorkerUnavailable,
 )
+from sandbox.scheduler import GpuScheduler, Lane
 
 log = logging.getLogger(__name__)
 
@@ -433,35 +434,28 @@ def local_gpu_executor(gpu: int, limits: RequestLimits | None = None, handler: s
     return LocalExecutor(devices=(gpu,), limits=limits, handler=handler or DEFAULT_HANDLER)
 
 
-def _evaluate_on_local_gpu(request: EvalRequest, progress: ProgressFn, cancel: threading.Event) -> EvalResult:
-    """The default Ray task body: the sandbox's local executor on the GPU Ray assigned this task.
-
-    Ray reuses worker processes, so the local executor (and its spawned GPU worker) is kept per
-    process and per visible device set; Ray makes the task's GPU device 0."""
+def _local_gpu() -> Executor:
+    """The local executor of the GPU Ray gave this process (its device 0), made once."""
     key = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     with _LOCAL_LOCK:
         executor = _LOCAL.get(key)
         if executor is None:
             executor = _LOCAL[key] = local_gpu_executor(0)
-    return executor.evaluate(request, progress=progress, cancel=cancel)
+    return executor
+
+
+def _evaluate_on_local_gpu(request: EvalRequest, progress: ProgressFn, cancel: threading.Event) -> EvalResult:
+    """The default evaluation of a Ray GPU actor: the sandbox's local executor on its GPU."""
+    return _local_gpu().evaluate(request, progress=progress, cancel=cancel)
 
 
 _LOCAL: dict[str, Executor] = {}
 _LOCAL_LOCK = threading.Lock()
 
 
-RAY_ALIVE_S = 0.25  # a Ray task yields at least this often (Ray may deliver a cancel only at a yield)
-
-
-def _ray_task(request_json: str, evaluate: EvalFn) -> Iterator[tuple[str, str]]:
-    """Body of the Ray generator task: ``("progress", json)`` items, then ``("result", json)``.
-
-    The evaluation runs in a thread so progress streams while it runs.  ``ray.cancel`` ends this
-    generator (a KeyboardInterrupt while it runs, or at its next yield: it yields ``("alive", "")``
-    at least every :data:`RAY_ALIVE_S`), and however it ends before the result, the evaluation's
-    cancel event is set."""
-    request = from_json(EvalRequest, request_json)
-    cancel = threading.Event()
+def _stream(request: EvalRequest, evaluate: EvalFn, cancel: threading.Event) -> Iterator[tuple[str, str]]:
+    """``("started", "")``, ``("progress", json)`` items, then ``("result", json)`` or
+    ``("error", message)``.  The evaluation runs in a thread so progress streams while it runs."""
     events: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
 
     def work() -> None:
@@ -474,72 +468,60 @@ def _ray_task(request_json: str, evaluate: EvalFn) -> Iterator[tuple[str, str]]:
             log.exception("evaluation of %s failed", request.id)
             events.put(("error", f"{type(exc).__name__}: {exc}"))
 
-    thread = threading.Thread(target=work, name=f"eval-{request.id}", daemon=True)
-    finished = False
-    try:
-        thread.start()
-        yield "started", ""
-        last = time.monotonic()
-        while True:
-            try:  # wake up often: Ray's KeyboardInterrupt only lands while Python code runs
-                kind, payload = events.get(timeout=0.05)
-            except queue.Empty:
-                if time.monotonic() - last >= RAY_ALIVE_S:
-                    last = time.monotonic()
-                    yield "alive", ""
-                continue
-            last = time.monotonic()
-            yield kind, payload
-            if kind != "progress":
-                finished = True
-                return
-    finally:
-        if not finished:  # cancelled (KeyboardInterrupt, GeneratorExit...) or failed: stop the work
-            cancel.set()
-            if thread.is_alive():
-                thread.join(timeout=run_budget_s(request))
+    threading.Thread(target=work, name=f"eval-{request.id}", daemon=True).start()
+    yield "started", ""
+    while True:
+        kind, payload = events.get()
+        yield kind, payload
+        if kind != "progress":
+            return
 
 
-class RayExecutor(Executor):
-    """Evaluates each request as a Ray task holding ``num_gpus`` GPUs on an existing Ray cluster.
+class _GpuActor:
+    """The Ray actor that holds one GPU for the executor's life and evaluates there (threaded:
+    ``cancel`` runs beside ``evaluate``)."""
 
-    ``address``: the cluster (``ray://head:10001`` or ``auto``); None uses ``RAY_ADDRESS`` or, if
-    unset, starts a local instance.  ``init``: extra keyword arguments for ``ray.init`` (e.g.
-    ``runtime_env``; tests pass ``num_cpus``).  ``evaluate``: the task body (test seam); the default
-    runs the sandbox's local executor on the task's GPU.  Thread-safe: evaluate from many threads
-    to spread a batch over the cluster's GPUs.
-    """
-
-    def __init__(
-        self,
-        address: str | None = None,
-        *,
-        num_gpus: float = 1,
-        evaluate: EvalFn = _evaluate_on_local_gpu,
-        init: dict[str, Any] | None = None,
-    ) -> None:
-        try:
-            import ray
-        except ImportError as exc:
-            raise ExecutorError(
-                "the Ray executor needs the `cluster` extra: pip install 'cuda-agent[cluster]'"
-            ) from exc
-        self._ray = ray
-        if not ray.is_initialized():
-            try:
-                ray.init(address=address or os.environ.get("RAY_ADDRESS"), **(init or {}))
-            except (ConnectionError, ValueError, RuntimeError) as exc:
-                raise WorkerUnavailable(
-                    f"cannot connect to the Ray cluster at {address or 'RAY_ADDRESS'}: {exc}"
-                ) from exc
+    def __init__(self, evaluate: EvalFn) -> None:
         self._evaluate = evaluate
-        self._num_gpus = num_gpus
-        self._task = ray.remote(_ray_task).options(num_gpus=num_gpus, max_retries=0)
+        self._cancels: dict[str, threading.Event] = {}
+
+    def where(self) -> tuple[str, int]:
+        """(node address, the GPU's index on that node, or -1 for an actor without a GPU)."""
+        import ray
+
+        ids = ray.get_gpu_ids()
+        return ray.util.get_node_ip_address(), int(ids[0]) if ids else -1
+
+    def evaluate(self, request_json: str) -> Iterator[tuple[str, str]]:
+        request = from_json(EvalRequest, request_json)
+        cancel = self._cancels[request.id] = threading.Event()
+        try:
+            yield from _stream(request, self._evaluate, cancel)
+        finally:
+            self._cancels.pop(request.id, None)
+
+    def cancel(self, request_id: str) -> None:
+        if (event := self._cancels.get(request_id)) is not None:
+            event.set()
+
+    def device(self) -> str:
+        return to_json(_local_gpu().device_info())
+
+
+class _RayLane(Executor):
+    """One GPU of the cluster: requests stream to its actor."""
+
+    def __init__(self, ray: Any, actor: Any, label: str) -> None:
+        self._ray, self._actor, self.label = ray, actor, label
 
     def device_info(self) -> DeviceInfo:
-        """The device of one GPU of the cluster (a task on whichever GPU Ray picks)."""
-        task = self._ray.remote(_device_task).options(num_gpus=self._num_gpus)
-        return from_json(DeviceInfo, self._ray.get(task.remote()))
+        return from_json(DeviceInfo, self._call(self._actor.device.remote()))
+
+    def _call(self, ref: Any) -> Any:
+        try:
+            return self._ray.get(ref)
+        except self._ray.exceptions.RayError as exc:
+            raise WorkerUnavailable(f"the Ray actor of {self.label} failed: {exc}") from exc
 
     def evaluate(
         self,
@@ -549,11 +531,11 @@ class RayExecutor(Executor):
         cancel: threading.Event | None = None,
     ) -> EvalResult:
         ray = self._ray
-        stream: Any = self._task.remote(to_json(request), self._evaluate)  # an ObjectRefGenerator
+        stream: Any = self._actor.evaluate.remote(to_json(request))  # an ObjectRefGenerator
         started: float | None = None
         while True:
             if cancel is not None and cancel.is_set():
-                ray.cancel(stream)
+                self._actor.cancel.remote(request.id)
                 return cancelled_result(request, "cancelled")
             ready, _ = ray.wait([stream], timeout=0.1)
             if not ready:
@@ -566,11 +548,9 @@ class RayExecutor(Executor):
             except StopIteration:
                 raise WorkerUnavailable(f"Ray task for {request.id} ended without a result") from None
             except ray.exceptions.RayError as exc:
-                raise WorkerUnavailable(f"Ray task for {request.id} failed: {exc}") from exc
+                raise WorkerUnavailable(f"Ray task for {request.id} on {self.label} failed: {exc}") from exc
             if kind == "started":
                 started = time.monotonic()
-            elif kind == "alive":
-                continue
             elif kind == "result":
                 return from_json(EvalResult, payload)
             elif kind == "error":
@@ -578,7 +558,64 @@ class RayExecutor(Executor):
             elif progress is not None:
                 progress(from_json(Progress, payload))
 
+    def close(self) -> None:
+        self._ray.kill(self._actor)
 
-def _device_task() -> str:
-    with local_gpu_executor(0) as executor:
-        return to_json(executor.device_info())
+
+class RayExecutor(GpuScheduler):
+    """Evaluates on the GPUs of a Ray cluster: one actor per GPU (``num_gpus`` each), scheduled
+    like local GPUs (:mod:`sandbox.scheduler`: a request and a kernel stay on one GPU; a dead actor's
+    request runs again on another).
+
+    ``address``: the cluster (``ray://head:10001`` or ``auto``); None uses ``RAY_ADDRESS`` or, if
+    unset, starts a local instance.  ``gpus``: how many actors (default: every GPU of the cluster,
+    at least one); each holds ``num_gpus`` GPUs and ``num_cpus`` CPUs for its life.  ``init``: extra keyword arguments for ``ray.init`` (e.g. ``runtime_env``; tests
+    pass ``num_cpus``).  ``evaluate``: the actors' evaluation (test seam); the default runs the
+    sandbox's local executor on the actor's GPU.  ``start_timeout_s``: how long the actors may
+    wait for GPUs to be free before :class:`WorkerUnavailable`.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        gpus: int | None = None,
+        num_gpus: float = 1,
+        num_cpus: float = 1,
+        evaluate: EvalFn = _evaluate_on_local_gpu,
+        init: dict[str, Any] | None = None,
+        start_timeout_s: float = 120.0,
+    ) -> None:
+        try:
+            import ray
+        except ImportError as exc:
+            raise ExecutorError(
+                "the Ray executor needs the `cluster` extra: pip install 'cuda-agent[cluster]'"
+            ) from exc
+        where = address or os.environ.get("RAY_ADDRESS") or "a local Ray instance"
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address or os.environ.get("RAY_ADDRESS"), **(init or {}))
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                raise WorkerUnavailable(f"cannot connect to the Ray cluster at {where}: {exc}") from exc
+        total = ray.cluster_resources().get("GPU", 0)
+        count = gpus or (int(total // num_gpus) if num_gpus else 0) or 1
+        actor: Any = ray.remote(_GpuActor).options(
+            num_gpus=num_gpus, num_cpus=num_cpus, max_concurrency=8, max_restarts=0
+        )
+        actors: list[Any] = [actor.remote(evaluate) for _ in range(count)]
+        try:
+            places = ray.get([a.where.remote() for a in actors], timeout=start_timeout_s)
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayError) as exc:
+            for a in actors:
+                ray.kill(a)
+            raise WorkerUnavailable(
+                f"{count} Ray actors with {num_gpus:g} GPU each did not start within {start_timeout_s:.0f} s "
+                f"on {where} ({total:g} GPUs in the cluster): {type(exc).__name__}"
+            ) from exc
+        lanes = []
+        for position, (a, (node, gpu)) in enumerate(zip(actors, places, strict=True)):
+            index = gpu if gpu >= 0 else position
+            label = f"GPU {gpu} of {node}" if gpu >= 0 else f"Ray actor {position} on {node}"
+            lanes.append(Lane(_RayLane(ray, a, label), index, label))
+        super().__init__(lanes)

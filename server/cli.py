@@ -416,9 +416,11 @@ def optimize(
         raise JobFailed(result.stop_reason)
 
 
-def _make_executor(gpu: int) -> Executor:
-    """The local GPU's sandbox, or a remote worker when ``CUDA_AGENT_WORKER_URL`` is set (token in
-    ``CUDA_AGENT_TOKEN``); ``CUDA_AGENT_TEST_EXECUTOR=1`` swaps in the simulated GPU (tests, demos)."""
+def _make_executor(gpu: int, gpus: tuple[int, ...] = ()) -> Executor:
+    """The local GPUs' sandbox (``gpus``, else ``gpu``: one worker per GPU), a Ray cluster when
+    ``CUDA_AGENT_RAY_ADDRESS`` is set, or a remote worker when ``CUDA_AGENT_WORKER_URL`` is set
+    (token in ``CUDA_AGENT_TOKEN``); ``CUDA_AGENT_TEST_EXECUTOR=1`` swaps in the simulated GPU (one
+    per GPU index: tests, demos)."""
     import os
 
     from server.settings import ExecutorSettings, Secret, make_executor
@@ -426,17 +428,19 @@ def _make_executor(gpu: int) -> Executor:
     url = os.environ.get("CUDA_AGENT_WORKER_URL")
     if os.environ.get("CUDA_AGENT_TEST_EXECUTOR") == "1":
         if not url:
-            return make_executor(ExecutorSettings(kind="test"))
+            return make_executor(ExecutorSettings(kind="test", gpu=gpu, gpus=gpus))
         click.echo(
             f"cuda-agent: CUDA_AGENT_WORKER_URL is set: evaluating on the worker at {url}, not on a local "
             "simulated GPU (to simulate there: `cuda-agent worker --simulate`)",
             err=True,
         )
+    if address := os.environ.get("CUDA_AGENT_RAY_ADDRESS"):
+        return make_executor(ExecutorSettings(kind="ray", ray_address=address))
     if url:
         if not os.environ.get("CUDA_AGENT_TOKEN"):
             raise UserError("CUDA_AGENT_WORKER_URL is set but CUDA_AGENT_TOKEN is not")
         return make_executor(ExecutorSettings(kind="remote", url=url, token=Secret("env:CUDA_AGENT_TOKEN")))
-    return make_executor(ExecutorSettings(kind="local", gpu=gpu))
+    return make_executor(ExecutorSettings(kind="local", gpu=gpu, gpus=gpus))
 
 
 def _make_proposer(kind: str, llm: LLMSettings | None) -> Proposer:
@@ -842,7 +846,11 @@ def _print_compare(found: Any) -> None:
 @click.argument("directory")
 @click.option("--budget", default="60s", show_default=True, help="Budget per kernel (see optimize).")
 @click.option("--seed", default=0, show_default=True, help="Random seed (runs are reproducible).")
-@click.option("--gpu", default=0, show_default=True, help="GPU index.")
+@click.option("--gpu", type=click.IntRange(min=0), help="Only this GPU (same as --gpus N).")
+@click.option(
+    "--gpus",
+    help="GPUs to use, one worker and one kernel at a time each: 0,1 or all (default: all visible).",
+)
 @click.option("--match", default="*", show_default=True, help="Only the files whose name matches this glob.")
 @click.option(
     "--jsonl",
@@ -860,7 +868,8 @@ def suite(
     directory: str,
     budget: str,
     seed: int,
-    gpu: int,
+    gpu: int | None,
+    gpus: str | None,
     match: str,
     jsonl: str | None,
     deadline: float | None,
@@ -874,7 +883,14 @@ def suite(
     from agent import loop
     from agent.suite import SuiteEntry, find_targets, run_suite, summarize
     from sandbox.executor import ExecutorError
+    from sandbox.scheduler import parse_gpus
 
+    if gpu is not None and gpus is not None:
+        raise UserError("give --gpu or --gpus, not both")
+    try:
+        devices = (gpu,) if gpu is not None else parse_gpus(gpus or "all")
+    except ValueError as exc:
+        raise UserError(f"--gpus {gpus}: {exc}") from exc
     root = Path(directory)
     if not root.is_dir():
         raise UserError(f"{directory}: no such directory")
@@ -888,13 +904,14 @@ def suite(
     def progress(done: int, total: int, e: SuiteEntry) -> None:
         speed = f" {e.speedup:.2f}x [{e.speedup_low:.2f}-{e.speedup_high:.2f}]" if e.status != "error" else ""
         why = f" ({e.description})" if e.status == "error" or "deadline" in e.description else ""
+        on = f" on GPU {','.join(map(str, e.gpus))}" if e.gpus else ""
         click.echo(
-            f"[{done}/{total}] {Path(e.file).name} {e.kernel}: {e.status}{speed} in {e.seconds:.1f} s{why}",
+            f"[{done}/{total}] {Path(e.file).name} {e.kernel}: {e.status}{speed} in {e.seconds:.1f} s{on}{why}",
             err=True,
         )
 
     try:
-        with _make_executor(gpu) as executor:
+        with _make_executor(devices[0], devices) as executor:
             device = executor.device_info().name
             entries = run_suite(
                 root,
@@ -915,6 +932,7 @@ def suite(
             {
                 "directory": str(root),
                 "device": device,
+                "gpus": sorted({g for e in entries for g in e.gpus}),
                 "budget": budget,
                 "seed": seed,
                 "match": match,
@@ -923,16 +941,22 @@ def suite(
             }
         )
         return
-    header = f"{'kernel':<28} {'status':<15} {'speedup':>22} {'% peak before':>14} {'% peak after':>13}"
-    click.echo(f"{root} on {device}, budget {budget} per kernel, seed {seed}")
+    header = (
+        f"{'kernel':<28} {'status':<15} {'speedup':>22} {'% peak before':>14} {'% peak after':>13} {'gpu':>4}"
+    )
+    used = sorted({g for e in entries for g in e.gpus})
+    where = f" (GPU{'s' if len(used) > 1 else ''} {','.join(map(str, used))})" if used else ""
+    click.echo(f"{root} on {device}{where}, budget {budget} per kernel, seed {seed}")
     click.echo(header)
     for e in entries:
         name = f"{Path(e.file).stem}:{e.kernel}" if Path(e.file).stem != e.kernel else e.kernel
         spread = (
             f"{e.speedup:.2f}x [{e.speedup_low:.2f}-{e.speedup_high:.2f}]" if e.status != "error" else "-"
         )
+        gpu_col = ",".join(map(str, e.gpus)) or "-"
         click.echo(
             f"{name[:28]:<28} {e.status:<15} {spread:>22} {e.pct_peak_before:>13.0f}% {e.pct_peak_after:>12.0f}%"
+            f" {gpu_col:>4}"
         )
     click.echo(
         f"fast_1 {summary.fast_1:.0%}  fast_1.5 {summary.fast_1_5:.0%}  geomean {summary.geomean:.2f}x  "

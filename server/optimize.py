@@ -215,7 +215,7 @@ def make_proposer(settings: Settings, compiler: Callable[[], CompilePool]) -> lo
 
 def describe_executor(s: ExecutorSettings) -> str:
     return {
-        "local": f"local GPU {s.gpu}",
+        "local": f"local GPU{'s' if len(s.gpus) > 1 else ''} {','.join(map(str, s.gpus or (s.gpu,)))}",
         "remote": f"remote {s.url}",
         "ray": f"ray {s.ray_address or '(auto)'}",
         "test": "test (simulated GPU)",

@@ -5,7 +5,7 @@ They arrive as ``initializationOptions`` and as the ``cudaAgent`` section of
 shape (the keys VS Code shows as ``cudaAgent.executor.kind`` and so on)::
 
     {
-      "executor": {"kind": "local", "gpu": 0, "url": "", "token": "env:CUDA_AGENT_TOKEN", "rayAddress": ""},
+      "executor": {"kind": "local", "gpu": 0, "gpus": [0, 1], "url": "", "token": "env:CUDA_AGENT_TOKEN", "rayAddress": ""},
       "proposer": {"kind": "builtin", "endpoint": "", "model": "", "apiKey": "env:OPENAI_API_KEY"},
       "budget": {"seconds": 60, "candidates": 40, "tokens": 200000},
       "arch": "sm_90", "includePaths": [], "defines": [], "compileCommands": "",
@@ -60,6 +60,7 @@ class Secret:
 class ExecutorSettings:
     kind: ExecutorKind = "local"
     gpu: int = 0  # local: GPU index
+    gpus: tuple[int, ...] = ()  # local: GPU indices, one worker each (overrides ``gpu`` when given)
     url: str = ""  # remote: worker URL, e.g. https://gpu-box:8765
     token: Secret = field(default_factory=Secret)  # remote: bearer token
     ray_address: str = ""  # ray: cluster address, e.g. ray://head:10001
@@ -139,6 +140,15 @@ class _Reader:
         )
         return tuple(value)
 
+    def indices(self, key: str) -> tuple[int, ...]:
+        value: list[int] = self.get(
+            key,
+            [],
+            lambda v: isinstance(v, list) and all(_is_number(i) and i == int(i) >= 0 for i in v),
+            "a list of GPU indices",
+        )
+        return tuple(dict.fromkeys(int(i) for i in value))
+
     def secret(self, key: str, default: Secret) -> Secret:
         source = self.text(key, default.source)
         if source and source.partition(":")[0] not in ("env", "file"):
@@ -162,6 +172,7 @@ def parse_settings(data: Any, env: Mapping[str, str] = os.environ) -> tuple[Sett
     executor = ExecutorSettings(
         kind=ex.choice("kind", d.executor.kind, ("local", "remote", "ray", "test")),
         gpu=ex.integer("gpu", d.executor.gpu, 0),
+        gpus=ex.indices("gpus"),
         url=ex.text("url"),
         token=ex.secret("token", d.executor.token),
         ray_address=ex.text("rayAddress"),
@@ -209,11 +220,16 @@ def _camel(name: str) -> str:
 
 
 def make_executor(settings: ExecutorSettings) -> Executor:
-    """The executor the settings name (may spawn workers or connect: call off the event loop)."""
+    """The executor the settings name (may spawn workers or connect: call off the event loop).
+    Several local GPUs (``gpus``) share one scheduler: one worker per GPU, a kernel per GPU."""
+    gpus = settings.gpus or (settings.gpu,)
     if settings.kind == "test":
+        from sandbox.scheduler import local_scheduler
         from sandbox.testing import FakeExecutor
 
-        return FakeExecutor.from_env()
+        if len(gpus) == 1:
+            return FakeExecutor.from_env()
+        return local_scheduler(gpus, lambda _: FakeExecutor.from_env())
     if settings.kind == "remote":
         from sandbox.remote import RemoteExecutor
 
@@ -222,6 +238,9 @@ def make_executor(settings: ExecutorSettings) -> Executor:
         from sandbox.remote import RayExecutor
 
         return RayExecutor(settings.ray_address or None)
+    from sandbox.scheduler import local_scheduler
     from sandbox.worker import LocalExecutor
 
-    return LocalExecutor((settings.gpu,))
+    if len(gpus) == 1:
+        return LocalExecutor(gpus)
+    return local_scheduler(gpus, lambda gpu: LocalExecutor((gpu,)))

@@ -13,6 +13,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -24,12 +25,16 @@ from sandbox.contract import (
     CandidateResult,
     DeviceInfo,
     EvalRequest,
+    EvalResult,
     KernelSource,
     Launch,
     Problem,
     Status,
     Timing,
 )
+from sandbox.executor import Executor, ExecutorError, ProgressFn, WorkerUnavailable
+from sandbox.remote import cancelled_result
+from sandbox.testing import FakeExecutor
 from sandbox.worker import EvalJob, InfoJob, Job, Reply
 
 FAKE_DEVICE = DeviceInfo(
@@ -167,6 +172,80 @@ def vadd_request(
         bench_problem=vadd_problem(bench, block),
         budget=budget or Budget(),
     )
+
+
+class LostGpuHandler(ScriptedHandler):
+    """``ScriptedHandler``, plus: candidate ``lose`` on device 1 kills the worker and the GPU with
+    it: a worker for device 1 then cannot start while ``$XDG_CACHE_HOME/gpu1-lost`` exists (the GPU
+    fell off the bus; the test gives each run its own cache directory)."""
+
+    def __init__(self, device: int, backend: str) -> None:
+        self.lost = Path(os.environ["XDG_CACHE_HOME"]) / "gpu1-lost"
+        if device == 1 and self.lost.exists():
+            raise RuntimeError("GPU 1 fell off the bus")
+        super().__init__(device, backend)
+
+    def __call__(self, job: Job) -> Reply:
+        lose = isinstance(job, EvalJob) and job.index >= 0 and job.request.candidates[job.index].id == "lose"
+        if lose and self.device == 1:
+            self.lost.write_text("lost")
+            os._exit(9)
+        return super().__call__(job)
+
+
+class FakeGpu(Executor):
+    """One simulated GPU for scheduler tests: ``FakeExecutor`` verdicts (every changed candidate
+    2x faster), ``delay_s`` per request, results stamped with ``index``.  Logs every request it
+    starts (``log``: shared by the GPUs of a test) and whether two ever overlapped on it; from its
+    ``fail_at``-th request on (1-based) it raises ``error`` as a lost GPU would."""
+
+    def __init__(
+        self,
+        index: int,
+        log: list[tuple[int, str, str]],
+        *,
+        delay_s: float = 0.0,
+        fail_at: int = 0,
+        error: type[ExecutorError] = WorkerUnavailable,
+    ) -> None:
+        self.index, self.log, self.delay_s = index, log, delay_s
+        self.fail_at, self.error = fail_at, error
+        self.fake = FakeExecutor()
+        self.calls = 0
+        self.overlapped = False
+        self._busy = threading.Lock()
+        self.closed = False
+
+    def device_info(self) -> DeviceInfo:
+        return replace(FakeExecutor().device_info(), index=self.index)
+
+    def evaluate(
+        self,
+        request: EvalRequest,
+        *,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> EvalResult:
+        if not self._busy.acquire(blocking=False):
+            self.overlapped = True
+            self._busy.acquire()
+        try:
+            self.calls += 1
+            self.log.append((self.index, request.id, request.baseline.source))
+            if self.fail_at and self.calls >= self.fail_at:
+                raise self.error(f"CUDA_ERROR_DEVICE_UNAVAILABLE on fake GPU {self.index}")
+            if cancel is not None and cancel.wait(self.delay_s):
+                return cancelled_result(request, "cancelled")
+            if cancel is None:
+                time.sleep(self.delay_s)
+            result = self.fake.evaluate(request, progress=progress, cancel=cancel)
+            assert result.device is not None
+            return replace(result, device=replace(result.device, index=self.index))
+        finally:
+            self._busy.release()
+
+    def close(self) -> None:
+        self.closed = True
 
 
 HANGING_SANITIZER = (
