@@ -279,26 +279,6 @@ def details(rec: CompareRecord) -> str:
     return "\n".join(lines)
 
 
-def inlay_hints(ls: CudaLanguageServer, od: OpenDocument, first: int, last: int) -> list[lsp.InlayHint]:
-    if od.doc is None:
-        return []
-    results = ls.store.for_file(od.path)
-    hints = []
-    for k in od.kernels:
-        rec = results.get(k.qualified_name)
-        if rec is None or rec.compare is None or not first <= k.name_span.end_line <= last:
-            continue
-        hints.append(
-            lsp.InlayHint(
-                position=lsp.Position(k.name_span.end_line, k.name_span.end_col),
-                label=hint_label(rec.compare, kernel_hash(od.doc, k)),
-                padding_left=True,
-                tooltip=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=details(rec.compare)),
-            )
-        )
-    return hints
-
-
 def setup(ls: CudaLanguageServer) -> None:
     ls.comparisons = Comparisons(ls)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from agent.source import Kernel
-from server.compare import inlay_hints as compare_hints
+from server.compare import details as compare_details
+from server.compare import hint_label as compare_label
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.store import OptimizeRecord, kernel_hash
 from server.texts import markdown_text, plural, spread_text
@@ -40,28 +41,30 @@ def speedup_details(rec: OptimizeRecord, current_hash: str = "") -> str:
 
 
 def inlay_hints(ls: CudaLanguageServer, od: OpenDocument, first: int, last: int) -> list[lsp.InlayHint]:
+    """At each kernel's name in ``first..last``: its verified speedup (optimize), then its latest
+    comparison (Compare with…)."""
     if od.doc is None:
         return []
     results = ls.store.for_file(od.path)
     hints = []
     for k in od.kernels:
         rec = results.get(k.qualified_name)
-        if rec is None or rec.optimize is None or rec.optimize.outcome != "improved":
+        if rec is None or not first <= k.name_span.end_line <= last:
             continue
-        if not first <= k.name_span.end_line <= last:
-            continue
-        hints.append(_hint(od, k, rec.optimize))
-    return hints + compare_hints(ls, od, first, last)
+        h = kernel_hash(od.doc, k)
+        if rec.optimize is not None and rec.optimize.outcome == "improved":
+            hints.append(_hint(k, speedup_label(rec.optimize, h), speedup_details(rec.optimize, h)))
+        if rec.compare is not None:
+            hints.append(_hint(k, compare_label(rec.compare, h), compare_details(rec.compare)))
+    return hints
 
 
-def _hint(od: OpenDocument, k: Kernel, rec: OptimizeRecord) -> lsp.InlayHint:
-    assert od.doc is not None
-    h = kernel_hash(od.doc, k)
+def _hint(k: Kernel, label: str, tooltip: str) -> lsp.InlayHint:
     return lsp.InlayHint(
         position=lsp.Position(k.name_span.end_line, k.name_span.end_col),
-        label=speedup_label(rec, h),
+        label=label,
         padding_left=True,
-        tooltip=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=speedup_details(rec, h)),
+        tooltip=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=tooltip),
     )
 
 
