@@ -21,6 +21,7 @@ from sandbox.contract import (
     Problem,
     Status,
 )
+from sandbox.executor import ExecutorError
 from sandbox.worker import LocalExecutor, bench_request
 
 pytestmark = pytest.mark.gpu
@@ -172,8 +173,8 @@ def test_memory_cap_is_enforced(executor: LocalExecutor) -> None:
     request = vadd_request(
         baseline, (Candidate("honest", baseline),), bench=1 << 24, budget=Budget(gpu_memory_bytes=64 << 20)
     )
-    result = executor.evaluate(request)
-    assert result.baseline.status == Status.LAUNCH_ERROR and "memory cap" in result.baseline.message
+    with pytest.raises(ExecutorError, match="bytes of arrays, more than the memory cap of 67108864"):
+        executor.evaluate(request)  # refused at the boundary, before anything is allocated
 
 
 def test_bench_request_times_the_kernel_alone(executor: LocalExecutor) -> None:

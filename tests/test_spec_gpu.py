@@ -58,7 +58,9 @@ def test_a_null_pointer_argument(executor: LocalExecutor) -> None:
 
 
 REALCODE = Path(__file__).parent / "data" / "realcode"
-_NO_DONT_CARE = {"trimul_global"}  # leaves its upper triangle unwritten: needs a don't-care region
+# leave part of their output unwritten (trimul_global its upper triangle, laplacian7 the boundary
+# of its grid; seen on the H200): need a don't-care output region, which the grammar lacks yet
+_NO_DONT_CARE = {"trimul_global", "laplacian7"}
 
 
 @pytest.mark.parametrize(
