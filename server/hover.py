@@ -33,6 +33,12 @@ def kernel_at(od: OpenDocument, line: int, col: int) -> tuple[Kernel, lsp.Range]
     return None
 
 
+def benchmark_title(b: BenchmarkRecord) -> str:
+    """The last benchmark as a code lens shows it: short enough for the line above a kernel;
+    ``benchmark_line`` (the lens's tooltip and the hover) has the rest."""
+    return f"{b.median_ms:.3g} ms · {b.gbps:.0f} GB/s ({b.pct_peak:.0f}% of peak)"
+
+
 def benchmark_line(b: BenchmarkRecord) -> str:
     return (
         f"{b.median_ms:.4g} ms median ({spread_text(b.rel_spread)}) at {b.problem}"

@@ -18,7 +18,7 @@ from agent import spec as specs
 from agent.source import Kernel
 from server import protocol as wire
 from server.compare import code_actions as compare_actions
-from server.hover import benchmark_line
+from server.hover import benchmark_line, benchmark_title
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.store import OptimizeRecord, kernel_hash
 
@@ -46,7 +46,8 @@ def code_lenses(ls: CudaLanguageServer, od: OpenDocument) -> list[lsp.CodeLens]:
             lenses.append(_lens(rng, "Add benchmark spec", wire.ADD_SPEC_COMMAND, arg))
         rec = results.get(k.qualified_name)
         if rec is not None and rec.benchmark is not None:
-            lenses.append(_lens(rng, benchmark_line(rec.benchmark), "", None))
+            title = benchmark_title(rec.benchmark)
+            lenses.append(_lens(rng, title, "", None, tooltip=benchmark_line(rec.benchmark)))
         todo = _launch_todo(od, k, rec.optimize if rec is not None else None)
         if todo:
             lenses.append(_lens(rng, f"⚠ {todo}", "", None))
@@ -65,9 +66,12 @@ def _launch_todo(od: OpenDocument, k: Kernel, rec: OptimizeRecord | None) -> str
     return rec.launch_todo if kernel_hash(od.doc, k) == rec.rewritten_hash else ""
 
 
-def _lens(rng: lsp.Range, title: str, command: str, arg: dict[str, Any] | None) -> lsp.CodeLens:
+def _lens(
+    rng: lsp.Range, title: str, command: str, arg: dict[str, Any] | None, tooltip: str | None = None
+) -> lsp.CodeLens:
     return lsp.CodeLens(
-        range=rng, command=lsp.Command(title=title, command=command, arguments=[arg] if arg else None)
+        range=rng,
+        command=lsp.Command(title=title, command=command, tooltip=tooltip, arguments=[arg] if arg else None),
     )
 
 

@@ -4,8 +4,13 @@
 //
 //   e2e/setup.sh && npm run package && npm run e2e
 //
-// Environment: CUDA_AGENT_PYTHON (a Python with the project installed; default $VIRTUAL_ENV's, else
-// the repository's .venv), E2E_SCREENSHOTS (where the screenshots go; default .tmp/screenshots,
+// First start as a new user has it: a clean profile, default settings, no `cudaAgent.python`, and a
+// `python3` on PATH without cuda-agent (an empty virtual environment). The test installs the wheel
+// shipped in the .vsix into the extension's managed environment (its dependencies from the package
+// index), then checks "Choose interpreter" with the project's Python.
+//
+// Environment: CUDA_AGENT_PYTHON (a Python with the project installed, for Choose interpreter;
+// default $VIRTUAL_ENV's, else the repository's .venv), E2E_SCREENSHOTS (where the screenshots go; default .tmp/screenshots,
 // `E2E_SCREENSHOTS=../docs/screenshots` refreshes the README's), E2E_KEEP=1 keeps the temp folder.
 
 import assert from "node:assert/strict";
@@ -37,6 +42,8 @@ const CHROMIUM_FLAGS = [
 ];
 const SHOTS = path.resolve(EXT, process.env.E2E_SCREENSHOTS ?? path.join(TMP, "screenshots"));
 const TIMEOUT = 30_000;
+const INSTALL_TIMEOUT = 300_000; // the managed install: a venv, pip, the wheel and its dependencies
+const EXTENSION_ID = "cuda-agent.cuda-agent";
 
 function projectPython() {
   const candidates = [
@@ -96,8 +103,9 @@ async function stopGroup(child) {
   signal("SIGKILL"); // stragglers of the group that outlived the leader
 }
 
-describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 }, () => {
+describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 900_000 }, () => {
   let tmp;
+  let userData;
   let workspace;
   let file;
   let original;
@@ -121,14 +129,13 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
     original = fs.readFileSync(file, "utf8");
     fs.copyFileSync(NO_SPEC_FIXTURE, path.join(workspace, "scale.cu"));
 
-    const userData = path.join(tmp, "user-data");
+    userData = path.join(tmp, "user-data");
     const extensions = path.join(tmp, "extensions");
     fs.mkdirSync(path.join(userData, "User"), { recursive: true });
     // Desktop VS Code's defaults: files.refactoring.autoSave stays on (Accept and Add spec must still
     // not save); files.autoSave is "off" as on the desktop (a web build such as code-server defaults
     // to "afterDelay", which saves every edit, typed or not, a second later).
     const settings = {
-      "cudaAgent.python": projectPython(),
       "files.autoSave": "off",
       "cudaAgent.trace.server": "messages",
       "security.workspace.trust.enabled": false,
@@ -149,8 +156,16 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
     };
     fs.writeFileSync(path.join(userData, "User", "settings.json"), JSON.stringify(settings, null, 2));
 
+    // `python3` on PATH: an empty virtual environment (no cuda-agent), ahead of any with the project.
+    const basePython = path.join(tmp, "base-python");
+    const made = spawnSync(projectPython(), ["-m", "venv", "--without-pip", basePython], { encoding: "utf8" });
+    assert.equal(made.status, 0, `creating ${basePython} failed:\n${made.stderr}`);
+    const projectBin = path.dirname(projectPython());
+    const searchPath = (process.env.PATH ?? "").split(path.delimiter).filter((dir) => dir && path.resolve(dir) !== projectBin);
+    const { VIRTUAL_ENV: _venv, ...outside } = process.env;
     const env = {
-      ...process.env,
+      ...outside,
+      PATH: [path.join(basePython, "bin"), ...searchPath].join(path.delimiter),
       XDG_CONFIG_HOME: path.join(tmp, "xdg-config"),
       XDG_DATA_HOME: path.join(tmp, "xdg-data"),
       XDG_CACHE_HOME: path.join(tmp, "xdg-cache"),
@@ -229,10 +244,23 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
   /** The same, sorted: the editor reuses line elements when it scrolls, so their order is not the text's. */
   const screenLines = async () => (await bufferText()).split("\n").sort().join("\n");
 
-  step("opening a .cu file starts the language server (status bar)", async () => {
+  step("first start: Install into a managed environment installs the shipped wheel and starts the server", async () => {
     await openFile("saxpy.cu", "saxpy");
     await page.keyboard.press("Control+B"); // hide the side bar: more room for the editor and the diff
-    await page.locator(".statusbar-item", { hasText: "CUDA: test" }).waitFor({ timeout: TIMEOUT });
+    const offer = page.locator(".notification-toast", { hasText: "cuda-agent is not importable with python3" });
+    await offer.waitFor({ timeout: TIMEOUT });
+    await shot("first-start.png");
+    const started = Date.now();
+    await offer.locator(".monaco-button", { hasText: "Install into a managed environment" }).click();
+    await page.locator(".statusbar-item", { hasText: "CUDA: test" }).waitFor({ timeout: INSTALL_TIMEOUT });
+    console.log(`# managed install and server start: ${((Date.now() - started) / 1000).toFixed(0)} s`);
+    // The managed environment holds the wheel from the .vsix (not a checkout, not an index's package).
+    const managed = path.join(userData, "User", "globalStorage", EXTENSION_ID, "venv", "bin", "python");
+    const where = spawnSync(managed, ["-c", "import server; print(server.__file__)"], { cwd: tmp, encoding: "utf8" });
+    assert.equal(where.status, 0, where.stderr);
+    assert.match(where.stdout, /site-packages/);
+    const installed = spawnSync(managed, ["-m", "pip", "show", "-f", "cuda-agent"], { encoding: "utf8" });
+    assert.doesNotMatch(installed.stdout, /Editable project location/);
   });
 
   step("code lenses render above the kernel", async () => {
@@ -350,5 +378,28 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 300_000 },
     assert.equal(fs.readFileSync(scale, "utf8"), before, "Add benchmark spec edits the buffer, it does not save");
     assert.match(await bufferText(), /@cuda-agent arg v inout float\[n\]/);
     await editor().locator(".codelens-decoration a", { hasText: "Optimize" }).first().waitFor({ timeout: TIMEOUT });
+  });
+
+  step("Choose interpreter stores cudaAgent.python in User settings and restarts the server", async () => {
+    // Take the managed environment away: on restart no interpreter has cuda-agent and the offer is back.
+    const managed = path.join(userData, "User", "globalStorage", EXTENSION_ID, "venv");
+    fs.renameSync(managed, `${managed}.off`);
+    await runCommand("CUDA Agent: Restart server");
+    const offer = page.locator(".notification-toast", { hasText: "cuda-agent is not importable with python3" });
+    await offer.waitFor({ timeout: TIMEOUT });
+    await page.locator(".statusbar-item", { hasText: "CUDA: test" }).waitFor({ state: "detached", timeout: TIMEOUT });
+    await offer.locator(".monaco-button", { hasText: "Choose interpreter" }).click();
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ timeout: TIMEOUT });
+    await shot("choose-interpreter.png");
+    await input.fill(projectPython());
+    // VS Code's own file dialog (a quick input): it lists the typed folder (busy meanwhile); then its button accepts the path.
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "activate" }).first().waitFor({ timeout: TIMEOUT });
+    await page.waitForTimeout(2000);
+    await page.locator(".quick-input-widget .monaco-button", { hasText: "Use this interpreter" }).click();
+    await page.locator(".quick-input-widget").waitFor({ state: "hidden", timeout: TIMEOUT });
+    await page.locator(".statusbar-item", { hasText: "CUDA: test" }).waitFor({ timeout: TIMEOUT });
+    const settings = JSON.parse(fs.readFileSync(path.join(userData, "User", "settings.json"), "utf8"));
+    assert.equal(settings["cudaAgent.python"], projectPython());
   });
 });

@@ -351,9 +351,29 @@ class Agent {
     const choose = "Choose interpreter";
     const choice = await vscode.window.showWarningMessage(`CUDA Agent: ${resolution.reason}`, install, choose);
     if (choice === choose) {
-      await vscode.commands.executeCommand("workbench.action.openSettings", `${SECTION}.python`);
+      await this.chooseInterpreter();
     } else if (choice === install) {
       await this.installManaged(resolution.python);
+    }
+  }
+
+  /** Asks for a Python executable and stores it as `cudaAgent.python` in User settings (which restarts the server). */
+  private async chooseInterpreter(): Promise<void> {
+    const picked = await vscode.window.showOpenDialog({
+      title: "CUDA Agent: the Python interpreter that has cuda-agent installed",
+      openLabel: "Use this interpreter",
+      canSelectFiles: true,
+      canSelectFolders: false,
+      canSelectMany: false,
+    });
+    if (!picked?.[0]) {
+      return;
+    }
+    const config = vscode.workspace.getConfiguration(SECTION);
+    if (config.inspect<string>("python")?.globalValue === picked[0].fsPath) {
+      await this.restart(); // the same value again: no configuration change to restart on
+    } else {
+      await config.update("python", picked[0].fsPath, vscode.ConfigurationTarget.Global);
     }
   }
 
