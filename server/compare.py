@@ -28,7 +28,7 @@ from sandbox.contract import Progress as EvalProgress
 from server import protocol as wire
 from server.diagnostics import compile_options
 from server.lsp import SUFFIXES, CudaLanguageServer, OpenDocument
-from server.optimize import ActiveRun, Progress, _finished, _now, describe_executor, launch_run
+from server.optimize import ActiveRun, Progress, _now, describe_executor, launch_run, run_finished
 from server.protocol import RunKind, StartStatus
 from server.store import STORE_DIR, CompareRecord, kernel_hash
 from server.texts import markdown_text
@@ -196,14 +196,14 @@ async def _compare(
     try:
         found = await ls.loop.run_in_executor(runs.pool, work)
     except loop.TargetError as exc:
-        return _finished(run, "error", str(exc))
+        return run_finished(run, "error", str(exc))
     if found.result.device is not None:
         runs.device = found.result.device.name
     headline = cmp.headline(found)
     _store(ls, od, run.run_id, found, cand_doc, headline)
     c = found.candidate
     reason = cmp.reason_text(found)
-    return _finished(
+    return run_finished(
         run,
         "ok" if found.verified else c.status.value,
         f"{proposal.kernel} against {run.kernel}: {headline}" + (f" ({reason})" if reason else ""),

@@ -429,7 +429,7 @@ def launch_run(
     return wire.RunStarted(run.run_id, kind, StartStatus.STARTED, title[0].lower() + title[1:])
 
 
-def _finished(run: ActiveRun, status: str, message: str, **numbers: Any) -> wire.RunFinished:
+def run_finished(run: ActiveRun, status: str, message: str, **numbers: Any) -> wire.RunFinished:
     values: dict[str, Any] = {
         "cancelled": run.cancel.is_set(),
         "rewrite_ready": False,
@@ -460,13 +460,13 @@ async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody
             f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}. Ways forward: a remote "
             "`cuda-agent worker` (executor.kind remote), or the simulated GPU to try the flow (executor.kind test)",
         )
-        finished = _finished(run, "error", f"failed: {exc}")
+        finished = run_finished(run, "error", f"failed: {exc}")
     except ExecutorError as exc:
         _must_act(ls, f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}")
-        finished = _finished(run, "error", f"failed: {exc}")
+        finished = run_finished(run, "error", f"failed: {exc}")
     except Exception as exc:
         log.exception("%s %s failed", run.kind.value, run.kernel)
-        finished = _finished(run, "error", f"failed: {exc}")
+        finished = run_finished(run, "error", f"failed: {exc}")
     finally:
         runs.active.pop(run.run_id, None)
     log.info("%s %s: %s", run.kind.value, run.kernel, finished.message)
@@ -559,7 +559,7 @@ def _record_optimize(
         message = f"no reliably faster candidate ({plural(result.attempts, 'candidate')} tried; {result.stop_reason})"
     if result.cancelled:
         message += "; cancelled, best so far kept" if improved else "; cancelled"
-    return _finished(
+    return run_finished(
         run,
         "ok" if improved else result.outcome.value,
         message,
@@ -594,14 +594,14 @@ async def _benchmark(
     runs.device = device or runs.device
     if baseline.timing is None:
         message = f"{baseline.status.value}: {baseline.message}".strip(": ")
-        return _finished(run, baseline.status.value, message)
+        return run_finished(run, baseline.status.value, message)
     record = benchmark_record(target, baseline, device)
     ls.store.put(od.path, run.kernel, benchmark=record)
     message = (
         f"{record.median_ms:.4g} ms ({spread_text(record.rel_spread)}) · {record.gbps:.0f} GB/s · "
         f"{record.pct_peak:.0f}% of peak"
     )
-    return _finished(
+    return run_finished(
         run,
         baseline.status.value,
         message,
