@@ -40,6 +40,7 @@ import tree_sitter
 from agent import host
 from agent.source import Document, Kernel, Param
 from sandbox.contract import (
+    MATH_CONSTANTS,
     PRECISIONS,
     ArgSpec,
     ConstantInit,
@@ -47,7 +48,9 @@ from sandbox.contract import (
     Distribution,
     Launch,
     Problem,
+    Region,
     Tolerance,
+    expression_error,
 )
 
 MARKER = "@cuda-agent"
@@ -203,6 +206,26 @@ class ArraySpec:
     count: str
     dist: DistSpec = field(default_factory=DistSpec)
     line: int = -1
+    offset: str = "0"  # the kernel's pointer is this many elements into the array
+
+
+@dataclass(frozen=True)
+class CompareSpec:
+    """``compare NAME[i < E, ...] where COND`` or ``compare NAME written``: the elements of an
+    output that verification compares (the rest are don't-care).  ``index``/``extents``: one
+    name and extent per dimension, outermost first (``("i",)``/``()``: the flat element index)."""
+
+    name: str
+    index: tuple[str, ...] = ("i",)
+    extents: tuple[str, ...] = ()
+    where: str = ""
+    written: bool = False
+    line: int = -1
+
+    def text(self) -> str:
+        dims = ", ".join(f"{i} < {e}" for i, e in zip(self.index, self.extents, strict=False))
+        head = f"{self.name}[{dims}]" if self.extents else self.name
+        return f"{head} written" if self.written else f"{head} where {self.where}"
 
 
 @dataclass(frozen=True)
@@ -242,6 +265,7 @@ class KernelSpec:
     bytes: str = ""  # "" -> sum of the arrays' sizes (inout counted twice)
     flops: str = ""
     requires: tuple[tuple[str, int], ...] = ()  # (condition, line): constraints on sizes and launch
+    compares: tuple[CompareSpec, ...] = ()  # outputs' cared-for elements
     lines: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -370,17 +394,7 @@ _FUNCS: dict[str, tuple[Callable[..., Number], int, int]] = {
 }
 # constants of <cmath>/<cfloat>/<climits> that specs may name (INFINITY only where values may be infinite)
 CONSTANTS: dict[str, Number] = {
-    "INFINITY": math.inf,
-    "NAN": math.nan,
-    "M_PI": math.pi,
-    "M_E": math.e,
-    "FLT_MAX": 3.4028234663852886e38,
-    "FLT_MIN": 1.1754943508222875e-38,
-    "FLT_EPSILON": 1.1920928955078125e-07,
-    "DBL_MAX": 1.7976931348623157e308,
-    "INT_MAX": 2**31 - 1,
-    "INT_MIN": -(2**31),
-    "UINT_MAX": 2**32 - 1,
+    **MATH_CONSTANTS,
     "NULL": 0,  # `arg p = NULL`: a null pointer argument
 }
 _NULLS = frozenset({"NULL", "nullptr", "0"})
@@ -486,8 +500,17 @@ _ARRAY = re.compile(
 )
 _SCALAR = re.compile(r"^(?P<name>\w+)\s*=\s*(?P<value>.+)$")
 _CONST = re.compile(r"^(?P<name>\w+)\s+(?P<dtype>[\w:\s]+?)\s*\[(?P<count>.*)\]\s*(?P<dist>.*)$")
-_DIST = re.compile(r"^(?P<kind>uniform|normal|randint|const|arange|copy)\s*(?:\((?P<args>.*)\))?$")
-_DIST_ARITY = {"uniform": (2,), "normal": (0,), "randint": (2,), "const": (1,), "arange": (0,), "copy": (1,)}
+_DIST = re.compile(r"^(?P<kind>uniform|normal|randint|const|arange|copy|values)\s*(?:\((?P<args>.*)\))?$")
+_DIST_ARITY = {
+    "uniform": (2,),
+    "normal": (0,),
+    "randint": (2,),
+    "const": (1,),
+    "arange": (0,),
+    "copy": (1,),
+    "values": (1,),
+}
+_OFFSET = re.compile(r"(?:^|\s)offset\s*=(?!=)")
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
@@ -535,6 +558,19 @@ def _pairs(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def _split_offset(text: str) -> tuple[str, str]:
+    """``"uniform(-1, 1) offset=pad"`` -> ("uniform(-1, 1)", "pad"); no ``offset=``: (text, "0")."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch in "([") - (ch in ")]")
+        if depth == 0 and (m := _OFFSET.match(text, i)) and (i == 0 or ch.isspace()):
+            value = text[m.end() :].strip()
+            if not value:
+                raise ValueError("`offset=` has no value")
+            return text[:i], value
+    return text, "0"
+
+
 def parse_dims(text: str) -> tuple[str, ...]:
     """``"cdiv(n, block)"`` -> one dimension; ``"(a, b)"`` -> two; at most three (else ValueError)."""
     t = text.strip()
@@ -551,10 +587,13 @@ def _dist(text: str) -> DistSpec:
     m = _DIST.match(text.strip())
     if not m:
         raise ValueError(
-            f"unknown distribution `{text.strip()}` (uniform(lo,hi), normal, randint(lo,hi), const(v), arange, copy(ARG))"
+            f"unknown distribution `{text.strip()}` (uniform(lo,hi), normal, randint(lo,hi), const(v), "
+            "arange, copy(ARG), values(EXPR))"
         )
     kind: DistKind = m["kind"]  # type: ignore[assignment]
     args = tuple(_split_top(m["args"])) if m["args"] and m["args"].strip() else ()
+    if kind == "values" and m["args"] and m["args"].strip():
+        args = (m["args"].strip(),)  # one expression, commas and all (`values(min(i, 7))`)
     if len(args) not in _DIST_ARITY[kind]:
         raise ValueError(f"{kind} takes {_DIST_ARITY[kind][0]} argument(s)")
     return DistSpec(kind, args)
@@ -575,6 +614,7 @@ class _Builder:
         self.lines: dict[str, int] = {}
         self.mentioned: set[str] = set()  # parameters with an `arg` line, valid or not
         self.requires: list[tuple[str, int]] = []
+        self.compares: list[CompareSpec] = []
 
     def directive(self, line: int, text: str) -> None:
         keyword, _, rest = text.strip().partition(" ")
@@ -583,7 +623,8 @@ class _Builder:
             self.errors.append(
                 SpecError(
                     line,
-                    f"unknown directive `{keyword}` (sizes, verify, launch, arg, const, template, tolerance, precision, require, work)",
+                    f"unknown directive `{keyword}` (sizes, verify, launch, arg, const, template, tolerance, "
+                    "precision, require, compare, work)",
                 )
             )
             return
@@ -643,12 +684,17 @@ class _Builder:
             param = self._param(m["name"])
             if not param.pointer:
                 raise ValueError(f"`{m['name']}` is a scalar parameter; write `arg {m['name']} = EXPR`")
-            dist = _dist(m["dist"]) if m["dist"].strip() else None
+            tail, offset = _split_offset(m["dist"])
+            dist = _dist(tail) if tail.strip() else None
             dtype = self._dtype(m["dtype"])
             role = cast(ArrayRole, m["role"])
-            spec = ArraySpec(m["name"], role, dtype, m["count"].strip(), dist or default_dist(dtype), line)
+            spec = ArraySpec(
+                m["name"], role, dtype, m["count"].strip(), dist or default_dist(dtype), line, offset
+            )
         else:
-            raise ValueError("expected `arg NAME in|out|inout DTYPE[COUNT] [DIST]` or `arg NAME = EXPR`")
+            raise ValueError(
+                "expected `arg NAME in|out|inout DTYPE[COUNT] [DIST] [offset=EXPR]` or `arg NAME = EXPR`"
+            )
         if spec.name in self.args:
             raise ValueError(f"`{spec.name}` described twice")
         self.args[spec.name] = spec
@@ -659,11 +705,48 @@ class _Builder:
             raise ValueError("expected `const NAME DTYPE[COUNT] [DIST]`")
         dtype = self._dtype(m["dtype"])
         dist = _dist(m["dist"]) if m["dist"].strip() else default_dist(dtype)
-        if dist.kind == "copy":
-            raise ValueError(
-                "a constant cannot copy an argument (only arrays: `arg out inout T[n] copy(inp)`)"
-            )
+        if dist.kind == "copy" and not self._param(dist.args[0]).pointer:
+            raise ValueError(f"copy({dist.args[0]}): a constant copies a pointer argument's data")
         self.constants.append(ConstantSpec(m["name"], dtype, m["count"].strip(), dist, line))
+
+    def _d_compare(self, line: int, rest: str) -> None:
+        usage = "expected `compare NAME where COND`, `compare NAME[i < EXTENT, ...] where COND` or `compare NAME written`"
+        head, sep, where = rest.partition(" where ")
+        written = not sep and rest.split()[-1:] == ["written"]
+        if written:
+            head = rest.rsplit(None, 1)[0] if len(rest.split()) > 1 else ""
+        elif not sep or not where.strip():
+            raise ValueError(usage)
+        try:
+            tree = ast.parse(head.strip(), mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            raise ValueError(usage) from None
+        index: tuple[str, ...] = ("i",)
+        extents: tuple[str, ...] = ()
+        if isinstance(tree, ast.Subscript):
+            dims = tree.slice.elts if isinstance(tree.slice, ast.Tuple) else [tree.slice]
+            if not all(
+                isinstance(d, ast.Compare)
+                and isinstance(d.left, ast.Name)
+                and len(d.ops) == 1
+                and isinstance(d.ops[0], ast.Lt)
+                for d in dims
+            ):
+                raise ValueError("each dimension is `INDEX < EXTENT`, outermost first: `out[i < T, j < T]`")
+            index = tuple(cast(ast.Name, cast(ast.Compare, d).left).id for d in dims)
+            extents = tuple(ast.unparse(cast(ast.Compare, d).comparators[0]) for d in dims)
+            if len(set(index)) != len(index) or not 1 <= len(index) <= 4:
+                raise ValueError("give 1 to 4 dimensions with different index names")
+            tree = tree.value
+        if not isinstance(tree, ast.Name):
+            raise ValueError(usage)
+        param = self._param(tree.id)
+        if not param.pointer:
+            raise ValueError(f"`{tree.id}` is a scalar parameter, not an output")
+        if any(c.name == tree.id for c in self.compares):
+            raise ValueError(f"a second `compare` for `{tree.id}`")
+        condition = " ".join(where.replace("&&", " and ").replace("||", " or ").split())
+        self.compares.append(CompareSpec(tree.id, index, extents, condition, written, line))
 
     def _d_template(self, line: int, rest: str) -> None:
         args = tuple(a for a in _split_top(rest.strip().removeprefix("<").removesuffix(">")) if a)
@@ -778,6 +861,7 @@ class _Builder:
             bytes=str(self.fields.get("bytes", "")),
             flops=str(self.fields.get("flops", "")),
             requires=tuple(self.requires),
+            compares=tuple(self.compares),
             lines=dict(self.lines),
         )
         if self.sizes:  # evaluate every expression once per problem size, to report what fails
@@ -991,11 +1075,21 @@ def problem(
             count = _eval_int(a.count, env, "count")
             if count < 0:
                 raise ValueError(f"count {a.count} = {count} is negative")
-            args.append(ArgSpec(a.name, a.role, a.dtype, count, _distribution(a.dist, env)))
+            offset = _eval_int(a.offset, env, "offset")
+            if not 0 <= offset <= count:
+                raise ValueError(f"offset={a.offset} = {offset} is outside the array (0..{count})")
+            compare = next((c for c in spec.compares if c.name == a.name), None)
+            region = None if compare is None else _region(compare, a.role, count, env)
+            args.append(
+                ArgSpec(a.name, a.role, a.dtype, count, _distribution(a.dist, env), 0.0, offset, region)
+            )
             moved += count * dtype_bytes(a.dtype) * (2 if a.role == "inout" else 1)
         except ValueError as exc:
             raise InvalidSpec((SpecError(a.line, f"arg {a.name}: {exc}"),)) from None
     arrays = {a.name: a for a in args if a.role != "scalar"}
+    for cmp in spec.compares:
+        if cmp.name not in arrays:
+            raise InvalidSpec((SpecError(cmp.line, f"compare {cmp.name}: not an array argument"),))
     for a in spec.args:
         if isinstance(a, ArraySpec) and a.dist.kind == "copy":
             src = arrays.get(a.dist.args[0])
@@ -1023,9 +1117,13 @@ def problem(
     constants: list[ConstantInit] = []
     for c in spec.constants:
         try:
-            constants.append(
-                ConstantInit(c.name, c.dtype, _eval_int(c.count, env, "count"), _distribution(c.dist, env))
-            )
+            count = _eval_int(c.count, env, "count")
+            src = arrays.get(c.dist.args[0]) if c.dist.kind == "copy" else None
+            if c.dist.kind == "copy" and (src is None or src.role == "out"):
+                raise ValueError(f"copy({c.dist.args[0]}) needs an in or inout array argument")
+            if src is not None and (src.dtype, src.count) != (c.dtype, count):
+                raise ValueError(f"copy({src.name}): {src.dtype}[{src.count}] is not {c.dtype}[{count}]")
+            constants.append(ConstantInit(c.name, c.dtype, count, _distribution(c.dist, env)))
         except ValueError as exc:
             raise InvalidSpec((SpecError(c.line, f"const {c.name}: {exc}"),)) from None
     try:
@@ -1049,9 +1147,32 @@ def problems(spec: KernelSpec, block: int | tuple[int, ...] | None = None) -> tu
     return tuple(problem(spec, s, block) for s in (*verify_sizes(spec), _sizes(spec, None)))
 
 
+def _substituted(expr: str, env: Mapping[str, Number], bound: tuple[str, ...]) -> str:
+    """Element expression ``expr`` with the problem's values in place of its names (``bound``:
+    the index names it keeps), checked against the whitelist the worker evaluates."""
+    if clash := [b for b in bound if b in env]:
+        raise ValueError(f"`{clash[0]}` is a size; name the index otherwise")
+    text = _rename(expr, {k: repr(v) for k, v in env.items()})
+    if error := expression_error(text, bound):
+        raise ValueError(error)
+    return text
+
+
+def _region(c: CompareSpec, role: str, count: int, env: Mapping[str, Number]) -> Region:
+    if role == "in":
+        raise ValueError(f"compare {c.name}: an input is not compared")
+    shape = tuple(_eval_int(e, env, "extent") for e in c.extents) or (count,)
+    if math.prod(shape) != count:
+        raise ValueError(f"compare {c.name}: shape {shape} does not hold its {count} elements")
+    where = "" if c.written else _substituted(c.where, env, c.index)
+    return Region(shape, c.index, where, c.written)
+
+
 def _distribution(d: DistSpec, env: Mapping[str, Number]) -> Distribution:
     if d.kind == "copy":
         return Distribution("copy", source=d.args[0])
+    if d.kind == "values":
+        return Distribution("values", expr=_substituted(d.args[0], env, ("i",)))
     v = [float(evaluate(a, env)) for a in d.args]
     if d.kind in ("uniform", "randint"):
         if v[0] >= v[1]:
@@ -1083,7 +1204,10 @@ def render(spec: KernelSpec) -> str:
             out.append(f"arg {a.name} = {a.value}")
         else:
             dist = "" if a.role == "out" else " " + a.dist.text()
-            out.append(f"arg {a.name} {a.role} {_RENDER_DTYPE.get(a.dtype, a.dtype)}[{a.count}]{dist}")
+            offset = f" offset={a.offset}" if a.offset != "0" else ""
+            out.append(
+                f"arg {a.name} {a.role} {_RENDER_DTYPE.get(a.dtype, a.dtype)}[{a.count}]{dist}{offset}"
+            )
     for c in spec.constants:
         out.append(f"const {c.name} {_RENDER_DTYPE.get(c.dtype, c.dtype)}[{c.count}] {c.dist.text()}")
     for tol in (*([spec.tolerance] if spec.tolerance else []), *spec.output_tolerances):
@@ -1091,6 +1215,7 @@ def render(spec: KernelSpec) -> str:
     if spec.allow_precision:
         out.append("precision allow=" + ",".join(spec.allow_precision))
     out += [f"require {condition}" for condition, _ in spec.requires]
+    out += [f"compare {c.text()}" for c in spec.compares]
     work = " ".join(f"{k}={v}" for k, v in (("bytes", spec.bytes), ("flops", spec.flops)) if v)
     if work:
         out.append("work " + work)

@@ -1065,7 +1065,9 @@ class GpuHandler:
                             self.rt.copy_async(copies[a.name], ws.data(a.name), ws.nbytes[a.name])
                     pristine.append(copies)
                 for k in (baseline, kernel):
-                    for name, host in constants_for(problem, seeds[0]).items():
+                    for name, host in constants_for(
+                        problem, seeds[0], verifier.inputs(index, seeds[0])
+                    ).items():
                         self.rt.htod(self.rt.global_symbol(k, name), host)
                 self.rt.synchronize()
 
@@ -1088,7 +1090,8 @@ class GpuHandler:
                 for a in arrays:
                     ref, moved = refs[slot][a.name]
                     calib = verifier.calibration(index, a.name, moved, allowed)
-                    cmp = compare(ref, ws.read(a.name), a.dtype, calib)
+                    cared = verifier.cared(index, seeds[slot], a.name, seeds[0])
+                    cmp = compare(ref, ws.read(a.name), a.dtype, calib, cared)
                     if not cmp.ok:
                         return CandidateResult(
                             cid,
