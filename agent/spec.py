@@ -30,7 +30,7 @@ import ast
 import math
 import operator
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, cast
@@ -1268,7 +1268,98 @@ _DIM3 = re.compile(r"\bdim3\s+(?P<name>[A-Za-z_]\w*)\s*(?:\(|=\s*dim3\s*\(|\{)(?
 def infer(doc: Document, kernel: Kernel) -> Inference:
     """Propose a spec from the signature and, when the program launches the kernel, from running
     the host code to that launch (:mod:`agent.host`), else from the launch site's text.  Says how
-    sure it is, and why (each reason with its evidence, file:line)."""
+    sure it is, and why (each reason with its evidence, file:line).  An output whose stores are
+    guarded by more than upper bounds (``j <= i``, ``i < 1``) gets ``compare NAME written``."""
+    inference = _infer_spec(doc, kernel)
+    spec = inference.spec
+    outputs = [a.name for a in spec.args if isinstance(a, ArraySpec) and a.role == "out"]
+    compares, evidence = [], []
+    for name, (line, guard) in partial_stores(doc, kernel, outputs).items():
+        compares.append(CompareSpec(name, written=True))
+        where = f"{Path(doc.path).name if doc.path else 'file'}:{line + 1}"
+        note = f"stored only where `{guard}`: elements it skips are not compared"
+        evidence.append(Evidence(f"compare {name}", where, "medium", note))
+    if not compares:
+        return inference
+    return replace(
+        inference,
+        spec=replace(spec, compares=tuple(compares)),
+        reasons=(*inference.reasons, *(e.note for e in evidence)),
+        evidence=(*inference.evidence, *evidence),
+    )
+
+
+_ORDER = frozenset({"<", "<=", ">", ">="})
+
+
+def partial_stores(doc: Document, kernel: Kernel, outputs: Sequence[str]) -> dict[str, tuple[int, str]]:
+    """Outputs whose stores are all guarded by a comparison that is not an upper bound against a
+    parameter: two local indices (``j <= i``, a triangle) or a local against a positive literal
+    (``i < 1``, a boundary).  Name -> (0-based line of a store, the guard's text)."""
+    body = _body_node(doc, kernel)
+    if body is None:
+        return {}
+    params = {p.name for p in kernel.params}
+    found: dict[str, tuple[int, str]] = {}
+    unguarded: set[str] = set()
+    for n in _walk(body):
+        left = n.child_by_field_name("left") if n.type == "assignment_expression" else None
+        target = (
+            left.child_by_field_name("argument") if left and left.type == "subscript_expression" else None
+        )
+        name = doc.node_text(target) if target is not None else ""
+        if name not in outputs:
+            continue
+        guard = next((g for c in _guards(n) for g in _partial_comparisons(doc, c, params)), None)
+        if guard is None:
+            unguarded.add(name)
+        else:
+            found.setdefault(name, (n.start_point[0], guard))
+    return {k: v for k, v in found.items() if k not in unguarded}
+
+
+def _guards(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
+    """The conditions a statement runs under: enclosing ``if``s it is the consequence of, and
+    ``if (...) return;`` statements before it in enclosing blocks."""
+    child, up = node, node.parent
+    while up is not None:
+        if up.type == "if_statement" and up.child_by_field_name("consequence") == child:
+            cond = up.child_by_field_name("condition")
+            if cond is not None:
+                yield cond
+        if up.type == "compound_statement":
+            for stmt in up.named_children:
+                if stmt == child:
+                    break
+                then = stmt.child_by_field_name("consequence") if stmt.type == "if_statement" else None
+                if then is not None and "return_statement" in (
+                    then.type,
+                    *(c.type for c in then.named_children),
+                ):
+                    cond = stmt.child_by_field_name("condition")
+                    if cond is not None:
+                        yield cond
+        child, up = up, up.parent
+
+
+def _partial_comparisons(doc: Document, cond: tree_sitter.Node, params: set[str]) -> Iterator[str]:
+    def local(n: tree_sitter.Node | None) -> bool:
+        return n is not None and n.type == "identifier" and doc.node_text(n) not in params
+
+    def positive(n: tree_sitter.Node | None) -> bool:
+        text = doc.node_text(n) if n is not None and n.type == "number_literal" else ""
+        return text.isdigit() and int(text) > 0
+
+    for n in _walk(cond):
+        op = n.child_by_field_name("operator") if n.type == "binary_expression" else None
+        if op is None or doc.node_text(op) not in _ORDER:
+            continue
+        a, b = n.child_by_field_name("left"), n.child_by_field_name("right")
+        if (local(a) and local(b)) or (local(a) and positive(b)) or (positive(a) and local(b)):
+            yield doc.node_text(n)
+
+
+def _infer_spec(doc: Document, kernel: Kernel) -> Inference:
     found = host.launch_of(doc, kernel.name)
     if found is not None:
         from_run = _infer_from_run(doc, kernel, *found)
