@@ -119,7 +119,7 @@ def test_flat_and_written_compare_forms() -> None:
     ],
 )
 def test_compare_errors_are_one_line_messages(lines: str, message: str) -> None:
-    spec, errors = spec_of(
+    _, errors = spec_of(
         f"sizes n=100\narg out out float[n]\narg inp in float[n]\n{lines}",
         "float* out, const float* inp, int n",
     )
