@@ -266,6 +266,7 @@ class KernelSpec:
     flops: str = ""
     requires: tuple[tuple[str, int], ...] = ()  # (condition, line): constraints on sizes and launch
     compares: tuple[CompareSpec, ...] = ()  # outputs' cared-for elements
+    defines: dict[str, str] = field(default_factory=dict)  # macro -> value per problem (``define``)
     lines: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -615,6 +616,7 @@ class _Builder:
         self.mentioned: set[str] = set()  # parameters with an `arg` line, valid or not
         self.requires: list[tuple[str, int]] = []
         self.compares: list[CompareSpec] = []
+        self.defines: dict[str, str] = {}
 
     def directive(self, line: int, text: str) -> None:
         keyword, _, rest = text.strip().partition(" ")
@@ -624,7 +626,7 @@ class _Builder:
                 SpecError(
                     line,
                     f"unknown directive `{keyword}` (sizes, verify, launch, arg, const, template, tolerance, "
-                    "precision, require, compare, work)",
+                    "precision, require, compare, define, work)",
                 )
             )
             return
@@ -748,6 +750,13 @@ class _Builder:
         condition = " ".join(where.replace("&&", " and ").replace("||", " or ").split())
         self.compares.append(CompareSpec(tree.id, index, extents, condition, written, line))
 
+    def _d_define(self, line: int, rest: str) -> None:
+        for name, value in _pairs(rest):
+            if name in self.defines:
+                raise ValueError(f"macro `{name}` given twice")
+            self.defines[name] = value
+        self.lines["define"] = line
+
     def _d_template(self, line: int, rest: str) -> None:
         args = tuple(a for a in _split_top(rest.strip().removeprefix("<").removesuffix(">")) if a)
         if len(args) != len(self.kernel.template_params):
@@ -862,6 +871,7 @@ class _Builder:
             flops=str(self.fields.get("flops", "")),
             requires=tuple(self.requires),
             compares=tuple(self.compares),
+            defines=dict(self.defines),
             lines=dict(self.lines),
         )
         if self.sizes:  # evaluate every expression once per problem size, to report what fails
@@ -1126,6 +1136,12 @@ def problem(
             constants.append(ConstantInit(c.name, c.dtype, count, _distribution(c.dist, env)))
         except ValueError as exc:
             raise InvalidSpec((SpecError(c.line, f"const {c.name}: {exc}"),)) from None
+    defines: dict[str, int] = {}
+    for name, value in spec.defines.items():
+        try:
+            defines[name] = _eval_int(value, env, f"macro {name}")
+        except ValueError as exc:
+            raise fail("define", ValueError(f"macro {name}: {exc}")) from None
     try:
         bytes_moved = _eval_int(spec.bytes, env, "bytes") if spec.bytes else moved
         flops = _eval_int(spec.flops, env, "flops") if spec.flops else 0
@@ -1139,6 +1155,7 @@ def problem(
         constants=tuple(constants),
         bytes_moved=bytes_moved,
         flops=flops,
+        defines=defines,
     )
 
 
@@ -1216,6 +1233,8 @@ def render(spec: KernelSpec) -> str:
         out.append("precision allow=" + ",".join(spec.allow_precision))
     out += [f"require {condition}" for condition, _ in spec.requires]
     out += [f"compare {c.text()}" for c in spec.compares]
+    if spec.defines:
+        out.append("define " + " ".join(f"{k}={v}" for k, v in spec.defines.items()))
     work = " ".join(f"{k}={v}" for k, v in (("bytes", spec.bytes), ("flops", spec.flops)) if v)
     if work:
         out.append("work " + work)

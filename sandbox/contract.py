@@ -277,6 +277,8 @@ class Problem:
     constants: tuple[ConstantInit, ...] = ()
     bytes_moved: int = 0  # minimum bytes the kernel must move (for GB/s and % of peak)
     flops: int = 0
+    # macros the kernel is compiled with for this problem (``-DNAME=VALUE``): compile-time sizes
+    defines: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -748,6 +750,12 @@ class _Bounds:
             raise RequestError(
                 f"{where}.args", f"{total} bytes of arrays, more than the memory cap of {self.memory}"
             )
+        self.count(f"{where}.defines", len(p.defines), self.limits.max_args, "defines")
+        for name, value in p.defines.items():
+            if not name.isidentifier() or not name.isascii() or len(name) > 200:
+                raise RequestError(f"{where}.defines", f"{name[:40]!r} is not a macro name")
+            if abs(value) >= 2**62:
+                raise RequestError(f"{where}.defines.{name}", f"{value} is out of range")
         self.launch(f"{where}.launch", p.launch)
         for key in ("bytes_moved", "flops"):
             self.count(f"{where}.{key}", getattr(p, key), 2**62, key)

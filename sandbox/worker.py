@@ -535,7 +535,11 @@ class LocalExecutor(Executor):
                 worker.kill()
                 worker.backend = request.options.backend
             info = self._device_info(worker)
-            return _Evaluation(self, worker, info, request, progress, cancel).run()
+            parts = [
+                _Evaluation(self, worker, info, part, progress, cancel).run()
+                for part in split_by_defines(request)
+            ]
+            return merge_parts(request, parts)
         finally:
             self._idle.put(worker)
 
@@ -543,6 +547,65 @@ class LocalExecutor(Executor):
         for w in self._workers:
             w.close()
         self._pool.close()
+
+
+def split_by_defines(req: EvalRequest) -> tuple[EvalRequest, ...]:
+    """``req`` as one request per distinct set of :attr:`Problem.defines`, each compiling every
+    kernel with its ``-DNAME=VALUE`` flags: verify-only parts first, then the part that holds the
+    bench problem (timed, sanitized, profiled as asked).  Without defines: ``(req,)``."""
+    problems = (*req.verify_problems, req.bench_problem)
+    groups: dict[tuple[tuple[str, int], ...], list[int]] = {}
+    for i, p in enumerate(problems):
+        groups.setdefault(tuple(sorted(p.defines.items())), []).append(i)
+    bench_key = tuple(sorted(req.bench_problem.defines.items()))
+    if not bench_key and len(groups) == 1:
+        return (req,)
+    order = [key for key in groups if key != bench_key] + [bench_key]
+    parts = []
+    for n, key in enumerate(order):
+        index = groups[key]
+        flags = tuple(f"-D{name}={value}" for name, value in key)
+        candidates = tuple(
+            replace(
+                c,
+                kernel=replace(c.kernel, options=(*c.kernel.options, *flags)),
+                launches=None if c.launches is None else tuple(c.launches[i] for i in index),
+            )
+            for c in req.candidates
+        )
+        timed = n == len(order) - 1
+        parts.append(
+            replace(
+                req,
+                id=f"{req.id[:180]}#define{n}",
+                baseline=replace(req.baseline, options=(*req.baseline.options, *flags)),
+                candidates=candidates,
+                verify_problems=tuple(problems[i] for i in index[:-1]),
+                bench_problem=problems[index[-1]],
+                options=req.options
+                if timed
+                else replace(req.options, time=False, sanitize=False, profile=False),
+            )
+        )
+    return tuple(parts)
+
+
+def merge_parts(req: EvalRequest, parts: Sequence[EvalResult]) -> EvalResult:
+    """One result for ``req`` from those of its :func:`split_by_defines` parts: per kernel, the
+    first part that did not pass (with the checks so far), else the timed part's, with every check."""
+    if len(parts) == 1:
+        return replace(parts[0], request_id=req.id)
+
+    def merged(results: list[CandidateResult]) -> CandidateResult:
+        end = next((k for k, r in enumerate(results) if r.status != Status.OK), len(results) - 1)
+        return replace(results[end], checks=tuple(c for r in results[: end + 1] for c in r.checks))
+
+    return EvalResult(
+        req.id,
+        merged([p.baseline for p in parts]),
+        tuple(merged([p.candidates[i] for p in parts]) for i in range(len(req.candidates))),
+        parts[-1].device,
+    )
 
 
 def bench_request(

@@ -501,3 +501,117 @@ def test_generate_values_for_integers_clips_to_the_type() -> None:
         ArgSpec("x", "in", "int8", 4, Distribution("values", expr="i * 100")), np.random.default_rng(0)
     )
     assert got.tolist() == [0, 100, 127, 127]
+
+
+# ------------------------------------------------------------------------------------- defines
+
+
+FIXED = """
+sizes n=4096 verify n=97,1021
+define N=n
+arg out out float[n]
+arg inp in float[n]
+"""
+
+
+def test_define_resolves_per_problem_and_splits_the_request() -> None:
+    from sandbox.contract import Candidate
+    from sandbox.worker import split_by_defines
+
+    spec, errors = spec_of(FIXED, "float* out, const float* inp")
+    assert errors == () and "define N=n" in render(spec)
+    verify = tuple(problems(spec)[:-1])
+    bench = problems(spec)[-1]
+    assert [p.defines for p in (*verify, bench)] == [{"N": 97}, {"N": 1021}, {"N": 4096}]
+    kernel = KernelSource("__global__ void k(float* out, const float* inp) {}", "k", ("-DX=1",))
+    launches = tuple(Launch((i + 1, 1, 1), (32, 1, 1)) for i in range(3))
+    request = EvalRequest(
+        "run",
+        kernel,
+        (Candidate("c", kernel, launches),),
+        verify,
+        bench,
+        options=replace(EvalRequest("x", kernel, (), (), bench).options, sanitize=True),
+    )
+    validate_request(request)
+    parts = split_by_defines(request)
+    assert [p.baseline.options for p in parts] == [
+        ("-DX=1", "-DN=97"),
+        ("-DX=1", "-DN=1021"),
+        ("-DX=1", "-DN=4096"),
+    ]
+    assert [p.candidates[0].kernel.options[-1] for p in parts] == ["-DN=97", "-DN=1021", "-DN=4096"]
+    assert [p.bench_problem.defines["N"] for p in parts] == [97, 1021, 4096]
+    assert [p.candidates[0].launches for p in parts] == [(launches[0],), (launches[1],), (launches[2],)]
+    assert [(p.options.time, p.options.sanitize) for p in parts] == [
+        (False, False),
+        (False, False),
+        (True, True),
+    ]
+    assert len({p.id for p in parts}) == 3
+    for part in parts:
+        validate_request(part)
+    plain = replace(request, verify_problems=(), bench_problem=replace(bench, defines={}))
+    assert split_by_defines(plain) == (plain,)
+
+
+def test_merged_parts_report_the_first_failure_with_the_checks_so_far() -> None:
+    from sandbox.contract import Candidate, CandidateResult, Check, EvalResult
+    from sandbox.worker import merge_parts
+
+    def part(n: int, status: Status) -> EvalResult:
+        check = Check(f"n={n}", 1, status == Status.OK)
+        ok = CandidateResult("base", Status.OK, checks=(check,))
+        return EvalResult(f"r#{n}", ok, (CandidateResult("c", status, f"at {n}", checks=(check,)),))
+
+    kernel = KernelSource("", "k")
+    request = EvalRequest("r", kernel, (Candidate("c", kernel),), (), _request().bench_problem)
+    merged = merge_parts(request, [part(97, Status.OK), part(1021, Status.MISMATCH), part(4096, Status.OK)])
+    assert merged.request_id == "r"
+    assert [c.label for c in merged.baseline.checks] == ["n=97", "n=1021", "n=4096"]
+    (c,) = merged.candidates
+    assert (c.status, c.message, [k.label for k in c.checks]) == (
+        Status.MISMATCH,
+        "at 1021",
+        ["n=97", "n=1021"],
+    )
+
+
+def test_a_bad_define_is_named() -> None:
+    _, errors = spec_of("sizes n=64\ndefine N=n/0\narg out out float[n]", "float* out")
+    assert any("define: macro N" in e and "divides by zero" in e for e in errors), errors
+    bad = replace(_request().bench_problem, defines={"1N": 3})
+    with pytest.raises(RequestError) as err:
+        validate_request(replace(_request(), bench_problem=bad))
+    assert err.value.field == "bench_problem.defines"
+
+
+# ------------------------------------------------------------------------------------- memory cap
+
+
+@pytest.mark.parametrize("command", ["bench", "optimize", "suite"])
+def test_max_memory_gb_reaches_every_request(
+    command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sandbox.testing import FakeExecutor
+    from server import cli
+
+    seen: list[EvalRequest] = []
+
+    class Recording(FakeExecutor):
+        def evaluate(self, request: EvalRequest, **kw: Any) -> Any:
+            seen.append(request)
+            return super().evaluate(request, **kw)
+
+    monkeypatch.setattr(cli, "_make_executor", lambda *a, **k: Recording())
+    source = Path(__file__).resolve().parents[1] / "bench" / "kernels" / "vadd_poor_block.cu"
+    (tmp_path / "vadd.cu").write_text(source.read_text())
+    target = str(tmp_path if command == "suite" else tmp_path / "vadd.cu")
+    extra = ["--budget", "2c"] if command != "bench" else []
+    assert cli.main([command, target, "--max-memory-gb", "0.5", *extra]) in (0, 1), capsys.readouterr().err
+    assert seen and {r.budget.gpu_memory_bytes for r in seen} == {1 << 29}
+    seen.clear()
+    cli.main([command, target, *extra])
+    assert seen and {r.budget.gpu_memory_bytes for r in seen} == {4 << 30}  # the default
+    rc = cli.main([command, target, "--max-memory-gb", "0"])
+    assert rc == 2 and "--max-memory-gb" in capsys.readouterr().err
