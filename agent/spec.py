@@ -1137,11 +1137,11 @@ def problem(
         except ValueError as exc:
             raise InvalidSpec((SpecError(c.line, f"const {c.name}: {exc}"),)) from None
     defines: dict[str, int] = {}
-    for name, value in spec.defines.items():
+    for macro, text in spec.defines.items():
         try:
-            defines[name] = _eval_int(value, env, f"macro {name}")
+            defines[macro] = _eval_int(text, env, f"macro {macro}")
         except ValueError as exc:
-            raise fail("define", ValueError(f"macro {name}: {exc}")) from None
+            raise fail("define", ValueError(f"macro {macro}: {exc}")) from None
     try:
         bytes_moved = _eval_int(spec.bytes, env, "bytes") if spec.bytes else moved
         flops = _eval_int(spec.flops, env, "flops") if spec.flops else 0
