@@ -764,7 +764,12 @@ class _Bounds:
         size = element_bytes(dtype)
         if size is None:
             raise RequestError(f"{where}.dtype", f"{dtype[:40]!r} is not a known element type")
-        self.count(f"{where}.count", count, self.memory // size, "elements")
+        self.count(f"{where}.count", count, 2**62, "elements")
+        if count * size > self.memory:
+            raise RequestError(
+                f"{where}.count",
+                f"{count} elements of {size} bytes exceed the memory cap of {self.memory} bytes",
+            )
         if dist.kind not in ("uniform", "normal", "randint", "const", "arange", "copy", "values"):
             raise RequestError(f"{where}.dist.kind", f"{dist.kind[:40]!r} is not a known distribution")
         if dist.kind == "values" and (error := expression_error(dist.expr, ("i",))):
