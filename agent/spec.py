@@ -6,20 +6,26 @@ Grammar (one directive per ``// @cuda-agent`` line, directly above the kernel; s
     sizes     NAME=EXPR ...  [verify NAME=EXPR[,EXPR...] ...]
     verify    NAME=EXPR[,EXPR...] ...           one problem per comma position (repeatable)
     launch    [grid=DIM] [block=DIM] [smem=EXPR]  DIM: EXPR or (EXPR, EXPR[, EXPR])
-    arg       NAME in|out|inout DTYPE[EXPR] [DIST]
+    arg       NAME in|out|inout DTYPE[EXPR] [DIST] [offset=EXPR]   offset: elements into the array
     arg       NAME = EXPR                       a scalar parameter's value (NULL for a pointer)
     const     NAME DTYPE[EXPR] [DIST]           initial contents of a __constant__/__device__ array
+    compare   NAME[IDX < EXPR, ...] where COND  the output's compared elements (``NAME where COND``
+                                                over the flat index ``i``; ``NAME written``: what
+                                                the original writes); the rest are don't-care
+    define    NAME=EXPR ...                     -D macros per problem (compile-time sizes)
     template  ARG, ARG...                       the instantiation to compile and launch
     tolerance [arg=NAME] [atol=NUM] [rtol=NUM] [norm=NUM]   override of the calibrated bounds
     precision allow=KIND[,KIND...]              tf32, fp16, bf16, mma, fast-math
     require   CONDITION                         a constraint on sizes, block and ``bytes``
     work      [bytes=EXPR] [flops=EXPR]         for GB/s, GFLOP/s and the roofline
-    DIST:     uniform(lo, hi) | normal | randint(lo, hi) | const(v) | arange | copy(ARG)
+    DIST:     uniform(lo, hi) | normal | randint(lo, hi) | const(v) | arange | copy(ARG) | values(EXPR)
 
 Expressions are integer arithmetic over the size variables (and, in ``launch``/``work``/counts,
 ``block``, ``block_x``, ``block_y``, ``block_z``): ``+ - * / // % << >>``, parentheses,
 ``min``, ``max``, ``cdiv``.  ``/`` divides like C (integer division on integers).  They are
-evaluated by walking a Python AST against that whitelist; nothing is ever ``eval``'d.
+evaluated by walking a Python AST against that whitelist; nothing is ever ``eval``'d.  Element
+expressions (``compare ... where``, ``values``) are resolved with the sizes substituted and evaluated
+by the worker over index arrays (:mod:`sandbox.expr`).
 
 Positions (``line``) are 0-based lines of the file, like :mod:`agent.source`.
 """
