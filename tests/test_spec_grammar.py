@@ -615,3 +615,35 @@ def test_max_memory_gb_reaches_every_request(
     assert seen and {r.budget.gpu_memory_bytes for r in seen} == {4 << 30}  # the default
     rc = cli.main([command, target, "--max-memory-gb", "0"])
     assert rc == 2 and "--max-memory-gb" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------- inference
+
+
+@pytest.mark.parametrize(
+    ("file", "kernel", "expected"),
+    [
+        ("trimul.cu", "trimul_global", "`j <= i`"),  # a causal triangle
+        ("stencil3d.cu", "laplacian7", "`i < 1`"),  # a stencil's boundary, by an early return
+        ("saxpy.cu", "saxpy", ""),  # `if (i < n)`: an upper bound, every element written
+        ("reduction.cu", "reduce4", ""),
+    ],
+)
+def test_inference_marks_outputs_stored_under_a_partial_guard(file: str, kernel: str, expected: str) -> None:
+    from agent.spec import infer, render_inference
+
+    doc = Document.from_file(Path(__file__).parent / "data" / "realcode" / file)
+    k = doc.kernel(kernel)
+    assert k is not None
+    inference = infer(doc, k)
+    texts = [c.text() for c in inference.spec.compares]
+    if not expected:
+        assert texts == []
+        return
+    assert texts == ["out written"]
+    assert expected in inference.guesses()["compare out"]
+    rendered = render_inference(inference)
+    assert (
+        "// @cuda-agent compare out written\n" in rendered
+        and f"// guess: stored only where {expected}" in rendered
+    )
