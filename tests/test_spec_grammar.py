@@ -32,7 +32,7 @@ from sandbox.contract import (
     to_json,
     validate_request,
 )
-from sandbox.runtime import KernelArg, Runtime, _Accounting
+from sandbox.runtime import KernelArg, Runtime
 from sandbox.verify import (
     POISON_A,
     POISON_B,
@@ -320,7 +320,6 @@ class HostRuntime(Runtime):
     """Device memory as one host arena; a "kernel" is a numpy function of (runtime, args)."""
 
     def __init__(self) -> None:
-        self._acct = _Accounting(0)
         self.mem = np.zeros(1 << 22, np.uint8)
         self.top = 256
         self.symbols: dict[tuple[int, str], int] = {}
