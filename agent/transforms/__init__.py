@@ -202,10 +202,6 @@ def _with_body(subject: Subject, body: Node, text: str) -> str:
     return _splice(subject.code, [(body.start_byte, body.end_byte, text)], subject.doc.data)
 
 
-def _uses(subject: Subject, node: Node, name: str) -> bool:
-    return any(n.type == "identifier" and _text(subject, n) == name for n in walk(node))
-
-
 def _indent(subject: Subject, node: Node) -> str:
     line = subject.doc.line_bytes(node.start_point.row).decode("utf-8", errors="replace")
     return line[: len(line) - len(line.lstrip())]
@@ -395,7 +391,8 @@ class ReadOnlyLoads(Transform):
 
 @dataclass(frozen=True)
 class _Elementwise:
-    """``T i = global index; [declarations;] if (i < BOUND) BODY`` or ``if (i >= BOUND) return; BODY``."""
+    """``[declarations;] T i = <global x index>; [declarations;]`` then ``if (i < BOUND) BODY`` or
+    ``if (i >= BOUND) return; BODY``."""
 
     index: str
     index_type: str
@@ -404,83 +401,121 @@ class _Elementwise:
     body: tuple[Node, ...]
 
 
+def _index_declaration(view: KernelView, s: Node) -> tuple[str, str] | None:
+    """(name, type) when ``s`` declares one local whose value is the global x index, in whatever
+    form (through other locals, casts, either operand order)."""
+    decls = s.children_by_field_name("declarator")
+    if len(decls) != 1 or decls[0].type != "init_declarator":
+        return None
+    name, value = decls[0].child_by_field_name("declarator"), decls[0].child_by_field_name("value")
+    ty = s.child_by_field_name("type")
+    if name is None or value is None or ty is None or name.type != "identifier":
+        return None
+    local = view.locals.get(view.text(name))
+    if local is None or local.reassigned or view.poly(value) != global_index("x"):
+        return None
+    index_type = " ".join(view.text(ty).split())
+    return view.text(name), "long long" if index_type == "auto" else index_type
+
+
+def _guard(view: KernelView, s: Node) -> tuple[bool, Node] | None:
+    """(in_bounds, bound) for ``if (i < BOUND)`` / ``if (BOUND > i)`` (True) or ``i >= BOUND`` /
+    ``BOUND <= i`` (False), ``i`` any form of the global x index."""
+    clause = s.child_by_field_name("condition")
+    cond = unparenthesized(clause.child_by_field_name("value") if clause is not None else None)
+    if cond is None or cond.type != "binary_expression":
+        return None
+    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    op = view.text(cond.children[1])
+    if left is None or right is None:
+        return None
+    gx = global_index("x")
+    if view.poly(left) == gx and op in ("<", ">="):
+        return op == "<", right
+    if view.poly(right) == gx and op in (">", "<="):
+        return op == ">", left
+    return None
+
+
 def _elementwise(subject: Subject) -> _Elementwise | NotApplicable:
-    if subject.body is None:
-        return NotApplicable("the kernel has no body")
-    stmts = statements(subject.body)
+    view = subject.view
+    stmts = statements(view.body)
     index = index_type = ""
     prelude: list[Node] = []
     for k, s in enumerate(stmts):
-        if not index:
-            decl = s.child_by_field_name("declarator") if s.type == "declaration" else None
-            value = decl.child_by_field_name("value") if decl is not None else None
-            name = decl.child_by_field_name("declarator") if decl is not None else None
-            if (
-                value is not None
-                and name is not None
-                and name.type == "identifier"
-                and subject.view.poly(value) == global_index("x")
-            ):
-                index = _text(subject, name)
-                t = s.child_by_field_name("type")
-                index_type = _text(subject, t) if t is not None else "int"
-                if index_type == "auto":
-                    index_type = "long long"
-                continue
-            if s.type != "declaration" or "__shared__" in _text(subject, s):
-                break
+        if s.type == "declaration" and not index and (found := _index_declaration(view, s)) is not None:
+            index, index_type = found
+            continue
+        if s.type == "declaration" and s not in view.shared and index not in view.names(s):
             prelude.append(s)
             continue
-        if s.type == "if_statement" and s.child_by_field_name("alternative") is None:
-            cond = s.child_by_field_name("condition")
-            value = cond.named_children[0] if cond is not None and cond.named_children else None
-            if value is None or value.type != "binary_expression":
-                break
-            left, right = value.child_by_field_name("left"), value.child_by_field_name("right")
-            op = _text(subject, value.child_by_field_name("operator") or value.children[1])
-            if left is None or right is None:
-                break
-            conseq = s.child_by_field_name("consequence")
-            if conseq is None:
-                break
-            lt, rt = _text(subject, left), _text(subject, right)
-            if (op, lt) == ("<", index) or (op, rt) == (">", index):
-                bound, rest = (rt if lt == index else lt), stmts[k + 1 :]
-                if rest:
-                    return NotApplicable("statements follow the bounds check")
-                return _check_body(subject, index, index_type, bound, prelude, statements(conseq))
-            if (op, lt) == (">=", index) and _text(subject, conseq).replace(" ", "") == "return;":
-                return _check_body(subject, index, index_type, rt, prelude, stmts[k + 1 :])
+        if not index or s.type != "if_statement" or s.child_by_field_name("alternative") is not None:
             break
-        if s.type == "declaration" and not _uses(subject, s, index) and "__shared__" not in _text(subject, s):
-            prelude.append(s)
-            continue
+        guard = _guard(view, s)
+        conseq = s.child_by_field_name("consequence")
+        if guard is None or conseq is None:
+            break
+        in_bounds, bound = guard
+        if in_bounds:
+            if stmts[k + 1 :]:
+                return NotApplicable("statements follow the bounds check")
+            return _check_body(view, index, index_type, bound, prelude, statements(conseq))
+        inner = statements(conseq)
+        if len(inner) == 1 and inner[0].type == "return_statement" and inner[0].named_child_count == 0:
+            return _check_body(view, index, index_type, bound, prelude, stmts[k + 1 :])
         break
     if not index:
         return NotApplicable("no `i = blockIdx.x * blockDim.x + threadIdx.x` index")
     return NotApplicable(f"the body is not `if ({index} < N) ...` (one element per thread)")
 
 
-_FORBIDDEN = re.compile(
-    r"\b(return|goto|break|continue|__syncthreads|__shared__|threadIdx|blockIdx|blockDim|gridDim)\b"
-)
+def _inside(node: Node, outer: Node) -> bool:
+    return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
 
 
 def _check_body(
-    subject: Subject, index: str, index_type: str, bound: str, prelude: list[Node], body: list[Node]
+    view: KernelView, index: str, index_type: str, bound: Node, prelude: list[Node], body: list[Node]
 ) -> _Elementwise | NotApplicable:
-    if _FORBIDDEN.search(" ".join(_text(subject, s) for s in body)) or not body:
-        return NotApplicable("the per-element body uses the thread's position or synchronises")
-    if re.search(rf"\b{re.escape(index)}\b", bound):
-        return NotApplicable("the bound depends on the index")
+    """The per-element body can run once per element in a loop: it does not depend on the thread's
+    position (but through the index), does not synchronise or leave, and carries no state from one
+    element to the next (assigns nothing declared outside it)."""
+    if not body:
+        return NotApplicable("the per-element body is empty")
+    if view.positions(bound) or view.names(bound) & (view.thread_dependent | view.block_dependent):
+        return NotApplicable("the bound depends on the thread's position")
+    outside = {name for name, loc in view.locals.items() if not any(_inside(loc.decl, s) for s in body)}
+    moving = (view.thread_dependent | view.block_dependent) & outside - {index}
+    loops = ("for_statement", "while_statement", "do_statement", "switch_statement")
     for s in body:
         for n in walk(s):
+            if n.type in ("return_statement", "goto_statement"):
+                return NotApplicable("the per-element body returns or jumps")
+            if n.type in ("break_statement", "continue_statement"):
+                up = n.parent
+                while up is not None and up != s and up.type not in loops:
+                    up = up.parent
+                if up is None or up.type not in loops:
+                    return NotApplicable("the per-element body breaks out of the element")
+            if n in view.barriers or n in view.shuffles or n in view.shared:
+                return NotApplicable("the per-element body synchronises or shares memory")
+            if n.type == "field_expression" and view.positions(n):
+                return NotApplicable("the per-element body uses the thread's position")
+            if n.type == "identifier" and view.text(n) in moving:
+                return NotApplicable(
+                    f"the per-element body uses `{view.text(n)}`, which depends on the thread's position"
+                )
             if n.type in ("assignment_expression", "update_expression"):
-                target = n.child_by_field_name("left") or n.child_by_field_name("argument")
-                if target is not None and _text(subject, target) == index:
-                    return NotApplicable(f"the body assigns to {index}")
+                target = unparenthesized(n.child_by_field_name("left") or n.child_by_field_name("argument"))
+                if (
+                    target is not None
+                    and target.type == "identifier"
+                    and view.text(target) not in (set(view.locals) - outside)
+                ):
+                    return NotApplicable(
+                        f"the body assigns `{view.text(target)}`, declared outside it: state would carry between elements"
+                    )
     t = " ".join(w for w in index_type.split() if w != "const")
-    return _Elementwise(index, t, bound, tuple(prelude), tuple(body))
+    return _Elementwise(index, t, view.text(bound), tuple(prelude), tuple(body))
 
 
 def _grid_for(subject: Subject, factor: int, max_blocks: int) -> LaunchChange | NotApplicable:
@@ -542,31 +577,26 @@ class GridStride(Transform):
         return Rewrite(code, what, launch)
 
 
-_NARROW_TYPES = (
-    "__nv_bfloat16",
-    "nv_bfloat16",
-    "__half",
-    "half",
-    "char",
-    "signed char",
-    "unsigned char",
-    "int8_t",
-    "uint8_t",
-)
-_VECTOR_TYPES = {
-    ("float", 8): "float2",
-    ("float", 16): "float4",
-    ("int", 8): "int2",
-    ("int", 16): "int4",
-    ("unsigned int", 8): "uint2",
-    ("unsigned int", 16): "uint4",
-    ("unsigned", 8): "uint2",
-    ("unsigned", 16): "uint4",
-    ("double", 16): "double2",
-    ("long long", 16): "longlong2",
-    # 1- and 2-byte elements travel in 16- or 8-byte packs, their lanes read through a pointer
-    **{(t, w): {16: "uint4", 8: "uint2"}[w] for t in _NARROW_TYPES for w in (8, 16)},
+_PACKS = {  # the vector types experts name for 4- and 8-byte elements
+    ("float32", 8): "float2",
+    ("float32", 16): "float4",
+    ("int32", 8): "int2",
+    ("int32", 16): "int4",
+    ("uint32", 8): "uint2",
+    ("uint32", 16): "uint4",
+    ("float64", 16): "double2",
+    ("int64", 16): "longlong2",
 }
+
+
+def _pack(dtype: str, width: int) -> str | None:
+    """The type a ``width``-byte pack of ``dtype`` elements travels in: a CUDA vector type of the
+    element for 4- and 8-byte elements, ``uint4``/``uint2`` for 1- and 2-byte ones (bf16, half,
+    int8, ...), whose lanes are read through a pointer to the element type."""
+    size = dtype_bytes(dtype)
+    if (dtype, width) in _PACKS:
+        return _PACKS[dtype, width]
+    return {16: "uint4", 8: "uint2"}.get(width) if size in (1, 2) else None
 
 
 @dataclass(frozen=True)
@@ -583,41 +613,43 @@ class Vectorize(Transform):
         ew = _elementwise(subject)
         if isinstance(ew, NotApplicable):
             return ew
+        view = subject.view
         params = {p.name: p for p in subject.kernel.params}
         arrays = subject.arrays()
+        element = {(ew.index,): 1}  # the canonical index of `x[i]`, `x[(size_t)i]`, `x[j]` with j = i ...
         uses: dict[str, list[Node]] = {}
-        plain: set[str] = set()
+        plain: set[str] = set()  # arrays used other than as `x[i]`: they stay scalar
         for s in ew.body:
             for n in walk(s):
-                if n.type == "identifier" and _text(subject, n) in arrays:
-                    name = _text(subject, n)
-                    p = n.parent
-                    idx = p.child_by_field_name("indices") if p is not None else None
-                    if (
-                        p is not None
-                        and p.type == "subscript_expression"
-                        and p.child_by_field_name("argument") == n
-                        and idx is not None
-                        and _squash(_text(subject, idx)) == f"[{ew.index}]"
-                    ):
-                        uses.setdefault(name, []).append(p)
-                    else:
-                        plain.add(name)
+                if n.type != "identifier" or view.text(n) not in arrays:
+                    continue
+                sub = n.parent
+                idx = (
+                    view._index_node(sub) if sub is not None and sub.type == "subscript_expression" else None
+                )
+                if (
+                    sub is not None
+                    and idx is not None
+                    and sub.child_by_field_name("argument") == n
+                    and not (sub.parent is not None and sub.parent.type == "pointer_expression")
+                    and view.poly(idx, frozenset({ew.index})) == element
+                ):
+                    uses.setdefault(view.text(n), []).append(sub)
+                else:
+                    plain.add(view.text(n))
         lanes_of: dict[str, tuple[str, str]] = {}
+        sizes: set[int] = set()
         for name in uses:
-            if name in plain:
-                continue
             base = " ".join(params[name].base_type.split())
-            vt = _VECTOR_TYPES.get((base, self.width))
             dtype = canonical_dtype(base)
-            if vt is None or dtype is None:
-                continue
-            lanes_of[name] = (base, vt)
+            pack = _pack(dtype, self.width) if dtype is not None and name not in plain else None
+            if dtype is not None and pack is not None:
+                lanes_of[name] = (base, pack)
+                sizes.add(dtype_bytes(dtype))
         if not lanes_of:
             return NotApplicable(
                 f"no array indexed by `{ew.index}` alone has a {self.width}-byte vector type"
             )
-        sizes = {dtype_bytes(canonical_dtype(b) or "float32") for b, _ in lanes_of.values()}
         if len(sizes) != 1:
             return NotApplicable("the arrays indexed by the element have different element sizes")
         lanes = self.width // sizes.pop()
@@ -656,15 +688,20 @@ class Vectorize(Transform):
             if n in stored
         ]
 
+        lane_nodes = {u.id: name for name in lanes_of for u in uses[name]}
+        index_used = False  # whether the body needs `i` beyond the accesses that become lanes
+
         def lane(n: Node) -> str | None:
-            if n.type == "subscript_expression" and any(n == u for name in lanes_of for u in uses[name]):
-                return f"ca_{_subscript_base(subject, n)}[ca_k]"
+            nonlocal index_used
+            if n.id in lane_nodes:
+                return f"ca_{lane_nodes[n.id]}[ca_k]"
+            index_used |= n.type == "identifier" and view.text(n) == ew.index
             return None
 
         lane_body = "".join(f"{pad * 4}{_rebuild(subject, s, lane)}\n" for s in ew.body)
         lane_index = (
             f"{pad * 4}const {ew.index_type} {ew.index} = ({ew.index_type})(ca_v * {lanes} + ca_k);\n"
-            if re.search(rf"\b{re.escape(ew.index)}\b", lane_body)
+            if index_used
             else ""
         )
         aligned = " | ".join(f"reinterpret_cast<unsigned long long>({n})" for n in lanes_of)
