@@ -44,7 +44,6 @@ from agent.transforms import (
     RestrictConst,
     SharedHistogram,
     Subject,
-    TiledTranspose,
     Transform,
     Unroll,
     Vectorize,
@@ -73,7 +72,6 @@ SHAPES: tuple[Transform, ...] = (
     GridStride(2),
     GridStride(4),
     WarpReduction(),
-    TiledTranspose(),
     SharedHistogram(),
 )
 FAILED_GAIN = -1.0  # log-speedup gain charged to an arm whose change broke the candidate
@@ -281,7 +279,6 @@ class BuiltinProposer(Proposer):
             or (
                 *histograms,
                 Vectorize(16, 1),
-                TiledTranspose(),
                 WarpReduction(),
                 GridStride(1),
             ),

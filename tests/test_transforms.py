@@ -29,7 +29,6 @@ from agent.transforms import (
     Rewrite,
     SharedHistogram,
     Subject,
-    TiledTranspose,
     Transform,
     Unroll,
     Vectorize,
@@ -39,15 +38,25 @@ from agent.transforms import (
 from agent.transforms.passes import Apply
 from agent.transforms.row_parallel import RowParallel, Rows
 from agent.transforms.same_layout import SameLayoutReduction
+from agent.transforms.tiled_transpose import TiledTranspose
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Candidate, EvalOptions, EvalRequest, Status
 
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
 DATA = Path(__file__).parent / "data" / "transforms"
+TRANSPOSE = Apply(TiledTranspose(), (32, 8))
 
 
 def target(name: str, kernel: str | None = None, folder: Path = KERNELS) -> loop.Target:
     return loop.target_for(Document.from_file(folder / name), kernel)
+
+
+def case(name: str) -> loop.Target:
+    """A case's kernel: ``file.cu`` of bench/kernels/ or tests/data/transforms/ (its first kernel),
+    or ``file.cu:kernel``."""
+    file, _, kernel = name.partition(":")
+    folder = DATA if (DATA / file).exists() else KERNELS
+    return target(file, kernel or ("scale" if file == "edge_forms.cu" else None), folder)
 
 
 def subject(t: loop.Target) -> Subject:
@@ -78,6 +87,22 @@ ROWS = (  # thread-per-row kernels the row-parallel pass rewrites
     "attention_softmax.cu",
     "layernorm_stats.cu",
 )
+# 1- and 2-byte element types in 16-byte packs, and the index forms of real code (tests/data/transforms/)
+NARROW: list[tuple[str, tuple[Transform, ...]]] = [
+    ("gelu_bf16.cu", (Vectorize(16),)),
+    ("gelu_bf16.cu", (Vectorize(16, 4), FastMath())),
+    ("residual_bf16.cu", (Vectorize(16, 2), RestrictConst())),
+    ("narrow_forms.cu:widen_bf16", (Vectorize(16),)),
+    ("narrow_forms.cu:axpy_half", (Vectorize(16),)),
+    ("narrow_forms.cu:invert_u8", (Vectorize(16),)),
+    ("narrow_forms.cu:relu_s8", (Vectorize(8, 2),)),
+    ("narrow_forms.cu:relu_s8", (GridStride(1, max_blocks=3),)),
+    ("index_forms.cu:transpose_split", (Apply(TiledTranspose(), (64, 16)),)),
+    ("index_forms.cu:transpose_return", (Apply(TiledTranspose(), (32, 16)), RestrictConst())),
+    ("index_forms.cu:histogram_offset", (SharedHistogram(max_blocks=3),)),
+    ("histogram_index.cu", (SharedHistogram(max_blocks=3), BlockSize((64,)))),
+    ("transpose_1d.cu", (Apply(TiledTranspose(), (32, 16)),)),
+]
 # (file, transforms, what the rewrite must contain)
 CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("vadd_poor_block.cu", (BlockSize((256,)),)),
@@ -100,8 +125,8 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("matmul.cu", (Unroll(8), BlockSize((32, 8)), LaunchBounds())),
     ("block_sum.cu", (WarpReduction(),)),
     ("row_max.cu", (WarpReduction(), RestrictConst())),
-    ("transpose.cu", (TiledTranspose(), LaunchBounds())),
-    ("transpose_1d.cu", (TiledTranspose(), RestrictConst())),
+    ("transpose.cu", (TRANSPOSE, LaunchBounds())),
+    ("transpose_1d.cu", (TRANSPOSE, RestrictConst())),
     ("stencil2d.cu", (ReadOnlyLoads(), BlockSize((32, 8)))),
     ("matmul.cu", (TiledDot(),)),
     ("matmul_bias.cu", (TiledDot(128, 64, 16, 8, 4), RestrictConst())),
@@ -111,12 +136,13 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("softmax.cu", (Apply(RowParallel(), Rows("warp", 128)), RestrictConst(), FastMath())),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False), RestrictConst())),
+    *NARROW,
 ]
 
 
 @pytest.mark.parametrize("name, transforms", CASES, ids=lambda v: v if isinstance(v, str) else None)
 def test_rewrite_compiles_with_nvrtc(name: str, transforms: tuple[Transform, ...]) -> None:
-    t = target(name)
+    t = case(name)
     out = rewrite(t, *transforms)
     assert out.code != t.definition or out.launch != loop.LaunchChange()
     compiles(t, out.code)
@@ -206,7 +232,7 @@ def test_unroll_adds_one_pragma_per_loop() -> None:
 def test_launch_bounds_follow_the_block_in_force() -> None:
     out = rewrite(target("vadd_poor_block.cu"), BlockSize((512,)), LaunchBounds())
     assert "__launch_bounds__(512) vadd(" in out.code
-    tiled = rewrite(target("transpose.cu"), TiledTranspose(), LaunchBounds())
+    tiled = rewrite(target("transpose.cu"), TRANSPOSE, LaunchBounds())
     assert "__launch_bounds__(256)" in tiled.code
 
 
@@ -220,7 +246,7 @@ def test_warp_reduction_replaces_the_last_steps_with_shuffles() -> None:
 
 
 def test_tiled_transpose_launches_tiles() -> None:
-    out = rewrite(target("transpose.cu"), TiledTranspose())
+    out = rewrite(target("transpose.cu"), TRANSPOSE)
     assert "__shared__ float ca_tile[32][33];" in out.code
     assert out.launch == loop.LaunchChange(grid="(cdiv(cols, 32), cdiv(rows, 32))", block="(32, 8)")
 
@@ -302,8 +328,8 @@ def test_fast_math_uses_intrinsics() -> None:
         ("block_scan.cu", GridStride(2), "no `i = blockIdx.x * blockDim.x + threadIdx.x` index"),
         ("layernorm.cu", Vectorize(16), "no array indexed by `r` alone"),
         ("vadd_poor_block.cu", WarpReduction(), "no `for (s = ..."),
-        ("matmul.cu", TiledTranspose(), "not one `out[...] = in[...];` without loops"),
-        ("vadd_poor_block.cu", TiledTranspose(), "no 2-D index pair (or 1-D index split"),
+        ("matmul.cu", TRANSPOSE, "not one `out[...] = in[...];` without loops"),
+        ("vadd_poor_block.cu", TRANSPOSE, "no 2-D index pair (or 1-D index split"),
         ("vadd_poor_block.cu", FastMath(), "no single-precision math"),
         ("vadd_poor_block.cu", Unroll(4), "no `for` loop"),
         ("row_max.cu", ReadOnlyLoads(), "no plain loads"),
@@ -357,7 +383,7 @@ def test_every_rewrite_is_equivalent_on_the_gpu() -> None:
         by_file.setdefault(name, []).append((f"case{i}", transforms))
     with LocalExecutor() as executor:
         for name, cases in by_file.items():
-            t = target(name)
+            t = case(name)
             candidates = []
             for cid, transforms in cases:
                 out = rewrite(t, *transforms)
@@ -398,6 +424,10 @@ HOST_TYPES = {
     "uint32": "unsigned int",
     "int64": "long long",
     "uint64": "unsigned long long",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "float16": "__half",
+    "bfloat16": "__nv_bfloat16",
 }
 # (file, transforms): rewrites whose outputs the host emulation (tests/data/transforms/host_cuda.h) compares
 HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
@@ -425,8 +455,8 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("edge_forms.cu", (Vectorize(16),)),
     ("block_sum.cu", (WarpReduction(), RestrictConst())),
     ("row_max.cu", (WarpReduction(), Unroll(4))),
-    ("transpose.cu", (TiledTranspose(), ReadOnlyLoads())),
-    ("transpose_1d.cu", (TiledTranspose(),)),
+    ("transpose.cu", (TRANSPOSE, ReadOnlyLoads())),
+    ("transpose_1d.cu", (TRANSPOSE,)),
     ("block_scan.cu", (Unroll(8), LaunchBounds())),
     ("matmul.cu", (TiledDot(),)),
     ("matmul.cu", (TiledDot(64, 64, 8, 4, 4), RestrictConst(), ReadOnlyLoads())),
@@ -449,6 +479,7 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("row_batched.cu", (Apply(RowParallel(), Rows("block", 256)),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False),)),
+    *NARROW,
 ]
 
 
@@ -461,7 +492,7 @@ def _host_value(dtype: str, i: str, dist_kind: str, low: float, high: float, val
     t = HOST_TYPES[dtype]
     if dist_kind == "const":
         return f"({t})({value!r})"
-    if dist_kind == "randint" or not dtype.startswith("float"):
+    if dist_kind == "randint" or not spec_mod.is_float(dtype):
         lo, span = int(low), max(1, int(high - low))
         return f"({t})({lo} + ({i} * 7919 + 13) % {span})"
     return f"({t})({low!r} + ({high - low!r}) * (double)(({i} * 7919 + 13) % 1000) / 1000.0)"
@@ -519,8 +550,7 @@ def test_rewrite_computes_the_same_outputs_in_host_emulation(
     """Rewrites run on the CPU (a std::thread per CUDA thread, tests/data/transforms/host_cuda.h)
     give the original's outputs, with aligned arrays (vector path) and misaligned ones (scalar path);
     sums may differ in the last bits where a reduction changes the order of additions."""
-    folder = DATA if (DATA / name).exists() else KERNELS
-    t = target(name, "scale" if name == "edge_forms.cu" else None, folder)
+    t = case(name)
     out = rewrite(t, *transforms)
     src = tmp_path / "emulate.cpp"
     program = host_program(t, out)

@@ -55,14 +55,13 @@ from agent.source import Document, Kernel
 from agent.spec import (
     ArraySpec,
     KernelSpec,
-    ScalarSpec,
     canonical_dtype,
     dtype_bytes,
     evaluate,
     parse_dims,
     render_dims,
 )
-from agent.transforms.view import KernelView, Poly, global_index, statements, unparenthesized, walk, written
+from agent.transforms.view import KernelView, global_index, statements, unparenthesized, walk, written
 
 Node = tree_sitter.Node
 log = logging.getLogger(__name__)
@@ -515,7 +514,11 @@ def _check_body(
                         f"the body assigns `{view.text(target)}`, declared outside it: state would carry between elements"
                     )
     t = " ".join(w for w in index_type.split() if w != "const")
-    return _Elementwise(index, t, view.text(bound), tuple(prelude), tuple(body))
+    # declarations of the thread's position (`int tid = threadIdx.x;`) are left out: nothing the
+    # loop runs may use them
+    declared = {s.id: {n for n, loc in view.locals.items() if loc.decl == s} for s in prelude}
+    kept = tuple(s for s in prelude if not declared[s.id] or not declared[s.id] <= moving)
+    return _Elementwise(index, t, view.text(bound), kept, tuple(body))
 
 
 def _grid_for(subject: Subject, factor: int, max_blocks: int) -> LaunchChange | NotApplicable:
@@ -577,26 +580,22 @@ class GridStride(Transform):
         return Rewrite(code, what, launch)
 
 
-_PACKS = {  # the vector types experts name for 4- and 8-byte elements
+_PACKS = {  # the vector types experts name for packs of 4- and 8-byte elements
     ("float32", 8): "float2",
     ("float32", 16): "float4",
     ("int32", 8): "int2",
     ("int32", 16): "int4",
-    ("uint32", 8): "uint2",
-    ("uint32", 16): "uint4",
     ("float64", 16): "double2",
     ("int64", 16): "longlong2",
 }
+_RAW_PACKS = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
 
 
-def _pack(dtype: str, width: int) -> str | None:
-    """The type a ``width``-byte pack of ``dtype`` elements travels in: a CUDA vector type of the
-    element for 4- and 8-byte elements, ``uint4``/``uint2`` for 1- and 2-byte ones (bf16, half,
-    int8, ...), whose lanes are read through a pointer to the element type."""
-    size = dtype_bytes(dtype)
-    if (dtype, width) in _PACKS:
-        return _PACKS[dtype, width]
-    return {16: "uint4", 8: "uint2"}.get(width) if size in (1, 2) else None
+def _pack(dtype: str, nbytes: int) -> str:
+    """The type an ``nbytes`` pack of ``dtype`` elements travels in: the CUDA vector type of the
+    element where experts name one (``float4``), else raw bits (``uint4`` for 8 bf16 or 16 int8
+    lanes), the lanes read through a pointer to the element type."""
+    return _PACKS.get((dtype, nbytes)) or _RAW_PACKS[nbytes]
 
 
 @dataclass(frozen=True)
@@ -637,22 +636,21 @@ class Vectorize(Transform):
                     uses.setdefault(view.text(n), []).append(sub)
                 else:
                     plain.add(view.text(n))
-        lanes_of: dict[str, tuple[str, str]] = {}
-        sizes: set[int] = set()
+        sizes: dict[str, tuple[str, int]] = {}  # array -> (element type, bytes)
         for name in uses:
             base = " ".join(params[name].base_type.split())
             dtype = canonical_dtype(base)
-            pack = _pack(dtype, self.width) if dtype is not None and name not in plain else None
-            if dtype is not None and pack is not None:
-                lanes_of[name] = (base, pack)
-                sizes.add(dtype_bytes(dtype))
-        if not lanes_of:
-            return NotApplicable(
-                f"no array indexed by `{ew.index}` alone has a {self.width}-byte vector type"
-            )
-        if len(sizes) != 1:
-            return NotApplicable("the arrays indexed by the element have different element sizes")
-        lanes = self.width // sizes.pop()
+            if dtype is not None and name not in plain:
+                sizes[name] = (base, dtype_bytes(dtype))
+        widest = max((b for _, b in sizes.values()), default=0)
+        lanes = self.width // widest if widest else 0
+        if lanes < 2:
+            return NotApplicable(f"no array indexed by `{ew.index}` alone fits {self.width}-byte packs")
+        # the widest elements fill the pack; narrower ones (a bf16 input of a float output) travel
+        # in packs of as many lanes
+        lanes_of = {
+            name: (base, _pack(canonical_dtype(base) or "", lanes * b)) for name, (base, b) in sizes.items()
+        }
         launch = _grid_for(subject, lanes * self.coarsen, self.max_blocks)
         if isinstance(launch, NotApplicable):
             return launch
@@ -704,9 +702,17 @@ class Vectorize(Transform):
             if index_used
             else ""
         )
-        aligned = " | ".join(f"reinterpret_cast<unsigned long long>({n})" for n in lanes_of)
+        groups: dict[int, list[str]] = {}  # pack bytes -> arrays that must be aligned to it
+        for name, (_, b) in sizes.items():
+            groups.setdefault(lanes * b, []).append(name)
+        aligned = " && ".join(
+            "(({}) % {}) == 0".format(
+                " | ".join(f"reinterpret_cast<unsigned long long>({n})" for n in names), nb
+            )
+            for nb, names in sorted(groups.items(), reverse=True)
+        )
         vector_part = (
-            f"{pad}if ((({aligned}) % {self.width}) == 0) {{\n"
+            f"{pad}if ({aligned}) {{\n"
             f"{pad * 2}const long long ca_nv = ca_n / {lanes};\n"
             f"{pad * 2}for (long long ca_v = ca_first; ca_v < ca_nv; ca_v += ca_stride) {{\n"
             + "".join(f"{x}\n" for x in lines)
@@ -859,6 +865,27 @@ HISTOGRAM_COPY = "ca_hist"  # the per-block copy's name
 SHARED_HISTOGRAM_BYTES = 16 << 10  # leave most of the SM's shared memory to other blocks
 
 
+def _atomic_target(view: KernelView, address: Node) -> Node | None:
+    """The array's name node in an atomic's address: ``&H[k]``, ``&(H[k])``, ``H + k``, ``k + H``."""
+    a = unparenthesized(address)
+    if a is not None and a.type == "pointer_expression" and a.children[0].type == "&":
+        sub = unparenthesized(a.child_by_field_name("argument"))
+        base = (
+            sub.child_by_field_name("argument")
+            if sub is not None and sub.type == "subscript_expression"
+            else None
+        )
+        return base if base is not None and base.type == "identifier" else None
+    if a is not None and a.type == "binary_expression" and view.text(a.children[1]) == "+":
+        sides = [unparenthesized(a.child_by_field_name(f)) for f in ("left", "right")]
+        arrays = [
+            x for x in sides if x is not None and x.type == "identifier" and view.params.get(view.text(x))
+        ]
+        pointers = [x for x in arrays if view.params[view.text(x)].pointer == 1]
+        return pointers[0] if len(pointers) == 1 else None
+    return None
+
+
 @dataclass(frozen=True)
 class SharedHistogram(Transform):
     """``atomicAdd(&H[k], v)`` into a small fixed-size array ``H`` -> a per-block copy of ``H`` in
@@ -879,35 +906,36 @@ class SharedHistogram(Transform):
         body = subject.body
         if body is None:
             return NotApplicable("the kernel has no body")
+        view = subject.view
         params = {p.name: p for p in subject.kernel.params if p.pointer == 1}
-        targets: dict[str, list[Node]] = {}  # array -> its ``&H[k]`` nodes inside atomicAdd calls
-        for call in (n for n in walk(body) if n.type == "call_expression"):
+        targets: dict[str, list[Node]] = {}  # array -> its name's nodes in ``atomicAdd(&H[k], v)`` calls
+        for call in view.atomics:
             fn, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
-            if fn is None or args is None or _text(subject, fn) != "atomicAdd" or not args.named_children:
+            if fn is None or args is None or view.text(fn) != "atomicAdd" or not args.named_children:
                 continue
-            first = args.named_children[0]
-            arg = unparenthesized(first.child_by_field_name("argument"))
-            if first.type == "pointer_expression" and arg is not None and arg.type == "subscript_expression":
-                base = arg.child_by_field_name("argument")
-                if base is not None and _text(subject, base) in params:
-                    if call.parent is None or call.parent.type != "expression_statement":
-                        return NotApplicable(
-                            "the value an atomicAdd returns is used: a per-block copy would change it"
-                        )
-                    targets.setdefault(_text(subject, base), []).append(base)
+            base = _atomic_target(view, args.named_children[0])
+            if base is not None and view.text(base) in params:
+                if call.parent is None or call.parent.type != "expression_statement":
+                    return NotApplicable(
+                        "the value an atomicAdd returns is used: a per-block copy would change it"
+                    )
+                targets.setdefault(view.text(base), []).append(base)
         if not targets:
             return NotApplicable("no `atomicAdd(&H[k], v)` into an array parameter")
         name, bases = next(iter(targets.items()))
-        uses = [n for n in walk(body) if n.type == "identifier" and _text(subject, n) == name]
+        uses = [n for n in walk(body) if n.type == "identifier" and view.text(n) == name]
         if len(uses) != len(bases):
             return NotApplicable(f"`{name}` is used other than through atomicAdd")
-        if any(n.type == "return_statement" for n in walk(body)):
+        if view.returns:
             return NotApplicable("the body returns early: not every thread would reach the merge")
         spec = subject.arrays().get(name)
         elem = params[name].base_type
-        if spec is None or not re.fullmatch(r"\d+", spec.count.strip()):
+        try:
+            bins = evaluate(spec.count, {}) if spec is not None else None
+        except ValueError:
+            bins = None
+        if spec is None or not isinstance(bins, int) or bins <= 0:
             return NotApplicable(f"`{name}` has no constant size in the spec")
-        bins = int(spec.count)
         if elem not in _SHARED_ATOMIC_TYPES or bins * dtype_bytes(spec.dtype) > SHARED_HISTOGRAM_BYTES:
             return NotApplicable(f"`{name}` is not a small array of a type shared-memory atomics support")
         spans = {(b.start_byte, b.end_byte) for b in bases}
@@ -937,143 +965,6 @@ class SharedHistogram(Transform):
         return Rewrite(out, what, launch)
 
 
-# --------------------------------------------------------------------------------------- transpose
-
-
-def _transpose(view: KernelView) -> tuple[str, str, str, str, str, str] | NotApplicable:
-    """``out[c * H + r] = in[r * W + c]`` guarded so that ``c < W`` and ``r < H``, with the thread's
-    column ``c`` and row ``r`` either the 2-D global indices or a 1-D global index split by
-    ``/ W`` and ``% W``: (c, r, W, H, in, out) as written."""
-    gx = global_index("x")
-    cols: dict[str, str] = {}  # local -> "x"/"y" (2-D) or "%W"/"/W" (1-D split)
-    for name, loc in view.locals.items():
-        v = unparenthesized(loc.value)
-        if v is None or loc.reassigned or loc.pointer:
-            continue
-        p = view.poly(v)
-        if p in (gx, global_index("y")):
-            cols[name] = "x" if p == gx else "y"
-        elif v.type == "binary_expression" and view.text(v.children[1]) in ("/", "%"):
-            left, right = v.child_by_field_name("left"), v.child_by_field_name("right")
-            if (
-                left is not None
-                and right is not None
-                and view.poly(left) == gx
-                and right.type == "identifier"
-            ):
-                cols[name] = view.text(v.children[1]) + view.text(right)
-    by = {kind: n for n, kind in cols.items()}
-    if "x" in by and "y" in by:
-        c, r, split = by["x"], by["y"], ""
-    else:
-        widths = {k[1:] for k in by if k[0] in "/%"}
-        w1 = next((w for w in widths if f"/{w}" in by and f"%{w}" in by), None)
-        if w1 is None:
-            return NotApplicable("no 2-D index pair (or 1-D index split by `/` and `%`)")
-        c, r, split = by[f"%{w1}"], by[f"/{w1}"], w1
-    writes = [a for a in view.accesses if a.written]
-    reads = [a for a in view.accesses if not a.written]
-    if len(writes) != 1 or len(reads) != 1 or view.loops or view.shared or view.barriers or view.atomics:
-        return NotApplicable("the body is not one `out[...] = in[...];` without loops")
-    store, load = writes[0], reads[0]
-    stmt = store.node.parent.parent if store.node.parent is not None else None
-    if stmt is None or stmt.type != "expression_statement" or load.node.parent != store.node.parent:
-        return NotApplicable("the guarded statement is not `out[...] = in[...];`")
-    free = frozenset({c, r})
-    pin = view.poly(view._index_node(load.node) or load.node, free)
-    pout = view.poly(view._index_node(store.node) or store.node, free)
-
-    def width(p: Poly | None, inner: str, outer: str) -> str:
-        """W when ``p`` is ``outer * W + inner`` with W a scalar parameter."""
-        if p is None or p.get((inner,)) != 1 or len(p) != 2:
-            return ""
-        (mono,) = [m for m in p if m != (inner,)]
-        rest = [a for a in mono if a != outer]
-        ok = p[mono] == 1 and len(mono) == 2 and outer in mono and len(rest) == 1
-        return rest[0] if ok and rest[0] in view.params and view.params[rest[0]].pointer == 0 else ""
-
-    w, h = width(pin, c, r), width(pout, r, c)
-    if not w or not h or (split and split != w):
-        return NotApplicable("the indices are not a transpose (in[y * W + x] -> out[x * H + y])")
-    guards = [s for s in statements(view.body) if s.type == "if_statement"]
-    if len(guards) != 1 or guards[0].child_by_field_name("alternative") is not None:
-        return NotApplicable("the store is not under one `if` bounds check")
-    clause = guards[0].child_by_field_name("condition")
-    cond = unparenthesized(clause.child_by_field_name("value") if clause is not None else None)
-
-    def bound(lhs: Poly, rhs: Poly) -> tuple[tuple[tuple[tuple[str, ...], int], ...], ...]:
-        return tuple(sorted(lhs.items())), tuple(sorted(rhs.items()))
-
-    found: set[tuple[tuple[tuple[tuple[str, ...], int], ...], ...]] = set()
-    terms = [cond]
-    while terms:
-        t = unparenthesized(terms.pop())
-        if t is not None and t.type == "binary_expression" and view.text(t.children[1]) == "&&":
-            terms += [t.child_by_field_name("left"), t.child_by_field_name("right")]
-        elif t is not None and t.type == "binary_expression" and view.text(t.children[1]) == "<":
-            a, b = view.poly(t.children[0], free), view.poly(t.children[2], free)
-            if a is None or b is None:
-                return NotApplicable(f"`{view.text(t)}` is not a bound")
-            found.add(bound(a, b))
-        else:
-            return NotApplicable("the guard is not a conjunction of `<` bounds")
-
-    wanted = (
-        {bound(gx, {tuple(sorted((w, h))): 1})}
-        if split
-        else {bound({(c,): 1}, {(w,): 1}), bound({(r,): 1}, {(h,): 1})}
-    )
-    if found != wanted:
-        return NotApplicable("the guard is not `x < W && y < H`")
-    return c, r, w, h, load.array, store.array
-
-
-@dataclass(frozen=True)
-class TiledTranspose(Transform):
-    """``out[x * H + y] = in[y * W + x]`` (x, y global indices, guarded by ``x < W && y < H``) ->
-    a ``tile`` x ``tile`` shared-memory tile (padded against bank conflicts), blocks of
-    ``tile`` x ``rows`` threads, so both the read and the write are coalesced."""
-
-    tile: int = 32
-    rows: int = 8
-
-    def apply(self, subject: Subject) -> Outcome:
-        found = _transpose(subject.view)
-        if isinstance(found, NotApplicable):
-            return found
-        x, y, w, h, src, out = found
-        params = {p.name: p for p in subject.kernel.params}
-        scalars = {a.name: a.value for a in subject.spec.args if isinstance(a, ScalarSpec)}
-        if src not in params or w not in scalars or h not in scalars:
-            return NotApplicable("the width and height are not scalar parameters of the spec")
-        elem = params[src].base_type
-        t, r = self.tile, self.rows
-        k = subject.kernel
-        assert k.body_span is not None
-        new_body = (
-            "{\n"
-            f"    // cuda-agent: {t}x{t} shared-memory tile, {t}x{r} threads per block\n"
-            f"    __shared__ {elem} ca_tile[{t}][{t + 1}];\n"
-            f"    int {x} = blockIdx.x * {t} + threadIdx.x;\n"
-            f"    int {y} = blockIdx.y * {t} + threadIdx.y;\n"
-            "    #pragma unroll\n"
-            f"    for (int ca_j = 0; ca_j < {t}; ca_j += {r})\n"
-            f"        if ({x} < {w} && {y} + ca_j < {h}) ca_tile[threadIdx.y + ca_j][threadIdx.x] = {src}[({y} + ca_j) * {w} + {x}];\n"
-            "    __syncthreads();\n"
-            f"    {x} = blockIdx.y * {t} + threadIdx.x;\n"
-            f"    {y} = blockIdx.x * {t} + threadIdx.y;\n"
-            "    #pragma unroll\n"
-            f"    for (int ca_j = 0; ca_j < {t}; ca_j += {r})\n"
-            f"        if ({x} < {h} && {y} + ca_j < {w}) {out}[({y} + ca_j) * {h} + {x}] = ca_tile[threadIdx.x][threadIdx.y + ca_j];\n"
-            "}"
-        )
-        code = _splice(
-            subject.code, [(k.body_span.start_byte, k.body_span.end_byte, new_body)], subject.doc.data
-        )
-        launch = LaunchChange(grid=f"(cdiv({scalars[w]}, {t}), cdiv({scalars[h]}, {t}))", block=f"({t}, {r})")
-        return Rewrite(code, f"shared-memory tiled transpose ({t}x{t})", launch)
-
-
 # --------------------------------------------------------------------------------------- fast math
 
 _INTRINSICS = {
@@ -1085,6 +976,7 @@ _INTRINSICS = {
     "cosf": "__cosf",
     "tanf": "__tanf",
     "powf": "__powf",
+    "tanhf": "__tanhf",  # CUDA 13's MUFU.TANH
 }
 _FLOAT_LITERAL = re.compile(r"^\d+(\.\d*)?([eE][-+]?\d+)?[fF]$|^\.\d+([eE][-+]?\d+)?[fF]$")
 
@@ -1169,7 +1061,6 @@ __all__ = [
     "Rewrite",
     "SharedHistogram",
     "Subject",
-    "TiledTranspose",
     "Transform",
     "Unroll",
     "Vectorize",
