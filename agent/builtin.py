@@ -267,7 +267,7 @@ class BuiltinProposer(Proposer):
 
     def _guess(self, structural: tuple[object, ...]) -> Config:
         """The usual winner: the first of ``structural`` that applies, else the first mechanical
-        rewrite that does (histogram, vectors, transpose, shuffles), block 256 (or 32x8), restrict —
+        rewrite that does (histogram, vectors, shuffles), block 256 (or 32x8), restrict —
         each part kept only if it composes with the others."""
         assert self._base is not None
         # a privatised histogram over a capped grid-stride loop, when it applies, beats the rest

@@ -7,8 +7,9 @@ optionally a :class:`~agent.loop.LaunchChange` in the spec's vocabulary) or :cla
 with the reason.  ``subject.then(rewrite)`` chains them, so the search in :mod:`agent.builtin`
 composes any sequence.
 
-Patterns are recognised on the tree-sitter AST of the kernel body (the naive forms of
-``bench/kernels/`` and typical user code).  Correctness is decided by the sandbox, which verifies
+The tiled transpose and the other structural rewrites are passes (:mod:`agent.transforms.registry`).
+Patterns are recognised on the tree-sitter AST of the kernel body and its
+:class:`~agent.transforms.view.KernelView` (the naive forms of ``bench/kernels/`` and real code).  Correctness is decided by the sandbox, which verifies
 every candidate against the original; the transformations only refuse what they cannot do right.
 
 ========================  ===========================================================================
@@ -19,20 +20,19 @@ transformation            applies when
 :class:`RestrictConst`    an array parameter lacks ``__restrict__`` (or ``const`` while the spec
                           says ``in``); assumes the arrays never alias
 :class:`ReadOnlyLoads`    the kernel reads an ``in`` array of a type ``__ldg`` loads
-:class:`GridStride`       the body is ``i = global index; if (i < N) ...``: a grid-stride loop, the
-                          grid shrunk by the coarsening factor
-:class:`Vectorize`        as GridStride, and arrays indexed by ``i`` alone share one element size:
-                          8/16-byte loads and stores, a runtime alignment check, a scalar tail
+:class:`GridStride`       the body is ``i = global index; if (i < N) ...`` (matched on the view:
+                          any form of the index, either operand order, ``if (i >= N) return;``):
+                          a grid-stride loop, the grid shrunk by the coarsening factor
+:class:`Vectorize`        as GridStride, for the arrays indexed by ``i`` alone: 8/16-byte packs
+                          (``float4``..., ``uint4`` of 8 bf16/half or 16 int8 lanes), a runtime
+                          alignment check, a scalar tail
 :class:`Unroll`           the body has ``for`` loops without a pragma
 :class:`LaunchBounds`     the block size is a constant and the kernel has no ``__launch_bounds__``
 :class:`WarpReduction`    a shared-memory tree reduction ``for (s = ...; s > 0; s >>= 1)``: its last
                           five steps become warp shuffles
-:class:`SharedHistogram`  ``atomicAdd(&H[k], v);`` (result unused) into an array of constant size
-                          (spec) <= 16 KiB, no early ``return``: a per-block copy in shared memory,
-                          merged once per block
-:class:`TiledTranspose`   ``out[x * H + y] = in[y * W + x]`` (any operand order, casts) with x, y the
-                          2-D global indices or a 1-D index split by ``% W`` and ``/ W``, guarded
-                          by ``x < W && y < H`` (or ``i < W * H``): a 32x32 shared tile
+:class:`SharedHistogram`  ``atomicAdd(&H[k], v);`` / ``atomicAdd(H + k, v);`` (result unused) into an
+                          array of constant size (spec) <= 16 KiB, no early ``return``: a
+                          per-block copy in shared memory, merged once per block
 :class:`FastMath`         single-precision ``expf``/``logf``/``sinf``/... or a division by a float
                           expression with a float-literal operand
 ========================  ===========================================================================
