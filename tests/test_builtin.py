@@ -124,6 +124,21 @@ def test_an_atomic_histogram_is_privatised_first() -> None:
     assert all(launch.grid[0] <= sm_cap for launch in first.launches)
 
 
+@pytest.mark.parametrize(
+    "name, wanted",
+    [
+        ("transpose_1d.cu", "__shared__ float ca_tile[32][33];"),
+        ("gelu_bf16.cu", "reinterpret_cast<const uint4*>(inp)[ca_v]"),
+        ("histogram_index.cu", "__shared__ int ca_hist[256];"),
+    ],
+)
+def test_the_structural_rewrite_of_real_index_forms_leads_the_first_batch(name: str, wanted: str) -> None:
+    executor = FakeExecutor()
+    run(name, executor, candidates=4)
+    first = next(r for r in executor.requests if r.candidates).candidates[0]
+    assert wanted in first.kernel.source
+
+
 @pytest.mark.parametrize("name", ["matmul.cu", "matmul_bias.cu", "sgemm.cu", "attention_scores.cu"])
 def test_a_dot_product_per_thread_is_tiled_first(name: str) -> None:
     executor = FakeExecutor()

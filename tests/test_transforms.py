@@ -215,6 +215,40 @@ def test_vectorize_checks_alignment_and_keeps_a_scalar_tail() -> None:
     assert "reinterpret_cast<float2*>(y)[ca_v] = ca_y_vec;" in coarse.code  # inout: loaded and stored
 
 
+def test_vectorize_packs_8_bf16_or_16_int8_lanes_and_keeps_float_math() -> None:
+    gelu = rewrite(case("gelu_bf16.cu"), Vectorize(16))
+    assert gelu.launch.grid == "cdiv(N, block * 8)"  # the grid covers n / 8 threads
+    assert "const uint4 ca_inp_vec = reinterpret_cast<const uint4*>(inp)[ca_v];" in gelu.code
+    assert "__nv_bfloat16* ca_out = reinterpret_cast<__nv_bfloat16*>(&ca_out_vec);" in gelu.code
+    assert "float xi = __bfloat162float(ca_inp[ca_k]);" in gelu.code  # the math stays in float
+    assert "reinterpret_cast<uint4*>(out)[ca_v] = ca_out_vec;" in gelu.code
+    s8 = rewrite(case("narrow_forms.cu:relu_s8"), Vectorize(16))
+    assert s8.launch.grid == "cdiv(n, block * 16)" and "ca_k < 16" in s8.code
+    assert "int tid" not in s8.code and "const int i = (int)ca_j;" in s8.code  # `if (i >= n) return;`
+    # a bf16 input of a float output: 4 lanes, the float4 aligned to 16 bytes and the bf16 pack to 8
+    mixed = rewrite(case("narrow_forms.cu:widen_bf16"), Vectorize(16))
+    assert mixed.launch.grid == "cdiv(n, block * 4)"
+    assert "const uint2 ca_x_vec = reinterpret_cast<const uint2*>(x)[ca_v];" in mixed.code
+    assert "% 16) == 0 && ((reinterpret_cast<unsigned long long>(x)) % 8) == 0" in mixed.code
+    half = rewrite(case("narrow_forms.cu:axpy_half"), Vectorize(16))
+    assert "uint4 ca_y_vec = reinterpret_cast<const uint4*>(y)[ca_v];" in half.code  # inout: loaded
+    assert "__half2float(ca_y[ca_k])" in half.code  # `y[(size_t)i]` is `y[i]`
+
+
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("index_forms.cu:carried", "assigns `acc`, declared outside it"),
+        ("index_forms.cu:lane_before", "uses `lane`, which depends on the thread's position"),
+        ("edge_forms.cu:lane_id", "uses the thread's position"),
+    ],
+)
+def test_elementwise_rewrites_refuse_bodies_that_are_not_per_element(name: str, reason: str) -> None:
+    for transform in (GridStride(1), Vectorize(16)):
+        out = transform.apply(subject(case(name)))
+        assert isinstance(out, NotApplicable) and reason in out.reason, out
+
+
 def test_vectorize_leaves_indirect_accesses_scalar() -> None:
     out = rewrite(target("gather.cu"), Vectorize(16))
     assert "ca_table" not in out.code  # read through an index: stays a scalar load
@@ -249,6 +283,19 @@ def test_tiled_transpose_launches_tiles() -> None:
     out = rewrite(target("transpose.cu"), TRANSPOSE)
     assert "__shared__ float ca_tile[32][33];" in out.code
     assert out.launch == loop.LaunchChange(grid="(cdiv(cols, 32), cdiv(rows, 32))", block="(32, 8)")
+
+
+def test_tiled_transpose_sees_through_the_index_forms_of_real_code() -> None:
+    """A 1-D index split by `/` and `%` in locals and guarded by its parts, with `size_t` index
+    arithmetic (kept); a 2-D transpose with an early return written in either operand order."""
+    split = rewrite(case("index_forms.cu:transpose_split"), Apply(TiledTranspose(), (64, 16)))
+    assert "__shared__ float ca_tile[64][65];" in split.code
+    assert "dst[(size_t)(r + ca_j) * rows + c] = ca_tile[threadIdx.x][threadIdx.y + ca_j];" in split.code
+    assert split.launch == loop.LaunchChange(grid="(cdiv(cols, 64), cdiv(rows, 64))", block="(64, 16)")
+    early = rewrite(case("index_forms.cu:transpose_return"), TRANSPOSE)
+    assert "__shared__ double ca_tile[32][33];" in early.code
+    assert "ca_tile[threadIdx.y + ca_j][threadIdx.x] = a[(row + ca_j) * w + col];" in early.code
+    assert early.launch == loop.LaunchChange(grid="(cdiv(w, 32), cdiv(h, 32))", block="(32, 8)")
 
 
 TILED = ("matmul.cu", "matmul_bias.cu", "sgemm.cu", "attention_scores.cu")
@@ -310,6 +357,13 @@ def test_shared_histogram_counts_per_block_and_merges_once() -> None:
     assert isinstance(early, NotApplicable) and "returns early" in early.reason
     compact = SharedHistogram().apply(subject(target("edge_forms.cu", "compact", DATA)))
     assert isinstance(compact, NotApplicable) and "value an atomicAdd returns is used" in compact.reason
+    tutorial = rewrite(case("histogram_index.cu"), SharedHistogram())
+    assert "atomicAdd(&(ca_hist[a[i]]), 1);" in tutorial.code  # `atomicAdd(&(y[a[i]]), 1)`
+    offset = rewrite(case("index_forms.cu:histogram_offset"), SharedHistogram(max_blocks=64))
+    assert (
+        "atomicAdd(ca_hist + bin, 1u);" in offset.code
+        and "__shared__ unsigned int ca_hist[128];" in offset.code
+    )
 
 
 def test_fast_math_uses_intrinsics() -> None:
