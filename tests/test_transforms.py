@@ -97,6 +97,7 @@ NARROW: list[tuple[str, tuple[Transform, ...]]] = [
     ("narrow_forms.cu:invert_u8", (Vectorize(16),)),
     ("narrow_forms.cu:relu_s8", (Vectorize(8, 2),)),
     ("narrow_forms.cu:relu_s8", (GridStride(1, max_blocks=3),)),
+    ("narrow_forms.cu:scale_bf16_loop", (Vectorize(16), RestrictConst())),
     ("index_forms.cu:transpose_split", (Apply(TiledTranspose(), (64, 16)),)),
     ("index_forms.cu:transpose_return", (Apply(TiledTranspose(), (32, 16)), RestrictConst())),
     ("index_forms.cu:histogram_offset", (SharedHistogram(max_blocks=3),)),
@@ -230,6 +231,9 @@ def test_vectorize_packs_8_bf16_or_16_int8_lanes_and_keeps_float_math() -> None:
     assert mixed.launch.grid == "cdiv(n, block * 4)"
     assert "const uint2 ca_x_vec = reinterpret_cast<const uint2*>(x)[ca_v];" in mixed.code
     assert "% 16) == 0 && ((reinterpret_cast<unsigned long long>(x)) % 8) == 0" in mixed.code
+    strided = rewrite(case("narrow_forms.cu:scale_bf16_loop"), Vectorize(16))  # a grid-stride loop already
+    assert strided.launch == loop.LaunchChange()  # its own grid is kept
+    assert "ca_y[ca_k] = __float2bfloat16(s * __bfloat162float(ca_x[ca_k]));" in strided.code
     half = rewrite(case("narrow_forms.cu:axpy_half"), Vectorize(16))
     assert "uint4 ca_y_vec = reinterpret_cast<const uint4*>(y)[ca_v];" in half.code  # inout: loaded
     assert "__half2float(ca_y[ca_k])" in half.code  # `y[(size_t)i]` is `y[i]`

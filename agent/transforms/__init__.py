@@ -45,7 +45,7 @@ import ast
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import tree_sitter
@@ -391,13 +391,15 @@ class ReadOnlyLoads(Transform):
 @dataclass(frozen=True)
 class _Elementwise:
     """``[declarations;] T i = <global x index>; [declarations;]`` then ``if (i < BOUND) BODY`` or
-    ``if (i >= BOUND) return; BODY``."""
+    ``if (i >= BOUND) return; BODY``, or ``[declarations;]`` then a grid-stride loop
+    ``for (T i = <global x index>; i < BOUND; i += blockDim.x * gridDim.x) BODY`` (``strided``)."""
 
     index: str
     index_type: str
     bound: str
     prelude: tuple[Node, ...]
     body: tuple[Node, ...]
+    strided: bool = False
 
 
 def _index_declaration(view: KernelView, s: Node) -> tuple[str, str] | None:
@@ -436,6 +438,39 @@ def _guard(view: KernelView, s: Node) -> tuple[bool, Node] | None:
     return None
 
 
+def _grid_stride_loop(view: KernelView, s: Node) -> tuple[str, str, Node, Node] | None:
+    """(i, its type, BOUND, BODY) for ``for (T i = <global x index>; i < BOUND; i += blockDim.x *
+    gridDim.x) BODY`` (or ``i = i + gridDim.x * blockDim.x``, either operand order)."""
+    loop = view.loop_of(s)
+    init, update = s.child_by_field_name("initializer"), s.child_by_field_name("update")
+    ty = init.child_by_field_name("type") if init is not None else None
+    if loop is None or not loop.var or loop.start is None or loop.op != "<" or loop.bound is None:
+        return None
+    if ty is None or update is None or update.type != "assignment_expression":
+        return None
+    if view.poly(loop.start) != global_index("x"):
+        return None
+    op, right = view.text(update.children[1]), unparenthesized(update.child_by_field_name("right"))
+    step = None
+    if op == "+=" and right is not None:
+        step = right
+    elif (
+        op == "="
+        and right is not None
+        and right.type == "binary_expression"
+        and view.text(right.children[1]) == "+"
+    ):
+        sides = [unparenthesized(right.child_by_field_name(f)) for f in ("left", "right")]
+        rest = [
+            x for x in sides if x is not None and not (x.type == "identifier" and view.text(x) == loop.var)
+        ]
+        step = rest[0] if len(rest) == 1 else None
+    if step is None or view.poly(step) != {("blockDim.x", "gridDim.x"): 1}:
+        return None
+    index_type = " ".join(view.text(ty).split())
+    return loop.var, "long long" if index_type == "auto" else index_type, loop.bound, loop.body
+
+
 def _elementwise(subject: Subject) -> _Elementwise | NotApplicable:
     view = subject.view
     stmts = statements(view.body)
@@ -445,6 +480,12 @@ def _elementwise(subject: Subject) -> _Elementwise | NotApplicable:
         if s.type == "declaration" and not index and (found := _index_declaration(view, s)) is not None:
             index, index_type = found
             continue
+        if s.type == "for_statement" and not index and (loop := _grid_stride_loop(view, s)) is not None:
+            if stmts[k + 1 :]:
+                return NotApplicable("statements follow the grid-stride loop")
+            index, index_type, bound, body = loop
+            found_body = _check_body(view, index, index_type, bound, prelude, statements(body))
+            return replace(found_body, strided=True) if isinstance(found_body, _Elementwise) else found_body
         if s.type == "declaration" and s not in view.shared and index not in view.names(s):
             prelude.append(s)
             continue
@@ -651,7 +692,13 @@ class Vectorize(Transform):
         lanes_of = {
             name: (base, _pack(canonical_dtype(base) or "", lanes * b)) for name, (base, b) in sizes.items()
         }
-        launch = _grid_for(subject, lanes * self.coarsen, self.max_blocks)
+        launch: LaunchChange | NotApplicable | None = _grid_for(
+            subject, lanes * self.coarsen, self.max_blocks
+        )
+        if isinstance(launch, NotApplicable) and ew.strided and self.coarsen == 1 and not self.max_blocks:
+            launch = (
+                None  # a grid-stride loop over a grid of its own: it keeps it, each thread loops over packs
+            )
         if isinstance(launch, NotApplicable):
             return launch
         stored = {name for name in lanes_of if any(written(u) for u in uses[name])}

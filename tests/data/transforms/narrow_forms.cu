@@ -52,3 +52,16 @@ __global__ void relu_s8(const signed char* x, signed char* y, int n) {
     signed char v = x[i];
     y[i] = v > 0 ? v : (signed char)0;
 }
+
+// llm.c style: a grid-stride loop over a fixed grid (2 blocks per SM of an H200, whatever n).
+// @cuda-agent sizes n=1<<24 verify n=1001,4099
+// @cuda-agent launch grid=264 block=512
+// @cuda-agent arg y out bfloat16[n]
+// @cuda-agent arg x in bfloat16[n] uniform(-2, 2)
+// @cuda-agent arg s = 0.75
+// @cuda-agent arg n = n
+__global__ void scale_bf16_loop(__nv_bfloat16* y, const __nv_bfloat16* x, float s, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        y[i] = __float2bfloat16(s * __bfloat162float(x[i]));
+    }
+}
