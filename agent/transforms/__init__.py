@@ -509,6 +509,9 @@ def _elementwise(subject: Subject) -> _Elementwise | NotApplicable:
     return NotApplicable(f"the body is not `if ({index} < N) ...` (one element per thread)")
 
 
+_LOOPS = ("for_statement", "while_statement", "do_statement")
+
+
 def _inside(node: Node, outer: Node) -> bool:
     return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
 
@@ -525,7 +528,7 @@ def _check_body(
         return NotApplicable("the bound depends on the thread's position")
     outside = {name for name, loc in view.locals.items() if not any(_inside(loc.decl, s) for s in body)}
     moving = (view.thread_dependent | view.block_dependent) & outside - {index}
-    loops = ("for_statement", "while_statement", "do_statement", "switch_statement")
+    loops = (*_LOOPS, "switch_statement")
     for s in body:
         for n in walk(s):
             if n.type in ("return_statement", "goto_statement"):
@@ -639,6 +642,18 @@ def _pack(dtype: str, nbytes: int) -> str:
     return _PACKS.get((dtype, nbytes)) or _RAW_PACKS[nbytes]
 
 
+def _streams(view: KernelView, loop: Node, index: str) -> bool:
+    """Whether ``loop`` reads or writes memory at positions that depend on the element ``index``
+    (``A[(size_t)r * cols + j]``) or are not affine (``x[idx[j]]``)."""
+    for n in walk(loop):
+        idx = view._index_node(n) if n.type == "subscript_expression" else None
+        if idx is not None:
+            p = view.poly(idx, frozenset({index}))
+            if p is None or any(index in mono for mono in p):
+                return True
+    return False
+
+
 @dataclass(frozen=True)
 class Vectorize(Transform):
     """Elementwise kernel -> ``width``-byte loads/stores of the arrays indexed by ``i`` alone, in a
@@ -654,6 +669,10 @@ class Vectorize(Transform):
         if isinstance(ew, NotApplicable):
             return ew
         view = subject.view
+        if any(_streams(view, n, ew.index) for s in ew.body for n in walk(s) if n.type in _LOOPS):
+            return NotApplicable(
+                "the element's work loops over memory (a row per element): packs would serialise rows in a thread"
+            )
         params = {p.name: p for p in subject.kernel.params}
         arrays = subject.arrays()
         element = {(ew.index,): 1}  # the canonical index of `x[i]`, `x[(size_t)i]`, `x[j]` with j = i ...
