@@ -505,7 +505,16 @@ def precision_features(kernel: KernelSource) -> dict[str, str]:
                     found.setdefault("fp16", op)
                 if parts[0] == "cvt" and ("bf16" in parts or "bf16x2" in parts):
                     found.setdefault("bf16", op)
-                if "approx" in parts and parts[0] in ("ex2", "lg2", "sin", "cos", "tanh", "rcp", "div", "sqrt"):
+                if "approx" in parts and parts[0] in (
+                    "ex2",
+                    "lg2",
+                    "sin",
+                    "cos",
+                    "tanh",
+                    "rcp",
+                    "div",
+                    "sqrt",
+                ):
                     found.setdefault("fast-math", op)
             continue
         for kind, names in _PRECISION_NAMES.items():
