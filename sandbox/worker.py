@@ -693,8 +693,10 @@ def sanitize(
     budget: Budget,
     cancel: threading.Event | None = None,
 ) -> CandidateResult:
-    """Re-run an ``ok`` candidate's verification (bench problem, first seed) under compute-sanitizer
-    memcheck and racecheck.  Fails closed: the result's ``sanitizer`` says ``passed: ...`` only when
+    """Re-run an ``ok`` candidate's verification under compute-sanitizer memcheck and racecheck:
+    on the verification sizes (small, odd: where bounds errors show) and the first seed; on the
+    bench problem only when the request has no verification sizes (racecheck over a
+    benchmark-sized problem takes minutes).  Fails closed: the result's ``sanitizer`` says ``passed: ...`` only when
     every tool ran to its summary with no error; ``skipped: ...`` without the tool, or when
     ``cancel`` is set before the tools are done (the result is then ``cancelled``: not checked, not
     passed); otherwise ``failed: ...`` and the candidate is ``rejected`` (errors found, or the check
@@ -703,18 +705,7 @@ def sanitize(
     if not exe:
         return replace(result, sanitizer="skipped: compute-sanitizer not found")
     cancel = cancel or threading.Event()
-    req = job.request
-    cands = list(req.candidates)
-    launches = cands[job.index].launches
-    if launches:  # only the bench problem remains: keep its launch
-        cands[job.index] = replace(cands[job.index], launches=launches[-1:])
-    small = replace(
-        req,
-        candidates=tuple(cands),
-        verify_problems=(),
-        seeds=req.seeds[:1],
-        options=replace(req.options, time=False, sanitize=False),
-    )
+    small = sanitizer_request(job.request, job.index)
     lines = []
     for tool in SANITIZER_TOOLS:
         if cancel.is_set():
@@ -757,6 +748,26 @@ def sanitize(
             sanitizer=f"skipped: cancelled before every tool ran{done}",
         )
     return replace(result, sanitizer="passed: " + "; ".join(lines))
+
+
+def sanitizer_request(req: EvalRequest, index: int) -> EvalRequest:
+    """``req`` as compute-sanitizer re-runs candidate ``index``: untimed, first seed, the
+    verification sizes (the last of them in the bench problem's place), or the bench problem
+    alone when there are none; the candidate keeps the launches of the problems that remain."""
+    cands = list(req.candidates)
+    launches = cands[index].launches
+    problems = req.verify_problems or (req.bench_problem,)
+    if launches:  # one launch per problem
+        kept = launches[: len(req.verify_problems)] or launches[-1:]
+        cands[index] = replace(cands[index], launches=kept)
+    return replace(
+        req,
+        candidates=tuple(cands),
+        verify_problems=problems[:-1],
+        bench_problem=problems[-1],
+        seeds=req.seeds[:1],
+        options=replace(req.options, time=False, sanitize=False),
+    )
 
 
 def nsight_profile(worker: WorkerProcess, job: EvalJob, budget: Budget) -> Profile:
