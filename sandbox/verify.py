@@ -519,6 +519,7 @@ _PRECISION_NAMES = {
         "__tanf",
         "__sincosf",
         "__powf",
+        "__tanhf",
         "__fdividef",
     },
 }
@@ -530,6 +531,7 @@ _FAST_MATH_OPTIONS = (
     "-prec-div=false",
     "-prec-sqrt=false",
 )
+_APPROX_OPS = ("ex2", "lg2", "sin", "cos", "tanh", "rcp", "div", "sqrt")  # PTX ``op.approx``: fast math
 _TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\])*"|[A-Za-z_]\w*', re.S)
 
 
@@ -556,7 +558,7 @@ def precision_features(kernel: KernelSource) -> dict[str, str]:
                     found.setdefault("fp16", op)
                 if parts[0] == "cvt" and ("bf16" in parts or "bf16x2" in parts):
                     found.setdefault("bf16", op)
-                if "approx" in parts and parts[0] in ("ex2", "lg2", "sin", "cos", "rcp", "div", "sqrt"):
+                if "approx" in parts and parts[0] in _APPROX_OPS:
                     found.setdefault("fast-math", op)
             continue
         for kind, names in _PRECISION_NAMES.items():
