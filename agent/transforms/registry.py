@@ -11,8 +11,9 @@ from typing import Any
 from agent.transforms.passes import Apply, Pass
 from agent.transforms.row_parallel import RowParallel
 from agent.transforms.same_layout import SameLayoutReduction
+from agent.transforms.tiled_dot import TiledDot
 
-PASSES: tuple[Pass[Any], ...] = (RowParallel(), SameLayoutReduction())
+PASSES: tuple[Pass[Any], ...] = (TiledDot(), RowParallel(), SameLayoutReduction())
 
 
 def candidates() -> tuple[Apply, ...]:
