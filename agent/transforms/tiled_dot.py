@@ -128,7 +128,7 @@ class DotMatch(Match):
     k_bound: Poly
     extents: tuple[str, str, str]  # M, N and the grid's z in the spec's vocabulary ("" : no z)
     masks: tuple[Mask, ...]
-    sizes: tuple[int, int, int]  # M, N and the grid's z at the benchmark size (0: unknown)
+    sizes: tuple[int, int, int, int]  # M, N, the grid's z and K at the benchmark size (0: unknown)
 
 
 SPACE = (
@@ -153,7 +153,7 @@ class TiledDot(Pass[DotMatch]):
         """The shape with the best expected rate at the benchmark size: per-wave speed of the
         shape times the share of the waves' slots that hold work (small problems, few tiles:
         smaller tiles keep every SM busy)."""
-        m, n, z = match.sizes
+        m, n, z, _ = match.sizes
         if not (m and n):
             return SPACE[0]
 
@@ -223,7 +223,7 @@ class TiledDot(Pass[DotMatch]):
         bounds = _bounds(view, loop)
         if "x" not in bounds or "y" not in bounds:
             return NotApplicable("no guard bounds both global indices (`if (i < M && j < N)`)")
-        grid = _grid(view, bounds[a.axis], bounds[b.axis])
+        grid = _grid(view, bounds[a.axis], bounds[b.axis], k_bound)
         if isinstance(grid, NotApplicable):
             return grid
         extents, sizes = grid
@@ -731,28 +731,33 @@ def _masks(view: KernelView, loop: Loop) -> tuple[Mask, ...]:
 
 
 def _grid(
-    view: KernelView, m_bound: Poly, n_bound: Poly
-) -> tuple[tuple[str, str, str], tuple[int, int, int]] | NotApplicable:
-    """M, N and the grid's z in the spec's vocabulary, and their values at the benchmark size."""
+    view: KernelView, m_bound: Poly, n_bound: Poly, k_bound: Poly
+) -> tuple[tuple[str, str, str], tuple[int, int, int, int]] | NotApplicable:
+    """M, N and the grid's z in the spec's vocabulary, and M, N, z and K at the benchmark size
+    (0: unknown)."""
     subject = view.subject
     values = {a.name: a.value for a in subject.spec.args if isinstance(a, ScalarSpec)}
-    spec_atoms: dict[str, str] = {}
+    spec_atoms = {
+        atom: f"({values[atom]})"
+        for b in (m_bound, n_bound, k_bound)
+        for m in b
+        for atom in m
+        if atom in values
+    }
     for bound in (m_bound, n_bound):
-        for mono in bound:
-            for atom in mono:
-                if atom not in values:
-                    return NotApplicable(f"the bound {atom} is not a scalar parameter of the spec")
-                spec_atoms[atom] = f"({values[atom]})"
-    m_spec, n_spec = (poly_render(b, spec_atoms, False) for b in (m_bound, n_bound))
+        for atom in (atom for mono in bound for atom in mono if atom not in values):
+            return NotApplicable(f"the bound {atom} is not a scalar parameter of the spec")
+    m_spec, n_spec, k_spec = (poly_render(b, spec_atoms, False) for b in (m_bound, n_bound, k_bound))
     z = subject.grid[2] if len(subject.grid) == 3 else ""
     if _block_names(z or "1"):
         return NotApplicable("the grid's z dimension depends on the block")
-    try:
-        env = dict(bench_sizes(subject.spec))
-        sizes = tuple(int(evaluate(x, env)) if x else 1 for x in (m_spec, n_spec, z))
-    except (InvalidSpec, ValueError, TypeError):
-        sizes = (0, 0, 0)
-    return (m_spec, n_spec, z), (sizes[0], sizes[1], sizes[2])
+    sizes = []
+    for x in (m_spec, n_spec, z, k_spec):
+        try:
+            sizes.append(int(evaluate(x, dict(bench_sizes(subject.spec)))) if x else 1)
+        except (InvalidSpec, ValueError, TypeError):
+            sizes.append(0)
+    return (m_spec, n_spec, z), (sizes[0], sizes[1], sizes[2], sizes[3])
 
 
 def _outputs_only(view: KernelView) -> NotApplicable | None:
