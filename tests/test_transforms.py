@@ -431,6 +431,47 @@ def test_every_rewrite_is_equivalent_on_the_gpu() -> None:
                 )
 
 
+@pytest.mark.gpu
+def test_every_tile_of_the_tiled_dot_product_is_equivalent_on_the_gpu() -> None:
+    """Every tile shape of the pass on every dot-product kernel (and the k-major, 64-bit-index
+    form): verified against the original at the spec's odd verify sizes (edge tiles, the partial
+    K tile, misaligned rows), whole aligned tiles (the vector path) and tiles above a causal
+    diagonal (attention_scores at t=128 with 64x64 tiles)."""
+    from sandbox.worker import LocalExecutor
+
+    with LocalExecutor() as executor:
+        for name in (*TILED, "dot_forms.cu"):
+            t = target(name, folder=DATA if name == "dot_forms.cu" else KERNELS)
+            assert t.relaunch is not None
+            candidates = []
+            for tile in TiledDot.space:
+                assert isinstance(tile, Tile)
+                out = rewrite(t, Apply(TiledDot(), tile))
+                *verify, _ = t.relaunch(out.launch)
+                source = dataclasses.replace(t.baseline, source=t.unit_with(out.code))
+                candidates.append(Candidate(f"{tile.bm}x{tile.bn}x{tile.bk}", source, (*verify, verify[-1])))
+            request = EvalRequest(
+                id=f"tiled-dot-{name}",
+                baseline=t.baseline,
+                candidates=tuple(candidates),
+                verify_problems=t.verify_problems,
+                bench_problem=t.verify_problems[-1],
+                seeds=(5, 6),
+                tolerance=t.tolerance,
+                options=EvalOptions(time=False),
+            )
+            result = executor.evaluate(request)
+            assert result.baseline.status is Status.OK, (name, result.baseline.message)
+            for c in result.candidates:
+                assert c.status is Status.OK, (
+                    name,
+                    c.candidate_id,
+                    c.status,
+                    c.message,
+                    c.compile_log[:2000],
+                )
+
+
 # ------------------------------------------------------------------------------ host emulation
 
 HOST_TYPES = {
