@@ -65,7 +65,8 @@ def rewrite(t: loop.Target, *transforms: Transform) -> Subject:
 
 
 def tiled(*tile: int) -> Apply:
-    """The tiled dot product with one of its tile shapes (128x128x8, 8x8 per thread by default)."""
+    """The tiled dot product with one of its tile shapes (128x128x8, 8x8 per thread, staged
+    outputs by default)."""
     return Apply(TiledDot(), Tile(*tile) if tile else TiledDot.space[0])
 
 
@@ -260,7 +261,8 @@ def test_tiled_dot_compiles_without_spills_for_every_searched_tile(name: str) ->
         assert len(branches) == 4, tile  # both operands, before the loop and inside it
         for branch in branches:  # the only comparison on the vector path is its unrolled loop's
             assert re.findall(r" (<|<=|>|>=) ", branch) == ["<"], branch
-        assert out.code.count("__syncthreads();") == 1  # two buffers: one barrier per K tile
+        # two buffers: one barrier per K tile (and two per row of outputs through the stage)
+        assert out.code.count("__syncthreads();") == (3 if tile.staged else 1)
         build = compile_cuda(t.unit_with(out.code), name_expressions=(t.kernel,), options=t.baseline.options)
         assert build.result.ok, build.result.log
         (res,) = build.result.resources.values()
@@ -273,7 +275,10 @@ def test_tiled_dot_keeps_the_epilogue_and_substitutes_the_layout() -> None:
     a tile above the causal diagonal skips its K loop."""
     bias = rewrite(target("matmul_bias.cu"), tiled())
     assert "reinterpret_cast<const float4*>(weight + (ca_r * C + ca_c))" in bias.code
-    assert "float val = bias[oc];" in bias.code and "val += ca_acc[ca_i][ca_j];" in bias.code
+    assert "float val = bias[oc];" in bias.code and "val += ca_Cs[ca_o / 128][ca_o % 128];" in bias.code
+    assert "const int ca_gy = ca_n0 + ca_o % 128;" in bias.code  # consecutive threads, consecutive oc
+    direct = rewrite(target("matmul_bias.cu"), tiled(128, 128, 8, 8, 8, False))
+    assert "val += ca_acc[ca_i][ca_j];" in direct.code and "ca_Cs" not in direct.code
     assert bias.launch.grid == "(cdiv((oc), 128), cdiv((bt), 128))"  # columns follow out's contiguous oc
     gemm = rewrite(target("sgemm.cu"), tiled())
     assert "C[x * N + y] = alpha * tmp + beta * C[x * N + y];" in gemm.code
@@ -293,7 +298,7 @@ def test_tiled_dot_substitutes_a_transposed_layout_with_wide_indices() -> None:
     # A is k-major: its tile loads run along the rows (float4 straight into the transposed tile)
     assert "reinterpret_cast<const float4*>(A + ((size_t)ca_c * M + (size_t)ca_r))" in out.code
     assert "*reinterpret_cast<float4*>(&ca_As[ca_buf][ca_kk][ca_x]) = ca_ra[ca_s];" in out.code
-    assert "acc += ca_acc[ca_i][ca_j];" in out.code and "continue;" in out.code
+    assert "acc += ca_Cs[ca_o / 128][ca_o % 128];" in out.code and "continue;" in out.code
 
 
 def test_tiled_dot_guesses_the_tile_from_the_problem_size() -> None:
@@ -306,7 +311,8 @@ def test_tiled_dot_guesses_the_tile_from_the_problem_size() -> None:
         assert not isinstance(found, NotApplicable), found
         guesses[name] = dot.guess(found)
     assert guesses["matmul.cu"] == guesses["sgemm.cu"] == Tile(128, 128, 8, 8, 8)  # 256 tiles: one wave
-    assert guesses["matmul_bias.cu"] == Tile(128, 64, 8, 8, 4)  # 288 128x128 tiles: 24 in a second wave
+    assert guesses["attention_scores.cu"] == Tile(128, 128, 8, 8, 8)  # 6144 tiles: many waves
+    assert guesses["matmul_bias.cu"] == Tile(64, 64, 8, 4, 4)  # 288 128x128 tiles: 24 in a second wave
     small = dot.match(subject(target("dot_forms.cu", folder=DATA)).view)
     assert not isinstance(small, NotApplicable)
     assert dot.guess(small) == Tile(64, 64, 8, 4, 4)  # 70x37 outputs
@@ -522,6 +528,8 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("attention_scores.cu", (tiled(64, 64, 8, 4, 4),)),  # t=128: a tile above the diagonal is skipped
     ("matmul.cu", (tiled(64, 64, 16, 4, 4),)),
     ("sgemm.cu", (tiled(128, 128, 16, 8, 8),)),
+    ("sgemm.cu", (tiled(128, 128, 8, 8, 8, False),)),
+    ("attention_scores.cu", (tiled(64, 64, 16, 4, 4),)),
     ("dot_forms.cu", (tiled(),)),
     ("dot_forms.cu", (tiled(64, 64, 8, 4, 4),)),
     *(

@@ -70,13 +70,14 @@ class Tile:
     bk: int
     tm: int
     tn: int
+    staged: bool = True  # outputs leave through shared memory, consecutive threads on consecutive columns
 
     @property
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
     def __str__(self) -> str:
-        return f"{self.bm}x{self.bn}x{self.bk}, {self.tm}x{self.tn} per thread"
+        return f"{self.bm}x{self.bn}x{self.bk}, {self.tm}x{self.tn} per thread{'' if self.staged else ', direct stores'}"
 
 
 @dataclass(frozen=True)
@@ -138,11 +139,12 @@ SPACE = (
     Tile(128, 64, 16, 8, 4),
     Tile(64, 64, 8, 4, 4),
     Tile(64, 64, 16, 4, 4),
+    Tile(128, 128, 8, 8, 8, staged=False),
 )
-# relative speed of a full wave of each tile shape on a large GEMM (more outputs per thread and
-# per block: fewer loads per FMA); the guess weighs it against the last wave's idle SMs
+# relative speed of each tile shape's threads on a large GEMM (more outputs per thread and per
+# block: fewer loads per FMA); the guess weighs it against the waves of blocks a problem takes
 _SHAPE_SPEED = {(128, 128): 1.0, (128, 64): 0.85, (64, 64): 0.6}
-_RESIDENT = {(128, 128): 2, (128, 64): 3, (64, 64): 4}  # blocks of 256 threads per SM (registers)
+_RESIDENT = {(128, 128): 2, (128, 64): 2, (64, 64): 3}  # blocks of 256 threads per SM (registers)
 
 
 class TiledDot(Pass[DotMatch]):
@@ -150,21 +152,20 @@ class TiledDot(Pass[DotMatch]):
     space = SPACE
 
     def guess(self, match: DotMatch) -> Tile:
-        """The shape with the best expected rate at the benchmark size: per-wave speed of the
-        shape times the share of the waves' slots that hold work (small problems, few tiles:
-        smaller tiles keep every SM busy)."""
+        """The shape with the shortest expected time at the benchmark size: the waves of blocks
+        it takes (blocks over the SMs' resident slots) times each block's time (outputs per
+        thread over the shape's speed).  Large problems get 128x128 tiles; problems whose big
+        tiles leave SMs idle get smaller ones."""
         m, n, z, _ = match.sizes
         if not (m and n):
             return SPACE[0]
 
-        def rate(t: Tile) -> float:
+        def time(t: Tile) -> float:
             blocks = -(-m // t.bm) * -(-n // t.bn) * max(z, 1)
-            slots = SMS * _RESIDENT[(t.bm, t.bn)]
-            waves = -(-blocks // slots)
-            useful = (m * n) / (-(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn)  # edge tiles' idle threads
-            return _SHAPE_SPEED[(t.bm, t.bn)] * useful * blocks / (waves * slots)
+            waves = -(-blocks // (SMS * _RESIDENT[(t.bm, t.bn)]))
+            return waves * t.tm * t.tn / _SHAPE_SPEED[(t.bm, t.bn)]
 
-        return max((t for t in SPACE if t.bk == 8), key=rate)
+        return min((t for t in SPACE if t.bk == 8 and t.staged), key=time)
 
     # ------------------------------------------------------------------------------- match
 
@@ -304,7 +305,8 @@ class TiledDot(Pass[DotMatch]):
                 f"tile {t.bm}x{t.bn}x{t.bk} with {t.tm}x{t.tn} per thread does not divide into warps"
             )
         size = 8 if match.elem == "double" else 4
-        if 2 * t.bk * (t.bm + t.bn + 8) * size > SHARED_LIMIT:
+        stage = (t.bm // t.tm) * (t.bn + 4) * (8 if match.acc_type == "double" else 4) if t.staged else 0
+        if 2 * t.bk * (t.bm + t.bn + 8) * size + stage > SHARED_LIMIT:
             return NotApplicable(f"tile {t} needs more than 48 KiB of shared memory")
         view = match.view
         e = Emitter(view)
@@ -568,21 +570,67 @@ class _Body:
         lines.append(f"{pad}}}")
         if m.masks:
             lines.append("    }")
-        lines += [
+        lines += self.staged_outputs() if t.staged else self.direct_outputs()
+        lines.append("}")
+        return "\n".join(lines)
+
+    def per_output(self, tile_sum: str) -> list[str]:
+        m, n = self.m, self.n
+        text = _per_output(m, f"{m.acc} += {tile_sum};", {m.a.axis: n["ga"], m.b.axis: n["gb"]})
+        return ["            " + line if line.strip() else "" for line in _dedent(text)]
+
+    def direct_outputs(self) -> list[str]:
+        """Each thread runs the original body for its own outputs."""
+        t, n = self.t, self.n
+        return [
             "    // each output as the original computed it, from its tile sum",
             "    #pragma unroll",
             f"    for (int {n['i']} = 0; {n['i']} < {t.tm}; ++{n['i']}) {{",
             "        #pragma unroll",
             f"        for (int {n['j']} = 0; {n['j']} < {t.tn}; ++{n['j']}) {{",
             f"            const int {n['ga']} = {self.coord(n['m0'], n['ty'], n['i'], t.tm, t.bm // t.tm)};",
-            f"            const int {n['gb']} = {self.coord(n['n0'], n['tx'], n['j'], t.tn, tx_n)};",
+            f"            const int {n['gb']} = {self.coord(n['n0'], n['tx'], n['j'], t.tn, t.bn // t.tn)};",
+            *self.per_output(f"{n['acc']}[{n['i']}][{n['j']}]"),
+            "        }",
+            "    }",
         ]
-        per_output = _per_output(
-            m, f"{m.acc} += {n['acc']}[{n['i']}][{n['j']}];", {m.a.axis: n["ga"], m.b.axis: n["gb"]}
-        )
-        lines += ["            " + line if line.strip() else "" for line in _dedent(per_output)]
-        lines += ["        }", "    }", "}"]
-        return "\n".join(lines)
+
+    def staged_outputs(self) -> list[str]:
+        """Row ``i`` of every thread's outputs goes to shared memory, then the threads run the
+        original body over that stage with consecutive threads on consecutive columns (coalesced
+        loads and stores in the epilogue)."""
+        m, t, n = self.m, self.t, self.n
+        rows, tx_n = t.bm // t.tm, t.bn // t.tn
+        stage, o = self.e.fresh("Cs"), self.e.fresh("o")
+        writes = [
+            "        #pragma unroll",
+            f"        for (int {n['j']} = 0; {n['j']} < {t.tn}; ++{n['j']})",
+            f"            {stage}[{n['ty']}][{self.coord('0', n['tx'], n['j'], t.tn, tx_n)}] = {n['acc']}[{n['i']}][{n['j']}];",
+        ]
+        if m.acc_type == "float" and t.tn % 4 == 0:
+            writes = [
+                f"        *reinterpret_cast<float4*>(&{stage}[{n['ty']}][{g * 4 * tx_n} + {n['tx']} * 4]) = float4{{"
+                + ", ".join(f"{n['acc']}[{n['i']}][{4 * g + q}]" for q in range(4))
+                + "};"
+                for g in range(t.tn // 4)
+            ]
+        row = f"{o} / {t.bn}"
+        return [
+            f"    // the outputs leave through shared memory, one row of each thread's {t.tm} per step, so that",
+            "    // consecutive threads run the original body on consecutive columns",
+            f"    __shared__ __align__(16) {m.acc_type} {stage}[{rows}][{t.bn + 4}];",
+            "    #pragma unroll",
+            f"    for (int {n['i']} = 0; {n['i']} < {t.tm}; ++{n['i']}) {{",
+            "        __syncthreads();  // the stage is free",
+            *writes,
+            "        __syncthreads();",
+            f"        for (int {o} = threadIdx.x; {o} < {rows * t.bn}; {o} += {t.threads}) {{",
+            f"            const int {n['ga']} = {self.coord(n['m0'], f'({row})', n['i'], t.tm, rows)};",
+            f"            const int {n['gb']} = {n['n0']} + {o} % {t.bn};",
+            *self.per_output(f"{stage}[{row}][{o} % {t.bn}]"),
+            "        }",
+            "    }",
+        ]
 
 
 # ----------------------------------------------------------------------------------- helpers
