@@ -320,6 +320,21 @@ def test_tiled_dot_guesses_the_tile_from_the_problem_size() -> None:
     assert isinstance(odd, NotApplicable) and "does not divide into warps" in odd.reason
 
 
+def test_tiled_dot_refuses_broken_and_empty_loop_bodies_without_raising() -> None:
+    """Mutants the fuzz found: a loop whose body is an empty statement once raised IndexError."""
+    t = target("matmul.cu")
+    spec = subject(t).spec
+    empty = t.definition.replace(
+        "for (int p = 0; p < k; ++p) acc += A[row * k + p] * B[p * n + col];",
+        "for (int p = 0; p < k; ++p) ; acc += A[row * k + p] * B[p * n + col];",
+    )
+    broken = t.definition.replace("float acc = 0.0f;", "float acc = = 0.0f;")
+    assert empty != t.definition and broken != t.definition
+    for code, reason in ((empty, "not one `acc += A[..] * B[..];`"), (broken, "does not parse cleanly")):
+        out = tiled().apply(Subject(code, spec))
+        assert isinstance(out, NotApplicable) and reason in out.reason, out
+
+
 def test_shared_histogram_counts_per_block_and_merges_once() -> None:
     out = rewrite(target("histogram.cu"), SharedHistogram())
     assert "__shared__ unsigned int ca_hist[256];" in out.code

@@ -171,6 +171,8 @@ class TiledDot(Pass[DotMatch]):
 
     def match(self, view: KernelView) -> DotMatch | NotApplicable:
         subject = view.subject
+        if view.body.has_error:
+            return NotApplicable("the kernel does not parse cleanly")
         for what, nodes in (
             ("shared memory", view.shared),
             ("barriers", view.barriers),
@@ -252,9 +254,8 @@ class TiledDot(Pass[DotMatch]):
         body = statements(loop.body)
         while len(body) == 1 and body[0].type == "compound_statement":
             body = statements(body[0])
-        expr = (
-            body[0].named_children[0] if len(body) == 1 and body[0].type == "expression_statement" else None
-        )
+        one = len(body) == 1 and body[0].type == "expression_statement" and body[0].named_child_count == 1
+        expr = body[0].named_children[0] if one else None
         sums = [c for c in loop.carried if c.reduction is not None and c.reduction.kind == "sum"]
         if expr is None or expr.type != "assignment_expression" or len(loop.carried) != 1 or len(sums) != 1:
             return NotApplicable("the loop body is not one `acc += A[..] * B[..];`")
