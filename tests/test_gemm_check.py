@@ -94,8 +94,16 @@ def test_it_stops_at_its_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     bench = _bench()
     assert bench.main(["--out", str(tmp_path), "--deadline", "1"]) == 0
     lines = [json.loads(x) for x in (tmp_path / "gemm_check.jsonl").read_text().splitlines()]
-    assert [x["kind"] for x in lines] == ["device", *["summary"] * 4, "done"]
-    assert all(x.get("skipped") == "deadline" for x in lines if x["kind"] == "summary")
+    tiles = 4 * len(TiledDot.space)
+    assert [x["kind"] for x in lines] == [
+        "device",
+        *["cublas"] * 4,
+        *["tile"] * tiles,
+        *["summary"] * 4,
+        "done",
+    ]
+    assert all(x.get("skipped") == "deadline" for x in lines if x["kind"] in ("cublas", "tile"))
+    assert all(x["best"] is None and not x["meets_bar"] for x in lines if x["kind"] == "summary")
 
 
 def test_without_a_gpu_it_says_so_in_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
