@@ -438,7 +438,8 @@ class _Body:
             )
         else:
             for q, comp in enumerate("xyzw"[:v]):
-                out.append(f"    {tile}[{n['buf']}][{n['kk']} + {q}][{n['x']}] = {regs}[{n['s']}].{comp};")
+                row = f"{n['kk']} + {q}" if q else n["kk"]
+                out.append(f"    {tile}[{n['buf']}][{row}][{n['x']}] = {regs}[{n['s']}].{comp};")
         out.append("}")
         return [pad + line for line in out]
 
