@@ -23,9 +23,11 @@ current one is multiplied (one barrier per tile).  A block whose tile lies insid
 whose rows are 16-byte aligned loads whole K tiles with float4 (float2) vectors and no bounds
 checks; the other blocks, and the last partial K tile, load element by element with checks.  The
 inner loop is a fully unrolled outer product from float4 shared loads; each thread's rows and
-columns come in groups of 4 strided over the tile (conflict-free shared reads).  Then the original
-body runs once per output, with the global indices replaced by the output's coordinates, the loop
-by ``acc += <tile sum>`` and ``return`` by ``continue``: initial values (bias), epilogues
+columns come in groups of 4 strided over the tile (conflict-free shared reads).  Then the sums
+leave through a shared stage, one row of each thread's per step, so that consecutive threads take
+consecutive columns (``Tile.staged``; without it each thread takes its own outputs), and the
+original body runs once per output, with the global indices replaced by the output's coordinates,
+the loop by ``acc += <tile sum>`` and ``return`` by ``continue``: initial values (bias), epilogues
 (``alpha * acc + beta * C[...]``), masks and their ``-INFINITY`` writes are kept as written.  An
 early return before the loop whose condition compares the two global indices (a causal mask
 ``if (j > i) {...; return;}``) skips the K loop for a block whose whole tile it covers.
