@@ -10,9 +10,10 @@ The search, seeded and deterministic for the same results:
 
 1. **Probe.**  Each arm's values are tried on the original kernel; those that do not apply are
    dropped (the reason is logged).  The first batch is a composite guess alone (the first
-   structural rewrite that applies — a tiled dot product (:mod:`agent.tiled_dot`, 128x128 tiles
-   first), a histogram, widest vectors, a transpose, shuffles —, block 256, restrict: a batch of one is measured within
-   seconds, so even a short budget gets it); the next ones hold every arm's values on their own.
+   structural rewrite that applies — each registered pass that matches (:mod:`agent.transforms.registry`)
+   with its guessed parameters, else a histogram, widest vectors, a transpose, shuffles —, block 256,
+   restrict: a batch this small is measured within seconds, so even a short budget gets it); the
+   next ones hold every arm's values on their own.
 2. **Climb.**  Afterwards the incumbent is the fastest verified config.  Each batch proposes its
    unseen neighbours (one arm changed) ordered by the arm's upper confidence bound (UCB1 over the
    measured log-speedup gain of changing that arm), after a "merge" of the incumbent with every
@@ -33,7 +34,6 @@ from typing import Any
 from agent import spec as spec_mod
 from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer, Target
 from agent.source import Document
-from agent.tiled_dot import TiledDot
 from agent.transforms import (
     BlockSize,
     FastMath,
@@ -59,9 +59,7 @@ log = logging.getLogger(__name__)
 
 BLOCKS_1D = ((64,), (128,), (256,), (512,), (1024,))
 BLOCKS_2D = ((32, 8), (32, 4), (16, 16), (32, 16), (64, 4), (16, 8))
-TILES = (TiledDot(128, 128, 8, 8, 8), TiledDot(128, 64, 16, 8, 4), TiledDot(64, 64, 8, 4, 4))
 SHAPES: tuple[Transform, ...] = (
-    *TILES,
     *structural_candidates(),
     Vectorize(16, 1),
     Vectorize(16, 2),
@@ -244,12 +242,12 @@ class BuiltinProposer(Proposer):
         return ordered + [(c, incumbent, arm) for _, _, c, arm in ranked]
 
     def _firsts(self) -> list[Config]:
-        """The first batch: for each structural pass that matches (tiled dot products, then the
-        registry's passes), a composite guess with its best guessed parameters; otherwise the
-        composite guess of the mechanical rewrites."""
+        """The first batch: for each structural pass of the registry that matches, a composite
+        guess with its best guessed parameters; otherwise the composite guess of the mechanical
+        rewrites."""
         assert self._base is not None
         shapes = self._arms.get("shape", ())
-        families: list[tuple[object, ...]] = [tuple(t for t in TILES if t in shapes)]
+        families: list[tuple[object, ...]] = []
         view = None
         for p in PASSES:
             try:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent import spec as spec_mod
-from agent.builtin import BLOCKS_1D, BLOCKS_2D, SHAPES, TILES
+from agent.builtin import BLOCKS_1D, BLOCKS_2D, SHAPES
 from agent.source import Document
 from agent.spec import KernelSpec
 from agent.transforms import (
@@ -70,7 +70,7 @@ def transformations(sm_count: int = 132) -> tuple[Transform, ...]:
     capped = (Vectorize(16, 1, 8 * sm_count), GridStride(1, 8 * sm_count), SharedHistogram(8 * sm_count))
     blocks = tuple(BlockSize(b) for b in (*BLOCKS_1D, *BLOCKS_2D))
     mechanical = (RestrictConst(), ReadOnlyLoads(), FastMath(), Unroll(4), LaunchBounds())
-    return (*SHAPES, *TILES, *capped, *blocks, *mechanical)
+    return (*SHAPES, *capped, *blocks, *mechanical)
 
 
 def seeds() -> list[tuple[str, str, KernelSpec]]:

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from agent import loop
-from agent.builtin import BuiltinProposer, Config
+from agent.builtin import BuiltinProposer, Config, subject_for
 from agent.source import Document
-from agent.transforms import FastMath, Vectorize
+from agent.transforms import FastMath, NotApplicable, Vectorize
+from agent.transforms.tiled_dot import TiledDot
 from sandbox.contract import CandidateResult, EvalRequest, EvalResult, Status
 from sandbox.executor import ProgressFn
 from sandbox.testing import DEVICE, FakeExecutor
@@ -146,12 +147,16 @@ def test_the_structural_rewrite_of_real_index_forms_leads_the_first_batch(
 
 @pytest.mark.parametrize("name", ["matmul.cu", "matmul_bias.cu", "sgemm.cu", "attention_scores.cu"])
 def test_a_dot_product_per_thread_is_tiled_first(name: str) -> None:
+    """The first batch leads with the tiled dot product at the tile its pass guesses."""
     executor = FakeExecutor()
     run(name, executor, candidates=4)
     first = next(r for r in executor.requests if r.candidates).candidates[0]  # the guess leads batch 0
-    assert (
-        "128x128 outputs per block" in first.kernel.source and "__launch_bounds__(256)" in first.kernel.source
-    )
+    dot = TiledDot()
+    found = dot.match(subject_for(target(name)).view)
+    assert not isinstance(found, NotApplicable)
+    tile = dot.guess(found)
+    assert f"{tile.bm}x{tile.bn} outputs per block" in first.kernel.source
+    assert "__launch_bounds__(256, 2)" in first.kernel.source
     assert first.launches is not None and all(launch.block == (256, 1, 1) for launch in first.launches)
 
 

@@ -15,9 +15,7 @@ import pytest
 
 from agent import loop
 from agent import spec as spec_mod
-from agent.builtin import TILES
 from agent.source import Document
-from agent.tiled_dot import TiledDot
 from agent.transforms import (
     BlockSize,
     FastMath,
@@ -38,6 +36,7 @@ from agent.transforms import (
 from agent.transforms.passes import Apply
 from agent.transforms.row_parallel import RowParallel, Rows
 from agent.transforms.same_layout import SameLayoutReduction
+from agent.transforms.tiled_dot import Tile, TiledDot
 from agent.transforms.tiled_transpose import TiledTranspose
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Candidate, EvalOptions, EvalRequest, Status
@@ -72,6 +71,12 @@ def rewrite(t: loop.Target, *transforms: Transform) -> Subject:
     out = apply_all(subject(t), transforms)
     assert isinstance(out, Subject), out
     return out
+
+
+def tiled(*tile: int) -> Apply:
+    """The tiled dot product with one of its tile shapes (128x128x8, 8x8 per thread, staged
+    outputs by default)."""
+    return Apply(TiledDot(), Tile(*tile) if tile else TiledDot.space[0])
 
 
 def compiles(t: loop.Target, code: str) -> None:
@@ -129,10 +134,10 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("transpose.cu", (TRANSPOSE, LaunchBounds())),
     ("transpose_1d.cu", (TRANSPOSE, RestrictConst())),
     ("stencil2d.cu", (ReadOnlyLoads(), BlockSize((32, 8)))),
-    ("matmul.cu", (TiledDot(),)),
-    ("matmul_bias.cu", (TiledDot(128, 64, 16, 8, 4), RestrictConst())),
-    ("sgemm.cu", (TiledDot(),)),
-    ("attention_scores.cu", (TiledDot(),)),
+    ("matmul.cu", (tiled(),)),
+    ("matmul_bias.cu", (tiled(128, 64, 16, 8, 4), RestrictConst())),
+    ("sgemm.cu", (tiled(),)),
+    ("attention_scores.cu", (tiled(),)),
     *((name, (Apply(RowParallel(), rows),)) for name in ROWS for rows in RowParallel.space),
     ("softmax.cu", (Apply(RowParallel(), Rows("warp", 128)), RestrictConst(), FastMath())),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
@@ -305,47 +310,106 @@ def test_tiled_transpose_sees_through_the_index_forms_of_real_code() -> None:
 TILED = ("matmul.cu", "matmul_bias.cu", "sgemm.cu", "attention_scores.cu")
 
 
+def fast_branches(code: str) -> list[str]:
+    """The bodies of the rewrite's vector-load branches (``if (ca_fast_...) { ... } else``)."""
+    out = []
+    for part in code.split("if (ca_fast_")[1:]:
+        body = part.split("} else {")[0]
+        out.append(body[body.index("{") + 1 :])
+    return out
+
+
 @pytest.mark.parametrize("name", TILED)
 def test_tiled_dot_compiles_without_spills_for_every_searched_tile(name: str) -> None:
     """Every tile shape the search tries compiles under NVRTC for the 256 threads it launches,
-    with no spills, vector loads (float4, float2 for 64x64) behind an alignment check and the
-    launch over tiles."""
+    with no spills, vector loads (float4, float2 for 64x64x8) behind a per-block alignment check,
+    no bounds checks on the vector path, and the launch over tiles."""
     t = target(name)
-    for tile in TILES:
-        out = rewrite(t, tile)
+    for tile in TiledDot.space:
+        assert isinstance(tile, Tile)
+        out = rewrite(t, Apply(TiledDot(), tile))
         assert out.launch.block == str(tile.threads) == "256"
+        assert "__launch_bounds__(256, 2)" in out.code
         grid = out.launch.grid or ""
         assert f", {tile.bn})" in grid and f", {tile.bm})" in grid
-        assert re.search(r"reinterpret_cast<size_t>\(ca_p\) % (16|8) == 0", out.code), tile  # float4/float2
-        assert "__syncthreads();" in out.code
+        assert re.search(r"\)\) % (16|8) == 0\);", out.code), tile  # the block's alignment check
+        assert re.search(r"reinterpret_cast<const float[24]\*>\((A|B|inp|weight|q|k) \+", out.code), tile
+        branches = fast_branches(out.code)
+        assert len(branches) == 4, tile  # both operands, before the loop and inside it
+        for branch in branches:  # the only comparison on the vector path is its unrolled loop's
+            assert re.findall(r" (<|<=|>|>=) ", branch) == ["<"], branch
+        # two buffers: one barrier per K tile (and two per row of outputs through the stage)
+        assert out.code.count("__syncthreads();") == (3 if tile.staged else 1)
         build = compile_cuda(t.unit_with(out.code), name_expressions=(t.kernel,), options=t.baseline.options)
         assert build.result.ok, build.result.log
         (res,) = build.result.resources.values()
         assert res.spill_stores == 0 and res.spill_loads == 0 and res.stack_bytes == 0, (tile, res)
-        assert res.registers <= 255 and res.shared_bytes <= 48 * 1024
+        assert res.registers <= 128 and res.shared_bytes <= 48 * 1024
 
 
 def test_tiled_dot_keeps_the_epilogue_and_substitutes_the_layout() -> None:
-    """inp @ W^T reads both tiles along k; the bias, alpha/beta and the causal -INFINITY write stay."""
-    bias = rewrite(target("matmul_bias.cu"), TiledDot())
-    assert "weight[ca_r * C + ca_c]" not in bias.code and "weight + (ca_r * C + ca_c)" in bias.code
-    assert "float val = bias[oc];" in bias.code and "val += ca_acc[ca_i][ca_j];" in bias.code
+    """inp @ W^T reads both tiles along k; the bias, alpha/beta and the causal -INFINITY write stay;
+    a tile above the causal diagonal skips its K loop."""
+    bias = rewrite(target("matmul_bias.cu"), tiled())
+    assert "reinterpret_cast<const float4*>(weight + (ca_r * C + ca_c))" in bias.code
+    assert "float val = bias[oc];" in bias.code and "val += ca_Cs[ca_o / 128][ca_o % 128];" in bias.code
+    assert "const int ca_gy = ca_n0 + ca_o % 128;" in bias.code  # consecutive threads, consecutive oc
+    direct = rewrite(target("matmul_bias.cu"), tiled(128, 128, 8, 8, 8, False))
+    assert "val += ca_acc[ca_i][ca_j];" in direct.code and "ca_Cs" not in direct.code
     assert bias.launch.grid == "(cdiv((oc), 128), cdiv((bt), 128))"  # columns follow out's contiguous oc
-    gemm = rewrite(target("sgemm.cu"), TiledDot())
+    gemm = rewrite(target("sgemm.cu"), tiled())
     assert "C[x * N + y] = alpha * tmp + beta * C[x * N + y];" in gemm.code
-    assert "*reinterpret_cast<float4*>(&ca_Bs[ca_kk][ca_x]) = ca_v;" in gemm.code  # B row-major: along n
-    causal = rewrite(target("attention_scores.cu"), TiledDot())
+    # B row-major: its vectors run along n, straight into the tile
+    assert "*reinterpret_cast<float4*>(&ca_Bs[ca_buf][ca_kk][ca_x]) = ca_rb[ca_s];" in gemm.code
+    assert "ca_masked" not in gemm.code  # no early exit compares the two indices
+    causal = rewrite(target("attention_scores.cu"), tiled())
     assert "= -INFINITY;\n                continue;" in causal.code
     assert causal.launch.grid == "(cdiv((t), 128), cdiv((t), 128), bh)"
     assert "HS * T * blockIdx.z" in causal.code  # the batch offset is uniform in the tile loads
+    assert "const bool ca_masked = ((ca_n0) - (ca_m0 + 127) > 0);" in causal.code
+    assert "if (!ca_masked) {" in causal.code
 
 
 def test_tiled_dot_substitutes_a_transposed_layout_with_wide_indices() -> None:
-    out = rewrite(target("dot_forms.cu", folder=DATA), TiledDot())
+    out = rewrite(target("dot_forms.cu", folder=DATA), tiled())
     # A is k-major: its tile loads run along the rows (float4 straight into the transposed tile)
-    assert "A + ((size_t)ca_c * M + (size_t)ca_r)" in out.code
-    assert "*reinterpret_cast<float4*>(&ca_As[ca_kk][ca_x]) = ca_v;" in out.code
-    assert "acc += ca_acc[ca_i][ca_j];" in out.code and "continue;" in out.code
+    assert "reinterpret_cast<const float4*>(A + ((size_t)ca_c * M + (size_t)ca_r))" in out.code
+    assert "*reinterpret_cast<float4*>(&ca_As[ca_buf][ca_kk][ca_x]) = ca_ra[ca_s];" in out.code
+    assert "acc += ca_Cs[ca_o / 128][ca_o % 128];" in out.code and "continue;" in out.code
+
+
+def test_tiled_dot_guesses_the_tile_from_the_problem_size() -> None:
+    """Large problems get 128x128 tiles; a problem whose 128x128 tiles leave most SMs idle in their
+    last wave gets smaller ones; tile shapes that do not divide into warps are refused."""
+    dot = TiledDot()
+    guesses = {}
+    for name in TILED:
+        found = dot.match(subject(target(name)).view)
+        assert not isinstance(found, NotApplicable), found
+        guesses[name] = dot.guess(found)
+    assert guesses["matmul.cu"] == guesses["sgemm.cu"] == Tile(128, 128, 8, 8, 8)  # 256 tiles: one wave
+    assert guesses["attention_scores.cu"] == Tile(128, 128, 8, 8, 8)  # 6144 tiles: many waves
+    assert guesses["matmul_bias.cu"] == Tile(64, 64, 8, 4, 4)  # 288 128x128 tiles: 24 in a second wave
+    small = dot.match(subject(target("dot_forms.cu", folder=DATA)).view)
+    assert not isinstance(small, NotApplicable)
+    assert dot.guess(small) == Tile(64, 64, 8, 4, 4)  # 70x37 outputs
+    odd = dot.rewrite(small, Tile(96, 64, 8, 8, 8))
+    assert isinstance(odd, NotApplicable) and "does not divide into warps" in odd.reason
+
+
+def test_tiled_dot_refuses_broken_and_empty_loop_bodies_without_raising() -> None:
+    """Mutants the fuzz found: a loop whose body is an empty statement once raised IndexError."""
+    t = target("matmul.cu")
+    spec = subject(t).spec
+    empty = t.definition.replace(
+        "for (int p = 0; p < k; ++p) acc += A[row * k + p] * B[p * n + col];",
+        "for (int p = 0; p < k; ++p) ; acc += A[row * k + p] * B[p * n + col];",
+    )
+    broken = t.definition.replace("float acc = 0.0f;", "float acc = = 0.0f;")
+    assert empty != t.definition and broken != t.definition
+    for code, reason in ((empty, "not one `acc += A[..] * B[..];`"), (broken, "does not parse cleanly")):
+        out = tiled().apply(Subject(code, spec))
+        assert isinstance(out, NotApplicable) and reason in out.reason, out
 
 
 def test_shared_histogram_counts_per_block_and_merges_once() -> None:
@@ -394,10 +458,9 @@ def test_fast_math_uses_intrinsics() -> None:
         ("row_max.cu", ReadOnlyLoads(), "no plain loads"),
         ("scatter_add.cu", SharedHistogram(), "no constant size"),
         ("vadd_poor_block.cu", SharedHistogram(), "no `atomicAdd(&H[k], v)`"),
-        ("matvec.cu", TiledDot(), "x does not walk one global thread index"),
-        ("transpose.cu", TiledDot(), "not one loop over k"),
-        ("block_sum.cu", TiledDot(), "already uses shared memory"),
-        ("matmul.cu", TiledDot(96, 64, 8, 8, 8), "does not divide into warps"),
+        ("matvec.cu", tiled(), "x does not walk one global thread index"),
+        ("transpose.cu", tiled(), "not one loop over k"),
+        ("block_sum.cu", tiled(), "already uses shared memory"),
     ],
 )
 def test_not_applicable_says_why(name: str, transform: Transform, reason: str) -> None:
@@ -474,6 +537,47 @@ def test_every_rewrite_is_equivalent_on_the_gpu() -> None:
                 )
 
 
+@pytest.mark.gpu
+def test_every_tile_of_the_tiled_dot_product_is_equivalent_on_the_gpu() -> None:
+    """Every tile shape of the pass on every dot-product kernel (and the k-major, 64-bit-index
+    form): verified against the original at the spec's odd verify sizes (edge tiles, the partial
+    K tile, misaligned rows), whole aligned tiles (the vector path) and tiles above a causal
+    diagonal (attention_scores at t=128 with 64x64 tiles)."""
+    from sandbox.worker import LocalExecutor
+
+    with LocalExecutor() as executor:
+        for name in (*TILED, "dot_forms.cu"):
+            t = target(name, folder=DATA if name == "dot_forms.cu" else KERNELS)
+            assert t.relaunch is not None
+            candidates = []
+            for tile in TiledDot.space:
+                assert isinstance(tile, Tile)
+                out = rewrite(t, Apply(TiledDot(), tile))
+                *verify, _ = t.relaunch(out.launch)
+                source = dataclasses.replace(t.baseline, source=t.unit_with(out.code))
+                candidates.append(Candidate(f"{tile.bm}x{tile.bn}x{tile.bk}", source, (*verify, verify[-1])))
+            request = EvalRequest(
+                id=f"tiled-dot-{name}",
+                baseline=t.baseline,
+                candidates=tuple(candidates),
+                verify_problems=t.verify_problems,
+                bench_problem=t.verify_problems[-1],
+                seeds=(5, 6),
+                tolerance=t.tolerance,
+                options=EvalOptions(time=False),
+            )
+            result = executor.evaluate(request)
+            assert result.baseline.status is Status.OK, (name, result.baseline.message)
+            for c in result.candidates:
+                assert c.status is Status.OK, (
+                    name,
+                    c.candidate_id,
+                    c.status,
+                    c.message,
+                    c.compile_log[:2000],
+                )
+
+
 # ------------------------------------------------------------------------------ host emulation
 
 HOST_TYPES = {
@@ -517,16 +621,21 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("transpose.cu", (TRANSPOSE, ReadOnlyLoads())),
     ("transpose_1d.cu", (TRANSPOSE,)),
     ("block_scan.cu", (Unroll(8), LaunchBounds())),
-    ("matmul.cu", (TiledDot(),)),
-    ("matmul.cu", (TiledDot(64, 64, 8, 4, 4), RestrictConst(), ReadOnlyLoads())),
-    ("matmul_bias.cu", (TiledDot(),)),
-    ("matmul_bias.cu", (TiledDot(128, 64, 16, 8, 4),)),
-    ("sgemm.cu", (TiledDot(),)),
-    ("sgemm.cu", (TiledDot(64, 64, 8, 4, 4),)),
-    ("attention_scores.cu", (TiledDot(),)),
-    ("attention_scores.cu", (TiledDot(128, 64, 16, 8, 4),)),
-    ("dot_forms.cu", (TiledDot(),)),
-    ("dot_forms.cu", (TiledDot(64, 64, 8, 4, 4),)),
+    ("matmul.cu", (tiled(),)),
+    ("matmul.cu", (tiled(64, 64, 8, 4, 4), RestrictConst(), ReadOnlyLoads())),
+    ("matmul_bias.cu", (tiled(),)),
+    ("matmul_bias.cu", (tiled(128, 64, 16, 8, 4),)),
+    ("sgemm.cu", (tiled(),)),
+    ("sgemm.cu", (tiled(64, 64, 8, 4, 4),)),
+    ("attention_scores.cu", (tiled(),)),
+    ("attention_scores.cu", (tiled(128, 64, 16, 8, 4),)),
+    ("attention_scores.cu", (tiled(64, 64, 8, 4, 4),)),  # t=128: a tile above the diagonal is skipped
+    ("matmul.cu", (tiled(64, 64, 16, 4, 4),)),
+    ("sgemm.cu", (tiled(128, 128, 16, 8, 8),)),
+    ("sgemm.cu", (tiled(128, 128, 8, 8, 8, False),)),
+    ("attention_scores.cu", (tiled(64, 64, 16, 4, 4),)),
+    ("dot_forms.cu", (tiled(),)),
+    ("dot_forms.cu", (tiled(64, 64, 8, 4, 4),)),
     *(
         (name, (Apply(RowParallel(), rows),))
         for name in ROWS
