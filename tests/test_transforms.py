@@ -441,12 +441,15 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     *(
         (name, (Apply(RowParallel(), rows),))
         for name in ROWS
-        for rows in (Rows("warp", 128), Rows("block", 128))
+        for rows in (Rows("warp", 128), Rows("block", 128), Rows("warp", 128, 4), Rows("block", 128, 4))
     ),
     ("row_forms.cu", (Apply(RowParallel(), Rows("warp", 128)),)),
     ("row_forms.cu", (Apply(RowParallel(), Rows("block", 128)), RestrictConst())),
+    ("row_forms.cu", (Apply(RowParallel(), Rows("warp", 128, 4)),)),
+    ("row_forms.cu", (Apply(RowParallel(), Rows("block", 128, 4)),)),
     ("row_batched.cu", (Apply(RowParallel(), Rows("warp", 128)),)),
     ("row_batched.cu", (Apply(RowParallel(), Rows("block", 256)),)),
+    ("row_batched.cu", (Apply(RowParallel(), Rows("block", 128, 4)),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False),)),
 ]

@@ -156,11 +156,19 @@ def test_row_parallel_rewrites_a_warp_or_a_block_per_row() -> None:
         "cdiv(rows, block / 32)",
         "256",
     )
-    block = Apply(RowParallel(), Rows("block", 512)).apply(subject_of("matvec.cu"))
+    block = Apply(RowParallel(), Rows("block", 512, 4)).apply(subject_of("matvec.cu"))
     assert not isinstance(block, NotApplicable)
     assert "int r = blockIdx.x;" in block.code and "acc = block_allreduce_sum(acc);" in block.code
     assert "if (ca_lane == 0) y[r] = acc;" in block.code
     assert block.launch is not None and (block.launch.grid, block.launch.block) == ("cdiv(rows, 1)", "512")
+    # the matrix row and the vector both go through float4 loads, lanes striding the vectors
+    assert (
+        "if (((reinterpret_cast<unsigned long long>(&A[(size_t)r * cols + 0]) | "
+        "reinterpret_cast<unsigned long long>(&x[0])) % 16) == 0) {" in block.code
+    )
+    assert "for (long long ca_v = ca_lane; ca_v < ca_nv; ca_v += blockDim.x) {" in block.code
+    assert "acc += ca_A_e[ca_k] * ca_x_e[ca_k];" in block.code
+    assert "for (int j = ca_done + ca_lane; j < cols; j += blockDim.x)" in block.code  # the scalar rest
     stats = Apply(RowParallel(), Rows("warp", 256)).apply(subject_of("attention_softmax.cu"))
     assert not isinstance(stats, NotApplicable)
     assert "for (int t2 = ca_lane; t2 <= t; t2 += 32)" in stats.code  # the causal bound is kept
@@ -180,7 +188,7 @@ def test_emitter_names_avoid_identifiers_in_use_and_helpers_are_emitted_once() -
 
 
 def test_the_first_batch_holds_the_row_parallel_guess_by_row_length() -> None:
-    for name, rows in (("softmax.cu", Rows("warp", 256)), ("matvec.cu", Rows("block", 256))):
+    for name, rows in (("softmax.cu", Rows("warp", 256, 4)), ("matvec.cu", Rows("block", 256, 4))):
         proposer = BuiltinProposer()
         proposer._base = subject = subject_of(name)
         proposer._arms = {"shape": (None, *candidates()), "block": (None,), "restrict": (False, True)}
