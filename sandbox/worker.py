@@ -823,12 +823,15 @@ extern "C" __global__ void cuda_agent_gate(const volatile int* open, long long m
 """
 SPIN_CYCLES = 2_000_000
 TIMING_SLOTS = 3  # rotated input sets for timing; at least 2 so the rotated re-check means something
+LARGE_SLOT = 64 << 20  # bytes of one input set from which timing uses 2 sets
 
 
 def timing_slots(problem: Problem, cap: int) -> int:
     """How many rotated input sets fit the evaluation's memory cap (baseline and candidate share
     each set; ``inout`` arrays also keep a pristine copy). Large problems use fewer sets: the L2
-    flush before every sample already keeps them from being served from cache."""
+    flush before every sample already keeps them from being served from cache, and each set
+    costs the host a draw of its inputs and the baseline's reference outputs on them (seconds at
+    2^26 elements), so sets of ``LARGE_SLOT`` bytes or more use 2."""
     from sandbox.verify import GUARD_BYTES, elem_type
 
     per_slot = sum(
@@ -836,6 +839,8 @@ def timing_slots(problem: Problem, cap: int) -> int:
         for a in problem.args
         if a.role != "scalar"
     )
+    if per_slot >= LARGE_SLOT:
+        return 2
     if not cap or per_slot == 0:
         return TIMING_SLOTS
     return max(2, min(TIMING_SLOTS, cap // per_slot))

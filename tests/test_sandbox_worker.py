@@ -248,32 +248,36 @@ def test_worker_runs_in_its_own_session_with_a_clean_environment(monkeypatch: py
         assert w.close() == 0
 
 
-def test_timing_slots_shrink_to_fit_the_memory_cap() -> None:
+def test_timing_slots_shrink_to_fit_the_memory_cap_and_for_large_problems() -> None:
     from sandbox.contract import ArgSpec, Launch, Problem
     from sandbox.worker import TIMING_SLOTS, timing_slots
 
-    n = 1 << 26  # float arrays of 256 MiB, shared by baseline and candidate
-    problem = Problem(
-        "n=2^26",
-        {"n": n},
-        (
-            ArgSpec("a", "in", "float32", n),
-            ArgSpec("b", "in", "float32", n),
-            ArgSpec("c", "out", "float32", n),
-            ArgSpec("n", "scalar", "int32", value=n),
-        ),
-        Launch((n // 256, 1, 1), (256, 1, 1)),
-    )
-    assert timing_slots(problem, cap=2 << 30) == 2  # 3 slots of three arrays would need 2.25 GiB
-    assert timing_slots(problem, cap=4 << 30) == 3
+    def problem(n: int) -> Problem:  # three float arrays of n elements, shared by baseline and candidate
+        return Problem(
+            f"n={n}",
+            {"n": n},
+            (
+                ArgSpec("a", "in", "float32", n),
+                ArgSpec("b", "in", "float32", n),
+                ArgSpec("c", "out", "float32", n),
+                ArgSpec("n", "scalar", "int32", value=n),
+            ),
+            Launch((n // 256, 1, 1), (256, 1, 1)),
+        )
+
+    mid = problem(1 << 21)  # 24 MiB per input set
+    assert timing_slots(mid, cap=64 << 20) == 2  # 3 sets would need 72 MiB
+    assert timing_slots(mid, cap=128 << 20) == 3
     # an inout array keeps a pristine copy to restore it before every timed launch
     accumulating = replace(
-        problem, args=tuple(replace(a, role="inout") if a.name == "c" else a for a in problem.args)
+        mid, args=tuple(replace(a, role="inout") if a.name == "c" else a for a in mid.args)
     )
-    assert timing_slots(accumulating, cap=3 << 30) == 2
-    assert timing_slots(problem, cap=0) == TIMING_SLOTS
+    assert timing_slots(accumulating, cap=96 << 20) == 2
+    assert timing_slots(mid, cap=0) == TIMING_SLOTS
     small = Problem("n=4", {"n": 4}, (ArgSpec("c", "out", "float32", 4),), Launch((1, 1, 1), (32, 1, 1)))
     assert timing_slots(small, cap=1 << 20) == TIMING_SLOTS
+    # 768 MiB per set: two sets, whatever the cap (each set costs a draw of inputs and a reference)
+    assert timing_slots(problem(1 << 26), cap=0) == timing_slots(problem(1 << 26), cap=16 << 30) == 2
 
 
 def test_verification_plan_checks_the_benchmark_size_on_every_seed_unless_timed() -> None:

@@ -3,6 +3,7 @@ row-parallel pass's matches and refusals (its outputs are checked in tests/test_
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -188,9 +189,17 @@ def test_emitter_names_avoid_identifiers_in_use_and_helpers_are_emitted_once() -
 
 
 def test_the_first_batch_holds_the_row_parallel_guess_by_row_length() -> None:
-    for name, rows in (("softmax.cu", Rows("warp", 256, 4)), ("matvec.cu", Rows("block", 256, 4))):
+    matvec = subject_of("matvec.cu")
+    long_rows = Subject(
+        matvec.code, dataclasses.replace(matvec.spec, sizes={**matvec.spec.sizes, "cols": "1 << 16"})
+    )
+    for subject, rows in (
+        (subject_of("softmax.cu"), Rows("warp", 256, 4)),
+        (matvec, Rows("warp", 256, 4)),
+        (long_rows, Rows("block", 256, 4)),
+    ):
         proposer = BuiltinProposer()
-        proposer._base = subject = subject_of(name)
+        proposer._base = subject
         proposer._arms = {"shape": (None, *candidates()), "block": (None,), "restrict": (False, True)}
         (first,) = proposer._firsts()
         assert first.shape == Apply(RowParallel(), rows) and first.restrict, first

@@ -54,7 +54,7 @@ from agent.transforms.view import (
 
 Node = tree_sitter.Node
 _UNIFORM_POSITIONS = ("blockIdx.y", "blockIdx.z", "gridDim.y", "gridDim.z")  # the same across a row's lanes
-LONG_ROW = 4096  # rows at least this long get a block per row as the first guess
+LONG_ROW = 16384  # rows at least this long get a block per row as the first guess (a warp otherwise)
 
 
 @dataclass(frozen=True)
