@@ -462,10 +462,14 @@ def _assigned_first(body: Node, subs: tuple[Node, ...]) -> bool:
 def _vector_loop(e: Emitter, plan: _VectorPlan, lane: str, lanes: str, done: str) -> list[str]:
     """The lines of the vector part of a row loop, before its scalar loop (which then starts
     ``done`` elements later): when every array's row is 16-byte aligned, the lanes stride the
-    row's vectors and run the body on each element of their vectors."""
+    row's vectors and run the body on each element of their vectors.  A loop that starts at a
+    constant inside a vector (``j = 1``) starts its vectors at the vector's first element and
+    skips the elements before its start."""
     view, loop = e.view, plan.loop
     assert loop.start is not None and loop.bound is not None
     start, bound = view.text(loop.start), view.text(loop.bound)
+    head = int(start) % plan.lanes if start.isdigit() else 0  # elements of the first vector to skip
+    start = str(int(start) - head) if head else start
     init = loop.node.child_by_field_name("initializer")
     var_type = view.text(init.child_by_field_name("type") or init) if init is not None else "int"
     n, v, k = e.fresh("nv"), e.fresh("v"), e.fresh("k")
@@ -503,6 +507,8 @@ def _vector_loop(e: Emitter, plan: _VectorPlan, lane: str, lanes: str, done: str
     inner = _rebuild(view.subject, loop.body, lambda x: element.get(x.id))
     offset = "" if start == "0" else f"{first} + "
     index = f"const {var_type} {loop.var} = ({var_type})({offset}{v} * {plan.lanes} + {k});"
+    skip = f"if ({v} == 0 && {k} < {head}) continue;  // before the loop's start"
+    counted = f"{n} > 0 ? {n} * {plan.lanes} - {head} : 0" if head else f"{n} * {plan.lanes}"
     return [
         f"long long {done} = 0;  // elements of the row done with 16-byte vectors",
         f"if ((({aligned}) % 16) == 0) {{",
@@ -513,12 +519,13 @@ def _vector_loop(e: Emitter, plan: _VectorPlan, lane: str, lanes: str, done: str
         *(PAD * 2 + x for x in per_vector),
         f"{PAD * 2}#pragma unroll",
         f"{PAD * 2}for (int {k} = 0; {k} < {plan.lanes}; ++{k}) {{",
+        *([PAD * 3 + skip] if head else []),
         *([PAD * 3 + index] if plan.uses_var else []),
         *(PAD * 3 + x for x in _body_lines(inner)),
         f"{PAD * 2}}}",
         *(PAD * 2 + x for x in stores),
         f"{PAD}}}",
-        f"{PAD}{done} = {n} * {plan.lanes};",
+        f"{PAD}{done} = {counted};",
         "}",
     ]
 
