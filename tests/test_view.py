@@ -176,6 +176,16 @@ def test_row_parallel_rewrites_a_warp_or_a_block_per_row() -> None:
     assert "__syncwarp();\n        for (int t2 = ca_lane; t2 < T; t2 += 32)" in stats.code  # reads back att
 
 
+@pytest.mark.parametrize("vec", [1, 4])
+def test_a_row_loop_under_an_unbraced_if_keeps_its_reductions_in_the_branch(vec: int) -> None:
+    body = "    if (cols > 4) for (int j = 0; j < cols; ++j) s += x[(size_t)r * cols + j];\n    else s = 1.0f;\n    y[r] = s;"
+    out = Apply(RowParallel(), Rows("warp", 256, vec)).apply(subject_of("softmax.cu", ROW.format(body=body)))
+    assert not isinstance(out, NotApplicable)
+    assert "    if (cols > 4) {\n        " in out.code
+    assert "        s = warp_allreduce_sum(s);\n    }\n    else s = 1.0f;" in out.code
+    assert ("ca_v += 32" in out.code) == (vec == 4)
+
+
 def test_emitter_names_avoid_identifiers_in_use_and_helpers_are_emitted_once() -> None:
     code = ROW.format(
         body="    int ca_lane = 3;\n    for (int j = 0; j < cols; ++j) s += x[r * cols + j];\n    y[r] = s + ca_lane;"

@@ -206,7 +206,10 @@ class RowParallel(Pass[RowMatch]):
             e.replace(update, f"{loop.var} += {lanes}")
             braces = loop.node.parent is None or loop.node.parent.type != "compound_statement"
             if braces and (before or after):  # the loop is the body of an `if`/`else`: keep them together
-                before, after = ["{", *(PAD + b for b in before)], [*(PAD + a for a in after), "}"]
+                inner = lind + PAD
+                e.insert_before(loop.node, "{\n" + "".join(f"{inner}{b}\n" for b in before) + inner)
+                e.insert_after(loop.node, "".join(f"\n{inner}{a}" for a in after) + f"\n{lind}}}")
+                continue
             if before:
                 e.insert_before(loop.node, "".join(f"{b}\n{lind}" for b in before))
             if after:
