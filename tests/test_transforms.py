@@ -37,7 +37,7 @@ from agent.transforms import (
     apply_all,
 )
 from agent.transforms.passes import Apply
-from agent.transforms.row_parallel import RowParallel, Rows
+from agent.transforms.row_parallel import RowParallel, Rows, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Candidate, EvalOptions, EvalRequest, Status
@@ -111,6 +111,7 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("softmax.cu", (Apply(RowParallel(), Rows("warp", 128)), RestrictConst(), FastMath())),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False), RestrictConst())),
+    ("row_max.cu", (Apply(StridedRowVectors(), 16), RestrictConst(), Unroll(2))),
 ]
 
 
@@ -452,6 +453,7 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("row_batched.cu", (Apply(RowParallel(), Rows("block", 128, 4)),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False),)),
+    ("row_max.cu", (Apply(StridedRowVectors(), 16),)),
 ]
 
 

@@ -14,7 +14,7 @@ from agent.source import Document
 from agent.transforms import NotApplicable, Subject, TiledTranspose
 from agent.transforms.passes import Apply, Emitter
 from agent.transforms.registry import candidates
-from agent.transforms.row_parallel import RowParallel, Rows
+from agent.transforms.row_parallel import RowParallel, Rows, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
 from agent.transforms.view import global_index
 
@@ -214,6 +214,79 @@ def test_the_first_batch_holds_the_row_parallel_guess_by_row_length() -> None:
         (first,) = proposer._firsts()
         assert first.shape == Apply(RowParallel(), rows) and first.restrict, first
         assert subject.view is subject.view  # built once per subject
+
+
+STRIDED = (
+    "__global__ void row_max(const float* x, float* out, int rows, int cols) {{\n"
+    "    __shared__ float best[256];\n"
+    "    int tid = threadIdx.x;\n"
+    "    const float* row = x + (size_t)blockIdx.x * cols;\n"
+    "    float m = -3.402823466e38f;\n"
+    "    for (int j = tid; j < cols; j += blockDim.x) {loop}\n"
+    "    {store}\n"
+    "    __syncthreads();\n"
+    "    for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n"
+    "        if (tid < s) {step}\n"
+    "        __syncthreads();\n"
+    "    }}\n"
+    "    if (tid == 0) out[blockIdx.x] = best[{read}];\n"
+    "}}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "loop, store, step, read, reason",
+    [
+        ("m = fmaxf(m, row[j]);", "best[tid] = m;", "best[tid] = fmaxf(best[tid], best[tid + s]);", "0", ""),
+        (
+            "if (row[j] > m) m = row[j];",
+            "best[tid] = m;",
+            "best[tid] = max(best[tid + s], best[tid]);",
+            "0",
+            "",
+        ),
+        ("m += row[j];", "best[tid] = m;", "best[tid] += best[tid + s];", "0", ""),
+        ("m = fmaxf(m, row[j]);", "best[tid] = m;", "best[tid] += best[tid + s];", "0", "does not combine"),
+        (
+            "m = fmaxf(m, row[j]);",
+            "best[tid] = m;",
+            "best[tid] = fmaxf(best[tid], best[tid + s]);",
+            "1",
+            "not their combination",
+        ),
+        ("m = fmaxf(m, row[j]);", "best[tid] = m + 1.0f;", "best[tid] += best[tid + s];", "0", "stored once"),
+        (
+            "m = fmaxf(m, row[j]);",
+            "out[tid] = m; best[tid] = m;",
+            "best[tid] += best[tid + s];",
+            "0",
+            "stored once",
+        ),
+        ("m = fmaxf(m, row[j * 2]);", "best[tid] = m;", "best[tid] += best[tid + s];", "0", "not `base + j`"),
+        (
+            "m = fmaxf(m, x[j + tid]);",
+            "best[tid] = m;",
+            "best[tid] += best[tid + s];",
+            "0",
+            "not in a row shared",
+        ),
+    ],
+)
+def test_strided_row_vectors_need_partials_combined_by_the_same_operation(
+    loop: str, store: str, step: str, read: str, reason: str
+) -> None:
+    """Threads stride vectors instead of elements only where the partition of the row cannot show:
+    every partial goes into one shared array, combined there by the loop's own operation, and only
+    the total is read."""
+    code = STRIDED.format(loop=loop, store=store, step=step, read=read)
+    out = Apply(StridedRowVectors(), 16).apply(subject_of("row_max.cu", code))
+    if reason:
+        assert isinstance(out, NotApplicable) and reason in out.reason, out
+        return
+    assert not isinstance(out, NotApplicable), out
+    assert "for (long long ca_v = tid; ca_v < ca_nv; ca_v += blockDim.x) {" in out.code
+    assert "if (((reinterpret_cast<unsigned long long>(&row[0])) % 16) == 0) {" in out.code
+    assert "for (int j = ca_done + tid; j < cols; j += blockDim.x)" in out.code  # the scalar rest
 
 
 TREE = (

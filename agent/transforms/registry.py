@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from agent.transforms.passes import Apply, Pass
-from agent.transforms.row_parallel import RowParallel
+from agent.transforms.row_parallel import RowParallel, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
 
-PASSES: tuple[Pass[Any], ...] = (RowParallel(), SameLayoutReduction())
+PASSES: tuple[Pass[Any], ...] = (RowParallel(), StridedRowVectors(), SameLayoutReduction())
 
 
 def candidates() -> tuple[Apply, ...]:

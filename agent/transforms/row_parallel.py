@@ -38,6 +38,7 @@ from agent.spec import ScalarSpec, canonical_dtype, dtype_bytes, evaluate, rende
 from agent.transforms import _VECTOR_TYPES, NotApplicable, Outcome, _block_names, _rebuild
 from agent.transforms.passes import PAD, Emitter, Match, Pass
 from agent.transforms.view import (
+    DEPENDENT,
     POSITION,
     KernelView,
     Loop,
@@ -462,15 +463,18 @@ def _assigned_first(body: Node, subs: tuple[Node, ...]) -> bool:
     return False
 
 
-def _vector_loop(e: Emitter, plan: _VectorPlan, lane: str, lanes: str, done: str) -> list[str]:
+def _vector_loop(
+    e: Emitter, plan: _VectorPlan, lane: str, lanes: str, done: str, row_start: str | None = None
+) -> list[str]:
     """The lines of the vector part of a row loop, before its scalar loop (which then starts
     ``done`` elements later): when every array's row is 16-byte aligned, the lanes stride the
     row's vectors and run the body on each element of their vectors.  A loop that starts at a
     constant inside a vector (``j = 1``) starts its vectors at the vector's first element and
-    skips the elements before its start."""
+    skips the elements before its start.  ``row_start``: where the row starts when it is not
+    the loop's start (a loop whose threads start at their own index)."""
     view, loop = e.view, plan.loop
     assert loop.start is not None and loop.bound is not None
-    start, bound = view.text(loop.start), view.text(loop.bound)
+    start, bound = row_start or view.text(loop.start), view.text(loop.bound)
     head = int(start) % plan.lanes if start.isdigit() else 0  # elements of the first vector to skip
     start = str(int(start) - head) if head else start
     init = loop.node.child_by_field_name("initializer")
@@ -659,3 +663,199 @@ def _length(view: KernelView, loop: Loop) -> int:
     except ValueError:
         return 0
     return int(length) if isinstance(length, int | float) else 0
+
+
+# ------------------------------------------------------------------------------- block-strided loops
+
+
+@dataclass(frozen=True)
+class StridedMatch(Match):
+    plan: _VectorPlan
+    tid: str  # the loop's start as written: the thread's index in the block
+
+
+class StridedRowVectors(Pass[StridedMatch]):
+    """A block-strided loop over a row, ``for (j = threadIdx.x; j < n; j += blockDim.x)`` (the row
+    the same for the whole block, e.g. a block per row), whose partial results are combined
+    afterwards by a tree of the same operation over a ``__shared__`` array (``X[tid] = v;`` then
+    only ``X[i] = op(X[i], X[k])`` / ``X[i] += X[k]`` and reads at constant indices): the threads
+    stride 16-byte vectors of the row instead, then the scalar rest.  Each thread's share of the
+    row changes, the combined result does not (but for the order of a sum's additions)."""
+
+    name = "StridedRowVectors"
+    space = (16,)  # bytes per load
+
+    def match(self, view: KernelView) -> StridedMatch | NotApplicable:
+        if any(d.strip() != "1" for d in view.subject.block[1:]):
+            return NotApplicable("the blocks are not 1-D")
+        reasons = []
+        for loop in view.loops:
+            found = self._loop(view, loop)
+            if isinstance(found, StridedMatch):
+                return found
+            if found:
+                reasons.append(found)
+        return NotApplicable(
+            reasons[0] if reasons else "no loop `for (j = threadIdx.x; j < n; j += blockDim.x)` over a row"
+        )
+
+    def _loop(self, view: KernelView, loop: Loop) -> StridedMatch | str:
+        """The match, why this block-strided loop does not fit, or "" when it is not one."""
+        if loop.parent is not None or not loop.var or loop.start is None or loop.bound is None:
+            return ""
+        update = loop.node.child_by_field_name("update")
+        step = update.child_by_field_name("right") if update is not None else None
+        if (
+            loop.op not in ("<", "<=")
+            or view.poly(loop.start) != {("threadIdx.x",): 1}
+            or update is None
+            or update.type != "assignment_expression"
+            or view.text(update.children[1]) != "+="
+            or view.text(update.child_by_field_name("left") or update) != loop.var
+            or step is None
+            or view.poly(step) != {("blockDim.x",): 1}
+        ):
+            return ""
+        head = view.text(loop.node).split(")")[0] + ")"
+        if not view.uniform(loop.bound):
+            return f"the bound of `{head}` differs between the threads of a block"
+        inside = range(loop.body.start_byte, loop.body.end_byte)
+        if any(n.start_byte in inside for n in (*view.barriers, *view.shuffles, *view.atomics)):
+            return f"the threads of `{head}` cooperate inside it"
+        for n in walk(loop.body):
+            if n.type in ("return_statement", "break_statement", "goto_statement"):
+                return f"`{head}` leaves the loop early"
+            target = unparenthesized(n.child_by_field_name("left") or n.child_by_field_name("argument"))
+            if (
+                n.type in ("assignment_expression", "update_expression")
+                and target is not None
+                and (target.type == "pointer_expression" or view.text(target) == loop.var)
+            ):
+                return f"`{head}` assigns its variable or writes through a pointer"
+        plan = _vector_plan(view, loop)
+        if isinstance(plan, str):
+            return plan
+        if plan.stored:
+            return f"`{head}` writes arrays"
+        for a in view.accesses:
+            if a.node.start_byte in inside and a.index is not None:
+                _, rest = poly_split(a.index, loop.var)
+                if any(x.startswith(("threadIdx.", DEPENDENT)) for m in rest for x in m):
+                    return f"`{view.text(a.node)}` in `{head}` is not in a row shared by the block"
+        if not loop.carried:
+            return f"`{head}` computes no partial result"
+        for c in loop.carried:
+            if c.reduction is None or c.reduction.kind not in ("sum", "max", "min"):
+                return f"in `{head}`: `{c.name}` is not a sum, max or min"
+            why = _combined_by_tree(view, loop, c.reduction)
+            if why:
+                return why
+        return StridedMatch(view, plan, view.text(loop.start))
+
+    def rewrite(self, match: StridedMatch, params: object) -> Outcome:
+        view, loop = match.view, match.plan.loop
+        assert loop.start is not None
+        e = Emitter(view)
+        done = e.fresh("done")
+        lines = _vector_loop(e, match.plan, match.tid, "blockDim.x", done, row_start="0")
+        lind = e.indent(loop.node)
+        if loop.node.parent is None or loop.node.parent.type != "compound_statement":
+            inner = lind + PAD
+            e.insert_before(loop.node, "{\n" + "".join(f"{inner}{x}\n" for x in lines) + inner)
+            e.insert_after(loop.node, f"\n{lind}}}")
+        else:
+            e.insert_before(loop.node, "".join(f"{x}\n{lind}" for x in lines))
+        e.replace(loop.start, f"{done} + {match.tid}")
+        arrays = ", ".join(f"`{a}`" for a in match.plan.arrays)
+        return e.rewrite(f"16-byte vector loads of {arrays} in the block-strided loop")
+
+
+def _combined_by_tree(view: KernelView, loop: Loop, red: Reduction) -> str:
+    """Why the per-thread partial ``red.var`` of ``loop`` is not only stored once into a
+    ``__shared__`` array at the thread's index and combined there by ``red.kind`` ('' when it is)."""
+    after = [
+        n
+        for n in view.nodes
+        if n.type == "identifier" and view.text(n) == red.var and n.start_byte >= loop.node.end_byte
+    ]
+    store = _statement_of(after[0]) if len(after) == 1 else None
+    expr = store.named_children[0] if store is not None and store.named_children else None
+    left = unparenthesized(expr.child_by_field_name("left")) if expr is not None else None
+    right = unparenthesized(expr.child_by_field_name("right")) if expr is not None else None
+    shared = {
+        view.text(n.child_by_field_name("declarator") or n)
+        for d in view.shared
+        for n in d.children_by_field_name("declarator")
+        if n.type == "array_declarator"
+    }
+    stored = next((a for a in view.accesses if left is not None and a.node == left), None)
+    if (
+        store is None
+        or expr is None
+        or expr.type != "assignment_expression"
+        or view.text(expr.children[1]) != "="
+        or right is None
+        or right != after[0]
+        or stored is None
+        or stored.array not in shared
+        or stored.index != {("threadIdx.x",): 1}
+    ):
+        return (
+            f"`{red.var}` is used after its loop other than stored once at `X[threadIdx.x]` of a __shared__ X"
+        )
+    x = stored.array
+    later = [a for a in view.accesses if a.array == x and a.node.start_byte >= store.end_byte]
+    steps = {_statement_of(a.node).id: _statement_of(a.node) for a in later if a.written}
+    last = max((st.end_byte for st in steps.values()), default=0)
+    for a in later:
+        s = _statement_of(a.node)
+        if s.id in steps:
+            if not _combines(view, s, x, red.kind):
+                return f"`{view.text(s)}` does not combine the partials of `{red.var}` by {red.kind}"
+        elif a.index != {} or a.node.start_byte < last:  # only the total, X[0], once combined
+            return f"`{view.text(a.node)}` reads a partial of `{red.var}`, not their combination in `{x}[0]`"
+    return "" if steps else f"the partials of `{red.var}` in `{x}` are not combined"
+
+
+def _combines(view: KernelView, s: Node, x: str, kind: str) -> bool:
+    """Whether statement ``s`` is ``X[i] += X[k];`` / ``X[i] = X[i] + X[k];`` (sum) or
+    ``X[i] = fmaxf(X[i], X[k]);`` (max; min alike), X the shared array ``x``."""
+    expr = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
+    if expr is None or expr.type != "assignment_expression":
+        return False
+    left, right = (
+        unparenthesized(expr.child_by_field_name("left")),
+        unparenthesized(expr.child_by_field_name("right")),
+    )
+    op = view.text(expr.children[1])
+    if left is None or right is None:
+        return False
+
+    def element(n: Node | None) -> bool:
+        n = unparenthesized(n)
+        return any(a.node == n and a.array == x for a in view.accesses)
+
+    if not element(left):
+        return False
+    if kind == "sum" and op == "+=":
+        return element(right)
+    if op != "=":
+        return False
+    if kind == "sum" and right.type == "binary_expression" and view.text(right.children[1]) == "+":
+        operands = [right.child_by_field_name("left"), right.child_by_field_name("right")]
+    elif right.type == "call_expression":
+        fn, args = right.child_by_field_name("function"), right.child_by_field_name("arguments")
+        if fn is None or args is None or _KIND_OF.get(view.text(fn)) != kind:
+            return False
+        operands = list(args.named_children)
+    else:
+        return False
+    found = [unparenthesized(o) for o in operands]
+    return (
+        len(found) == 2
+        and all(element(o) for o in found)
+        and any(o is not None and view.tokens(o) == view.tokens(left) for o in found)
+    )
+
+
+_KIND_OF = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
