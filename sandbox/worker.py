@@ -693,8 +693,11 @@ def sanitize(
     budget: Budget,
     cancel: threading.Event | None = None,
 ) -> CandidateResult:
-    """Re-run an ``ok`` candidate's verification (bench problem, first seed) under compute-sanitizer
-    memcheck and racecheck.  Fails closed: the result's ``sanitizer`` says ``passed: ...`` only when
+    """Re-run an ``ok`` candidate on the bench problem (first seed) under compute-sanitizer memcheck
+    and racecheck, checked against itself as ``cuda-agent bench`` checks a kernel (guards, inputs
+    untouched, every output written, run-twice determinism): its outputs were compared with the
+    original's already, and the original's own runs under the tools would only add their
+    instrumented time (minutes for a slow naive kernel under racecheck).  Fails closed: the result's ``sanitizer`` says ``passed: ...`` only when
     every tool ran to its summary with no error; ``skipped: ...`` without the tool, or when
     ``cancel`` is set before the tools are done (the result is then ``cancelled``: not checked, not
     passed); otherwise ``failed: ...`` and the candidate is ``rejected`` (errors found, or the check
@@ -704,17 +707,19 @@ def sanitize(
         return replace(result, sanitizer="skipped: compute-sanitizer not found")
     cancel = cancel or threading.Event()
     req = job.request
-    cands = list(req.candidates)
-    launches = cands[job.index].launches
-    if launches:  # only the bench problem remains: keep its launch
-        cands[job.index] = replace(cands[job.index], launches=launches[-1:])
+    assert job.candidate is not None
+    cand = req.candidates[job.index]
+    bench = replace(req.bench_problem, launch=cand.launches[-1]) if cand.launches else req.bench_problem
     small = replace(
         req,
-        candidates=tuple(cands),
+        baseline=cand.kernel,
+        candidates=(),
         verify_problems=(),
+        bench_problem=bench,
         seeds=req.seeds[:1],
         options=replace(req.options, time=False, sanitize=False),
     )
+    alone = EvalJob(small, job.candidate, -1)
     lines = []
     for tool in SANITIZER_TOOLS:
         if cancel.is_set():
@@ -734,7 +739,7 @@ def sanitize(
                 prefix = ["--bind", tmp, tmp, *prefix]
             proc = WorkerProcess(worker.device, worker.backend, worker.handler, [*worker.prefix, *prefix])
             proc.start()
-            reply = proc.call(replace(job, request=small), 10 * budget.timeout_s, cancel)
+            reply = proc.call(alone, 10 * budget.timeout_s, cancel)
             code = proc.close(timeout=60)
             text = logfile.read_text(errors="replace") if logfile.exists() else ""
         if cancel.is_set():

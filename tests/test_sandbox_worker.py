@@ -10,6 +10,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from sandbox_fakes import HANGING_SANITIZER, fake_sanitizer, kernel_file, vadd_request
@@ -21,11 +23,21 @@ from sandbox.contract import (
     EvalOptions,
     EvalResult,
     KernelSource,
+    Launch,
     Progress,
     Status,
 )
 from sandbox.executor import NoGpuError
-from sandbox.worker import LocalExecutor, WorkerProcess, bwrap_prefix, clean_env
+from sandbox.worker import (
+    Binary,
+    EvalJob,
+    Job,
+    LocalExecutor,
+    Reply,
+    WorkerProcess,
+    bwrap_prefix,
+    clean_env,
+)
 
 SCRIPTED = "sandbox_fakes:ScriptedHandler"
 
@@ -411,3 +423,45 @@ def test_no_gpu_text_names_the_cause() -> None:
         text.startswith("no usable GPU 1 (cupy): no NVIDIA driver or GPU on this machine;")
         and "libcuda" in text
     )
+
+
+def test_compute_sanitizer_checks_the_candidate_alone_at_its_own_launch(
+    vadd: KernelSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the tools the candidate runs against itself (the original's runs, instrumented, would
+    only add their time: a slow naive kernel under racecheck takes minutes), at the benchmark size
+    with the candidate's launch, on the first seed."""
+    from sandbox import worker as worker_mod
+
+    jobs: list[Job] = []
+
+    class Recording:  # stands in for the worker process started under each tool
+        def __init__(self, device: int, backend: str, handler: str, prefix: list[str]) -> None:
+            self.log = Path(prefix[prefix.index("--log-file") + 1])
+
+        def start(self) -> None:
+            pass
+
+        def call(self, job: Job, timeout: float, cancel: threading.Event | None = None) -> Reply:
+            jobs.append(job)
+            self.log.write_text("========= ERROR SUMMARY: 0 errors\n")
+            return Reply(CandidateResult("baseline", Status.OK, "verified (not timed)"))
+
+        def close(self, timeout: float = 5.0) -> int:
+            return 0
+
+    monkeypatch.setattr(worker_mod, "WorkerProcess", Recording)
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/compute-sanitizer")
+    wide = Launch((64, 1, 1), (1024, 1, 1))
+    candidate = Candidate("c1", replace(vadd, source=vadd.source + "\n// rewritten\n"), (wide, wide, wide))
+    request = replace(vadd_request(vadd, (candidate,)), seeds=(5, 6, 7))
+    job = EvalJob(request, Binary(b"base", "vadd"), 0, Binary(b"cand", "vadd_c"))
+    parent = SimpleNamespace(device=0, backend="cupy", handler="sandbox_fakes:ScriptedHandler", prefix=())
+    out = worker_mod.sanitize(cast(WorkerProcess, parent), job, CandidateResult("c1", Status.OK), Budget())
+    assert out.status is Status.OK and out.sanitizer.startswith("passed: memcheck")
+    assert len(jobs) == len(worker_mod.SANITIZER_TOOLS)
+    for j in jobs:
+        assert isinstance(j, EvalJob) and j.index == -1 and j.baseline == Binary(b"cand", "vadd_c")
+        assert j.request.baseline == candidate.kernel and j.request.candidates == ()
+        assert j.request.verify_problems == () and j.request.seeds == (5,)
+        assert j.request.bench_problem.launch == wide and not j.request.options.time
