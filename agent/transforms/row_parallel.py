@@ -230,7 +230,7 @@ class RowParallel(Pass[RowMatch]):
             if warp
             else f"{params.threads} threads"
         )
-        vectors = ", 16-byte vector loads/stores" if params.vec > 1 else ""
+        vectors = ", 16-byte vectors in the row loops" if params.vec > 1 else ""
         return e.rewrite(f"{what} ({shape}){vectors}, shuffle reductions", launch)
 
 
