@@ -654,7 +654,12 @@ class Proposer(abc.ABC):
 
 @dataclass(frozen=True)
 class OptimizeBudget:
-    """When to stop: wall seconds, candidates evaluated, LLM tokens (None: unlimited)."""
+    """When to stop: wall seconds, candidates evaluated, LLM tokens (None: unlimited).
+
+    The wall time is the search's: it counts from the moment the original kernel has been measured
+    (the baseline: compile, verification at every size, timing), so a slow original does not eat
+    the time its candidates need.  The baseline's own time is reported
+    (:attr:`OptimizeResult.baseline_seconds`) and bounded by the sandbox's per-request timeout."""
 
     wall_s: float | None = 60.0
     candidates: int | None = None
@@ -758,6 +763,7 @@ class OptimizeResult:
     launch_todo: str = ""  # what the user must still change by hand for the launch ("" when nothing)
     verification: tuple[SizeCheck, ...] = ()
     history: tuple[Attempt, ...] = ()  # every attempt with its verdict, in evaluation order
+    baseline_seconds: float = 0.0  # measuring the original (before the wall-time budget starts)
 
     @property
     def speedup(self) -> float:
@@ -847,6 +853,7 @@ class _Run:
         self.stop = threading.Event()  # set on cancel, deadline, or the end of the run
         self.stop_reason = ""
         self.start = time.monotonic()
+        self.search_start = math.inf  # when the baseline was measured: the wall-time budget starts
         self.queue: queue.Queue[_Batch] = queue.Queue(maxsize=max(1, settings.lookahead))
         self.done = threading.Condition()
         self.batches_done: list[tuple[Attempt, ...]] = []  # guarded by done
@@ -862,10 +869,13 @@ class _Run:
 
     def run(self) -> OptimizeResult:
         baseline_result = self._evaluate_baseline()
+        self.search_start = time.monotonic()
         baseline = baseline_result.baseline
         self.baseline = baseline
         self.device = baseline_result.device
-        self._emit("baseline", f"baseline {baseline.status.value}" + _ms(baseline))
+        timed = f"{baseline.timing.median_ms:.4g} ms, " if baseline.timing else ""
+        took = f"measured in {self.search_start - self.start:.1f} s"
+        self._emit("baseline", f"baseline {baseline.status.value} ({timed}{took})")
         if baseline.status is not Status.OK:
             return self._result(
                 Outcome.BASELINE_FAILED, f"baseline {baseline.status.value}: {baseline.message}"
@@ -959,7 +969,7 @@ class _Run:
         return self.executor.evaluate(request, cancel=self.user_cancel)
 
     def _watch(self) -> None:
-        deadline = self.start + self.budget.wall_s if self.budget.wall_s else math.inf
+        deadline = self.search_start + self.budget.wall_s if self.budget.wall_s else math.inf
         while not self.stop.wait(0.02):
             if self.user_cancel.is_set():
                 self._finish("cancelled")
@@ -1138,8 +1148,8 @@ class _Run:
 
     def _fraction(self) -> float | None:
         shares = []
-        if self.budget.wall_s:
-            shares.append((time.monotonic() - self.start) / self.budget.wall_s)
+        if self.budget.wall_s and self.search_start < math.inf:
+            shares.append((time.monotonic() - self.search_start) / self.budget.wall_s)
         if self.budget.candidates:
             shares.append(len(self.attempts) / self.budget.candidates)
         if self.budget.tokens:
@@ -1167,6 +1177,7 @@ class _Run:
             attempts=len(self.attempts),
             tokens=self.proposer.tokens_used,
             seconds=time.monotonic() - self.start,
+            baseline_seconds=min(self.search_start, time.monotonic()) - self.start,
             device=self.device,
             verification=size_checks(best.result) if best else (),
             history=tuple(self.attempts),
@@ -1202,10 +1213,6 @@ def _fingerprint(p: Proposal) -> str:
     return hashlib.sha256(
         repr((p.code, p.launch, p.kernel, p.unit, p.options, p.precision)).encode()
     ).hexdigest()
-
-
-def _ms(r: CandidateResult) -> str:
-    return f" ({r.timing.median_ms:.4g} ms)" if r.timing else ""
 
 
 def size_checks(r: CandidateResult) -> tuple[SizeCheck, ...]:

@@ -62,6 +62,7 @@ class SuiteEntry:
     description: str = ""  # the winning rewrite, or the reason for an error
     assumptions: tuple[str, ...] = ()
     gpus: tuple[int, ...] = ()  # the GPUs that measured this kernel (one, unless a GPU failed mid-run)
+    baseline_seconds: float = 0.0  # of ``seconds``: measuring the original, before the search's budget
 
     @property
     def improved(self) -> bool:
@@ -118,6 +119,7 @@ def entry(file: str, kernel: str, result: loop.OptimizeResult) -> SuiteEntry:
         pct_peak_after=pct_peak(kept),
         attempts=result.attempts,
         seconds=result.seconds,
+        baseline_seconds=result.baseline_seconds,
         description=best.proposal.description if improved and best is not None else result.stop_reason,
         assumptions=result.assumptions if improved else (),
     )

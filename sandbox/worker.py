@@ -756,10 +756,12 @@ def sanitize(
     budget: Budget,
     cancel: threading.Event | None = None,
 ) -> CandidateResult:
-    """Re-run an ``ok`` candidate's verification under compute-sanitizer memcheck and racecheck:
-    on the verification sizes (small, odd: where bounds errors show) and the first seed; on the
-    bench problem only when the request has no verification sizes (racecheck over a
-    benchmark-sized problem takes minutes).  Fails closed: the result's ``sanitizer`` says ``passed: ...`` only when
+    """Re-run an ``ok`` candidate under compute-sanitizer memcheck and racecheck
+    (:func:`sanitizer_request`: alone, on the verification sizes, first seed), checked against
+    itself as ``cuda-agent bench`` checks a kernel (guards, inputs untouched, every output written,
+    run-twice determinism): its outputs were compared with the original's already, and the
+    original's runs under the tools would only add their instrumented time.  Fails closed: the
+    result's ``sanitizer`` says ``passed: ...`` only when
     every tool ran to its summary with no error; ``skipped: ...`` without the tool, or when
     ``cancel`` is set before the tools are done (the result is then ``cancelled``: not checked, not
     passed); otherwise ``failed: ...`` and the candidate is ``rejected`` (errors found, or the check
@@ -768,7 +770,8 @@ def sanitize(
     if not exe:
         return replace(result, sanitizer="skipped: compute-sanitizer not found")
     cancel = cancel or threading.Event()
-    small = sanitizer_request(job.request, job.index)
+    assert job.candidate is not None
+    alone = EvalJob(sanitizer_request(job.request, job.index), job.candidate, -1)
     lines = []
     for tool in SANITIZER_TOOLS:
         if cancel.is_set():
@@ -788,7 +791,7 @@ def sanitize(
                 prefix = ["--bind", tmp, tmp, *prefix]
             proc = WorkerProcess(worker.device, worker.backend, worker.handler, [*worker.prefix, *prefix])
             proc.start()
-            reply = proc.call(replace(job, request=small), 10 * budget.timeout_s, cancel)
+            reply = proc.call(alone, 10 * budget.timeout_s, cancel)
             code = proc.close(timeout=60)
             text = logfile.read_text(errors="replace") if logfile.exists() else ""
         if cancel.is_set():
@@ -814,18 +817,20 @@ def sanitize(
 
 
 def sanitizer_request(req: EvalRequest, index: int) -> EvalRequest:
-    """``req`` as compute-sanitizer re-runs candidate ``index``: untimed, first seed, the
-    verification sizes (the last of them in the bench problem's place), or the bench problem
-    alone when there are none; the candidate keeps the launches of the problems that remain."""
-    cands = list(req.candidates)
-    launches = cands[index].launches
+    """The request compute-sanitizer runs for candidate ``index`` of ``req``: the candidate as the
+    kernel, alone, untimed, on the first seed and the verification sizes (small and odd, where
+    bounds errors show: racecheck over a benchmark-sized matmul takes minutes) with the launches
+    the candidate uses there; on the bench problem only when there are no verification sizes."""
+    cand = req.candidates[index]
     problems = req.verify_problems or (req.bench_problem,)
+    given = cand.launches or ()
+    launches = given[: len(req.verify_problems)] or given[-1:]
     if launches:  # one launch per problem
-        kept = launches[: len(req.verify_problems)] or launches[-1:]
-        cands[index] = replace(cands[index], launches=kept)
+        problems = tuple(replace(p, launch=launch) for p, launch in zip(problems, launches, strict=True))
     return replace(
         req,
-        candidates=tuple(cands),
+        baseline=cand.kernel,
+        candidates=(),
         verify_problems=problems[:-1],
         bench_problem=problems[-1],
         seeds=req.seeds[:1],
@@ -897,12 +902,15 @@ extern "C" __global__ void cuda_agent_gate(const volatile int* open, long long m
 """
 SPIN_CYCLES = 2_000_000
 TIMING_SLOTS = 3  # rotated input sets for timing; at least 2 so the rotated re-check means something
+LARGE_SLOT = 64 << 20  # bytes of one input set from which timing uses 2 sets
 
 
 def timing_slots(problem: Problem, cap: int) -> int:
     """How many rotated input sets fit the evaluation's memory cap (baseline and candidate share
     each set; ``inout`` arrays also keep a pristine copy). Large problems use fewer sets: the L2
-    flush before every sample already keeps them from being served from cache."""
+    flush before every sample already keeps them from being served from cache, and each set
+    costs the host a draw of its inputs and the baseline's reference outputs on them (seconds at
+    2^26 elements), so sets of ``LARGE_SLOT`` bytes or more use 2."""
     from sandbox.verify import GUARD_BYTES, elem_type
 
     per_slot = sum(
@@ -910,6 +918,8 @@ def timing_slots(problem: Problem, cap: int) -> int:
         for a in problem.args
         if a.role != "scalar"
     )
+    if per_slot >= LARGE_SLOT:
+        return 2
     if not cap or per_slot == 0:
         return TIMING_SLOTS
     return max(2, min(TIMING_SLOTS, cap // per_slot))

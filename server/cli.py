@@ -637,8 +637,8 @@ def _print_optimize(
                 click.echo(f"  to do: {result.launch_todo}")
     tokens = f", {result.tokens} tokens" if result.tokens else ""
     click.echo(
-        f"  {plural(result.attempts, 'candidate')} in {result.seconds:.1f} s{tokens}; "
-        f"stopped: {result.stop_reason}"
+        f"  {plural(result.attempts, 'candidate')} in {result.seconds:.1f} s{tokens} (measuring the original: "
+        f"{result.baseline_seconds:.1f} s); stopped: {result.stop_reason}"
     )
     if show_diff and result.diff:
         click.echo(result.diff, nl=False)
@@ -698,6 +698,7 @@ def _optimize_json(
         ],
         "tokens": result.tokens,
         "seconds": result.seconds,
+        "baseline_seconds": result.baseline_seconds,
         "device": to_dict(result.device) if result.device else None,
         "written": str(written) if written else None,
         "backup": str(backup) if backup else None,

@@ -4,6 +4,7 @@ Markers (comments in a candidate's code): ``// speedup=X`` verified and X times 
 ``racy`` fails compute-sanitizer (requests with ``options.sanitize``);
 ``// compile_error``; ``// mismatch`` (wrong on the odd verification size); ``// delay=S`` takes S
 seconds (honouring cancel); ``// die`` raises :class:`~sandbox.executor.WorkerUnavailable`.
+``baseline_s``: how long measuring the original takes (a request without candidates).
 No marker: verified and exactly as fast as the baseline.  Nothing is compiled or run.
 """
 
@@ -54,9 +55,10 @@ def _timing(ms: float) -> Timing:
 
 
 class MarkerExecutor(Executor):
-    def __init__(self, baseline: Status = Status.OK, no_gpu: bool = False) -> None:
+    def __init__(self, baseline: Status = Status.OK, no_gpu: bool = False, baseline_s: float = 0.0) -> None:
         self.baseline_status = baseline
         self.no_gpu = no_gpu
+        self.baseline_s = baseline_s
         self.requests: list[EvalRequest] = []
         self.evaluated: list[tuple[float, float, str]] = []  # (start, end, request id)
         self._lock = threading.Lock()
@@ -76,6 +78,8 @@ class MarkerExecutor(Executor):
         start = time.monotonic()
         with self._lock:
             self.requests.append(request)
+        if not request.candidates:
+            time.sleep(self.baseline_s)
         base_timing = _timing(BASE_MS)
         base = CandidateResult("baseline", self.baseline_status, timing=base_timing, message="baseline")
         out = []

@@ -15,8 +15,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from sandbox.contract import (
     ArgSpec,
@@ -260,3 +264,50 @@ def fake_sanitizer(directory: Path, script: str) -> Path:
     tool.write_text(script)
     tool.chmod(0o755)
     return tool.parent
+
+
+class HostRuntime:
+    """A :class:`~sandbox.runtime.Runtime` on host memory, for the verifier without a GPU: device
+    pointers are addresses in numpy buffers, a kernel is a Python function of (runtime, args),
+    launches run at once and are counted per kernel (``launches``)."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, np.ndarray] = {}
+        self.launches: dict[str, int] = {}
+        self._next = 1 << 20
+
+    def alloc(self, nbytes: int) -> int:
+        ptr = self._next
+        self.buffers[ptr] = np.zeros(nbytes, dtype=np.uint8)
+        self._next += (nbytes + 4095) // 4096 * 4096 + 4096
+        return ptr
+
+    def free(self, ptr: int) -> None:
+        del self.buffers[ptr]
+
+    def view(self, ptr: int, nbytes: int) -> np.ndarray:
+        base = max(b for b in self.buffers if b <= ptr)
+        return self.buffers[base][ptr - base : ptr - base + nbytes]
+
+    def array(self, ptr: int, dtype: str, count: int) -> np.ndarray:
+        return self.view(ptr, count * np.dtype(dtype).itemsize).view(dtype)
+
+    def htod(self, ptr: int, host: np.ndarray) -> None:
+        raw = np.ascontiguousarray(host).view(np.uint8).reshape(-1)
+        self.view(ptr, raw.size)[:] = raw
+
+    def dtoh(self, ptr: int, nbytes: int) -> np.ndarray:
+        return self.view(ptr, nbytes).copy()
+
+    def memset_async(self, ptr: int, byte: int, nbytes: int) -> None:
+        self.view(ptr, nbytes)[:] = byte
+
+    def copy_async(self, dst: int, src: int, nbytes: int) -> None:
+        self.view(dst, nbytes)[:] = self.view(src, nbytes)
+
+    def synchronize(self) -> None:
+        pass
+
+    def launch(self, kernel: Any, launch: Launch, args: Sequence[Any]) -> None:
+        self.launches[kernel.__name__] = self.launches.get(kernel.__name__, 0) + 1
+        kernel(self, args)

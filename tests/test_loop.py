@@ -230,6 +230,24 @@ def test_wall_time_budget_stops_a_slow_run_and_keeps_the_best() -> None:
     assert res.best is not None and res.outcome is Outcome.IMPROVED
 
 
+def test_the_wall_time_budget_starts_once_the_original_is_measured() -> None:
+    """An original whose measurement (verification and timing at the benchmark size) takes longer
+    than the whole budget still gets its first batch evaluated; its time is reported apart."""
+    plan = once("delay=0.3 speedup=4.0")
+    events: list[str] = []
+    res = optimize(
+        T,
+        ScriptedProposer(plan),
+        MarkerExecutor(baseline_s=1.0),
+        budget=OptimizeBudget(wall_s=0.6),
+        on_event=lambda e: events.append(e.message) if e.kind == "baseline" else None,
+    )
+    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(4.0)
+    assert res.stop_reason == "proposer exhausted"
+    assert 1.0 <= res.baseline_seconds < res.seconds
+    assert events == [f"baseline ok (1 ms, measured in {res.baseline_seconds:.1f} s)"]
+
+
 def test_token_budget() -> None:
     def endless(call, h, n):
         return [Proposal(variant(T, f"speedup=1.{call + 1}"), "v")]

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sandbox_fakes import vadd_problem
+from sandbox_fakes import HostRuntime, vadd_problem
 
 from sandbox.compiler import compile_cuda
-from sandbox.contract import ArgSpec, Distribution, KernelSource, Tolerance
+from sandbox.contract import ArgSpec, Distribution, KernelSource, Status, Tolerance
 from sandbox.verify import (
     PERTURBATION,
     POISON_A,
     POISON_B,
     Calibration,
+    Verifier,
+    Workspace,
     allowed_roundoff,
     bf16_from_f32,
     compare,
@@ -334,3 +336,39 @@ def test_normal_draws_follow_the_interval() -> None:
         ArgSpec("h", "in", "float16", 1000, Distribution("uniform", -1.0, 1.0)), np.random.default_rng(3)
     )
     assert h.dtype == np.float16 and h.min() >= -1.0 and h.max() <= 1.0
+
+
+def vadd(rt: HostRuntime, args: list[object]) -> None:
+    a, b, c, n = (int(x) for x in args)  # type: ignore[call-overload]
+    rt.array(c, "float32", n)[:] = rt.array(a, "float32", n) + rt.array(b, "float32", n)
+
+
+def vadd_reordered(rt: HostRuntime, args: list[object]) -> None:  # a + b in the last bit
+    a, b, c, n = (int(x) for x in args)  # type: ignore[call-overload]
+    out = rt.array(a, "float32", n) + rt.array(b, "float32", n)
+    rt.array(c, "float32", n)[:] = np.nextafter(out, np.float32(np.inf))
+
+
+def vadd_wrong(rt: HostRuntime, args: list[object]) -> None:
+    a, b, c, n = (int(x) for x in args)  # type: ignore[call-overload]
+    rt.array(c, "float32", n)[:] = rt.array(a, "float32", n) - rt.array(b, "float32", n)
+
+
+@pytest.mark.parametrize("tolerances, runs", [((), 2), ((Tolerance(atol=1e-5, rtol=1e-4),), 1)])
+def test_the_calibration_run_is_made_only_for_outputs_it_bounds(
+    tolerances: tuple[Tolerance, ...], runs: int
+) -> None:
+    """The baseline runs on perturbed inputs only when an output's bound is calibrated: with an
+    elementwise tolerance for every output (or integer outputs) the run would cost as much as the
+    reference itself at benchmark sizes, for nothing."""
+    rt = HostRuntime()
+    problem = vadd_problem(1000)
+    verifier = Verifier(rt, [(problem, (1,))], vadd, tolerances, lambda pattern: None)  # type: ignore[arg-type]
+    ws = Workspace(rt, problem)  # type: ignore[arg-type]
+    ref, perturbed = verifier.reference(0, 1, ws)["c"]
+    assert rt.launches == {"vadd": runs} and (perturbed is None) == (runs == 1)
+    assert np.array_equal(ref.view(np.float32), verifier.inputs(0, 1)["a"] + verifier.inputs(0, 1)["b"])
+    # candidates are judged as before: off by one ulp passes, a wrong sum does not
+    assert verifier.verify(vadd_reordered, None).status is None  # type: ignore[arg-type]
+    assert verifier.verify(vadd_wrong, None).status is Status.MISMATCH  # type: ignore[arg-type]
+    assert rt.launches["vadd"] == runs  # the reference is computed once

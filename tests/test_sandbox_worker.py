@@ -10,6 +10,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from sandbox_fakes import HANGING_SANITIZER, fake_sanitizer, kernel_file, vadd_request
@@ -21,11 +23,21 @@ from sandbox.contract import (
     EvalOptions,
     EvalResult,
     KernelSource,
+    Launch,
     Progress,
     Status,
 )
 from sandbox.executor import NoGpuError
-from sandbox.worker import LocalExecutor, WorkerProcess, bwrap_prefix, clean_env
+from sandbox.worker import (
+    Binary,
+    EvalJob,
+    Job,
+    LocalExecutor,
+    Reply,
+    WorkerProcess,
+    bwrap_prefix,
+    clean_env,
+)
 
 SCRIPTED = "sandbox_fakes:ScriptedHandler"
 
@@ -248,32 +260,36 @@ def test_worker_runs_in_its_own_session_with_a_clean_environment(monkeypatch: py
         assert w.close() == 0
 
 
-def test_timing_slots_shrink_to_fit_the_memory_cap() -> None:
+def test_timing_slots_shrink_to_fit_the_memory_cap_and_for_large_problems() -> None:
     from sandbox.contract import ArgSpec, Launch, Problem
     from sandbox.worker import TIMING_SLOTS, timing_slots
 
-    n = 1 << 26  # float arrays of 256 MiB, shared by baseline and candidate
-    problem = Problem(
-        "n=2^26",
-        {"n": n},
-        (
-            ArgSpec("a", "in", "float32", n),
-            ArgSpec("b", "in", "float32", n),
-            ArgSpec("c", "out", "float32", n),
-            ArgSpec("n", "scalar", "int32", value=n),
-        ),
-        Launch((n // 256, 1, 1), (256, 1, 1)),
-    )
-    assert timing_slots(problem, cap=2 << 30) == 2  # 3 slots of three arrays would need 2.25 GiB
-    assert timing_slots(problem, cap=4 << 30) == 3
+    def problem(n: int) -> Problem:  # three float arrays of n elements, shared by baseline and candidate
+        return Problem(
+            f"n={n}",
+            {"n": n},
+            (
+                ArgSpec("a", "in", "float32", n),
+                ArgSpec("b", "in", "float32", n),
+                ArgSpec("c", "out", "float32", n),
+                ArgSpec("n", "scalar", "int32", value=n),
+            ),
+            Launch((n // 256, 1, 1), (256, 1, 1)),
+        )
+
+    mid = problem(1 << 21)  # 24 MiB per input set
+    assert timing_slots(mid, cap=64 << 20) == 2  # 3 sets would need 72 MiB
+    assert timing_slots(mid, cap=128 << 20) == 3
     # an inout array keeps a pristine copy to restore it before every timed launch
     accumulating = replace(
-        problem, args=tuple(replace(a, role="inout") if a.name == "c" else a for a in problem.args)
+        mid, args=tuple(replace(a, role="inout") if a.name == "c" else a for a in mid.args)
     )
-    assert timing_slots(accumulating, cap=3 << 30) == 2
-    assert timing_slots(problem, cap=0) == TIMING_SLOTS
+    assert timing_slots(accumulating, cap=96 << 20) == 2
+    assert timing_slots(mid, cap=0) == TIMING_SLOTS
     small = Problem("n=4", {"n": 4}, (ArgSpec("c", "out", "float32", 4),), Launch((1, 1, 1), (32, 1, 1)))
     assert timing_slots(small, cap=1 << 20) == TIMING_SLOTS
+    # 768 MiB per set: two sets, whatever the cap (each set costs a draw of inputs and a reference)
+    assert timing_slots(problem(1 << 26), cap=0) == timing_slots(problem(1 << 26), cap=16 << 30) == 2
 
 
 def test_verification_plan_checks_the_benchmark_size_on_every_seed_unless_timed() -> None:
@@ -294,22 +310,27 @@ def test_verification_plan_checks_the_benchmark_size_on_every_seed_unless_timed(
     assert verification_plan(accumulating)[-1][1] == (5,)
 
 
-def test_sanitizer_reruns_the_verification_sizes_not_the_benchmark_size() -> None:
+def test_sanitizer_reruns_the_candidate_alone_on_the_verification_sizes() -> None:
     from sandbox.contract import Launch, validate_request
     from sandbox.worker import sanitizer_request
 
-    kernel = KernelSource("__global__ void vadd() {}", "vadd")
+    kernel, fast = (
+        KernelSource("__global__ void vadd() {}", "vadd"),
+        KernelSource("__global__ void v2() {}", "v2"),
+    )
     base = replace(vadd_request(kernel, ()), seeds=(5, 6, 7), options=EvalOptions(sanitize=True))
     launches = tuple(Launch((i + 1, 1, 1), (128, 1, 1)) for i in range(3))  # n=1, n=4097, bench
-    req = replace(base, candidates=(Candidate("c0", kernel), Candidate("c1", kernel, launches=launches)))
+    req = replace(base, candidates=(Candidate("c0", kernel), Candidate("c1", fast, launches=launches)))
     small = sanitizer_request(req, 1)
-    problems = [p.label for p in (*small.verify_problems, small.bench_problem)]
-    assert problems == ["n=1", "n=4097"] and small.seeds == (5,)
-    assert small.candidates[1].launches == launches[:2] and not small.options.time
-    assert not small.options.sanitize and small.candidates[0] == req.candidates[0]
+    problems = (*small.verify_problems, small.bench_problem)
+    assert [p.label for p in problems] == ["n=1", "n=4097"] and small.seeds == (5,)
+    assert [p.launch for p in problems] == list(launches[:2])  # the candidate's launches there
+    assert small.baseline == fast and small.candidates == ()
+    assert not small.options.time and not small.options.sanitize
     validate_request(small)
     alone = sanitizer_request(replace(req, verify_problems=()), 1)  # no verification sizes
-    assert alone.bench_problem == req.bench_problem and alone.candidates[1].launches == launches[-1:]
+    assert alone.verify_problems == () and alone.bench_problem.launch == launches[-1]
+    assert alone.bench_problem.label == req.bench_problem.label
 
 
 def test_sanitizer_fails_closed() -> None:
@@ -425,3 +446,46 @@ def test_no_gpu_text_names_the_cause() -> None:
         text.startswith("no usable GPU 1 (cupy): no NVIDIA driver or GPU on this machine;")
         and "libcuda" in text
     )
+
+
+def test_compute_sanitizer_checks_the_candidate_alone_at_its_own_launches(
+    vadd: KernelSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the tools the candidate runs against itself (the original's runs, instrumented, would
+    only add their time: a slow naive kernel under racecheck takes minutes), on the verification
+    sizes with the candidate's launches, on the first seed."""
+    from sandbox import worker as worker_mod
+
+    jobs: list[Job] = []
+
+    class Recording:  # stands in for the worker process started under each tool
+        def __init__(self, device: int, backend: str, handler: str, prefix: list[str]) -> None:
+            self.log = Path(prefix[prefix.index("--log-file") + 1])
+
+        def start(self) -> None:
+            pass
+
+        def call(self, job: Job, timeout: float, cancel: threading.Event | None = None) -> Reply:
+            jobs.append(job)
+            self.log.write_text("========= ERROR SUMMARY: 0 errors\n")
+            return Reply(CandidateResult("baseline", Status.OK, "verified (not timed)"))
+
+        def close(self, timeout: float = 5.0) -> int:
+            return 0
+
+    monkeypatch.setattr(worker_mod, "WorkerProcess", Recording)
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/compute-sanitizer")
+    wide = Launch((64, 1, 1), (1024, 1, 1))
+    candidate = Candidate("c1", replace(vadd, source=vadd.source + "\n// rewritten\n"), (wide, wide, wide))
+    request = replace(vadd_request(vadd, (candidate,)), seeds=(5, 6, 7))
+    job = EvalJob(request, Binary(b"base", "vadd"), 0, Binary(b"cand", "vadd_c"))
+    parent = SimpleNamespace(device=0, backend="cupy", handler="sandbox_fakes:ScriptedHandler", prefix=())
+    out = worker_mod.sanitize(cast(WorkerProcess, parent), job, CandidateResult("c1", Status.OK), Budget())
+    assert out.status is Status.OK and out.sanitizer.startswith("passed: memcheck")
+    assert len(jobs) == len(worker_mod.SANITIZER_TOOLS)
+    for j in jobs:
+        assert isinstance(j, EvalJob) and j.index == -1 and j.baseline == Binary(b"cand", "vadd_c")
+        assert j.request.baseline == candidate.kernel and j.request.candidates == ()
+        problems = (*j.request.verify_problems, j.request.bench_problem)
+        assert [p.label for p in problems] == ["n=1", "n=4097"] and j.request.seeds == (5,)
+        assert all(p.launch == wide for p in problems) and not j.request.options.time

@@ -262,7 +262,7 @@ def suite_on(folder: Path, n: int, log: Log) -> tuple[float, list[dict[str, obje
 
 
 def verdicts(entries: list[dict[str, object]]) -> list[dict[str, object]]:
-    return [{k: v for k, v in e.items() if k not in ("seconds", "gpus")} for e in entries]
+    return [{k: v for k, v in e.items() if k not in ("seconds", "baseline_seconds", "gpus")} for e in entries]
 
 
 def test_suite_on_three_gpus_same_verdicts_one_gpu_per_kernel_and_faster(folder: Path) -> None:

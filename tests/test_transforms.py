@@ -34,7 +34,7 @@ from agent.transforms import (
     apply_all,
 )
 from agent.transforms.passes import Apply
-from agent.transforms.row_parallel import RowParallel, Rows
+from agent.transforms.row_parallel import RowParallel, Rows, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
 from agent.transforms.tiled_dot import Tile, TiledDot
 from agent.transforms.tiled_transpose import TiledTranspose
@@ -143,6 +143,7 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False), RestrictConst())),
     *NARROW,
+    ("row_max.cu", (Apply(StridedRowVectors(), 16), RestrictConst(), Unroll(2))),
 ]
 
 
@@ -639,15 +640,19 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     *(
         (name, (Apply(RowParallel(), rows),))
         for name in ROWS
-        for rows in (Rows("warp", 128), Rows("block", 128))
+        for rows in (Rows("warp", 128), Rows("block", 128), Rows("warp", 128, 4), Rows("block", 128, 4))
     ),
     ("row_forms.cu", (Apply(RowParallel(), Rows("warp", 128)),)),
     ("row_forms.cu", (Apply(RowParallel(), Rows("block", 128)), RestrictConst())),
+    ("row_forms.cu", (Apply(RowParallel(), Rows("warp", 128, 4)),)),
+    ("row_forms.cu", (Apply(RowParallel(), Rows("block", 128, 4)),)),
     ("row_batched.cu", (Apply(RowParallel(), Rows("warp", 128)),)),
     ("row_batched.cu", (Apply(RowParallel(), Rows("block", 256)),)),
+    ("row_batched.cu", (Apply(RowParallel(), Rows("block", 128, 4)),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False),)),
     *NARROW,
+    ("row_max.cu", (Apply(StridedRowVectors(), 16),)),
 ]
 
 

@@ -3,6 +3,7 @@ row-parallel pass's matches and refusals (its outputs are checked in tests/test_
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from agent.source import Document
 from agent.transforms import NotApplicable, Subject
 from agent.transforms.passes import Apply, Emitter
 from agent.transforms.registry import candidates
-from agent.transforms.row_parallel import RowParallel, Rows
+from agent.transforms.row_parallel import RowParallel, Rows, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
 from agent.transforms.tiled_transpose import TiledTranspose
 from agent.transforms.view import global_index
@@ -157,15 +158,33 @@ def test_row_parallel_rewrites_a_warp_or_a_block_per_row() -> None:
         "cdiv(rows, block / 32)",
         "256",
     )
-    block = Apply(RowParallel(), Rows("block", 512)).apply(subject_of("matvec.cu"))
+    block = Apply(RowParallel(), Rows("block", 512, 4)).apply(subject_of("matvec.cu"))
     assert not isinstance(block, NotApplicable)
     assert "int r = blockIdx.x;" in block.code and "acc = block_allreduce_sum(acc);" in block.code
     assert "if (ca_lane == 0) y[r] = acc;" in block.code
     assert block.launch is not None and (block.launch.grid, block.launch.block) == ("cdiv(rows, 1)", "512")
+    # the matrix row and the vector both go through float4 loads, lanes striding the vectors
+    assert (
+        "if (((reinterpret_cast<unsigned long long>(&A[(size_t)r * cols + 0]) | "
+        "reinterpret_cast<unsigned long long>(&x[0])) % 16) == 0) {" in block.code
+    )
+    assert "for (long long ca_v = ca_lane; ca_v < ca_nv; ca_v += blockDim.x) {" in block.code
+    assert "acc += ca_A_e[ca_k] * ca_x_e[ca_k];" in block.code
+    assert "for (int j = ca_done + ca_lane; j < cols; j += blockDim.x)" in block.code  # the scalar rest
     stats = Apply(RowParallel(), Rows("warp", 256)).apply(subject_of("attention_softmax.cu"))
     assert not isinstance(stats, NotApplicable)
     assert "for (int t2 = ca_lane; t2 <= t; t2 += 32)" in stats.code  # the causal bound is kept
     assert "__syncwarp();\n        for (int t2 = ca_lane; t2 < T; t2 += 32)" in stats.code  # reads back att
+
+
+@pytest.mark.parametrize("vec", [1, 4])
+def test_a_row_loop_under_an_unbraced_if_keeps_its_reductions_in_the_branch(vec: int) -> None:
+    body = "    if (cols > 4) for (int j = 0; j < cols; ++j) s += x[(size_t)r * cols + j];\n    else s = 1.0f;\n    y[r] = s;"
+    out = Apply(RowParallel(), Rows("warp", 256, vec)).apply(subject_of("softmax.cu", ROW.format(body=body)))
+    assert not isinstance(out, NotApplicable)
+    assert "    if (cols > 4) {\n        " in out.code
+    assert "        s = warp_allreduce_sum(s);\n    }\n    else s = 1.0f;" in out.code
+    assert ("ca_v += 32" in out.code) == (vec == 4)
 
 
 def test_emitter_names_avoid_identifiers_in_use_and_helpers_are_emitted_once() -> None:
@@ -181,13 +200,94 @@ def test_emitter_names_avoid_identifiers_in_use_and_helpers_are_emitted_once() -
 
 
 def test_the_first_batch_holds_the_row_parallel_guess_by_row_length() -> None:
-    for name, rows in (("softmax.cu", Rows("warp", 256)), ("matvec.cu", Rows("block", 256))):
+    matvec = subject_of("matvec.cu")
+    long_rows = Subject(
+        matvec.code, dataclasses.replace(matvec.spec, sizes={**matvec.spec.sizes, "cols": "1 << 16"})
+    )
+    for subject, rows in (
+        (subject_of("softmax.cu"), Rows("warp", 256, 4)),
+        (matvec, Rows("warp", 256, 4)),
+        (long_rows, Rows("block", 256, 4)),
+    ):
         proposer = BuiltinProposer()
-        proposer._base = subject = subject_of(name)
+        proposer._base = subject
         proposer._arms = {"shape": (None, *candidates()), "block": (None,), "restrict": (False, True)}
         (first,) = proposer._firsts()
         assert first.shape == Apply(RowParallel(), rows) and first.restrict, first
         assert subject.view is subject.view  # built once per subject
+
+
+STRIDED = (
+    "__global__ void row_max(const float* x, float* out, int rows, int cols) {{\n"
+    "    __shared__ float best[256];\n"
+    "    int tid = threadIdx.x;\n"
+    "    const float* row = x + (size_t)blockIdx.x * cols;\n"
+    "    float m = -3.402823466e38f;\n"
+    "    for (int j = tid; j < cols; j += blockDim.x) {loop}\n"
+    "    {store}\n"
+    "    __syncthreads();\n"
+    "    for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n"
+    "        if (tid < s) {step}\n"
+    "        __syncthreads();\n"
+    "    }}\n"
+    "    if (tid == 0) out[blockIdx.x] = best[{read}];\n"
+    "}}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "loop, store, step, read, reason",
+    [
+        ("m = fmaxf(m, row[j]);", "best[tid] = m;", "best[tid] = fmaxf(best[tid], best[tid + s]);", "0", ""),
+        (
+            "if (row[j] > m) m = row[j];",
+            "best[tid] = m;",
+            "best[tid] = max(best[tid + s], best[tid]);",
+            "0",
+            "",
+        ),
+        ("m += row[j];", "best[tid] = m;", "best[tid] += best[tid + s];", "0", ""),
+        ("m = fmaxf(m, row[j]);", "best[tid] = m;", "best[tid] += best[tid + s];", "0", "does not combine"),
+        (
+            "m = fmaxf(m, row[j]);",
+            "best[tid] = m;",
+            "best[tid] = fmaxf(best[tid], best[tid + s]);",
+            "1",
+            "not their combination",
+        ),
+        ("m = fmaxf(m, row[j]);", "best[tid] = m + 1.0f;", "best[tid] += best[tid + s];", "0", "stored once"),
+        (
+            "m = fmaxf(m, row[j]);",
+            "out[tid] = m; best[tid] = m;",
+            "best[tid] += best[tid + s];",
+            "0",
+            "stored once",
+        ),
+        ("m = fmaxf(m, row[j * 2]);", "best[tid] = m;", "best[tid] += best[tid + s];", "0", "not `base + j`"),
+        (
+            "m = fmaxf(m, x[j + tid]);",
+            "best[tid] = m;",
+            "best[tid] += best[tid + s];",
+            "0",
+            "not in a row shared",
+        ),
+    ],
+)
+def test_strided_row_vectors_need_partials_combined_by_the_same_operation(
+    loop: str, store: str, step: str, read: str, reason: str
+) -> None:
+    """Threads stride vectors instead of elements only where the partition of the row cannot show:
+    every partial goes into one shared array, combined there by the loop's own operation, and only
+    the total is read."""
+    code = STRIDED.format(loop=loop, store=store, step=step, read=read)
+    out = Apply(StridedRowVectors(), 16).apply(subject_of("row_max.cu", code))
+    if reason:
+        assert isinstance(out, NotApplicable) and reason in out.reason, out
+        return
+    assert not isinstance(out, NotApplicable), out
+    assert "for (long long ca_v = tid; ca_v < ca_nv; ca_v += blockDim.x) {" in out.code
+    assert "if (((reinterpret_cast<unsigned long long>(&row[0])) % 16) == 0) {" in out.code
+    assert "for (int j = ca_done + tid; j < cols; j += blockDim.x)" in out.code  # the scalar rest
 
 
 TREE = (

@@ -9,12 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 from agent.transforms.passes import Apply, Pass
-from agent.transforms.row_parallel import RowParallel
+from agent.transforms.row_parallel import RowParallel, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
 from agent.transforms.tiled_dot import TiledDot
 from agent.transforms.tiled_transpose import TiledTranspose
 
-PASSES: tuple[Pass[Any], ...] = (TiledDot(), RowParallel(), SameLayoutReduction(), TiledTranspose())
+PASSES: tuple[Pass[Any], ...] = (
+    TiledDot(),
+    RowParallel(),
+    StridedRowVectors(),
+    SameLayoutReduction(),
+    TiledTranspose(),
+)
 
 
 def candidates() -> tuple[Apply, ...]:
