@@ -6,20 +6,26 @@ Grammar (one directive per ``// @cuda-agent`` line, directly above the kernel; s
     sizes     NAME=EXPR ...  [verify NAME=EXPR[,EXPR...] ...]
     verify    NAME=EXPR[,EXPR...] ...           one problem per comma position (repeatable)
     launch    [grid=DIM] [block=DIM] [smem=EXPR]  DIM: EXPR or (EXPR, EXPR[, EXPR])
-    arg       NAME in|out|inout DTYPE[EXPR] [DIST]
+    arg       NAME in|out|inout DTYPE[EXPR] [DIST] [offset=EXPR]   offset: elements into the array
     arg       NAME = EXPR                       a scalar parameter's value (NULL for a pointer)
     const     NAME DTYPE[EXPR] [DIST]           initial contents of a __constant__/__device__ array
+    compare   NAME[IDX < EXPR, ...] where COND  the output's compared elements (``NAME where COND``
+                                                over the flat index ``i``; ``NAME written``: what
+                                                the original writes); the rest are don't-care
+    define    NAME=EXPR ...                     -D macros per problem (compile-time sizes)
     template  ARG, ARG...                       the instantiation to compile and launch
     tolerance [arg=NAME] [atol=NUM] [rtol=NUM] [norm=NUM]   override of the calibrated bounds
     precision allow=KIND[,KIND...]              tf32, fp16, bf16, mma, fast-math
     require   CONDITION                         a constraint on sizes, block and ``bytes``
     work      [bytes=EXPR] [flops=EXPR]         for GB/s, GFLOP/s and the roofline
-    DIST:     uniform(lo, hi) | normal | randint(lo, hi) | const(v) | arange | copy(ARG)
+    DIST:     uniform(lo, hi) | normal | randint(lo, hi) | const(v) | arange | copy(ARG) | values(EXPR)
 
 Expressions are integer arithmetic over the size variables (and, in ``launch``/``work``/counts,
 ``block``, ``block_x``, ``block_y``, ``block_z``): ``+ - * / // % << >>``, parentheses,
 ``min``, ``max``, ``cdiv``.  ``/`` divides like C (integer division on integers).  They are
-evaluated by walking a Python AST against that whitelist; nothing is ever ``eval``'d.
+evaluated by walking a Python AST against that whitelist; nothing is ever ``eval``'d.  Element
+expressions (``compare ... where``, ``values``) are resolved with the sizes substituted and evaluated
+by the worker over index arrays (:mod:`sandbox.expr`).
 
 Positions (``line``) are 0-based lines of the file, like :mod:`agent.source`.
 """
@@ -30,7 +36,7 @@ import ast
 import math
 import operator
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, cast
@@ -40,6 +46,7 @@ import tree_sitter
 from agent import host
 from agent.source import Document, Kernel, Param
 from sandbox.contract import (
+    MATH_CONSTANTS,
     PRECISIONS,
     ArgSpec,
     ConstantInit,
@@ -47,7 +54,9 @@ from sandbox.contract import (
     Distribution,
     Launch,
     Problem,
+    Region,
     Tolerance,
+    expression_error,
 )
 
 MARKER = "@cuda-agent"
@@ -203,6 +212,26 @@ class ArraySpec:
     count: str
     dist: DistSpec = field(default_factory=DistSpec)
     line: int = -1
+    offset: str = "0"  # the kernel's pointer is this many elements into the array
+
+
+@dataclass(frozen=True)
+class CompareSpec:
+    """``compare NAME[i < E, ...] where COND`` or ``compare NAME written``: the elements of an
+    output that verification compares (the rest are don't-care).  ``index``/``extents``: one
+    name and extent per dimension, outermost first (``("i",)``/``()``: the flat element index)."""
+
+    name: str
+    index: tuple[str, ...] = ("i",)
+    extents: tuple[str, ...] = ()
+    where: str = ""
+    written: bool = False
+    line: int = -1
+
+    def text(self) -> str:
+        dims = ", ".join(f"{i} < {e}" for i, e in zip(self.index, self.extents, strict=False))
+        head = f"{self.name}[{dims}]" if self.extents else self.name
+        return f"{head} written" if self.written else f"{head} where {self.where}"
 
 
 @dataclass(frozen=True)
@@ -242,6 +271,8 @@ class KernelSpec:
     bytes: str = ""  # "" -> sum of the arrays' sizes (inout counted twice)
     flops: str = ""
     requires: tuple[tuple[str, int], ...] = ()  # (condition, line): constraints on sizes and launch
+    compares: tuple[CompareSpec, ...] = ()  # outputs' cared-for elements
+    defines: dict[str, str] = field(default_factory=dict)  # macro -> value per problem (``define``)
     lines: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -370,17 +401,7 @@ _FUNCS: dict[str, tuple[Callable[..., Number], int, int]] = {
 }
 # constants of <cmath>/<cfloat>/<climits> that specs may name (INFINITY only where values may be infinite)
 CONSTANTS: dict[str, Number] = {
-    "INFINITY": math.inf,
-    "NAN": math.nan,
-    "M_PI": math.pi,
-    "M_E": math.e,
-    "FLT_MAX": 3.4028234663852886e38,
-    "FLT_MIN": 1.1754943508222875e-38,
-    "FLT_EPSILON": 1.1920928955078125e-07,
-    "DBL_MAX": 1.7976931348623157e308,
-    "INT_MAX": 2**31 - 1,
-    "INT_MIN": -(2**31),
-    "UINT_MAX": 2**32 - 1,
+    **MATH_CONSTANTS,
     "NULL": 0,  # `arg p = NULL`: a null pointer argument
 }
 _NULLS = frozenset({"NULL", "nullptr", "0"})
@@ -486,8 +507,17 @@ _ARRAY = re.compile(
 )
 _SCALAR = re.compile(r"^(?P<name>\w+)\s*=\s*(?P<value>.+)$")
 _CONST = re.compile(r"^(?P<name>\w+)\s+(?P<dtype>[\w:\s]+?)\s*\[(?P<count>.*)\]\s*(?P<dist>.*)$")
-_DIST = re.compile(r"^(?P<kind>uniform|normal|randint|const|arange|copy)\s*(?:\((?P<args>.*)\))?$")
-_DIST_ARITY = {"uniform": (2,), "normal": (0,), "randint": (2,), "const": (1,), "arange": (0,), "copy": (1,)}
+_DIST = re.compile(r"^(?P<kind>uniform|normal|randint|const|arange|copy|values)\s*(?:\((?P<args>.*)\))?$")
+_DIST_ARITY = {
+    "uniform": (2,),
+    "normal": (0,),
+    "randint": (2,),
+    "const": (1,),
+    "arange": (0,),
+    "copy": (1,),
+    "values": (1,),
+}
+_OFFSET = re.compile(r"(?:^|\s)offset\s*=(?!=)")
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
@@ -535,6 +565,19 @@ def _pairs(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def _split_offset(text: str) -> tuple[str, str]:
+    """``"uniform(-1, 1) offset=pad"`` -> ("uniform(-1, 1)", "pad"); no ``offset=``: (text, "0")."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch in "([") - (ch in ")]")
+        if depth == 0 and (m := _OFFSET.match(text, i)) and (i == 0 or ch.isspace()):
+            value = text[m.end() :].strip()
+            if not value:
+                raise ValueError("`offset=` has no value")
+            return text[:i], value
+    return text, "0"
+
+
 def parse_dims(text: str) -> tuple[str, ...]:
     """``"cdiv(n, block)"`` -> one dimension; ``"(a, b)"`` -> two; at most three (else ValueError)."""
     t = text.strip()
@@ -551,10 +594,13 @@ def _dist(text: str) -> DistSpec:
     m = _DIST.match(text.strip())
     if not m:
         raise ValueError(
-            f"unknown distribution `{text.strip()}` (uniform(lo,hi), normal, randint(lo,hi), const(v), arange, copy(ARG))"
+            f"unknown distribution `{text.strip()}` (uniform(lo,hi), normal, randint(lo,hi), const(v), "
+            "arange, copy(ARG), values(EXPR))"
         )
     kind: DistKind = m["kind"]  # type: ignore[assignment]
     args = tuple(_split_top(m["args"])) if m["args"] and m["args"].strip() else ()
+    if kind == "values" and m["args"] and m["args"].strip():
+        args = (m["args"].strip(),)  # one expression, commas and all (`values(min(i, 7))`)
     if len(args) not in _DIST_ARITY[kind]:
         raise ValueError(f"{kind} takes {_DIST_ARITY[kind][0]} argument(s)")
     return DistSpec(kind, args)
@@ -575,6 +621,8 @@ class _Builder:
         self.lines: dict[str, int] = {}
         self.mentioned: set[str] = set()  # parameters with an `arg` line, valid or not
         self.requires: list[tuple[str, int]] = []
+        self.compares: list[CompareSpec] = []
+        self.defines: dict[str, str] = {}
 
     def directive(self, line: int, text: str) -> None:
         keyword, _, rest = text.strip().partition(" ")
@@ -583,7 +631,8 @@ class _Builder:
             self.errors.append(
                 SpecError(
                     line,
-                    f"unknown directive `{keyword}` (sizes, verify, launch, arg, const, template, tolerance, precision, require, work)",
+                    f"unknown directive `{keyword}` (sizes, verify, launch, arg, const, template, tolerance, "
+                    "precision, require, compare, define, work)",
                 )
             )
             return
@@ -643,12 +692,17 @@ class _Builder:
             param = self._param(m["name"])
             if not param.pointer:
                 raise ValueError(f"`{m['name']}` is a scalar parameter; write `arg {m['name']} = EXPR`")
-            dist = _dist(m["dist"]) if m["dist"].strip() else None
+            tail, offset = _split_offset(m["dist"])
+            dist = _dist(tail) if tail.strip() else None
             dtype = self._dtype(m["dtype"])
             role = cast(ArrayRole, m["role"])
-            spec = ArraySpec(m["name"], role, dtype, m["count"].strip(), dist or default_dist(dtype), line)
+            spec = ArraySpec(
+                m["name"], role, dtype, m["count"].strip(), dist or default_dist(dtype), line, offset
+            )
         else:
-            raise ValueError("expected `arg NAME in|out|inout DTYPE[COUNT] [DIST]` or `arg NAME = EXPR`")
+            raise ValueError(
+                "expected `arg NAME in|out|inout DTYPE[COUNT] [DIST] [offset=EXPR]` or `arg NAME = EXPR`"
+            )
         if spec.name in self.args:
             raise ValueError(f"`{spec.name}` described twice")
         self.args[spec.name] = spec
@@ -659,11 +713,55 @@ class _Builder:
             raise ValueError("expected `const NAME DTYPE[COUNT] [DIST]`")
         dtype = self._dtype(m["dtype"])
         dist = _dist(m["dist"]) if m["dist"].strip() else default_dist(dtype)
-        if dist.kind == "copy":
-            raise ValueError(
-                "a constant cannot copy an argument (only arrays: `arg out inout T[n] copy(inp)`)"
-            )
+        if dist.kind == "copy" and not self._param(dist.args[0]).pointer:
+            raise ValueError(f"copy({dist.args[0]}): a constant copies a pointer argument's data")
         self.constants.append(ConstantSpec(m["name"], dtype, m["count"].strip(), dist, line))
+
+    def _d_compare(self, line: int, rest: str) -> None:
+        usage = "expected `compare NAME where COND`, `compare NAME[i < EXTENT, ...] where COND` or `compare NAME written`"
+        head, sep, where = rest.partition(" where ")
+        written = not sep and rest.split()[-1:] == ["written"]
+        if written:
+            head = rest.rsplit(None, 1)[0] if len(rest.split()) > 1 else ""
+        elif not sep or not where.strip():
+            raise ValueError(usage)
+        try:
+            tree = ast.parse(head.strip(), mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            raise ValueError(usage) from None
+        index: tuple[str, ...] = ("i",)
+        extents: tuple[str, ...] = ()
+        if isinstance(tree, ast.Subscript):
+            dims = tree.slice.elts if isinstance(tree.slice, ast.Tuple) else [tree.slice]
+            if not all(
+                isinstance(d, ast.Compare)
+                and isinstance(d.left, ast.Name)
+                and len(d.ops) == 1
+                and isinstance(d.ops[0], ast.Lt)
+                for d in dims
+            ):
+                raise ValueError("each dimension is `INDEX < EXTENT`, outermost first: `out[i < T, j < T]`")
+            index = tuple(cast(ast.Name, cast(ast.Compare, d).left).id for d in dims)
+            extents = tuple(ast.unparse(cast(ast.Compare, d).comparators[0]) for d in dims)
+            if len(set(index)) != len(index) or not 1 <= len(index) <= 4:
+                raise ValueError("give 1 to 4 dimensions with different index names")
+            tree = tree.value
+        if not isinstance(tree, ast.Name):
+            raise ValueError(usage)
+        param = self._param(tree.id)
+        if not param.pointer:
+            raise ValueError(f"`{tree.id}` is a scalar parameter, not an output")
+        if any(c.name == tree.id for c in self.compares):
+            raise ValueError(f"a second `compare` for `{tree.id}`")
+        condition = " ".join(where.replace("&&", " and ").replace("||", " or ").split())
+        self.compares.append(CompareSpec(tree.id, index, extents, condition, written, line))
+
+    def _d_define(self, line: int, rest: str) -> None:
+        for name, value in _pairs(rest):
+            if name in self.defines:
+                raise ValueError(f"macro `{name}` given twice")
+            self.defines[name] = value
+        self.lines["define"] = line
 
     def _d_template(self, line: int, rest: str) -> None:
         args = tuple(a for a in _split_top(rest.strip().removeprefix("<").removesuffix(">")) if a)
@@ -778,6 +876,8 @@ class _Builder:
             bytes=str(self.fields.get("bytes", "")),
             flops=str(self.fields.get("flops", "")),
             requires=tuple(self.requires),
+            compares=tuple(self.compares),
+            defines=dict(self.defines),
             lines=dict(self.lines),
         )
         if self.sizes:  # evaluate every expression once per problem size, to report what fails
@@ -991,11 +1091,21 @@ def problem(
             count = _eval_int(a.count, env, "count")
             if count < 0:
                 raise ValueError(f"count {a.count} = {count} is negative")
-            args.append(ArgSpec(a.name, a.role, a.dtype, count, _distribution(a.dist, env)))
+            offset = _eval_int(a.offset, env, "offset")
+            if not 0 <= offset <= count:
+                raise ValueError(f"offset={a.offset} = {offset} is outside the array (0..{count})")
+            compare = next((c for c in spec.compares if c.name == a.name), None)
+            region = None if compare is None else _region(compare, a.role, count, env)
+            args.append(
+                ArgSpec(a.name, a.role, a.dtype, count, _distribution(a.dist, env), 0.0, offset, region)
+            )
             moved += count * dtype_bytes(a.dtype) * (2 if a.role == "inout" else 1)
         except ValueError as exc:
             raise InvalidSpec((SpecError(a.line, f"arg {a.name}: {exc}"),)) from None
     arrays = {a.name: a for a in args if a.role != "scalar"}
+    for cmp in spec.compares:
+        if cmp.name not in arrays:
+            raise InvalidSpec((SpecError(cmp.line, f"compare {cmp.name}: not an array argument"),))
     for a in spec.args:
         if isinstance(a, ArraySpec) and a.dist.kind == "copy":
             src = arrays.get(a.dist.args[0])
@@ -1023,11 +1133,21 @@ def problem(
     constants: list[ConstantInit] = []
     for c in spec.constants:
         try:
-            constants.append(
-                ConstantInit(c.name, c.dtype, _eval_int(c.count, env, "count"), _distribution(c.dist, env))
-            )
+            count = _eval_int(c.count, env, "count")
+            src = arrays.get(c.dist.args[0]) if c.dist.kind == "copy" else None
+            if c.dist.kind == "copy" and (src is None or src.role == "out"):
+                raise ValueError(f"copy({c.dist.args[0]}) needs an in or inout array argument")
+            if src is not None and (src.dtype, src.count) != (c.dtype, count):
+                raise ValueError(f"copy({src.name}): {src.dtype}[{src.count}] is not {c.dtype}[{count}]")
+            constants.append(ConstantInit(c.name, c.dtype, count, _distribution(c.dist, env)))
         except ValueError as exc:
             raise InvalidSpec((SpecError(c.line, f"const {c.name}: {exc}"),)) from None
+    defines: dict[str, int] = {}
+    for macro, text in spec.defines.items():
+        try:
+            defines[macro] = _eval_int(text, env, f"macro {macro}")
+        except ValueError as exc:
+            raise fail("define", ValueError(f"macro {macro}: {exc}")) from None
     try:
         bytes_moved = _eval_int(spec.bytes, env, "bytes") if spec.bytes else moved
         flops = _eval_int(spec.flops, env, "flops") if spec.flops else 0
@@ -1041,6 +1161,7 @@ def problem(
         constants=tuple(constants),
         bytes_moved=bytes_moved,
         flops=flops,
+        defines=defines,
     )
 
 
@@ -1049,9 +1170,32 @@ def problems(spec: KernelSpec, block: int | tuple[int, ...] | None = None) -> tu
     return tuple(problem(spec, s, block) for s in (*verify_sizes(spec), _sizes(spec, None)))
 
 
+def _substituted(expr: str, env: Mapping[str, Number], bound: tuple[str, ...]) -> str:
+    """Element expression ``expr`` with the problem's values in place of its names (``bound``:
+    the index names it keeps), checked against the whitelist the worker evaluates."""
+    if clash := [b for b in bound if b in env]:
+        raise ValueError(f"`{clash[0]}` is a size; name the index otherwise")
+    text = _rename(expr, {k: repr(v) for k, v in env.items()})
+    if error := expression_error(text, bound):
+        raise ValueError(error)
+    return text
+
+
+def _region(c: CompareSpec, role: str, count: int, env: Mapping[str, Number]) -> Region:
+    if role == "in":
+        raise ValueError(f"compare {c.name}: an input is not compared")
+    shape = tuple(_eval_int(e, env, "extent") for e in c.extents) or (count,)
+    if math.prod(shape) != count:
+        raise ValueError(f"compare {c.name}: shape {shape} does not hold its {count} elements")
+    where = "" if c.written else _substituted(c.where, env, c.index)
+    return Region(shape, c.index, where, c.written)
+
+
 def _distribution(d: DistSpec, env: Mapping[str, Number]) -> Distribution:
     if d.kind == "copy":
         return Distribution("copy", source=d.args[0])
+    if d.kind == "values":
+        return Distribution("values", expr=_substituted(d.args[0], env, ("i",)))
     v = [float(evaluate(a, env)) for a in d.args]
     if d.kind in ("uniform", "randint"):
         if v[0] >= v[1]:
@@ -1083,7 +1227,10 @@ def render(spec: KernelSpec) -> str:
             out.append(f"arg {a.name} = {a.value}")
         else:
             dist = "" if a.role == "out" else " " + a.dist.text()
-            out.append(f"arg {a.name} {a.role} {_RENDER_DTYPE.get(a.dtype, a.dtype)}[{a.count}]{dist}")
+            offset = f" offset={a.offset}" if a.offset != "0" else ""
+            out.append(
+                f"arg {a.name} {a.role} {_RENDER_DTYPE.get(a.dtype, a.dtype)}[{a.count}]{dist}{offset}"
+            )
     for c in spec.constants:
         out.append(f"const {c.name} {_RENDER_DTYPE.get(c.dtype, c.dtype)}[{c.count}] {c.dist.text()}")
     for tol in (*([spec.tolerance] if spec.tolerance else []), *spec.output_tolerances):
@@ -1091,6 +1238,9 @@ def render(spec: KernelSpec) -> str:
     if spec.allow_precision:
         out.append("precision allow=" + ",".join(spec.allow_precision))
     out += [f"require {condition}" for condition, _ in spec.requires]
+    out += [f"compare {c.text()}" for c in spec.compares]
+    if spec.defines:
+        out.append("define " + " ".join(f"{k}={v}" for k, v in spec.defines.items()))
     work = " ".join(f"{k}={v}" for k, v in (("bytes", spec.bytes), ("flops", spec.flops)) if v)
     if work:
         out.append("work " + work)
@@ -1143,7 +1293,98 @@ _DIM3 = re.compile(r"\bdim3\s+(?P<name>[A-Za-z_]\w*)\s*(?:\(|=\s*dim3\s*\(|\{)(?
 def infer(doc: Document, kernel: Kernel) -> Inference:
     """Propose a spec from the signature and, when the program launches the kernel, from running
     the host code to that launch (:mod:`agent.host`), else from the launch site's text.  Says how
-    sure it is, and why (each reason with its evidence, file:line)."""
+    sure it is, and why (each reason with its evidence, file:line).  An output whose stores are
+    guarded by more than upper bounds (``j <= i``, ``i < 1``) gets ``compare NAME written``."""
+    inference = _infer_spec(doc, kernel)
+    spec = inference.spec
+    outputs = [a.name for a in spec.args if isinstance(a, ArraySpec) and a.role == "out"]
+    compares, evidence = [], []
+    for name, (line, guard) in partial_stores(doc, kernel, outputs).items():
+        compares.append(CompareSpec(name, written=True))
+        where = f"{Path(doc.path).name if doc.path else 'file'}:{line + 1}"
+        note = f"stored only where `{guard}`: elements it skips are not compared"
+        evidence.append(Evidence(f"compare {name}", where, "medium", note))
+    if not compares:
+        return inference
+    return replace(
+        inference,
+        spec=replace(spec, compares=tuple(compares)),
+        reasons=(*inference.reasons, *(e.note for e in evidence)),
+        evidence=(*inference.evidence, *evidence),
+    )
+
+
+_ORDER = frozenset({"<", "<=", ">", ">="})
+
+
+def partial_stores(doc: Document, kernel: Kernel, outputs: Sequence[str]) -> dict[str, tuple[int, str]]:
+    """Outputs whose stores are all guarded by a comparison that is not an upper bound against a
+    parameter: two local indices (``j <= i``, a triangle) or a local against a positive literal
+    (``i < 1``, a boundary).  Name -> (0-based line of a store, the guard's text)."""
+    body = _body_node(doc, kernel)
+    if body is None:
+        return {}
+    params = {p.name for p in kernel.params}
+    found: dict[str, tuple[int, str]] = {}
+    unguarded: set[str] = set()
+    for n in _walk(body):
+        left = n.child_by_field_name("left") if n.type == "assignment_expression" else None
+        target = (
+            left.child_by_field_name("argument") if left and left.type == "subscript_expression" else None
+        )
+        name = doc.node_text(target) if target is not None else ""
+        if name not in outputs:
+            continue
+        guard = next((g for c in _guards(n) for g in _partial_comparisons(doc, c, params)), None)
+        if guard is None:
+            unguarded.add(name)
+        else:
+            found.setdefault(name, (n.start_point[0], guard))
+    return {k: v for k, v in found.items() if k not in unguarded}
+
+
+def _guards(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
+    """The conditions a statement runs under: enclosing ``if``s it is the consequence of, and
+    ``if (...) return;`` statements before it in enclosing blocks."""
+    child, up = node, node.parent
+    while up is not None:
+        if up.type == "if_statement" and up.child_by_field_name("consequence") == child:
+            cond = up.child_by_field_name("condition")
+            if cond is not None:
+                yield cond
+        if up.type == "compound_statement":
+            for stmt in up.named_children:
+                if stmt == child:
+                    break
+                then = stmt.child_by_field_name("consequence") if stmt.type == "if_statement" else None
+                if then is not None and "return_statement" in (
+                    then.type,
+                    *(c.type for c in then.named_children),
+                ):
+                    cond = stmt.child_by_field_name("condition")
+                    if cond is not None:
+                        yield cond
+        child, up = up, up.parent
+
+
+def _partial_comparisons(doc: Document, cond: tree_sitter.Node, params: set[str]) -> Iterator[str]:
+    def local(n: tree_sitter.Node | None) -> bool:
+        return n is not None and n.type == "identifier" and doc.node_text(n) not in params
+
+    def positive(n: tree_sitter.Node | None) -> bool:
+        text = doc.node_text(n) if n is not None and n.type == "number_literal" else ""
+        return text.isdigit() and int(text) > 0
+
+    for n in _walk(cond):
+        op = n.child_by_field_name("operator") if n.type == "binary_expression" else None
+        if op is None or doc.node_text(op) not in _ORDER:
+            continue
+        a, b = n.child_by_field_name("left"), n.child_by_field_name("right")
+        if (local(a) and local(b)) or (local(a) and positive(b)) or (positive(a) and local(b)):
+            yield doc.node_text(n)
+
+
+def _infer_spec(doc: Document, kernel: Kernel) -> Inference:
     found = host.launch_of(doc, kernel.name)
     if found is not None:
         from_run = _infer_from_run(doc, kernel, *found)

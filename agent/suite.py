@@ -140,11 +140,12 @@ def run_suite(
     jsonl: Path | None = None,
     deadline_s: float | None = None,
     options: Callable[[Path], tuple[str, ...]] | None = None,
+    settings: loop.LoopSettings | None = None,
 ) -> tuple[SuiteEntry, ...]:
     """Optimize every kernel with a spec in ``directory``'s files matching ``match`` (see the module
     docstring).  ``on_entry(done, total, entry)`` after each kernel; ``jsonl``: a file each entry
     is appended to as one JSON line; ``deadline_s``: per kernel, everything included (default:
-    :func:`default_deadline`)."""
+    :func:`default_deadline`); ``settings``: the loop's (the evaluation budget: memory cap...)."""
     targets = list(find_targets(directory, match, options))
     deadline = deadline_s if deadline_s is not None else default_deadline(budget)
     entries: list[SuiteEntry | None] = [None] * len(targets)
@@ -156,7 +157,7 @@ def run_suite(
         if isinstance(target, str):
             e = SuiteEntry(file, kernel, "error", description=target)
         else:
-            e = _optimize(file, kernel, target, executor, budget, seed, deadline)
+            e = _optimize(file, kernel, target, executor, budget, seed, deadline, settings)
         log.info("%s %s: %s %.2fx", file, kernel, e.status, e.speedup)
         with lock:
             entries[position] = e
@@ -188,6 +189,7 @@ def _optimize(
     budget: loop.OptimizeBudget,
     seed: int,
     deadline: float | None,
+    settings: loop.LoopSettings | None = None,
 ) -> SuiteEntry:
     """One kernel's run, cancelled at ``deadline`` seconds (a timer sets the run's cancel event,
     which stops the evaluation in flight and skips compute-sanitizer)."""
@@ -200,7 +202,9 @@ def _optimize(
         if timer is not None:
             timer.daemon = True
             timer.start()
-        result = loop.optimize(target, proposer, pinned, budget=budget, seed=seed, cancel=cancel)
+        result = loop.optimize(
+            target, proposer, pinned, budget=budget, seed=seed, settings=settings, cancel=cancel
+        )
     finally:
         if timer is not None:
             timer.cancel()

@@ -14,9 +14,11 @@ as a :class:`CandidateResult` with a :class:`Status` and a message, never as an 
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal, TypeVar
@@ -27,7 +29,7 @@ import cattrs.v
 SCHEMA_VERSION = 1
 
 Role = Literal["in", "out", "inout", "scalar"]
-DistKind = Literal["uniform", "normal", "randint", "const", "arange", "copy"]
+DistKind = Literal["uniform", "normal", "randint", "const", "arange", "copy", "values"]
 Backend = Literal["cupy", "pycuda"]
 
 # Element types a request may name: scalar name -> bytes, and CUDA vector bases (``float4``...)
@@ -75,6 +77,109 @@ def element_bytes(dtype: str) -> int | None:
     return None
 
 
+# --------------------------------------------------------------------------- element expressions
+
+# What a per-element formula of a request (``Distribution.expr``, ``Region.where``) may use; it is
+# text evaluated by ``sandbox.expr`` walking its syntax tree against this whitelist, never eval'd.
+# name -> (minimum, maximum) arguments
+EXPRESSION_FUNCTIONS: dict[str, tuple[int, int]] = {
+    "min": (2, 16),
+    "max": (2, 16),
+    "cdiv": (2, 2),
+    "pow": (2, 2),
+    "sqrt": (1, 1),
+    "abs": (1, 1),
+    "exp": (1, 1),
+    "log": (1, 1),
+    "log2": (1, 1),
+    "pow2": (1, 1),
+    "sin": (1, 1),
+    "cos": (1, 1),
+}
+# constants of <cmath>/<cfloat>/<climits> an expression may name
+MATH_CONSTANTS: dict[str, int | float] = {
+    "INFINITY": math.inf,
+    "NAN": math.nan,
+    "M_PI": math.pi,
+    "M_E": math.e,
+    "FLT_MAX": 3.4028234663852886e38,
+    "FLT_MIN": 1.1754943508222875e-38,
+    "FLT_EPSILON": 1.1920928955078125e-07,
+    "DBL_MAX": 1.7976931348623157e308,
+    "INT_MAX": 2**31 - 1,
+    "INT_MIN": -(2**31),
+    "UINT_MAX": 2**32 - 1,
+}
+MAX_EXPRESSION_CHARS = 500
+_EXPRESSION_NODES = (
+    ast.Expression,
+    ast.Constant,
+    ast.Name,
+    ast.Load,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.BoolOp,
+    ast.Compare,
+    ast.Call,
+    ast.IfExp,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.LShift,
+    ast.RShift,
+    ast.USub,
+    ast.UAdd,
+    ast.Not,
+    ast.And,
+    ast.Or,
+    ast.Eq,
+    ast.NotEq,
+    ast.Lt,
+    ast.LtE,
+    ast.Gt,
+    ast.GtE,
+)
+
+
+def expression_error(text: str, names: Iterable[str]) -> str:
+    """Why ``text`` is not an element expression over ``names`` ('' when it is): numbers, those
+    names, :data:`MATH_CONSTANTS`, ``+ - * / // % << >>``, comparisons, ``and``/``or``/``not``,
+    ``a if c else b`` and :data:`EXPRESSION_FUNCTIONS`."""
+    if len(text) > MAX_EXPRESSION_CHARS:
+        return f"longer than {MAX_EXPRESSION_CHARS} characters"
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return f"`{text.strip()[:80]}` is not an expression"
+    known = set(names)
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    for node in ast.walk(tree):
+        if not isinstance(node, _EXPRESSION_NODES):
+            shown = ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__
+            return f"`{shown[:80]}` is not allowed in an element expression"
+        if isinstance(node, ast.Constant) and (
+            isinstance(node.value, bool)
+            or not isinstance(node.value, int | float)
+            or abs(node.value) >= 2**62
+        ):
+            return f"`{node.value!r}`"[:80] + " is not a number in range"
+        if isinstance(node, ast.Call):
+            arity = EXPRESSION_FUNCTIONS.get(node.func.id) if isinstance(node.func, ast.Name) else None
+            if arity is None or node.keywords or not arity[0] <= len(node.args) <= arity[1]:
+                return f"`{ast.unparse(node)[:80]}` is not a call of {', '.join(EXPRESSION_FUNCTIONS)}"
+        elif (
+            isinstance(node, ast.Name)
+            and id(node) not in called
+            and node.id not in known
+            and node.id not in MATH_CONSTANTS
+        ):
+            return f"unknown name `{node.id[:40]}` (known: {', '.join(sorted(known)) or 'none'})"
+    return ""
+
+
 class Status(str, Enum):
     """Outcome of evaluating one candidate."""
 
@@ -95,13 +200,30 @@ class Status(str, Enum):
 class Distribution:
     """How to draw an input array. ``uniform``/``normal`` for floats, ``randint`` for integers
     (``low`` inclusive, ``high`` exclusive), ``const`` fills with ``value``, ``arange`` 0..n-1,
-    ``copy`` starts as the data of the argument named ``source`` (same type and count)."""
+    ``copy`` starts as the data of the argument named ``source`` (same type and count),
+    ``values`` computes each scalar from its index ``i`` by the element expression ``expr``
+    (``i % 16``, ``cos(2 * M_PI * i / 1024)``; sizes already substituted)."""
 
     kind: DistKind = "uniform"
     low: float = -1.0
     high: float = 1.0
     value: float = 0.0
     source: str = ""
+    expr: str = ""
+
+
+@dataclass(frozen=True)
+class Region:
+    """The elements of an output that verification compares; the others are don't-care (never
+    compared, never required to be written).  Either ``where``: a condition over ``index``, one
+    name per dimension of the output seen as a row-major array of ``shape`` (an element
+    expression, sizes already substituted: ``j <= i`` over ``shape=(T, T)``); or ``written``: the
+    elements the baseline writes."""
+
+    shape: tuple[int, ...] = ()
+    index: tuple[str, ...] = ()
+    where: str = ""
+    written: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,7 +233,9 @@ class ArgSpec:
     ``dtype`` is a canonical element type name: float32, float64, float16, bfloat16, int8..int64,
     uint8..uint64, bool, or a CUDA vector type (float2, float4, int4, uint4, ...).
     Arrays have ``role`` in/out/inout and ``count`` elements; scalars have ``role == "scalar"``
-    and a ``value``.
+    and a ``value``.  ``offset``: the kernel gets a pointer that many elements into the array
+    (a stencil's ``buffer + padding``; the whole array is filled, poisoned and compared);
+    ``compare``: an output's cared-for elements (None: all of them).
     """
 
     name: str
@@ -120,6 +244,8 @@ class ArgSpec:
     count: int = 0
     dist: Distribution = field(default_factory=Distribution)
     value: float = 0.0
+    offset: int = 0
+    compare: Region | None = None
 
 
 @dataclass(frozen=True)
@@ -131,7 +257,8 @@ class Launch:
 
 @dataclass(frozen=True)
 class ConstantInit:
-    """Initial contents of a ``__constant__`` (or ``__device__``) symbol before each run."""
+    """Initial contents of a ``__constant__`` (or ``__device__``) symbol before each run; a
+    ``copy`` distribution names the input array argument whose data it holds (same type and count)."""
 
     name: str
     dtype: str
@@ -150,6 +277,8 @@ class Problem:
     constants: tuple[ConstantInit, ...] = ()
     bytes_moved: int = 0  # minimum bytes the kernel must move (for GB/s and % of peak)
     flops: int = 0
+    # macros the kernel is compiled with for this problem (``-DNAME=VALUE``): compile-time sizes
+    defines: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -588,6 +717,12 @@ class _Bounds:
             total += self.array(at, a.dtype, a.count if a.role != "scalar" else 0, a.dist)
             if math.isnan(a.value):
                 raise RequestError(f"{at}.value", "NaN is not a scalar argument's value")
+            if not 0 <= a.offset <= (a.count if a.role != "scalar" else 0):
+                raise RequestError(f"{at}.offset", f"{a.offset} is outside the array (0..{a.count})")
+            if a.compare is not None:
+                if a.role not in ("out", "inout"):
+                    raise RequestError(f"{at}.compare", "only an output has elements to compare")
+                self.region(f"{at}.compare", a.compare, a.count)
         inputs = {a.name: a for a in p.args if a.role in ("in", "inout")}
         for i, a in enumerate(p.args):
             src = inputs.get(a.dist.source) if a.dist.kind == "copy" else None
@@ -604,13 +739,23 @@ class _Bounds:
         for i, c in enumerate(p.constants):
             at = f"{where}.constants[{i}]"
             self.text(f"{at}.name", c.name, nonempty=True)
-            if c.dist.kind == "copy":
-                raise RequestError(f"{at}.dist.kind", "a constant cannot copy an argument")
+            src = inputs.get(c.dist.source) if c.dist.kind == "copy" else None
+            if c.dist.kind == "copy" and (src is None or (src.dtype, src.count) != (c.dtype, c.count)):
+                raise RequestError(
+                    f"{at}.dist.source",
+                    f"{c.dist.source[:40]!r} is not an input array argument of the same type and count",
+                )
             total += self.array(at, c.dtype, c.count, c.dist)
         if total > self.memory:
             raise RequestError(
                 f"{where}.args", f"{total} bytes of arrays, more than the memory cap of {self.memory}"
             )
+        self.count(f"{where}.defines", len(p.defines), self.limits.max_args, "defines")
+        for name, value in p.defines.items():
+            if not name.isidentifier() or not name.isascii() or len(name) > 200:
+                raise RequestError(f"{where}.defines", f"{name[:40]!r} is not a macro name")
+            if abs(value) >= 2**62:
+                raise RequestError(f"{where}.defines.{name}", f"{value} is out of range")
         self.launch(f"{where}.launch", p.launch)
         for key in ("bytes_moved", "flops"):
             self.count(f"{where}.{key}", getattr(p, key), 2**62, key)
@@ -619,13 +764,36 @@ class _Bounds:
         size = element_bytes(dtype)
         if size is None:
             raise RequestError(f"{where}.dtype", f"{dtype[:40]!r} is not a known element type")
-        self.count(f"{where}.count", count, self.memory // size, "elements")
-        if dist.kind not in ("uniform", "normal", "randint", "const", "arange", "copy"):
+        self.count(f"{where}.count", count, 2**62, "elements")
+        if count * size > self.memory:
+            raise RequestError(
+                f"{where}.count",
+                f"{count} elements of {size} bytes exceed the memory cap of {self.memory} bytes",
+            )
+        if dist.kind not in ("uniform", "normal", "randint", "const", "arange", "copy", "values"):
             raise RequestError(f"{where}.dist.kind", f"{dist.kind[:40]!r} is not a known distribution")
+        if dist.kind == "values" and (error := expression_error(dist.expr, ("i",))):
+            raise RequestError(f"{where}.dist.expr", error)
         for key in ("low", "high", "value"):
             if not math.isfinite(getattr(dist, key)):
                 raise RequestError(f"{where}.dist.{key}", f"{getattr(dist, key)} is not finite")
         return size * count
+
+    def region(self, where: str, r: Region, count: int) -> None:
+        if not 1 <= len(r.shape) <= 4 or len(r.index) != len(r.shape) or math.prod(r.shape) != count:
+            raise RequestError(
+                f"{where}.shape",
+                f"{tuple(r.shape)} with {len(r.index)} index names is not a shape of {count}",
+            )
+        for name in r.index:
+            if not name.isidentifier() or len(name) > 40 or name in MATH_CONSTANTS:
+                raise RequestError(f"{where}.index", f"{name[:40]!r} is not an index name")
+        if len(set(r.index)) != len(r.index):
+            raise RequestError(f"{where}.index", "an index name appears twice")
+        if r.written == bool(r.where):
+            raise RequestError(f"{where}.where", "give either a condition or written, not both or neither")
+        if r.where and (error := expression_error(r.where, r.index)):
+            raise RequestError(f"{where}.where", error)
 
     def launch(self, where: str, launch: Launch) -> None:
         for part, dims, caps in (("grid", launch.grid, MAX_GRID), ("block", launch.block, MAX_BLOCK)):

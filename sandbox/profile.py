@@ -175,8 +175,9 @@ def run(job: RunnerJob) -> None:
     kernel = rt.load(job.cubin, job.symbol)
     ws = Workspace(rt, job.problem)
     try:
-        ws.prepare(inputs_for(job.problem, job.seed), 0)
-        for name, host in constants_for(job.problem, job.seed).items():
+        inputs = inputs_for(job.problem, job.seed)
+        ws.prepare(inputs, 0)
+        for name, host in constants_for(job.problem, job.seed, inputs).items():
             rt.htod(rt.global_symbol(kernel, name), host)
         rt.launch(kernel, job.launch, ws.args())
         rt.synchronize()

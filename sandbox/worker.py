@@ -535,7 +535,11 @@ class LocalExecutor(Executor):
                 worker.kill()
                 worker.backend = request.options.backend
             info = self._device_info(worker)
-            return _Evaluation(self, worker, info, request, progress, cancel).run()
+            parts = [
+                _Evaluation(self, worker, info, part, progress, cancel).run()
+                for part in split_by_defines(request)
+            ]
+            return merge_parts(request, parts)
         finally:
             self._idle.put(worker)
 
@@ -543,6 +547,65 @@ class LocalExecutor(Executor):
         for w in self._workers:
             w.close()
         self._pool.close()
+
+
+def split_by_defines(req: EvalRequest) -> tuple[EvalRequest, ...]:
+    """``req`` as one request per distinct set of :attr:`Problem.defines`, each compiling every
+    kernel with its ``-DNAME=VALUE`` flags: verify-only parts first, then the part that holds the
+    bench problem (timed, sanitized, profiled as asked).  Without defines: ``(req,)``."""
+    problems = (*req.verify_problems, req.bench_problem)
+    groups: dict[tuple[tuple[str, int], ...], list[int]] = {}
+    for i, p in enumerate(problems):
+        groups.setdefault(tuple(sorted(p.defines.items())), []).append(i)
+    bench_key = tuple(sorted(req.bench_problem.defines.items()))
+    if not bench_key and len(groups) == 1:
+        return (req,)
+    order = [key for key in groups if key != bench_key] + [bench_key]
+    parts = []
+    for n, key in enumerate(order):
+        index = groups[key]
+        flags = tuple(f"-D{name}={value}" for name, value in key)
+        candidates = tuple(
+            replace(
+                c,
+                kernel=replace(c.kernel, options=(*c.kernel.options, *flags)),
+                launches=None if c.launches is None else tuple(c.launches[i] for i in index),
+            )
+            for c in req.candidates
+        )
+        timed = n == len(order) - 1
+        parts.append(
+            replace(
+                req,
+                id=f"{req.id[:180]}#define{n}",
+                baseline=replace(req.baseline, options=(*req.baseline.options, *flags)),
+                candidates=candidates,
+                verify_problems=tuple(problems[i] for i in index[:-1]),
+                bench_problem=problems[index[-1]],
+                options=req.options
+                if timed
+                else replace(req.options, time=False, sanitize=False, profile=False),
+            )
+        )
+    return tuple(parts)
+
+
+def merge_parts(req: EvalRequest, parts: Sequence[EvalResult]) -> EvalResult:
+    """One result for ``req`` from those of its :func:`split_by_defines` parts: per kernel, the
+    first part that did not pass (with the checks so far), else the timed part's, with every check."""
+    if len(parts) == 1:
+        return replace(parts[0], request_id=req.id)
+
+    def merged(results: list[CandidateResult]) -> CandidateResult:
+        end = next((k for k, r in enumerate(results) if r.status != Status.OK), len(results) - 1)
+        return replace(results[end], checks=tuple(c for r in results[: end + 1] for c in r.checks))
+
+    return EvalResult(
+        req.id,
+        merged([p.baseline for p in parts]),
+        tuple(merged([p.candidates[i] for p in parts]) for i in range(len(req.candidates))),
+        parts[-1].device,
+    )
 
 
 def bench_request(
@@ -693,8 +756,10 @@ def sanitize(
     budget: Budget,
     cancel: threading.Event | None = None,
 ) -> CandidateResult:
-    """Re-run an ``ok`` candidate's verification (bench problem, first seed) under compute-sanitizer
-    memcheck and racecheck.  Fails closed: the result's ``sanitizer`` says ``passed: ...`` only when
+    """Re-run an ``ok`` candidate's verification under compute-sanitizer memcheck and racecheck:
+    on the verification sizes (small, odd: where bounds errors show) and the first seed; on the
+    bench problem only when the request has no verification sizes (racecheck over a
+    benchmark-sized problem takes minutes).  Fails closed: the result's ``sanitizer`` says ``passed: ...`` only when
     every tool ran to its summary with no error; ``skipped: ...`` without the tool, or when
     ``cancel`` is set before the tools are done (the result is then ``cancelled``: not checked, not
     passed); otherwise ``failed: ...`` and the candidate is ``rejected`` (errors found, or the check
@@ -703,18 +768,7 @@ def sanitize(
     if not exe:
         return replace(result, sanitizer="skipped: compute-sanitizer not found")
     cancel = cancel or threading.Event()
-    req = job.request
-    cands = list(req.candidates)
-    launches = cands[job.index].launches
-    if launches:  # only the bench problem remains: keep its launch
-        cands[job.index] = replace(cands[job.index], launches=launches[-1:])
-    small = replace(
-        req,
-        candidates=tuple(cands),
-        verify_problems=(),
-        seeds=req.seeds[:1],
-        options=replace(req.options, time=False, sanitize=False),
-    )
+    small = sanitizer_request(job.request, job.index)
     lines = []
     for tool in SANITIZER_TOOLS:
         if cancel.is_set():
@@ -757,6 +811,26 @@ def sanitize(
             sanitizer=f"skipped: cancelled before every tool ran{done}",
         )
     return replace(result, sanitizer="passed: " + "; ".join(lines))
+
+
+def sanitizer_request(req: EvalRequest, index: int) -> EvalRequest:
+    """``req`` as compute-sanitizer re-runs candidate ``index``: untimed, first seed, the
+    verification sizes (the last of them in the bench problem's place), or the bench problem
+    alone when there are none; the candidate keeps the launches of the problems that remain."""
+    cands = list(req.candidates)
+    launches = cands[index].launches
+    problems = req.verify_problems or (req.bench_problem,)
+    if launches:  # one launch per problem
+        kept = launches[: len(req.verify_problems)] or launches[-1:]
+        cands[index] = replace(cands[index], launches=kept)
+    return replace(
+        req,
+        candidates=tuple(cands),
+        verify_problems=problems[:-1],
+        bench_problem=problems[-1],
+        seeds=req.seeds[:1],
+        options=replace(req.options, time=False, sanitize=False),
+    )
 
 
 def nsight_profile(worker: WorkerProcess, job: EvalJob, budget: Budget) -> Profile:
@@ -1065,7 +1139,9 @@ class GpuHandler:
                             self.rt.copy_async(copies[a.name], ws.data(a.name), ws.nbytes[a.name])
                     pristine.append(copies)
                 for k in (baseline, kernel):
-                    for name, host in constants_for(problem, seeds[0]).items():
+                    for name, host in constants_for(
+                        problem, seeds[0], verifier.inputs(index, seeds[0])
+                    ).items():
                         self.rt.htod(self.rt.global_symbol(k, name), host)
                 self.rt.synchronize()
 
@@ -1088,7 +1164,8 @@ class GpuHandler:
                 for a in arrays:
                     ref, moved = refs[slot][a.name]
                     calib = verifier.calibration(index, a.name, moved, allowed)
-                    cmp = compare(ref, ws.read(a.name), a.dtype, calib)
+                    cared = verifier.cared(index, seeds[slot], a.name, seeds[0])
+                    cmp = compare(ref, ws.read(a.name), a.dtype, calib, cared)
                     if not cmp.ok:
                         return CandidateResult(
                             cid,

@@ -24,6 +24,7 @@ import click
 if TYPE_CHECKING:
     from agent.llm import LLMSettings
     from agent.loop import LoopEvent, OptimizeResult, Proposer, Target
+    from sandbox.contract import Budget
     from sandbox.executor import Executor
 
 
@@ -109,6 +110,27 @@ def build_flags(f: Callable[..., None]) -> Callable[..., None]:
     ):
         command = option(command)
     return command
+
+
+def memory_option(f: Callable[..., None]) -> Callable[..., None]:
+    """Adds ``--max-memory-gb``: the GPU memory one evaluation may allocate (``Budget.gpu_memory_bytes``),
+    handed to the command as ``eval_budget`` (None: the default cap)."""
+
+    @click.option(
+        "--max-memory-gb",
+        type=click.FloatRange(min=0, min_open=True),
+        help="GPU memory one evaluation may allocate, in GiB (default 4; a worker allows up to its own limit).",
+    )
+    @functools.wraps(f)
+    def wrapper(*args: Any, max_memory_gb: float | None, **kw: Any) -> None:
+        from sandbox.contract import Budget
+
+        cap = (
+            None if max_memory_gb is None else Budget(gpu_memory_bytes=max(1, int(max_memory_gb * (1 << 30))))
+        )
+        f(*args, eval_budget=cap, **kw)
+
+    return wrapper
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -239,7 +261,10 @@ def check(file: str, arch: str, build: BuildFlags, as_json: bool) -> None:
 @click.option("--gpu", default=0, show_default=True, help="GPU index.")
 @json_option
 @build_flags
-def bench(file: str, kernel: str | None, gpu: int, build: BuildFlags, as_json: bool) -> None:
+@memory_option
+def bench(
+    file: str, kernel: str | None, gpu: int, build: BuildFlags, as_json: bool, eval_budget: Budget | None
+) -> None:
     """Time a kernel under its spec on the local GPU: median, spread, GB/s, % of peak."""
     from agent import loop
     from agent.source import Document
@@ -254,7 +279,9 @@ def bench(file: str, kernel: str | None, gpu: int, build: BuildFlags, as_json: b
         raise UserError(str(exc)) from exc
     try:
         with _make_executor(gpu) as executor:
-            result = executor.evaluate(bench_request(target.baseline, target.bench_problem))
+            result = executor.evaluate(
+                bench_request(target.baseline, target.bench_problem, budget=eval_budget)
+            )
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
     r = result.baseline
@@ -307,6 +334,7 @@ def bench(file: str, kernel: str | None, gpu: int, build: BuildFlags, as_json: b
 @click.option("--write", is_flag=True, help="Apply the verified rewrite to FILE (a backup is kept).")
 @json_option
 @build_flags
+@memory_option
 def optimize(
     file: str,
     kernel: str | None,
@@ -325,6 +353,7 @@ def optimize(
     write: bool,
     build: BuildFlags,
     as_json: bool,
+    eval_budget: Budget | None,
 ) -> None:
     """Search for a faster kernel, verify it against the original, and report the speedup."""
     import threading
@@ -373,6 +402,7 @@ def optimize(
                                 executor,
                                 budget=limits,
                                 seed=seed,
+                                settings=loop.LoopSettings(eval_budget=eval_budget) if eval_budget else None,
                                 on_event=on_event,
                                 cancel=cancel,
                                 trajectory=TrajectoryLog(log_path) if log_path else None,
@@ -864,6 +894,7 @@ def _print_compare(found: Any) -> None:
 )
 @json_option
 @build_flags
+@memory_option
 def suite(
     directory: str,
     budget: str,
@@ -875,6 +906,7 @@ def suite(
     deadline: float | None,
     build: BuildFlags,
     as_json: bool,
+    eval_budget: Budget | None,
 ) -> None:
     """Optimize every kernel with a spec in DIRECTORY and print a table with fast_1, fast_1.5, geomean.
     One progress line per kernel goes to stderr as it finishes."""
@@ -923,6 +955,7 @@ def suite(
                 jsonl=Path(jsonl) if jsonl else None,
                 deadline_s=deadline,
                 options=build.options,
+                settings=loop.LoopSettings(eval_budget=eval_budget) if eval_budget else None,
             )
     except ExecutorError as exc:
         raise executor_failed(exc) from exc

@@ -125,6 +125,26 @@ def test_an_atomic_histogram_is_privatised_first() -> None:
     assert all(launch.grid[0] <= sm_cap for launch in first.launches)
 
 
+@pytest.mark.parametrize(
+    "name, wanted",
+    [
+        ("transpose_1d.cu", ("__shared__ float ca_tile[32][33];",)),
+        ("gelu_bf16.cu", ("reinterpret_cast<const uint4*>(inp)[ca_v]", "__tanhf(")),  # bf16 out: fast math
+        ("residual_bf16.cu", ("reinterpret_cast<const uint4*>(inp1)[ca_v]",)),
+        ("gelu.cu", ("reinterpret_cast<const float4*>(x)[ca_v]", "tanhf(")),  # fp32 out: exact math
+        ("histogram_index.cu", ("__shared__ int ca_hist[256];",)),
+    ],
+)
+def test_the_structural_rewrite_of_real_index_forms_leads_the_first_batch(
+    name: str, wanted: tuple[str, ...]
+) -> None:
+    executor = FakeExecutor()
+    run(name, executor, candidates=4)
+    first = next(r for r in executor.requests if r.candidates).candidates[0].kernel.source
+    assert all(w in first for w in wanted)
+    assert ("__tanhf(" in first) == (name == "gelu_bf16.cu")
+
+
 @pytest.mark.parametrize("name", ["matmul.cu", "matmul_bias.cu", "sgemm.cu", "attention_scores.cu"])
 def test_a_dot_product_per_thread_is_tiled_first(name: str) -> None:
     """The first batch leads with the tiled dot product at the tile its pass guesses."""

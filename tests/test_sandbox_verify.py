@@ -272,6 +272,9 @@ def test_precision_features_from_source_ptx_and_options() -> None:
     assert found["mma"].startswith("mma.sync") and "tf32" in found
     assert lower_precision(KernelSource(src, "k"), KernelSource(src, "k")) == {}
     assert set(lower_precision(plain, KernelSource(src, "k"))) == {"fp16", "fast-math", "mma", "tf32"}
+    for tanh in ("y[0] = __tanhf(y[0]);", 'asm("tanh.approx.f32 %0, %0;");'):  # fast tanh, C or PTX
+        found = precision_features(KernelSource(f"__global__ void k(float* y) {{ {tanh} }}", "k"))
+        assert set(found) == {"fast-math"}
     assert allowed_roundoff({"tf32": "x"}, ("tf32",)) == 2.0**-11
     assert allowed_roundoff({"tf32": "x", "fp16": "y"}, ("tf32",)) == 0.0  # fp16 not allowed
 

@@ -294,6 +294,24 @@ def test_verification_plan_checks_the_benchmark_size_on_every_seed_unless_timed(
     assert verification_plan(accumulating)[-1][1] == (5,)
 
 
+def test_sanitizer_reruns_the_verification_sizes_not_the_benchmark_size() -> None:
+    from sandbox.contract import Launch, validate_request
+    from sandbox.worker import sanitizer_request
+
+    kernel = KernelSource("__global__ void vadd() {}", "vadd")
+    base = replace(vadd_request(kernel, ()), seeds=(5, 6, 7), options=EvalOptions(sanitize=True))
+    launches = tuple(Launch((i + 1, 1, 1), (128, 1, 1)) for i in range(3))  # n=1, n=4097, bench
+    req = replace(base, candidates=(Candidate("c0", kernel), Candidate("c1", kernel, launches=launches)))
+    small = sanitizer_request(req, 1)
+    problems = [p.label for p in (*small.verify_problems, small.bench_problem)]
+    assert problems == ["n=1", "n=4097"] and small.seeds == (5,)
+    assert small.candidates[1].launches == launches[:2] and not small.options.time
+    assert not small.options.sanitize and small.candidates[0] == req.candidates[0]
+    validate_request(small)
+    alone = sanitizer_request(replace(req, verify_problems=()), 1)  # no verification sizes
+    assert alone.bench_problem == req.bench_problem and alone.candidates[1].launches == launches[-1:]
+
+
 def test_sanitizer_fails_closed() -> None:
     from sandbox.worker import SANITIZER_ERROR, Reply, sanitizer_verdict
 

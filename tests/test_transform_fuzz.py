@@ -13,7 +13,9 @@ import pytest
 
 from agent import spec as spec_mod
 from agent.source import Document
-from agent.transforms import NotApplicable, Outcome, Subject, TiledTranspose, Transform, safe_apply
+from agent.transforms import NotApplicable, Outcome, Subject, Transform, safe_apply
+from agent.transforms.passes import Apply
+from agent.transforms.tiled_transpose import TiledTranspose
 
 FUZZ = Path(__file__).parent.parent / "bench" / "transform_fuzz.py"
 
@@ -67,5 +69,5 @@ def test_tiled_transpose_refuses_pointer_declarators_without_raising() -> None:
         "    if (*x < cols && y < rows) out[*x * rows + y] = in[y * cols + *x];\n"
         "}\n"
     )
-    out = TiledTranspose().apply(Subject(code, spec))
+    out = Apply(TiledTranspose(), (32, 8)).apply(Subject(code, spec))
     assert isinstance(out, NotApplicable) and "no 2-D index pair" in out.reason

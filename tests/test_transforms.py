@@ -27,7 +27,6 @@ from agent.transforms import (
     Rewrite,
     SharedHistogram,
     Subject,
-    TiledTranspose,
     Transform,
     Unroll,
     Vectorize,
@@ -38,15 +37,25 @@ from agent.transforms.passes import Apply
 from agent.transforms.row_parallel import RowParallel, Rows
 from agent.transforms.same_layout import SameLayoutReduction
 from agent.transforms.tiled_dot import Tile, TiledDot
+from agent.transforms.tiled_transpose import TiledTranspose
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Candidate, EvalOptions, EvalRequest, Status
 
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
 DATA = Path(__file__).parent / "data" / "transforms"
+TRANSPOSE = Apply(TiledTranspose(), (32, 8))
 
 
 def target(name: str, kernel: str | None = None, folder: Path = KERNELS) -> loop.Target:
     return loop.target_for(Document.from_file(folder / name), kernel)
+
+
+def case(name: str) -> loop.Target:
+    """A case's kernel: ``file.cu`` of bench/kernels/ or tests/data/transforms/ (its first kernel),
+    or ``file.cu:kernel``."""
+    file, _, kernel = name.partition(":")
+    folder = DATA if (DATA / file).exists() else KERNELS
+    return target(file, kernel or ("scale" if file == "edge_forms.cu" else None), folder)
 
 
 def subject(t: loop.Target) -> Subject:
@@ -83,6 +92,23 @@ ROWS = (  # thread-per-row kernels the row-parallel pass rewrites
     "attention_softmax.cu",
     "layernorm_stats.cu",
 )
+# 1- and 2-byte element types in 16-byte packs, and the index forms of real code (tests/data/transforms/)
+NARROW: list[tuple[str, tuple[Transform, ...]]] = [
+    ("gelu_bf16.cu", (Vectorize(16),)),
+    ("gelu_bf16.cu", (Vectorize(16, 4), FastMath())),
+    ("residual_bf16.cu", (Vectorize(16, 2), RestrictConst())),
+    ("narrow_forms.cu:widen_bf16", (Vectorize(16),)),
+    ("narrow_forms.cu:axpy_half", (Vectorize(16),)),
+    ("narrow_forms.cu:invert_u8", (Vectorize(16),)),
+    ("narrow_forms.cu:relu_s8", (Vectorize(8, 2),)),
+    ("narrow_forms.cu:relu_s8", (GridStride(1, max_blocks=3),)),
+    ("narrow_forms.cu:scale_bf16_loop", (Vectorize(16), RestrictConst())),
+    ("index_forms.cu:transpose_split", (Apply(TiledTranspose(), (64, 16)),)),
+    ("index_forms.cu:transpose_return", (Apply(TiledTranspose(), (32, 16)), RestrictConst())),
+    ("index_forms.cu:histogram_offset", (SharedHistogram(max_blocks=3),)),
+    ("histogram_index.cu", (SharedHistogram(max_blocks=3), BlockSize((64,)))),
+    ("transpose_1d.cu", (Apply(TiledTranspose(), (32, 16)),)),
+]
 # (file, transforms, what the rewrite must contain)
 CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("vadd_poor_block.cu", (BlockSize((256,)),)),
@@ -105,8 +131,8 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("matmul.cu", (Unroll(8), BlockSize((32, 8)), LaunchBounds())),
     ("block_sum.cu", (WarpReduction(),)),
     ("row_max.cu", (WarpReduction(), RestrictConst())),
-    ("transpose.cu", (TiledTranspose(), LaunchBounds())),
-    ("transpose_1d.cu", (TiledTranspose(), RestrictConst())),
+    ("transpose.cu", (TRANSPOSE, LaunchBounds())),
+    ("transpose_1d.cu", (TRANSPOSE, RestrictConst())),
     ("stencil2d.cu", (ReadOnlyLoads(), BlockSize((32, 8)))),
     ("matmul.cu", (tiled(),)),
     ("matmul_bias.cu", (tiled(128, 64, 16, 8, 4), RestrictConst())),
@@ -116,12 +142,13 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("softmax.cu", (Apply(RowParallel(), Rows("warp", 128)), RestrictConst(), FastMath())),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False), RestrictConst())),
+    *NARROW,
 ]
 
 
 @pytest.mark.parametrize("name, transforms", CASES, ids=lambda v: v if isinstance(v, str) else None)
 def test_rewrite_compiles_with_nvrtc(name: str, transforms: tuple[Transform, ...]) -> None:
-    t = target(name)
+    t = case(name)
     out = rewrite(t, *transforms)
     assert out.code != t.definition or out.launch != loop.LaunchChange()
     compiles(t, out.code)
@@ -194,6 +221,43 @@ def test_vectorize_checks_alignment_and_keeps_a_scalar_tail() -> None:
     assert "reinterpret_cast<float2*>(y)[ca_v] = ca_y_vec;" in coarse.code  # inout: loaded and stored
 
 
+def test_vectorize_packs_8_bf16_or_16_int8_lanes_and_keeps_float_math() -> None:
+    gelu = rewrite(case("gelu_bf16.cu"), Vectorize(16))
+    assert gelu.launch.grid == "cdiv(N, block * 8)"  # the grid covers n / 8 threads
+    assert "const uint4 ca_inp_vec = reinterpret_cast<const uint4*>(inp)[ca_v];" in gelu.code
+    assert "__nv_bfloat16* ca_out = reinterpret_cast<__nv_bfloat16*>(&ca_out_vec);" in gelu.code
+    assert "float xi = __bfloat162float(ca_inp[ca_k]);" in gelu.code  # the math stays in float
+    assert "reinterpret_cast<uint4*>(out)[ca_v] = ca_out_vec;" in gelu.code
+    s8 = rewrite(case("narrow_forms.cu:relu_s8"), Vectorize(16))
+    assert s8.launch.grid == "cdiv(n, block * 16)" and "ca_k < 16" in s8.code
+    assert "int tid" not in s8.code and "const int i = (int)ca_j;" in s8.code  # `if (i >= n) return;`
+    # a bf16 input of a float output: 4 lanes, the float4 aligned to 16 bytes and the bf16 pack to 8
+    mixed = rewrite(case("narrow_forms.cu:widen_bf16"), Vectorize(16))
+    assert mixed.launch.grid == "cdiv(n, block * 4)"
+    assert "const uint2 ca_x_vec = reinterpret_cast<const uint2*>(x)[ca_v];" in mixed.code
+    assert "% 16) == 0 && ((reinterpret_cast<unsigned long long>(x)) % 8) == 0" in mixed.code
+    strided = rewrite(case("narrow_forms.cu:scale_bf16_loop"), Vectorize(16))  # a grid-stride loop already
+    assert strided.launch == loop.LaunchChange()  # its own grid is kept
+    assert "ca_y[ca_k] = __float2bfloat16(s * __bfloat162float(ca_x[ca_k]));" in strided.code
+    half = rewrite(case("narrow_forms.cu:axpy_half"), Vectorize(16))
+    assert "uint4 ca_y_vec = reinterpret_cast<const uint4*>(y)[ca_v];" in half.code  # inout: loaded
+    assert "__half2float(ca_y[ca_k])" in half.code  # `y[(size_t)i]` is `y[i]`
+
+
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("index_forms.cu:carried", "assigns `acc`, declared outside it"),
+        ("index_forms.cu:lane_before", "uses `lane`, which depends on the thread's position"),
+        ("edge_forms.cu:lane_id", "uses the thread's position"),
+    ],
+)
+def test_elementwise_rewrites_refuse_bodies_that_are_not_per_element(name: str, reason: str) -> None:
+    for transform in (GridStride(1), Vectorize(16)):
+        out = transform.apply(subject(case(name)))
+        assert isinstance(out, NotApplicable) and reason in out.reason, out
+
+
 def test_vectorize_leaves_indirect_accesses_scalar() -> None:
     out = rewrite(target("gather.cu"), Vectorize(16))
     assert "ca_table" not in out.code  # read through an index: stays a scalar load
@@ -211,7 +275,7 @@ def test_unroll_adds_one_pragma_per_loop() -> None:
 def test_launch_bounds_follow_the_block_in_force() -> None:
     out = rewrite(target("vadd_poor_block.cu"), BlockSize((512,)), LaunchBounds())
     assert "__launch_bounds__(512) vadd(" in out.code
-    tiled = rewrite(target("transpose.cu"), TiledTranspose(), LaunchBounds())
+    tiled = rewrite(target("transpose.cu"), TRANSPOSE, LaunchBounds())
     assert "__launch_bounds__(256)" in tiled.code
 
 
@@ -225,9 +289,22 @@ def test_warp_reduction_replaces_the_last_steps_with_shuffles() -> None:
 
 
 def test_tiled_transpose_launches_tiles() -> None:
-    out = rewrite(target("transpose.cu"), TiledTranspose())
+    out = rewrite(target("transpose.cu"), TRANSPOSE)
     assert "__shared__ float ca_tile[32][33];" in out.code
     assert out.launch == loop.LaunchChange(grid="(cdiv(cols, 32), cdiv(rows, 32))", block="(32, 8)")
+
+
+def test_tiled_transpose_sees_through_the_index_forms_of_real_code() -> None:
+    """A 1-D index split by `/` and `%` in locals and guarded by its parts, with `size_t` index
+    arithmetic (kept); a 2-D transpose with an early return written in either operand order."""
+    split = rewrite(case("index_forms.cu:transpose_split"), Apply(TiledTranspose(), (64, 16)))
+    assert "__shared__ float ca_tile[64][65];" in split.code
+    assert "dst[(size_t)(r + ca_j) * rows + c] = ca_tile[threadIdx.x][threadIdx.y + ca_j];" in split.code
+    assert split.launch == loop.LaunchChange(grid="(cdiv(cols, 64), cdiv(rows, 64))", block="(64, 16)")
+    early = rewrite(case("index_forms.cu:transpose_return"), TRANSPOSE)
+    assert "__shared__ double ca_tile[32][33];" in early.code
+    assert "ca_tile[threadIdx.y + ca_j][threadIdx.x] = a[(row + ca_j) * w + col];" in early.code
+    assert early.launch == loop.LaunchChange(grid="(cdiv(w, 32), cdiv(h, 32))", block="(32, 8)")
 
 
 TILED = ("matmul.cu", "matmul_bias.cu", "sgemm.cu", "attention_scores.cu")
@@ -348,6 +425,13 @@ def test_shared_histogram_counts_per_block_and_merges_once() -> None:
     assert isinstance(early, NotApplicable) and "returns early" in early.reason
     compact = SharedHistogram().apply(subject(target("edge_forms.cu", "compact", DATA)))
     assert isinstance(compact, NotApplicable) and "value an atomicAdd returns is used" in compact.reason
+    tutorial = rewrite(case("histogram_index.cu"), SharedHistogram())
+    assert "atomicAdd(&(ca_hist[a[i]]), 1);" in tutorial.code  # `atomicAdd(&(y[a[i]]), 1)`
+    offset = rewrite(case("index_forms.cu:histogram_offset"), SharedHistogram(max_blocks=64))
+    assert (
+        "atomicAdd(ca_hist + bin, 1u);" in offset.code
+        and "__shared__ unsigned int ca_hist[128];" in offset.code
+    )
 
 
 def test_fast_math_uses_intrinsics() -> None:
@@ -364,10 +448,11 @@ def test_fast_math_uses_intrinsics() -> None:
         ("transpose.cu", BlockSize((256,)), "2-D blocks"),
         ("matmul.cu", Vectorize(16), "not `if (col < N) ...`"),
         ("block_scan.cu", GridStride(2), "no `i = blockIdx.x * blockDim.x + threadIdx.x` index"),
-        ("layernorm.cu", Vectorize(16), "no array indexed by `r` alone"),
+        ("layernorm.cu", Vectorize(16), "loops over memory (a row per element)"),
+        ("matvec.cu", Vectorize(8), "packs would serialise rows"),
         ("vadd_poor_block.cu", WarpReduction(), "no `for (s = ..."),
-        ("matmul.cu", TiledTranspose(), "not one `out[...] = in[...];` without loops"),
-        ("vadd_poor_block.cu", TiledTranspose(), "no 2-D index pair (or 1-D index split"),
+        ("matmul.cu", TRANSPOSE, "not one `out[...] = in[...];` without loops"),
+        ("vadd_poor_block.cu", TRANSPOSE, "no 2-D index pair (or 1-D index split"),
         ("vadd_poor_block.cu", FastMath(), "no single-precision math"),
         ("vadd_poor_block.cu", Unroll(4), "no `for` loop"),
         ("row_max.cu", ReadOnlyLoads(), "no plain loads"),
@@ -420,7 +505,7 @@ def test_every_rewrite_is_equivalent_on_the_gpu() -> None:
         by_file.setdefault(name, []).append((f"case{i}", transforms))
     with LocalExecutor() as executor:
         for name, cases in by_file.items():
-            t = target(name)
+            t = case(name)
             candidates = []
             for cid, transforms in cases:
                 out = rewrite(t, *transforms)
@@ -502,6 +587,10 @@ HOST_TYPES = {
     "uint32": "unsigned int",
     "int64": "long long",
     "uint64": "unsigned long long",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "float16": "__half",
+    "bfloat16": "__nv_bfloat16",
 }
 # (file, transforms): rewrites whose outputs the host emulation (tests/data/transforms/host_cuda.h) compares
 HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
@@ -523,14 +612,14 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("bias_add.cu", (Vectorize(16, 4), BlockSize((128,)))),
     ("sigmoid.cu", (FastMath(), Vectorize(16))),
     ("gelu.cu", (Vectorize(16, 2),)),
-    ("matvec.cu", (Vectorize(16), Unroll(4))),
+    ("matvec.cu", (GridStride(2), Unroll(4))),
     ("softmax.cu", (GridStride(2), FastMath())),
     ("layernorm.cu", (GridStride(4), Unroll(8), RestrictConst())),
     ("edge_forms.cu", (Vectorize(16),)),
     ("block_sum.cu", (WarpReduction(), RestrictConst())),
     ("row_max.cu", (WarpReduction(), Unroll(4))),
-    ("transpose.cu", (TiledTranspose(), ReadOnlyLoads())),
-    ("transpose_1d.cu", (TiledTranspose(),)),
+    ("transpose.cu", (TRANSPOSE, ReadOnlyLoads())),
+    ("transpose_1d.cu", (TRANSPOSE,)),
     ("block_scan.cu", (Unroll(8), LaunchBounds())),
     ("matmul.cu", (tiled(),)),
     ("matmul.cu", (tiled(64, 64, 8, 4, 4), RestrictConst(), ReadOnlyLoads())),
@@ -558,6 +647,7 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("row_batched.cu", (Apply(RowParallel(), Rows("block", 256)),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False),)),
+    *NARROW,
 ]
 
 
@@ -570,7 +660,7 @@ def _host_value(dtype: str, i: str, dist_kind: str, low: float, high: float, val
     t = HOST_TYPES[dtype]
     if dist_kind == "const":
         return f"({t})({value!r})"
-    if dist_kind == "randint" or not dtype.startswith("float"):
+    if dist_kind == "randint" or not spec_mod.is_float(dtype):
         lo, span = int(low), max(1, int(high - low))
         return f"({t})({lo} + ({i} * 7919 + 13) % {span})"
     return f"({t})({low!r} + ({high - low!r}) * (double)(({i} * 7919 + 13) % 1000) / 1000.0)"
@@ -628,8 +718,7 @@ def test_rewrite_computes_the_same_outputs_in_host_emulation(
     """Rewrites run on the CPU (a std::thread per CUDA thread, tests/data/transforms/host_cuda.h)
     give the original's outputs, with aligned arrays (vector path) and misaligned ones (scalar path);
     sums may differ in the last bits where a reduction changes the order of additions."""
-    folder = DATA if (DATA / name).exists() else KERNELS
-    t = target(name, "scale" if name == "edge_forms.cu" else None, folder)
+    t = case(name)
     out = rewrite(t, *transforms)
     src = tmp_path / "emulate.cpp"
     program = host_program(t, out)

@@ -10,11 +10,12 @@ import pytest
 from agent import spec as spec_mod
 from agent.builtin import BuiltinProposer
 from agent.source import Document
-from agent.transforms import NotApplicable, Subject, TiledTranspose
+from agent.transforms import NotApplicable, Subject
 from agent.transforms.passes import Apply, Emitter
 from agent.transforms.registry import candidates
 from agent.transforms.row_parallel import RowParallel, Rows
 from agent.transforms.same_layout import SameLayoutReduction
+from agent.transforms.tiled_transpose import TiledTranspose
 from agent.transforms.view import global_index
 
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
@@ -236,7 +237,7 @@ def test_same_layout_reduction_needs_a_power_of_two_block() -> None:
 
 
 def test_tiled_transpose_matches_a_1d_index_split_by_div_and_mod_in_either_operand_order() -> None:
-    out = TiledTranspose().apply(subject_of("transpose_1d.cu"))
+    out = Apply(TiledTranspose(), (32, 8)).apply(subject_of("transpose_1d.cu"))
     assert not isinstance(out, NotApplicable)
     assert out.launch is not None and out.launch.grid == "(cdiv(N, 32), cdiv(N, 32))"
     assert "out[(row + ca_j) * N + col] = ca_tile[threadIdx.x][threadIdx.y + ca_j];" in out.code
@@ -247,7 +248,9 @@ def test_tiled_transpose_matches_a_1d_index_split_by_div_and_mod_in_either_opera
         "    if (rows > 0 && y < rows && x < cols) out[rows * x + y] = in[x + cols * (size_t)y];\n"
         "}\n"
     )
-    refused = TiledTranspose().apply(subject_of("transpose.cu", swapped))
+    refused = Apply(TiledTranspose(), (32, 8)).apply(subject_of("transpose.cu", swapped))
     assert isinstance(refused, NotApplicable) and "`rows > 0`" not in refused.reason  # `>` is no bound
-    ok = TiledTranspose().apply(subject_of("transpose.cu", swapped.replace("rows > 0 && ", "")))
+    ok = Apply(TiledTranspose(), (32, 8)).apply(
+        subject_of("transpose.cu", swapped.replace("rows > 0 && ", ""))
+    )
     assert not isinstance(ok, NotApplicable), ok

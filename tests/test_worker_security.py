@@ -85,6 +85,21 @@ ABSURD = [
     ("atol inf", _set("tolerance", {"atol": math.inf}), "tolerance.atol"),
     ("rtol -1", _set("tolerance", {"rtol": -1.0}), "tolerance.rtol"),
     ("precision", _set("allow_precision", ["fp4"]), "allow_precision[0]"),
+    ("offset past the array", _set("bench_problem.args.2.offset", 1 << 40), "bench_problem.args[2].offset"),
+    (
+        "python in a compare region",
+        _set(
+            "bench_problem.args.2.compare",
+            {"shape": [1 << 20], "index": ["i"], "where": "__import__('os').system('id')", "written": False},
+        ),
+        "bench_problem.args[2].compare.where",
+    ),
+    (
+        "python in values()",
+        _set("bench_problem.args.0.dist", {"kind": "values", "expr": "open('/etc/passwd')"}),
+        "bench_problem.args[0].dist.expr",
+    ),
+    ("macro name", _set("bench_problem.defines", {"N=1 -I/": 3}), "bench_problem.defines"),
     (
         "65 candidates",
         _set("candidates", [to_dict(Candidate(f"c{i}", make_request("x").baseline)) for i in range(65)]),

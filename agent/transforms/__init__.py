@@ -7,8 +7,9 @@ optionally a :class:`~agent.loop.LaunchChange` in the spec's vocabulary) or :cla
 with the reason.  ``subject.then(rewrite)`` chains them, so the search in :mod:`agent.builtin`
 composes any sequence.
 
-Patterns are recognised on the tree-sitter AST of the kernel body (the naive forms of
-``bench/kernels/`` and typical user code).  Correctness is decided by the sandbox, which verifies
+The tiled transpose and the other structural rewrites are passes (:mod:`agent.transforms.registry`).
+Patterns are recognised on the tree-sitter AST of the kernel body and its
+:class:`~agent.transforms.view.KernelView` (the naive forms of ``bench/kernels/`` and real code).  Correctness is decided by the sandbox, which verifies
 every candidate against the original; the transformations only refuse what they cannot do right.
 
 ========================  ===========================================================================
@@ -19,20 +20,19 @@ transformation            applies when
 :class:`RestrictConst`    an array parameter lacks ``__restrict__`` (or ``const`` while the spec
                           says ``in``); assumes the arrays never alias
 :class:`ReadOnlyLoads`    the kernel reads an ``in`` array of a type ``__ldg`` loads
-:class:`GridStride`       the body is ``i = global index; if (i < N) ...``: a grid-stride loop, the
-                          grid shrunk by the coarsening factor
-:class:`Vectorize`        as GridStride, and arrays indexed by ``i`` alone share one element size:
-                          8/16-byte loads and stores, a runtime alignment check, a scalar tail
+:class:`GridStride`       the body is ``i = global index; if (i < N) ...`` (matched on the view:
+                          any form of the index, either operand order, ``if (i >= N) return;``):
+                          a grid-stride loop, the grid shrunk by the coarsening factor
+:class:`Vectorize`        as GridStride, for the arrays indexed by ``i`` alone: 8/16-byte packs
+                          (``float4``..., ``uint4`` of 8 bf16/half or 16 int8 lanes), a runtime
+                          alignment check, a scalar tail
 :class:`Unroll`           the body has ``for`` loops without a pragma
 :class:`LaunchBounds`     the block size is a constant and the kernel has no ``__launch_bounds__``
 :class:`WarpReduction`    a shared-memory tree reduction ``for (s = ...; s > 0; s >>= 1)``: its last
                           five steps become warp shuffles
-:class:`SharedHistogram`  ``atomicAdd(&H[k], v);`` (result unused) into an array of constant size
-                          (spec) <= 16 KiB, no early ``return``: a per-block copy in shared memory,
-                          merged once per block
-:class:`TiledTranspose`   ``out[x * H + y] = in[y * W + x]`` (any operand order, casts) with x, y the
-                          2-D global indices or a 1-D index split by ``% W`` and ``/ W``, guarded
-                          by ``x < W && y < H`` (or ``i < W * H``): a 32x32 shared tile
+:class:`SharedHistogram`  ``atomicAdd(&H[k], v);`` / ``atomicAdd(H + k, v);`` (result unused) into an
+                          array of constant size (spec) <= 16 KiB, no early ``return``: a
+                          per-block copy in shared memory, merged once per block
 :class:`FastMath`         single-precision ``expf``/``logf``/``sinf``/... or a division by a float
                           expression with a float-literal operand
 ========================  ===========================================================================
@@ -45,7 +45,7 @@ import ast
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import tree_sitter
@@ -55,14 +55,13 @@ from agent.source import Document, Kernel
 from agent.spec import (
     ArraySpec,
     KernelSpec,
-    ScalarSpec,
     canonical_dtype,
     dtype_bytes,
     evaluate,
     parse_dims,
     render_dims,
 )
-from agent.transforms.view import KernelView, Poly, global_index, statements, unparenthesized, walk, written
+from agent.transforms.view import KernelView, global_index, statements, unparenthesized, walk, written
 
 Node = tree_sitter.Node
 log = logging.getLogger(__name__)
@@ -200,10 +199,6 @@ def _splice(code: str, edits: list[tuple[int, int, str]], data: bytes) -> str:
 def _with_body(subject: Subject, body: Node, text: str) -> str:
     """The subject's code with the kernel body ``body`` (braces included) replaced by ``text``."""
     return _splice(subject.code, [(body.start_byte, body.end_byte, text)], subject.doc.data)
-
-
-def _uses(subject: Subject, node: Node, name: str) -> bool:
-    return any(n.type == "identifier" and _text(subject, n) == name for n in walk(node))
 
 
 def _indent(subject: Subject, node: Node) -> str:
@@ -395,92 +390,179 @@ class ReadOnlyLoads(Transform):
 
 @dataclass(frozen=True)
 class _Elementwise:
-    """``T i = global index; [declarations;] if (i < BOUND) BODY`` or ``if (i >= BOUND) return; BODY``."""
+    """``[declarations;] T i = <global x index>; [declarations;]`` then ``if (i < BOUND) BODY`` or
+    ``if (i >= BOUND) return; BODY``, or ``[declarations;]`` then a grid-stride loop
+    ``for (T i = <global x index>; i < BOUND; i += blockDim.x * gridDim.x) BODY`` (``strided``)."""
 
     index: str
     index_type: str
     bound: str
     prelude: tuple[Node, ...]
     body: tuple[Node, ...]
+    strided: bool = False
+
+
+def _index_declaration(view: KernelView, s: Node) -> tuple[str, str] | None:
+    """(name, type) when ``s`` declares one local whose value is the global x index, in whatever
+    form (through other locals, casts, either operand order)."""
+    decls = s.children_by_field_name("declarator")
+    if len(decls) != 1 or decls[0].type != "init_declarator":
+        return None
+    name, value = decls[0].child_by_field_name("declarator"), decls[0].child_by_field_name("value")
+    ty = s.child_by_field_name("type")
+    if name is None or value is None or ty is None or name.type != "identifier":
+        return None
+    local = view.locals.get(view.text(name))
+    if local is None or local.reassigned or view.poly(value) != global_index("x"):
+        return None
+    index_type = " ".join(view.text(ty).split())
+    return view.text(name), "long long" if index_type == "auto" else index_type
+
+
+def _guard(view: KernelView, s: Node) -> tuple[bool, Node] | None:
+    """(in_bounds, bound) for ``if (i < BOUND)`` / ``if (BOUND > i)`` (True) or ``i >= BOUND`` /
+    ``BOUND <= i`` (False), ``i`` any form of the global x index."""
+    clause = s.child_by_field_name("condition")
+    cond = unparenthesized(clause.child_by_field_name("value") if clause is not None else None)
+    if cond is None or cond.type != "binary_expression":
+        return None
+    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    op = view.text(cond.children[1])
+    if left is None or right is None:
+        return None
+    gx = global_index("x")
+    if view.poly(left) == gx and op in ("<", ">="):
+        return op == "<", right
+    if view.poly(right) == gx and op in (">", "<="):
+        return op == ">", left
+    return None
+
+
+def _grid_stride_loop(view: KernelView, s: Node) -> tuple[str, str, Node, Node] | None:
+    """(i, its type, BOUND, BODY) for ``for (T i = <global x index>; i < BOUND; i += blockDim.x *
+    gridDim.x) BODY`` (or ``i = i + gridDim.x * blockDim.x``, either operand order)."""
+    loop = view.loop_of(s)
+    init, update = s.child_by_field_name("initializer"), s.child_by_field_name("update")
+    ty = init.child_by_field_name("type") if init is not None else None
+    if loop is None or not loop.var or loop.start is None or loop.op != "<" or loop.bound is None:
+        return None
+    if ty is None or update is None or update.type != "assignment_expression":
+        return None
+    if view.poly(loop.start) != global_index("x"):
+        return None
+    op, right = view.text(update.children[1]), unparenthesized(update.child_by_field_name("right"))
+    step = None
+    if op == "+=" and right is not None:
+        step = right
+    elif (
+        op == "="
+        and right is not None
+        and right.type == "binary_expression"
+        and view.text(right.children[1]) == "+"
+    ):
+        sides = [unparenthesized(right.child_by_field_name(f)) for f in ("left", "right")]
+        rest = [
+            x for x in sides if x is not None and not (x.type == "identifier" and view.text(x) == loop.var)
+        ]
+        step = rest[0] if len(rest) == 1 else None
+    if step is None or view.poly(step) != {("blockDim.x", "gridDim.x"): 1}:
+        return None
+    index_type = " ".join(view.text(ty).split())
+    return loop.var, "long long" if index_type == "auto" else index_type, loop.bound, loop.body
 
 
 def _elementwise(subject: Subject) -> _Elementwise | NotApplicable:
-    if subject.body is None:
-        return NotApplicable("the kernel has no body")
-    stmts = statements(subject.body)
+    view = subject.view
+    stmts = statements(view.body)
     index = index_type = ""
     prelude: list[Node] = []
     for k, s in enumerate(stmts):
-        if not index:
-            decl = s.child_by_field_name("declarator") if s.type == "declaration" else None
-            value = decl.child_by_field_name("value") if decl is not None else None
-            name = decl.child_by_field_name("declarator") if decl is not None else None
-            if (
-                value is not None
-                and name is not None
-                and name.type == "identifier"
-                and subject.view.poly(value) == global_index("x")
-            ):
-                index = _text(subject, name)
-                t = s.child_by_field_name("type")
-                index_type = _text(subject, t) if t is not None else "int"
-                if index_type == "auto":
-                    index_type = "long long"
-                continue
-            if s.type != "declaration" or "__shared__" in _text(subject, s):
-                break
+        if s.type == "declaration" and not index and (found := _index_declaration(view, s)) is not None:
+            index, index_type = found
+            continue
+        if s.type == "for_statement" and not index and (loop := _grid_stride_loop(view, s)) is not None:
+            if stmts[k + 1 :]:
+                return NotApplicable("statements follow the grid-stride loop")
+            index, index_type, bound, body = loop
+            found_body = _check_body(view, index, index_type, bound, prelude, statements(body))
+            return replace(found_body, strided=True) if isinstance(found_body, _Elementwise) else found_body
+        if s.type == "declaration" and s not in view.shared and index not in view.names(s):
             prelude.append(s)
             continue
-        if s.type == "if_statement" and s.child_by_field_name("alternative") is None:
-            cond = s.child_by_field_name("condition")
-            value = cond.named_children[0] if cond is not None and cond.named_children else None
-            if value is None or value.type != "binary_expression":
-                break
-            left, right = value.child_by_field_name("left"), value.child_by_field_name("right")
-            op = _text(subject, value.child_by_field_name("operator") or value.children[1])
-            if left is None or right is None:
-                break
-            conseq = s.child_by_field_name("consequence")
-            if conseq is None:
-                break
-            lt, rt = _text(subject, left), _text(subject, right)
-            if (op, lt) == ("<", index) or (op, rt) == (">", index):
-                bound, rest = (rt if lt == index else lt), stmts[k + 1 :]
-                if rest:
-                    return NotApplicable("statements follow the bounds check")
-                return _check_body(subject, index, index_type, bound, prelude, statements(conseq))
-            if (op, lt) == (">=", index) and _text(subject, conseq).replace(" ", "") == "return;":
-                return _check_body(subject, index, index_type, rt, prelude, stmts[k + 1 :])
+        if not index or s.type != "if_statement" or s.child_by_field_name("alternative") is not None:
             break
-        if s.type == "declaration" and not _uses(subject, s, index) and "__shared__" not in _text(subject, s):
-            prelude.append(s)
-            continue
+        guard = _guard(view, s)
+        conseq = s.child_by_field_name("consequence")
+        if guard is None or conseq is None:
+            break
+        in_bounds, bound = guard
+        if in_bounds:
+            if stmts[k + 1 :]:
+                return NotApplicable("statements follow the bounds check")
+            return _check_body(view, index, index_type, bound, prelude, statements(conseq))
+        inner = statements(conseq)
+        if len(inner) == 1 and inner[0].type == "return_statement" and inner[0].named_child_count == 0:
+            return _check_body(view, index, index_type, bound, prelude, stmts[k + 1 :])
         break
     if not index:
         return NotApplicable("no `i = blockIdx.x * blockDim.x + threadIdx.x` index")
     return NotApplicable(f"the body is not `if ({index} < N) ...` (one element per thread)")
 
 
-_FORBIDDEN = re.compile(
-    r"\b(return|goto|break|continue|__syncthreads|__shared__|threadIdx|blockIdx|blockDim|gridDim)\b"
-)
+_LOOPS = ("for_statement", "while_statement", "do_statement")
+
+
+def _inside(node: Node, outer: Node) -> bool:
+    return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
 
 
 def _check_body(
-    subject: Subject, index: str, index_type: str, bound: str, prelude: list[Node], body: list[Node]
+    view: KernelView, index: str, index_type: str, bound: Node, prelude: list[Node], body: list[Node]
 ) -> _Elementwise | NotApplicable:
-    if _FORBIDDEN.search(" ".join(_text(subject, s) for s in body)) or not body:
-        return NotApplicable("the per-element body uses the thread's position or synchronises")
-    if re.search(rf"\b{re.escape(index)}\b", bound):
-        return NotApplicable("the bound depends on the index")
+    """The per-element body can run once per element in a loop: it does not depend on the thread's
+    position (but through the index), does not synchronise or leave, and carries no state from one
+    element to the next (assigns nothing declared outside it)."""
+    if not body:
+        return NotApplicable("the per-element body is empty")
+    if view.positions(bound) or view.names(bound) & (view.thread_dependent | view.block_dependent):
+        return NotApplicable("the bound depends on the thread's position")
+    outside = {name for name, loc in view.locals.items() if not any(_inside(loc.decl, s) for s in body)}
+    moving = (view.thread_dependent | view.block_dependent) & outside - {index}
+    loops = (*_LOOPS, "switch_statement")
     for s in body:
         for n in walk(s):
+            if n.type in ("return_statement", "goto_statement"):
+                return NotApplicable("the per-element body returns or jumps")
+            if n.type in ("break_statement", "continue_statement"):
+                up = n.parent
+                while up is not None and up != s and up.type not in loops:
+                    up = up.parent
+                if up is None or up.type not in loops:
+                    return NotApplicable("the per-element body breaks out of the element")
+            if n in view.barriers or n in view.shuffles or n in view.shared:
+                return NotApplicable("the per-element body synchronises or shares memory")
+            if n.type == "field_expression" and view.positions(n):
+                return NotApplicable("the per-element body uses the thread's position")
+            if n.type == "identifier" and view.text(n) in moving:
+                return NotApplicable(
+                    f"the per-element body uses `{view.text(n)}`, which depends on the thread's position"
+                )
             if n.type in ("assignment_expression", "update_expression"):
-                target = n.child_by_field_name("left") or n.child_by_field_name("argument")
-                if target is not None and _text(subject, target) == index:
-                    return NotApplicable(f"the body assigns to {index}")
+                target = unparenthesized(n.child_by_field_name("left") or n.child_by_field_name("argument"))
+                if (
+                    target is not None
+                    and target.type == "identifier"
+                    and view.text(target) not in (set(view.locals) - outside)
+                ):
+                    return NotApplicable(
+                        f"the body assigns `{view.text(target)}`, declared outside it: state would carry between elements"
+                    )
     t = " ".join(w for w in index_type.split() if w != "const")
-    return _Elementwise(index, t, bound, tuple(prelude), tuple(body))
+    # declarations of the thread's position (`int tid = threadIdx.x;`) are left out: nothing the
+    # loop runs may use them
+    declared = {s.id: {n for n, loc in view.locals.items() if loc.decl == s} for s in prelude}
+    kept = tuple(s for s in prelude if not declared[s.id] or not declared[s.id] <= moving)
+    return _Elementwise(index, t, view.text(bound), kept, tuple(body))
 
 
 def _grid_for(subject: Subject, factor: int, max_blocks: int) -> LaunchChange | NotApplicable:
@@ -542,31 +624,34 @@ class GridStride(Transform):
         return Rewrite(code, what, launch)
 
 
-_NARROW_TYPES = (
-    "__nv_bfloat16",
-    "nv_bfloat16",
-    "__half",
-    "half",
-    "char",
-    "signed char",
-    "unsigned char",
-    "int8_t",
-    "uint8_t",
-)
-_VECTOR_TYPES = {
-    ("float", 8): "float2",
-    ("float", 16): "float4",
-    ("int", 8): "int2",
-    ("int", 16): "int4",
-    ("unsigned int", 8): "uint2",
-    ("unsigned int", 16): "uint4",
-    ("unsigned", 8): "uint2",
-    ("unsigned", 16): "uint4",
-    ("double", 16): "double2",
-    ("long long", 16): "longlong2",
-    # 1- and 2-byte elements travel in 16- or 8-byte packs, their lanes read through a pointer
-    **{(t, w): {16: "uint4", 8: "uint2"}[w] for t in _NARROW_TYPES for w in (8, 16)},
+_PACKS = {  # the vector types experts name for packs of 4- and 8-byte elements
+    ("float32", 8): "float2",
+    ("float32", 16): "float4",
+    ("int32", 8): "int2",
+    ("int32", 16): "int4",
+    ("float64", 16): "double2",
+    ("int64", 16): "longlong2",
 }
+_RAW_PACKS = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
+
+
+def _pack(dtype: str, nbytes: int) -> str:
+    """The type an ``nbytes`` pack of ``dtype`` elements travels in: the CUDA vector type of the
+    element where experts name one (``float4``), else raw bits (``uint4`` for 8 bf16 or 16 int8
+    lanes), the lanes read through a pointer to the element type."""
+    return _PACKS.get((dtype, nbytes)) or _RAW_PACKS[nbytes]
+
+
+def _streams(view: KernelView, loop: Node, index: str) -> bool:
+    """Whether ``loop`` reads or writes memory at positions that depend on the element ``index``
+    (``A[(size_t)r * cols + j]``) or are not affine (``x[idx[j]]``)."""
+    for n in walk(loop):
+        idx = view._index_node(n) if n.type == "subscript_expression" else None
+        if idx is not None:
+            p = view.poly(idx, frozenset({index}))
+            if p is None or any(index in mono for mono in p):
+                return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -583,45 +668,56 @@ class Vectorize(Transform):
         ew = _elementwise(subject)
         if isinstance(ew, NotApplicable):
             return ew
+        view = subject.view
+        if any(_streams(view, n, ew.index) for s in ew.body for n in walk(s) if n.type in _LOOPS):
+            return NotApplicable(
+                "the element's work loops over memory (a row per element): packs would serialise rows in a thread"
+            )
         params = {p.name: p for p in subject.kernel.params}
         arrays = subject.arrays()
+        element = {(ew.index,): 1}  # the canonical index of `x[i]`, `x[(size_t)i]`, `x[j]` with j = i ...
         uses: dict[str, list[Node]] = {}
-        plain: set[str] = set()
+        plain: set[str] = set()  # arrays used other than as `x[i]`: they stay scalar
         for s in ew.body:
             for n in walk(s):
-                if n.type == "identifier" and _text(subject, n) in arrays:
-                    name = _text(subject, n)
-                    p = n.parent
-                    idx = p.child_by_field_name("indices") if p is not None else None
-                    if (
-                        p is not None
-                        and p.type == "subscript_expression"
-                        and p.child_by_field_name("argument") == n
-                        and idx is not None
-                        and _squash(_text(subject, idx)) == f"[{ew.index}]"
-                    ):
-                        uses.setdefault(name, []).append(p)
-                    else:
-                        plain.add(name)
-        lanes_of: dict[str, tuple[str, str]] = {}
+                if n.type != "identifier" or view.text(n) not in arrays:
+                    continue
+                sub = n.parent
+                idx = (
+                    view._index_node(sub) if sub is not None and sub.type == "subscript_expression" else None
+                )
+                if (
+                    sub is not None
+                    and idx is not None
+                    and sub.child_by_field_name("argument") == n
+                    and not (sub.parent is not None and sub.parent.type == "pointer_expression")
+                    and view.poly(idx, frozenset({ew.index})) == element
+                ):
+                    uses.setdefault(view.text(n), []).append(sub)
+                else:
+                    plain.add(view.text(n))
+        sizes: dict[str, tuple[str, int]] = {}  # array -> (element type, bytes)
         for name in uses:
-            if name in plain:
-                continue
             base = " ".join(params[name].base_type.split())
-            vt = _VECTOR_TYPES.get((base, self.width))
             dtype = canonical_dtype(base)
-            if vt is None or dtype is None:
-                continue
-            lanes_of[name] = (base, vt)
-        if not lanes_of:
-            return NotApplicable(
-                f"no array indexed by `{ew.index}` alone has a {self.width}-byte vector type"
+            if dtype is not None and name not in plain:
+                sizes[name] = (base, dtype_bytes(dtype))
+        widest = max((b for _, b in sizes.values()), default=0)
+        lanes = self.width // widest if widest else 0
+        if lanes < 2:
+            return NotApplicable(f"no array indexed by `{ew.index}` alone fits {self.width}-byte packs")
+        # the widest elements fill the pack; narrower ones (a bf16 input of a float output) travel
+        # in packs of as many lanes
+        lanes_of = {
+            name: (base, _pack(canonical_dtype(base) or "", lanes * b)) for name, (base, b) in sizes.items()
+        }
+        launch: LaunchChange | NotApplicable | None = _grid_for(
+            subject, lanes * self.coarsen, self.max_blocks
+        )
+        if isinstance(launch, NotApplicable) and ew.strided and self.coarsen == 1 and not self.max_blocks:
+            launch = (
+                None  # a grid-stride loop over a grid of its own: it keeps it, each thread loops over packs
             )
-        sizes = {dtype_bytes(canonical_dtype(b) or "float32") for b, _ in lanes_of.values()}
-        if len(sizes) != 1:
-            return NotApplicable("the arrays indexed by the element have different element sizes")
-        lanes = self.width // sizes.pop()
-        launch = _grid_for(subject, lanes * self.coarsen, self.max_blocks)
         if isinstance(launch, NotApplicable):
             return launch
         stored = {name for name in lanes_of if any(written(u) for u in uses[name])}
@@ -656,20 +752,33 @@ class Vectorize(Transform):
             if n in stored
         ]
 
+        lane_nodes = {u.id: name for name in lanes_of for u in uses[name]}
+        index_used = False  # whether the body needs `i` beyond the accesses that become lanes
+
         def lane(n: Node) -> str | None:
-            if n.type == "subscript_expression" and any(n == u for name in lanes_of for u in uses[name]):
-                return f"ca_{_subscript_base(subject, n)}[ca_k]"
+            nonlocal index_used
+            if n.id in lane_nodes:
+                return f"ca_{lane_nodes[n.id]}[ca_k]"
+            index_used |= n.type == "identifier" and view.text(n) == ew.index
             return None
 
         lane_body = "".join(f"{pad * 4}{_rebuild(subject, s, lane)}\n" for s in ew.body)
         lane_index = (
             f"{pad * 4}const {ew.index_type} {ew.index} = ({ew.index_type})(ca_v * {lanes} + ca_k);\n"
-            if re.search(rf"\b{re.escape(ew.index)}\b", lane_body)
+            if index_used
             else ""
         )
-        aligned = " | ".join(f"reinterpret_cast<unsigned long long>({n})" for n in lanes_of)
+        groups: dict[int, list[str]] = {}  # pack bytes -> arrays that must be aligned to it
+        for name, (_, b) in sizes.items():
+            groups.setdefault(lanes * b, []).append(name)
+        aligned = " && ".join(
+            "(({}) % {}) == 0".format(
+                " | ".join(f"reinterpret_cast<unsigned long long>({n})" for n in names), nb
+            )
+            for nb, names in sorted(groups.items(), reverse=True)
+        )
         vector_part = (
-            f"{pad}if ((({aligned}) % {self.width}) == 0) {{\n"
+            f"{pad}if ({aligned}) {{\n"
             f"{pad * 2}const long long ca_nv = ca_n / {lanes};\n"
             f"{pad * 2}for (long long ca_v = ca_first; ca_v < ca_nv; ca_v += ca_stride) {{\n"
             + "".join(f"{x}\n" for x in lines)
@@ -822,6 +931,27 @@ HISTOGRAM_COPY = "ca_hist"  # the per-block copy's name
 SHARED_HISTOGRAM_BYTES = 16 << 10  # leave most of the SM's shared memory to other blocks
 
 
+def _atomic_target(view: KernelView, address: Node) -> Node | None:
+    """The array's name node in an atomic's address: ``&H[k]``, ``&(H[k])``, ``H + k``, ``k + H``."""
+    a = unparenthesized(address)
+    if a is not None and a.type == "pointer_expression" and a.children[0].type == "&":
+        sub = unparenthesized(a.child_by_field_name("argument"))
+        base = (
+            sub.child_by_field_name("argument")
+            if sub is not None and sub.type == "subscript_expression"
+            else None
+        )
+        return base if base is not None and base.type == "identifier" else None
+    if a is not None and a.type == "binary_expression" and view.text(a.children[1]) == "+":
+        sides = [unparenthesized(a.child_by_field_name(f)) for f in ("left", "right")]
+        arrays = [
+            x for x in sides if x is not None and x.type == "identifier" and view.params.get(view.text(x))
+        ]
+        pointers = [x for x in arrays if view.params[view.text(x)].pointer == 1]
+        return pointers[0] if len(pointers) == 1 else None
+    return None
+
+
 @dataclass(frozen=True)
 class SharedHistogram(Transform):
     """``atomicAdd(&H[k], v)`` into a small fixed-size array ``H`` -> a per-block copy of ``H`` in
@@ -842,35 +972,36 @@ class SharedHistogram(Transform):
         body = subject.body
         if body is None:
             return NotApplicable("the kernel has no body")
+        view = subject.view
         params = {p.name: p for p in subject.kernel.params if p.pointer == 1}
-        targets: dict[str, list[Node]] = {}  # array -> its ``&H[k]`` nodes inside atomicAdd calls
-        for call in (n for n in walk(body) if n.type == "call_expression"):
+        targets: dict[str, list[Node]] = {}  # array -> its name's nodes in ``atomicAdd(&H[k], v)`` calls
+        for call in view.atomics:
             fn, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
-            if fn is None or args is None or _text(subject, fn) != "atomicAdd" or not args.named_children:
+            if fn is None or args is None or view.text(fn) != "atomicAdd" or not args.named_children:
                 continue
-            first = args.named_children[0]
-            arg = unparenthesized(first.child_by_field_name("argument"))
-            if first.type == "pointer_expression" and arg is not None and arg.type == "subscript_expression":
-                base = arg.child_by_field_name("argument")
-                if base is not None and _text(subject, base) in params:
-                    if call.parent is None or call.parent.type != "expression_statement":
-                        return NotApplicable(
-                            "the value an atomicAdd returns is used: a per-block copy would change it"
-                        )
-                    targets.setdefault(_text(subject, base), []).append(base)
+            base = _atomic_target(view, args.named_children[0])
+            if base is not None and view.text(base) in params:
+                if call.parent is None or call.parent.type != "expression_statement":
+                    return NotApplicable(
+                        "the value an atomicAdd returns is used: a per-block copy would change it"
+                    )
+                targets.setdefault(view.text(base), []).append(base)
         if not targets:
             return NotApplicable("no `atomicAdd(&H[k], v)` into an array parameter")
         name, bases = next(iter(targets.items()))
-        uses = [n for n in walk(body) if n.type == "identifier" and _text(subject, n) == name]
+        uses = [n for n in walk(body) if n.type == "identifier" and view.text(n) == name]
         if len(uses) != len(bases):
             return NotApplicable(f"`{name}` is used other than through atomicAdd")
-        if any(n.type == "return_statement" for n in walk(body)):
+        if view.returns:
             return NotApplicable("the body returns early: not every thread would reach the merge")
         spec = subject.arrays().get(name)
         elem = params[name].base_type
-        if spec is None or not re.fullmatch(r"\d+", spec.count.strip()):
+        try:
+            bins = evaluate(spec.count, {}) if spec is not None else None
+        except ValueError:
+            bins = None
+        if spec is None or not isinstance(bins, int) or bins <= 0:
             return NotApplicable(f"`{name}` has no constant size in the spec")
-        bins = int(spec.count)
         if elem not in _SHARED_ATOMIC_TYPES or bins * dtype_bytes(spec.dtype) > SHARED_HISTOGRAM_BYTES:
             return NotApplicable(f"`{name}` is not a small array of a type shared-memory atomics support")
         spans = {(b.start_byte, b.end_byte) for b in bases}
@@ -900,143 +1031,6 @@ class SharedHistogram(Transform):
         return Rewrite(out, what, launch)
 
 
-# --------------------------------------------------------------------------------------- transpose
-
-
-def _transpose(view: KernelView) -> tuple[str, str, str, str, str, str] | NotApplicable:
-    """``out[c * H + r] = in[r * W + c]`` guarded so that ``c < W`` and ``r < H``, with the thread's
-    column ``c`` and row ``r`` either the 2-D global indices or a 1-D global index split by
-    ``/ W`` and ``% W``: (c, r, W, H, in, out) as written."""
-    gx = global_index("x")
-    cols: dict[str, str] = {}  # local -> "x"/"y" (2-D) or "%W"/"/W" (1-D split)
-    for name, loc in view.locals.items():
-        v = unparenthesized(loc.value)
-        if v is None or loc.reassigned or loc.pointer:
-            continue
-        p = view.poly(v)
-        if p in (gx, global_index("y")):
-            cols[name] = "x" if p == gx else "y"
-        elif v.type == "binary_expression" and view.text(v.children[1]) in ("/", "%"):
-            left, right = v.child_by_field_name("left"), v.child_by_field_name("right")
-            if (
-                left is not None
-                and right is not None
-                and view.poly(left) == gx
-                and right.type == "identifier"
-            ):
-                cols[name] = view.text(v.children[1]) + view.text(right)
-    by = {kind: n for n, kind in cols.items()}
-    if "x" in by and "y" in by:
-        c, r, split = by["x"], by["y"], ""
-    else:
-        widths = {k[1:] for k in by if k[0] in "/%"}
-        w1 = next((w for w in widths if f"/{w}" in by and f"%{w}" in by), None)
-        if w1 is None:
-            return NotApplicable("no 2-D index pair (or 1-D index split by `/` and `%`)")
-        c, r, split = by[f"%{w1}"], by[f"/{w1}"], w1
-    writes = [a for a in view.accesses if a.written]
-    reads = [a for a in view.accesses if not a.written]
-    if len(writes) != 1 or len(reads) != 1 or view.loops or view.shared or view.barriers or view.atomics:
-        return NotApplicable("the body is not one `out[...] = in[...];` without loops")
-    store, load = writes[0], reads[0]
-    stmt = store.node.parent.parent if store.node.parent is not None else None
-    if stmt is None or stmt.type != "expression_statement" or load.node.parent != store.node.parent:
-        return NotApplicable("the guarded statement is not `out[...] = in[...];`")
-    free = frozenset({c, r})
-    pin = view.poly(view._index_node(load.node) or load.node, free)
-    pout = view.poly(view._index_node(store.node) or store.node, free)
-
-    def width(p: Poly | None, inner: str, outer: str) -> str:
-        """W when ``p`` is ``outer * W + inner`` with W a scalar parameter."""
-        if p is None or p.get((inner,)) != 1 or len(p) != 2:
-            return ""
-        (mono,) = [m for m in p if m != (inner,)]
-        rest = [a for a in mono if a != outer]
-        ok = p[mono] == 1 and len(mono) == 2 and outer in mono and len(rest) == 1
-        return rest[0] if ok and rest[0] in view.params and view.params[rest[0]].pointer == 0 else ""
-
-    w, h = width(pin, c, r), width(pout, r, c)
-    if not w or not h or (split and split != w):
-        return NotApplicable("the indices are not a transpose (in[y * W + x] -> out[x * H + y])")
-    guards = [s for s in statements(view.body) if s.type == "if_statement"]
-    if len(guards) != 1 or guards[0].child_by_field_name("alternative") is not None:
-        return NotApplicable("the store is not under one `if` bounds check")
-    clause = guards[0].child_by_field_name("condition")
-    cond = unparenthesized(clause.child_by_field_name("value") if clause is not None else None)
-
-    def bound(lhs: Poly, rhs: Poly) -> tuple[tuple[tuple[tuple[str, ...], int], ...], ...]:
-        return tuple(sorted(lhs.items())), tuple(sorted(rhs.items()))
-
-    found: set[tuple[tuple[tuple[tuple[str, ...], int], ...], ...]] = set()
-    terms = [cond]
-    while terms:
-        t = unparenthesized(terms.pop())
-        if t is not None and t.type == "binary_expression" and view.text(t.children[1]) == "&&":
-            terms += [t.child_by_field_name("left"), t.child_by_field_name("right")]
-        elif t is not None and t.type == "binary_expression" and view.text(t.children[1]) == "<":
-            a, b = view.poly(t.children[0], free), view.poly(t.children[2], free)
-            if a is None or b is None:
-                return NotApplicable(f"`{view.text(t)}` is not a bound")
-            found.add(bound(a, b))
-        else:
-            return NotApplicable("the guard is not a conjunction of `<` bounds")
-
-    wanted = (
-        {bound(gx, {tuple(sorted((w, h))): 1})}
-        if split
-        else {bound({(c,): 1}, {(w,): 1}), bound({(r,): 1}, {(h,): 1})}
-    )
-    if found != wanted:
-        return NotApplicable("the guard is not `x < W && y < H`")
-    return c, r, w, h, load.array, store.array
-
-
-@dataclass(frozen=True)
-class TiledTranspose(Transform):
-    """``out[x * H + y] = in[y * W + x]`` (x, y global indices, guarded by ``x < W && y < H``) ->
-    a ``tile`` x ``tile`` shared-memory tile (padded against bank conflicts), blocks of
-    ``tile`` x ``rows`` threads, so both the read and the write are coalesced."""
-
-    tile: int = 32
-    rows: int = 8
-
-    def apply(self, subject: Subject) -> Outcome:
-        found = _transpose(subject.view)
-        if isinstance(found, NotApplicable):
-            return found
-        x, y, w, h, src, out = found
-        params = {p.name: p for p in subject.kernel.params}
-        scalars = {a.name: a.value for a in subject.spec.args if isinstance(a, ScalarSpec)}
-        if src not in params or w not in scalars or h not in scalars:
-            return NotApplicable("the width and height are not scalar parameters of the spec")
-        elem = params[src].base_type
-        t, r = self.tile, self.rows
-        k = subject.kernel
-        assert k.body_span is not None
-        new_body = (
-            "{\n"
-            f"    // cuda-agent: {t}x{t} shared-memory tile, {t}x{r} threads per block\n"
-            f"    __shared__ {elem} ca_tile[{t}][{t + 1}];\n"
-            f"    int {x} = blockIdx.x * {t} + threadIdx.x;\n"
-            f"    int {y} = blockIdx.y * {t} + threadIdx.y;\n"
-            "    #pragma unroll\n"
-            f"    for (int ca_j = 0; ca_j < {t}; ca_j += {r})\n"
-            f"        if ({x} < {w} && {y} + ca_j < {h}) ca_tile[threadIdx.y + ca_j][threadIdx.x] = {src}[({y} + ca_j) * {w} + {x}];\n"
-            "    __syncthreads();\n"
-            f"    {x} = blockIdx.y * {t} + threadIdx.x;\n"
-            f"    {y} = blockIdx.x * {t} + threadIdx.y;\n"
-            "    #pragma unroll\n"
-            f"    for (int ca_j = 0; ca_j < {t}; ca_j += {r})\n"
-            f"        if ({x} < {h} && {y} + ca_j < {w}) {out}[({y} + ca_j) * {h} + {x}] = ca_tile[threadIdx.x][threadIdx.y + ca_j];\n"
-            "}"
-        )
-        code = _splice(
-            subject.code, [(k.body_span.start_byte, k.body_span.end_byte, new_body)], subject.doc.data
-        )
-        launch = LaunchChange(grid=f"(cdiv({scalars[w]}, {t}), cdiv({scalars[h]}, {t}))", block=f"({t}, {r})")
-        return Rewrite(code, f"shared-memory tiled transpose ({t}x{t})", launch)
-
-
 # --------------------------------------------------------------------------------------- fast math
 
 _INTRINSICS = {
@@ -1048,6 +1042,7 @@ _INTRINSICS = {
     "cosf": "__cosf",
     "tanf": "__tanf",
     "powf": "__powf",
+    "tanhf": "__tanhf",  # CUDA 13's MUFU.TANH
 }
 _FLOAT_LITERAL = re.compile(r"^\d+(\.\d*)?([eE][-+]?\d+)?[fF]$|^\.\d+([eE][-+]?\d+)?[fF]$")
 
@@ -1132,7 +1127,6 @@ __all__ = [
     "Rewrite",
     "SharedHistogram",
     "Subject",
-    "TiledTranspose",
     "Transform",
     "Unroll",
     "Vectorize",

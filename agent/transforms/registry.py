@@ -12,8 +12,9 @@ from agent.transforms.passes import Apply, Pass
 from agent.transforms.row_parallel import RowParallel
 from agent.transforms.same_layout import SameLayoutReduction
 from agent.transforms.tiled_dot import TiledDot
+from agent.transforms.tiled_transpose import TiledTranspose
 
-PASSES: tuple[Pass[Any], ...] = (TiledDot(), RowParallel(), SameLayoutReduction())
+PASSES: tuple[Pass[Any], ...] = (TiledDot(), RowParallel(), SameLayoutReduction(), TiledTranspose())
 
 
 def candidates() -> tuple[Apply, ...]:

@@ -110,3 +110,35 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, A... args) {
 #endif
             }
 }
+
+// 2-byte floats: storage with float conversions (bf16 rounds to nearest even, as __float2bfloat16).
+struct __nv_bfloat16 {
+    unsigned short bits;
+    __nv_bfloat16() = default;
+    template <class T> __nv_bfloat16(T v) {
+        float f = (float)v;
+        unsigned u;
+        std::memcpy(&u, &f, 4);
+        bits = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+    operator float() const {
+        unsigned u = (unsigned)bits << 16;
+        float f;
+        std::memcpy(&f, &u, 4);
+        return f;
+    }
+};
+typedef __nv_bfloat16 nv_bfloat16;
+inline float __bfloat162float(__nv_bfloat16 h) { return (float)h; }
+inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
+
+struct __half {
+    _Float16 value;
+    __half() = default;
+    template <class T> __half(T v) : value((_Float16)(float)v) {}
+    operator float() const { return (float)value; }
+};
+typedef __half half;
+inline float __half2float(__half h) { return (float)h; }
+inline __half __float2half(float f) { return __half(f); }
+inline float __tanhf(float x) { return tanhf(x); }
