@@ -87,11 +87,6 @@ def test_neovim_optimize_apply_and_cancel(tmp_path: Path) -> None:
 @pytest.mark.skipif(
     shutil.which("emacs") is None, reason="Emacs is not installed (apt-get install emacs-nox elpa-eglot)"
 )
-@pytest.mark.xfail(
-    reason="known bug (issue 16): under eglot the run cancelled by cudaAgent.cancel sends no "
-    "runFinished within 30 s; the long Optimize with progress and its one-confirmation apply pass",
-    strict=False,
-)
 def test_emacs_eglot_optimize_apply_and_cancel(tmp_path: Path) -> None:
     script = EDITORS / "eglot_flow.el"
     probe = subprocess.run(
