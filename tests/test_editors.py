@@ -1,13 +1,16 @@
 """Neovim and Emacs (eglot) drive the real server headless, as their users would: an Optimize
-longer than 15 s with progress, its result applied with one confirmation, and a cancel.
+longer than 15 s with progress, its result applied with one confirmation, and a cancel.  Then an
+LSP client (pytest-lsp, with Neovim's capabilities and no settings) runs Optimize and Benchmark
+several times in a row on a simulated worker on loopback, named by ``CUDA_AGENT_WORKER_URL``.
 
 The server runs the simulated GPU (``CUDA_AGENT_TEST_EXECUTOR=1``) with a per-candidate delay.
-Each test skips, with the reason, when its editor is not installed (``.ci/run`` installs Debian's
-``neovim``, ``emacs-nox`` and ``elpa-eglot``).
+Each editor test skips, with the reason, when its editor is not installed (``.ci/run`` installs
+Debian's ``neovim``, ``emacs-nox`` and ``elpa-eglot``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -18,6 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lsprotocol import types as lsp
+from pytest_lsp import ClientServerConfig, client_capabilities
+from simulated_worker import simulated_worker
+from test_server_lsp import plain
 
 ROOT = Path(__file__).parent.parent
 EDITORS = Path(__file__).parent / "editors"
@@ -106,3 +113,60 @@ def test_emacs_eglot_optimize_apply_and_cancel(tmp_path: Path) -> None:
     assert any(re.match(r"Optimizing saxpy: \d+% · \d+ candidates? tried", m) for m in result["log"])
     assert any("cudaAgent.cancel" in m for m in result["messages"])
     assert any(m.startswith("CUDA Agent: Optimizing saxpy: 2.00× faster") for m in result["messages"])
+
+
+async def test_remote_flow_from_the_editor_several_runs_in_a_row(tmp_path: Path) -> None:
+    """The server sends every run to the worker that ``CUDA_AGENT_WORKER_URL`` names (the client
+    sends no settings), even with local simulation asked for; runs follow each other without a
+    restart, and the worker logs each request's outcome."""
+    work = tmp_path / "ws"
+    work.mkdir()
+    cu = work / "saxpy.cu"
+    shutil.copy(FIXTURE, cu)
+    with simulated_worker(tmp_path, "editor-loopback-token") as worker:
+        env = {**worker.client_env(), "CUDA_AGENT_TEST_EXECUTOR": "1", "PYTHONPATH": str(ROOT)}
+        config = ClientServerConfig([sys.executable, "-m", "server", "serve"], server_env=env)
+        client = await config.start()
+        finished: dict[str, Any] = {}
+        statuses: list[Any] = []
+        client.feature("cudaAgent/runFinished")(lambda params: finished.__setitem__(params.runId, params))
+        client.feature("cudaAgent/status")(lambda params: statuses.append(params))
+        client.feature(lsp.CLIENT_REGISTER_CAPABILITY)(lambda params: None)
+        try:
+            await client.initialize_session(
+                lsp.InitializeParams(capabilities=client_capabilities("neovim"), root_uri=work.as_uri())
+            )
+            uri = cu.as_uri()
+            client.text_document_did_open(
+                lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri, "cuda", 1, cu.read_text()))
+            )
+
+            async def run(command: str) -> Any:
+                started = plain(
+                    await client.workspace_execute_command_async(
+                        lsp.ExecuteCommandParams(command, [{"uri": uri, "kernel": "saxpy"}])
+                    )
+                )
+                assert started["status"] == "started", started
+                while started["runId"] not in finished:
+                    await asyncio.sleep(0.05)
+                return plain(finished[started["runId"]])
+
+            results = []
+            for command in ["cudaAgent.optimize", "cudaAgent.benchmark"] * 3:
+                results.append(await asyncio.wait_for(run(command), 60))
+            await asyncio.wait_for(client.shutdown_session(), 30)
+        finally:
+            await asyncio.wait_for(client.stop(), 30)
+        log = worker.log.read_text()
+    for r in results[0::2]:  # the optimize runs
+        assert r["status"] == "ok" and r["rewriteReady"] and r["speedup"] == pytest.approx(2.0), r
+    for r in results[1::2]:  # the benchmarks
+        assert r["status"] == "ok" and r["medianMs"] > 0, r
+    assert any(
+        s["executor"] == f"remote {worker.url}" and s["device"] == "simulated GPU"
+        for s in map(plain, statuses)
+    )
+    said = [m.message for m in client.log_messages]
+    assert any(f"so is the remote worker {worker.url}: evaluating there" in m for m in said), said
+    assert log.count(": done") >= 6 and "refused" not in log and "failed" not in log, log
