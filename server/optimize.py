@@ -476,8 +476,9 @@ async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody
     except NoGpuError as exc:
         _must_act(
             ls,
-            f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}. Ways forward: a remote "
-            "`cuda-agent worker` (executor.kind remote), or the simulated GPU to try the flow (executor.kind test)",
+            f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}. Ways forward: a GPU here (an NVIDIA "
+            "driver and the `gpu` extra in the server's Python) or a remote `cuda-agent worker` "
+            "(executor.kind remote); or the simulated GPU to try the flow (executor.kind test)",
         )
         finished = run_finished(run, "error", f"failed: {exc}")
     except ExecutorError as exc:
