@@ -11,12 +11,14 @@ Debian's ``neovim``, ``emacs-nox`` and ``elpa-eglot``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -115,58 +117,86 @@ def test_emacs_eglot_optimize_apply_and_cancel(tmp_path: Path) -> None:
     assert any(m.startswith("CUDA Agent: Optimizing saxpy: 2.00× faster") for m in result["messages"])
 
 
-async def test_remote_flow_from_the_editor_several_runs_in_a_row(tmp_path: Path) -> None:
-    """The server sends every run to the worker that ``CUDA_AGENT_WORKER_URL`` names (the client
-    sends no settings), even with local simulation asked for; runs follow each other without a
-    restart, and the worker logs each request's outcome."""
+class Session:
+    """The real server driven by an LSP client with Neovim's capabilities and no settings, on a copy
+    of the fixture: ``run`` starts a command on ``saxpy`` and returns its ``runFinished``."""
+
+    def __init__(self, client: Any, uri: str) -> None:
+        self.client = client
+        self.uri = uri
+        self.finished: dict[str, Any] = {}
+        self.statuses: list[Any] = []
+        client.feature("cudaAgent/runFinished")(lambda p: self.finished.__setitem__(p.runId, plain(p)))
+        client.feature("cudaAgent/status")(lambda p: self.statuses.append(plain(p)))
+        client.feature(lsp.CLIENT_REGISTER_CAPABILITY)(lambda p: None)
+
+    async def run(self, command: str, timeout: float = 60) -> dict[str, Any]:
+        async def go() -> dict[str, Any]:
+            started = plain(
+                await self.client.workspace_execute_command_async(
+                    lsp.ExecuteCommandParams(command, [{"uri": self.uri, "kernel": "saxpy"}])
+                )
+            )
+            assert started["status"] == "started", started
+            while started["runId"] not in self.finished:
+                await asyncio.sleep(0.05)
+            return self.finished[started["runId"]]  # type: ignore[no-any-return]
+
+        return await asyncio.wait_for(go(), timeout)
+
+
+@contextlib.asynccontextmanager
+async def session(tmp_path: Path, env: dict[str, str]) -> AsyncIterator[Session]:
     work = tmp_path / "ws"
     work.mkdir()
     cu = work / "saxpy.cu"
     shutil.copy(FIXTURE, cu)
+    env = {**env, "PYTHONPATH": str(ROOT)}
+    client = await ClientServerConfig([sys.executable, "-m", "server", "serve"], server_env=env).start()
+    try:
+        s = Session(client, cu.as_uri())
+        await client.initialize_session(
+            lsp.InitializeParams(capabilities=client_capabilities("neovim"), root_uri=work.as_uri())
+        )
+        client.text_document_did_open(
+            lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(s.uri, "cuda", 1, cu.read_text()))
+        )
+        yield s
+        await asyncio.wait_for(client.shutdown_session(), 30)
+    finally:
+        await asyncio.wait_for(client.stop(), 30)
+
+
+async def test_remote_flow_from_the_editor_several_runs_in_a_row(tmp_path: Path) -> None:
+    """The server sends every run to the worker that ``CUDA_AGENT_WORKER_URL`` names (the client
+    sends no settings), even with local simulation asked for; runs follow each other without a
+    restart, and the worker logs each request's outcome."""
     with simulated_worker(tmp_path, "editor-loopback-token") as worker:
-        env = {**worker.client_env(), "CUDA_AGENT_TEST_EXECUTOR": "1", "PYTHONPATH": str(ROOT)}
-        config = ClientServerConfig([sys.executable, "-m", "server", "serve"], server_env=env)
-        client = await config.start()
-        finished: dict[str, Any] = {}
-        statuses: list[Any] = []
-        client.feature("cudaAgent/runFinished")(lambda params: finished.__setitem__(params.runId, params))
-        client.feature("cudaAgent/status")(lambda params: statuses.append(params))
-        client.feature(lsp.CLIENT_REGISTER_CAPABILITY)(lambda params: None)
-        try:
-            await client.initialize_session(
-                lsp.InitializeParams(capabilities=client_capabilities("neovim"), root_uri=work.as_uri())
-            )
-            uri = cu.as_uri()
-            client.text_document_did_open(
-                lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri, "cuda", 1, cu.read_text()))
-            )
-
-            async def run(command: str) -> Any:
-                started = plain(
-                    await client.workspace_execute_command_async(
-                        lsp.ExecuteCommandParams(command, [{"uri": uri, "kernel": "saxpy"}])
-                    )
-                )
-                assert started["status"] == "started", started
-                while started["runId"] not in finished:
-                    await asyncio.sleep(0.05)
-                return plain(finished[started["runId"]])
-
-            results = []
-            for command in ["cudaAgent.optimize", "cudaAgent.benchmark"] * 3:
-                results.append(await asyncio.wait_for(run(command), 60))
-            await asyncio.wait_for(client.shutdown_session(), 30)
-        finally:
-            await asyncio.wait_for(client.stop(), 30)
+        async with session(tmp_path, {**worker.client_env(), "CUDA_AGENT_TEST_EXECUTOR": "1"}) as s:
+            results = [await s.run(c) for c in ["cudaAgent.optimize", "cudaAgent.benchmark"] * 3]
         log = worker.log.read_text()
     for r in results[0::2]:  # the optimize runs
         assert r["status"] == "ok" and r["rewriteReady"] and r["speedup"] == pytest.approx(2.0), r
     for r in results[1::2]:  # the benchmarks
         assert r["status"] == "ok" and r["medianMs"] > 0, r
     assert any(
-        s["executor"] == f"remote {worker.url}" and s["device"] == "simulated GPU"
-        for s in map(plain, statuses)
+        st["executor"] == f"remote {worker.url}" and st["device"] == "simulated GPU" for st in s.statuses
     )
-    said = [m.message for m in client.log_messages]
+    said = [m.message for m in s.client.log_messages]
     assert any(f"so is the remote worker {worker.url}: evaluating there" in m for m in said), said
     assert log.count(": done") >= 6 and "refused" not in log and "failed" not in log, log
+
+
+async def test_without_a_gpu_the_editor_names_the_cause_and_the_ways_forward(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # also on a GPU machine: no device visible
+    async with session(tmp_path, env) as s:
+        result = await s.run("cudaAgent.benchmark")
+    assert result["status"] == "error" and "no usable GPU" in result["message"], result
+    (popup,) = [m.message for m in s.client.messages if m.type == lsp.MessageType.Error]
+    assert popup.startswith("CUDA Agent: cannot benchmark saxpy: no usable GPU 0")
+    assert any(
+        c in popup for c in ("is not installed", "no NVIDIA driver", "driver is older", "finds no GPU")
+    )
+    assert "the `gpu` extra" in popup and "remote `cuda-agent worker`" in popup
+    assert "the simulated GPU to try the flow (executor.kind test)" in popup
