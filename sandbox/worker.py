@@ -27,6 +27,7 @@ import argparse
 import base64
 import concurrent.futures
 import contextlib
+import ctypes
 import functools
 import hashlib
 import importlib
@@ -1232,16 +1233,36 @@ def _load_handler(spec: str, device: int, backend: str) -> Handler:
     return handler
 
 
-def no_gpu_text(exc: BaseException, device: int, backend: str) -> str:
-    """Why GPU ``device`` cannot be used, named by its cause: the GPU library missing, the driver
-    missing or too old, no such device (the raw error follows)."""
+def nvidia_driver_present() -> bool:
+    """Whether this machine has an NVIDIA driver: its device nodes (``/dev/nvidiactl``,
+    ``/dev/nvidia0``...) or its user-space library (``libcuda.so.1``)."""
+    if os.path.exists("/dev/nvidiactl") or any(
+        n.startswith("nvidia") and n[6:].isdigit() for n in os.listdir("/dev")
+    ):
+        return True
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+def no_gpu_text(exc: BaseException, device: int, backend: str, driver: bool | None = None) -> str:
+    """Why GPU ``device`` cannot be used, named by its cause: the GPU library missing, no driver,
+    the driver too old, no GPU (the raw error follows).  ``driver``: whether the machine has an
+    NVIDIA driver (looked up when None).  CUDA says "driver version is insufficient" also where
+    there is no driver at all: only a driver that is there can be too old."""
     text = f"{type(exc).__name__}: {exc}"
+    low = text.lower()
     if isinstance(exc, ModuleNotFoundError):
         cause = f"{exc.name or backend} is not installed in this Python (the `gpu` extra: pip install 'cuda-agent[gpu]')"
-    elif "insufficient" in text.lower():
-        cause = "the NVIDIA driver is older than the CUDA this CuPy was built for (update the driver, or the `gpu-cuda12` extra)"
-    elif "libcuda" in text or "no CUDA-capable device" in text or "driver" in text.lower():
-        cause = "no NVIDIA driver or GPU on this machine"
+    elif any(w in low for w in ("insufficient", "libcuda", "no cuda-capable device", "driver")):
+        if not (nvidia_driver_present() if driver is None else driver):
+            cause = "no NVIDIA driver on this machine (no libcuda.so.1, no /dev/nvidia*)"
+        elif "insufficient" in low:
+            cause = "the NVIDIA driver is older than the CUDA this CuPy was built for (update the driver, or the `gpu-cuda12` extra)"
+        else:
+            cause = "the NVIDIA driver finds no GPU"
     else:
         cause = f"GPU {device} cannot be used"
     return f"no usable GPU {device} ({backend}): {cause}; {text}"

@@ -64,8 +64,9 @@ def executor_failed(exc: Exception) -> JobFailed:
 
     if isinstance(exc, NoGpuError):
         return JobFailed(
-            f"{exc}. Ways forward: a GPU elsewhere (CUDA_AGENT_WORKER_URL and CUDA_AGENT_TOKEN of a "
-            "`cuda-agent worker`), or to try the flow without one, the simulated GPU (CUDA_AGENT_TEST_EXECUTOR=1)"
+            f"{exc}. Ways forward: a GPU here (an NVIDIA driver and the `gpu` extra: pip install "
+            "'cuda-agent[gpu]') or elsewhere (CUDA_AGENT_WORKER_URL and CUDA_AGENT_TOKEN of a `cuda-agent worker`); "
+            "or, to try the flow without one, the simulated GPU (CUDA_AGENT_TEST_EXECUTOR=1)"
         )
     return JobFailed(str(exc))
 

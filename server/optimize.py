@@ -55,6 +55,8 @@ from server.texts import plural, spread_text
 
 log = logging.getLogger(__name__)
 
+LATE_STATUS_S = 0.3  # see Runs.late_status
+
 
 # ------------------------------------------------------------------------------------- values
 
@@ -239,6 +241,7 @@ class Runs:
         self._lock = threading.Lock()
         self._executor: tuple[ExecutorSettings, Executor] | None = None
         self._compiler: CompilePool | None = None
+        self._late: asyncio.TimerHandle | None = None  # see late_status
 
     def compiler(self) -> CompilePool:
         """The CPU compile pool LLM proposers compile drafts in (made on first use, kept)."""
@@ -284,6 +287,20 @@ class Runs:
         status = wire.ServerStatus(describe_executor(self.ls.settings.executor), self.device, running)
         self.ls.protocol.notify(wire.STATUS_NOTIFICATION, status)
 
+    def late_status(self) -> None:
+        """The status again, :data:`LATE_STATUS_S` after the end of a run, in a read of its own.
+
+        Emacs 28's jsonrpc (1.0.14, under eglot) leaves the messages that arrive in the same read
+        as the reply to a synchronous request (``eglot-execute-command``) unprocessed until more
+        output arrives.  A run's end often lands right behind such a reply (the reply to
+        ``cudaAgent.cancel``), and the server is idle after it: this late message makes the
+        client process them."""
+        if self.ls.loop is None:
+            return
+        if self._late is not None:
+            self._late.cancel()
+        self._late = self.ls.loop.call_later(LATE_STATUS_S, self.status)
+
     def cancel(self, run_id: str) -> wire.CancelResult:
         run = self.active.get(run_id)
         if run is None:
@@ -301,6 +318,8 @@ class Runs:
             await asyncio.sleep(0.05)
 
     def close(self) -> None:
+        if self._late is not None:
+            self._late.cancel()
         for run in self.active.values():
             run.cancel.set()
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -457,8 +476,9 @@ async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody
     except NoGpuError as exc:
         _must_act(
             ls,
-            f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}. Ways forward: a remote "
-            "`cuda-agent worker` (executor.kind remote), or the simulated GPU to try the flow (executor.kind test)",
+            f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}. Ways forward: a GPU here (an NVIDIA "
+            "driver and the `gpu` extra in the server's Python) or a remote `cuda-agent worker` "
+            "(executor.kind remote); or the simulated GPU to try the flow (executor.kind test)",
         )
         finished = run_finished(run, "error", f"failed: {exc}")
     except ExecutorError as exc:
@@ -474,6 +494,7 @@ async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody
     runs.changed()
     runs.status()
     ls.protocol.notify(wire.RUN_FINISHED_NOTIFICATION, finished)
+    runs.late_status()
 
 
 async def _optimize(

@@ -16,9 +16,11 @@ Secrets (``token``, ``apiKey``) name where the value lives, never the value itse
 ``env:NAME`` (an environment variable of the server) or ``file:PATH`` (first line of a file).
 
 Parsing never raises: a bad value keeps its default and comes back as a problem to report.
-``CUDA_AGENT_TEST_EXECUTOR=1`` in the server's environment forces the ``test`` executor, except
-when a remote worker is configured (``executor.kind: "remote"`` with a URL): candidates then go
-to that worker, and a problem line says so.
+``CUDA_AGENT_WORKER_URL`` in the server's environment (with ``CUDA_AGENT_TOKEN``, as for the CLI)
+makes the ``remote`` executor the one used when the settings name no ``executor.kind`` (clients
+that send no settings: Neovim, Emacs).  ``CUDA_AGENT_TEST_EXECUTOR=1`` forces the ``test``
+executor, except when a remote worker is configured (either way): candidates then go to that
+worker, and a problem line says so.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from sandbox.executor import Executor
 ExecutorKind = Literal["local", "remote", "ray", "test"]
 ProposerKind = Literal["builtin", "llm"]
 TEST_EXECUTOR_ENV = "CUDA_AGENT_TEST_EXECUTOR"
+WORKER_URL_ENV = "CUDA_AGENT_WORKER_URL"
+TOKEN_ENV = "CUDA_AGENT_TOKEN"
 SECTION = "cudaAgent"
 
 
@@ -177,6 +181,14 @@ def parse_settings(data: Any, env: Mapping[str, str] = os.environ) -> tuple[Sett
         token=ex.secret("token", d.executor.token),
         ray_address=ex.text("rayAddress"),
     )
+    worker_url = env.get(WORKER_URL_ENV, "").strip()
+    if worker_url and "kind" not in ex.data:  # the environment names a worker, the settings nothing
+        executor = replace(
+            executor,
+            kind="remote",
+            url=executor.url or worker_url,
+            token=executor.token if executor.token.source else Secret(f"env:{TOKEN_ENV}"),
+        )
     if env.get(TEST_EXECUTOR_ENV, "") not in ("", "0"):
         if executor.kind == "remote" and executor.url:  # a worker is named: it gets the candidates
             problems.append(

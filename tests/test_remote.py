@@ -11,7 +11,6 @@ so tests can kill it with SIGKILL.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import socket
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from simulated_worker import free_port, simulated_worker
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -408,12 +408,6 @@ def test_a_worker_without_a_gpu_is_one_clear_error_at_once() -> None:
 # --------------------------------------------------------------------------- a worker that dies
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def worker_process(port: int, delay_s: float) -> Iterator[subprocess.Popen[bytes]]:
     """This file run as a fake worker process on ``port``; killed (SIGKILL) on exit."""
@@ -549,47 +543,17 @@ def test_the_remote_flow_on_loopback_with_a_simulated_worker(tmp_path: Path) -> 
     """`cuda-agent worker --simulate`, then the CLI against it several times in a row; the worker
     says it is simulated, logs each request's outcome (refusals too) and never the token."""
     token = "s3cret-loopback-token"
-    token_file = tmp_path / "token"
-    token_file.write_text(token)
-    token_file.chmod(0o600)
     kernel = tmp_path / "saxpy.cu"
     kernel.write_text((Path(__file__).parent.parent / "bench" / "kernels" / "saxpy.cu").read_text())
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log_path = tmp_path / "worker.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
-    with log_path.open("w") as log_file:
-        worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "server",
-                "worker",
-                "--simulate",
-                "--port",
-                str(port),
-                "--token-file",
-                str(token_file),
-            ],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert worker.poll() is None, log_path.read_text()
-            with contextlib.suppress(httpx.TransportError):
-                health = httpx.get(f"{url}/health", timeout=1)
-                break
-            assert time.monotonic() < deadline, "the worker did not come up"
-            time.sleep(0.1)
+    with simulated_worker(tmp_path, token) as worker:
+        url = worker.url
+        health = httpx.get(f"{url}/health", timeout=5)
         assert health.json() == {"status": "ok", "gpus": 1, "simulated": True}
         device = httpx.get(f"{url}/device", headers=auth(token)).json()
         assert device["simulated"] is True and device["devices"][0]["name"] == "simulated GPU"
         assert httpx.get(f"{url}/device", headers=auth("wrong")).status_code == 401
 
-        client_env = {**env, "CUDA_AGENT_WORKER_URL": url, "CUDA_AGENT_TOKEN": token}
+        client_env = worker.client_env()
         cli = [sys.executable, "-m", "server"]
         for _ in range(3):
             run = subprocess.run(
@@ -610,12 +574,9 @@ def test_the_remote_flow_on_loopback_with_a_simulated_worker(tmp_path: Path) -> 
             timeout=60,
         )
         assert both.returncode == 0 and f"evaluating on the worker at {url}" in both.stderr
-        before = log_path.read_text().count(": done")
+        before = worker.log.read_text().count(": done")
         assert before >= 5  # every request of the three runs and the two benchmarks
-    finally:
-        worker.terminate()
-        worker.wait(30)
-    log = log_path.read_text()
+    log = worker.log.read_text()
     assert "serving 1 simulated GPU on http://127.0.0.1" in log and "(no GPU is used)" in log
     assert "refused GET /device from 127.0.0.1: 401 wrong bearer token" in log
     assert token not in log

@@ -436,16 +436,48 @@ def test_no_gpu_text_names_the_cause() -> None:
 
     missing = ModuleNotFoundError("No module named 'cupy'", name="cupy")
     assert "cupy is not installed in this Python (the `gpu` extra" in no_gpu_text(missing, 0, "cupy")
-    old = RuntimeError(
+    insufficient = RuntimeError(
         "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version"
     )
-    assert "the NVIDIA driver is older than the CUDA" in no_gpu_text(old, 0, "cupy")
-    none = RuntimeError("libcuda.so.1: cannot open shared object file")
-    text = no_gpu_text(none, 1, "cupy")
-    assert (
-        text.startswith("no usable GPU 1 (cupy): no NVIDIA driver or GPU on this machine;")
-        and "libcuda" in text
+    # CUDA says "insufficient" also where there is no driver at all: only a driver can be too old
+    old = no_gpu_text(insufficient, 0, "cupy", driver=True)
+    assert "the NVIDIA driver is older than the CUDA this CuPy was built for" in old
+    absent = no_gpu_text(insufficient, 0, "cupy", driver=False)
+    assert absent.startswith("no usable GPU 0 (cupy): no NVIDIA driver on this machine (no libcuda.so.1")
+    assert "older" not in absent and "insufficient for CUDA runtime" in absent  # the raw error follows
+    no_lib = no_gpu_text(
+        RuntimeError("libcuda.so.1: cannot open shared object file"), 1, "cupy", driver=False
     )
+    assert (
+        no_lib.startswith("no usable GPU 1 (cupy): no NVIDIA driver on this machine") and "libcuda" in no_lib
+    )
+    no_device = RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")
+    assert "the NVIDIA driver finds no GPU" in no_gpu_text(no_device, 0, "cupy", driver=True)
+    other = no_gpu_text(
+        RuntimeError("cudaErrorInvalidDevice: invalid device ordinal"), 3, "cupy", driver=True
+    )
+    assert other.startswith(
+        "no usable GPU 3 (cupy): GPU 3 cannot be used; RuntimeError: cudaErrorInvalidDevice"
+    )
+
+
+def test_a_driver_is_found_by_its_device_nodes_or_its_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+
+    from sandbox import worker
+
+    def no_library(name: str) -> None:
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_library)
+    monkeypatch.setattr(worker.os.path, "exists", lambda p: False)
+    monkeypatch.setattr(worker.os, "listdir", lambda d: ["null", "nvme0", "nvidia-uvm"])
+    assert worker.nvidia_driver_present() is False
+    monkeypatch.setattr(worker.os, "listdir", lambda d: ["null", "nvidia0"])
+    assert worker.nvidia_driver_present() is True
+    monkeypatch.setattr(worker.os, "listdir", lambda d: ["null"])
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: object())  # the library loads
+    assert worker.nvidia_driver_present() is True
 
 
 def test_compute_sanitizer_checks_the_candidate_alone_at_its_own_launches(

@@ -29,6 +29,22 @@ from server.settings import Secret, parse_settings
 from server.store import STORE_DIR, BenchmarkRecord, Changes, ResultStore, Watcher, kernel_hash
 
 
+def test_the_worker_url_of_the_environment_applies_when_the_settings_name_no_executor() -> None:
+    env = {"CUDA_AGENT_WORKER_URL": "http://127.0.0.1:8765", "CUDA_AGENT_TEST_EXECUTOR": "1"}
+    settings, problems = parse_settings({}, env=env)
+    assert (settings.executor.kind, settings.executor.url) == ("remote", "http://127.0.0.1:8765")
+    assert settings.executor.token == Secret("env:CUDA_AGENT_TOKEN")
+    assert problems == (
+        "executor: CUDA_AGENT_TEST_EXECUTOR is set, but so is the remote worker http://127.0.0.1:8765: "
+        "evaluating there (to simulate there: `cuda-agent worker --simulate`)",
+    )
+    # settings that name an executor win (VS Code always sends executor.kind)
+    local, _ = parse_settings({"executor": {"kind": "local"}}, env={"CUDA_AGENT_WORKER_URL": "http://x:1"})
+    assert local.executor.kind == "local"
+    named, _ = parse_settings({"executor": {"token": "file:/t"}}, env={"CUDA_AGENT_WORKER_URL": "http://x:1"})
+    assert (named.executor.kind, named.executor.token) == ("remote", Secret("file:/t"))
+
+
 def test_settings_parse_nested_values_and_report_problems() -> None:
     settings, problems = parse_settings(
         {

@@ -64,6 +64,9 @@
                                       :applied (eglot-execute-command server (plist-get apply :command)
                                                                       (plist-get apply :arguments))))))
         (flow-wait 10 "the edit" (lambda () (save-excursion (goto-char (point-min)) (search-forward "__restrict__" nil t))))
+        ;; what eglot's idle timer does in an interactive Emacs (idle timers never fire in batch mode):
+        ;; the server learns of the edit, and the next Optimize works on the rewritten kernel
+        (eglot--signal-textDocument/didChange)
         (setq out (append out (list :text (buffer-substring-no-properties (point-min) (point-max))
                                     :modified (if (buffer-modified-p) t :json-false)
                                     :confirmations flow-confirmations))))
