@@ -39,7 +39,7 @@ from agent.transforms.same_layout import SameLayoutReduction
 from agent.transforms.tiled_dot import Tile, TiledDot
 from agent.transforms.tiled_transpose import TiledTranspose
 from sandbox.compiler import compile_cuda
-from sandbox.contract import Candidate, EvalOptions, EvalRequest, Status
+from sandbox.contract import Candidate, EvalOptions, EvalRequest, EvalResult, Status
 
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
 DATA = Path(__file__).parent / "data" / "transforms"
@@ -497,6 +497,13 @@ def test_apply_all_names_the_transformation_that_failed() -> None:
 # ------------------------------------------------------------------------------------------ GPU
 
 
+def assert_all_verified(result: EvalResult, name: str) -> None:
+    """The original and every candidate of ``result`` verified (the compile log where one did not)."""
+    assert result.baseline.status is Status.OK, (name, result.baseline.message)
+    for c in result.candidates:
+        assert c.status is Status.OK, (name, c.candidate_id, c.status, c.message, c.compile_log[:2000])
+
+
 @pytest.mark.gpu
 def test_every_rewrite_is_equivalent_on_the_gpu() -> None:
     from sandbox.worker import LocalExecutor
@@ -526,16 +533,7 @@ def test_every_rewrite_is_equivalent_on_the_gpu() -> None:
                 tolerance=t.tolerance,
                 options=EvalOptions(time=False),
             )
-            result = executor.evaluate(request)
-            assert result.baseline.status is Status.OK, (name, result.baseline.message)
-            for c in result.candidates:
-                assert c.status is Status.OK, (
-                    name,
-                    c.candidate_id,
-                    c.status,
-                    c.message,
-                    c.compile_log[:2000],
-                )
+            assert_all_verified(executor.evaluate(request), name)
 
 
 @pytest.mark.gpu
@@ -567,16 +565,7 @@ def test_every_tile_of_the_tiled_dot_product_is_equivalent_on_the_gpu() -> None:
                 tolerance=t.tolerance,
                 options=EvalOptions(time=False),
             )
-            result = executor.evaluate(request)
-            assert result.baseline.status is Status.OK, (name, result.baseline.message)
-            for c in result.candidates:
-                assert c.status is Status.OK, (
-                    name,
-                    c.candidate_id,
-                    c.status,
-                    c.message,
-                    c.compile_log[:2000],
-                )
+            assert_all_verified(executor.evaluate(request), name)
 
 
 # ------------------------------------------------------------------------------ host emulation

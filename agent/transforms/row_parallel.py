@@ -106,14 +106,8 @@ class RowParallel(Pass[RowMatch]):
 
     def match(self, view: KernelView) -> RowMatch | NotApplicable:
         subject = view.subject
-        for what, nodes in (
-            ("shared memory", view.shared),
-            ("barriers", view.barriers),
-            ("atomics", view.atomics),
-            ("warp shuffles", view.shuffles),
-        ):
-            if nodes:
-                return NotApplicable(f"the kernel already uses {what}: its threads cooperate")
+        if what := view.cooperation:
+            return NotApplicable(f"the kernel already uses {what}: its threads cooperate")
         block_x = [d for d in subject.block[1:] if d.strip() != "1"]
         grid = subject.grid
         if block_x or not _block_names(grid[0]) or any(_block_names(g) for g in grid[1:]):

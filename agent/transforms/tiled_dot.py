@@ -176,14 +176,8 @@ class TiledDot(Pass[DotMatch]):
         subject = view.subject
         if view.body.has_error:
             return NotApplicable("the kernel does not parse cleanly")
-        for what, nodes in (
-            ("shared memory", view.shared),
-            ("barriers", view.barriers),
-            ("atomics", view.atomics),
-            ("warp shuffles", view.shuffles),
-        ):
-            if nodes:
-                return NotApplicable(f"the kernel already uses {what}: its threads cooperate")
+        if what := view.cooperation:
+            return NotApplicable(f"the kernel already uses {what}: its threads cooperate")
         if subject.kernel.launch_bounds is not None:
             return NotApplicable("__launch_bounds__ fixes the block size")
         if len(subject.block) == 3 and subject.block[2].strip() != "1":

@@ -308,6 +308,21 @@ class KernelView:
         self.thread_dependent = self._tainted(("threadIdx",))
         self.block_dependent = self._tainted(("blockIdx",))
 
+    @property
+    def cooperation(self) -> str:
+        """How the kernel's threads already cooperate (shared memory, barriers, atomics, warp
+        shuffles), the first found, or "" when they do not: passes that give a thread's work to
+        a group of threads refuse such kernels."""
+        for what, nodes in (
+            ("shared memory", self.shared),
+            ("barriers", self.barriers),
+            ("atomics", self.atomics),
+            ("warp shuffles", self.shuffles),
+        ):
+            if nodes:
+                return what
+        return ""
+
     # ----------------------------------------------------------------------- basics
 
     def text(self, node: Node) -> str:
