@@ -1024,12 +1024,13 @@ class _Scan:
 
 
 def _include_guard(doc: Document, node: tree_sitter.Node) -> bool:
-    """``#ifndef NAME`` whose first line is ``#define NAME``: a header's include guard."""
+    """``#ifndef NAME`` whose first line is ``#define NAME`` with no value: a header's include
+    guard (``#ifndef N / #define N 4096`` is a default the build may override: kept whole)."""
     if node.type != "preproc_ifdef" or node.children[0].type != "#ifndef":
         return False
     name = node.child_by_field_name("name")
     first = node.named_children[1] if len(node.named_children) > 1 else None
-    if name is None or first is None or first.type != "preproc_def":
+    if name is None or first is None or first.type != "preproc_def" or first.child_by_field_name("value"):
         return False
     defined = first.child_by_field_name("name")
     return defined is not None and doc.node_text(defined) == doc.node_text(name)

@@ -1131,8 +1131,12 @@ class GpuHandler:
         cid = _job_id(job)
         index = len(verifier.problems) - 1
         slots = timing_slots(problem, req.budget.gpu_memory_bytes - self.rt.allocated())
-        # the run's seeds, then more: each slot its own inputs; one set of __constant__ data
+        # the run's seeds, then more: each slot its own inputs; one set of __constant__ data, so
+        # where a constant copies an argument (`const c copy(filter)`) every slot holds the
+        # first seed's inputs (the constant must equal each slot's copy of that argument)
         seeds = [req.seeds[s] if s < len(req.seeds) else req.seeds[0] + 7919 * s for s in range(slots)]
+        if any(c.dist.kind == "copy" for c in problem.constants):
+            seeds = [seeds[0]] * slots
         arrays = [a for a in problem.args if a.role in ("out", "inout")]
         spaces: list[Workspace] = []
         pristine: list[dict[str, int]] = []

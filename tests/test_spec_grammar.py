@@ -576,6 +576,21 @@ def test_merged_parts_report_the_first_failure_with_the_checks_so_far() -> None:
     )
 
 
+def test_a_default_the_build_may_override_stays_guarded_in_the_unit() -> None:
+    """``#ifndef N / #define N 4096 / #endif`` is a default, not an include guard: the standalone
+    unit keeps the guard, so each problem's ``-DN=...`` wins (without it n=97 writes 4096)."""
+    from agent.loop import target_for
+
+    doc = Document.from_file(Path(__file__).parent / "data" / "spec_grammar" / "fixed_size.cu")
+    unit = target_for(doc, "scale_fixed").baseline.source
+    lines = [line.strip() for line in unit.splitlines()]
+    assert lines[:3] == ["#ifndef N", "#define N 4096", "#endif"]
+    header = "#ifndef H\n#define H\n#define W 3\n__global__ void k(int* o) { o[0] = W; }\n#endif\n"
+    guarded = Document(header)  # a header's include guard: its items stand on their own
+    cut = guarded.standalone(guarded.kernels[0]).source
+    assert "#ifndef" not in cut and "#define W 3" in cut
+
+
 def test_a_bad_define_is_named() -> None:
     _, errors = spec_of("sizes n=64\ndefine N=n/0\narg out out float[n]", "float* out")
     assert any("define: macro N" in e and "divides by zero" in e for e in errors), errors

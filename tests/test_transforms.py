@@ -554,7 +554,13 @@ def test_every_tile_of_the_tiled_dot_product_is_equivalent_on_the_gpu() -> None:
                 out = rewrite(t, Apply(TiledDot(), tile))
                 *verify, _ = t.relaunch(out.launch)
                 source = dataclasses.replace(t.baseline, source=t.unit_with(out.code))
-                candidates.append(Candidate(f"{tile.bm}x{tile.bn}x{tile.bk}", source, (*verify, verify[-1])))
+                candidates.append(
+                    Candidate(
+                        f"{tile.bm}x{tile.bn}x{tile.bk}{'' if tile.staged else '-direct'}",
+                        source,
+                        (*verify, verify[-1]),
+                    )
+                )
             request = EvalRequest(
                 id=f"tiled-dot-{name}",
                 baseline=t.baseline,
