@@ -11,7 +11,7 @@ The search, seeded and deterministic for the same results:
 1. **Probe.**  Each arm's values are tried on the original kernel; those that do not apply are
    dropped (the reason is logged).  The first batch is a composite guess alone (the first
    structural rewrite that applies — each registered pass that matches (:mod:`agent.transforms.registry`)
-   with its guessed parameters, else a histogram, widest vectors, a transpose, shuffles —, block 256,
+   with its guessed parameters, else a histogram, widest vectors, shuffles —, block 256,
    restrict: a batch this small is measured within seconds, so even a short budget gets it); the
    next ones hold every arm's values on their own.
 2. **Climb.**  Afterwards the incumbent is the fastest verified config.  Each batch proposes its
