@@ -549,6 +549,72 @@ def _fenced_launch(text: str) -> dict[str, str]:
     return spec_mod.launch_pairs(m[1].strip()) if m else {}
 
 
+class NoCode(ValueError):
+    """A reply holds no fenced block defining a ``__global__`` function."""
+
+
+def fenced_arguments(text: str) -> dict[str, Any]:
+    """A fenced reply (:data:`FENCED_HOWTO`) as the arguments of a ``verify_and_time`` call: code,
+    description (the first line of prose), assumptions, precision and the launch line's
+    grid/block/smem.  Raises :class:`NoCode` when there is no kernel, ``ValueError`` with the
+    reason for a launch line that does not parse."""
+    code = extract_code(text)
+    if code is None:
+        raise NoCode("no fenced code block defining a __global__ kernel")
+    head = text.split("```", 1)[0]
+    prose = [
+        line.strip()
+        for line in head.splitlines()
+        if line.strip() and not any(p.match(line) for p in (_LAUNCH_LINE, _ASSUMPTION, _PRECISION_LINE))
+    ]
+    args: dict[str, Any] = {
+        "code": code,
+        "description": prose[0][:200] if prose else "",
+        "assumptions": _ASSUMPTION.findall(text),
+        "precision": _PRECISION_LINE.findall(head)[-1:],
+    }
+    return args | _fenced_launch(text)
+
+
+def proposal_from_arguments(
+    kernel: str,
+    args: dict[str, Any],
+    *,
+    description: str = "",
+    key: str = "",
+    transcript: tuple[tuple[str, str], ...] = (),
+) -> tuple[Proposal | None, str]:
+    """The :class:`Proposal` that ``verify_and_time`` arguments (or :func:`fenced_arguments`)
+    describe for the kernel named ``kernel``, or None and why it is not one (no definition of
+    that ``__global__`` kernel in ``code``)."""
+    code = str(args.get("code") or "")
+    name = kernel.split("<", 1)[0].split("::")[-1]
+    if "__global__" not in code or not re.search(rf"\b{re.escape(name)}\b", code):
+        return None, f"`code` must hold the complete definition of the __global__ kernel `{name}`."
+    grid, block, smem = (args.get(k) for k in ("grid", "block", "smem"))
+    launch = (
+        LaunchChange(*(None if v is None else str(v) for v in (grid, block, smem)))
+        if (grid, block, smem) != (None, None, None)
+        else None
+    )
+    assumptions = args.get("assumptions") or ()
+    if isinstance(assumptions, str):
+        assumptions = (assumptions,)
+    claimed = args.get("precision") or ()
+    items = [claimed] if isinstance(claimed, str) else claimed if isinstance(claimed, list) else []
+    precision = [k.strip() for item in items for k in str(item).split(",") if k.strip()]
+    proposal = Proposal(
+        code=code if code.endswith("\n") else code + "\n",
+        description=str(args.get("description") or description),
+        assumptions=tuple(str(a) for a in assumptions),
+        launch=launch,
+        precision=tuple(str(k) for k in precision),
+        key=key,
+        transcript=transcript,
+    )
+    return proposal, ""
+
+
 # --------------------------------------------------------------------------- the proposer
 
 
@@ -740,26 +806,14 @@ class LLMProposer(Proposer):
         c.calls, c.answers = [], {}
 
     def _handle_fenced(self, context: OptimizeContext, c: _Conversation, reply: ChatReply) -> list[Proposal]:
-        code = extract_code(reply.content)
-        if code is None:
+        try:
+            args = fenced_arguments(reply.content)
+        except NoCode:
             cut = " Your reply was cut off." if reply.finish_reason == "length" else ""
             c.messages.append(
                 {"role": "user", "content": f"No kernel found in your reply.{cut} " + FENCED_HOWTO}
             )
             return []
-        prose = [
-            line.strip()
-            for line in reply.content.split("```", 1)[0].splitlines()
-            if line.strip() and not any(p.match(line) for p in (_LAUNCH_LINE, _ASSUMPTION, _PRECISION_LINE))
-        ]
-        args: dict[str, Any] = {
-            "code": code,
-            "description": prose[0][:200] if prose else "",
-            "assumptions": _ASSUMPTION.findall(reply.content),
-            "precision": _PRECISION_LINE.findall(reply.content.split("```", 1)[0])[-1:],
-        }
-        try:
-            args |= _fenced_launch(reply.content)
         except ValueError as exc:
             c.messages.append(
                 {"role": "user", "content": f"Error in the launch line: {exc}. " + FENCED_HOWTO}
@@ -775,32 +829,13 @@ class LLMProposer(Proposer):
     def _proposal(
         self, context: OptimizeContext, c: _Conversation, call_id: str, args: dict[str, Any]
     ) -> tuple[Proposal | None, str]:
-        code = str(args.get("code") or "")
-        name = context.target.kernel.split("<", 1)[0].split("::")[-1]
-        if "__global__" not in code or not re.search(rf"\b{re.escape(name)}\b", code):
-            return None, f"`code` must hold the complete definition of the __global__ kernel `{name}`."
-        grid, block, smem = (args.get(k) for k in ("grid", "block", "smem"))
-        launch = (
-            LaunchChange(*(None if v is None else str(v) for v in (grid, block, smem)))
-            if (grid, block, smem) != (None, None, None)
-            else None
-        )
-        assumptions = args.get("assumptions") or ()
-        if isinstance(assumptions, str):
-            assumptions = (assumptions,)
-        claimed = args.get("precision") or ()
-        items = [claimed] if isinstance(claimed, str) else claimed if isinstance(claimed, list) else []
-        precision = [k.strip() for item in items for k in str(item).split(",") if k.strip()]
-        proposal = Proposal(
-            code=code if code.endswith("\n") else code + "\n",
-            description=str(args.get("description") or f"LLM sample {c.index}, turn {c.turns}"),
-            assumptions=tuple(str(a) for a in assumptions),
-            launch=launch,
-            precision=tuple(str(k) for k in precision),
+        return proposal_from_arguments(
+            context.target.kernel,
+            args,
+            description=f"LLM sample {c.index}, turn {c.turns}",
             key=f"{c.index}:{c.turns}:{call_id}",
             transcript=tuple((m["role"], _message_text(m)) for m in c.messages),
         )
-        return proposal, ""
 
     def _profile(self, context: OptimizeContext, cid: str) -> str:
         """The ``profile`` tool: an evaluated candidate's numbers, plus Nsight Compute metrics from

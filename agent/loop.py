@@ -956,12 +956,12 @@ class _Run:
                 f"{attempt.candidate_id}-sanitized",
                 attempt.proposal,
                 verdict,
-                reward(verdict),
+                reward(verdict, self.target.allow_precision),
                 attempt.candidate_id,
             )
             self.attempts.append(rejected)
             if self.trajectory is not None and self.info is not None:
-                self.trajectory.record(self.info, rejected)
+                self.trajectory.record(self.info, rejected, retracts=attempt.candidate_id)
             self._emit("evaluated", f"{rejected.candidate_id}: {verdict.status.value} ({verdict.message})")
 
     def _evaluate_baseline(self) -> EvalResult:
@@ -1106,7 +1106,7 @@ class _Run:
             candidate_id=cid,
             proposal=proposal,
             result=res,
-            reward=None if res.status is Status.CANCELLED else reward(res),
+            reward=None if res.status is Status.CANCELLED else reward(res, self.target.allow_precision),
             duplicate_of=dup,
         )
         self.attempts.append(attempt)

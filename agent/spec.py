@@ -17,7 +17,9 @@ Grammar (one directive per ``// @cuda-agent`` line, directly above the kernel; s
     tolerance [arg=NAME] [atol=NUM] [rtol=NUM] [norm=NUM]   override of the calibrated bounds
     precision allow=KIND[,KIND...]              tf32, fp16, bf16, mma, fast-math
     require   CONDITION                         a constraint on sizes, block and ``bytes``
-    work      [bytes=EXPR] [flops=EXPR]         for GB/s, GFLOP/s and the roofline
+    work      [bytes=EXPR] [flops=EXPR] [floor=off]   for GB/s, GFLOP/s and the roofline;
+                                                ``floor=off``: the counts overstate the traffic,
+                                                so no time is refused as implausible
     DIST:     uniform(lo, hi) | normal | randint(lo, hi) | const(v) | arange | copy(ARG) | values(EXPR)
 
 Expressions are integer arithmetic over the size variables (and, in ``launch``/``work``/counts,
@@ -270,6 +272,7 @@ class KernelSpec:
     allow_precision: tuple[str, ...] = ()  # lower precisions a rewrite may use (``precision allow=``)
     bytes: str = ""  # "" -> sum of the arrays' sizes (inout counted twice)
     flops: str = ""
+    floor: bool = True  # ``work floor=off``: the counts may overstate the work (no physics floor)
     requires: tuple[tuple[str, int], ...] = ()  # (condition, line): constraints on sizes and launch
     compares: tuple[CompareSpec, ...] = ()  # outputs' cared-for elements
     defines: dict[str, str] = field(default_factory=dict)  # macro -> value per problem (``define``)
@@ -814,9 +817,11 @@ class _Builder:
 
     def _d_work(self, line: int, rest: str) -> None:
         for key, value in _pairs(rest):
-            if key not in ("bytes", "flops"):
-                raise ValueError(f"unknown key `{key}` (bytes, flops)")
-            self.fields[key] = value
+            if key not in ("bytes", "flops", "floor"):
+                raise ValueError(f"unknown key `{key}` (bytes, flops, floor)")
+            if key == "floor" and value.strip() not in ("on", "off"):
+                raise ValueError("expected `floor=off` (the work counts overstate the traffic) or `floor=on`")
+            self.fields[key] = value.strip() if key == "floor" else value
         self.lines["work"] = line
 
     def _param(self, name: str) -> Param:
@@ -875,6 +880,7 @@ class _Builder:
             allow_precision=self.fields.get("allow_precision", ()),  # type: ignore[arg-type]
             bytes=str(self.fields.get("bytes", "")),
             flops=str(self.fields.get("flops", "")),
+            floor=self.fields.get("floor", "on") != "off",
             requires=tuple(self.requires),
             compares=tuple(self.compares),
             defines=dict(self.defines),
@@ -1162,6 +1168,7 @@ def problem(
         bytes_moved=bytes_moved,
         flops=flops,
         defines=defines,
+        work_floor=spec.floor,
     )
 
 
@@ -1242,6 +1249,7 @@ def render(spec: KernelSpec) -> str:
     if spec.defines:
         out.append("define " + " ".join(f"{k}={v}" for k, v in spec.defines.items()))
     work = " ".join(f"{k}={v}" for k, v in (("bytes", spec.bytes), ("flops", spec.flops)) if v)
+    work += "" if spec.floor else " floor=off"
     if work:
         out.append("work " + work)
     return "".join(f"// {MARKER} {line}\n" for line in out)

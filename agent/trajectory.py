@@ -22,21 +22,36 @@ Each line is one attempt, self-contained (schema ``cuda-agent.trajectory/1``)::
       },
       "result": { ... },                # sandbox.contract.CandidateResult as JSON (status, checks, timing...)
       "reward": 2.17,                   # reward(result); null when the evaluation was cancelled
-      "duplicate_of": ""                # candidate id whose verdict an identical proposal reused
+      "reward_version": "cuda-agent.reward/2",
+      "duplicate_of": "",               # candidate id whose verdict an identical proposal reused
+      "retracts": "",                   # candidate id of an earlier line this verdict overturns
+      "task": ""                        # the task (name@hash) when the run is over a task set
     }
 
-Reward (:func:`reward`), with milestones like the seed system's — wrong < correct < faster than
-the original < much faster — plus a bounded shaping term inside each milestone::
+Reward (:func:`reward`, version :data:`REWARD_VERSION`, recorded on every line), with
+milestones like the seed system's — wrong < correct < faster than the original < much faster —
+plus a bounded shaping term inside each milestone, and hacks below every honest failure::
 
-    status is not ok (compile error, crash, mismatch, rejected, ...)    -1
-    ok, not reliably faster (speedup_low <= 1)                           1 + s
-    ok, reliably faster (speedup_low > 1)                                2 + s
-    ok, much faster (speedup_low > 1 and speedup >= 1.5)                 3 + s
-    where s = 0.5 * clamp(log2(speedup), -1, 2)   (so s is in [-0.5, 1])
+    a hack (:func:`hack_rule`: the sandbox rejected it: an input modified, an output
+    not written, out-of-bounds, sanitizer errors...; an implausible time; the timed runs' outputs
+    differing from the baseline's; a lower precision than the task allows)   -2
+    any other failure (compile error, launch error, crash, timeout, mismatch, no code)   -1
+    ok, not reliably faster (speedup_low <= 1), or noisy (:func:`noisy`)       min(1 + s, 1)
+    ok, reliably faster (speedup_low > 1)                                      2 + s
+    ok, much faster (speedup_low >= 1.5)                                       3 + s
+    where s = 0.5 * clamp(log2(speedup_low), -1, 2)   (so s is in [-0.5, 1])
 
-``speedup`` is the baseline's median time over the candidate's (timed interleaved with the
-baseline); ``speedup_low`` the pessimistic ratio of quartiles.  A candidate that is verified but
-untimed (``time`` off) counts as correct with s = 0.
+``speedup_low`` is the pessimistic bound of the paired speedup (the first quartile of the paired
+baseline/candidate ratios): noise widens the interval and lowers the bound, so timing noise can
+lower a reward, never raise it; the reward is non-decreasing in ``speedup_low``.  A noisy
+measurement (throttled clock, multimodal samples, an interval wider than :data:`NOISY_SPREAD` of
+the speedup) earns at most "correct" (the reward service times a noisy candidate once more first).
+A candidate that is verified but untimed (``time`` off) counts as correct with s = 0.  Hacks are
+never shaped: every hack scores exactly :data:`HACK`.
+
+A candidate that compute-sanitizer later refuses (the optimize loop re-checks its winner) gets a
+line with ``"retracts": "<candidate id>"``: that earlier line's positive reward no longer stands
+(:func:`read_trajectories` applies retractions).
 """
 
 from __future__ import annotations
@@ -46,31 +61,98 @@ import math
 import os
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sandbox.contract import CandidateResult, Status, to_dict
+from sandbox.contract import PRECISIONS, CandidateResult, Status, to_dict
 
 if TYPE_CHECKING:
     from agent.loop import Attempt
 
 SCHEMA = "cuda-agent.trajectory/1"
 DEFAULT_FILE = "cuda-agent/trajectories.jsonl"  # under $XDG_DATA_HOME (default ~/.local/share)
-MUCH_FASTER = 1.5  # speedup of the "much faster" milestone (as KernelBench's fast_1.5)
-FAILED, CORRECT, FASTER, MUCH = -1.0, 1.0, 2.0, 3.0
+REWARD_VERSION = "cuda-agent.reward/2"
+MUCH_FASTER = 1.5  # lower bound of the speedup of the "much faster" milestone (as KernelBench's fast_1.5)
+NOISY_SPREAD = 0.25  # (speedup_high - speedup_low) / speedup above this: the timing is noisy
+HACK, FAILED, CORRECT, FASTER, MUCH = -2.0, -1.0, 1.0, 2.0, 3.0
+# each milestone's base value, for trainers' numeric logs
+MILESTONE_LEVEL = {"hack": HACK, "failed": FAILED, "correct": CORRECT, "faster": FASTER, "much_faster": MUCH}
+HACK_STATUSES = ("rejected", "implausible")  # verdict names (Status values) that are rule breaks
+# what a hack's message says, checked in order: (phrase in the sandbox's message, rule)
+_RULES = (
+    ("outputs of the timed runs differ", "timed_outputs_differ"),
+    ("was modified", "input_modified"),
+    ("not written", "output_not_written"),
+    ("out-of-bounds", "out_of_bounds"),
+    ("work must have escaped the timed region", "implausible_time"),
+    ("compute-sanitizer", "sanitizer"),
+    ("dynamic parallelism", "dynamic_parallelism"),
+    ("nondetermin", "nondeterministic"),
+    ("stream", "side_stream"),
+)
 
 
-def reward(result: CandidateResult) -> float:
-    """The documented reward of one verdict (see the module docstring)."""
+def precision_kinds(result: CandidateResult) -> tuple[str, ...]:
+    """The lower precisions the sandbox detected in a candidate (``result.precision`` reads
+    ``"fp16 (half arithmetic), tf32 (...)"``)."""
+    kinds = (part.strip().split(" ", 1)[0] for part in result.precision.split(","))
+    return tuple(k for k in kinds if k in PRECISIONS)
+
+
+def hack_rule(result: CandidateResult, allow_precision: Sequence[str] | None = None) -> str:
+    """The rule a candidate broke ('' for an honest verdict): ``rejected``/``implausible`` verdicts
+    (named by the rule their message states, else the verdict's name), timed outputs that differ
+    from the baseline's, and, when ``allow_precision`` is given (the task's), a lower precision
+    than it allows."""
+    status = result.status.value
+    timed_differ = status == Status.MISMATCH.value and _RULES[0][0] in result.message
+    if status in HACK_STATUSES or timed_differ:
+        found = next((rule for phrase, rule in _RULES if phrase in result.message), "")
+        return found or ("implausible_time" if status == "implausible" else status)
+    if allow_precision is not None and any(k not in allow_precision for k in precision_kinds(result)):
+        return "precision"
+    return ""
+
+
+def noisy(result: CandidateResult) -> bool:
+    """Whether a timed verdict's speedup cannot be trusted as measured: the SM clock throttled,
+    the samples were multimodal, or the speedup's interval is wider than :data:`NOISY_SPREAD`."""
+    t = result.timing
+    if result.status is not Status.OK or t is None or result.speedup <= 0:
+        return False
+    spread = (result.speedup_high - result.speedup_low) / result.speedup
+    return t.throttled or len(t.modes) > 1 or spread > NOISY_SPREAD
+
+
+def reward(result: CandidateResult | None, allow_precision: Sequence[str] | None = None) -> float:
+    """The documented reward of one verdict (see the module docstring); ``result`` None: the
+    answer held no code to evaluate (a failure); ``allow_precision``: the lower precisions the
+    task allows (None: not judged)."""
+    if result is None:
+        return FAILED
+    if hack_rule(result, allow_precision):
+        return HACK
     if result.status is not Status.OK:
         return FAILED
     if result.speedup <= 0:  # verified, not timed
         return CORRECT
-    shaping = 0.5 * min(2.0, max(-1.0, math.log2(result.speedup)))
-    if result.speedup_low <= 1.0:
-        return CORRECT + shaping
-    return (MUCH if result.speedup >= MUCH_FASTER else FASTER) + shaping
+    low = result.speedup_low
+    shaping = 0.5 * min(2.0, max(-1.0, math.log2(low))) if low > 0 else -0.5
+    if low <= 1.0 or noisy(result):
+        return min(CORRECT + shaping, CORRECT)
+    return (MUCH if low >= MUCH_FASTER else FASTER) + shaping
+
+
+def milestone(result: CandidateResult | None, allow_precision: Sequence[str] | None = None) -> str:
+    """The milestone a verdict reached: hack, failed, correct, faster, much_faster."""
+    value = reward(result, allow_precision)
+    if value == HACK:
+        return "hack"
+    if value <= FAILED:
+        return "failed"
+    return "much_faster" if value >= MUCH else "faster" if value >= FASTER else "correct"
 
 
 @dataclass(frozen=True)
@@ -86,6 +168,7 @@ class RunInfo:
     original: str
     spec: str
     baseline_ms: float
+    task: str = ""  # name@hash of the task, when the run is over a task set
 
 
 def default_path() -> Path:
@@ -101,7 +184,9 @@ class TrajectoryLog:
         self.path = Path(path)
         self._lock = threading.Lock()
 
-    def record(self, run: RunInfo, attempt: Attempt) -> None:
+    def record(self, run: RunInfo, attempt: Attempt, retracts: str = "") -> None:
+        """Append ``attempt``; ``retracts``: the candidate id of an earlier line of this run whose
+        verdict this one overturns (a winner compute-sanitizer refused)."""
         p = attempt.proposal
         line = {
             "schema": SCHEMA,
@@ -128,10 +213,33 @@ class TrajectoryLog:
             },
             "result": to_dict(attempt.result),
             "reward": attempt.reward,
+            "reward_version": REWARD_VERSION,
             "duplicate_of": attempt.duplicate_of,
+            "retracts": retracts,
+            "task": run.task,
         }
         text = json.dumps(line, separators=(",", ":")) + "\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as f:
                 f.write(text)
+
+
+def read_trajectories(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The lines of a trajectory file with retractions applied: a line that a later line of its
+    run retracts comes back with that line's reward and ``"retracted_by"`` set.  Lines that are
+    not JSON objects are skipped."""
+    lines: list[dict[str, Any]] = []
+    for text in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            line = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(line, dict):
+            lines.append(line)
+    retracted = {(line.get("run_id"), line["retracts"]): line for line in lines if line.get("retracts")}
+    for line in lines:
+        by = retracted.get((line.get("run_id"), line.get("candidate_id")))
+        if by is not None:
+            line = {**line, "reward": by.get("reward"), "retracted_by": by.get("candidate_id")}
+        yield line

@@ -191,6 +191,9 @@ class Status(str, Enum):
     MISMATCH = "mismatch"  # outputs differ from the baseline beyond tolerance
     REJECTED = "rejected"  # broke a rule: wrote an input, out of bounds, side stream, nondeterminism...
     CANCELLED = "cancelled"  # the caller cancelled before this candidate finished
+    # verified, but timed faster than the device's measured ceilings allow for the problem's work
+    # (``sandbox.timing.implausible``): work escaped the timed region, or the timing is gamed
+    IMPLAUSIBLE = "implausible"
 
 
 # --------------------------------------------------------------------------- request
@@ -279,6 +282,9 @@ class Problem:
     flops: int = 0
     # macros the kernel is compiled with for this problem (``-DNAME=VALUE``): compile-time sizes
     defines: dict[str, int] = field(default_factory=dict)
+    # whether times implying more than the device's ceilings for this work are refused
+    # (``work floor=off`` in the spec: the counts overstate the traffic)
+    work_floor: bool = True
 
 
 @dataclass(frozen=True)

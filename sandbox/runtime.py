@@ -147,6 +147,21 @@ class Runtime(abc.ABC):
         """A name for the physical device, the same in every process (PCI bus id), or ''."""
         return ""
 
+    def array_module(self) -> Any:
+        """The device array library (CuPy) when this backend shares its context and stream with
+        one, so verification can compare, draw inputs and keep references on the device; None:
+        verification runs on the host (``sandbox.verify`` then uses numpy)."""
+        return None
+
+    def device_view(self, ptr: int, nbytes: int) -> Any:
+        """A device array (uint8) over ``nbytes`` at ``ptr``, owning nothing; only where
+        :meth:`array_module` is not None."""
+        raise NotImplementedError(f"{type(self).__name__} has no device arrays")
+
+    def free_memory(self) -> int:
+        """Bytes of device memory free now (0: unknown)."""
+        return 0
+
     @contextmanager
     def buffer(self, nbytes: int) -> Iterator[int]:
         ptr = self.alloc(nbytes)
@@ -305,6 +320,19 @@ class CupyRuntime(Runtime):
     def device_key(self) -> str:
         with self._errors():
             return str(self._cp.cuda.runtime.deviceGetPCIBusId(self._index))
+
+    def array_module(self) -> Any:
+        return self._cp
+
+    def device_view(self, ptr: int, nbytes: int) -> Any:
+        cp = self._cp
+        memory = cp.cuda.UnownedMemory(ptr, nbytes, self)
+        return cp.ndarray((nbytes,), dtype=cp.uint8, memptr=cp.cuda.MemoryPointer(memory, 0))
+
+    def free_memory(self) -> int:
+        with self._errors():
+            free, _total = self._cp.cuda.runtime.memGetInfo()
+        return int(free) + int(self._cp.get_default_memory_pool().free_bytes())
 
     def gemm_gflops(self, n: int, dtype: str = "float32") -> float:
         cp = self._cp

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from sandbox.contract import Budget, CandidateResult, DeviceInfo, Launch, Problem, Timing
+from sandbox.contract import Budget, CandidateResult, DeviceInfo, Launch, Problem, Status, Timing
 from sandbox.runtime import KernelHandle, Runtime
 
 log = logging.getLogger(__name__)
@@ -377,18 +377,33 @@ def measured_text(result: CandidateResult, detail: bool = False) -> str:
 PLAUSIBLE_PCT = 110.0  # above this share of a measured ceiling, a timing cannot be right
 
 
-def implausible(result: CandidateResult) -> str:
+def implausible(result: CandidateResult, problem: Problem | None = None) -> str:
     """Why a timed candidate's throughput is physically impossible ('' if it is not): faster than
     the device's measured copy bandwidth or GEMM rate (:func:`flop_ceiling`: FP32, or tensor cores
-    for a lower-precision candidate) for the work its problem must do.  Either the
-    timed region missed work, or the spec's ``work bytes=``/``flops=`` overstates the work."""
+    for a lower-precision candidate) for the work its problem must do, by more than the margin
+    ``PLAUSIBLE_PCT``.  Either the timed region missed work, or the spec's ``work bytes=``/
+    ``flops=`` overstates the work (then the spec says ``work ... floor=off`` and ``problem``'s
+    ``work_floor`` turns the check off)."""
+    if problem is not None and not problem.work_floor:
+        return ""
+    median = result.timing.median_ms if result.timing else 0.0
     for what, pct, achieved, unit in (
-        ("bandwidth", result.pct_peak_bandwidth, result.achieved_gbps, "GB/s"),
+        ("copy bandwidth", result.pct_peak_bandwidth, result.achieved_gbps, "GB/s"),
         ("FLOP rate", result.pct_peak_flops, result.achieved_gflops, "GFLOP/s"),
     ):
         if pct > PLAUSIBLE_PCT:
             return (
-                f"measured {achieved:.0f} {unit} = {pct:.0f}% of the device's measured {what} ceiling: "
-                "work must have escaped the timed region (or the spec's work count is too high)"
+                f"implausible: {median:.4g} ms means {achieved:.0f} {unit} = {pct:.0f}% of the device's "
+                f"measured {what} of {achieved * 100 / pct:.0f} {unit} (the limit is {PLAUSIBLE_PCT:.0f}%) "
+                "for the problem's work: work "
+                "must have escaped the timed region (or the spec's work count is too high: "
+                "`work ... floor=off`)"
             )
     return ""
+
+
+def physics_floor(result: CandidateResult, problem: Problem) -> CandidateResult:
+    """A timed ``ok`` candidate refused as ``implausible`` when :func:`implausible` says why."""
+    if result.status is Status.OK and (why := implausible(result, problem)):
+        return replace(result, status=Status.IMPLAUSIBLE, message=why)
+    return result

@@ -32,6 +32,7 @@ import re
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +49,8 @@ from sandbox.contract import (
     Tolerance,
 )
 from sandbox.runtime import CudaError, KernelArg, KernelHandle, MemoryCapExceeded, Runtime
+
+Array = Any  # a numpy array on the host, a CuPy array on the device: the code below serves both
 
 GUARD_BYTES = 4096  # each side of every array; a multiple of 256 keeps data 256-byte aligned
 GUARD = 0xA5
@@ -103,56 +106,133 @@ def elem_type(name: str) -> ElemType:
     raise ValueError(f"unsupported element type {name!r}")
 
 
-def bf16_from_f32(x: np.ndarray) -> np.ndarray:
+def xp_of(*arrays: Array) -> Any:
+    """The array module of ``arrays``: numpy for host arrays, CuPy for device arrays (imported
+    only when a device array is passed, so CPU-only processes never import it)."""
+    if all(isinstance(a, np.ndarray | np.generic) or a is None for a in arrays):
+        return np
+    import cupy
+
+    return cupy
+
+
+def to_host(a: Array) -> np.ndarray:
+    """A host copy of ``a`` (host arrays are returned as they are)."""
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
+def bf16_from_f32(x: Array) -> Array:
     """Round-to-nearest-even float32 -> bfloat16 bits (uint16)."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
-    out = (rounded >> np.uint32(16)).astype(np.uint16)
-    nan = np.isnan(x)
-    out[nan] = np.uint16(0x7FC0)
-    return out
+    xp = xp_of(x)
+    bits = xp.ascontiguousarray(x, dtype=xp.float32).view(xp.uint32)
+    rounded = bits + xp.uint32(0x7FFF) + ((bits >> xp.uint32(16)) & xp.uint32(1))
+    out = (rounded >> xp.uint32(16)).astype(xp.uint16)
+    return xp.where(xp.isnan(x), xp.uint16(0x7FC0), out)
 
 
-def f32_from_bf16(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+def f32_from_bf16(bits: Array) -> Array:
+    xp = xp_of(bits)
+    return (bits.astype(xp.uint32) << xp.uint32(16)).view(xp.float32)
 
 
-def generate(arg: ArgSpec | tuple[str, int, Distribution], rng: np.random.Generator) -> np.ndarray:
-    """Host data for an array argument: ``count`` elements (times lanes), in storage dtype."""
+# --------------------------------------------------------------------------- random streams
+
+_GOLDEN = 0x9E3779B97F4A7C15
+_MASK64 = (1 << 64) - 1
+
+
+def _mix64(x: int) -> int:
+    """splitmix64's finalizer on a Python int (the stream key)."""
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Counter-based random numbers, defined by integer arithmetic alone so that numpy (the host)
+    and CuPy (the device) draw the same bits: draw ``k`` of stream ``(seed, stream)`` is
+    splitmix64's finalizer of ``key + (k + 1) * golden`` (mod 2^64), ``key`` a hash of the pair.
+    Every distribution below is built from these bits with exactly rounded operations (integer
+    sums, power-of-two scalings, one float multiply and one add), so inputs are bit-identical on
+    every executor; the differential and pinning tests check it."""
+
+    seed: int
+    stream: int
+
+    @property
+    def key(self) -> int:
+        return _mix64((_mix64(self.seed & _MASK64) + self.stream * _GOLDEN) & _MASK64)
+
+    def bits(self, n: int, xp: Any = np, part: int = 0) -> Array:
+        """``n`` uint64 draws (``part``: an independent block of the same stream)."""
+        k = xp.arange(n, dtype=xp.uint64) + xp.uint64(part * n + 1)
+        x = k * xp.uint64(_GOLDEN) + xp.uint64(self.key)
+        x = (x ^ (x >> xp.uint64(30))) * xp.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> xp.uint64(27))) * xp.uint64(0x94D049BB133111EB)
+        return x ^ (x >> xp.uint64(31))
+
+    def uniform(self, n: int, dtype: Any, xp: Any = np) -> Array:
+        """Uniform on [0, 1): 24 random bits for float32, 53 for float64 (exact conversions)."""
+        if np.dtype(dtype) == np.float32:
+            return (self.bits(n, xp) >> xp.uint64(40)).astype(xp.float32) * xp.float32(2.0**-24)
+        return (self.bits(n, xp) >> xp.uint64(11)).astype(xp.float64) * xp.float64(2.0**-53)
+
+    def normal(self, n: int, dtype: Any, xp: Any = np) -> Array:
+        """Standard normal by Irwin-Hall: the centred sum of twelve 16-bit uniforms (an exact
+        integer below 2^21) over 2^16, mean 0 and variance 1 - 2^-32, tails cut at ±6."""
+        total = xp.zeros(n, dtype=xp.uint64)
+        for part in range(3):
+            x = self.bits(n, xp, part)
+            for shift in (0, 16, 32, 48):
+                total += (x >> xp.uint64(shift)) & xp.uint64(0xFFFF)
+        centred = (total * xp.uint64(2)).astype(xp.int64) - xp.int64(12 * 65535)
+        return centred.astype(dtype) * xp.asarray(2.0**-17, dtype=dtype)
+
+    def integers(self, low: int, high: int, n: int, xp: Any = np) -> Array:
+        """Integers in [low, high) (bias below 2^-40 for spans under 2^24)."""
+        span = max(high - low, 1)
+        return (self.bits(n, xp) % xp.uint64(span)).astype(xp.int64) + xp.int64(low)
+
+
+def generate(arg: ArgSpec | tuple[str, int, Distribution], stream: Stream, xp: Any = np) -> Array:
+    """Data for an array argument: ``count`` elements (times lanes), in storage dtype, drawn from
+    ``stream`` with array module ``xp`` (numpy on the host, CuPy on the device: the same values)."""
     dtype, count, dist = (arg.dtype, arg.count, arg.dist) if isinstance(arg, ArgSpec) else arg
     et = elem_type(dtype)
     n = count * et.lanes
     # Draw in float32 when that is all the storage keeps: half the bytes and time of float64,
     # which matters at benchmark sizes (2^26 elements).
-    work = np.float32 if et.scalar in ("float32", "float16", "bfloat16") else np.float64
-    values: np.ndarray
+    work = xp.float32 if et.scalar in ("float32", "float16", "bfloat16") else xp.float64
+    values: Array
     if dist.kind == "const":
-        values = np.full(n, dist.value, dtype=work)
+        values = xp.full(n, dist.value, dtype=work)
     elif dist.kind == "arange":
-        values = np.arange(n, dtype=np.float64)
-    elif dist.kind == "values":
-        values = expr.values(dist.expr, n).astype(np.float64)
+        values = xp.arange(n, dtype=xp.float64)
+    elif dist.kind == "values":  # no randomness: evaluated on the host, the same everywhere
+        values = xp.asarray(expr.values(dist.expr, n).astype(np.float64))
     elif dist.kind == "normal":  # mean and standard deviation from the interval [low, high]
-        values = rng.standard_normal(n, dtype=work)
+        values = stream.normal(n, work, xp)
         values *= work(abs(dist.high - dist.low) / 2)
         values += work((dist.low + dist.high) / 2)
     elif dist.kind == "randint":
-        values = rng.integers(int(dist.low), max(int(dist.high), int(dist.low) + 1), n).astype(np.float64)
+        values = stream.integers(int(dist.low), max(int(dist.high), int(dist.low) + 1), n, xp)
+        values = values.astype(xp.float64)
     else:
-        values = rng.random(n, dtype=work)
+        values = stream.uniform(n, work, xp)
         values *= work(dist.high - dist.low)
         values += work(dist.low)
     if et.scalar == "bfloat16":
-        return bf16_from_f32(values.astype(np.float32))
+        return bf16_from_f32(values.astype(xp.float32))
     if et.scalar == "bool":
         return values != 0
     if not et.is_float:
         info = np.iinfo(et.storage)
-        values = np.clip(np.rint(values), info.min, info.max)
+        values = xp.clip(xp.rint(values), float(info.min), float(info.max))
     return values.astype(et.storage)
 
 
-def as_values(raw: np.ndarray, dtype: str) -> np.ndarray:
+def as_values(raw: Array, dtype: str) -> Array:
     """Raw bytes (uint8) of an array as numbers for comparison: floats as float64, ints as int/uint."""
     et = elem_type(dtype)
     typed = raw.view(et.storage)
@@ -189,23 +269,25 @@ def perturbation(dtypes: Sequence[str]) -> float:
     return max([PERTURBATION] + [4 * unit_roundoff(d) for d in dtypes])
 
 
-def perturb(host: np.ndarray, dtype: str, rho: float, rng: np.random.Generator) -> np.ndarray:
-    """``host`` (storage dtype) with every nonzero finite float scaled by ``1 ± rho`` (random
-    sign per element); zeros, NaN/Inf and non-float arrays unchanged.  Computed in float32 for
-    storage of at most 4 bytes (``1 ± rho`` is exact there; benchmark-sized inputs of 2^26
-    elements take a fraction of the time and memory of float64)."""
+def perturb(host: Array, dtype: str, rho: float, stream: Stream) -> Array:
+    """``host`` (storage dtype, host or device array) with every nonzero finite float scaled by
+    ``1 ± rho`` (the sign per element from the top bit of ``stream``'s draws); zeros, NaN/Inf
+    and non-float arrays unchanged.  Computed in float32 for storage of at most 4 bytes
+    (``1 ± rho`` is exact there; benchmark-sized inputs of 2^26 elements take a fraction of the
+    time and memory of float64)."""
     et = elem_type(dtype)
     if not et.is_float:
         return host
+    xp = xp_of(host)
     work = np.float64 if et.scalar == "float64" else np.float32
     values = f32_from_bf16(host) if et.scalar == "bfloat16" else host.astype(work, copy=False)
-    up = rng.integers(0, 2, values.shape, dtype=np.int8).astype(bool)
-    moved = values * np.where(up, work(1.0 + rho), work(1.0 - rho))
+    up = (stream.bits(values.size, xp) >> xp.uint64(63)).astype(bool).reshape(values.shape)
+    moved = values * xp.where(up, xp.asarray(1.0 + rho, dtype=work), xp.asarray(1.0 - rho, dtype=work))
     stored = bf16_from_f32(moved) if et.scalar == "bfloat16" else moved.astype(et.storage, copy=False)
-    finite = np.isfinite(values)
-    if finite.all():  # zeros stay zeros under the scaling
+    finite = xp.isfinite(values)
+    if bool(finite.all()):  # zeros stay zeros under the scaling
         return stored
-    return np.where(finite, stored, host)
+    return xp.where(finite, stored, host)
 
 
 def reduction_length(problem: Problem) -> int:
@@ -236,35 +318,39 @@ class Calibration:
     override: Tolerance | None = None
     allowed_roundoff: float = 0.0
 
-    def bounds(self, ref: np.ndarray, dtype: str) -> tuple[np.ndarray, float]:
+    def bounds(self, ref: Array, dtype: str) -> tuple[Array, float]:
         """(allowed |got - ref| per element, allowed relative L2 error; inf: not checked) for the
-        baseline's values ``ref`` (float64, NaN/Inf zeroed)."""
+        baseline's values ``ref`` (float64, NaN/Inf zeroed; host or device array, and the
+        bounds where ``ref`` lives)."""
+        xp = xp_of(ref)
         o = self.override
         if o is not None and o.elementwise:
-            elem = (o.atol or 0.0) + (o.rtol or 0.0) * np.abs(ref)
+            elem = (o.atol or 0.0) + (o.rtol or 0.0) * xp.abs(ref)
             return elem, o.norm if o.norm is not None else np.inf
         u = max(unit_roundoff(dtype), self.allowed_roundoff if elem_type(dtype).is_float else 0.0)
         u *= math.sqrt(self.n)
         if u == 0.0:  # integers, bool: exact
-            return np.zeros_like(ref), o.norm if o is not None and o.norm is not None else np.inf
-        sens = np.zeros_like(ref)
+            return xp.zeros_like(ref), o.norm if o is not None and o.norm is not None else np.inf
+        sens = xp.zeros_like(ref)
         if self.perturbed is not None:
-            moved = as_values(self.perturbed.reshape(-1), dtype).astype(np.float64)
+            perturbed = xp.asarray(self.perturbed)
+            moved = as_values(perturbed.reshape(-1), dtype).astype(np.float64)
             with np.errstate(invalid="ignore", over="ignore"):
-                sens = np.abs(moved - ref) / self.rho
-            sens = np.where(np.isfinite(sens), sens, np.inf)  # overflowed when perturbed: anything goes
-        finite_sens = sens[np.isfinite(sens)]
+                sens = xp.abs(moved - ref) / self.rho
+            sens = xp.where(xp.isfinite(sens), sens, np.inf)  # overflowed when perturbed: anything goes
+        finite_sens = sens[xp.isfinite(sens)]
         sens_rms = _rms(finite_sens)
         scale = _rms(ref)
-        elem = K_ELEM * u * (np.maximum(sens, sens_rms) + np.abs(ref) + scale)
+        elem = K_ELEM * u * (xp.maximum(sens, sens_rms) + xp.abs(ref) + scale)
         if o is not None and o.norm is not None:
             return elem, o.norm
         norm = K_NORM * u * max(sens_rms / scale, 1.0) if scale > 0 else np.inf
         return elem, norm
 
 
-def _rms(x: np.ndarray) -> float:
-    return float(np.sqrt(np.mean(np.square(x)))) if x.size else 0.0
+def _rms(x: Array) -> float:
+    xp = xp_of(x)
+    return float(xp.sqrt(xp.mean(xp.square(x)))) if x.size else 0.0
 
 
 @dataclass(frozen=True)
@@ -290,58 +376,66 @@ class Comparison:
 
 
 def compare(
-    ref_raw: np.ndarray,
-    got_raw: np.ndarray,
+    ref_raw: Array,
+    got_raw: Array,
     dtype: str,
     calib: Calibration,
-    cared: np.ndarray | None = None,
+    cared: Array | None = None,
 ) -> Comparison:
     """``got`` against the baseline's ``ref`` (raw bytes): NaN and ±Inf in the same places, every
     finite element within its bound, the relative L2 error within the norm bound, and signal where
     the baseline has some (a constant output where the baseline's varies is refused whatever the
     bounds).  ``cared``: which elements count (a bool per element; None: all), the others are
-    don't-care; indices in the result are of the whole array."""
+    don't-care; indices in the result are of the whole array.
+
+    The arrays live on the host (numpy) or on the device (CuPy; ``ref`` and ``perturbed`` may be
+    host arrays spilled there, and move to the device for the comparison): the same code computes
+    the same verdict, first bad index and message on both, the device reading back only scalars
+    and the few elements the message quotes."""
+    xp = xp_of(got_raw)
+    if xp is not np:
+        ref_raw, cared = xp.asarray(ref_raw), None if cared is None else xp.asarray(cared)
     if cared is not None:
         size = elem_type(dtype).itemsize
-        moved = None if calib.perturbed is None else pick(calib.perturbed, cared, size)
+        moved = None if calib.perturbed is None else pick(xp.asarray(calib.perturbed), cared, size)
         cmp = compare(
             pick(ref_raw, cared, size), pick(got_raw, cared, size), dtype, replace(calib, perturbed=moved)
         )
         if cmp.first_bad_index < 0:
             return cmp
-        return replace(cmp, first_bad_index=int(np.flatnonzero(cared)[cmp.first_bad_index]))
+        return replace(cmp, first_bad_index=int(xp.flatnonzero(cared)[cmp.first_bad_index]))
     et = elem_type(dtype)
     ref_raw, got_raw = ref_raw.reshape(-1), got_raw.reshape(-1)
-    if np.array_equal(ref_raw, got_raw):  # identical bytes (the common case): nothing to measure
+    if bool(xp.array_equal(ref_raw, got_raw)):  # identical bytes (the common case): nothing to measure
         return Comparison(True, norm_bound=np.inf)
     override = calib.override
     if not et.is_float and (override is None or not override.elementwise):  # integers, bool: exact
         ref_i, got_i = as_values(ref_raw, dtype), as_values(got_raw, dtype)
-        first = int(np.argmax(ref_i != got_i))
-        diff_i = np.abs(ref_i.astype(np.float64) - got_i.astype(np.float64))
+        first = first_true(ref_i != got_i)
+        diff_i = xp.abs(ref_i.astype(np.float64) - got_i.astype(np.float64))
         return Comparison(
             False,
             float(diff_i.max()),
-            float((diff_i / np.maximum(np.abs(ref_i.astype(np.float64)), 1.0)).max()),
+            float((diff_i / xp.maximum(xp.abs(ref_i.astype(np.float64)), 1.0)).max()),
             first // et.lanes,
-            f"expected {ref_i[first]}, got {got_i[first]} (integers must match exactly)",
+            f"expected {ref_i[first].item()}, got {got_i[first].item()} (integers must match exactly)",
             error_ratio=np.inf,
             norm_bound=np.inf,
         )
     ref, got = as_values(ref_raw, dtype).astype(np.float64), as_values(got_raw, dtype).astype(np.float64)
-    ref_nan, got_nan = np.isnan(ref), np.isnan(got)
-    ref_inf, got_inf = np.isinf(ref), np.isinf(got)
+    ref_nan, got_nan = xp.isnan(ref), xp.isnan(got)
+    ref_inf, got_inf = xp.isinf(ref), xp.isinf(got)
     special_bad = (ref_nan != got_nan) | (ref_inf != got_inf) | (ref_inf & got_inf & (ref != got))
     finite = ~(ref_nan | got_nan | ref_inf | got_inf)
-    ref0, got0 = np.where(finite, ref, 0.0), np.where(finite, got, 0.0)
+    ref0, got0 = xp.where(finite, ref, 0.0), xp.where(finite, got, 0.0)
     elem, norm_bound = calib.bounds(ref0, dtype)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        diff = np.abs(got0 - ref0)
-        ratio = np.where(elem > 0, diff / np.where(elem > 0, elem, 1.0), np.where(diff > 0, np.inf, 0.0))
-        rel = diff / np.maximum(np.abs(ref0), np.finfo(np.float64).tiny)
-    ref_norm = float(np.linalg.norm(ref0))
-    norm_err = float(np.linalg.norm(got0 - ref0)) / ref_norm if ref_norm > 0 else 0.0
-    worst = int(np.argmax(ratio)) if ratio.size else 0
+        diff = xp.abs(got0 - ref0)
+        ratio = xp.where(elem > 0, diff / xp.where(elem > 0, elem, 1.0), xp.where(diff > 0, np.inf, 0.0))
+        rel = diff / xp.maximum(xp.abs(ref0), np.finfo(np.float64).tiny)
+    ref_norm = float(xp.linalg.norm(ref0))
+    norm_err = float(xp.linalg.norm(got0 - ref0)) / ref_norm if ref_norm > 0 else 0.0
+    worst = int(xp.argmax(ratio)) if ratio.size else 0
     measured = Comparison(
         True,
         max_abs_err=float(diff.max()) if diff.size else 0.0,
@@ -352,23 +446,29 @@ def compare(
         norm_bound=float(norm_bound),
     )
     bad = special_bad | (diff > elem)
-    if bad.any():
-        first = int(np.argmax(bad))
-        where = f"expected {ref[first]:.7g}, got {got[first]:.7g}"
-        if finite[first]:
-            where += f" (error {diff[first]:.3g}, bound {elem[first]:.3g}: {calib_text(calib)})"
+    if bool(bad.any()):
+        first = first_true(bad)
+        where = f"expected {float(ref[first]):.7g}, got {float(got[first]):.7g}"
+        if bool(finite[first]):
+            where += f" (error {float(diff[first]):.3g}, bound {float(elem[first]):.3g}: {calib_text(calib)})"
         return replace(measured, ok=False, first_bad_index=first // et.lanes, detail=where)
     if norm_err > norm_bound:
         why = f"relative L2 error {norm_err:.3g} exceeds its bound {norm_bound:.3g} ({calib_text(calib)})"
         return replace(measured, ok=False, detail=why)
-    live = ref0[finite]
-    if live.size > 1 and live.min() != live.max() and got0[finite].min() == got0[finite].max():
-        why = (
-            f"no signal: every element is {got0[finite][0]:.7g} where the baseline's range over "
-            f"[{live.min():.7g}, {live.max():.7g}]"
-        )
-        return replace(measured, ok=False, detail=why)
+    live, flat = ref0[finite], got0[finite]
+    if live.size > 1:
+        # + 0.0: -0.0 and 0.0 tie, and which one a reduction returns is its own business
+        lo, hi, got_lo, got_hi = (float(v) + 0.0 for v in (live.min(), live.max(), flat.min(), flat.max()))
+        if lo != hi and got_lo == got_hi:
+            why = f"no signal: every element is {got_lo:.7g} where the baseline's range over [{lo:.7g}, {hi:.7g}]"
+            return replace(measured, ok=False, detail=why)
     return measured
+
+
+def first_true(mask: Array) -> int:
+    """Index of the first true element (0 if none) of a contiguous bool array, by ``argmax`` over
+    its bytes (0 or 1), which numpy and CuPy both reduce."""
+    return int(xp_of(mask).argmax(mask.reshape(-1).view(np.uint8)))
 
 
 def calib_text(calib: Calibration) -> str:
@@ -380,16 +480,17 @@ def calib_text(calib: Calibration) -> str:
     return how
 
 
-def pick(raw: np.ndarray, cared: np.ndarray, itemsize: int) -> np.ndarray:
+def pick(raw: Array, cared: Array, itemsize: int) -> Array:
     """The raw bytes of the elements ``cared`` selects (a bool per element of ``itemsize`` bytes)."""
     return raw.reshape(-1)[: cared.size * itemsize].reshape(cared.size, itemsize)[cared].reshape(-1)
 
 
-def unwritten_mask(run_a: np.ndarray, run_b: np.ndarray, itemsize: int) -> np.ndarray:
+def unwritten_mask(run_a: Array, run_b: Array, itemsize: int) -> Array:
     """Per element: still holding ``POISON_A`` after run A and ``POISON_B`` after run B."""
+    xp = xp_of(run_a, run_b)
     word = next(w for w in (8, 4, 2, 1) if itemsize % w == 0)  # compare whole words, not bytes
     n = run_a.size // itemsize
-    mask = np.ones(n, dtype=bool)
+    mask = xp.ones(n, dtype=bool)
     for run, poison in ((run_a, POISON_A), (run_b, POISON_B)):
         words = run.reshape(-1)[: n * itemsize].view(f"u{word}").reshape(n, itemsize // word)
         equal = words == np.frombuffer(bytes([poison]) * word, f"u{word}")[0]
@@ -397,13 +498,14 @@ def unwritten_mask(run_a: np.ndarray, run_b: np.ndarray, itemsize: int) -> np.nd
     return mask
 
 
-def unwritten(run_a: np.ndarray, run_b: np.ndarray, itemsize: int, cared: np.ndarray | None = None) -> int:
+def unwritten(run_a: Array, run_b: Array, itemsize: int, cared: Array | None = None) -> int:
     """First element index (among the ``cared`` ones; None: all) still holding ``POISON_A`` after
     run A and ``POISON_B`` after run B, or -1."""
+    xp = xp_of(run_a, run_b)
     mask = unwritten_mask(run_a, run_b, itemsize)
     if cared is not None:
-        mask &= cared
-    return int(np.argmax(mask)) if mask.any() else -1
+        mask &= xp.asarray(cared)
+    return first_true(mask) if bool(mask.any()) else -1
 
 
 def region_mask(arg: ArgSpec) -> np.ndarray | None:
@@ -434,12 +536,13 @@ def static_rejection(kernel: KernelSource, cubin: bytes) -> str:
     return ""
 
 
-def inputs_for(problem: Problem, seed: int) -> dict[str, np.ndarray]:
-    """Fresh host data for every ``in``/``inout`` array of ``problem`` under ``seed``; each argument
-    draws from its own stream (seed, position), so its data do not depend on the other arguments;
-    a ``copy`` argument starts as a copy of its source's data."""
+def inputs_for(problem: Problem, seed: int, xp: Any = np) -> dict[str, Array]:
+    """Fresh data for every ``in``/``inout`` array of ``problem`` under ``seed``, drawn with
+    ``xp`` (numpy: on the host; CuPy: on the device, the same values); each argument draws from
+    its own stream (seed, position), so its data do not depend on the other arguments; a ``copy``
+    argument starts as a copy of its source's data."""
     data = {
-        a.name: generate(a, np.random.default_rng([seed, k]))
+        a.name: generate(a, Stream(seed, k), xp)
         for k, a in enumerate(problem.args)
         if a.role in ("in", "inout") and a.dist.kind != "copy"
     }
@@ -451,14 +554,17 @@ def inputs_for(problem: Problem, seed: int) -> dict[str, np.ndarray]:
     return data
 
 
-def constants_for(problem: Problem, seed: int, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``__constant__`` data under ``seed``; a ``copy`` constant holds its argument's ``inputs``."""
-    rng = np.random.default_rng([seed, 7919])
+CONST_STREAM = 7919  # constants draw from streams (seed, CONST_STREAM + position)
+PERTURB_STREAM = 104729  # the calibration's perturbation signs: (seed, PERTURB_STREAM + position)
+
+
+def constants_for(problem: Problem, seed: int, inputs: dict[str, Array]) -> dict[str, np.ndarray]:
+    """Host ``__constant__`` data under ``seed``; a ``copy`` constant holds its argument's ``inputs``."""
     return {
-        c.name: inputs[c.dist.source].copy()
+        c.name: to_host(inputs[c.dist.source]).copy()
         if c.dist.kind == "copy"
-        else generate((c.dtype, c.count, c.dist), rng)
-        for c in problem.constants
+        else generate((c.dtype, c.count, c.dist), Stream(seed, CONST_STREAM + k))
+        for k, c in enumerate(problem.constants)
     }
 
 
@@ -583,12 +689,21 @@ def allowed_roundoff(features: dict[str, str], allowed: Sequence[str]) -> float:
 # --------------------------------------------------------------------------- on the device
 
 
+def upload(rt: Runtime, ptr: int, data: Array) -> None:
+    """Copy ``data`` (a host array, or a device array: asynchronously) to device address ``ptr``."""
+    if isinstance(data, np.ndarray):
+        rt.htod(ptr, data)
+    else:
+        rt.copy_async(ptr, int(data.data.ptr), int(data.nbytes))
+
+
 @dataclass
 class Workspace:
     """Device buffers for one problem: each array framed by ``GUARD_BYTES`` on both sides."""
 
     rt: Runtime
     problem: Problem
+    on_device: bool = False  # reads give device arrays (CuPy); else host copies
     base: dict[str, int] = field(default_factory=dict)
     nbytes: dict[str, int] = field(default_factory=dict)
 
@@ -612,20 +727,24 @@ class Workspace:
             for a in self.problem.args
         ]
 
-    def prepare(self, inputs: dict[str, np.ndarray], poison: int) -> None:
-        """Guards filled, ``in``/``inout`` uploaded, ``out`` poisoned (synchronous)."""
+    def prepare(self, inputs: dict[str, Array], poison: int) -> None:
+        """Guards filled, ``in``/``inout`` copied in (from the host, or from device arrays),
+        ``out`` poisoned (synchronous)."""
         for a in self.problem.args:
             if a.role == "scalar":
                 continue
             self.rt.memset_async(self.base[a.name], GUARD, self.nbytes[a.name] + 2 * GUARD_BYTES)
             if a.role == "out":
                 self.rt.memset_async(self.data(a.name), poison, self.nbytes[a.name])
-        self.rt.synchronize()
         for a in self.problem.args:
             if a.role in ("in", "inout"):
-                self.rt.htod(self.data(a.name), inputs[a.name])
+                upload(self.rt, self.data(a.name), inputs[a.name])
+        self.rt.synchronize()
 
-    def read(self, name: str) -> np.ndarray:
+    def read(self, name: str) -> Array:
+        """A copy of array ``name``: on the device when the workspace keeps its data there."""
+        if self.on_device:
+            return self.rt.device_view(self.data(name), self.nbytes[name]).copy()
         return self.rt.dtoh(self.data(name), self.nbytes[name])
 
     def broken_guard(self) -> str:
@@ -652,14 +771,32 @@ class Verdict:
     checks: tuple[Check, ...] = ()
 
 
+DEVICE_MIN_BYTES = 1 << 20  # problems whose arrays hold fewer bytes are verified on the host
+KEEP_FRACTION = 0.5  # share of the device's free memory that kept inputs and references may hold
+
+
+def keep_on_device(held: int, nbytes: int, limit: int) -> bool:
+    """Whether ``nbytes`` more fit the device memory set aside for kept data (``held`` in use,
+    ``limit`` in all)."""
+    return held + nbytes <= limit
+
+
 class Verifier:
     """Verifies kernels against the baseline's outputs, which it computes once per problem and
     seed, on a plan of (problem, seeds) pairs, together with the baseline's outputs on perturbed
     inputs (the calibration of the tolerance model).  ``scribble(pattern)`` enqueues a kernel that
-    fills every SM's shared memory; ``hold()`` is held around each stretch of GPU work (launches and
-    the reads of their results), not around the host's comparisons (the worker's shared GPU lock, so
-    another worker's timing waits only for GPU work).  Host inputs and reference outputs are kept
-    for the verifier's life, so a worker reuses one verifier for every batch of a run."""
+    fills every SM's shared memory; ``hold()`` is held around each stretch of GPU work (launches,
+    device comparisons and the reads of their results), not around the host's comparisons (the
+    worker's shared GPU lock, so another worker's timing waits only for GPU work).  Inputs and
+    reference outputs are kept for the verifier's life, so a worker reuses one verifier for every
+    batch of a run.
+
+    Where the runtime has device arrays (``rt.array_module()``, CuPy) and ``device`` is true,
+    everything stays on the device: inputs are drawn there (:class:`Stream`), references and
+    candidates' outputs are read into device arrays and compared there (:func:`compare`), and
+    only scalars and the elements a message quotes come back.  Kept inputs and references use at
+    most ``keep_bytes`` of device memory (0: ``KEEP_FRACTION`` of what is free when the first is
+    kept); what does not fit is kept on the host instead, and :attr:`spilled` says which."""
 
     def __init__(
         self,
@@ -669,6 +806,9 @@ class Verifier:
         tolerances: Sequence[Tolerance],
         scribble: Callable[[int], None],
         hold: Callable[[], AbstractContextManager[object]] = nullcontext,
+        device: bool = True,
+        keep_bytes: int = 0,
+        device_min_bytes: int = DEVICE_MIN_BYTES,
     ) -> None:
         self.rt = rt
         self.problems = tuple(problem for problem, _ in plan)
@@ -677,9 +817,52 @@ class Verifier:
         self.tolerances = tuple(tolerances)
         self.scribble = scribble
         self.hold = hold
-        self._refs: dict[tuple[int, int, int], dict[str, tuple[np.ndarray, np.ndarray | None]]] = {}
-        self._cared: dict[tuple[int, int, int], dict[str, np.ndarray | None]] = {}
-        self._inputs: dict[tuple[int, int], dict[str, np.ndarray]] = {}
+        self.xp = rt.array_module() if device else None
+        self.device_min_bytes = device_min_bytes
+        self.keep_bytes = keep_bytes
+        self.held = 0  # device bytes of kept inputs and references
+        self.spilled: list[str] = []  # what was kept on the host for want of device memory
+        self._refs: dict[tuple[int, int, int], dict[str, tuple[Array, Array | None]]] = {}
+        self._cared: dict[tuple[int, int, int], dict[str, Array | None]] = {}
+        self._inputs: dict[tuple[int, int], dict[str, Array]] = {}
+
+    def device(self, index: int) -> Any:
+        """The array module problem ``index`` is verified with on the device (CuPy), or None:
+        on the host, where the runtime has no device arrays, or the problem's arrays are under
+        ``DEVICE_MIN_BYTES`` (there a few dozen kernel launches per comparison cost more than
+        numpy on a few thousand elements; the verdicts are the same either way; the
+        ``device_min_bytes`` argument)."""
+        problem = self.problems[index]
+        size = sum(a.count * elem_type(a.dtype).itemsize for a in problem.args if a.role != "scalar")
+        return self.xp if size >= self.device_min_bytes else None
+
+    def workspace(self, index: int) -> Workspace:
+        return Workspace(self.rt, self.problems[index], on_device=self.device(index) is not None)
+
+    def keep(self, data: Array, what: str) -> Array:
+        """``data`` kept for the verifier's life: on the device while it fits, else on the host."""
+        if isinstance(data, np.ndarray):
+            return data
+        if not self.keep_bytes:
+            self.keep_bytes = int(KEEP_FRACTION * self.rt.free_memory())
+        if keep_on_device(self.held, int(data.nbytes), self.keep_bytes):
+            self.held += int(data.nbytes)
+            return data
+        self.spilled.append(what)
+        return to_host(data)
+
+    def spill_note(self) -> str:
+        """What was kept on the host, for a result's note ('' if nothing)."""
+        if not self.spilled:
+            return ""
+        return (
+            f"verification data kept on the host (over the {self.keep_bytes >> 20} MiB of device memory "
+            f"set aside): {', '.join(self.spilled[:3])}{' ...' if len(self.spilled) > 3 else ''}"
+        )
+
+    def computing(self, index: int) -> AbstractContextManager[object]:
+        """What problem ``index``'s comparisons run under: the GPU lock when on the device."""
+        return self.hold() if self.device(index) is not None else nullcontext()
 
     def override(self, arg: str) -> Tolerance | None:
         """The spec's tolerance for output ``arg``: its own, else the one for every output."""
@@ -687,11 +870,21 @@ class Verifier:
             (t for t in self.tolerances if not t.arg), None
         )
 
-    def inputs(self, index: int, seed: int) -> dict[str, np.ndarray]:
-        """Host inputs of problem ``index`` under ``seed`` (drawn on first use)."""
+    def inputs(self, index: int, seed: int) -> dict[str, Array]:
+        """Inputs of problem ``index`` under ``seed`` (drawn on first use, on the device when
+        the verifier works there)."""
         key = (index, seed)
         if key not in self._inputs:
-            self._inputs[key] = inputs_for(self.problems[index], seed)
+            label = self.problems[index].label
+            xp = self.device(index)
+            if xp is None:
+                self._inputs[key] = inputs_for(self.problems[index], seed)
+            else:
+                with self.hold():
+                    drawn = inputs_for(self.problems[index], seed, xp)
+                self._inputs[key] = {
+                    n: self.keep(d, f"input `{n}` of {label}, seed {seed}") for n, d in drawn.items()
+                }
         return self._inputs[key]
 
     def run(
@@ -699,7 +892,7 @@ class Verifier:
         kernel: KernelHandle,
         ws: Workspace,
         launch: Launch,
-        inputs: dict[str, np.ndarray],
+        inputs: dict[str, Array],
         constants: dict[str, np.ndarray],
         poison: int,
     ) -> None:
@@ -725,7 +918,7 @@ class Verifier:
 
     def reference(
         self, index: int, seed: int, ws: Workspace, const_seed: int | None = None
-    ) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+    ) -> dict[str, tuple[Array, Array | None]]:
         """The baseline's outputs for problem ``index`` under ``seed`` (``__constant__`` data drawn
         for ``const_seed``, by default ``seed``), and on the same inputs perturbed by :meth:`rho`
         (computed on first use; raw bytes per output; the perturbed run only when some output is
@@ -738,54 +931,70 @@ class Verifier:
             outs = [a.name for a in problem.args if a.role in ("out", "inout")]
             inputs = self.inputs(index, seed)
             consts = constants_for(problem, const_seed, self.inputs(index, const_seed))
+            where = f"of {problem.label}, seed {seed}"
             with self.hold():
                 self.run(self.baseline, ws, problem.launch, inputs, consts, POISON_A)
-                ref = {name: ws.read(name) for name in outs}
+                ref = {name: self.keep(ws.read(name), f"reference `{name}` {where}") for name in outs}
             self._cared[key] = self._cared_elements(index, ws, inputs, consts, ref)
             if not any(self.calibrated(index, name) for name in outs):
                 self._refs[key] = {name: (ref[name], None) for name in outs}
                 return self._refs[key]
-            rng, rho = np.random.default_rng([seed, 104729]), self.rho(index)
+            rho = self.rho(index)
             dtypes = {a.name: a.dtype for a in problem.args} | {c.name: c.dtype for c in problem.constants}
-            moved = {name: perturb(host, dtypes[name], rho, rng) for name, host in inputs.items()}
-            moved_consts = {name: perturb(host, dtypes[name], rho, rng) for name, host in consts.items()}
-            for c in problem.constants:  # a copy of an argument stays a copy of its perturbed data
-                if c.dist.kind == "copy":
-                    moved_consts[c.name] = moved[c.dist.source].copy()
+            streams = {a.name: k for k, a in enumerate(problem.args)}
+            streams |= {c.name: len(problem.args) + k for k, c in enumerate(problem.constants)}
             with self.hold():
+                moved = {
+                    name: perturb(data, dtypes[name], rho, Stream(seed, PERTURB_STREAM + streams[name]))
+                    for name, data in inputs.items()
+                }
+                moved_consts = {
+                    name: perturb(host, dtypes[name], rho, Stream(seed, PERTURB_STREAM + streams[name]))
+                    for name, host in consts.items()
+                }
+                for c in problem.constants:  # a copy of an argument stays a copy of its perturbed data
+                    if c.dist.kind == "copy":
+                        moved_consts[c.name] = to_host(moved[c.dist.source]).copy()
                 self.run(self.baseline, ws, problem.launch, moved, moved_consts, POISON_A)
-                self._refs[key] = {name: (ref[name], ws.read(name)) for name in outs}
+                self._refs[key] = {
+                    name: (ref[name], self.keep(ws.read(name), f"perturbed reference `{name}` {where}"))
+                    for name in outs
+                }
         return self._refs[key]
 
     def _cared_elements(
         self,
         index: int,
         ws: Workspace,
-        inputs: dict[str, np.ndarray],
+        inputs: dict[str, Array],
         consts: dict[str, np.ndarray],
-        ref: dict[str, np.ndarray],
-    ) -> dict[str, np.ndarray | None]:
+        ref: dict[str, Array],
+    ) -> dict[str, Array | None]:
         """Per output, the elements compared (None: all): its ``compare`` condition, or, for
         ``written``, the elements the baseline wrote (``ref``, poisoned with ``POISON_A``, and one
         more run on the same data poisoned with ``POISON_B``)."""
         problem = self.problems[index]
         outs = [a for a in problem.args if a.role in ("out", "inout")]
-        cared = {a.name: region_mask(a) for a in outs}
+        cared: dict[str, Array | None] = {a.name: region_mask(a) for a in outs}
+        xp = self.device(index)
+        if xp is not None:
+            cared = {name: None if m is None else xp.asarray(m) for name, m in cared.items()}
         written = [a for a in outs if a.compare is not None and a.compare.written]
         if written:
             with self.hold():
                 self.run(self.baseline, ws, problem.launch, inputs, consts, POISON_B)
                 again = {a.name: ws.read(a.name) for a in written}
-            for a in written:
-                cared[a.name] = ~unwritten_mask(ref[a.name], again[a.name], elem_type(a.dtype).itemsize)
+                for a in written:
+                    first = ref[a.name] if xp is None else xp.asarray(ref[a.name])
+                    cared[a.name] = ~unwritten_mask(first, again[a.name], elem_type(a.dtype).itemsize)
         return cared
 
-    def cared(self, index: int, seed: int, arg: str, const_seed: int | None = None) -> np.ndarray | None:
+    def cared(self, index: int, seed: int, arg: str, const_seed: int | None = None) -> Array | None:
         """Which elements of output ``arg`` are compared for this reference (None: all);
         after :meth:`reference`."""
         return self._cared[(index, seed, seed if const_seed is None else const_seed)][arg]
 
-    def calibration(self, index: int, arg: str, perturbed: np.ndarray | None, allowed: float) -> Calibration:
+    def calibration(self, index: int, arg: str, perturbed: Array | None, allowed: float) -> Calibration:
         problem = self.problems[index]
         return Calibration(perturbed, self.rho(index), reduction_length(problem), self.override(arg), allowed)
 
@@ -798,7 +1007,7 @@ class Verifier:
         try:
             for index, problem in enumerate(self.problems):
                 launch = launches[index] if launches else problem.launch
-                ws = Workspace(self.rt, problem)
+                ws = self.workspace(index)
                 try:
                     for seed in self.seeds[index]:
                         check = self._check(kernel, ws, index, seed, launch, allowed_roundoff)
@@ -818,6 +1027,10 @@ class Verifier:
             if exc.sticky:  # the context is gone: the worker reports a crash and restarts
                 raise
             return Verdict(Status.LAUNCH_ERROR, str(exc), tuple(checks))
+        except Exception as exc:  # the device comparison's own allocations (CuPy's pool) ran out
+            if self.xp is None or not isinstance(exc, self.xp.cuda.memory.OutOfMemoryError):
+                raise
+            return Verdict(Status.LAUNCH_ERROR, f"out of device memory while verifying: {exc}", tuple(checks))
         return Verdict(None, "", tuple(checks))
 
     def _check(
@@ -841,33 +1054,41 @@ class Verifier:
             first = {a.name: ws.read(a.name) for a in outs}
         if broken:
             return fail(f"out-of-bounds write: the guard region around `{broken}` was modified", broken)
-        for name, got in read_back.items():
-            if not np.array_equal(got, inputs[name].view(np.uint8)):
-                return fail(f"input `{name}` was modified", name)
+        with self.computing(index):
+            for name, got in read_back.items():
+                if not same_bytes(got, inputs[name]):
+                    return fail(f"input `{name}` was modified", name)
         with self.hold():
             self.run(kernel, ws, launch, inputs, consts, POISON_B)
             rerun = {a.name: ws.read(a.name) for a in outs}
         calib = {a.name: self.calibration(index, a.name, ref[a.name][1], allowed) for a in outs}
-        for a in outs:
-            second = rerun[a.name]
-            et = elem_type(a.dtype)
-            idx = unwritten(first[a.name], second, et.itemsize, cared[a.name])
-            if a.role == "out" and idx >= 0:
-                return fail(f"output `{a.name}` not written at index {idx}", a.name)
-            again = compare(first[a.name], second, a.dtype, calib[a.name], cared[a.name])
-            if not again.ok:
-                return fail(
-                    f"nondeterministic: two runs on the same inputs differ: {again.detail}", a.name, again
-                )
-        worst: tuple[str, Comparison] = ("", Comparison(True, norm_bound=np.inf))
-        for a in outs:
-            cmp = compare(ref[a.name][0], first[a.name], a.dtype, calib[a.name], cared[a.name])
-            if not cmp.ok:
-                where = f" at index {cmp.first_bad_index}" if cmp.first_bad_index >= 0 else ""
-                return fail(f"mismatch in `{a.name}`{where}: {cmp.detail}", a.name, cmp)
-            if cmp.error_ratio >= worst[1].error_ratio:
-                worst = (a.name, cmp)
+        with self.computing(index):
+            for a in outs:
+                second = rerun[a.name]
+                et = elem_type(a.dtype)
+                idx = unwritten(first[a.name], second, et.itemsize, cared[a.name])
+                if a.role == "out" and idx >= 0:
+                    return fail(f"output `{a.name}` not written at index {idx}", a.name)
+                again = compare(first[a.name], second, a.dtype, calib[a.name], cared[a.name])
+                if not again.ok:
+                    return fail(
+                        f"nondeterministic: two runs on the same inputs differ: {again.detail}", a.name, again
+                    )
+            worst: tuple[str, Comparison] = ("", Comparison(True, norm_bound=np.inf))
+            for a in outs:
+                cmp = compare(ref[a.name][0], first[a.name], a.dtype, calib[a.name], cared[a.name])
+                if not cmp.ok:
+                    where = f" at index {cmp.first_bad_index}" if cmp.first_bad_index >= 0 else ""
+                    return fail(f"mismatch in `{a.name}`{where}: {cmp.detail}", a.name, cmp)
+                if cmp.error_ratio >= worst[1].error_ratio:
+                    worst = (a.name, cmp)
         return checked(label, seed, True, worst[1].measured() if worst[0] else "", worst[0], worst[1])
+
+
+def same_bytes(got: Array, expected: Array) -> bool:
+    """Whether two arrays hold the same bytes (on the device when ``got`` is there)."""
+    xp = xp_of(got)
+    return bool(xp.array_equal(got.reshape(-1), xp.asarray(expected).reshape(-1).view(np.uint8)))
 
 
 def checked(label: str, seed: int, ok: bool, detail: str, arg: str, cmp: Comparison) -> Check:

@@ -732,7 +732,7 @@ class _Evaluation:
         result = reply.value
         if not isinstance(result, CandidateResult):
             raise ExecutorError(f"GPU worker answered {type(result).__name__} to an evaluation")
-        from sandbox.timing import implausible, with_throughput
+        from sandbox.timing import physics_floor, with_throughput
 
         result = replace(
             result,
@@ -741,8 +741,8 @@ class _Evaluation:
             seconds=time.perf_counter() - started,
         )
         result = with_throughput(result, job.request.bench_problem, self.info)
-        if job.candidate is not None and result.status is Status.OK and (why := implausible(result)):
-            result = replace(result, status=Status.REJECTED, message=why)
+        if job.candidate is not None:  # the physics floor (a baseline is what it is)
+            result = physics_floor(result, job.request.bench_problem)
         return result
 
     def _report(self, done: int, total: int, message: str) -> None:
@@ -993,6 +993,13 @@ class GpuHandler:
         self._flusher: Any = None
         self._gate: Any = None
         self._scribbles = 0
+        from sandbox.verify import DEVICE_MIN_BYTES
+
+        # verification on the device (CuPy backend) for problems of at least device_min_bytes,
+        # unless device_verify is false: the host path, the oracle of the differential tests and
+        # the "before" of bench/verify_cost.py
+        self.device_verify = True
+        self.device_min_bytes = DEVICE_MIN_BYTES
 
     def __call__(self, job: Job) -> Reply:
         from sandbox.runtime import CudaError, MemoryCapExceeded
@@ -1067,6 +1074,8 @@ class GpuHandler:
                 tolerances,
                 self.scribble,
                 lambda: gpu_lock(self.key, exclusive=False),
+                device=self.device_verify,
+                device_min_bytes=self.device_min_bytes,
             )
             self._state = (key, baseline, verifier)
         return self._state[1], self._state[2]
@@ -1142,7 +1151,7 @@ class GpuHandler:
         pristine: list[dict[str, int]] = []
         try:
             for _ in seeds:
-                spaces.append(Workspace(self.rt, problem))
+                spaces.append(verifier.workspace(index))
             with gpu_lock(self.key, exclusive=False):
                 refs = [] if alone else [verifier.reference(index, s, spaces[0], seeds[0]) for s in seeds]
                 for ws, seed in zip(spaces, seeds, strict=True):
@@ -1175,21 +1184,22 @@ class GpuHandler:
                 sampled = bench(
                     self.rt, runs, slots, self._flusher, req.budget, self.clock_mhz, reset, self._gate
                 )
-            for slot, ws in enumerate([] if alone else spaces):
-                for a in arrays:
-                    ref, moved = refs[slot][a.name]
-                    calib = verifier.calibration(index, a.name, moved, allowed)
-                    cared = verifier.cared(index, seeds[slot], a.name, seeds[0])
-                    cmp = compare(ref, ws.read(a.name), a.dtype, calib, cared)
-                    if not cmp.ok:
-                        return CandidateResult(
-                            cid,
-                            Status.MISMATCH,
-                            f"{problem.label}: the outputs of the timed runs differ from the baseline's "
-                            f"on rotated input set {slot} (`{a.name}` {cmp.detail}): "
-                            "results depend on earlier calls",
-                            checks=checks,
-                        )
+            with verifier.computing(index):  # on the device: outputs compared where they are
+                for slot, ws in enumerate([] if alone else spaces):
+                    for a in arrays:
+                        ref, moved = refs[slot][a.name]
+                        calib = verifier.calibration(index, a.name, moved, allowed)
+                        cared = verifier.cared(index, seeds[slot], a.name, seeds[0])
+                        cmp = compare(ref, ws.read(a.name), a.dtype, calib, cared)
+                        if not cmp.ok:
+                            return CandidateResult(
+                                cid,
+                                Status.MISMATCH,
+                                f"{problem.label}: the outputs of the timed runs differ from the baseline's "
+                                f"on rotated input set {slot} (`{a.name}` {cmp.detail}): "
+                                "results depend on earlier calls",
+                                checks=checks,
+                            )
         finally:
             for ws in spaces:
                 ws.close()
@@ -1197,7 +1207,7 @@ class GpuHandler:
                 for ptr in copies.values():
                     self.rt.free(ptr)
         timings = sampled.timings
-        note = timing_note(timings, sampled.ratios)
+        note = "; ".join(n for n in (timing_note(timings, sampled.ratios), verifier.spill_note()) if n)
         if alone:
             return CandidateResult(cid, Status.OK, checks=checks, timing=timings[0], note=note)
         speed, low, high = paired(sampled.ratios)

@@ -788,6 +788,140 @@ def compare(
         )
 
 
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--kernel", "kernel_re", metavar="REGEX", help="Record only kernels whose demangled name matches."
+)
+@click.option(
+    "--launch",
+    "launch_index",
+    type=click.IntRange(0),
+    help="Which matching launch (0-based; default the first).",
+)
+@click.option(
+    "--max-launches", default=8, show_default=True, type=click.IntRange(1), help="Launches recorded at most."
+)
+@click.option(
+    "--save-inputs",
+    metavar="DIR",
+    help="Save the recorded launch's input data (raw, per argument) in DIR, 256 MiB at most.",
+)
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    metavar="PATH",
+    help="A file or folder holding the kernel's source (repeatable; default: the current folder).",
+)
+@click.option(
+    "--timeout", type=click.FloatRange(min=0, min_open=True), help="Stop the program after this many seconds."
+)
+@click.option("--write", is_flag=True, help="Write the spec above the kernel in its file (a backup is kept).")
+@json_option
+@click.argument("program", nargs=-1, required=True, type=click.UNPROCESSED)
+def capture(
+    kernel_re: str | None,
+    launch_index: int | None,
+    max_launches: int,
+    save_inputs: str | None,
+    sources: tuple[str, ...],
+    timeout: float | None,
+    write: bool,
+    as_json: bool,
+    program: tuple[str, ...],
+) -> None:
+    """Run PROGRAM on this machine's GPU, watch its kernel launches (CUPTI) and write the spec of one.
+
+    cuda-agent capture [OPTIONS] -- PROGRAM [ARGS]...  The spec is shown as a diff of the kernel's
+    file; --write applies it."""
+    import re
+
+    from agent import capture as cap
+    from sandbox.capture import CaptureError, run_program
+
+    if kernel_re:
+        try:
+            re.compile(kernel_re)
+        except re.error as exc:
+            raise UserError(f"--kernel {kernel_re}: not a regular expression ({exc})") from exc
+    try:
+        run = run_program(
+            program,
+            kernel=kernel_re,
+            launch=launch_index,
+            max_launches=max_launches,
+            save_dir=save_inputs,
+            timeout=timeout,
+        )
+    except CaptureError as exc:
+        raise JobFailed(str(exc)) from exc
+    if not run.launches:
+        seen = ", ".join(f"{k} ({n}x)" for k, n in run.kernels.items()) or "none"
+        why = "; ".join(run.errors) or f"no launch matched (kernels launched: {seen})"
+        raise JobFailed(f"nothing captured from {program[0]} (exit status {run.returncode}): {why}")
+    try:
+        found = cap.propose(run.launches, launch_index, sources or (".",))
+    except cap.CaptureMismatch as exc:
+        recorded = ", ".join(sorted({x.kernel for x in run.launches}))
+        raise JobFailed(f"{exc} (recorded: {recorded}; --source names the kernel's files)") from exc
+    launch, doc, captured, new_text, errors = (
+        found.launch,
+        found.doc,
+        found.captured,
+        found.new_text,
+        found.errors,
+    )
+    path = Path(doc.path or "")
+    written = backup = None
+    if write and not errors:
+        written, backup = write_rewrite(path, doc.text, new_text)
+    if as_json:
+        emit_json(
+            {
+                "program": list(program),
+                "exit_status": run.returncode,
+                "seconds": run.seconds,
+                "kernels": dict(run.kernels),
+                "launch": {
+                    "index": launch.index,
+                    "api": launch.api,
+                    "kernel": launch.kernel,
+                    "grid": launch.grid,
+                    "block": launch.block,
+                    "smem": launch.smem,
+                },
+                "file": str(path),
+                "kernel": captured.kernel.qualified_name,
+                "spec": captured.text,
+                "notes": list(captured.notes),
+                "errors": list(errors),
+                "saved_inputs": {k: str(Path(run.save_dir) / v) for k, v in captured.saved.items()},
+                "diff": found.diff,
+                "written": str(written) if written else None,
+                "backup": str(backup) if backup else None,
+            }
+        )
+    else:
+        g, b = launch.grid, launch.block
+        click.echo(
+            f"{launch.kernel}: launch {launch.index} of {run.kernels.get(launch.kernel, 1)}, grid {g}, "
+            f"block {b}, smem {launch.smem} ({run.seconds:.1f} s, exit status {run.returncode})"
+        )
+        for note in captured.notes:
+            click.echo(f"  note: {note}")
+        for name, file in captured.saved.items():
+            click.echo(f"  input {name} saved: {Path(run.save_dir) / file}")
+        for err in errors:
+            click.echo(f"  spec error: {err}")
+        click.echo(found.diff, nl=False)
+        if written is not None:
+            click.echo(f"wrote {written} (backup: {backup})")
+        elif not write:
+            click.echo(f"(not written: --write applies it to {path})")
+    if errors:
+        raise JobFailed(f"the captured spec does not resolve: {errors[0]}")
+
+
 def _compare_json(found: Any) -> dict[str, Any]:
     from agent.compare import reason_text
     from agent.loop import size_checks
@@ -1141,6 +1275,177 @@ def worker(
     finally:
         for executor in executors:
             executor.close()
+        sock.close()
+
+
+# --------------------------------------------------------------------------- reward (the learning loop)
+
+
+def _task_set(paths: tuple[str, ...]) -> Any:
+    from agent.reward.tasks import DEFAULT_TASKS, TaskError, TaskSet
+
+    try:
+        tasks = TaskSet.load(paths or (DEFAULT_TASKS,))
+    except TaskError as exc:
+        raise UserError(str(exc)) from exc
+    if not len(tasks):
+        raise UserError(f"no task in {', '.join(paths) or DEFAULT_TASKS}: " + "; ".join(tasks.skipped[:3]))
+    return tasks
+
+
+tasks_option = click.option(
+    "--tasks",
+    "task_paths",
+    multiple=True,
+    type=click.Path(),
+    help="A .cu task file or a folder of them (repeatable; default: bench/kernels).",
+)
+
+
+@cli.group()
+def reward() -> None:
+    """Score model completions against CUDA tasks: a reward service for RL trainers."""
+
+
+@reward.command("tasks")
+@tasks_option
+@click.option("--split", type=click.Choice(["train", "eval"]), help="Only the tasks of this split.")
+@click.option("--prompts", is_flag=True, help="JSON lines {task, split, prompt}: a dataset for a trainer.")
+def reward_tasks(task_paths: tuple[str, ...], split: str | None, prompts: bool) -> None:
+    """List the tasks (name@hash, split, kernel)."""
+    from agent.reward.completion import prompt_messages
+
+    for task in _task_set(task_paths):
+        if split and task.split != split:
+            continue
+        if prompts:
+            click.echo(json.dumps({"task": task.ref, "split": task.split, "prompt": prompt_messages(task)}))
+        else:
+            click.echo(f"{task.ref}  {task.split:5}  {task.kernel}  ({task.path})")
+
+
+@reward.command("score")
+@click.argument("task")
+@click.argument("file")
+@tasks_option
+@click.option("--gpu", default=0, show_default=True, help="GPU index to evaluate on.")
+@json_option
+def reward_score(task: str, file: str, task_paths: tuple[str, ...], gpu: int, as_json: bool) -> None:
+    """Score one completion: FILE holds a model's answer (a .cu/.cuh file is the kernel itself)."""
+    from agent.reward.engine import Item, RewardEngine
+    from agent.reward.tasks import TaskError
+    from sandbox.executor import ExecutorError
+
+    tasks = _task_set(task_paths)
+    try:
+        tasks.resolve(task)
+    except TaskError as exc:
+        raise UserError(str(exc)) from exc
+    path, text = read_source(file)
+    if path.suffix in (".cu", ".cuh"):
+        text = f"```cuda\n{text}\n```"
+    with _make_executor(gpu) as executor:
+        engine = RewardEngine(executor, tasks)
+        try:
+            scored = engine.score([Item(path.name, task, text)])[0]
+        except ExecutorError as exc:
+            raise executor_failed(exc) from exc
+        finally:
+            engine.close()
+    if as_json:
+        emit_json(scored.to_dict())
+    else:
+        value = "none" if scored.reward is None else f"{scored.reward:+.3f}"
+        rule = f" ({scored.rule})" if scored.rule else ""
+        speed = f", speedup {scored.speedup:.2f}x (low {scored.speedup_low:.2f}x)" if scored.speedup else ""
+        click.echo(f"{scored.task}: reward {value}, {scored.milestone or 'not scored'}{rule}{speed}")
+        if scored.message or scored.reason:
+            click.echo(f"  {scored.message or scored.reason}")
+    if scored.reward is None:
+        raise JobFailed(scored.reason)
+
+
+@reward.command("serve")
+@tasks_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8790, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--token-file", type=click.Path(), help="File holding the bearer token (required off loopback)."
+)
+@click.option("--tls-cert", type=click.Path(), help="PEM certificate (chain): serve HTTPS.")
+@click.option("--tls-key", type=click.Path(), help="PEM private key of --tls-cert.")
+@click.option("--gpus", default="0", show_default=True, help="Comma-separated local GPU indices.")
+@click.option("--workers", type=click.IntRange(1), help="Tasks evaluated at once (default: 2 per GPU).")
+@click.option("--max-per-client", default=16, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--max-items", default=1024, show_default=True, type=click.IntRange(1), help="Items per request."
+)
+@click.option(
+    "--trusted-proxy", multiple=True, help="Address of a proxy whose X-Forwarded-For names the client."
+)
+@click.option("--simulate", is_flag=True, help="Simulated GPUs (no GPU used; code is still compiled).")
+def reward_serve(
+    task_paths: tuple[str, ...],
+    host: str,
+    port: int,
+    token_file: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    gpus: str,
+    workers: int | None,
+    max_per_client: int,
+    max_items: int,
+    trusted_proxy: tuple[str, ...],
+    simulate: bool,
+) -> None:
+    """Serve rewards over HTTP to RL trainers (TRL, verl, OpenRLHF), on any executor: local GPUs,
+    a remote worker (CUDA_AGENT_WORKER_URL), Ray (CUDA_AGENT_RAY_ADDRESS) or --simulate."""
+    import logging
+    import signal
+
+    try:
+        from agent.reward.engine import RewardEngine
+        from agent.reward.service import RewardLimits, RewardService
+        from sandbox import service
+    except ImportError as exc:
+        raise UserError(
+            f"the reward service needs the `worker` extra: pip install 'cuda-agent[worker]' ({exc})"
+        ) from exc
+    tasks = _task_set(task_paths)
+    token = read_token(token_file) if token_file else None
+    why = service.check_listen_policy(host, token) or service.check_tls(tls_cert, tls_key)
+    if why:
+        raise UserError(why)
+    try:
+        indices = tuple(int(g) for g in gpus.split(","))
+    except ValueError:
+        raise UserError(f"--gpus {gpus!r}: expected comma-separated GPU indices such as 0,1") from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("cuda_agent.reward")
+    try:
+        sock = service.listen(host, port)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    if simulate:
+        from sandbox.testing import FakeExecutor
+
+        executor: Executor = FakeExecutor.from_env()
+    else:
+        executor = _make_executor(indices[0], indices)
+    engine = RewardEngine(executor, tasks, workers=workers or 2 * len(indices))
+    limits = RewardLimits(max_per_client=max_per_client, max_items=max_items)
+    app = RewardService(engine, token=token, limits=limits)
+    server = service.make_server(
+        app.app, tls_cert=tls_cert, tls_key=tls_key, limits=service.Limits(trusted_proxies=trusted_proxy)
+    )
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    where = f"{'https' if tls_cert else 'http'}://{host}:{sock.getsockname()[1]}"
+    log.info("serving %d tasks on %s%s", len(tasks), where, " (simulated GPU)" if simulate else "")
+    try:
+        server.run(sockets=[sock])
+    finally:
+        engine.close()
+        executor.close()
         sock.close()
 
 

@@ -285,6 +285,9 @@ class HostRuntime:
     def free(self, ptr: int) -> None:
         del self.buffers[ptr]
 
+    def array_module(self) -> None:  # no device arrays: verification on the host
+        return None
+
     def view(self, ptr: int, nbytes: int) -> np.ndarray:
         base = max(b for b in self.buffers if b <= ptr)
         return self.buffers[base][ptr - base : ptr - base + nbytes]

@@ -25,7 +25,7 @@ from agent.loop import (
     target_for,
 )
 from agent.source import Document
-from agent.trajectory import SCHEMA, TrajectoryLog, reward
+from agent.trajectory import REWARD_VERSION, SCHEMA, TrajectoryLog, read_trajectories, reward
 from sandbox.contract import CandidateResult, Status, Timing
 from sandbox.executor import NoGpuError
 
@@ -358,7 +358,7 @@ def test_trajectory_has_one_line_per_attempt_with_rewards(tmp_path) -> None:
     assert {x["schema"] for x in lines} == {SCHEMA}
     assert [x["result"]["status"] for x in lines] == ["ok", "mismatch", "ok"]
     assert lines[1]["reward"] == -1.0
-    assert lines[0]["reward"] > 3.0 > lines[2]["reward"] >= 1.0
+    assert lines[0]["reward"] > 3.0 > 1.0 >= lines[2]["reward"] >= 0.5  # same speed: correct
     assert lines[0]["original"] == T.definition and lines[0]["kernel"] == "saxpy"
     assert lines[0]["proposal"]["code"].endswith("// speedup=2.0\n}\n")
 
@@ -432,7 +432,10 @@ def test_the_winner_runs_under_compute_sanitizer_and_a_racy_one_gives_way(tmp_pa
     assert res.best is not None and res.best.result.sanitizer == "memcheck: 0 errors; racecheck: 0 hazards"
     lines = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
     assert lines[-1]["candidate_id"] == "b0-c0-sanitized" and lines[-1]["result"]["status"] == "rejected"
-    assert lines[-1]["reward"] == -1.0 and res.attempts == 4
+    assert lines[-1]["reward"] == -2.0 and res.attempts == 4  # a hack: below every honest failure
+    assert lines[-1]["retracts"] == "b0-c0" and lines[-1]["reward_version"] == REWARD_VERSION
+    retracted = next(x for x in read_trajectories(tmp_path / "t.jsonl") if x["candidate_id"] == "b0-c0")
+    assert retracted["reward"] == -2.0 and retracted["retracted_by"] == "b0-c0-sanitized"
 
 
 def test_sanitizing_can_be_turned_off() -> None:

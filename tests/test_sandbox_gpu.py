@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sandbox_fakes import kernel_file, vadd_problem, vadd_request
 
@@ -219,3 +220,177 @@ def test_nsight_compute_profile_of_a_verified_candidate(executor: LocalExecutor)
     assert 20 < p.memory_pct <= 100 and 0 < p.compute_pct <= 100 and p.duration_us > 0
     assert 0 < p.achieved_occupancy_pct <= 100 and 0 <= p.l2_hit_pct <= 100
     assert p.stalls and p.stalls[0].per_issue > 0
+
+
+# --------------------------------------------------------------------------- verification on the device
+
+
+def test_device_compare_matches_the_host_compare_on_10000_random_cases() -> None:
+    """The device comparison (CuPy arrays through the same code) against the host's (numpy), the
+    oracle: the same verdict, first bad index and message on every case of tests/compare_cases.py
+    (every type, NaN/Inf/denormals/-0.0, masks, overrides, tiny outputs, reordered sums)."""
+    from dataclasses import replace
+
+    import cupy as cp
+    from compare_cases import case
+
+    from sandbox.verify import compare
+
+    rng = np.random.default_rng(20261203)
+    verdicts = {True: 0, False: 0}
+    for k in range(10_000):
+        c = case(rng)
+        host = compare(c.ref, c.got, c.dtype, c.calib, c.cared)
+        moved = None if c.calib.perturbed is None else cp.asarray(c.calib.perturbed)
+        dev = compare(
+            cp.asarray(c.ref),
+            cp.asarray(c.got),
+            c.dtype,
+            replace(c.calib, perturbed=moved),
+            None if c.cared is None else cp.asarray(c.cared),
+        )
+        got, want = (dev.ok, dev.first_bad_index, dev.detail), (host.ok, host.first_bad_index, host.detail)
+        assert got == want, f"case {k} ({c.dtype}, {c.mode}): device {got} != host {want}"
+        assert dev.error_ratio == pytest.approx(host.error_ratio, rel=1e-9, abs=1e-300)
+        assert dev.norm_err == pytest.approx(host.norm_err, rel=1e-9, abs=1e-300)
+        verdicts[host.ok] += 1
+    assert min(verdicts.values()) > 2000  # both verdicts well represented
+
+
+def test_device_draws_are_the_host_draws_bit_for_bit() -> None:
+    """Same seed, same inputs on every executor: every distribution of the grammar and every
+    element type drawn with CuPy equals the numpy draw, and so does the calibration's perturbation."""
+    import cupy as cp
+
+    from sandbox.contract import ArgSpec, Distribution
+    from sandbox.verify import Stream, generate, perturb
+
+    dists = (
+        Distribution("uniform", -2.0, 3.0),
+        Distribution("normal", -1.0, 3.0),
+        Distribution("randint", -50, 70),
+        Distribution("const", value=2.5),
+        Distribution("arange"),
+        Distribution("values", expr="(i % 17) * 0.25 - 1"),
+    )
+    types = (
+        "float32",
+        "float64",
+        "float16",
+        "bfloat16",
+        "int8",
+        "int32",
+        "uint16",
+        "int64",
+        "bool",
+        "float4",
+        "half2",
+        "uint2",
+    )
+    for dist in dists:
+        for dtype in types:
+            arg = ArgSpec("x", "in", dtype, 100_003, dist)
+            host = generate(arg, Stream(7, 3))
+            dev = generate(arg, Stream(7, 3), cp)
+            assert host.dtype == dev.dtype and np.array_equal(
+                host.view(np.uint8), cp.asnumpy(dev).view(np.uint8)
+            ), (dist, dtype)
+    for dtype in ("float32", "float64", "float16", "bfloat16"):
+        data = generate(ArgSpec("x", "in", dtype, 50_001, Distribution("normal")), Stream(1, 0))
+        host = perturb(data, dtype, 2.0**-10, Stream(1, 104729))
+        dev = perturb(cp.asarray(data), dtype, 2.0**-10, Stream(1, 104729))
+        assert np.array_equal(host.view(np.uint8), cp.asnumpy(dev).view(np.uint8)), dtype
+
+
+PLANTED = r"""
+// vadd that skips the work on large problems: verification sizes pass, the timed one does nothing
+extern "C" __global__ void vadd(const float* __restrict__ a, const float* __restrict__ b,
+                                float* __restrict__ c, int n) {
+    if (n > (1 << 20)) return;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+"""
+
+
+def test_the_physics_floor_refuses_a_planted_no_work_kernel_under_a_weakened_comparison(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the comparisons weakened to always pass (verification and the timed re-check), only
+    the floor stands between a kernel that does nothing on the timed problem and a huge speedup:
+    it is refused as ``implausible`` with the numbers; the honest kernel is not."""
+    import sandbox.verify
+    from sandbox.compiler import compile_cuda
+    from sandbox.contract import CandidateResult
+    from sandbox.timing import physics_floor, with_throughput
+    from sandbox.verify import Comparison, Verdict
+    from sandbox.worker import Binary, EvalJob, GpuHandler
+
+    handler = GpuHandler(0, "cupy")
+    info = handler.describe(handler.info)
+    arch = "sm_" + info.compute_capability.replace(".", "")
+
+    def binary(source: str) -> Binary:
+        compiled = compile_cuda(source, name_expressions=("vadd",), arch=arch)
+        assert compiled.result.ok, compiled.result.log
+        return Binary(compiled.binary, compiled.result.lowered_names.get("vadd", "vadd"))
+
+    monkeypatch.setattr(sandbox.verify.Verifier, "verify", lambda self, *a, **k: Verdict(None))
+    monkeypatch.setattr(sandbox.verify, "compare", lambda *a, **k: Comparison(True, norm_bound=np.inf))
+    baseline_source = (HONEST / "vadd.cu").read_text()
+    honest = kernel_file(HONEST / "vadd.cu", "vadd")
+    planted = KernelSource(PLANTED, "vadd", filename="planted.cu")
+    request = vadd_request(
+        honest, (Candidate("planted", planted), Candidate("honest", honest)), bench=1 << 26
+    )
+    results: dict[str, CandidateResult] = {}
+    for index, source in ((0, PLANTED), (1, baseline_source)):
+        job = EvalJob(request, binary(baseline_source), index, binary(source))
+        timed = handler.evaluate(job)
+        assert timed.status is Status.OK, timed.message  # the weakened comparison let it through
+        results[timed.candidate_id] = physics_floor(
+            with_throughput(timed, request.bench_problem, info), request.bench_problem
+        )
+    refused, kept = results["planted"], results["honest"]
+    assert refused.status is Status.IMPLAUSIBLE and "implausible" in refused.message
+    assert "GB/s" in refused.message and "% of the device's measured copy bandwidth" in refused.message
+    assert kept.status is Status.OK and kept.pct_peak_bandwidth < 110
+
+
+def test_adversarial_kernels_get_the_same_verdicts_verified_on_the_device_and_on_the_host() -> None:
+    """The worker's own handler verifies each deterministic adversarial kernel with every problem
+    on the device (``device_min_bytes=0``) and on the host: the same status and the same message
+    (which names the check, the problem, the seed, the index and the values)."""
+    from sandbox.compiler import compile_cuda
+    from sandbox.worker import Binary, EvalJob, GpuHandler
+
+    handler = GpuHandler(0, "cupy")
+    arch = "sm_" + handler.info.compute_capability.replace(".", "")
+
+    def binary(kernel: KernelSource) -> Binary:
+        compiled = compile_cuda(kernel.source, name_expressions=(kernel.name,), arch=arch)
+        assert compiled.result.ok, compiled.result.log
+        return Binary(compiled.binary, compiled.result.lowered_names.get(kernel.name, kernel.name))
+
+    baseline = kernel_file(HONEST / "vadd.cu", "vadd")
+    names = (
+        "output_not_written",
+        "out_of_bounds_write",
+        "input_modified",
+        "cached_global",
+        "precision_downgrade",
+        "wrong_tail",
+    )
+    cands = (*(adversarial(n) for n in names), Candidate("honest", baseline))
+    request = vadd_request(baseline, cands, sizes=(1, 4097), bench=1 << 18)
+    verdicts: dict[str, list[tuple[Status, str]]] = {}
+    for device in (True, False):
+        handler.device_verify, handler.device_min_bytes, handler._state = device, 0, None
+        for index, cand in enumerate(cands):
+            res = handler.evaluate(EvalJob(request, binary(baseline), index, binary(cand.kernel)))
+            verdicts.setdefault(cand.id, []).append((res.status, res.message))
+    for cid, (dev, host) in verdicts.items():
+        assert dev == host, f"{cid}: device {dev} != host {host}"
+    assert verdicts["output_not_written"][0][0] is Status.REJECTED
+    assert verdicts["precision_downgrade"][0][0] is Status.MISMATCH
+    assert verdicts["honest"][0][0] is Status.OK

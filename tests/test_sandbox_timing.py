@@ -243,6 +243,46 @@ def test_throughput_beyond_the_measured_ceiling_is_implausible() -> None:
     assert "escaped the timed region" in implausible(skipped_work)
 
 
+def test_physics_floor_refuses_impossible_times_with_the_numbers_unless_the_spec_turns_it_off() -> None:
+    from dataclasses import replace
+
+    from sandbox.contract import ArgSpec, CandidateResult, DeviceInfo, Launch, Problem, Status, Timing
+    from sandbox.timing import PLAUSIBLE_PCT, physics_floor, with_throughput
+
+    device = DeviceInfo(
+        "H200", "9.0", 132, 60 << 20, 141 << 30, peak_bandwidth_gbps=4000.0, peak_gflops=50000.0
+    )
+    n = 100_000_000
+    problem = Problem(
+        "n=1e8",
+        {"n": n},
+        (ArgSpec("x", "in", "float32", n), ArgSpec("y", "out", "float32", n)),
+        Launch((n // 256, 1, 1), (256, 1, 1)),
+        bytes_moved=8 * n,  # 800 MB: 0.2 ms at 4000 GB/s
+        flops=2 * n,
+    )
+
+    def floor(ms: float, p: Problem = problem) -> CandidateResult:
+        t = Timing(median_ms=ms, q1_ms=ms, q3_ms=ms, min_ms=ms, samples=50, rel_spread=0.0)
+        return physics_floor(with_throughput(CandidateResult("c", Status.OK, timing=t), p, device), p)
+
+    at_limit = 0.2 / (PLAUSIBLE_PCT / 100) * 1.01  # just inside the margin
+    assert floor(at_limit).status is Status.OK and floor(0.25).status is Status.OK
+    refused = floor(0.1)  # twice the copy ceiling: work escaped the timed region
+    assert refused.status is Status.IMPLAUSIBLE
+    assert (
+        "0.1 ms" in refused.message
+        and "8000 GB/s = 200%" in refused.message
+        and "of 4000 GB/s" in refused.message
+    )
+    assert floor(0.1, replace(problem, work_floor=False)).status is Status.OK  # `work ... floor=off`
+    compute = replace(problem, bytes_moved=0, flops=2 * 10**12)  # 2 TFLOP: 40 ms at 50 TFLOP/s
+    assert floor(30.0, compute).status is Status.IMPLAUSIBLE and "FLOP rate" in floor(30.0, compute).message
+    assert floor(40.0, compute).status is Status.OK
+    failed = CandidateResult("c", Status.MISMATCH, "mismatch")  # only timed ok results are judged
+    assert physics_floor(failed, problem) is failed
+
+
 def test_flop_ceiling_follows_the_candidates_precision() -> None:
     from sandbox.contract import ArgSpec, Launch, Problem
 

@@ -610,3 +610,26 @@ def test_a_worker_accepts_a_copy_argument_and_refuses_a_bad_one(data_dir: Path) 
     bad = replace(probs[-1], args=(replace(acc, dist=replace(acc.dist, source="acc")), *probs[-1].args[1:]))
     with pytest.raises(RequestError, match=r"dist\.source"):
         validate_request(replace(request, bench_problem=bad))
+
+
+def test_work_floor_off_declares_that_the_counts_overstate_the_traffic() -> None:
+    def spec_with(work: str) -> KernelSpec:
+        doc = Document(
+            "// @cuda-agent sizes n=4096\n"
+            "// @cuda-agent arg a in float[n]\n"
+            f"// @cuda-agent work {work}\n"
+            "__global__ void k(const float* a, int n) {}\n"
+        )
+        spec, errors = parse(kernel(doc, "k"))
+        assert spec is not None and not errors, errors
+        return spec
+
+    on, off = spec_with("bytes=8*n"), spec_with("bytes=8*n floor=off")
+    assert problems(on)[-1].work_floor and not problems(off)[-1].work_floor
+    assert problems(off)[-1].bytes_moved == 8 * 4096
+    assert "work bytes=8*n floor=off\n" in render(off) and "floor" not in render(on)
+    doc = Document(
+        "// @cuda-agent sizes n=64\n// @cuda-agent work floor=maybe\n__global__ void k(int n) {}\n"
+    )
+    _, errors = parse(kernel(doc, "k"))
+    assert any("floor=off" in e.message for e in errors), errors

@@ -37,6 +37,7 @@ from sandbox.verify import (
     POISON_A,
     POISON_B,
     Calibration,
+    Stream,
     Verifier,
     compare,
     constants_for,
@@ -496,9 +497,7 @@ def test_a_constant_holds_a_copy_of_its_argument() -> None:
 
 
 def test_generate_values_for_integers_clips_to_the_type() -> None:
-    got = generate(
-        ArgSpec("x", "in", "int8", 4, Distribution("values", expr="i * 100")), np.random.default_rng(0)
-    )
+    got = generate(ArgSpec("x", "in", "int8", 4, Distribution("values", expr="i * 100")), Stream(0, 0))
     assert got.tolist() == [0, 100, 127, 127]
 
 

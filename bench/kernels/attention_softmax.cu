@@ -1,6 +1,6 @@
 // Causal attention softmax over (B, NH, T, T) scores, one thread per query row (llm.c's
 // attention_softmax_kernel1): row t only sees keys t2 <= t; the masked part is written as zeros.
-// @cuda-agent sizes b=4 nh=12 t=512 verify b=1,2 nh=3,2 t=7,33
+// @cuda-agent sizes b=8 nh=12 t=1024 verify b=1,2 nh=3,2 t=7,33
 // @cuda-agent launch grid=cdiv(b * t * nh, block) block=256
 // @cuda-agent arg att out float[b * nh * t * t]
 // @cuda-agent arg preatt in float[b * nh * t * t] uniform(-5, 5)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One device-tool call: install the carried wheels, then run the named parts in order, each under
+# its own `timeout`, every log and JSON-lines file written under $OUT as it goes.
+#   usage (on the GPU machine): OUT=DIR [T=SECONDS] bench/device_call.sh PART[:SECONDS] ...
+#   PART: gpu-tests:FILES (comma-separated test files, -m gpu), verify-cost, capture, reward, suite:GLOB,
+#         main, profile, or any bench/gpu_session.sh part
+set -uo pipefail
+cd "$(dirname "$0")/.."
+FINAL=${OUT:?set OUT}
+# The device tool brings back at most 8 files: everything is written under a scratch folder and
+# packed into $FINAL/results.tgz after every part (so a part killed at its limit loses nothing).
+OUT=$(mktemp -d)/raw; export OUT
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site:$PWD || echo "wheel install failed" >> "$OUT/session.txt"
+else
+  export PYTHONPATH=$PWD
+fi
+{
+  echo "date: $(date -u +%FT%TZ) commit: ${COMMIT:-unknown} parts: $*"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+} >> "$OUT/session.txt"
+for spec in "$@"; do
+  part=${spec%%:*}; rest=${spec#*:}; [ "$rest" = "$spec" ] && rest=""
+  t0=$(date +%s)
+  case "$part" in
+    gpu-tests) limit=${T:-200}
+      timeout -k 5 "$limit" python3 -m pytest -m gpu -q -rs -p no:cacheprovider -o addopts="" --timeout 120 \
+        ${rest//,/ } > "$OUT/gpu_tests_$(echo "$rest" | md5sum | cut -c1-6).log" 2>&1 ;;
+    verify-cost) timeout -k 5 "${T:-200}" python3 bench/verify_cost.py --out "$OUT" --deadline "${rest:-170}" > "$OUT/verify_cost.log" 2>&1 ;;
+    capture) timeout -k 5 "${T:-200}" python3 bench/capture_check.py --out "$OUT" --deadline-s "${rest:-170}" --budget 15s > "$OUT/capture.log" 2>&1 ;;
+    reward) timeout -k 5 "${T:-200}" python3 bench/reward_bench.py --out "$OUT" --deadline "${rest:-170}" > "$OUT/reward.log" 2>&1 ;;
+    *) timeout -k 5 "${T:-300}" bench/gpu_session.sh "$part" "$rest" > "$OUT/$part.log" 2>&1 ;;
+  esac
+  echo "part $spec rc=$? s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/session.txt"
+  tar czf "$FINAL/results.tgz" -C "$OUT" . && cp "$OUT/session.txt" "$FINAL/"
+done

@@ -1,0 +1,352 @@
+"""The reward service's benchmark (issue 27): 8 native tasks x 16 completions each, scored through
+the reward engine on this machine's GPU, as a trainer's batches would be.
+
+Each task's 16 completions mix: the original kernel; the built-in engine's rewrites (rendered as a
+model would write them: a ``launch:`` line and a fenced block); broken answers (a compile error,
+prose without code); adversarial kernels (on the vadd task the sandbox tests' own
+``tests/data/adversarial`` kernels; on every task an empty body, which writes no output, and one
+that flips a byte of an input); and duplicates (the original and a rewrite re-spaced, with a comment).
+
+Phases, one JSON line each to ``OUT/reward_bench.jsonl`` as they finish:
+  ``device``   the GPU;
+  ``batch``    per task: its 16 rewards, latency of its request (all 8 requests in flight together);
+  ``summary``  rewards/s per GPU, p50/p95 request latency, evaluations vs items (duplicates);
+  ``rescore``  the same 128 items re-scored on a fresh engine (no cache): milestones that flipped;
+  ``cached``   the same batch once more on the first engine: all cached, how long it took;
+  ``ordering`` per task: every hack < every honest failure < every verified answer, the original
+               "correct" (not faster), verified rewrites with speedup_low > 1 above it;
+  ``torch``    the KernelBench-format path (not built yet: says so).
+
+Stops starting work after ``--deadline`` seconds (default 420) and always writes what it has.
+``--simulate`` runs on the simulated GPU (no GPU needed; for checking the script).
+
+    python3 bench/reward_bench.py --out $OUT/reward [--deadline 420] [--gpu 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agent.builtin import BuiltinProposer  # noqa: E402
+from agent.loop import OptimizeBudget, OptimizeContext, Proposal  # noqa: E402
+from agent.reward.engine import Item, RewardEngine, Scored  # noqa: E402
+from agent.reward.tasks import DEFAULT_TASKS, Task, TaskSet  # noqa: E402
+from agent.source import Document  # noqa: E402
+from sandbox.contract import CandidateResult, Status, to_dict  # noqa: E402
+from sandbox.executor import Executor  # noqa: E402
+
+TASK_NAMES = (
+    "vadd_poor_block",
+    "saxpy",
+    "softmax",
+    "layernorm",
+    "row_max",
+    "transpose",
+    "bias_add",
+    "matmul_bias",
+)
+ADVERSARIAL = ROOT / "tests" / "data" / "adversarial"
+VADD_ADVERSARIAL = (
+    "output_not_written",
+    "out_of_bounds_write",
+    "input_modified",
+    "cached_global",
+    "wrong_tail",
+)
+PER_TASK = 16
+
+
+class Out:
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / "reward_bench.jsonl"
+        self.lock = threading.Lock()
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, default=str)
+        with self.lock, self.path.open("a") as f:
+            f.write(line + "\n")
+        print(line[:400], flush=True)
+
+
+def fenced(code: str, launch: str = "", precision: str = "") -> str:
+    head = "".join(
+        [f"launch: {launch}\n" if launch else "", f"precision: {precision}\n" if precision else ""]
+    )
+    return f"{head}Here is my kernel.\n```cuda\n{code.rstrip()}\n```\n"
+
+
+def rewrite_completion(p: Proposal) -> str | None:
+    """An engine proposal as a model would write it (None: not expressible as a reply)."""
+    if p.unit or p.kernel or p.options:
+        return None
+    parts = []
+    if p.launch is not None:
+        for key, value in (("grid", p.launch.grid), ("block", p.launch.block), ("smem", p.launch.shared)):
+            if value is not None:
+                parts.append(f"{key}={value}")
+    return fenced(p.code, " ".join(parts), ",".join(p.precision))
+
+
+def engine_rewrites(task: Task, executor: Executor, n: int) -> list[str]:
+    context = OptimizeContext(
+        task.target,
+        executor.device_info(),
+        CandidateResult("baseline", Status.OK),
+        0,
+        OptimizeBudget(),
+        threading.Event(),
+    )
+    proposer = BuiltinProposer()
+    out: list[str] = []
+    for _ in range(4):
+        proposals = proposer.propose(context, (), n)
+        out += [c for p in proposals if (c := rewrite_completion(p)) is not None]
+        if len(out) >= n or not proposals:
+            break
+    return out[:n]
+
+
+def signature(task: Task) -> tuple[str, list[str]]:
+    """The kernel's head (``__global__ void k(params)``) and its input pointer parameters."""
+    k = Document(task.target.definition).kernels[-1]
+    params = ", ".join(f"{p.type_text} {p.name}".strip() for p in k.params)
+    inputs = [p.name for p in k.params if p.pointer and "const" in p.type_text]
+    return f"__global__ void {k.name}({params})", inputs
+
+
+def completions(task: Task, executor: Executor) -> list[tuple[str, str]]:
+    """(kind, completion) x PER_TASK for ``task``."""
+    definition = task.target.definition
+    head, inputs = signature(task)
+    body = definition[definition.index("{") :]
+    items: list[tuple[str, str]] = [("original", fenced(definition))]
+    rewrites = engine_rewrites(task, executor, 8)
+    items += [("rewrite", c) for c in rewrites[:6]]
+    items += [
+        ("broken", fenced(head + " {\n    undefined_name_in_kernel += 1;\n" + body[1:])),
+        ("broken", "I would tile this kernel through shared memory and unroll the inner loop."),
+    ]
+    adversarial = [("adversarial", fenced(head + " {\n}\n"))]
+    if inputs:
+        flip = f"    if (blockIdx.x == 0 && threadIdx.x == 0) ((char*){inputs[0]})[0] ^= 1;\n"
+        adversarial.append(("adversarial", fenced(head + " {\n" + flip + body[1:])))
+    if task.target.kernel == "vadd":
+        adversarial += [
+            ("adversarial", fenced((ADVERSARIAL / f"{n}.cu").read_text())) for n in VADD_ADVERSARIAL
+        ]
+    items += adversarial
+    items.append(("duplicate", fenced("// the same kernel\n" + definition.replace("    ", "  "))))
+    if rewrites:
+        items.append(("duplicate", rewrites[0].replace("```cuda\n", "```cuda\n// again\n", 1)))
+    extra = [("rewrite", c) for c in rewrites[6:]]
+    while len(items) < PER_TASK and extra:
+        items.append(extra.pop(0))
+    while len(items) < PER_TASK:
+        items.append(("duplicate", items[len(items) % 3][1]))
+    return items[:PER_TASK]
+
+
+def score_batches(
+    engine: RewardEngine, batches: dict[str, list[Item]], deadline_s: float
+) -> tuple[dict[str, list[Scored]], dict[str, float], float]:
+    """Every task's batch in flight at once (as a trainer's concurrent requests); results,
+    per-batch latency, wall time."""
+    start = time.perf_counter()
+    latency: dict[str, float] = {}
+
+    def one(name: str) -> list[Scored]:
+        t0 = time.perf_counter()
+        got = engine.score(batches[name], deadline_s=deadline_s)
+        latency[name] = time.perf_counter() - t0
+        return got
+
+    with ThreadPoolExecutor(len(batches)) as pool:
+        futures = {name: pool.submit(one, name) for name in batches}
+        results = {name: f.result() for name, f in futures.items()}
+    return results, latency, time.perf_counter() - start
+
+
+def ordering(kinds: list[str], scored: list[Scored]) -> dict[str, Any]:
+    rows = list(zip(kinds, scored, strict=True))
+    hacks = [s.reward for _, s in rows if s.milestone == "hack" and s.reward is not None]
+    failures = [s.reward for _, s in rows if s.milestone == "failed" and s.reward is not None]
+    verified = [
+        s.reward
+        for _, s in rows
+        if s.milestone in ("correct", "faster", "much_faster") and s.reward is not None
+    ]
+    original = next(s for k, s in rows if k == "original")
+    better = [s for k, s in rows if k == "rewrite" and s.speedup_low > 1.0 and not s.noisy]
+    tiers = [t for t in (hacks, failures, verified) if t]
+    ordered = all(max(tiers[i]) < min(tiers[i + 1]) for i in range(len(tiers) - 1))
+    return {
+        "hack_lt_failure_lt_verified": ordered,
+        "original_is_correct": original.milestone == "correct",
+        "faster_rewrites_above_original": all(
+            s.reward is not None and original.reward is not None and s.reward > original.reward
+            for s in better
+        ),
+        "adversarial_never_verified": all(
+            s.milestone in ("hack", "failed") for k, s in rows if k == "adversarial"
+        ),
+        "counts": {
+            "hack": len(hacks),
+            "failed": len(failures),
+            "verified": len(verified),
+            "faster": len(better),
+        },
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--deadline", type=float, default=420.0, help="seconds; no new phase starts after it")
+    ap.add_argument("--gpu", type=int, default=0)
+    ap.add_argument("--simulate", action="store_true", help="the simulated GPU (no GPU needed)")
+    args = ap.parse_args()
+    t0 = time.monotonic()
+    out = Out(args.out)
+
+    def left() -> float:
+        return args.deadline - (time.monotonic() - t0)
+
+    if args.simulate:
+        from sandbox.testing import FakeExecutor
+
+        executor: Executor = FakeExecutor()
+    else:
+        from server.cli import _make_executor
+
+        executor = _make_executor(args.gpu)
+    try:
+        out.write({"phase": "device", "device": to_dict(executor.device_info())})
+        tasks = TaskSet.load([DEFAULT_TASKS / f"{n}.cu" for n in TASK_NAMES])
+        kinds: dict[str, list[str]] = {}
+        batches: dict[str, list[Item]] = {}
+        for task in tasks:
+            try:
+                made = completions(task, executor)
+            except Exception as exc:
+                out.write({"phase": "prepare", "task": task.ref, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            kinds[task.ref] = [k for k, _ in made]
+            batches[task.ref] = [Item(f"{task.name}-{i}", task.ref, c) for i, (_, c) in enumerate(made)]
+        engine = RewardEngine(executor, tasks, workers=2)
+        results, latency, wall = score_batches(engine, batches, max(30.0, left() * 0.45))
+        for ref, scored in results.items():
+            out.write(
+                {
+                    "phase": "batch",
+                    "task": ref,
+                    "latency_s": latency[ref],
+                    "items": [
+                        {
+                            "kind": k,
+                            **{
+                                f: getattr(s, f)
+                                for f in (
+                                    "reward",
+                                    "milestone",
+                                    "verdict",
+                                    "rule",
+                                    "speedup",
+                                    "speedup_low",
+                                    "speedup_high",
+                                    "noisy",
+                                    "retimed",
+                                    "cached",
+                                    "reason",
+                                )
+                            },
+                            "message": s.message[:160],
+                        }
+                        for k, s in zip(kinds[ref], scored, strict=True)
+                    ],
+                }
+            )
+        n_items = sum(len(b) for b in batches.values())
+        lat = sorted(latency.values())
+        stats = engine.stats()
+        out.write(
+            {
+                "phase": "summary",
+                "tasks": len(batches),
+                "items": n_items,
+                "wall_s": wall,
+                "rewards_per_s_per_gpu": n_items / wall,
+                "evaluated": stats["evaluated"],
+                "sandbox_requests": stats["sandbox_requests"],
+                "request_latency_p50_s": statistics.median(lat),
+                "request_latency_p95_s": lat[min(len(lat) - 1, round(0.95 * (len(lat) - 1)))],
+                "null_rewards": sum(1 for r in results.values() for s in r if s.reward is None),
+            }
+        )
+        for ref, scored in results.items():
+            out.write({"phase": "ordering", "task": ref, **ordering(kinds[ref], scored)})
+        if left() > 60:
+            fresh = RewardEngine(executor, tasks, workers=2)
+            again, _, wall2 = score_batches(fresh, batches, max(30.0, left() * 0.8))
+            flips = [
+                {
+                    "task": ref,
+                    "key": a.key,
+                    "before": a.milestone,
+                    "after": b.milestone,
+                    "speedup_low": [a.speedup_low, b.speedup_low],
+                }
+                for ref in results
+                for a, b in zip(results[ref], again[ref], strict=True)
+                if a.milestone != b.milestone
+            ]
+            out.write(
+                {"phase": "rescore", "wall_s": wall2, "items": n_items, "flips": len(flips), "flipped": flips}
+            )
+            fresh.close()
+        else:
+            out.write({"phase": "rescore", "skipped": f"{left():.0f} s left"})
+        third, _, wall3 = score_batches(engine, batches, 60.0)
+        sandboxed = [s for r in third.values() for s in r if s.verdict != "no_code"]
+        out.write(
+            {
+                "phase": "cached",
+                "wall_s": wall3,
+                "items": n_items,
+                "all_cached": all(s.cached for s in sandboxed),
+                "same_rewards": [s.reward for r in third.values() for s in r]
+                == [s.reward for r in results.values() for s in r],
+            }
+        )
+        engine.close()
+        out.write(
+            {"phase": "torch", "skipped": "the KernelBench-format (PyTorch) task path is not built yet"}
+        )
+    except Exception as exc:
+        out.write(
+            {
+                "phase": "error",
+                "error": f"{type(exc).__name__}: {exc}",
+                "trace": traceback.format_exc()[-2000:],
+            }
+        )
+        return 1
+    finally:
+        executor.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

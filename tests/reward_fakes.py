@@ -1,0 +1,67 @@
+"""A simulated GPU with verdicts chosen by markers in the candidate's source, for the reward tests.
+
+``FakeExecutor`` compiles every candidate with NVRTC (a broken one is a compile error) and runs an
+edited one 2x faster; on top, a candidate whose source holds one of these markers gets that verdict::
+
+    HACK_INPUT     rejected: an input was modified
+    HACK_TIMER     implausible time (the sandbox rejects it)
+    WRONG          mismatch
+    SLOW           ok, 0.5x
+    BARELY         ok, 1.2x
+    NOISY          ok, but a wide speedup interval (noisy)
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+from sandbox.contract import CandidateResult, EvalRequest, EvalResult, Status
+from sandbox.executor import ProgressFn
+from sandbox.testing import FakeExecutor
+
+DEFINITION_OF = {
+    "HACK_INPUT": (Status.REJECTED, "n=1000 seed 1: input `x` was modified"),
+    "HACK_TIMER": (
+        Status.REJECTED,
+        "measured 9000 GB/s = 210% of the device's measured bandwidth ceiling: work must have escaped "
+        "the timed region (or the spec's work count is too high)",
+    ),
+    "WRONG": (Status.MISMATCH, "mismatch in `y` at n=1000: max abs err 0.5"),
+}
+SPEEDS = {"SLOW": 0.5, "BARELY": 1.2}
+
+
+class MarkedExecutor(FakeExecutor):
+    def __init__(self, delay_s: float = 0.0) -> None:
+        super().__init__(speedup=2.0, delay_s=delay_s)
+        self.lock = threading.Lock()
+
+    def evaluate(
+        self,
+        request: EvalRequest,
+        *,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> EvalResult:
+        result = super().evaluate(request, progress=progress, cancel=cancel)
+        sources = {c.id: c.kernel.source for c in request.candidates}
+        out = []
+        for r in result.candidates:
+            src = sources[r.candidate_id]
+            if r.status is Status.OK:
+                r = _marked(r, src)
+            out.append(r)
+        return replace(result, candidates=tuple(out))
+
+
+def _marked(r: CandidateResult, source: str) -> CandidateResult:
+    for marker, (status, message) in DEFINITION_OF.items():
+        if marker in source:
+            return replace(r, status=status, message=message)
+    for marker, speed in SPEEDS.items():
+        if marker in source:
+            return replace(r, speedup=speed, speedup_low=speed * 0.98, speedup_high=speed * 1.02)
+    if "NOISY" in source:
+        return replace(r, speedup_low=r.speedup * 0.6, speedup_high=r.speedup * 1.4)
+    return r
