@@ -236,11 +236,32 @@ def as_values(raw: Array, dtype: str) -> Array:
     """Raw bytes (uint8) of an array as numbers for comparison: floats as float64, ints as int/uint."""
     et = elem_type(dtype)
     typed = raw.view(et.storage)
+    xp = xp_of(typed)
+    if xp is not np and et.scalar in ("float32", "bfloat16"):  # CuPy compiles with -ftz=true
+        bits = typed.astype(xp.uint32) << xp.uint32(16) if et.scalar == "bfloat16" else typed.view(xp.uint32)
+        return f64_from_f32_bits(bits)
     if et.scalar == "bfloat16":
         return f32_from_bf16(typed).astype(np.float64)
     if et.is_float:
         return typed.astype(np.float64)
     return typed
+
+
+def f64_from_f32_bits(bits: Array) -> Array:
+    """float32 bit patterns (uint32) as float64 values, exactly, subnormals included, by integer
+    and float64 operations only: CuPy's kernels flush float32 subnormals to zero (``-ftz=true``), so
+    a plain ``astype`` on the device would call a subnormal output equal to zero where the host's
+    comparison sees the difference."""
+    xp = xp_of(bits)
+    exponent = ((bits >> xp.uint32(23)) & xp.uint32(0xFF)).astype(xp.int32)
+    mantissa = (bits & xp.uint32(0x7FFFFF)).astype(xp.float64)
+    magnitude = xp.where(
+        exponent == 0,
+        xp.ldexp(mantissa, xp.int32(-149)),
+        xp.ldexp(mantissa + 2.0**23, exponent - 150),
+    )
+    magnitude = xp.where(exponent == 255, xp.where(mantissa == 0, np.inf, np.nan), magnitude)
+    return xp.where((bits >> xp.uint32(31)) != 0, -magnitude, magnitude)
 
 
 # --------------------------------------------------------------------------- the tolerance model

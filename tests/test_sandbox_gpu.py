@@ -251,7 +251,9 @@ def test_device_compare_matches_the_host_compare_on_10000_random_cases() -> None
         )
         got, want = (dev.ok, dev.first_bad_index, dev.detail), (host.ok, host.first_bad_index, host.detail)
         assert got == want, f"case {k} ({c.dtype}, {c.mode}): device {got} != host {want}"
-        assert dev.error_ratio == pytest.approx(host.error_ratio, rel=1e-9, abs=1e-300)
+        assert dev.error_ratio == pytest.approx(host.error_ratio, rel=1e-9, abs=1e-300), (
+            f"case {k} ({c.dtype}, {c.mode})"
+        )
         assert dev.norm_err == pytest.approx(host.norm_err, rel=1e-9, abs=1e-300)
         verdicts[host.ok] += 1
     assert min(verdicts.values()) > 2000  # both verdicts well represented

@@ -103,6 +103,8 @@ struct Driver {
   CUresult (*func_get_name)(const char**, CUfunction) = nullptr;
   CUresult (*kernel_get_param_info)(CUkernel, size_t, size_t*, size_t*) = nullptr;
   CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;
+  CUresult (*kernel_get_function)(CUfunction*, CUkernel) = nullptr;
+  CUresult (*func_load)(CUfunction) = nullptr;
   CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
   cudaError_t (*get_func_by_symbol)(cudaFunction_t*, const void*) = nullptr;  // the program's cudart
 };
@@ -125,6 +127,8 @@ bool load_driver() {
   lookup(lib, g_cu.func_get_name, "cuFuncGetName");
   lookup(lib, g_cu.kernel_get_param_info, "cuKernelGetParamInfo");
   lookup(lib, g_cu.kernel_get_name, "cuKernelGetName");
+  lookup(lib, g_cu.kernel_get_function, "cuKernelGetFunction");
+  lookup(lib, g_cu.func_load, "cuFuncLoad");
   lookup(lib, g_cu.stream_is_capturing, "cuStreamIsCapturing");
   // A shared cudart exports this; a static one usually does not (then the driver callback that the
   // runtime launch makes, if any, records the launch).
@@ -257,10 +261,26 @@ struct Callee {
   const char* name = nullptr;  // mangled
 };
 
+// With lazy module loading (the default since CUDA 12.2) a function is loaded at its first launch,
+// after the entry callback; its parameter table is read from the loaded function, so the function
+// is loaded here first (cuFuncLoad; a kernel handle goes through its function in this context).
+CUresult g_param_error = CUDA_SUCCESS;  // the last failure, named in the record's note
+
 bool param_info(const Callee& c, size_t i, size_t* off, size_t* size) {
-  if (c.function && g_cu.func_get_param_info) return g_cu.func_get_param_info(c.function, i, off, size) == CUDA_SUCCESS;
-  if (c.kernel && g_cu.kernel_get_param_info) return g_cu.kernel_get_param_info(c.kernel, i, off, size) == CUDA_SUCCESS;
-  return false;
+  CUfunction f = c.function;
+  if (f == nullptr && c.kernel && g_cu.kernel_get_function) {
+    CUresult e = g_cu.kernel_get_function(&f, c.kernel);
+    if (e != CUDA_SUCCESS) f = nullptr;
+  }
+  CUresult e = CUDA_ERROR_NOT_SUPPORTED;
+  if (f && g_cu.func_get_param_info) {
+    if (i == 0 && g_cu.func_load) g_cu.func_load(f);
+    e = g_cu.func_get_param_info(f, i, off, size);
+  } else if (c.kernel && g_cu.kernel_get_param_info) {
+    e = g_cu.kernel_get_param_info(c.kernel, i, off, size);
+  }
+  if (i == 0) g_param_error = e;
+  return e == CUDA_SUCCESS;
 }
 
 const char* callee_name(const Callee& c) {
@@ -301,7 +321,9 @@ void read_params(Pending& p, const Callee& c, void** args, void** extra) {
     }
     p.params.push_back(std::move(q));
   }
-  if (p.params.empty()) p.note = "parameter sizes not available (cuFuncGetParamInfo needs CUDA 12.4+)";
+  if (p.params.empty())
+    p.note = "parameter sizes not available (cuFuncGetParamInfo: CUresult " + std::to_string(int(g_param_error)) +
+             "; needs a CUDA 12.4+ driver)";
   for (auto& q : p.params) {
     if (!q.pointer) continue;
     // From the pointer (the allocation's base for the lowest one: its offset is padding) to the
