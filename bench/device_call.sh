@@ -11,6 +11,8 @@ FINAL=${OUT:?set OUT}
 # packed into $FINAL/results.tgz after every part (so a part killed at its limit loses nothing).
 OUT=$(mktemp -d)/raw; export OUT
 mkdir -p "$OUT"
+# A second invocation in the same call adds to what the first packed.
+[ -f "$FINAL/results.tgz" ] && tar xzf "$FINAL/results.tgz" -C "$OUT"
 export PYTHONUNBUFFERED=1
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
