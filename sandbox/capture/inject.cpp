@@ -261,26 +261,76 @@ struct Callee {
   const char* name = nullptr;  // mangled
 };
 
-// With lazy module loading (the default since CUDA 12.2) a function is loaded at its first launch,
-// after the entry callback; its parameter table is read from the loaded function, so the function
-// is loaded here first (cuFuncLoad; a kernel handle goes through its function in this context).
-CUresult g_param_error = CUDA_SUCCESS;  // the last failure, named in the record's note
+// The parameter table of the launched function.  A handle may be a CUfunction, or a CUkernel
+// (CUDA 12+ lets cuLaunchKernel take a CUkernel cast to CUfunction, which cudart does); with lazy
+// loading (the default since CUDA 12.2) a function is loaded at its first launch, after the entry
+// callback, so it is loaded first (cuFuncLoad).  Each way is tried; the last failure is kept for the
+// record's note.
+CUresult g_param_error = CUDA_SUCCESS;
 
 bool param_info(const Callee& c, size_t i, size_t* off, size_t* size) {
-  CUfunction f = c.function;
-  if (f == nullptr && c.kernel && g_cu.kernel_get_function) {
-    CUresult e = g_cu.kernel_get_function(&f, c.kernel);
-    if (e != CUDA_SUCCESS) f = nullptr;
-  }
   CUresult e = CUDA_ERROR_NOT_SUPPORTED;
-  if (f && g_cu.func_get_param_info) {
+  auto as_function = [&](CUfunction f) {
+    if (f == nullptr || g_cu.func_get_param_info == nullptr) return false;
     if (i == 0 && g_cu.func_load) g_cu.func_load(f);
     e = g_cu.func_get_param_info(f, i, off, size);
-  } else if (c.kernel && g_cu.kernel_get_param_info) {
-    e = g_cu.kernel_get_param_info(c.kernel, i, off, size);
-  }
+    return e == CUDA_SUCCESS;
+  };
+  auto as_kernel = [&](CUkernel k) {
+    if (k == nullptr) return false;
+    if (g_cu.kernel_get_param_info) {
+      e = g_cu.kernel_get_param_info(k, i, off, size);
+      if (e == CUDA_SUCCESS) return true;
+    }
+    CUfunction f = nullptr;
+    return g_cu.kernel_get_function && g_cu.kernel_get_function(&f, k) == CUDA_SUCCESS && as_function(f);
+  };
+  bool ok = as_function(c.function) || as_kernel(c.kernel) || as_kernel(reinterpret_cast<CUkernel>(c.function));
   if (i == 0) g_param_error = e;
-  return e == CUDA_SUCCESS;
+  return ok;
+}
+
+// Without a parameter table (the driver refuses every handle): the sizes from the demangled
+// signature, for parameters of scalar and pointer types (a struct or an unknown type: none).
+bool sizes_from_signature(const std::string& demangled, std::vector<size_t>& sizes) {
+  size_t open = demangled.find('('), close = demangled.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return false;
+  std::string list = demangled.substr(open + 1, close - open - 1);
+  if (list.empty() || list == "void") return true;
+  static const std::map<std::string, size_t> scalar = {
+      {"bool", 1}, {"char", 1}, {"signed char", 1}, {"unsigned char", 1}, {"short", 2}, {"unsigned short", 2},
+      {"int", 4}, {"unsigned int", 4}, {"long", 8}, {"unsigned long", 8}, {"long long", 8},
+      {"unsigned long long", 8}, {"float", 4}, {"double", 8}, {"__half", 2}, {"__nv_bfloat16", 2},
+      {"half", 2}, {"__nv_half", 2}};
+  int depth = 0;
+  std::string item;
+  auto take = [&](std::string t) {
+    while (!t.empty() && t.front() == ' ') t.erase(t.begin());
+    while (!t.empty() && t.back() == ' ') t.pop_back();
+    if (t.find('*') != std::string::npos) {
+      sizes.push_back(8);
+      return true;
+    }
+    for (const char* q : {"const ", "volatile "})
+      for (size_t at; (at = t.find(q)) != std::string::npos;) t.erase(at, strlen(q));
+    for (const char* q : {" const", " volatile"})
+      for (size_t at; (at = t.find(q)) != std::string::npos;) t.erase(at, strlen(q));
+    auto it = scalar.find(t);
+    if (it == scalar.end()) return false;
+    sizes.push_back(it->second);
+    return true;
+  };
+  for (char ch : list) {
+    if (ch == '<' || ch == '(' || ch == '[') ++depth;
+    if (ch == '>' || ch == ')' || ch == ']') --depth;
+    if (ch == ',' && depth == 0) {
+      if (!take(item)) return false;
+      item.clear();
+    } else {
+      item += ch;
+    }
+  }
+  return take(item);
 }
 
 const char* callee_name(const Callee& c) {
@@ -299,9 +349,22 @@ void read_params(Pending& p, const Callee& c, void** args, void** extra) {
       if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = static_cast<const unsigned char*>(extra[i + 1]);
     }
   }
+  std::vector<size_t> signature;  // the fallback's sizes, when the driver gives no table
+  bool from_signature = false;
+  size_t first_offset = 0, first_size = 0;
+  if (!param_info(c, 0, &first_offset, &first_size))
+    from_signature = args != nullptr && sizes_from_signature(p.kernel, signature);
+  size_t next_offset = 0;
   for (size_t i = 0; i < 4096; ++i) {
     size_t off = 0, size = 0;
-    if (!param_info(c, i, &off, &size)) break;
+    if (from_signature) {
+      if (i >= signature.size()) break;
+      size = signature[i];
+      off = (next_offset + size - 1) / size * size;
+      next_offset = off + size;
+    } else if (!param_info(c, i, &off, &size)) {
+      break;
+    }
     Param q;
     q.offset = off;
     q.size = size;
@@ -321,7 +384,10 @@ void read_params(Pending& p, const Callee& c, void** args, void** extra) {
     }
     p.params.push_back(std::move(q));
   }
-  if (p.params.empty())
+  if (from_signature)
+    p.note = "parameter sizes from the kernel's signature (cuFuncGetParamInfo: CUresult " +
+             std::to_string(int(g_param_error)) + ")";
+  else if (p.params.empty())
     p.note = "parameter sizes not available (cuFuncGetParamInfo: CUresult " + std::to_string(int(g_param_error)) +
              "; needs a CUDA 12.4+ driver)";
   for (auto& q : p.params) {
