@@ -54,7 +54,7 @@ def test_the_limiter_is_the_smallest_block_limit() -> None:
     assert "limited by shared memory" in report_lines(p)[1]
 
 
-H200 = DeviceInfo("H200", "9.0", 132, 0, 0)
+H200 = DeviceInfo("NVIDIA H200", "9.0", 132, 0, 0)
 
 
 class ProfilingGpu(Executor):
@@ -93,7 +93,7 @@ def test_the_kernel_and_its_rewrite_are_each_verified_then_profiled() -> None:
     )
     assert report.available and [k.label for k in report.kernels] == ["original", "rewrite"]
     text = "\n".join(report.lines())
-    assert text.startswith("saxpy at n=33554432 on H200") and "  rewrite: const index" in text
+    assert text.startswith("saxpy at n=33554432 on NVIDIA H200") and "  rewrite: const index" in text
     assert text.count("SOL memory 88%") == 2
 
 
@@ -165,3 +165,11 @@ def test_a_memory_bound_kernel_profiles_as_memory_bound() -> None:
 def test_the_report_of_a_replaced_profile_is_its_lines() -> None:
     p = replace(parse_ncu_csv(RECORDED.read_text()), theoretical_occupancy_pct=0.0, occupancy_limiter="")
     assert report_lines(p)[1] == "occupancy 83% achieved"
+
+
+def test_the_readme_shows_what_the_command_prints_for_the_recorded_profile() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("$ cuda-agent profile bench/kernels/saxpy.cu\n", 1)[1].split("```", 1)[0]
+    target = target_for(Document(SAXPY.read_text(), str(SAXPY)), "saxpy")
+    report = prof.profile(target, ProfilingGpu())
+    assert shown.splitlines() == report.lines()
