@@ -425,7 +425,7 @@ export function profileHtml(p: ProfileRow): string {
   const rows: [string, (m: ProfileMetrics) => string][] = [
     ["SOL memory", (m) => `${pct(m.memoryPct)} (DRAM ${pct(m.dramPct)})`],
     ["SOL compute", (m) => pct(m.computePct)],
-    ["occupancy", (m) => `${pct(m.achievedOccupancyPct)} of ${pct(m.theoreticalOccupancyPct)}`],
+    ["occupancy", (m) => pct(m.achievedOccupancyPct) + (m.theoreticalOccupancyPct ? ` of ${pct(m.theoreticalOccupancyPct)} theoretical` : "")],
     ["limited by", (m) => m.occupancyLimiter || "?"],
     ["top stalls", (m) => m.stalls.map((s) => `${s.reason} ${s.perIssue.toFixed(2)}`).join(", ") || "none"],
     ["DRAM / L2 bytes", (m) => `${bytes(m.dramBytes)} / ${bytes(m.l2Bytes)} (L2 hit ${pct(m.l2HitPct)})`],

@@ -139,6 +139,7 @@ test("the last profile is a table per profiled kernel, or says why there are no 
   assert.match(html, /<th>original<\/th><th>rewrite<\/th>/);
   assert.match(html, /<td>SOL memory<\/td><td>88% \(DRAM 88%\)<\/td><td>–<\/td>/);
   assert.match(html, /<td>limited by<\/td><td>warps \(block size\)<\/td>/);
+  assert.match(html, /<td>occupancy<\/td><td>83% of 100% theoretical<\/td>/);
   assert.match(html, /<td>DRAM \/ L2 bytes<\/td><td>403 MB \/ 811 MB \(L2 hit 50%\)<\/td>/);
   assert.match(html, /long_scoreboard 21\.64/);
   assert.match(html, /rewrite: no metrics: not profiled: mismatch/);
