@@ -173,3 +173,20 @@ def test_the_readme_shows_what_the_command_prints_for_the_recorded_profile() -> 
     target = target_for(Document(SAXPY.read_text(), str(SAXPY)), "saxpy")
     report = prof.profile(target, ProfilingGpu())
     assert shown.splitlines() == report.lines()
+
+
+def test_the_hover_lists_each_kernels_metrics_and_says_when_the_kernel_changed_since() -> None:
+    from server.profile import details
+    from server.store import ProfiledKernel, ProfileRecord
+
+    p = parse_ncu_csv(RECORDED.read_text())
+    kernels = (
+        ProfiledKernel("original", "saxpy", p),
+        ProfiledKernel("rewrite", "block 256", replace(p, memory_pct=91.0)),
+    )
+    rec = ProfileRecord("r", "n=33554432", "NVIDIA H200", "2026-12-04 13:00 UTC", kernels, kernel_hash="h1")
+    text = details(rec, "h1")
+    assert text.startswith("**Last profile** (Nsight Compute, one launch at n=33554432)\n- original\n")
+    assert "- rewrite: block 256\n  - SOL memory 91%" in text
+    assert text.count("limited by warps") == 2 and "long\\_scoreboard 21\\.64" in text
+    assert details(rec, "h2").startswith("**Last profile** (edited since)")
