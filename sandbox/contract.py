@@ -479,6 +479,10 @@ class Profile:
     l2_hit_pct: float = 0.0
     duration_us: float = 0.0
     stalls: tuple[Stall, ...] = ()  # the top stall reasons, largest first
+    theoretical_occupancy_pct: float = 0.0  # what the launch's resources allow
+    occupancy_limiter: str = ""  # what caps the blocks per SM: registers, shared memory, warps, blocks
+    dram_bytes: float = 0.0  # read + written to DRAM by the launch
+    l2_bytes: float = 0.0  # L2 traffic (all requests) of the launch
 
 
 @dataclass(frozen=True)

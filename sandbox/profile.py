@@ -4,8 +4,9 @@ The worker's parent runs :func:`profile_candidate` for a candidate that verified
 --clock-control none --metrics ... --csv`` on a small standalone runner of the kernel (this
 module's ``main``: load the cubin, draw the bench problem's inputs for the first seed, launch the
 kernel once, exit), inside the worker's sandbox prefix (bwrap) when there is one.  The result is a
-:class:`~sandbox.contract.Profile`: memory and compute throughput as % of peak, achieved
-occupancy, L2 hit rate, duration and the top warp stall reasons, or ``available=False`` with the
+:class:`~sandbox.contract.Profile`: memory and compute throughput as % of peak (speed of light),
+achieved and theoretical occupancy and the resource that limits it, DRAM and L2 bytes, L2 hit
+rate, duration and the top warp stall reasons, or ``available=False`` with the
 reason (no ``ncu`` on the GPU machine, no access to the performance counters, the run failed).
 
 The runner reuses the verifier's input drawing and buffers, so the profiled launch sees the same
@@ -39,6 +40,16 @@ METRICS = {  # ncu metric -> Profile field
     "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
     "lts__t_sector_hit_rate.pct": "l2_hit_pct",
     "gpu__time_duration.sum": "duration_us",
+    "sm__maximum_warps_per_active_cycle_pct": "theoretical_occupancy_pct",
+    "dram__bytes.sum": "dram_bytes",
+    "lts__t_bytes.sum": "l2_bytes",
+}
+# ncu's Occupancy section: the blocks per SM each resource allows; the smallest is the limiter
+OCCUPANCY_LIMITS = {
+    "launch__occupancy_limit_registers": "registers",
+    "launch__occupancy_limit_shared_mem": "shared memory",
+    "launch__occupancy_limit_warps": "warps (block size)",
+    "launch__occupancy_limit_blocks": "blocks per SM",
 }
 TOP_STALLS = 4
 _TIME_SCALE = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
@@ -69,7 +80,9 @@ class RunnerJob:
 
 
 def ncu_command(exe: str, job_file: str, log_file: str, symbol: str) -> list[str]:
-    metrics = ",".join([*METRICS, f"regex:{STALL_PREFIX}.*{STALL_SUFFIX.replace('.', '[.]')}"])
+    metrics = ",".join(
+        [*METRICS, *OCCUPANCY_LIMITS, f"regex:{STALL_PREFIX}.*{STALL_SUFFIX.replace('.', '[.]')}"]
+    )
     return [
         exe,
         "--clock-control",
@@ -132,6 +145,7 @@ def parse_ncu_csv(text: str) -> Profile:
     if start is None:
         return Profile(False, "ncu reported no metrics (was the kernel launched?)")
     values: dict[str, float] = {}
+    limits: dict[str, float] = {}
     stalls: list[Stall] = []
     for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
         name, unit = row.get("Metric Name") or "", row.get("Metric Unit") or ""
@@ -143,6 +157,8 @@ def parse_ncu_csv(text: str) -> Profile:
             values[METRICS[name]] = (
                 value * _TIME_SCALE.get(unit, 1.0) if name.startswith("gpu__time") else value
             )
+        elif name in OCCUPANCY_LIMITS:
+            limits[OCCUPANCY_LIMITS[name]] = value
         elif name.startswith(STALL_PREFIX) and name.endswith(STALL_SUFFIX):
             stalls.append(Stall(name[len(STALL_PREFIX) : -len(STALL_SUFFIX)], value))
     if not values:
@@ -150,7 +166,13 @@ def parse_ncu_csv(text: str) -> Profile:
     top = sorted(
         (s for s in stalls if s.per_issue > 0 and s.reason != "selected"), key=lambda s: -s.per_issue
     )
-    return Profile(True, stalls=tuple(top[:TOP_STALLS]), **values)  # type: ignore[arg-type]
+    limiter = min(limits, key=lambda k: limits[k]) if limits else ""
+    return Profile(
+        True,
+        stalls=tuple(top[:TOP_STALLS]),
+        occupancy_limiter=limiter,
+        **values,  # type: ignore[arg-type]
+    )
 
 
 def profile_text(p: Profile) -> str:
@@ -164,6 +186,33 @@ def profile_text(p: Profile) -> str:
         f"occupancy {p.achieved_occupancy_pct:.0f}%, L2 hit rate {p.l2_hit_pct:.0f}%; top stall reasons "
         f"(warps stalled per issued instruction): {stalls}"
     )
+
+
+def _bytes(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def report_lines(p: Profile) -> list[str]:
+    """The profile for a person, a few lines (``cuda-agent profile``, the editor's hover): speed of
+    light, occupancy and what limits it, the top stall reasons, the bytes moved."""
+    if not p.available:
+        return [f"Nsight Compute metrics not available: {p.message}"]
+    occupancy = f"occupancy {p.achieved_occupancy_pct:.0f}% achieved"
+    if p.theoretical_occupancy_pct:
+        occupancy += f" of {p.theoretical_occupancy_pct:.0f}% theoretical"
+    if p.occupancy_limiter:
+        occupancy += f", limited by {p.occupancy_limiter}"
+    stalls = ", ".join(f"{s.reason} {s.per_issue:.2f}" for s in p.stalls) or "none"
+    return [
+        f"SOL memory {p.memory_pct:.0f}% (DRAM {p.dram_pct:.0f}%), compute {p.compute_pct:.0f}% "
+        f"· {p.duration_us:.4g} us",
+        occupancy,
+        f"stalls (warps per issued instruction): {stalls}",
+        f"DRAM {_bytes(p.dram_bytes)} · L2 {_bytes(p.l2_bytes)} (hit rate {p.l2_hit_pct:.0f}%)",
+    ]
 
 
 def run(job: RunnerJob) -> None:

@@ -788,6 +788,76 @@ def compare(
         )
 
 
+@cli.command()
+@click.argument("file")
+@click.option("--kernel", "-k", "kernel", help="Kernel name (default: the only kernel in FILE).")
+@click.option(
+    "--with",
+    "with_",
+    metavar="NAME|FILE|FILE:NAME",
+    help="Also profile this rewrite of the kernel (verified against it first), e.g. a winner written out.",
+)
+@click.option("--gpu", default=0, show_default=True, type=click.IntRange(0), help="GPU index.")
+@json_option
+@build_flags
+def profile(
+    file: str, kernel: str | None, with_: str | None, gpu: int, build: BuildFlags, as_json: bool
+) -> None:
+    """Profile a kernel under Nsight Compute on its spec's bench problem: speed of light (memory,
+    compute), achieved occupancy and its limiter, top stall reasons, DRAM and L2 bytes.
+
+    Exit status 1 when no metrics came back (no GPU, no `ncu`, counters not permitted)."""
+    from agent import compare as cmp
+    from agent import loop
+    from agent import profile as prof
+    from agent.source import Document
+    from sandbox.contract import to_dict
+    from sandbox.executor import ExecutorError
+
+    path, text = read_source(file)
+    doc = Document(text, str(path))
+
+    def open_document(name: str) -> Document:
+        other_path, other_text = read_source(name)
+        return Document(other_text, str(other_path))
+
+    try:
+        if with_ is None:
+            target, rewrite = loop.target_for(doc, kernel, build.options(path)), None
+        else:
+            target, rewrite, _ = cmp.prepare(doc, kernel, with_, None, open_document, build.options(path))
+        with _make_executor(gpu) as executor:
+            report = prof.profile(target, executor, rewrite=rewrite)
+    except loop.TargetError as exc:
+        raise UserError(str(exc)) from exc
+    except ExecutorError as exc:
+        raise executor_failed(exc) from exc
+    if as_json:
+        emit_json(
+            {
+                "path": str(path),
+                "kernel": report.kernel,
+                "problem": report.problem,
+                "device": to_dict(report.device),
+                "kernels": [
+                    {
+                        "label": k.label,
+                        "description": k.description,
+                        "status": k.result.status.value,
+                        "message": k.result.message,
+                        "profile": to_dict(k.profile),
+                    }
+                    for k in report.kernels
+                ],
+            }
+        )
+    else:
+        click.echo("\n".join(report.lines()))
+    if not report.available:
+        why = next(k.profile.message for k in report.kernels if not k.profile.available)
+        raise JobFailed(f"no Nsight Compute metrics for {report.kernel}: {why}")
+
+
 @cli.command(context_settings={"ignore_unknown_options": True})
 @click.option(
     "--kernel", "kernel_re", metavar="REGEX", help="Record only kernels whose demangled name matches."

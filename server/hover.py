@@ -1,4 +1,5 @@
-"""Hover on a kernel (its name, or a launch of it): signature, spec, last benchmark, registers/spills."""
+"""Hover on a kernel (its name, or a launch of it): signature, spec, last benchmark, registers/spills,
+the last optimize, compare and Nsight Compute profile."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from agent.source import Kernel
 from server.compare import details as compare_details
 from server.hints import speedup_details
 from server.lsp import CudaLanguageServer, OpenDocument
+from server.profile import details as profile_details
 from server.store import BenchmarkRecord, kernel_hash
 from server.symbols import lsp_range, signature
 from server.texts import spread_text
@@ -78,6 +80,8 @@ def hover_markdown(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> str:
         parts.append("**Last optimize** " + speedup_details(rec.optimize, kernel_hash(od.doc, k)))
     if rec.compare is not None:
         parts.append(compare_details(rec.compare))
+    if rec.profile is not None:
+        parts.append(profile_details(rec.profile, kernel_hash(od.doc, k)))
     return "\n\n".join(parts)
 
 

@@ -1,6 +1,6 @@
 """Code lenses above each kernel, and the spec quick fix.
 
-With a spec that parses: **Benchmark** and **Optimize**, the last benchmark, and **Apply** for a
+With a spec that parses: **Benchmark**, **Optimize** and **Profile**, the last benchmark, and **Apply** for a
 verified rewrite waiting for this version of the file.  Without one: **Add benchmark spec**,
 which inserts the spec inferred from the code (``cudaAgent.addSpec``: the server sends the edit, as
 a snippet where the client supports snippet edits); the same command is the quick fix of the
@@ -39,6 +39,7 @@ def code_lenses(ls: CudaLanguageServer, od: OpenDocument) -> list[lsp.CodeLens]:
         elif view.spec is not None:
             lenses.append(_lens(rng, "▶ Benchmark", wire.BENCHMARK_COMMAND, arg))
             lenses.append(_lens(rng, "⚡ Optimize", wire.OPTIMIZE_COMMAND, arg))
+            lenses.append(_lens(rng, "◔ Profile", wire.PROFILE_COMMAND, arg))
         elif view.written:
             first = view.errors[0]
             lenses.append(_lens(rng, f"⚠ spec error, line {first.line + 1}: {first.message}", "", None))

@@ -43,14 +43,14 @@ from pygls.uris import to_fs_path
 from agent import loop
 from agent.source import Document
 from sandbox.compiler import CompilePool
-from sandbox.contract import CandidateResult, Tolerance, to_dict
+from sandbox.contract import CandidateResult, DeviceInfo, Tolerance, to_dict
 from sandbox.executor import Executor, ExecutorError, NoGpuError
 from server import protocol as wire
 from server.diagnostics import compile_options
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, StartStatus
 from server.settings import ExecutorSettings, Settings, make_executor
-from server.store import BenchmarkRecord, OptimizeRecord, kernel_hash, text_hash
+from server.store import BenchmarkRecord, OptimizeRecord, Roofline, kernel_hash, text_hash
 from server.texts import plural, spread_text
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,7 @@ class Rewrite:
     edits: tuple[lsp.TextEdit, ...]  # kernel + launch-site edits, against `original`
     speedup: float
     summary: str
+    proposal: loop.Proposal | None = None  # what the run verified (a Profile run profiles it too)
 
 
 @dataclass
@@ -139,6 +140,16 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def roofline(target: loop.Target, device: DeviceInfo | None) -> Roofline | None:
+    """The device's measured ceilings and the bench problem's work (None without a device)."""
+    if device is None:
+        return None
+    p = target.bench_problem
+    return Roofline(
+        device.peak_bandwidth_gbps, device.peak_gflops, device.peak_tensor_gflops, p.bytes_moved, p.flops
+    )
+
+
 def optimize_record(
     run_id: str,
     target: loop.Target,
@@ -171,10 +182,15 @@ def optimize_record(
         original_hash=original_hash,
         rewritten_hash=rewritten_hash,
         launch_todo=result.launch_todo,
+        baseline_gbps=result.baseline.achieved_gbps,
+        baseline_gflops=result.baseline.achieved_gflops,
+        roofline=roofline(target, result.device),
     )
 
 
-def benchmark_record(target: loop.Target, r: CandidateResult, device: str) -> BenchmarkRecord:
+def benchmark_record(
+    target: loop.Target, r: CandidateResult, device: str, info: DeviceInfo | None = None
+) -> BenchmarkRecord:
     t = r.timing
     assert t is not None
     res = r.resources
@@ -190,6 +206,8 @@ def benchmark_record(target: loop.Target, r: CandidateResult, device: str) -> Be
         date=_now(),
         registers=res.registers if res else 0,
         spill_bytes=(res.spill_stores + res.spill_loads) if res else 0,
+        gflops=r.achieved_gflops,
+        roofline=roofline(target, info),
     )
 
 
@@ -566,6 +584,7 @@ def _record_optimize(
             rewrite_edits(target, result),
             result.speedup,
             summary_of(result),
+            result.best.proposal if result.best else None,
         )
     seeds = len({c.seed for c in result.best.result.checks}) if result.best else 0
     record = optimize_record(run.run_id, target, result, original_hash, rewritten_hash, seeds)
@@ -607,16 +626,17 @@ async def _benchmark(
     runs.status()
     request = target.request(run.run_id, ())
 
-    def work() -> tuple[CandidateResult, str]:
+    def work() -> tuple[CandidateResult, DeviceInfo | None]:
         result = runs.executor(settings.executor).evaluate(request, cancel=run.cancel)
-        return result.baseline, result.device.name if result.device else ""
+        return result.baseline, result.device
 
-    baseline, device = await ls.loop.run_in_executor(runs.pool, work)
+    baseline, info = await ls.loop.run_in_executor(runs.pool, work)
+    device = info.name if info else ""
     runs.device = device or runs.device
     if baseline.timing is None:
         message = f"{baseline.status.value}: {baseline.message}".strip(": ")
         return run_finished(run, baseline.status.value, message)
-    record = benchmark_record(target, baseline, device)
+    record = benchmark_record(target, baseline, device, info)
     ls.store.put(od.path, run.kernel, benchmark=record)
     message = (
         f"{record.median_ms:.4g} ms ({spread_text(record.rel_spread)}) · {record.gbps:.0f} GB/s · "
@@ -706,6 +726,7 @@ def results_payload(ls: CudaLanguageServer, uri: str | None) -> wire.Results:
                 wire.camel_keys(to_dict(r.benchmark)) if r.benchmark is not None else None,
                 wire.camel_keys(to_dict(r.optimize)) if r.optimize is not None else None,
                 wire.camel_keys(to_dict(r.compare)) if r.compare is not None else None,
+                wire.camel_keys(to_dict(r.profile)) if r.profile is not None else None,
             )
             for f, per_file in sorted(files.items())
             for k, r in sorted(per_file.items())

@@ -33,6 +33,7 @@ from lsprotocol import types as lsp
 OPTIMIZE_COMMAND = "cudaAgent.optimize"  # [KernelRef] -> RunStarted; then RUN_FINISHED
 BENCHMARK_COMMAND = "cudaAgent.benchmark"  # [KernelRef] -> RunStarted; then RUN_FINISHED
 COMPARE_COMMAND = "cudaAgent.compare"  # [CompareRef] -> RunStarted; then RUN_FINISHED
+PROFILE_COMMAND = "cudaAgent.profile"  # [KernelRef] -> RunStarted; then RUN_FINISHED
 CANCEL_COMMAND = "cudaAgent.cancel"  # [RunRef] -> CancelResult
 APPLY_REWRITE_COMMAND = "cudaAgent.applyRewrite"  # [RunRef] -> ApplyResult (via workspace/applyEdit)
 ADD_SPEC_COMMAND = "cudaAgent.addSpec"  # [KernelRef] -> ApplyResult (via workspace/applyEdit)
@@ -45,6 +46,7 @@ METHODS = {
     "OPTIMIZE_COMMAND": OPTIMIZE_COMMAND,
     "BENCHMARK_COMMAND": BENCHMARK_COMMAND,
     "COMPARE_COMMAND": COMPARE_COMMAND,
+    "PROFILE_COMMAND": PROFILE_COMMAND,
     "CANCEL_COMMAND": CANCEL_COMMAND,
     "APPLY_REWRITE_COMMAND": APPLY_REWRITE_COMMAND,
     "ADD_SPEC_COMMAND": ADD_SPEC_COMMAND,
@@ -64,6 +66,7 @@ class RunKind(str, enum.Enum):
     OPTIMIZE = "optimize"
     BENCHMARK = "benchmark"
     COMPARE = "compare"
+    PROFILE = "profile"
 
 
 class StartStatus(str, enum.Enum):
@@ -171,6 +174,7 @@ class KernelResults:
     benchmark: dict[str, Any] | None
     optimize: dict[str, Any] | None
     compare: dict[str, Any] | None
+    profile: dict[str, Any] | None = None
 
 
 @attrs.define(frozen=True)

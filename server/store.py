@@ -1,6 +1,6 @@
 """Per-workspace results that survive a restart, and the file watcher that keeps the editor in step.
 
-:class:`ResultStore` keeps the last benchmark and the last optimize run of each kernel in
+:class:`ResultStore` keeps the last benchmark, optimize, compare and profile run of each kernel in
 ``<workspace>/.cuda-agent/results.json``, written atomically (temp file + ``os.replace``), keyed by
 the file's path relative to the workspace and the kernel's name::
 
@@ -29,7 +29,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from agent.source import Document, Kernel
-from sandbox.contract import ContractError, from_dict, to_dict
+from sandbox.contract import ContractError, Profile, from_dict, to_dict
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,41 @@ def text_hash(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class Roofline:
+    """What a roofline of a kernel needs beside its times: the device's measured ceilings (copy
+    bandwidth, FP32 and tensor-core GEMM rates; 0 when not measured) and the bench problem's
+    work from the spec (minimum bytes moved, flops): arithmetic intensity is ``flops / bytes``."""
+
+    peak_gbps: float
+    peak_gflops: float
+    peak_tensor_gflops: float
+    bytes_moved: int
+    flops: int
+
+
+@dataclass(frozen=True)
+class ProfiledKernel:
+    """One kernel of a profile run: ``original`` or ``rewrite`` (the verified winner)."""
+
+    label: str
+    description: str
+    profile: Profile
+
+
+@dataclass(frozen=True)
+class ProfileRecord:
+    """The last Nsight Compute profile of a kernel (server.profile): each kernel's metrics, or why
+    there are none."""
+
+    run_id: str
+    problem: str
+    device: str
+    date: str
+    kernels: tuple[ProfiledKernel, ...]
+    kernel_hash: str = ""  # kernel_hash of the kernel when profiled
+
+
+@dataclass(frozen=True)
 class BenchmarkRecord:
     """The last benchmark of a kernel under its spec."""
 
@@ -63,6 +98,8 @@ class BenchmarkRecord:
     date: str  # ISO 8601, UTC
     registers: int = 0
     spill_bytes: int = 0
+    gflops: float = 0.0
+    roofline: Roofline | None = None  # the device's ceilings and the spec's work, for the roofline
 
 
 @dataclass(frozen=True)
@@ -89,6 +126,9 @@ class OptimizeRecord:
     original_hash: str = ""  # kernel_hash of the kernel the run started from
     rewritten_hash: str = ""  # kernel_hash of the verified rewrite
     launch_todo: str = ""  # the launch change the user must still make by hand (agent.loop.LaunchEdits)
+    baseline_gbps: float = 0.0
+    baseline_gflops: float = 0.0
+    roofline: Roofline | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +157,7 @@ class KernelResults:
     benchmark: BenchmarkRecord | None = None
     optimize: OptimizeRecord | None = None
     compare: CompareRecord | None = None
+    profile: ProfileRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -167,8 +208,9 @@ class ResultStore:
         benchmark: BenchmarkRecord | None = None,
         optimize: OptimizeRecord | None = None,
         compare: CompareRecord | None = None,
+        profile: ProfileRecord | None = None,
     ) -> KernelResults:
-        """Record a new benchmark, optimize and/or compare result and write the store."""
+        """Record a new benchmark, optimize, compare and/or profile result and write the store."""
         per_file = self._files.setdefault(self.key(file), {})
         old = per_file.get(kernel, KernelResults())
         new = replace(
@@ -176,6 +218,7 @@ class ResultStore:
             benchmark=benchmark or old.benchmark,
             optimize=optimize or old.optimize,
             compare=compare or old.compare,
+            profile=profile or old.profile,
         )
         per_file[kernel] = new
         self._write()

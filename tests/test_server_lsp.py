@@ -147,7 +147,7 @@ async def test_symbols_lenses_hover_and_diagnostics(client: LanguageClient, work
     for lens in lenses:
         assert lens.command is not None
         by_line.setdefault(lens.range.start.line, []).append(lens.command.title)
-    assert by_line[kernel_line(path, "saxpy")] == ["▶ Benchmark", "⚡ Optimize"]
+    assert by_line[kernel_line(path, "saxpy")] == ["▶ Benchmark", "⚡ Optimize", "◔ Profile"]
     assert by_line[kernel_line(path, "scale")] == ["Add benchmark spec"]
     optimize = next(lens for lens in lenses if lens.command and lens.command.command == "cudaAgent.optimize")
     assert optimize.command is not None
@@ -851,7 +851,7 @@ async def test_hostile_specs_answer_lenses_hover_and_diagnostics(
         assert lens.command is not None
         titles.setdefault(lens.range.start.line, []).append(lens.command.title)
     for good in ("good_first", "good_last"):
-        assert titles[kernel_line(path, good)] == ["▶ Benchmark", "⚡ Optimize"]
+        assert titles[kernel_line(path, good)] == ["▶ Benchmark", "⚡ Optimize", "◔ Profile"]
     hostile = [
         ("one_arg_min", "min(4096)"),
         ("infinite_cdiv", "cdiv(1e999, 2)"),

@@ -287,6 +287,12 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 900_000 },
     await shot("lens.png");
   });
 
+  step("Profile (code lens) says why there are no Nsight Compute metrics on the simulated GPU", async () => {
+    await editor().locator(".codelens-decoration a", { hasText: "Profile" }).first().click();
+    await page.locator(".notification-toast", { hasText: "profile saxpy: original: Nsight Compute metrics not available: the simulated GPU has no Nsight Compute" }).first().waitFor({ timeout: TIMEOUT });
+    await runCommand("Notifications: Clear All Notifications");
+  });
+
   step("Optimize (code lens) runs with the test executor and opens the diff preview with the speedup", async () => {
     await editor().locator(".codelens-decoration a", { hasText: "Optimize" }).first().click();
     const progress = page.locator(".notification-toast", { hasText: "Optimizing saxpy" });
@@ -308,6 +314,9 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 900_000 },
   step("Accept applies the rewrite as one undoable edit, without saving", async () => {
     await page.locator('.editor-actions a.action-label[aria-label="Accept rewrite"]').first().click();
     await page.locator(".tab", { hasText: "original ↔ rewrite" }).waitFor({ state: "detached", timeout: TIMEOUT });
+    // Accept from the diff's title bar closes the rewrite's notification too
+    await page.locator(".notification-toast", { hasText: "Accept (✓) or Discard (✕)" }).waitFor({ state: "detached", timeout: TIMEOUT });
+    await page.locator(".notification-toast", { hasText: "applied the verified rewrite" }).filter({ hasText: "not saved" }).first().waitFor({ timeout: TIMEOUT });
     const tab = page.locator(".tab", { hasText: "saxpy.cu" }).first();
     await page.locator(".tab.dirty", { hasText: "saxpy.cu" }).waitFor({ timeout: TIMEOUT });
     assert.equal(fs.readFileSync(file, "utf8"), original, "Accept edits the buffer, it does not save");
@@ -343,6 +352,24 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 900_000 },
     await page.keyboard.press("Escape");
   });
 
+  step("Show last results: the roofline, the attempts and the simulated label per kernel in a webview", async () => {
+    await runCommand("CUDA Agent: Show last results");
+    // A webview is an iframe (the host) around an iframe (the page).
+    const view = page.frameLocator("iframe.webview").frameLocator("#active-frame");
+    await view.locator("svg .ceiling").first().waitFor({ state: "attached", timeout: TIMEOUT });
+    const text = await view.locator("body").innerText();
+    assert.match(text, /Optimize: 2\.00× faster, verified/);
+    assert.match(text, /simulated GPU: not measurements/);
+    assert.match(text, /memory-bound at 0\.167 flop\/byte/); // the fixture's work: 2 flops per 12 bytes
+    assert.equal(await view.locator("svg circle.original").count(), 1);
+    assert.equal(await view.locator("svg circle.winner").count(), 1);
+    // the last run's attempts (the Optimize above), expandable
+    await view.locator("details.attempts > summary").first().click();
+    await view.locator("details.attempts li summary").first().waitFor({ timeout: TIMEOUT });
+    await shot("results.png");
+    await runCommand("View: Close Editor"); // the results view; the palette commands below need the kernel's editor
+    await openFile("saxpy.cu", "saxpy");
+  });
   step("Optimize from the palette, cancelled: the best candidate so far is offered, and Discard leaves the file alone", async () => {
     const before = await screenLines();
     await runCommand("CUDA Agent: Optimize kernel");
@@ -358,15 +385,6 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 900_000 },
     await runCommand("Notifications: Clear All Notifications");
   });
 
-  step("Show last results: a roofline-style chart per kernel in a webview", async () => {
-    await runCommand("CUDA Agent: Show last results");
-    // A webview is an iframe (the host) around an iframe (the page).
-    const view = page.frameLocator("iframe.webview").frameLocator("#active-frame");
-    await view.locator("svg .ceiling").waitFor({ state: "attached", timeout: TIMEOUT });
-    assert.match(await view.locator("body").innerText(), /Optimize: 2\.00× faster, verified/);
-    assert.equal(await view.locator("svg rect.after").count(), 1);
-    await shot("results.png");
-  });
   step("Add benchmark spec (code lens) inserts the inferred spec into the buffer, unsaved", async () => {
     const scale = path.join(workspace, "scale.cu");
     const before = fs.readFileSync(scale, "utf8");
@@ -378,6 +396,27 @@ describe("CUDA Agent in VS Code (code-server + chromium)", { timeout: 900_000 },
     assert.equal(fs.readFileSync(scale, "utf8"), before, "Add benchmark spec edits the buffer, it does not save");
     assert.match(await bufferText(), /@cuda-agent arg v inout float\[n\]/);
     await editor().locator(".codelens-decoration a", { hasText: "Optimize" }).first().waitFor({ timeout: TIMEOUT });
+  });
+
+  step("with code-server's default files.autoSave (afterDelay), Accept's words match what reaches the disk", async () => {
+    const settingsFile = path.join(userData, "User", "settings.json");
+    const { "files.autoSave": _off, ...defaults } = JSON.parse(fs.readFileSync(settingsFile, "utf8"));
+    fs.writeFileSync(settingsFile, JSON.stringify(defaults, null, 2));
+    await openFile("saxpy.cu", "saxpy");
+    // the default is in force once the edits left unsaved above reach the disk by themselves
+    await page.locator(".tab.dirty", { hasText: "saxpy.cu" }).waitFor({ state: "detached", timeout: TIMEOUT });
+    const before = fs.readFileSync(file, "utf8");
+    await editor().locator(".codelens-decoration a", { hasText: "Optimize" }).first().click();
+    await page.locator(".tab", { hasText: "original ↔ rewrite" }).waitFor({ timeout: TIMEOUT });
+    await page.locator('.editor-actions a.action-label[aria-label="Accept rewrite"]').first().click();
+    await page.locator(".notification-toast", { hasText: "Accept (✓) or Discard (✕)" }).waitFor({ state: "detached", timeout: TIMEOUT });
+    const said = await page.locator(".notification-toast", { hasText: "applied the verified rewrite" }).first().innerText();
+    assert.match(said, /your auto-save setting \(files\.autoSave: afterDelay\) will write it to disk/);
+    // what it said happens: the rewrite reaches the disk, and the tab is clean again
+    await page.locator(".tab.dirty", { hasText: "saxpy.cu" }).waitFor({ state: "detached", timeout: TIMEOUT });
+    const after = fs.readFileSync(file, "utf8");
+    assert.notEqual(after, before, "the accepted rewrite is on disk");
+    await runCommand("Notifications: Clear All Notifications");
   });
 
   step("Choose interpreter stores cudaAgent.python in User settings and restarts the server", async () => {

@@ -36,6 +36,7 @@ import {
   BENCHMARK_COMMAND,
   type KernelRef,
   OPTIMIZE_COMMAND,
+  PROFILE_COMMAND,
   RESULTS_REQUEST,
   REWRITE_REQUEST,
   type Rewrite,
@@ -46,7 +47,8 @@ import {
   STATUS_NOTIFICATION,
   type ServerStatus,
 } from "./protocol";
-import { resultsHtml, spreadText } from "./results";
+import { resultsHtml, type SessionRun, spreadText } from "./results";
+import { acceptedMessage } from "./saves";
 import { LLM_API_KEY, SECRETS, SECTION, type SecretSpec, serverEnvironment, serverSettings, WORKER_TOKEN } from "./settings";
 import { type ServerState, statusView } from "./status";
 
@@ -54,6 +56,11 @@ const LANGUAGE = "cuda-cpp";
 const PREVIEW_CONTEXT = "cudaAgent.previewOpen";
 /** Settings whose change needs a new server process rather than a configuration update. */
 const RESTART_SETTINGS = ["python", "serverPackage"].map((key) => `${SECTION}.${key}`);
+/** Run results kept for the results view (attempts, the simulated label), latest last. */
+const SESSION_RUNS = 50;
+
+/** A run's end with what newer servers add to it (the attempts list, the simulated label). */
+type FinishedRun = RunFinished & { attempts?: unknown; simulated?: unknown };
 
 let agent: Agent | undefined;
 
@@ -77,12 +84,16 @@ class Agent {
   private serverStatus: ServerStatus | undefined;
   private resultsPanel: vscode.WebviewPanel | undefined;
   private starting: Promise<void> | undefined;
+  private readonly sessionRuns: SessionRun[] = [];
+  /** Closes the notification of a rewrite preview (by run id) once it is accepted or discarded. */
+  private readonly notices = new Map<string, () => void>();
 
   constructor(private readonly context: vscode.ExtensionContext) {
     const reg = (id: string, fn: (...args: any[]) => unknown) =>
       context.subscriptions.push(vscode.commands.registerCommand(id, fn));
     reg("cudaAgent.optimizeKernel", () => this.runOnKernel(OPTIMIZE_COMMAND));
     reg("cudaAgent.benchmarkKernel", () => this.runOnKernel(BENCHMARK_COMMAND));
+    reg("cudaAgent.profileKernel", () => this.runOnKernel(PROFILE_COMMAND));
     reg("cudaAgent.showResults", () => this.showResults());
     reg("cudaAgent.restartServer", () => this.restart());
     reg("cudaAgent.setWorkerToken", () => this.setSecret(WORKER_TOKEN));
@@ -479,7 +490,7 @@ class Agent {
     }
     const result = await next(command, args);
     this.output.info(`${command}: ${JSON.stringify(result)}`);
-    if (command === OPTIMIZE_COMMAND || command === BENCHMARK_COMMAND) {
+    if (command === OPTIMIZE_COMMAND || command === BENCHMARK_COMMAND || command === PROFILE_COMMAND) {
       const started = result as RunStarted | undefined;
       if (started && started.status !== "started") {
         void vscode.window.showWarningMessage(`CUDA Agent: ${started.message}`);
@@ -488,18 +499,28 @@ class Agent {
     return result;
   }
 
-  private async finished(run: RunFinished): Promise<void> {
+  private async finished(run: FinishedRun): Promise<void> {
     this.output.info(`${run.kind} ${run.kernel} (run ${run.runId}): ${run.message}`);
+    this.sessionRuns.push({ uri: run.uri, kernel: run.kernel, attempts: run.attempts, simulated: run.simulated });
+    this.sessionRuns.splice(0, Math.max(0, this.sessionRuns.length - SESSION_RUNS));
+    if (this.resultsPanel) {
+      void this.showResults(false);
+    }
+    const simulated = run.simulated === true ? " (simulated GPU, not a measurement)" : "";
     if (run.kind === "optimize" && run.rewriteReady) {
       await this.preview(run.runId);
     } else if (run.kind === "benchmark" && run.status === "ok") {
       void vscode.window.showInformationMessage(
-        `CUDA Agent: ${run.kernel}: ${run.medianMs.toFixed(3)} ms (${spreadText(run.relSpread)}), ${run.gbps.toFixed(0)} GB/s (${run.pctPeak.toFixed(0)}% of peak)`,
+        `CUDA Agent: ${run.kernel}: ${run.medianMs.toFixed(3)} ms (${spreadText(run.relSpread)}), ${run.gbps.toFixed(0)} GB/s (${run.pctPeak.toFixed(0)}% of peak)${simulated}`,
       );
+    } else if (run.kind === "profile") {
+      const text = `CUDA Agent: profile ${run.kernel}: ${run.message}`;
+      const shown = run.status === "ok" ? vscode.window.showInformationMessage(text, "Show results") : vscode.window.showWarningMessage(text, "Show results");
+      void shown.then((choice) => choice && this.showResults());
     } else if (run.status === "error" || run.kind === "benchmark" || (run.kind === "compare" && run.status !== "ok")) {
       void vscode.window.showWarningMessage(`CUDA Agent: ${run.kind} ${run.kernel}: ${run.message || run.status}`);
     } else {
-      void vscode.window.showInformationMessage(`CUDA Agent: ${run.kind} ${run.kernel}: ${run.message}`);
+      void vscode.window.showInformationMessage(`CUDA Agent: ${run.kind} ${run.kernel}: ${run.message}${simulated}`);
     }
   }
 
@@ -520,9 +541,21 @@ class Agent {
     await vscode.commands.executeCommand("setContext", PREVIEW_CONTEXT, true);
     await vscode.commands.executeCommand("vscode.diff", original, rewritten, diffTitle(rewrite), { preview: false });
     const summary = rewrite.summary ? ` ${rewrite.summary}` : "";
-    void vscode.window
-      .showInformationMessage(`CUDA Agent: verified rewrite, ${formatSpeedup(rewrite.speedup)} faster.${summary}`, "Accept", "Discard")
-      .then((choice) => choice && this.settleRun(runId, choice === "Accept"));
+    // A progress notification, not a message with buttons: it can be closed from here, so it goes
+    // when the rewrite is accepted or discarded from anywhere (the diff's title bar, the palette).
+    void vscode.window.withProgress(
+      {
+        location: vscode.ProgressLocation.Notification,
+        title: `CUDA Agent: verified rewrite, ${formatSpeedup(rewrite.speedup)} faster.${summary} Accept (✓) or Discard (✕) in the diff's title bar; Cancel discards it.`,
+        cancellable: true,
+      },
+      (_progress, cancel) =>
+        new Promise<void>((resolve) => {
+          this.notices.get(runId)?.();
+          this.notices.set(runId, resolve);
+          cancel.onCancellationRequested(() => void this.settleRun(runId, false));
+        }),
+    );
   }
 
   /** Accept or Discard from the diff editor's title (its URI) or the palette (the active diff, else the only one). */
@@ -538,6 +571,8 @@ class Agent {
   }
 
   private async settleRun(runId: string, accept: boolean): Promise<void> {
+    this.notices.get(runId)?.();
+    this.notices.delete(runId);
     const rewrite = this.pending.settle(runId);
     if (!rewrite) {
       return; // already accepted or discarded from the other control
@@ -557,9 +592,8 @@ class Agent {
       arguments: [{ runId } satisfies RunRef],
     })) as ApplyResult | null;
     if (result?.applied) {
-      void vscode.window.showInformationMessage(
-        `CUDA Agent: applied the verified rewrite (${formatSpeedup(rewrite.speedup)} faster), not saved. Undo reverts it in one step.`,
-      );
+      const autoSave = vscode.workspace.getConfiguration("files", vscode.Uri.parse(rewrite.uri)).get<string>("autoSave");
+      void vscode.window.showInformationMessage(acceptedMessage(autoSave, rewrite.speedup));
     } else if (result && !result.message.startsWith("Not applied")) {
       void vscode.window.showErrorMessage(`CUDA Agent: the rewrite was not applied: ${result.message}`);
     }
@@ -574,9 +608,12 @@ class Agent {
 
   // ------------------------------------------------------------------ results and status
 
-  private async showResults(): Promise<void> {
+  /** The results view; `reveal` false: refresh it where it is (after a run ends). */
+  private async showResults(reveal = true): Promise<void> {
     if (!this.client?.isRunning()) {
-      void vscode.window.showErrorMessage("CUDA Agent: the language server is not running.");
+      if (reveal) {
+        void vscode.window.showErrorMessage("CUDA Agent: the language server is not running.");
+      }
       return;
     }
     const results = await this.client.sendRequest<unknown>(RESULTS_REQUEST, {});
@@ -587,8 +624,10 @@ class Agent {
       });
       this.resultsPanel.onDidDispose(() => (this.resultsPanel = undefined));
     }
-    this.resultsPanel.webview.html = resultsHtml(results, randomBytes(16).toString("base64"));
-    this.resultsPanel.reveal();
+    this.resultsPanel.webview.html = resultsHtml(results, randomBytes(16).toString("base64"), this.sessionRuns);
+    if (reveal) {
+      this.resultsPanel.reveal();
+    }
   }
 
   private setState(state: ServerState): void {

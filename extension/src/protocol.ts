@@ -22,6 +22,7 @@ export interface TextEdit {
 export const OPTIMIZE_COMMAND = "cudaAgent.optimize";
 export const BENCHMARK_COMMAND = "cudaAgent.benchmark";
 export const COMPARE_COMMAND = "cudaAgent.compare";
+export const PROFILE_COMMAND = "cudaAgent.profile";
 export const CANCEL_COMMAND = "cudaAgent.cancel";
 export const APPLY_REWRITE_COMMAND = "cudaAgent.applyRewrite";
 export const ADD_SPEC_COMMAND = "cudaAgent.addSpec";
@@ -31,7 +32,7 @@ export const STATUS_NOTIFICATION = "cudaAgent/status";
 export const RUN_FINISHED_NOTIFICATION = "cudaAgent/runFinished";
 export const REWRITE_ANNOTATION = "cuda-agent.verified-rewrite";
 
-export type RunKind = "optimize" | "benchmark" | "compare";
+export type RunKind = "optimize" | "benchmark" | "compare" | "profile";
 
 /** How a run request was answered: `started` (a RunFinished follows), `busy` (this kernel already has a run: `runId` is that run's), `error` (nothing started; `message` says why). */
 export type StartStatus = "started" | "busy" | "error";
@@ -113,6 +114,7 @@ export interface KernelResults {
   benchmark: Record<string, unknown> | null;
   optimize: Record<string, unknown> | null;
   compare: Record<string, unknown> | null;
+  profile?: Record<string, unknown>;
 }
 
 export interface Results {

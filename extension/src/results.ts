@@ -1,10 +1,23 @@
-// "Show last results": the stored results of `cudaAgent/results` as a static HTML page with a
-// roofline-style chart per kernel (the device's ceiling, the kernel before and after), in plain SVG.
-// No scripts, no external resources: the page's CSP allows only its own nonce-tagged style.
+// "Show last results": the stored results of `cudaAgent/results` as a static HTML page: per kernel,
+// its roofline (the device's measured ceilings; the original, each verified candidate and the
+// winner at the spec's arithmetic intensity) or, without the spec's flops, its bandwidth against
+// the copy ceiling; the attempts of its last run; its last Nsight Compute profile. Plain SVG and
+// <details>: no scripts, no external resources; the page's CSP allows only its own nonce-tagged style.
 
+import { type Attempt, attemptsHtml, isVerified, parseAttempts } from "./attempts";
+import { escapeHtml } from "./html";
 import { formatSpeedup } from "./preview";
+import { arithmeticIntensity, boundBy, type Ceilings, pctOfRoof, type RooflineModel, type RooflinePoint, rooflineSvg } from "./roofline";
+
+/** The device's ceilings and the spec's work, as a record carries them (server/store.py Roofline). */
+export interface RooflineRow extends Ceilings {
+  bytesMoved: number;
+  flops: number;
+}
 
 export interface BenchmarkRow {
+  gflops: number;
+  roofline?: RooflineRow;
   medianMs: number;
   relSpread: number;
   gbps: number;
@@ -15,6 +28,11 @@ export interface BenchmarkRow {
 }
 
 export interface OptimizeRow {
+  baselineGbps: number;
+  baselineGflops: number;
+  roofline?: RooflineRow;
+  /** The stored attempts, when the record carries them as a list. */
+  attempts: Attempt[];
   outcome: string;
   speedup: number;
   speedupLow: number;
@@ -38,12 +56,49 @@ export interface CompareRow {
   date: string;
 }
 
+export interface ProfileMetrics {
+  available: boolean;
+  message: string;
+  memoryPct: number;
+  dramPct: number;
+  computePct: number;
+  achievedOccupancyPct: number;
+  theoreticalOccupancyPct: number;
+  occupancyLimiter: string;
+  l2HitPct: number;
+  durationUs: number;
+  dramBytes: number;
+  l2Bytes: number;
+  stalls: { reason: string; perIssue: number }[];
+}
+
+/** The last Nsight Compute profile of a kernel (server/store.py ProfileRecord). */
+export interface ProfileRow {
+  problem: string;
+  device: string;
+  date: string;
+  kernels: { label: string; description: string; profile: ProfileMetrics }[];
+}
+
+/** What this session saw of a kernel's last run (its `cudaAgent/runFinished`). */
+export interface SessionRun {
+  uri: string;
+  kernel: string;
+  attempts?: unknown;
+  simulated?: unknown;
+}
+
 export interface KernelRow {
   file: string;
   kernel: string;
   benchmark?: BenchmarkRow;
   optimize?: OptimizeRow;
   compare?: CompareRow;
+  profile?: ProfileRow;
+  /** The last run's attempts: the stored ones, else this session's. */
+  attempts: Attempt[];
+  /** Measured on the simulated GPU: the numbers are not measurements. */
+  simulated: boolean;
 }
 
 type Json = Record<string, unknown>;
@@ -60,10 +115,25 @@ function str(record: Json, key: string): string {
   return typeof value === "string" ? value : "";
 }
 
+function rooflineRow(data: unknown): RooflineRow | undefined {
+  const r = obj(data);
+  return (
+    r && {
+      peakGbps: num(r, "peakGbps"),
+      peakGflops: num(r, "peakGflops"),
+      peakTensorGflops: num(r, "peakTensorGflops"),
+      bytesMoved: num(r, "bytesMoved"),
+      flops: num(r, "flops"),
+    }
+  );
+}
+
 function benchmarkRow(data: unknown): BenchmarkRow | undefined {
   const r = obj(data);
   return (
     r && {
+      gflops: num(r, "gflops"),
+      roofline: rooflineRow(r.roofline),
       medianMs: num(r, "medianMs"),
       relSpread: num(r, "relSpread"),
       gbps: num(r, "gbps"),
@@ -79,6 +149,10 @@ function optimizeRow(data: unknown): OptimizeRow | undefined {
   const r = obj(data);
   return (
     r && {
+      baselineGbps: num(r, "baselineGbps"),
+      baselineGflops: num(r, "baselineGflops"),
+      roofline: rooflineRow(r.roofline),
+      attempts: parseAttempts(r.attempts),
       outcome: str(r, "outcome"),
       speedup: num(r, "speedup"),
       speedupLow: num(r, "speedupLow"),
@@ -108,30 +182,77 @@ function compareRow(data: unknown): CompareRow | undefined {
   );
 }
 
+function profileMetrics(data: unknown): ProfileMetrics {
+  const r = obj(data) ?? {};
+  const stalls = Array.isArray(r.stalls) ? r.stalls.map(obj).filter((s): s is Json => s !== undefined) : [];
+  return {
+    available: r.available === true,
+    message: str(r, "message"),
+    memoryPct: num(r, "memoryPct"),
+    dramPct: num(r, "dramPct"),
+    computePct: num(r, "computePct"),
+    achievedOccupancyPct: num(r, "achievedOccupancyPct"),
+    theoreticalOccupancyPct: num(r, "theoreticalOccupancyPct"),
+    occupancyLimiter: str(r, "occupancyLimiter"),
+    l2HitPct: num(r, "l2HitPct"),
+    durationUs: num(r, "durationUs"),
+    dramBytes: num(r, "dramBytes"),
+    l2Bytes: num(r, "l2Bytes"),
+    stalls: stalls.map((s) => ({ reason: str(s, "reason"), perIssue: num(s, "perIssue") })),
+  };
+}
+
+function profileRow(data: unknown): ProfileRow | undefined {
+  const r = obj(data);
+  const kernels = r && Array.isArray(r.kernels) ? r.kernels.map(obj).filter((k): k is Json => k !== undefined) : [];
+  return (
+    r && {
+      problem: str(r, "problem"),
+      device: str(r, "device"),
+      date: str(r, "date"),
+      kernels: kernels.map((k) => ({ label: str(k, "label"), description: str(k, "description"), profile: profileMetrics(k.profile) })),
+    }
+  );
+}
+
+/** Whether `uri` (a document's) is the store's `file` (workspace-relative or absolute path). */
+export function sameFile(uri: string, file: string): boolean {
+  const path = decodeURIComponent(uri.replace(/^[a-z-]+:\/\/[^/]*/i, "").split(/[?#]/)[0]);
+  return path === file || path.endsWith(`/${file}`);
+}
+
 /**
- * Rows from the `cudaAgent/results` answer, `{results: [{file, kernel, benchmark, optimize}]}`,
- * sorted by file and kernel. Entries of another shape are skipped.
+ * Rows from the `cudaAgent/results` answer, `{results: [{file, kernel, benchmark, optimize, compare,
+ * profile}]}`, sorted by file and kernel; `runs`: what this session's runs said (attempts, the
+ * simulated label), latest last. Entries of another shape are skipped.
  */
-export function kernelRows(response: unknown): KernelRow[] {
+export function kernelRows(response: unknown, runs: SessionRun[] = []): KernelRow[] {
   const entries = obj(response)?.results;
   const rows: KernelRow[] = [];
   for (const entry of Array.isArray(entries) ? entries : []) {
     const r = obj(entry);
     if (r && typeof r.file === "string" && typeof r.kernel === "string") {
+      const file = r.file;
+      const kernel = r.kernel;
+      const benchmark = benchmarkRow(r.benchmark);
+      const optimize = optimizeRow(r.optimize);
+      const compare = compareRow(r.compare);
+      const profile = profileRow(r.profile);
+      const run = runs.filter((s) => s.kernel === kernel && sameFile(s.uri, file)).pop();
+      const devices = [benchmark?.device, optimize?.device, compare?.device, profile?.device];
       rows.push({
-        file: r.file,
-        kernel: r.kernel,
-        benchmark: benchmarkRow(r.benchmark),
-        optimize: optimizeRow(r.optimize),
-        compare: compareRow(r.compare),
+        file,
+        kernel,
+        benchmark,
+        optimize,
+        compare,
+        profile,
+        attempts: optimize?.attempts.length ? optimize.attempts : parseAttempts(run?.attempts),
+        simulated: run?.simulated === true || devices.some((d) => d?.toLowerCase().includes("simulated")),
       });
     }
   }
   return rows.sort((a, b) => a.file.localeCompare(b.file) || a.kernel.localeCompare(b.kernel));
-}
-
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
 /** Whether the optimize run found a verified, faster rewrite (the loop's outcome "improved"). */
@@ -145,6 +266,34 @@ export interface ChartPoints {
   beforeGbps: number;
   /** The verified rewrite moves the same bytes in 1/speedup of the time. */
   afterGbps?: number;
+}
+
+/**
+ * The roofline of a kernel: the ceilings its records carry, its intensity from the spec's work, the
+ * original's rate (the optimize run's baseline, else the benchmark's) and each verified candidate
+ * and the winner at the original's rate times their speedup (the same flops in less time).
+ * Undefined without ceilings, flops or a measured rate: the bandwidth chart stands in.
+ */
+export function rooflineModel(row: KernelRow): RooflineModel | undefined {
+  const o = row.optimize;
+  const b = row.benchmark;
+  const roof = o?.roofline ?? b?.roofline;
+  if (!roof || roof.peakGbps <= 0 || roof.peakGflops <= 0) {
+    return undefined;
+  }
+  const intensity = arithmeticIntensity(roof.flops, roof.bytesMoved);
+  const base = o?.baselineGflops || b?.gflops || 0;
+  if (intensity <= 0 || base <= 0) {
+    return undefined;
+  }
+  const points: RooflinePoint[] = [{ label: "original", role: "original", gflops: base }];
+  for (const a of row.attempts.filter(isVerified)) {
+    points.push({ label: `#${a.index} ${a.description || a.candidateId}`, role: "candidate", gflops: base * a.speedup });
+  }
+  if (o && verified(o)) {
+    points.push({ label: `winner (${formatSpeedup(o.speedup)})`, role: "winner", gflops: base * o.speedup });
+  }
+  return { ceilings: roof, intensity, points };
 }
 
 /** The chart's numbers, or undefined when the kernel has no benchmark with a bandwidth. */
@@ -165,8 +314,8 @@ const W = 420;
 const H = 170;
 const PAD = { left: 52, right: 16, top: 14, bottom: 30 };
 
-/** One kernel's chart: achieved bandwidth before and after against the device's ceiling. */
-export function rooflineSvg(row: KernelRow, points: ChartPoints): string {
+/** One kernel's chart without the spec's flops: achieved bandwidth before and after against the copy ceiling. */
+export function bandwidthSvg(row: KernelRow, points: ChartPoints): string {
   const top = Math.max(points.ceilingGbps, points.beforeGbps, points.afterGbps ?? 0) * 1.1;
   const plotH = H - PAD.top - PAD.bottom;
   const y = (gbps: number) => PAD.top + plotH * (1 - gbps / top);
@@ -237,14 +386,66 @@ function kernelSection(row: KernelRow): string {
   if (device || date) {
     facts.push(`<span class="muted">${escapeHtml([device, date].filter(Boolean).join(" · "))}</span>`);
   }
-  const points = chartPoints(row);
-  const chart = points ? rooflineSvg(row, points) : `<p class="muted">No benchmark with a bandwidth yet: run Benchmark.</p>`;
-  return `<section><h2>${escapeHtml(row.kernel)} <span class="muted">${escapeHtml(row.file)}</span></h2><ul>${facts.map((f) => `<li>${f}</li>`).join("")}</ul>${chart}</section>`;
+  const simulated = row.simulated ? ` <span class="simulated">simulated GPU: not measurements</span>` : "";
+  return `<section><h2>${escapeHtml(row.kernel)} <span class="muted">${escapeHtml(row.file)}</span>${simulated}</h2><ul>${facts.map((f) => `<li>${f}</li>`).join("")}</ul>${chart(row)}${attemptsHtml(row.attempts)}${row.profile ? profileHtml(row.profile) : ""}</section>`;
 }
 
-/** The whole page. `nonce` tags the one style element the CSP allows. */
-export function resultsHtml(response: unknown, nonce: string): string {
-  const rows = kernelRows(response);
+function chart(row: KernelRow): string {
+  const model = rooflineModel(row);
+  if (model) {
+    const c = model.ceilings;
+    const best = Math.max(...model.points.map((p) => p.gflops));
+    const note = `${boundBy(c, model.intensity)}-bound at ${model.intensity.toPrecision(3)} flop/byte; best point ${pctOfRoof(c, model.intensity, best).toFixed(0)}% of its roof`;
+    return `${rooflineSvg(row.kernel, model)}<p class="muted">${escapeHtml(note)}</p>`;
+  }
+  const points = chartPoints(row);
+  if (!points) {
+    return `<p class="muted">No benchmark with a bandwidth yet: run Benchmark.</p>`;
+  }
+  const why = rooflineRowOf(row) ? "add `work flops=...` to its spec to place it on the roofline" : "";
+  return bandwidthSvg(row, points) + (why ? `<p class="muted">${escapeHtml(why)}</p>` : "");
+}
+
+function rooflineRowOf(row: KernelRow): RooflineRow | undefined {
+  return row.optimize?.roofline ?? row.benchmark?.roofline;
+}
+
+function bytes(n: number): string {
+  for (const [unit, scale] of [["GB", 1e9], ["MB", 1e6], ["kB", 1e3]] as const) {
+    if (n >= scale) {
+      return `${(n / scale).toPrecision(3)} ${unit}`;
+    }
+  }
+  return `${n.toFixed(0)} B`;
+}
+
+/** The last profile as a table: one column per profiled kernel (original, rewrite). */
+export function profileHtml(p: ProfileRow): string {
+  const pct = (v: number) => `${v.toFixed(0)}%`;
+  const rows: [string, (m: ProfileMetrics) => string][] = [
+    ["SOL memory", (m) => `${pct(m.memoryPct)} (DRAM ${pct(m.dramPct)})`],
+    ["SOL compute", (m) => pct(m.computePct)],
+    ["occupancy", (m) => pct(m.achievedOccupancyPct) + (m.theoreticalOccupancyPct ? ` of ${pct(m.theoreticalOccupancyPct)} theoretical` : "")],
+    ["limited by", (m) => m.occupancyLimiter || "?"],
+    ["top stalls", (m) => m.stalls.map((s) => `${s.reason} ${s.perIssue.toFixed(2)}`).join(", ") || "none"],
+    ["DRAM / L2 bytes", (m) => `${bytes(m.dramBytes)} / ${bytes(m.l2Bytes)} (L2 hit ${pct(m.l2HitPct)})`],
+    ["duration", (m) => `${m.durationUs.toPrecision(4)} µs`],
+  ];
+  const head = `<tr><th></th>${p.kernels.map((k) => `<th>${escapeHtml(k.label)}</th>`).join("")}</tr>`;
+  const body = p.kernels.every((k) => !k.profile.available)
+    ? ""
+    : rows.map(([name, cell]) => `<tr><td>${name}</td>${p.kernels.map((k) => `<td>${k.profile.available ? escapeHtml(cell(k.profile)) : "–"}</td>`).join("")}</tr>`).join("");
+  const missing = p.kernels
+    .filter((k) => !k.profile.available)
+    .map((k) => `<p class="muted">${escapeHtml(k.label)}: no metrics: ${escapeHtml(k.profile.message)}</p>`)
+    .join("");
+  const where = `<span class="muted">${escapeHtml([p.problem, p.device, p.date].filter(Boolean).join(" · "))}</span>`;
+  return `<h3>Nsight Compute profile ${where}</h3>${body ? `<table class="profile">${head}${body}</table>` : ""}${missing}`;
+}
+
+/** The whole page. `nonce` tags the one style element the CSP allows; `runs`: this session's run results. */
+export function resultsHtml(response: unknown, nonce: string, runs: SessionRun[] = []): string {
+  const rows = kernelRows(response, runs);
   const body = rows.length
     ? rows.map(kernelSection).join("")
     : `<p class="muted">No results yet: use Benchmark or Optimize above a kernel.</p>`;
@@ -262,6 +463,19 @@ svg .axis { stroke: var(--vscode-foreground); stroke-opacity: 0.5; }
 svg .ceiling { stroke: var(--vscode-charts-red, #d33); stroke-dasharray: 5 3; stroke-width: 1.5; }
 svg .before { fill: var(--vscode-charts-blue, #37c); }
 svg .after { fill: var(--vscode-charts-green, #3a3); }
+svg .tensor { stroke: var(--vscode-charts-purple, #93c); stroke-dasharray: 2 3; stroke-width: 1.5; }
+svg path.ceiling { stroke-dasharray: none; }
+svg .intensity { stroke: var(--vscode-foreground); stroke-opacity: 0.2; }
+svg circle.original { fill: var(--vscode-charts-blue, #37c); }
+svg circle.candidate { fill: var(--vscode-charts-yellow, #cb3); fill-opacity: 0.8; }
+svg circle.winner { fill: var(--vscode-charts-green, #3a3); }
+.simulated { color: var(--vscode-editorWarning-foreground, #c90); font-size: 0.8em; font-weight: normal; border: 1px solid currentColor; border-radius: 3px; padding: 0 4px; }
+summary.ok { color: var(--vscode-charts-green, #3a3); }
+summary.failed { color: var(--vscode-descriptionForeground); }
+pre { white-space: pre-wrap; font-family: var(--vscode-editor-font-family); font-size: 0.9em; }
+pre .add { color: var(--vscode-charts-green, #3a3); }
+pre .del { color: var(--vscode-charts-red, #d33); }
+table.profile td, table.profile th { text-align: left; padding: 1px 10px 1px 0; }
 </style></head>
 <body><h1>CUDA Agent: last results</h1>${body}</body></html>`;
 }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { chartPoints, kernelRows, resultsHtml, rooflineSvg } from "../src/results";
+import { attempts } from "./fixtures";
+import { bandwidthSvg, chartPoints, kernelRows, resultsHtml, rooflineModel, sameFile } from "../src/results";
 
 // What `cudaAgent/results` returns: the records of the server's result store (server/store.py), camelCase keys.
 const benchmark = {
@@ -57,7 +58,7 @@ test("the ceiling comes from the measured share of peak; after = same bytes in 1
 
 test("bars are proportional to bandwidth and the ceiling is drawn", () => {
   const row = kernelRows(store)[1];
-  const svg = rooflineSvg(row, { ceilingGbps: 4000, beforeGbps: 1000, afterGbps: 3000 });
+  const svg = bandwidthSvg(row, { ceilingGbps: 4000, beforeGbps: 1000, afterGbps: 3000 });
   const heights = [...svg.matchAll(/<rect class="(before|after)"[^>]* height="([\d.]+)"/g)].map((m) => Number(m[2]));
   assert.equal(heights.length, 2);
   assert.ok(Math.abs(heights[1] / heights[0] - 3) < 0.01, `heights ${heights}`);
@@ -93,4 +94,55 @@ test("a Compare with… result shows on both kernels of the pair", () => {
   const hostile = resultsHtml({ results: [{ file: "b.cu", kernel: "k", compare: { ...compare, role: "original", other: "<i>x</i>" } }] }, "n");
   assert.equal(/<i>/.test(hostile), false);
   assert.match(hostile, /Compare with &#60;i&#62;x&#60;\/i&#62;: verified/);
+});
+
+test("with the spec's flops and the device's ceilings, the kernel is on the roofline with each verified candidate", () => {
+  const roofline = { peakGbps: 4300, peakGflops: 60_000, peakTensorGflops: 0, bytesMoved: 12 * 2 ** 24, flops: 2 * 2 ** 24 };
+  const withRoof = { results: [{ file: "src/vadd.cu", kernel: "vadd", benchmark: { ...benchmark, gflops: 215, roofline }, optimize: { ...optimize, baselineGflops: 200, roofline, attempts } }] };
+  const [row] = kernelRows(withRoof);
+  const model = rooflineModel(row);
+  assert.ok(model);
+  assert.ok(Math.abs(model.intensity - 1 / 6) < 1e-12);
+  // the optimize run's baseline (its speedups are against it), one verified candidate, the winner
+  assert.deepEqual(
+    model.points.map((p) => [p.role, Math.round(p.gflops)]),
+    [["original", 200], ["candidate", 402], ["winner", 500]],
+  );
+  const html = resultsHtml(withRoof, "n");
+  assert.match(html, /<circle class="winner"/);
+  assert.match(html, /memory-bound at 0\.167 flop\/byte/);
+  assert.match(html, /Attempts: 2 mismatch · 1 compile_error · 1 ok/);
+  // without flops in the spec: the bandwidth chart, and how to get the roofline
+  const noFlops = { results: [{ file: "src/vadd.cu", kernel: "vadd", benchmark: { ...benchmark, roofline: { ...roofline, flops: 0 } } }] };
+  assert.equal(rooflineModel(kernelRows(noFlops)[0]), undefined);
+  assert.match(resultsHtml(noFlops, "n"), /rect class="before".*add `work flops=\.\.\.` to its spec/s);
+});
+
+test("this session's run gives the attempts and the simulated label when the store has none", () => {
+  const runs = [{ uri: "file:///home/u/ws/src/vadd.cu", kernel: "vadd", attempts, simulated: true }];
+  const [row] = kernelRows(store, runs).filter((r) => r.kernel === "vadd");
+  assert.equal(row.attempts.length, 4);
+  assert.equal(row.simulated, true);
+  assert.match(resultsHtml(store, "n", runs), /vadd <span class="muted">src\/vadd\.cu<\/span> <span class="simulated">simulated GPU/);
+  assert.equal(kernelRows(store, [{ ...runs[0], uri: "file:///elsewhere/vadd.cu" }])[1].attempts.length, 0);
+  assert.equal(sameFile("file:///home/u/ws/src/my%20k.cu", "src/my k.cu"), true);
+  assert.equal(sameFile("file:///home/u/ws/xsrc/vadd.cu", "src/vadd.cu"), false);
+  const simulatedDevice = { results: [{ file: "a.cu", kernel: "k", benchmark: { ...benchmark, device: "simulated GPU" } }] };
+  assert.equal(kernelRows(simulatedDevice)[0].simulated, true);
+  assert.equal(kernelRows(store)[1].simulated, false);
+});
+
+test("the last profile is a table per profiled kernel, or says why there are no metrics", () => {
+  const metrics = { available: true, message: "", memoryPct: 88.4, dramPct: 88.4, computePct: 14.7, achievedOccupancyPct: 83.3, theoreticalOccupancyPct: 100, occupancyLimiter: "warps (block size)", l2HitPct: 50, durationUs: 121.95, dramBytes: 402_735_104, l2Bytes: 811_452_416, stalls: [{ reason: "long_scoreboard", perIssue: 21.64 }] };
+  const profile = { runId: "p", problem: "n=33554432", device: "NVIDIA H200", date: "2026-12-04", kernels: [{ label: "original", description: "saxpy", profile: metrics }, { label: "rewrite", description: "float4", profile: { available: false, message: "not profiled: mismatch" } }] };
+  const html = resultsHtml({ results: [{ file: "a.cu", kernel: "saxpy", profile }] }, "n");
+  assert.match(html, /<th>original<\/th><th>rewrite<\/th>/);
+  assert.match(html, /<td>SOL memory<\/td><td>88% \(DRAM 88%\)<\/td><td>–<\/td>/);
+  assert.match(html, /<td>limited by<\/td><td>warps \(block size\)<\/td>/);
+  assert.match(html, /<td>occupancy<\/td><td>83% of 100% theoretical<\/td>/);
+  assert.match(html, /<td>DRAM \/ L2 bytes<\/td><td>403 MB \/ 811 MB \(L2 hit 50%\)<\/td>/);
+  assert.match(html, /long_scoreboard 21\.64/);
+  assert.match(html, /rewrite: no metrics: not profiled: mismatch/);
+  const none = resultsHtml({ results: [{ file: "a.cu", kernel: "saxpy", profile: { ...profile, kernels: [profile.kernels[1]] } }] }, "n");
+  assert.doesNotMatch(none, /<table class="profile">/);
 });

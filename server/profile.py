@@ -1,0 +1,121 @@
+"""Profile: Nsight Compute on a kernel (and on its verified rewrite waiting to be applied) from the
+editor.
+
+- ``cudaAgent.profile`` ``[KernelRef]`` (the **Profile** code lens): :func:`agent.profile.profile`
+  run in the background like Optimize (:func:`server.optimize.launch_run`: the executor is called
+  off the event loop in the runs' thread pool; progress the user can cancel); answers
+  ``RunStarted`` at once and ends with ``cudaAgent/runFinished`` (kind ``profile``; ``status``
+  ``ok`` when every kernel has metrics, else ``unavailable`` with the reason in ``message``).
+- The result is stored (:class:`server.store.ProfileRecord`): the hover of the kernel shows it
+  (speed of light, occupancy and its limiter, top stalls, DRAM/L2 bytes), and so does the results
+  view (``cudaAgent/results``).
+
+No GPU library is imported here: the work happens in the sandbox's worker, behind the executor.
+"""
+
+from __future__ import annotations
+
+from agent import loop
+from agent import profile as prof
+from sandbox.contract import Progress as EvalProgress
+from sandbox.profile import report_lines
+from server import protocol as wire
+from server.diagnostics import compile_options
+from server.lsp import CudaLanguageServer, OpenDocument
+from server.optimize import ActiveRun, Progress, _now, describe_executor, launch_run, run_finished
+from server.protocol import RunKind, StartStatus
+from server.store import ProfiledKernel, ProfileRecord, kernel_hash
+from server.texts import markdown_text
+
+
+def start_profile(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> wire.RunStarted:
+    """Start profiling ``kernel`` (and the verified rewrite of it waiting for this text of the
+    document, if any) in the background; answer at once."""
+    if od.doc is None:
+        return wire.RunStarted(
+            "", RunKind.PROFILE, StartStatus.ERROR, f"{od.path.name} is too large to analyse"
+        )
+    try:
+        target = loop.target_for(od.doc, kernel, compile_options(ls.settings, od.path))
+    except loop.TargetError as exc:
+        return wire.RunStarted("", RunKind.PROFILE, StartStatus.ERROR, str(exc))
+    pending = ls.runs.pending(od, kernel) if ls.runs is not None else None
+    rewrite = pending.proposal if pending is not None else None
+    return launch_run(
+        ls,
+        RunKind.PROFILE,
+        od.uri,
+        kernel,
+        f"Profiling {kernel}" + (" and its verified rewrite" if rewrite is not None else ""),
+        lambda run, progress: _profile(ls, run, od, target, rewrite, progress),
+    )
+
+
+async def _profile(
+    ls: CudaLanguageServer,
+    run: ActiveRun,
+    od: OpenDocument,
+    target: loop.Target,
+    rewrite: loop.Proposal | None,
+    progress: Progress,
+) -> wire.RunFinished:
+    runs = ls.runs
+    assert runs is not None and ls.loop is not None
+    settings = ls.settings
+    await progress.begin(f"{describe_executor(settings.executor)}: compiling")
+    runs.status()
+
+    def on_progress(p: EvalProgress) -> None:  # executor thread
+        ls.call_soon(show, p)
+
+    def show(p: EvalProgress) -> None:
+        run.percent = int(100 * p.done / max(p.total, 1))
+        progress.report(run.percent, p.message or f"{p.done}/{p.total}")
+        runs.status()
+
+    def work() -> prof.ProfileReport:
+        executor = runs.executor(settings.executor)
+        return prof.profile(target, executor, rewrite=rewrite, progress=on_progress, cancel=run.cancel)
+
+    try:
+        report = await ls.loop.run_in_executor(runs.pool, work)
+    except loop.TargetError as exc:
+        return run_finished(run, "error", str(exc))
+    if report.device is not None:
+        runs.device = report.device.name
+    assert od.doc is not None
+    k = od.doc.kernel(run.kernel)
+    record = ProfileRecord(
+        run_id=run.run_id,
+        problem=report.problem,
+        device=report.device.name if report.device else "",
+        date=_now(),
+        kernels=tuple(ProfiledKernel(p.label, p.description, p.profile) for p in report.kernels),
+        kernel_hash=kernel_hash(od.doc, k) if k is not None else "",
+    )
+    ls.store.put(od.path, run.kernel, profile=record)
+    return run_finished(run, "ok" if report.available else "unavailable", summary(record))
+
+
+def summary(rec: ProfileRecord) -> str:
+    """One line per run's end: each kernel's speed of light and occupancy, or why it has none."""
+    return "; ".join(f"{k.label}: {', '.join(report_lines(k.profile)[:2])}" for k in rec.kernels)
+
+
+def details(rec: ProfileRecord, current_hash: str) -> str:
+    """Markdown for the hover: each kernel's metrics, with where and when they were taken."""
+    edited = " (edited since)" if rec.kernel_hash and current_hash != rec.kernel_hash else ""
+    lines = [f"**Last profile**{edited} (Nsight Compute, one launch at {markdown_text(rec.problem)})"]
+    for k in rec.kernels:
+        head = f"{k.label}: {k.description}" if k.description and k.label != "original" else k.label
+        lines.append(f"- {markdown_text(head)}")
+        lines += [f"  - {markdown_text(line)}" for line in report_lines(k.profile)]
+    lines.append(f"- {markdown_text(rec.device)}, {rec.date}")
+    return "\n".join(lines)
+
+
+def setup(ls: CudaLanguageServer) -> None:
+    @ls.command(wire.PROFILE_COMMAND)
+    async def profile(ls: CudaLanguageServer, ref: wire.KernelRef) -> wire.RunStarted:
+        od, k = ls.kernel_ref(ref)
+        return start_profile(ls, od, k.qualified_name)
