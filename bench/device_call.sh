@@ -3,7 +3,7 @@
 # its own `timeout`, every log and JSON-lines file written under $OUT as it goes.
 #   usage (on the GPU machine): OUT=DIR [T=SECONDS] bench/device_call.sh PART[:SECONDS] ...
 #   PART: gpu-tests:FILES (comma-separated test files, -m gpu), verify-cost, capture, reward, suite:GLOB,
-#         optimize:FILE@BUDGET, main, profile, or any bench/gpu_session.sh part
+#         grpo:STEPS, optimize:FILE@BUDGET, main, profile, or any bench/gpu_session.sh part
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:?set OUT}
@@ -34,6 +34,10 @@ for spec in "$@"; do
     verify-cost) timeout -k 5 "${T:-200}" python3 bench/verify_cost.py --out "$OUT" --deadline "${rest:-170}" > "$OUT/verify_cost.log" 2>&1 ;;
     capture) timeout -k 5 "${T:-200}" python3 bench/capture_check.py --out "$OUT" --deadline-s "${rest:-170}" --budget 15s > "$OUT/capture.log" 2>&1 ;;
     reward) timeout -k 5 "${T:-200}" python3 bench/reward_bench.py --out "$OUT" --deadline "${rest:-170}" > "$OUT/reward.log" 2>&1 ;;
+    grpo) # TRL's GRPO over the reward service; TRL, datasets and pyarrow carried in .whl/grpo/
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/grpo/*.whl \
+        > "$OUT/grpo_install.log" 2>&1
+      timeout -k 5 "${T:-200}" python3 bench/grpo_smoke.py --out "$OUT/grpo" --steps "${rest:-4}" > "$OUT/grpo.log" 2>&1 ;;
     optimize) # optimize:FILE@BUDGET (e.g. optimize:bench/kernels/softmax.cu@20s): the CLI's JSON result
       file=${rest%@*}; budget=${rest##*@}; name=$(basename "$file" .cu)_$budget
       timeout -k 5 "${T:-200}" python3 -m server optimize "$file" --budget "$budget" --json --trajectory off \
