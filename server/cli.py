@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,7 @@ import click
 
 if TYPE_CHECKING:
     from agent.llm import LLMSettings
-    from agent.loop import LoopEvent, OptimizeResult, Proposer, Target
+    from agent.loop import AttemptRecord, LoopEvent, OptimizeResult, Proposer, Target
     from sandbox.contract import Budget
     from sandbox.executor import Executor
 
@@ -333,6 +333,7 @@ def bench(
 )
 @click.option("--diff", "show_diff", is_flag=True, help="Print the verified rewrite as a unified diff.")
 @click.option("--write", is_flag=True, help="Apply the verified rewrite to FILE (a backup is kept).")
+@click.option("--attempts", "show_attempts", is_flag=True, help="List every candidate's verdict in a table.")
 @json_option
 @build_flags
 @memory_option
@@ -352,6 +353,7 @@ def optimize(
     trajectory: str | None,
     show_diff: bool,
     write: bool,
+    show_attempts: bool,
     build: BuildFlags,
     as_json: bool,
     eval_budget: Budget | None,
@@ -440,7 +442,7 @@ def optimize(
     if as_json:
         emit_json(_optimize_json(target, result, written, backup, log_path))
     else:
-        _print_optimize(target, result, show_diff, written, backup, write)
+        _print_optimize(target, result, show_diff, written, backup, write, show_attempts)
     if result.outcome is loop.Outcome.BASELINE_FAILED:
         raise JobFailed(f"the original kernel failed its own checks ({result.stop_reason})")
     if result.attempts == 0 and result.stop_reason.startswith(("proposer failed", "executor failed")):
@@ -592,8 +594,9 @@ def _print_optimize(
     written: Path | None,
     backup: Path | None,
     write: bool,
+    show_attempts: bool = False,
 ) -> None:
-    from agent.loop import Outcome
+    from agent.loop import Outcome, verdict_summary
     from sandbox.timing import measured_text
     from server.texts import plural
 
@@ -638,9 +641,11 @@ def _print_optimize(
                 click.echo(f"  to do: {result.launch_todo}")
     tokens = f", {result.tokens} tokens" if result.tokens else ""
     click.echo(
-        f"  {plural(result.attempts, 'candidate')} in {result.seconds:.1f} s{tokens} (measuring the original: "
+        f"  {verdict_summary(result.records)} in {result.seconds:.1f} s{tokens} (measuring the original: "
         f"{result.baseline_seconds:.1f} s); stopped: {result.stop_reason}"
     )
+    if show_attempts:
+        click.echo(attempts_table(result.records))
     if show_diff and result.diff:
         click.echo(result.diff, nl=False)
     if written is not None:
@@ -649,9 +654,36 @@ def _print_optimize(
         click.echo(f"{target.path}: not changed (no verified faster rewrite)")
 
 
+def attempts_table(records: Sequence[AttemptRecord]) -> str:
+    """Every attempt's verdict, one row each: id, status, speedup, registers, what went wrong."""
+    rows = [("#", "candidate", "status", "speedup", "regs", "verdict")]
+    for a in records:
+        if a.status == "ok":
+            detail = a.description
+        elif a.compile_line:
+            detail = f"line {a.compile_line}:{a.compile_column}: {a.message.split(': ', 1)[-1]}"
+        elif a.values:
+            at = f"[{a.first_bad_index}]" if a.first_bad_index >= 0 else ""
+            detail = f"{a.output}{at} at {a.problem}: {a.values}"
+        else:
+            detail = a.message
+        if a.rule:
+            detail = f"[{a.rule}] {detail}"
+        if a.duplicate_of:
+            detail = f"same as {a.duplicate_of}: {detail}"
+        speed = f"{a.speedup:.2f}x" if a.speedup else "-"
+        regs = str(a.registers) if a.registers else "-"
+        rows.append((str(a.index), a.candidate_id, a.status, speed, regs, " ".join(detail.split())[:100]))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    return "\n".join(
+        "  " + "  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)) + "  " + r[5] for r in rows
+    )
+
+
 def _optimize_json(
     target: Target, result: OptimizeResult, written: Path | None, backup: Path | None, log_path: Path | None
 ) -> dict[str, Any]:
+    from agent.loop import verdict_summary
     from sandbox.contract import to_dict
 
     best = result.best
@@ -681,22 +713,10 @@ def _optimize_json(
         "launch_sites": result.launch_sites,
         "launch_todo": result.launch_todo,
         "diff": result.diff,
-        "attempts": result.attempts,
-        "history": [
-            {
-                "candidate_id": a.candidate_id,
-                "batch": a.batch,
-                "description": a.proposal.description,
-                "duplicate_of": a.duplicate_of or None,
-                "reward": a.reward,
-                "status": a.result.status.value,
-                "message": a.result.message,
-                "speedup": a.result.speedup,
-                "speedup_low": a.result.speedup_low,
-                "speedup_high": a.result.speedup_high,
-            }
-            for a in result.history
-        ],
+        "candidates": result.attempts,
+        "verdicts": verdict_summary(result.records),
+        "attempts": to_dict(result.records),
+        "simulated": result.simulated,
         "tokens": result.tokens,
         "seconds": result.seconds,
         "baseline_seconds": result.baseline_seconds,
