@@ -286,6 +286,7 @@ def bench(
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
     r = result.baseline
+    simulated = result.device is not None and result.device.simulated
     if as_json:
         emit_json(
             {
@@ -293,17 +294,20 @@ def bench(
                 "kernel": target.kernel,
                 "problem": target.bench_problem.label,
                 "device": to_dict(result.device),
+                "simulated": simulated,
                 "result": to_dict(r),
             }
         )
     else:
         from sandbox.timing import measured_text
+        from server.texts import SIMULATED
 
         device = result.device.name if result.device else "GPU"
+        device = f"the {SIMULATED}" if simulated else device
         click.echo(f"{target.kernel} at {target.bench_problem.label} on {device}: {r.status.value}")
         click.echo(f"  {measured_text(r, detail=True)}")
         if r.message:
-            click.echo(f"  {r.message}")
+            click.echo(f"  {target.located(r)}")
     if r.status.value != "ok":
         raise JobFailed(f"{target.kernel} did not pass its own checks: {r.status.value}")
 
@@ -598,10 +602,12 @@ def _print_optimize(
 ) -> None:
     from agent.loop import Outcome, verdict_summary
     from sandbox.timing import measured_text
-    from server.texts import plural
+    from server.texts import SIMULATED, plural
 
     device = result.device.name if result.device else "unknown device"
-    click.echo(f"{target.kernel} in {target.path} on {device}")
+    click.echo(
+        f"{target.kernel} in {target.path} on {device}" + (f" ({SIMULATED})" if result.simulated else "")
+    )
     click.echo(f"  original: {measured_text(result.baseline)}")
     best = result.best
     if result.outcome is Outcome.BASELINE_FAILED:

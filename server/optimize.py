@@ -31,7 +31,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from pygls.uris import to_fs_path
 from agent import loop
 from agent.source import Document
 from sandbox.compiler import CompilePool
-from sandbox.contract import CandidateResult, Tolerance, to_dict
+from sandbox.contract import CandidateResult, DeviceInfo, Tolerance, to_dict
 from sandbox.executor import Executor, ExecutorError, NoGpuError
 from server import protocol as wire
 from server.diagnostics import compile_options
@@ -51,7 +51,7 @@ from server.lsp import CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, StartStatus
 from server.settings import ExecutorSettings, Settings, make_executor
 from server.store import BenchmarkRecord, OptimizeRecord, kernel_hash, text_hash
-from server.texts import plural, spread_text
+from server.texts import SIMULATED, plural, spread_text
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,12 @@ class Rewrite:
     edits: tuple[lsp.TextEdit, ...]  # kernel + launch-site edits, against `original`
     speedup: float
     summary: str
+    simulated: bool = False
+
+    @property
+    def speedup_text(self) -> str:
+        """``2.00× faster`` (``2.00× faster, simulated GPU, not measured``)."""
+        return f"{self.speedup:.2f}× faster" + (f", {SIMULATED}" if self.simulated else "")
 
 
 @dataclass
@@ -171,10 +177,14 @@ def optimize_record(
         original_hash=original_hash,
         rewritten_hash=rewritten_hash,
         launch_todo=result.launch_todo,
+        simulated=result.simulated,
+        history=result.records,
     )
 
 
-def benchmark_record(target: loop.Target, r: CandidateResult, device: str) -> BenchmarkRecord:
+def benchmark_record(
+    target: loop.Target, r: CandidateResult, device: str, simulated: bool = False
+) -> BenchmarkRecord:
     t = r.timing
     assert t is not None
     res = r.resources
@@ -190,6 +200,7 @@ def benchmark_record(target: loop.Target, r: CandidateResult, device: str) -> Be
         date=_now(),
         registers=res.registers if res else 0,
         spill_bytes=(res.spill_stores + res.spill_loads) if res else 0,
+        simulated=simulated,
     )
 
 
@@ -455,6 +466,8 @@ def run_finished(run: ActiveRun, status: str, message: str, **numbers: Any) -> w
         **{k: 0.0 for k in ("speedup", "speedup_low", "speedup_high", "median_ms", "rel_spread")},
         "gbps": 0.0,
         "pct_peak": 0.0,
+        "attempts": [],
+        "simulated": False,
         **numbers,
     }
     return wire.RunFinished(run.run_id, run.kind, run.uri, run.kernel, status, message, **values)
@@ -566,6 +579,7 @@ def _record_optimize(
             rewrite_edits(target, result),
             result.speedup,
             summary_of(result),
+            result.simulated,
         )
     seeds = len({c.seed for c in result.best.result.checks}) if result.best else 0
     record = optimize_record(run.run_id, target, result, original_hash, rewritten_hash, seeds)
@@ -577,9 +591,15 @@ def _record_optimize(
     elif result.outcome is loop.Outcome.BASELINE_FAILED:
         message = result.stop_reason
     else:
-        message = f"no reliably faster candidate ({plural(result.attempts, 'candidate')} tried; {result.stop_reason})"
+        message = (
+            f"no reliably faster candidate ({loop.verdict_summary(result.records)}; {result.stop_reason})"
+        )
+    if improved:
+        message += f"; {loop.verdict_summary(result.records)}"
     if result.cancelled:
         message += "; cancelled, best so far kept" if improved else "; cancelled"
+    if result.simulated:
+        message = f"{SIMULATED}: {message}"
     return run_finished(
         run,
         "ok" if improved else result.outcome.value,
@@ -589,6 +609,8 @@ def _record_optimize(
         speedup=result.speedup if improved else 0.0,
         speedup_low=result.speedup_low if improved else 0.0,
         speedup_high=result.speedup_high if improved else 0.0,
+        attempts=[wire.AttemptRecord(**asdict(a)) for a in result.records],
+        simulated=result.simulated,
     )
 
 
@@ -607,16 +629,17 @@ async def _benchmark(
     runs.status()
     request = target.request(run.run_id, ())
 
-    def work() -> tuple[CandidateResult, str]:
+    def work() -> tuple[CandidateResult, DeviceInfo | None]:
         result = runs.executor(settings.executor).evaluate(request, cancel=run.cancel)
-        return result.baseline, result.device.name if result.device else ""
+        return result.baseline, result.device
 
-    baseline, device = await ls.loop.run_in_executor(runs.pool, work)
+    baseline, info = await ls.loop.run_in_executor(runs.pool, work)
+    device, simulated = (info.name, info.simulated) if info is not None else ("", False)
     runs.device = device or runs.device
     if baseline.timing is None:
-        message = f"{baseline.status.value}: {baseline.message}".strip(": ")
+        message = f"{baseline.status.value}: {target.located(baseline)}".strip(": ")
         return run_finished(run, baseline.status.value, message)
-    record = benchmark_record(target, baseline, device)
+    record = benchmark_record(target, baseline, device, simulated)
     ls.store.put(od.path, run.kernel, benchmark=record)
     message = (
         f"{record.median_ms:.4g} ms ({spread_text(record.rel_spread)}) · {record.gbps:.0f} GB/s · "
@@ -625,7 +648,8 @@ async def _benchmark(
     return run_finished(
         run,
         baseline.status.value,
-        message,
+        f"{SIMULATED}: {message}" if simulated else message,
+        simulated=simulated,
         median_ms=record.median_ms,
         rel_spread=record.rel_spread,
         gbps=record.gbps,

@@ -28,6 +28,7 @@ from typing import Any
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from agent.loop import AttemptRecord
 from agent.source import Document, Kernel
 from sandbox.contract import ContractError, from_dict, to_dict
 
@@ -63,6 +64,7 @@ class BenchmarkRecord:
     date: str  # ISO 8601, UTC
     registers: int = 0
     spill_bytes: int = 0
+    simulated: bool = False  # timed on the simulated GPU: made-up numbers, not a measurement
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,8 @@ class OptimizeRecord:
     original_hash: str = ""  # kernel_hash of the kernel the run started from
     rewritten_hash: str = ""  # kernel_hash of the verified rewrite
     launch_todo: str = ""  # the launch change the user must still make by hand (agent.loop.LaunchEdits)
+    simulated: bool = False  # run on the simulated GPU: made-up numbers, not a measurement
+    history: tuple[AttemptRecord, ...] = ()  # every candidate's verdict, in evaluation order
 
 
 @dataclass(frozen=True)
