@@ -2,7 +2,8 @@
 
 Every kernel is cut out with its dependencies (:meth:`agent.source.Document.standalone`) and
 compiled through :func:`sandbox.compiler.compile_cuda` — no GPU or driver needed.  Diagnostics
-come back at lines of the user's file; ptxas' registers, spills and shared memory per kernel.
+come back at lines of the user's file; ptxas' registers, spills and shared memory per kernel;
+each written spec's mistakes at their lines (a broken spec fails the check).
 A template kernel is instantiated as its spec says (or as the file launches it); without
 either it is compiled uninstantiated, which checks syntax but yields no resources.
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent.source import Document, Issue, Kernel
-from agent.spec import infer, parse, split_args, template_names
+from agent.spec import SpecError, infer, parse, split_args, template_names
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Diagnostic, Resources
 
@@ -34,6 +35,7 @@ class KernelCheck:
     resources: Resources | None
     seconds: float
     note: str = ""
+    spec_errors: tuple[SpecError, ...] = ()  # mistakes in the kernel's written spec (0-based lines)
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,8 @@ class FileCheck:
 
     @property
     def ok(self) -> bool:
-        return all(k.ok for k in self.kernels)
+        """Every kernel compiles and every written spec is valid."""
+        return all(k.ok and not k.spec_errors for k in self.kernels)
 
     @property
     def diagnostics(self) -> tuple[Diagnostic, ...]:
@@ -93,6 +96,7 @@ def check_kernel(
     resources = compiled.resources.get(mangled) if mangled else None
     if resources is None and not kernel.template_params:
         resources = compiled.resources.get(kernel.name)  # extern "C": ptxas uses the plain name
+    _, spec_errors = parse(kernel, doc.type_aliases)
     return KernelCheck(
         kernel.qualified_name,
         compiled.ok,
@@ -101,6 +105,7 @@ def check_kernel(
         resources,
         compiled.seconds,
         note,
+        tuple(sorted(spec_errors, key=lambda e: e.line)),
     )
 
 

@@ -338,6 +338,11 @@ def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...
     ``options``: the file's build configuration (``-I``/``-D``, :func:`agent.check.build_options`).
 
     An inferred spec is not trusted for optimizing: the user must write (or accept) one first."""
+    if not doc.kernels:
+        raise TargetError(
+            f"{doc.path or 'file'}: no CUDA kernel (`__global__` function) found; "
+            "cuda-agent optimizes the kernels of .cu/.cuh files"
+        )
     if kernel is None:
         if len(doc.kernels) != 1:
             names = ", ".join(k.name for k in doc.kernels) or "none"
@@ -358,7 +363,9 @@ def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...
             f"{where}: kernel {k.name} has no spec; `cuda-agent kernels` shows an inferred one to add"
         )
     if errors:
-        raise TargetError(f"{doc.path or 'file'}:{errors[0].line + 1}: spec error: {errors[0].message}")
+        first = min(errors, key=lambda e: (e.line < 0, e.line))
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise TargetError(f"{doc.path or 'file'}:{first.line + 1}: spec error: {first.message}{more}")
     try:
         problems = spec_mod.problems(spec)
     except spec_mod.InvalidSpec as exc:

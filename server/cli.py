@@ -240,8 +240,11 @@ def check(file: str, arch: str, build: BuildFlags, as_json: bool) -> None:
             click.echo(f"{path}:{issue.line + 1}: {issue.severity}: {issue.message}")
         for d in result.diagnostics:
             click.echo(f"{d.file}:{d.line}:{d.column}: {d.severity}: {d.message}")
+        for k in result.kernels:
+            for e in k.spec_errors:
+                click.echo(f"{path}:{e.line + 1}: error: spec of {k.kernel}: {e.message}")
         if not result.kernels:
-            click.echo(f"{path}: no kernels")
+            click.echo(f"{path}: no CUDA kernels (`__global__` functions) found")
         for k in result.kernels:
             r = k.resources
             usage = (
@@ -251,15 +254,22 @@ def check(file: str, arch: str, build: BuildFlags, as_json: bool) -> None:
                 else "no resource report"
             )
             name = k.name_expression or k.kernel
-            click.echo(f"{'ok  ' if k.ok else 'FAIL'} {name}: {usage}" + (f" ({k.note})" if k.note else ""))
-    if not result.ok:
-        raise JobFailed(f"{sum(not k.ok for k in result.kernels)} kernel(s) failed to compile")
+            click.echo(
+                f"{'ok  ' if k.ok and not k.spec_errors else 'FAIL'} {name}: {usage}"
+                + (f" ({k.note})" if k.note else "")
+            )
+    failed = sum(not k.ok for k in result.kernels)
+    broken = sum(bool(k.spec_errors) for k in result.kernels)
+    if failed or broken:
+        why = [f"{failed} kernel(s) failed to compile"] if failed else []
+        why += [f"{broken} spec(s) have errors"] if broken else []
+        raise JobFailed("; ".join(why))
 
 
 @cli.command()
 @click.argument("file")
 @click.option("--kernel", "-k", "kernel", help="Kernel name (default: the only kernel in FILE).")
-@click.option("--gpu", default=0, show_default=True, help="GPU index.")
+@click.option("--gpu", default=0, show_default=True, type=click.IntRange(min=0), help="GPU index.")
 @json_option
 @build_flags
 @memory_option
@@ -329,7 +339,7 @@ def bench(
     help="Budget: wall time (60s, 5m), candidates (40c) and/or tokens (200k), comma-separated.",
 )
 @click.option("--seed", default=0, show_default=True, help="Random seed (runs are reproducible).")
-@click.option("--gpu", default=0, show_default=True, help="GPU index.")
+@click.option("--gpu", default=0, show_default=True, type=click.IntRange(min=0), help="GPU index.")
 @click.option(
     "--trajectory",
     metavar="PATH|off",
@@ -337,6 +347,7 @@ def bench(
 )
 @click.option("--diff", "show_diff", is_flag=True, help="Print the verified rewrite as a unified diff.")
 @click.option("--write", is_flag=True, help="Apply the verified rewrite to FILE (a backup is kept).")
+@click.option("--force", is_flag=True, help="With --write: write FILE even when it is read-only.")
 @click.option("--attempts", "show_attempts", is_flag=True, help="List every candidate's verdict in a table.")
 @json_option
 @build_flags
@@ -357,6 +368,7 @@ def optimize(
     trajectory: str | None,
     show_diff: bool,
     write: bool,
+    force: bool,
     show_attempts: bool,
     build: BuildFlags,
     as_json: bool,
@@ -371,6 +383,8 @@ def optimize(
     from sandbox.executor import ExecutorError
 
     path, text = read_source(file)
+    if write:
+        refuse_read_only(path, force, UserError)
     try:
         limits = loop.parse_budget(budget)
     except ValueError as exc:
@@ -442,7 +456,7 @@ def optimize(
         raise JobFailed(f"{type(result).__name__}: {result}")
     written = backup = None
     if write and result.outcome is loop.Outcome.IMPROVED:
-        written, backup = write_rewrite(path, text, result.rewritten)
+        written, backup = write_rewrite(path, text, result.rewritten, force=force)
     if as_json:
         emit_json(_optimize_json(target, result, written, backup, log_path))
     else:
@@ -515,8 +529,19 @@ def _progress_bar(enabled: bool) -> Iterator[Callable[[LoopEvent], None] | None]
         yield on_event
 
 
-def write_rewrite(path: Path, original: str, rewritten: str) -> tuple[Path, Path]:
+def refuse_read_only(path: Path, force: bool, error: type[click.ClickException] = JobFailed) -> None:
+    """Raise ``error`` when FILE (a symlink's target) has no write permission bit, unless ``force``."""
+    import contextlib
+
+    with contextlib.suppress(OSError):  # a file that cannot be read is reported when it is read
+        mode = path.resolve().stat().st_mode
+        if not force and not mode & 0o222:
+            raise error(f"{path} is read-only (mode {mode & 0o7777:o}); nothing written (--force writes it)")
+
+
+def write_rewrite(path: Path, original: str, rewritten: str, *, force: bool = False) -> tuple[Path, Path]:
     """Write ``rewritten`` over FILE, keeping a backup; returns (the file written, its backup).
+    A read-only FILE (no write permission bit) is refused unless ``force``.
 
     A symlink is followed to the real file (the link stays a link).  Unchanged lines keep their
     exact bytes (undecodable bytes outside the rewrite survive).  The backup is a new file
@@ -530,6 +555,7 @@ def write_rewrite(path: Path, original: str, rewritten: str) -> tuple[Path, Path
     import tempfile
 
     real = path.resolve()
+    refuse_read_only(path, force)
     try:
         raw = real.read_bytes()
         st = real.stat()
@@ -750,7 +776,7 @@ def _optimize_json(
     help="The rewrite's launch, in the spec's vocabulary (default: its own `launch` line, else the original's).",
 )
 @click.option("--seed", default=0, show_default=True, help="Random seed for the verification inputs.")
-@click.option("--gpu", default=0, show_default=True, help="GPU index.")
+@click.option("--gpu", default=0, show_default=True, type=click.IntRange(min=0), help="GPU index.")
 @click.option("--no-sanitize", is_flag=True, help="Skip compute-sanitizer on a verified rewrite.")
 @json_option
 @build_flags
@@ -1354,7 +1380,9 @@ def reward_tasks(task_paths: tuple[str, ...], split: str | None, prompts: bool) 
 @click.argument("task")
 @click.argument("file")
 @tasks_option
-@click.option("--gpu", default=0, show_default=True, help="GPU index to evaluate on.")
+@click.option(
+    "--gpu", default=0, show_default=True, type=click.IntRange(min=0), help="GPU index to evaluate on."
+)
 @json_option
 def reward_score(task: str, file: str, task_paths: tuple[str, ...], gpu: int, as_json: bool) -> None:
     """Score one completion: FILE holds a model's answer (a .cu/.cuh file is the kernel itself)."""
