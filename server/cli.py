@@ -631,9 +631,8 @@ def _print_optimize(
     from server.texts import SIMULATED, plural
 
     device = result.device.name if result.device else "unknown device"
-    click.echo(
-        f"{target.kernel} in {target.path} on {device}" + (f" ({SIMULATED})" if result.simulated else "")
-    )
+    device = f"the {SIMULATED}: every number below is made up" if result.simulated else device
+    click.echo(f"{target.kernel} in {target.path} on {device}")
     click.echo(f"  original: {measured_text(result.baseline)}")
     best = result.best
     if result.outcome is Outcome.BASELINE_FAILED:
