@@ -1107,7 +1107,7 @@ class _Run:
 
     def _evaluate_baseline(self) -> EvalResult:
         request = self._request(f"{self.run_id}-baseline", ())
-        return self.executor.evaluate(request, cancel=self.user_cancel)
+        return self.executor.evaluate(request, progress=self._on_progress, cancel=self.user_cancel)
 
     def _watch(self) -> None:
         deadline = self.search_start + self.budget.wall_s if self.budget.wall_s else math.inf

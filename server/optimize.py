@@ -525,8 +525,9 @@ async def _optimize(
     def show(ev: loop.LoopEvent) -> None:
         run.percent = int(100 * (ev.fraction or 0.0))
         best = f" · best {ev.best_speedup:.2f}× so far" if ev.best_speedup else ""
+        now = f" · {ev.message}" if ev.kind == "evaluating" and ev.message else ""
         progress.report(
-            run.percent, f"{plural(ev.evaluated, 'candidate')} tried{best}", force=ev.kind == "improved"
+            run.percent, f"{plural(ev.evaluated, 'candidate')} tried{best}{now}", force=ev.kind == "improved"
         )
         runs.status()
 
