@@ -114,6 +114,7 @@ class CompareRecord:
     device: str
     date: str
     kernel_hash: str = ""  # kernel_hash of this kernel when compared
+    simulated: bool = False  # run on the simulated GPU: made-up numbers, not a measurement
 
 
 @dataclass(frozen=True)
