@@ -259,14 +259,14 @@ class _Outage:
             )
         now = time.monotonic()
         self.since = self.since if self.since is not None else now
+        reason = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
         if now - self.since >= self.executor.reconnect_s:
-            reason = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
             raise WorkerUnavailable(
                 f"cannot reach the worker at {url} for {self.executor.reconnect_s:.0f} s ({reason}); "
                 "is `cuda-agent worker` running there and the tunnel, if any, up?"
             )
         left = self.executor.reconnect_s - (now - self.since)
-        message = f"cannot reach the worker at {url} ({cause}); retrying for up to {left:.0f} s"
+        message = f"cannot reach the worker at {url} ({reason}); retrying for up to {left:.0f} s"
         log.log(logging.WARNING if now == self.since else logging.INFO, "%s", message)
         if self.report is not None:
             self.report(message)

@@ -42,7 +42,7 @@ from sandbox.contract import (
     to_json,
 )
 from sandbox.executor import AuthError, Executor, ExecutorError, NoGpuError, ProgressFn, WorkerUnavailable
-from sandbox.remote import RemoteExecutor
+from sandbox.remote import CONNECT_TIMEOUT_S, RemoteExecutor
 from sandbox.service import Limits, WorkerService, listen, make_server
 from sandbox.testing import FakeExecutor
 
@@ -472,6 +472,20 @@ def test_an_unreachable_worker_is_one_clear_error() -> None:
     assert time.monotonic() - started < 5
     assert str(info.value).startswith(f"cannot reach the worker at {url} for 0 s (ConnectError")
     assert "is `cuda-agent worker` running there" in str(info.value)
+
+
+def test_an_unreachable_worker_is_reported_at_once_and_at_each_retry() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    heard: list[tuple[float, Progress]] = []
+    started = time.monotonic()
+    with RemoteExecutor(url, TOKEN, reconnect_s=1.5) as remote, pytest.raises(WorkerUnavailable):
+        assert remote._client.timeout.connect == CONNECT_TIMEOUT_S == 2.0
+        remote.evaluate(
+            make_request("retried", 2), progress=lambda p: heard.append((time.monotonic() - started, p))
+        )
+    assert len(heard) >= 2 and heard[0][0] < CONNECT_TIMEOUT_S  # the first failed attempt, at once
+    assert all(p.message.startswith(f"cannot reach the worker at {url} (ConnectError") for _, p in heard)
+    assert "retrying for up to" in heard[0][1].message and heard[0][1].request_id == "retried"
 
 
 # --------------------------------------------------------------------------- TLS
