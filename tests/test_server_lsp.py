@@ -550,15 +550,17 @@ async def test_benchmark_and_add_spec_commands(client: LanguageClient, workspace
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(doc))
     # the lens is short (a long one is clipped in the editor); its tooltip and the hover have the rest
     shown = [ln.command for ln in lenses or [] if ln.command and "GB/s" in ln.command.title]
-    expected = f"1 ms · {result['gbps']:.0f} GB/s ({result['pctPeak']:.0f}% of peak)"
+    expected = f"1 ms · {result['gbps']:.0f} GB/s ({result['pctPeak']:.0f}% of peak) · simulated"
     assert [c.title for c in shown] == [expected], shown
-    assert len(shown[0].title) <= 48
-    assert (shown[0].tooltip or "").startswith("1 ms median (IQR ±1.0%) at n=1048576")
+    assert len(shown[0].title) <= 48 and result["simulated"] is True
+    assert (shown[0].tooltip or "").startswith(
+        "simulated GPU, not measured: 1 ms median (IQR ±1.0%) at n=1048576"
+    )
     line = kernel_line(path, "saxpy")
     col = path.read_text().splitlines()[line].index("saxpy")
     hover = await client.text_document_hover_async(lsp.HoverParams(doc, lsp.Position(line, col)))
     assert hover is not None and isinstance(hover.contents, lsp.MarkupContent)
-    assert "**Last benchmark** 1 ms median" in hover.contents.value
+    assert "**Last benchmark** simulated GPU, not measured: 1 ms median" in hover.contents.value
     assert "registers" in hover.contents.value  # from the last check
 
     # a kernel without a spec: the quick fix and the command insert the inferred spec
