@@ -427,6 +427,7 @@ def worker_process(port: int, delay_s: float) -> Iterator[subprocess.Popen[bytes
         proc.wait()
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_a_clear_error_and_the_client_recovers_when_it_returns() -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -445,6 +446,7 @@ def test_a_killed_worker_is_a_clear_error_and_the_client_recovers_when_it_return
     assert [c.status for c in result.candidates] == [Status.OK, Status.OK]
 
 
+@pytest.mark.slow
 def test_a_worker_restarted_within_the_reconnect_window_finishes_the_same_call() -> None:
     port = free_port()
     progress = threading.Event()
@@ -553,6 +555,7 @@ def busy_port() -> Iterator[int]:
         yield int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_the_remote_flow_on_loopback_with_a_simulated_worker(tmp_path: Path) -> None:
     """`cuda-agent worker --simulate`, then the CLI against it several times in a row; the worker
     says it is simulated, logs each request's outcome (refusals too) and never the token."""
@@ -622,6 +625,7 @@ def test_worker_command_refuses_unsafe_or_impossible_setups(tmp_path: Path, busy
 # --------------------------------------------------------------------------- load
 
 
+@pytest.mark.slow
 def test_load_200_concurrent_evaluations_all_answered_nothing_lost() -> None:
     """200 evaluations at once from one client whose limit is 32: the rest are refused with 429
     and retried, two GPU lanes share the work, and every request gets its own result exactly once."""

@@ -99,6 +99,7 @@ def pid_of(message: str) -> int:
     return int(message.split()[-1])
 
 
+@pytest.mark.slow
 def test_hang_is_killed_with_its_process_group_and_worker_serves_on(
     executor: LocalExecutor, vadd: KernelSource, tmp_path: Path
 ) -> None:

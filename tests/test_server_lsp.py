@@ -496,6 +496,7 @@ async def test_errors_are_reported_at_their_file_line(client: LanguageClient, wo
     assert not [d for d in client.diagnostics[uri] if "has no `arg` line" in d.message]
 
 
+@pytest.mark.slow
 async def test_cancel_keeps_the_best_so_far_and_a_changed_document_refuses_the_rewrite(
     client: LanguageClient, workspace: Workspace
 ) -> None:
@@ -602,6 +603,7 @@ async def test_benchmark_and_add_spec_commands(client: LanguageClient, workspace
     assert commands == ["cudaAgent.optimize", "cudaAgent.benchmark"]
 
 
+@pytest.mark.slow
 async def test_results_made_elsewhere_show_up_and_survive_a_restart(
     client: LanguageClient, workspace: Workspace
 ) -> None:
@@ -670,6 +672,7 @@ async def restarted(lsp_client: LanguageClient, tmp_path: Path):
     await lsp_client.shutdown_session()
 
 
+@pytest.mark.slow
 async def test_stored_results_give_hints_after_a_restart(restarted: LanguageClient, tmp_path: Path) -> None:
     path = tmp_path / "ws" / "lsp_workspace.cu"
     uri = open_file(restarted, path)
@@ -730,6 +733,7 @@ async def test_benchmark_and_optimize_on_the_gpu(gpu_client: LanguageClient, wor
     assert str(hint.label).startswith("⚡ ") and str(hint.label).endswith("× verified")
 
 
+@pytest.mark.slow
 async def test_settings_from_workspace_configuration(client: LanguageClient, workspace: Workspace) -> None:
     path = workspace.copy("lsp_workspace.cu")
     uri = open_file(client, path)
@@ -852,6 +856,7 @@ async def plain_client(lsp_client: LanguageClient, workspace: Workspace):
     await lsp_client.shutdown_session()
 
 
+@pytest.mark.slow
 async def test_without_progress_support_a_run_logs_and_is_cancelled_by_command(
     plain_client: LanguageClient, workspace: Workspace
 ) -> None:
