@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent.source import Document, Issue, Kernel
-from agent.spec import SpecError, infer, parse, split_args, template_names
+from agent.spec import KernelSpec, SpecError, infer, parse, split_args, template_names
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Diagnostic, Resources
 
@@ -74,7 +74,8 @@ def check_document(doc: Document, *, arch: str = "sm_90", options: tuple[str, ..
 def check_kernel(
     doc: Document, kernel: Kernel, *, arch: str = "sm_90", options: tuple[str, ...] = ()
 ) -> KernelCheck:
-    name_expression, note = _name_expression(doc, kernel)
+    spec, spec_errors = parse(kernel, doc.type_aliases)
+    name_expression, note = _name_expression(doc, kernel, spec if not spec_errors else None)
     targs = split_args(name_expression[len(kernel.qualified_name) :]) if name_expression else []
     unit = doc.standalone(kernel, also=template_names(tuple(targs)))
     filename = Path(doc.path).name if doc.path else "kernel.cu"
@@ -96,7 +97,6 @@ def check_kernel(
     resources = compiled.resources.get(mangled) if mangled else None
     if resources is None and not kernel.template_params:
         resources = compiled.resources.get(kernel.name)  # extern "C": ptxas uses the plain name
-    _, spec_errors = parse(kernel, doc.type_aliases)
     return KernelCheck(
         kernel.qualified_name,
         compiled.ok,
@@ -109,11 +109,11 @@ def check_kernel(
     )
 
 
-def _name_expression(doc: Document, kernel: Kernel) -> tuple[str, str]:
+def _name_expression(doc: Document, kernel: Kernel, spec: KernelSpec | None) -> tuple[str, str]:
+    """How to instantiate ``kernel``: as its valid spec (``spec``) says, else as the file launches it."""
     if not kernel.template_params:
         return kernel.qualified_name, ""
-    spec, errors = parse(kernel, doc.type_aliases)
-    if spec is not None and spec.template_args and not errors:
+    if spec is not None and spec.template_args:
         return spec.name_expression, ""
     if doc.launches_of(kernel.name):
         return infer(doc, kernel).spec.name_expression, "instantiated as the file launches it"
