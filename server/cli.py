@@ -1014,6 +1014,7 @@ def _compare_json(found: Any) -> dict[str, Any]:
         "baseline": to_dict(base),
         "result": to_dict(c),
         "device": to_dict(found.result.device) if found.result.device else None,
+        "simulated": found.result.device is not None and found.result.device.simulated,
     }
 
 
@@ -1021,9 +1022,12 @@ def _print_compare(found: Any) -> None:
     from agent.compare import reason_text
     from agent.loop import size_checks
     from sandbox.timing import measured_text
+    from server.texts import SIMULATED
 
     t, c, base = found.target, found.candidate, found.result.baseline
     device = found.result.device.name if found.result.device else "unknown device"
+    if found.result.device is not None and found.result.device.simulated:
+        device = f"the {SIMULATED}: every number below is made up"
     where = "the same file" if found.candidate_path == t.path else found.candidate_path
     click.echo(f"{t.kernel} ({t.path}) against {found.proposal.kernel} ({where}) on {device}")
     if base.status.value != "ok":
@@ -1131,7 +1135,8 @@ def suite(
 
     try:
         with _make_executor(devices[0], devices) as executor:
-            device = executor.device_info().name
+            info = executor.device_info()
+            device, simulated = info.name, info.simulated
             entries = run_suite(
                 root,
                 executor,
@@ -1152,6 +1157,7 @@ def suite(
             {
                 "directory": str(root),
                 "device": device,
+                "simulated": simulated,
                 "gpus": sorted({g for e in entries for g in e.gpus}),
                 "budget": budget,
                 "seed": seed,
@@ -1166,6 +1172,10 @@ def suite(
     )
     used = sorted({g for e in entries for g in e.gpus})
     where = f" (GPU{'s' if len(used) > 1 else ''} {','.join(map(str, used))})" if used else ""
+    if simulated:
+        from server.texts import SIMULATED
+
+        device = f"the {SIMULATED} (every number below is made up)"
     click.echo(f"{root} on {device}{where}, budget {budget} per kernel, seed {seed}")
     click.echo(header)
     for e in entries:

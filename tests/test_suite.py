@@ -67,7 +67,7 @@ def test_suite_json(folder: Path) -> None:
     assert [k["kernel"] for k in json.loads(only.stdout)["kernels"]] == ["block_sum"]
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert data["device"] == "simulated GPU" and data["seed"] == 3
+    assert data["device"] == "simulated GPU" and data["simulated"] is True and data["seed"] == 3
     kernels = {k["kernel"]: k for k in data["kernels"]}
     vadd = kernels["vadd"]
     assert vadd["status"] == "improved" and vadd["attempts"] == 6
