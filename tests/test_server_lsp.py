@@ -357,6 +357,15 @@ async def test_optimize_reports_progress_and_offers_a_verified_rewrite(
     assert result["speedup"] == pytest.approx(2.0)
     assert not result["cancelled"]
 
+    # the run's end refreshed the lenses: no Cancel lens is left
+    async def refreshed() -> None:
+        while workspace.lens_refreshes < 2:  # one when the run started, one when it ended
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(refreshed(), 10)
+    after = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
+    assert not [ln for ln in after or [] if ln.command and "Cancel" in ln.command.title]
+
     # every candidate's verdict, and the simulated GPU named wherever a number is shown
     attempts = result["attempts"]
     assert attempts and [a["index"] for a in attempts] == list(range(len(attempts)))
