@@ -693,9 +693,9 @@ def attempts_table(records: Sequence[AttemptRecord]) -> str:
             detail = a.description
         elif a.compile_line:
             detail = f"line {a.compile_line}:{a.compile_column}: {a.message.split(': ', 1)[-1]}"
-        elif a.values:
+        elif a.values or a.first_bad_index >= 0:
             at = f"[{a.first_bad_index}]" if a.first_bad_index >= 0 else ""
-            detail = f"{a.output}{at} at {a.problem}: {a.values}"
+            detail = f"{a.output}{at} at {a.problem}: {a.values or a.message}"
         else:
             detail = a.message
         if a.rule:

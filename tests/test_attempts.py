@@ -13,11 +13,12 @@ from pathlib import Path
 
 import attrs
 import pytest
-from loop_fakes import SAXPY, saxpy_target
+from loop_fakes import SAXPY, MarkerExecutor, saxpy_target, variant
 
 from agent.loop import (
     Attempt,
     AttemptRecord,
+    LoopSettings,
     OptimizeBudget,
     OptimizeContext,
     Proposal,
@@ -27,7 +28,7 @@ from agent.loop import (
 )
 from sandbox.testing import FakeExecutor
 from server import protocol as wire
-from server.cli import main
+from server.cli import attempts_table, main
 
 T = saxpy_target()
 HELPER = "__device__ float twice(float v) {\n    return 2.0f * v;\n}\n\n"
@@ -74,6 +75,37 @@ def test_each_verdict_is_recorded_and_a_candidates_compile_error_is_at_its_file_
     assert dup.duplicate_of == good.candidate_id and dup.status == "ok"
     assert [r.index for r in res.records] == [0, 1, 2] and res.simulated
     assert verdict_summary(res.records) == "3 candidates: 2 ok, 1 compile_error"
+
+
+def test_the_table_says_what_went_wrong_with_each_candidate() -> None:
+    res = optimize(
+        T,
+        Fixed(
+            [
+                Proposal(variant(T, "mismatch"), "wrong tail"),
+                Proposal(variant(T, "speedup=1.5"), "faster"),
+                Proposal(variant(T, "mismatch"), "wrong tail again"),
+            ]
+        ),
+        MarkerExecutor(),
+        budget=OptimizeBudget(wall_s=60),
+        settings=LoopSettings(sanitize_winner=False),
+    )
+    wrong, fast, again = res.records
+    assert (wrong.status, wrong.problem, wrong.output, wrong.first_bad_index) == (
+        "mismatch",
+        "n=4097",
+        "y",
+        4096,
+    )
+    assert again.duplicate_of == wrong.candidate_id and fast.registers == 16
+    rows = attempts_table(res.records).splitlines()
+    assert rows[0].split() == ["#", "candidate", "status", "speedup", "regs", "verdict"]
+    assert rows[1].split()[:3] == ["0", "b0-c0", "mismatch"]
+    assert rows[1].endswith("y[4096] at n=4097: outputs differ at n=4097")
+    assert rows[2].split()[2:5] == ["ok", "1.50x", "16"] and rows[2].endswith("faster")
+    assert "same as b0-c0: y[4096] at n=4097" in rows[3]
+    assert verdict_summary(res.records) == "3 candidates: 2 mismatch, 1 ok"
 
 
 def test_the_wire_attempt_mirrors_the_agents_field_for_field() -> None:
