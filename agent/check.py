@@ -2,7 +2,8 @@
 
 Every kernel is cut out with its dependencies (:meth:`agent.source.Document.standalone`) and
 compiled through :func:`sandbox.compiler.compile_cuda` — no GPU or driver needed.  Diagnostics
-come back at lines of the user's file; ptxas' registers, spills and shared memory per kernel.
+come back at lines of the user's file; ptxas' registers, spills and shared memory per kernel;
+each written spec's mistakes at their lines (a broken spec fails the check).
 A template kernel is instantiated as its spec says (or as the file launches it); without
 either it is compiled uninstantiated, which checks syntax but yields no resources.
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent.source import Document, Issue, Kernel
-from agent.spec import infer, parse, split_args, template_names
+from agent.spec import KernelSpec, SpecError, infer, parse, split_args, template_names
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Diagnostic, Resources
 
@@ -34,6 +35,7 @@ class KernelCheck:
     resources: Resources | None
     seconds: float
     note: str = ""
+    spec_errors: tuple[SpecError, ...] = ()  # mistakes in the kernel's written spec (0-based lines)
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,8 @@ class FileCheck:
 
     @property
     def ok(self) -> bool:
-        return all(k.ok for k in self.kernels)
+        """Every kernel compiles and every written spec is valid."""
+        return all(k.ok and not k.spec_errors for k in self.kernels)
 
     @property
     def diagnostics(self) -> tuple[Diagnostic, ...]:
@@ -71,7 +74,8 @@ def check_document(doc: Document, *, arch: str = "sm_90", options: tuple[str, ..
 def check_kernel(
     doc: Document, kernel: Kernel, *, arch: str = "sm_90", options: tuple[str, ...] = ()
 ) -> KernelCheck:
-    name_expression, note = _name_expression(doc, kernel)
+    spec, spec_errors = parse(kernel, doc.type_aliases)
+    name_expression, note = _name_expression(doc, kernel, spec if not spec_errors else None)
     targs = split_args(name_expression[len(kernel.qualified_name) :]) if name_expression else []
     unit = doc.standalone(kernel, also=template_names(tuple(targs)))
     filename = Path(doc.path).name if doc.path else "kernel.cu"
@@ -101,14 +105,15 @@ def check_kernel(
         resources,
         compiled.seconds,
         note,
+        tuple(sorted(spec_errors, key=lambda e: e.line)),
     )
 
 
-def _name_expression(doc: Document, kernel: Kernel) -> tuple[str, str]:
+def _name_expression(doc: Document, kernel: Kernel, spec: KernelSpec | None) -> tuple[str, str]:
+    """How to instantiate ``kernel``: as its valid spec (``spec``) says, else as the file launches it."""
     if not kernel.template_params:
         return kernel.qualified_name, ""
-    spec, errors = parse(kernel, doc.type_aliases)
-    if spec is not None and spec.template_args and not errors:
+    if spec is not None and spec.template_args:
         return spec.name_expression, ""
     if doc.launches_of(kernel.name):
         return infer(doc, kernel).spec.name_expression, "instantiated as the file launches it"

@@ -50,8 +50,8 @@ import tree_sitter
 from agent import spec as spec_mod
 from agent.source import Document, Expr, Kernel, LaunchSite, Param
 from agent.spec import KernelSpec, ScalarSpec, parse_dims
-from agent.trajectory import RunInfo, TrajectoryLog, reward
-from sandbox.compiler import carry_headers
+from agent.trajectory import RunInfo, TrajectoryLog, hack_rule, reward
+from sandbox.compiler import carry_headers, parse_diagnostics
 from sandbox.contract import (
     PRECISIONS,
     Budget,
@@ -59,6 +59,7 @@ from sandbox.contract import (
     CandidateResult,
     Check,
     DeviceInfo,
+    Diagnostic,
     EvalOptions,
     EvalRequest,
     EvalResult,
@@ -137,6 +138,9 @@ class Target:
     spec_text: str = ""  # the kernel's spec as written, for prompts
     relaunch: Relauncher | None = field(default=None, compare=False, repr=False)
     site_edits: SiteEditor | None = field(default=None, compare=False, repr=False)
+    # 0-based file line of each 0-based line of ``baseline.source`` (-1: generated), to place
+    # compiler messages (``agent.source.Standalone.line_map``)
+    line_map: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.text[self.definition_start : self.definition_start + len(self.definition)] != self.definition:
@@ -213,6 +217,45 @@ class Target:
             budget=budget or Budget(),
             options=options or EvalOptions(),
         )
+
+    def file_line(self, unit_line: int, proposal: Proposal | None = None) -> int:
+        """The 1-based line of the file that 1-based line ``unit_line`` of the compiled unit comes
+        from: of the original file, or, with ``proposal``, of the file with the proposal's code in
+        place of the definition (a whole-unit proposal: of that unit); 0 for a generated line."""
+        if proposal is not None and proposal.unit:
+            return unit_line
+        u = unit_line - 1
+        source = self.baseline.source
+        u0 = source.count("\n", 0, source.index(self.definition))
+        f0 = self.text.count("\n", 0, self.definition_start)
+        old = self.definition.count("\n")
+        new = self._fit(proposal.code).count("\n") if proposal is not None else old
+        if u0 <= u <= u0 + new:
+            return f0 + (u - u0) + 1
+        if u > u0 + new:
+            u += old - new
+        mapped = self.line_map[u] if 0 <= u < len(self.line_map) else -1
+        if mapped < 0:
+            return 0
+        return mapped + 1 + (new - old if mapped > f0 else 0)
+
+    def compile_error(self, result: CandidateResult, proposal: Proposal | None = None) -> Diagnostic | None:
+        """The first compiler error of ``result`` at its line and column of the file (see
+        :meth:`file_line`; line 0 when it is in a header or a generated line); None without one."""
+        names = {self.baseline.filename, ""}
+        for d in parse_diagnostics(result.compile_log):
+            if d.severity == "error":
+                line = self.file_line(d.line, proposal) if d.file in names else 0
+                return replace(d, line=line, column=d.column if line else 0, file=self.path)
+        return None
+
+    def located(self, result: CandidateResult, proposal: Proposal | None = None) -> str:
+        """``result``'s message, a compile error's placed at ``FILE:LINE:COL`` of the file."""
+        d = self.compile_error(result, proposal) if result.status is Status.COMPILE_ERROR else None
+        if d is None or d.line == 0:
+            return result.message
+        column = f":{d.column}" if d.column else ""
+        return f"{self.path or 'kernel.cu'}:{d.line}{column}: {d.message}"
 
     def file_with(self, code: str, edits: Sequence[TextEdit] = ()) -> str:
         """The original file with the definition replaced by ``code`` and ``edits`` applied."""
@@ -295,6 +338,11 @@ def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...
     ``options``: the file's build configuration (``-I``/``-D``, :func:`agent.check.build_options`).
 
     An inferred spec is not trusted for optimizing: the user must write (or accept) one first."""
+    if not doc.kernels:
+        raise TargetError(
+            f"{doc.path or 'file'}: no CUDA kernel (`__global__` function) found; "
+            "cuda-agent optimizes the kernels of .cu/.cuh files"
+        )
     if kernel is None:
         if len(doc.kernels) != 1:
             names = ", ".join(k.name for k in doc.kernels) or "none"
@@ -315,7 +363,9 @@ def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...
             f"{where}: kernel {k.name} has no spec; `cuda-agent kernels` shows an inferred one to add"
         )
     if errors:
-        raise TargetError(f"{doc.path or 'file'}:{errors[0].line + 1}: spec error: {errors[0].message}")
+        first = min(errors, key=lambda e: (e.line < 0, e.line))
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise TargetError(f"{doc.path or 'file'}:{first.line + 1}: spec error: {first.message}{more}")
     try:
         problems = spec_mod.problems(spec)
     except spec_mod.InvalidSpec as exc:
@@ -366,6 +416,7 @@ def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...
         spec_text="\n".join(f"//{text}" for _, text in k.comment),
         relaunch=relaunch,
         site_edits=site_edits,
+        line_map=unit.line_map,
     )
 
 
@@ -604,6 +655,89 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class AttemptRecord:
+    """One attempt's verdict as a run's result reports it (CLI ``--attempts``/``--json``, the
+    editor's run result): flat, JSON-ready.  Numbers are 0 (``first_bad_index`` -1, ``reward``
+    None) where the verdict has none."""
+
+    index: int  # 0-based, in evaluation order
+    candidate_id: str
+    description: str
+    status: str  # sandbox.contract.Status value: ok, compile_error, mismatch, rejected...
+    message: str  # the sandbox's words (a compile error at FILE:LINE:COL of the candidate's file)
+    rule: str = ""  # the rule a rejected/implausible candidate broke (agent.trajectory.hack_rule)
+    duplicate_of: str = ""  # the earlier identical candidate whose verdict this reuses
+    problem: str = ""  # the failing check's problem size (else the one closest to its bound)
+    output: str = ""  # that check's output argument
+    first_bad_index: int = -1  # its first element out of bounds (-1: none)
+    values: str = ""  # what that check saw ("expected 1.5, got 2 (error 0.5, bound 0.001: ...)")
+    error_ratio: float = 0.0  # its largest error as a share of its bound (<= 1 passes)
+    compile_line: int = 0  # the first compile error, 1-based, in the candidate's file (0: none)
+    compile_column: int = 0
+    compile_log: str = ""  # the compiler's log from the first error (a few lines)
+    speedup: float = 0.0
+    speedup_low: float = 0.0
+    speedup_high: float = 0.0
+    median_ms: float = 0.0
+    registers: int = 0
+    spill_stores: int = 0  # bytes
+    spill_loads: int = 0  # bytes
+    reward: float | None = None
+
+
+COMPILE_LOG_LINES = 8  # lines of the compiler's log an AttemptRecord keeps
+
+
+def attempt_record(target: Target, attempt: Attempt) -> AttemptRecord:
+    """``attempt`` as the run's result reports it, its compile error placed in the candidate's file."""
+    r = attempt.result
+    failing = [c for c in r.checks if not c.ok]
+    check = failing[0] if failing else max(r.checks, key=lambda c: c.error_ratio, default=None)
+    error = target.compile_error(r, attempt.proposal) if r.status is Status.COMPILE_ERROR else None
+    log_lines = r.compile_log.splitlines()
+    first = next((i for i, line in enumerate(log_lines) if ": error" in line), 0) if error else 0
+    res = r.resources
+    return AttemptRecord(
+        index=attempt.index,
+        candidate_id=attempt.candidate_id,
+        description=attempt.proposal.description,
+        status=r.status.value,
+        message=target.located(r, attempt.proposal),
+        rule=hack_rule(r),
+        duplicate_of=attempt.duplicate_of,
+        problem=check.label if check else "",
+        output=check.arg if check else "",
+        first_bad_index=check.first_bad_index if check else -1,
+        values=check.detail if check and not check.ok else "",
+        error_ratio=check.error_ratio if check else 0.0,
+        compile_line=error.line if error else 0,
+        compile_column=error.column if error else 0,
+        compile_log="\n".join(log_lines[first : first + COMPILE_LOG_LINES]) if error else "",
+        speedup=r.speedup,
+        speedup_low=r.speedup_low,
+        speedup_high=r.speedup_high,
+        median_ms=r.timing.median_ms if r.timing else 0.0,
+        registers=res.registers if res else 0,
+        spill_stores=res.spill_stores if res else 0,
+        spill_loads=res.spill_loads if res else 0,
+        reward=attempt.reward,
+    )
+
+
+def verdict_summary(records: Sequence[AttemptRecord]) -> str:
+    """One line: ``12 candidates: 4 ok, 5 mismatch, 3 compile_error`` (most frequent first)."""
+    counts: dict[str, int] = {}
+    for a in records:
+        counts[a.status] = counts.get(a.status, 0) + 1
+    n = len(records)
+    head = f"{n} candidate{'' if n == 1 else 's'}"
+    if not counts:
+        return head
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return f"{head}: " + ", ".join(f"{v} {k}" for k, v in ranked)
+
+
+@dataclass(frozen=True)
 class OptimizeContext:
     """What a proposer gets: the target, where it runs, the baseline's measured verdict, the seed.
 
@@ -764,6 +898,12 @@ class OptimizeResult:
     verification: tuple[SizeCheck, ...] = ()
     history: tuple[Attempt, ...] = ()  # every attempt with its verdict, in evaluation order
     baseline_seconds: float = 0.0  # measuring the original (before the wall-time budget starts)
+    records: tuple[AttemptRecord, ...] = ()  # ``history`` as reported (attempt_record)
+
+    @property
+    def simulated(self) -> bool:
+        """The numbers come from the simulated GPU (``sandbox.testing``), not a measurement."""
+        return self.device is not None and self.device.simulated
 
     @property
     def speedup(self) -> float:
@@ -878,7 +1018,8 @@ class _Run:
         self._emit("baseline", f"baseline {baseline.status.value} ({timed}{took})")
         if baseline.status is not Status.OK:
             return self._result(
-                Outcome.BASELINE_FAILED, f"baseline {baseline.status.value}: {baseline.message}"
+                Outcome.BASELINE_FAILED,
+                f"baseline {baseline.status.value}: {self.target.located(baseline)}",
             )
         if self.user_cancel.is_set():
             return self._result(Outcome.NOT_IMPROVED, "cancelled")
@@ -966,7 +1107,7 @@ class _Run:
 
     def _evaluate_baseline(self) -> EvalResult:
         request = self._request(f"{self.run_id}-baseline", ())
-        return self.executor.evaluate(request, cancel=self.user_cancel)
+        return self.executor.evaluate(request, progress=self._on_progress, cancel=self.user_cancel)
 
     def _watch(self) -> None:
         deadline = self.search_start + self.budget.wall_s if self.budget.wall_s else math.inf
@@ -1181,6 +1322,7 @@ class _Run:
             device=self.device,
             verification=size_checks(best.result) if best else (),
             history=tuple(self.attempts),
+            records=tuple(attempt_record(self.target, a) for a in self.attempts),
         )
         if outcome is not Outcome.IMPROVED or best is None:
             return res

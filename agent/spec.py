@@ -35,6 +35,7 @@ Positions (``line``) are 0-based lines of the file, like :mod:`agent.source`.
 from __future__ import annotations
 
 import ast
+import difflib
 import math
 import operator
 import re
@@ -827,9 +828,21 @@ class _Builder:
     def _param(self, name: str) -> Param:
         param = self.kernel.param(name)
         if param is None:
-            names = ", ".join(p.name for p in self.kernel.params)
-            raise ValueError(f"{self.kernel.name} has no parameter `{name}` (parameters: {names})")
+            names = [p.name for p in self.kernel.params]
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            raise ValueError(
+                f"{self.kernel.name} has no parameter `{name}` (parameters: {', '.join(names)}){hint}"
+            )
         return param
+
+    def _misspelt(self, name: str) -> bool:
+        """Whether an `arg` line names a parameter that does not exist, ``name`` being the closest
+        parameter to it (that line's error then says so, at that line)."""
+        names = [p.name for p in self.kernel.params]
+        return any(
+            difflib.get_close_matches(m, names, n=1) == [name] for m in self.mentioned if m not in names
+        )
 
     def _dtype(self, text: str) -> str:
         text = " ".join(text.split())
@@ -856,7 +869,7 @@ class _Builder:
             elif not p.pointer and p.name in self.sizes:  # `int n` with a size `n`: implied
                 dtype = canonical_dtype(p.base_type, self.aliases) or "int32"
                 args.append(ScalarSpec(p.name, dtype, p.name, self.lines["sizes"]))
-            elif p.name not in self.mentioned:
+            elif p.name not in self.mentioned and not self._misspelt(p.name):
                 self.errors.append(SpecError(first, f"parameter `{p.name}` has no `arg` line"))
         if kernel.template_params and "template_args" not in self.fields:
             self.errors.append(SpecError(first, f"{kernel.name} is a template: add `template ARG, ...`"))

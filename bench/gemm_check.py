@@ -232,6 +232,8 @@ def run(executor: Executor, kernels: list[DotKernel], log: Log) -> None:
     for kernel in kernels:
         if log.left() < RESERVE_S:
             bases[kernel.name] = {"skipped": "deadline"}
+        elif device.simulated:
+            bases[kernel.name] = {"skipped": "the simulated GPU has no cuBLAS"}
         else:
             try:
                 bases[kernel.name] = cublas(kernel.shape, device.l2_bytes)

@@ -522,6 +522,7 @@ class DeviceInfo:
     peak_gflops: float = 0.0  # measured large fp32 GEMM
     peak_tensor_gflops: float = 0.0  # measured large fp16 GEMM (tensor cores)
     index: int = 0
+    simulated: bool = False  # sandbox.testing's simulated GPU: its numbers are made up, not measured
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,7 @@ HEALTH_PATH = "/health"
 NDJSON = "application/x-ndjson"
 FINAL_EVENTS = frozenset({"result", "error"})
 HEARTBEAT_S = 2.0  # the worker sends at least one line this often on an evaluation stream
+CONNECT_TIMEOUT_S = 2.0  # a worker that does not accept a connection this soon is reported unreachable
 
 # Slack added to a request's own budgets before the client gives up on the worker.
 _DEADLINE_SLACK_S = 30.0
@@ -116,7 +117,7 @@ class RemoteExecutor(Executor):
         token: str,
         *,
         verify: bool | str = True,
-        connect_timeout_s: float = 5.0,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
         reconnect_s: float = 30.0,
         queue_timeout_s: float = 600.0,
         cancel_grace_s: float = 10.0,
@@ -237,10 +238,13 @@ def _transient(response: httpx.Response) -> bool:
 
 
 class _Outage:
-    """Tracks how long the worker has been unreachable; raises once ``reconnect_s`` is spent."""
+    """Tracks how long the worker has been unreachable; raises once ``reconnect_s`` is spent.
+    Each failed attempt is reported as it happens (a warning for the first of an outage, then
+    ``report``: the evaluation's progress), so the user hears within :data:`CONNECT_TIMEOUT_S`."""
 
-    def __init__(self, executor: RemoteExecutor) -> None:
+    def __init__(self, executor: RemoteExecutor, report: Callable[[str], None] | None = None) -> None:
         self.executor = executor
+        self.report = report
         self.since: float | None = None
         self.delay = 0.1
 
@@ -255,13 +259,17 @@ class _Outage:
             )
         now = time.monotonic()
         self.since = self.since if self.since is not None else now
+        reason = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
         if now - self.since >= self.executor.reconnect_s:
-            reason = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
             raise WorkerUnavailable(
                 f"cannot reach the worker at {url} for {self.executor.reconnect_s:.0f} s ({reason}); "
                 "is `cuda-agent worker` running there and the tunnel, if any, up?"
             )
-        log.info("worker at %s unreachable (%s); retrying in %.1f s", url, cause, self.delay)
+        left = self.executor.reconnect_s - (now - self.since)
+        message = f"cannot reach the worker at {url} ({reason}); retrying for up to {left:.0f} s"
+        log.log(logging.WARNING if now == self.since else logging.INFO, "%s", message)
+        if self.report is not None:
+            self.report(message)
         time.sleep(self.delay)
         self.delay = min(self.delay * 2, 2.0)
 
@@ -286,7 +294,11 @@ class _Call:
         self.submitted = time.monotonic()
         self.started: float | None = None
         self.cancelled_at: float | None = None
-        self.outage = _Outage(executor)  # how long the worker has been unreachable
+        self.outage = _Outage(executor, self._report)  # how long the worker has been unreachable
+
+    def _report(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(Progress(self.request.id, 0, len(self.request.candidates), message))
 
     def watch_cancel(self) -> None:
         """Forward the caller's cancel to the worker the moment it is set (runs in its own thread)."""

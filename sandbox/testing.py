@@ -53,6 +53,7 @@ DEVICE = DeviceInfo(
     driver="none",
     peak_bandwidth_gbps=4300.0,
     peak_gflops=60000.0,
+    simulated=True,
 )
 
 
@@ -85,12 +86,11 @@ class FakeExecutor(Executor):
         with self._lock:
             self.requests.append(request)
         arch = request.options.arch or "sm_" + DEVICE.compute_capability.replace(".", "")
-        failed = _compile_error(request.baseline, arch)
-        if failed:
-            base = CandidateResult("baseline", Status.COMPILE_ERROR, failed)
-            skipped = f"baseline failed: {failed}"
+        failed = _compile_error("baseline", request.baseline, arch)
+        if failed is not None:
+            skipped = f"baseline failed: {failed.message}"
             cancelled = tuple(CandidateResult(c.id, Status.CANCELLED, skipped) for c in request.candidates)
-            return EvalResult(request.id, base, cancelled, DEVICE)
+            return EvalResult(request.id, failed, cancelled, DEVICE)
         base = self._result("baseline", request, self.baseline_ms, None)
         results: list[CandidateResult] = []
         total = len(request.candidates)
@@ -98,9 +98,9 @@ class FakeExecutor(Executor):
             if self._wait(cancel):
                 results.append(CandidateResult(cand.id, Status.CANCELLED, "cancelled"))
                 continue
-            failed = _compile_error(cand.kernel, arch)
-            if failed:
-                results.append(CandidateResult(cand.id, Status.COMPILE_ERROR, failed))
+            failed = _compile_error(cand.id, cand.kernel, arch)
+            if failed is not None:
+                results.append(failed)
             else:
                 same = _same(cand, request.baseline)
                 ms = self.baseline_ms if same else self.baseline_ms / self.speedup
@@ -136,8 +136,8 @@ class FakeExecutor(Executor):
         return with_throughput(result, request.bench_problem, DEVICE)
 
 
-def _compile_error(kernel: KernelSource, arch: str) -> str:
-    """NVRTC's first error for ``kernel`` ("" when it compiles)."""
+def _compile_error(cid: str, kernel: KernelSource, arch: str) -> CandidateResult | None:
+    """``kernel``'s compile error verdict, with NVRTC's first error and its log (None when it compiles)."""
     try:
         compiled = compile_cuda(
             kernel.source,
@@ -147,8 +147,9 @@ def _compile_error(kernel: KernelSource, arch: str) -> str:
             options=kernel.options,
         )
     except CompilerUnavailable as exc:
-        return f"NVRTC is not available to compile it: {exc}"
-    return "" if compiled.result.ok else compiled.result.first_error()
+        return CandidateResult(cid, Status.COMPILE_ERROR, f"NVRTC is not available to compile it: {exc}")
+    res = compiled.result
+    return None if res.ok else CandidateResult(cid, Status.COMPILE_ERROR, res.first_error(), res.log)
 
 
 def _same(cand: Candidate, baseline: KernelSource) -> bool:

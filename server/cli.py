@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,7 @@ import click
 
 if TYPE_CHECKING:
     from agent.llm import LLMSettings
-    from agent.loop import LoopEvent, OptimizeResult, Proposer, Target
+    from agent.loop import AttemptRecord, LoopEvent, OptimizeResult, Proposer, Target
     from sandbox.contract import Budget
     from sandbox.executor import Executor
 
@@ -240,8 +240,11 @@ def check(file: str, arch: str, build: BuildFlags, as_json: bool) -> None:
             click.echo(f"{path}:{issue.line + 1}: {issue.severity}: {issue.message}")
         for d in result.diagnostics:
             click.echo(f"{d.file}:{d.line}:{d.column}: {d.severity}: {d.message}")
+        for k in result.kernels:
+            for e in k.spec_errors:
+                click.echo(f"{path}:{e.line + 1}: error: spec of {k.kernel}: {e.message}")
         if not result.kernels:
-            click.echo(f"{path}: no kernels")
+            click.echo(f"{path}: no CUDA kernels (`__global__` functions) found")
         for k in result.kernels:
             r = k.resources
             usage = (
@@ -251,15 +254,22 @@ def check(file: str, arch: str, build: BuildFlags, as_json: bool) -> None:
                 else "no resource report"
             )
             name = k.name_expression or k.kernel
-            click.echo(f"{'ok  ' if k.ok else 'FAIL'} {name}: {usage}" + (f" ({k.note})" if k.note else ""))
-    if not result.ok:
-        raise JobFailed(f"{sum(not k.ok for k in result.kernels)} kernel(s) failed to compile")
+            click.echo(
+                f"{'ok  ' if k.ok and not k.spec_errors else 'FAIL'} {name}: {usage}"
+                + (f" ({k.note})" if k.note else "")
+            )
+    failed = sum(not k.ok for k in result.kernels)
+    broken = sum(bool(k.spec_errors) for k in result.kernels)
+    if failed or broken:
+        why = [f"{failed} kernel(s) failed to compile"] if failed else []
+        why += [f"{broken} spec(s) have errors"] if broken else []
+        raise JobFailed("; ".join(why))
 
 
 @cli.command()
 @click.argument("file")
 @click.option("--kernel", "-k", "kernel", help="Kernel name (default: the only kernel in FILE).")
-@click.option("--gpu", default=0, show_default=True, help="GPU index.")
+@click.option("--gpu", default=0, show_default=True, type=click.IntRange(min=0), help="GPU index.")
 @json_option
 @build_flags
 @memory_option
@@ -286,6 +296,7 @@ def bench(
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
     r = result.baseline
+    simulated = result.device is not None and result.device.simulated
     if as_json:
         emit_json(
             {
@@ -293,17 +304,20 @@ def bench(
                 "kernel": target.kernel,
                 "problem": target.bench_problem.label,
                 "device": to_dict(result.device),
+                "simulated": simulated,
                 "result": to_dict(r),
             }
         )
     else:
         from sandbox.timing import measured_text
+        from server.texts import SIMULATED
 
         device = result.device.name if result.device else "GPU"
+        device = f"the {SIMULATED}" if simulated else device
         click.echo(f"{target.kernel} at {target.bench_problem.label} on {device}: {r.status.value}")
         click.echo(f"  {measured_text(r, detail=True)}")
         if r.message:
-            click.echo(f"  {r.message}")
+            click.echo(f"  {target.located(r)}")
     if r.status.value != "ok":
         raise JobFailed(f"{target.kernel} did not pass its own checks: {r.status.value}")
 
@@ -325,7 +339,7 @@ def bench(
     help="Budget: wall time (60s, 5m), candidates (40c) and/or tokens (200k), comma-separated.",
 )
 @click.option("--seed", default=0, show_default=True, help="Random seed (runs are reproducible).")
-@click.option("--gpu", default=0, show_default=True, help="GPU index.")
+@click.option("--gpu", default=0, show_default=True, type=click.IntRange(min=0), help="GPU index.")
 @click.option(
     "--trajectory",
     metavar="PATH|off",
@@ -333,6 +347,8 @@ def bench(
 )
 @click.option("--diff", "show_diff", is_flag=True, help="Print the verified rewrite as a unified diff.")
 @click.option("--write", is_flag=True, help="Apply the verified rewrite to FILE (a backup is kept).")
+@click.option("--force", is_flag=True, help="With --write: write FILE even when it is read-only.")
+@click.option("--attempts", "show_attempts", is_flag=True, help="List every candidate's verdict in a table.")
 @json_option
 @build_flags
 @memory_option
@@ -352,6 +368,8 @@ def optimize(
     trajectory: str | None,
     show_diff: bool,
     write: bool,
+    force: bool,
+    show_attempts: bool,
     build: BuildFlags,
     as_json: bool,
     eval_budget: Budget | None,
@@ -365,6 +383,8 @@ def optimize(
     from sandbox.executor import ExecutorError
 
     path, text = read_source(file)
+    if write:
+        refuse_read_only(path, force, UserError)
     try:
         limits = loop.parse_budget(budget)
     except ValueError as exc:
@@ -436,11 +456,11 @@ def optimize(
         raise JobFailed(f"{type(result).__name__}: {result}")
     written = backup = None
     if write and result.outcome is loop.Outcome.IMPROVED:
-        written, backup = write_rewrite(path, text, result.rewritten)
+        written, backup = write_rewrite(path, text, result.rewritten, force=force)
     if as_json:
         emit_json(_optimize_json(target, result, written, backup, log_path))
     else:
-        _print_optimize(target, result, show_diff, written, backup, write)
+        _print_optimize(target, result, show_diff, written, backup, write, show_attempts)
     if result.outcome is loop.Outcome.BASELINE_FAILED:
         raise JobFailed(f"the original kernel failed its own checks ({result.stop_reason})")
     if result.attempts == 0 and result.stop_reason.startswith(("proposer failed", "executor failed")):
@@ -509,8 +529,19 @@ def _progress_bar(enabled: bool) -> Iterator[Callable[[LoopEvent], None] | None]
         yield on_event
 
 
-def write_rewrite(path: Path, original: str, rewritten: str) -> tuple[Path, Path]:
+def refuse_read_only(path: Path, force: bool, error: type[click.ClickException] = JobFailed) -> None:
+    """Raise ``error`` when FILE (a symlink's target) has no write permission bit, unless ``force``."""
+    import contextlib
+
+    with contextlib.suppress(OSError):  # a file that cannot be read is reported when it is read
+        mode = path.resolve().stat().st_mode
+        if not force and not mode & 0o222:
+            raise error(f"{path} is read-only (mode {mode & 0o7777:o}); nothing written (--force writes it)")
+
+
+def write_rewrite(path: Path, original: str, rewritten: str, *, force: bool = False) -> tuple[Path, Path]:
     """Write ``rewritten`` over FILE, keeping a backup; returns (the file written, its backup).
+    A read-only FILE (no write permission bit) is refused unless ``force``.
 
     A symlink is followed to the real file (the link stays a link).  Unchanged lines keep their
     exact bytes (undecodable bytes outside the rewrite survive).  The backup is a new file
@@ -524,6 +555,7 @@ def write_rewrite(path: Path, original: str, rewritten: str) -> tuple[Path, Path
     import tempfile
 
     real = path.resolve()
+    refuse_read_only(path, force)
     try:
         raw = real.read_bytes()
         st = real.stat()
@@ -592,12 +624,14 @@ def _print_optimize(
     written: Path | None,
     backup: Path | None,
     write: bool,
+    show_attempts: bool = False,
 ) -> None:
-    from agent.loop import Outcome
+    from agent.loop import Outcome, verdict_summary
     from sandbox.timing import measured_text
-    from server.texts import plural
+    from server.texts import SIMULATED, plural
 
     device = result.device.name if result.device else "unknown device"
+    device = f"the {SIMULATED}: every number below is made up" if result.simulated else device
     click.echo(f"{target.kernel} in {target.path} on {device}")
     click.echo(f"  original: {measured_text(result.baseline)}")
     best = result.best
@@ -638,9 +672,11 @@ def _print_optimize(
                 click.echo(f"  to do: {result.launch_todo}")
     tokens = f", {result.tokens} tokens" if result.tokens else ""
     click.echo(
-        f"  {plural(result.attempts, 'candidate')} in {result.seconds:.1f} s{tokens} (measuring the original: "
+        f"  {verdict_summary(result.records)} in {result.seconds:.1f} s{tokens} (measuring the original: "
         f"{result.baseline_seconds:.1f} s); stopped: {result.stop_reason}"
     )
+    if show_attempts:
+        click.echo(attempts_table(result.records))
     if show_diff and result.diff:
         click.echo(result.diff, nl=False)
     if written is not None:
@@ -649,9 +685,36 @@ def _print_optimize(
         click.echo(f"{target.path}: not changed (no verified faster rewrite)")
 
 
+def attempts_table(records: Sequence[AttemptRecord]) -> str:
+    """Every attempt's verdict, one row each: id, status, speedup, registers, what went wrong."""
+    rows = [("#", "candidate", "status", "speedup", "regs", "verdict")]
+    for a in records:
+        if a.status == "ok":
+            detail = a.description
+        elif a.compile_line:
+            detail = f"line {a.compile_line}:{a.compile_column}: {a.message.split(': ', 1)[-1]}"
+        elif a.values or a.first_bad_index >= 0:
+            at = f"[{a.first_bad_index}]" if a.first_bad_index >= 0 else ""
+            detail = f"{a.output}{at} at {a.problem}: {a.values or a.message}"
+        else:
+            detail = a.message
+        if a.rule:
+            detail = f"[{a.rule}] {detail}"
+        if a.duplicate_of:
+            detail = f"same as {a.duplicate_of}: {detail}"
+        speed = f"{a.speedup:.2f}x" if a.speedup else "-"
+        regs = str(a.registers) if a.registers else "-"
+        rows.append((str(a.index), a.candidate_id, a.status, speed, regs, " ".join(detail.split())[:100]))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    return "\n".join(
+        "  " + "  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)) + "  " + r[5] for r in rows
+    )
+
+
 def _optimize_json(
     target: Target, result: OptimizeResult, written: Path | None, backup: Path | None, log_path: Path | None
 ) -> dict[str, Any]:
+    from agent.loop import verdict_summary
     from sandbox.contract import to_dict
 
     best = result.best
@@ -681,22 +744,10 @@ def _optimize_json(
         "launch_sites": result.launch_sites,
         "launch_todo": result.launch_todo,
         "diff": result.diff,
-        "attempts": result.attempts,
-        "history": [
-            {
-                "candidate_id": a.candidate_id,
-                "batch": a.batch,
-                "description": a.proposal.description,
-                "duplicate_of": a.duplicate_of or None,
-                "reward": a.reward,
-                "status": a.result.status.value,
-                "message": a.result.message,
-                "speedup": a.result.speedup,
-                "speedup_low": a.result.speedup_low,
-                "speedup_high": a.result.speedup_high,
-            }
-            for a in result.history
-        ],
+        "candidates": result.attempts,
+        "verdicts": verdict_summary(result.records),
+        "attempts": to_dict(result.records),
+        "simulated": result.simulated,
         "tokens": result.tokens,
         "seconds": result.seconds,
         "baseline_seconds": result.baseline_seconds,
@@ -724,7 +775,7 @@ def _optimize_json(
     help="The rewrite's launch, in the spec's vocabulary (default: its own `launch` line, else the original's).",
 )
 @click.option("--seed", default=0, show_default=True, help="Random seed for the verification inputs.")
-@click.option("--gpu", default=0, show_default=True, help="GPU index.")
+@click.option("--gpu", default=0, show_default=True, type=click.IntRange(min=0), help="GPU index.")
 @click.option("--no-sanitize", is_flag=True, help="Skip compute-sanitizer on a verified rewrite.")
 @json_option
 @build_flags
@@ -1033,6 +1084,7 @@ def _compare_json(found: Any) -> dict[str, Any]:
         "baseline": to_dict(base),
         "result": to_dict(c),
         "device": to_dict(found.result.device) if found.result.device else None,
+        "simulated": found.result.device is not None and found.result.device.simulated,
     }
 
 
@@ -1040,9 +1092,12 @@ def _print_compare(found: Any) -> None:
     from agent.compare import reason_text
     from agent.loop import size_checks
     from sandbox.timing import measured_text
+    from server.texts import SIMULATED
 
     t, c, base = found.target, found.candidate, found.result.baseline
     device = found.result.device.name if found.result.device else "unknown device"
+    if found.result.device is not None and found.result.device.simulated:
+        device = f"the {SIMULATED}: every number below is made up"
     where = "the same file" if found.candidate_path == t.path else found.candidate_path
     click.echo(f"{t.kernel} ({t.path}) against {found.proposal.kernel} ({where}) on {device}")
     if base.status.value != "ok":
@@ -1150,7 +1205,8 @@ def suite(
 
     try:
         with _make_executor(devices[0], devices) as executor:
-            device = executor.device_info().name
+            info = executor.device_info()
+            device, simulated = info.name, info.simulated
             entries = run_suite(
                 root,
                 executor,
@@ -1171,6 +1227,7 @@ def suite(
             {
                 "directory": str(root),
                 "device": device,
+                "simulated": simulated,
                 "gpus": sorted({g for e in entries for g in e.gpus}),
                 "budget": budget,
                 "seed": seed,
@@ -1185,6 +1242,10 @@ def suite(
     )
     used = sorted({g for e in entries for g in e.gpus})
     where = f" (GPU{'s' if len(used) > 1 else ''} {','.join(map(str, used))})" if used else ""
+    if simulated:
+        from server.texts import SIMULATED
+
+        device = f"the {SIMULATED} (every number below is made up)"
     click.echo(f"{root} on {device}{where}, budget {budget} per kernel, seed {seed}")
     click.echo(header)
     for e in entries:
@@ -1398,7 +1459,9 @@ def reward_tasks(task_paths: tuple[str, ...], split: str | None, prompts: bool) 
 @click.argument("task")
 @click.argument("file")
 @tasks_option
-@click.option("--gpu", default=0, show_default=True, help="GPU index to evaluate on.")
+@click.option(
+    "--gpu", default=0, show_default=True, type=click.IntRange(min=0), help="GPU index to evaluate on."
+)
 @json_option
 def reward_score(task: str, file: str, task_paths: tuple[str, ...], gpu: int, as_json: bool) -> None:
     """Score one completion: FILE holds a model's answer (a .cu/.cuh file is the kernel itself)."""

@@ -31,7 +31,7 @@ from server.lsp import SUFFIXES, CudaLanguageServer, OpenDocument
 from server.optimize import ActiveRun, Progress, _now, describe_executor, launch_run, run_finished
 from server.protocol import RunKind, StartStatus
 from server.store import STORE_DIR, CompareRecord, kernel_hash
-from server.texts import markdown_text
+from server.texts import SIMULATED, markdown_text
 
 log = logging.getLogger(__name__)
 
@@ -203,10 +203,13 @@ async def _compare(
     _store(ls, od, run.run_id, found, cand_doc, headline)
     c = found.candidate
     reason = cmp.reason_text(found)
+    simulated = found.result.device is not None and found.result.device.simulated
+    message = f"{proposal.kernel} against {run.kernel}: {headline}" + (f" ({reason})" if reason else "")
     return run_finished(
         run,
         "ok" if found.verified else c.status.value,
-        f"{proposal.kernel} against {run.kernel}: {headline}" + (f" ({reason})" if reason else ""),
+        f"{SIMULATED}: {message}" if simulated else message,
+        simulated=simulated,
         speedup=c.speedup,
         speedup_low=c.speedup_low,
         speedup_high=c.speedup_high,
@@ -242,6 +245,7 @@ def _store(
         rewrite_ms=c.timing.median_ms if c.timing else 0.0,
         device=found.result.device.name if found.result.device else "",
         date=_now(),
+        simulated=found.result.device is not None and found.result.device.simulated,
     )
     for doc, k, role, other, other_doc in (
         (od.doc, original, "original", rewrite, cand_doc),
@@ -261,6 +265,7 @@ def _store(
 def hint_label(rec: CompareRecord, current_hash: str) -> str:
     """``⇄ vadd_x4: 2.10× verified`` on the original, ``⇄ vs vadd: ...`` on the rewrite."""
     verdict = f"{rec.speedup:.2f}× verified" if rec.verified else rec.status
+    verdict += f" ({SIMULATED})" if rec.simulated else ""
     label = f"⇄ {rec.other}: {verdict}" if rec.role == "original" else f"⇄ vs {rec.other}: {verdict}"
     return label + (" (edited since)" if current_hash != rec.kernel_hash else "")
 
@@ -272,7 +277,8 @@ def details(rec: CompareRecord) -> str:
         if rec.role == "original"
         else f"as a rewrite of **{markdown_text(rec.other)}**"
     )
-    lines = [f"**Compare** ({pair}): {markdown_text(rec.headline)}"]
+    simulated = f" **{SIMULATED}**:" if rec.simulated else ""
+    lines = [f"**Compare** ({pair}):{simulated} {markdown_text(rec.headline)}"]
     if rec.rewrite_ms:
         lines.append(f"- original {rec.original_ms:.4g} ms, rewrite {rec.rewrite_ms:.4g} ms median")
     lines.append(f"- {markdown_text(rec.device)}, {rec.date}")

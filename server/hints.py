@@ -9,12 +9,12 @@ from server.compare import details as compare_details
 from server.compare import hint_label as compare_label
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.store import OptimizeRecord, kernel_hash
-from server.texts import markdown_text, plural, spread_text
+from server.texts import SIMULATED, markdown_text, plural, spread_text
 
 
 def speedup_label(rec: OptimizeRecord, current_hash: str) -> str:
     """``⚡ 2.40× verified``; marked when the kernel changed since the run (the claim is about other code)."""
-    label = f"⚡ {rec.speedup:.2f}× verified"
+    label = f"⚡ {rec.speedup:.2f}× ({SIMULATED})" if rec.simulated else f"⚡ {rec.speedup:.2f}× verified"
     if current_hash not in (rec.original_hash, rec.rewritten_hash):
         label += " (kernel edited since)"
     return label
@@ -26,9 +26,12 @@ def speedup_details(rec: OptimizeRecord, current_hash: str = "") -> str:
         rec.rewritten_hash: "This kernel is the verified rewrite.",
         rec.original_hash: "A verified rewrite of this kernel is available (Apply on the code lens).",
     }.get(current_hash, "The kernel changed since this run; the result is about the code it ran on.")
+    head = f"**{rec.speedup:.2f}× faster, verified** (between {rec.speedup_low:.2f}× and {rec.speedup_high:.2f}×)"
+    if rec.simulated:
+        head = f"**{SIMULATED}**: {head} (the simulated GPU's made-up numbers)"
     return "\n\n".join(
         [
-            f"**{rec.speedup:.2f}× faster, verified** (between {rec.speedup_low:.2f}× and {rec.speedup_high:.2f}×)",
+            head,
             f"- original: {rec.baseline_ms:.4g} ms median ({spread_text(rec.baseline_spread)})\n"
             f"- rewrite: {rec.candidate_ms:.4g} ms median ({spread_text(rec.candidate_spread)})\n"
             f"- checked on {', '.join(rec.sizes) or 'the bench size'} × {rec.seeds} seeds, tolerance {rec.tolerance}\n"

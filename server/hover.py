@@ -13,7 +13,7 @@ from server.lsp import CudaLanguageServer, OpenDocument
 from server.profile import details as profile_details
 from server.store import BenchmarkRecord, kernel_hash
 from server.symbols import lsp_range, signature
-from server.texts import spread_text
+from server.texts import SIMULATED, spread_text
 
 
 def kernel_at(od: OpenDocument, line: int, col: int) -> tuple[Kernel, lsp.Range] | None:
@@ -38,14 +38,16 @@ def kernel_at(od: OpenDocument, line: int, col: int) -> tuple[Kernel, lsp.Range]
 def benchmark_title(b: BenchmarkRecord) -> str:
     """The last benchmark as a code lens shows it: short enough for the line above a kernel;
     ``benchmark_line`` (the lens's tooltip and the hover) has the rest."""
-    return f"{b.median_ms:.3g} ms · {b.gbps:.0f} GB/s ({b.pct_peak:.0f}% of peak)"
+    title = f"{b.median_ms:.3g} ms · {b.gbps:.0f} GB/s ({b.pct_peak:.0f}% of peak)"
+    return f"{title} · simulated" if b.simulated else title
 
 
 def benchmark_line(b: BenchmarkRecord) -> str:
-    return (
+    line = (
         f"{b.median_ms:.4g} ms median ({spread_text(b.rel_spread)}) at {b.problem}"
         f" · {b.gbps:.0f} GB/s · {b.pct_peak:.0f}% of peak bandwidth · {b.device}, {b.date}"
     )
+    return f"{SIMULATED}: {line}" if b.simulated else line
 
 
 def hover_markdown(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> str:

@@ -54,7 +54,7 @@ def code_lenses(ls: CudaLanguageServer, od: OpenDocument) -> list[lsp.CodeLens]:
             lenses.append(_lens(rng, f"⚠ {todo}", "", None))
         rewrite = ls.runs.pending(od, k.qualified_name) if ls.runs is not None else None
         if rewrite is not None:
-            title = f"✓ Apply verified rewrite ({rewrite.speedup:.2f}× faster)"
+            title = f"✓ Apply verified rewrite ({rewrite.speedup_text})"
             lenses.append(_lens(rng, title, wire.APPLY_REWRITE_COMMAND, {"runId": rewrite.run_id}))
     return lenses
 
@@ -128,7 +128,7 @@ def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[l
     running = ls.runs.running(od.uri, name) if ls.runs is not None else None
     actions = []
     if rewrite is not None:
-        title = f"Apply verified rewrite of {name} ({rewrite.speedup:.2f}× faster)"
+        title = f"Apply verified rewrite of {name} ({rewrite.speedup_text})"
         run = {"runId": rewrite.run_id}
         actions.append(
             lsp.CodeAction(

@@ -31,7 +31,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ from server.lsp import CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, StartStatus
 from server.settings import ExecutorSettings, Settings, make_executor
 from server.store import BenchmarkRecord, OptimizeRecord, Roofline, kernel_hash, text_hash
-from server.texts import plural, spread_text
+from server.texts import SIMULATED, plural, spread_text
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,12 @@ class Rewrite:
     speedup: float
     summary: str
     proposal: loop.Proposal | None = None  # what the run verified (a Profile run profiles it too)
+    simulated: bool = False
+
+    @property
+    def speedup_text(self) -> str:
+        """``2.00× faster`` (``2.00× faster, simulated GPU, not measured``)."""
+        return f"{self.speedup:.2f}× faster" + (f", {SIMULATED}" if self.simulated else "")
 
 
 @dataclass
@@ -185,6 +191,8 @@ def optimize_record(
         baseline_gbps=result.baseline.achieved_gbps,
         baseline_gflops=result.baseline.achieved_gflops,
         roofline=roofline(target, result.device),
+        simulated=result.simulated,
+        history=result.records,
     )
 
 
@@ -208,6 +216,7 @@ def benchmark_record(
         spill_bytes=(res.spill_stores + res.spill_loads) if res else 0,
         gflops=r.achieved_gflops,
         roofline=roofline(target, info),
+        simulated=info.simulated if info is not None else False,
     )
 
 
@@ -473,6 +482,8 @@ def run_finished(run: ActiveRun, status: str, message: str, **numbers: Any) -> w
         **{k: 0.0 for k in ("speedup", "speedup_low", "speedup_high", "median_ms", "rel_spread")},
         "gbps": 0.0,
         "pct_peak": 0.0,
+        "attempts": [],
+        "simulated": False,
         **numbers,
     }
     return wire.RunFinished(run.run_id, run.kind, run.uri, run.kernel, status, message, **values)
@@ -530,8 +541,9 @@ async def _optimize(
     def show(ev: loop.LoopEvent) -> None:
         run.percent = int(100 * (ev.fraction or 0.0))
         best = f" · best {ev.best_speedup:.2f}× so far" if ev.best_speedup else ""
+        now = f" · {ev.message}" if ev.kind == "evaluating" and ev.message else ""
         progress.report(
-            run.percent, f"{plural(ev.evaluated, 'candidate')} tried{best}", force=ev.kind == "improved"
+            run.percent, f"{plural(ev.evaluated, 'candidate')} tried{best}{now}", force=ev.kind == "improved"
         )
         runs.status()
 
@@ -585,6 +597,7 @@ def _record_optimize(
             result.speedup,
             summary_of(result),
             result.best.proposal if result.best else None,
+            result.simulated,
         )
     seeds = len({c.seed for c in result.best.result.checks}) if result.best else 0
     record = optimize_record(run.run_id, target, result, original_hash, rewritten_hash, seeds)
@@ -596,9 +609,15 @@ def _record_optimize(
     elif result.outcome is loop.Outcome.BASELINE_FAILED:
         message = result.stop_reason
     else:
-        message = f"no reliably faster candidate ({plural(result.attempts, 'candidate')} tried; {result.stop_reason})"
+        message = (
+            f"no reliably faster candidate ({loop.verdict_summary(result.records)}; {result.stop_reason})"
+        )
+    if improved:
+        message += f"; {loop.verdict_summary(result.records)}"
     if result.cancelled:
         message += "; cancelled, best so far kept" if improved else "; cancelled"
+    if result.simulated:
+        message = f"{SIMULATED}: {message}"
     return run_finished(
         run,
         "ok" if improved else result.outcome.value,
@@ -608,6 +627,8 @@ def _record_optimize(
         speedup=result.speedup if improved else 0.0,
         speedup_low=result.speedup_low if improved else 0.0,
         speedup_high=result.speedup_high if improved else 0.0,
+        attempts=[wire.AttemptRecord(**asdict(a)) for a in result.records],
+        simulated=result.simulated,
     )
 
 
@@ -631,10 +652,10 @@ async def _benchmark(
         return result.baseline, result.device
 
     baseline, info = await ls.loop.run_in_executor(runs.pool, work)
-    device = info.name if info else ""
+    device, simulated = (info.name, info.simulated) if info is not None else ("", False)
     runs.device = device or runs.device
     if baseline.timing is None:
-        message = f"{baseline.status.value}: {baseline.message}".strip(": ")
+        message = f"{baseline.status.value}: {target.located(baseline)}".strip(": ")
         return run_finished(run, baseline.status.value, message)
     record = benchmark_record(target, baseline, device, info)
     ls.store.put(od.path, run.kernel, benchmark=record)
@@ -645,7 +666,8 @@ async def _benchmark(
     return run_finished(
         run,
         baseline.status.value,
-        message,
+        f"{SIMULATED}: {message}" if simulated else message,
+        simulated=simulated,
         median_ms=record.median_ms,
         rel_spread=record.rel_spread,
         gbps=record.gbps,

@@ -110,11 +110,49 @@ class RunStarted:
 
 
 @attrs.define(frozen=True)
+class AttemptRecord:
+    """One candidate's verdict (``agent.loop.AttemptRecord``, field for field).  ``status``: ok,
+    compile_error, launch_error, crash, timeout, mismatch, rejected, cancelled, implausible;
+    ``rule``: the rule a rejected/implausible candidate broke; the check fields (``problem``,
+    ``output``, ``firstBadIndex`` (-1: none), ``values``, ``errorRatio``) describe the failing
+    check, else the one closest to its bound; ``compileLine``/``compileColumn`` (1-based, 0: none)
+    place the first compile error in the candidate's file (the original file with the candidate in
+    place of the kernel), ``compileLog`` is the compiler's log from there; ``reward`` is absent for
+    a cancelled candidate.  Numbers a verdict lacks are 0."""
+
+    index: int
+    candidate_id: str
+    description: str
+    status: str
+    message: str
+    rule: str
+    duplicate_of: str
+    problem: str
+    output: str
+    first_bad_index: int
+    values: str
+    error_ratio: float
+    compile_line: int
+    compile_column: int
+    compile_log: str
+    speedup: float
+    speedup_low: float
+    speedup_high: float
+    median_ms: float
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    reward: float | None = None
+
+
+@attrs.define(frozen=True)
 class RunFinished:
     """The end of a run.  ``status``: ``ok`` (benchmark measured, or a verified faster rewrite is
     ready: ``rewriteReady``), ``not_improved``, ``baseline_failed``, ``error``, or the sandbox's
     status of a benchmark that did not run (``compile_error``...).  Optimize fills ``speedup*``,
-    benchmark the timing fields; the others are 0."""
+    benchmark the timing fields; the others are 0.  ``attempts``: every candidate's verdict of an
+    optimize run, in evaluation order (empty for the others); ``simulated``: the numbers come from
+    the simulated GPU (``executor.kind test``), not a measurement."""
 
     run_id: str
     kind: RunKind
@@ -131,6 +169,8 @@ class RunFinished:
     rel_spread: float
     gbps: float
     pct_peak: float
+    attempts: list[AttemptRecord]
+    simulated: bool
 
 
 @attrs.define(frozen=True)
@@ -225,6 +265,7 @@ WIRE_TYPES: list[type] = [
     CompareRef,
     RunRef,
     RunStarted,
+    AttemptRecord,
     RunFinished,
     CancelResult,
     ApplyResult,

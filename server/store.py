@@ -28,6 +28,7 @@ from typing import Any
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from agent.loop import AttemptRecord
 from agent.source import Document, Kernel
 from sandbox.contract import ContractError, Profile, from_dict, to_dict
 
@@ -100,6 +101,7 @@ class BenchmarkRecord:
     spill_bytes: int = 0
     gflops: float = 0.0
     roofline: Roofline | None = None  # the device's ceilings and the spec's work, for the roofline
+    simulated: bool = False  # timed on the simulated GPU: made-up numbers, not a measurement
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,8 @@ class OptimizeRecord:
     baseline_gbps: float = 0.0
     baseline_gflops: float = 0.0
     roofline: Roofline | None = None
+    simulated: bool = False  # run on the simulated GPU: made-up numbers, not a measurement
+    history: tuple[AttemptRecord, ...] = ()  # every candidate's verdict, in evaluation order
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,7 @@ class CompareRecord:
     device: str
     date: str
     kernel_hash: str = ""  # kernel_hash of this kernel when compared
+    simulated: bool = False  # run on the simulated GPU: made-up numbers, not a measurement
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,10 @@ import re
 
 from sandbox.timing import spread_text
 
-__all__ = ["markdown_text", "plural", "spread_text"]
+__all__ = ["SIMULATED", "markdown_text", "plural", "spread_text"]
+
+# what every number from the simulated GPU (sandbox.testing, ``executor.kind test``) says with it
+SIMULATED = "simulated GPU, not measured"
 
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~])")
 

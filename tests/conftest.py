@@ -1,13 +1,44 @@
-"""Shared fixtures and the hardware probe behind the ``gpu`` marker."""
+"""Shared fixtures, the hardware probe behind the ``gpu`` marker, and a test run that leaves no
+trace: the user's data, cache, config and state folders (trajectories, measured ceilings, CuPy's
+kernel cache...) are temporary folders for the whole session, in this process and every process
+it starts."""
 
 from __future__ import annotations
 
 import functools
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 DATA = Path(__file__).parent / "data"
+# where the code under test would write under $HOME: each becomes a folder of one temporary root
+ISOLATED = ("XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "CUPY_CACHE_DIR")
+_saved: dict[str, str | None] = {}
+_root: list[Path] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point every per-user folder at a temporary one before any test (or fixture) runs."""
+    root = Path(tempfile.mkdtemp(prefix="cuda-agent-tests-"))
+    _root.append(root)
+    for name in ISOLATED:
+        _saved[name] = os.environ.get(name)
+        folder = root / name.lower()
+        folder.mkdir()
+        os.environ[name] = str(folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for name, value in _saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    for root in _root:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @functools.cache

@@ -145,6 +145,7 @@ def test_the_structural_rewrite_of_real_index_forms_leads_the_first_batch(
     assert ("__tanhf(" in first) == (name == "gelu_bf16.cu")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["matmul.cu", "matmul_bias.cu", "sgemm.cu", "attention_scores.cu"])
 def test_a_dot_product_per_thread_is_tiled_first(name: str) -> None:
     """The first batch leads with the tiled dot product at the tile its pass guesses."""

@@ -387,6 +387,7 @@ def test_cli_capture_shows_a_diff_and_writes_only_with_write(
 # ------------------------------------------------------------------------------------ the library
 
 
+@pytest.mark.slow  # a g++ build of the injection library
 def test_the_injection_library_builds_against_cupti_headers(tmp_path: Path) -> None:
     """g++ against the nvidia-cuda-cupti wheel's headers (or CUDA_AGENT_CUPTI_DIR); needs no GPU."""
     try:

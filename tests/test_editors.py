@@ -66,7 +66,7 @@ def check_flow(result: dict[str, Any], cu: Path, original: str) -> None:
     finished = result["finished"]
     assert finished["rewriteReady"] and finished["speedup"] == pytest.approx(2.0), finished
     # applied: the buffer has the rewrite, the spec's launch line and the launch site agree; not saved
-    assert result["actions"][0].startswith("Apply verified rewrite of saxpy (2.00× faster)")
+    assert result["actions"][0].startswith("Apply verified rewrite of saxpy (2.00× faster, simulated GPU")
     assert result["applied"]["applied"] is True
     text = result["text"]
     spec = re.search(r"@cuda-agent launch grid=.+ block=(\d+)", text)

@@ -84,6 +84,7 @@ def test_it_runs_on_the_simulated_gpu_and_writes_a_line_per_measurement(
     lines = [json.loads(x) for x in (tmp_path / "gemm_check.jsonl").read_text().splitlines()]
     kinds = [x["kind"] for x in lines]
     assert kinds == ["device", "cublas", *["tile"] * len(TiledDot.space), "summary", "done"]
+    assert lines[1]["skipped"] == "the simulated GPU has no cuBLAS"  # CuPy is never touched
     tiles = [x for x in lines if x["kind"] == "tile"]
     assert all(t["status"] == "ok" and t["ms"] > 0 for t in tiles)
     assert tiles[0]["guess"] and tiles[0]["tile"] == str(Tile(128, 128, 8, 8, 8))

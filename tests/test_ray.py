@@ -21,6 +21,7 @@ from sandbox.remote import RayExecutor
 from sandbox.testing import FakeExecutor
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (extra `cluster`)")
+pytestmark = pytest.mark.slow  # a local Ray instance starts for these
 
 
 class FakeEvaluation:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -71,6 +71,15 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def poll_until(condition: Callable[[], object], timeout_s: float, what: str) -> None:
+    """Poll ``condition`` until it holds; fail after ``timeout_s`` (a loaded machine is slow)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(0.05)
+
+
 def cmdline(proc: Path) -> bytes:
     try:
         return (proc / "cmdline").read_bytes()
@@ -90,6 +99,7 @@ def pid_of(message: str) -> int:
     return int(message.split()[-1])
 
 
+@pytest.mark.slow
 def test_hang_is_killed_with_its_process_group_and_worker_serves_on(
     executor: LocalExecutor, vadd: KernelSource, tmp_path: Path
 ) -> None:
@@ -421,13 +431,16 @@ def test_worker_exits_quietly_when_its_parent_is_killed(data_dir: Path, tmp_path
     )
     assert parent.stdout is not None
     worker = int(parent.stdout.readline())
-    deadline = time.monotonic() + 20
-    while not marker.exists() and time.monotonic() < deadline:  # the job is running
-        time.sleep(0.05)
-    grandchild = int(marker.read_text())
+
+    def written() -> str:  # the job is running once the grandchild's pid is written in full
+        text = marker.read_text() if marker.exists() else ""
+        return text if text.strip().isdigit() else ""
+
+    poll_until(written, 30, "the job's grandchild to start")
+    grandchild = int(written())
     parent.send_signal(signal.SIGKILL)
-    _, err = parent.communicate(timeout=10)  # returns once the worker, holding stderr too, is gone
-    assert not alive(worker) and not alive(grandchild)
+    _, err = parent.communicate(timeout=30)  # returns once the worker, holding stderr too, is gone
+    poll_until(lambda: not alive(worker) and not alive(grandchild), 30, "the worker and its child to end")
     assert b"Traceback" not in err and b"Error" not in err, err.decode(errors="replace")
 
 

@@ -93,7 +93,10 @@ async def test_compare_with_offers_matching_kernels_runs_with_progress_and_shows
     result = await compare(client, workspace, uri, "vadd", "vadd_x4")
     assert result["status"] == "ok" and result["kind"] == "compare", result
     assert result["speedup"] == 2.0 and result["speedupLow"] < 2.0 < result["speedupHigh"]
-    assert result["message"] == "vadd_x4 against vadd: verified, 2.00x [1.96-2.04x]"
+    assert (
+        result["message"] == "simulated GPU, not measured: vadd_x4 against vadd: verified, 2.00x [1.96-2.04x]"
+    )
+    assert result["simulated"] is True
     ((_token, reports),) = [(t, r) for t, r in client.progress_reports.items() if r]
     assert isinstance(reports[0], lsp.WorkDoneProgressBegin) and reports[0].cancellable
     assert reports[0].title == "Comparing vadd with vadd_x4"
@@ -107,8 +110,8 @@ async def test_compare_with_offers_matching_kernels_runs_with_progress_and_shows
         )
     )
     by_line = {h.position.line: h.label for h in hints or []}
-    assert by_line[line] == "⇄ vadd_x4: 2.00× verified"
-    assert by_line[kernel_line(path, "vadd_x4")] == "⇄ vs vadd: 2.00× verified"
+    assert by_line[line] == "⇄ vadd_x4: 2.00× verified (simulated GPU, not measured)"
+    assert by_line[kernel_line(path, "vadd_x4")] == "⇄ vs vadd: 2.00× verified (simulated GPU, not measured)"
 
     x4 = kernel_line(path, "vadd_x4")
     col = path.read_text().splitlines()[x4].index("vadd_x4") + 2
@@ -116,7 +119,10 @@ async def test_compare_with_offers_matching_kernels_runs_with_progress_and_shows
         lsp.HoverParams(lsp.TextDocumentIdentifier(uri), lsp.Position(x4, col))
     )
     assert hover is not None and isinstance(hover.contents, lsp.MarkupContent)
-    assert "**Compare** (as a rewrite of **vadd**): verified, 2\\.00x" in hover.contents.value
+    assert (
+        "**Compare** (as a rewrite of **vadd**): **simulated GPU, not measured**: verified, 2\\.00x"
+        in hover.contents.value
+    )
 
     stored = plain(await client.protocol.send_request_async("cudaAgent/results", {}))
     compared = {

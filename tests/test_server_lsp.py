@@ -357,6 +357,25 @@ async def test_optimize_reports_progress_and_offers_a_verified_rewrite(
     assert result["speedup"] == pytest.approx(2.0)
     assert not result["cancelled"]
 
+    # the run's end refreshed the lenses: no Cancel lens is left
+    async def refreshed() -> None:
+        while workspace.lens_refreshes < 2:  # one when the run started, one when it ended
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(refreshed(), 10)
+    after = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
+    assert not [ln for ln in after or [] if ln.command and "Cancel" in ln.command.title]
+
+    # every candidate's verdict, and the simulated GPU named wherever a number is shown
+    attempts = result["attempts"]
+    assert attempts and [a["index"] for a in attempts] == list(range(len(attempts)))
+    assert all(a["status"] == "ok" and a["candidateId"] and a["speedup"] == 2.0 for a in attempts)
+    assert all(a["compileLine"] == 0 and a["firstBadIndex"] == -1 for a in attempts)
+    assert result["simulated"] is True
+    n = len(attempts)
+    assert result["message"].startswith("simulated GPU, not measured: 2.00× faster, verified")
+    assert f"{n} candidate{'s' if n > 1 else ''}: {n} ok" in result["message"]
+
     # progress: begin (cancellable) -> reports with percentages and candidate counts -> end
     ((_token, reports),) = [(t, r) for t, r in client.progress_reports.items() if r]
     assert isinstance(reports[0], lsp.WorkDoneProgressBegin) and reports[0].cancellable
@@ -373,15 +392,15 @@ async def test_optimize_reports_progress_and_offers_a_verified_rewrite(
         )
     )
     (hint,) = hints or []
-    assert hint.label == "⚡ 2.00× verified"
+    assert hint.label == "⚡ 2.00× (simulated GPU, not measured)"
     assert hint.position == lsp.Position(line, text.splitlines()[line].index("saxpy") + len("saxpy"))
     assert isinstance(hint.tooltip, lsp.MarkupContent)
-    for part in ("simulated GPU", "n=", "seeds", "tolerance", "1 ms median"):
+    for part in ("simulated GPU, not measured", "n=", "seeds", "tolerance", "1 ms median"):
         assert part in hint.tooltip.value
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
     apply_lens = [ln for ln in lenses or [] if ln.command and ln.command.command == "cudaAgent.applyRewrite"]
     assert [ln.command.title for ln in apply_lens if ln.command] == [
-        "✓ Apply verified rewrite (2.00× faster)"
+        "✓ Apply verified rewrite (2.00× faster, simulated GPU, not measured)"
     ]
     actions = await client.text_document_code_action_async(
         lsp.CodeActionParams(
@@ -398,6 +417,8 @@ async def test_optimize_reports_progress_and_offers_a_verified_rewrite(
     stored = await client.protocol.send_request_async("cudaAgent/results", {"uri": uri})
     (entry,) = stored.results
     assert (entry.kernel, entry.optimize.speedup, entry.optimize.device) == ("saxpy", 2.0, "simulated GPU")
+    assert entry.optimize.simulated is True
+    assert [a.candidateId for a in entry.optimize.history] == [a["candidateId"] for a in attempts]
     assert entry.optimize.speedupLow > 0 and entry.optimize.stopReason  # one casing: camelCase
     assert (workspace.root / ".cuda-agent" / "results.json").exists()
     assert (workspace.root / ".cuda-agent" / ".gitignore").read_text().splitlines()[-1] == "*"
@@ -426,6 +447,65 @@ async def test_optimize_reports_progress_and_offers_a_verified_rewrite(
     assert apply_edits(text, plain(list(doc_edit.edits))) == rewrite.rewritten
 
 
+BROKEN = """\
+// @cuda-agent sizes n=1000
+// @cuda-agent launch grid=cdiv(n, block) block=256
+// @cuda-agent arg x in float[n]
+// @cuda-agent arg y out float[n]
+__global__ void broken(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * scale;
+}
+
+// @cuda-agent sizes n=1000
+// @cuda-agent launch grid=cdiv(n, block) block=256
+// @cuda-agent arg x in float[n]
+// @cuda-agent arg yy out float[n]
+__global__ void misnamed(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+"""
+
+
+async def test_errors_are_reported_at_their_file_line(client: LanguageClient, workspace: Workspace) -> None:
+    path = workspace.root / "errors.cu"
+    path.write_text(BROKEN)
+    uri = open_file(client, path)
+    lines = BROKEN.splitlines()
+    # the original's compile error: at its line and column of the file, not of the kernel
+    line = next(i for i, t in enumerate(lines) if "* scale;" in t)
+    col = lines[line].index("scale") + 1
+    result = await optimize(client, workspace, uri, "broken")
+    assert result["status"] == "baseline_failed" and result["attempts"] == [], result
+    assert f'{path}:{line + 1}:{col}: identifier "scale" is undefined' in result["message"]
+    bench = await finished(workspace, await start(client, "cudaAgent.benchmark", uri, "broken"))
+    assert bench["status"] == "compile_error"
+    assert f'{path}:{line + 1}:{col}: identifier "scale" is undefined' in bench["message"]
+    # a spec's `arg` line naming no parameter: at that line, naming the argument
+    spec_line = next(i for i, t in enumerate(lines) if "arg yy" in t)
+    started = plain(
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams("cudaAgent.optimize", [{"uri": uri, "kernel": "misnamed"}])
+        )
+    )
+    assert started["status"] == "error"
+    assert f"{path}:{spec_line + 1}: spec error: arg: misnamed has no parameter `yy`" in started["message"]
+    assert "did you mean `y`?" in started["message"] and "has no `arg` line" not in started["message"]
+
+    async def spec_diagnostic() -> lsp.Diagnostic:
+        while True:
+            found = [d for d in client.diagnostics.get(uri, []) if "`yy`" in d.message]
+            if found:
+                return found[0]
+            await client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+
+    diagnostic = await asyncio.wait_for(spec_diagnostic(), 30)
+    assert diagnostic.range.start.line == spec_line
+    assert not [d for d in client.diagnostics[uri] if "has no `arg` line" in d.message]
+
+
+@pytest.mark.slow
 async def test_cancel_keeps_the_best_so_far_and_a_changed_document_refuses_the_rewrite(
     client: LanguageClient, workspace: Workspace
 ) -> None:
@@ -480,15 +560,17 @@ async def test_benchmark_and_add_spec_commands(client: LanguageClient, workspace
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(doc))
     # the lens is short (a long one is clipped in the editor); its tooltip and the hover have the rest
     shown = [ln.command for ln in lenses or [] if ln.command and "GB/s" in ln.command.title]
-    expected = f"1 ms · {result['gbps']:.0f} GB/s ({result['pctPeak']:.0f}% of peak)"
+    expected = f"1 ms · {result['gbps']:.0f} GB/s ({result['pctPeak']:.0f}% of peak) · simulated"
     assert [c.title for c in shown] == [expected], shown
-    assert len(shown[0].title) <= 48
-    assert (shown[0].tooltip or "").startswith("1 ms median (IQR ±1.0%) at n=1048576")
+    assert len(shown[0].title) <= 48 and result["simulated"] is True
+    assert (shown[0].tooltip or "").startswith(
+        "simulated GPU, not measured: 1 ms median (IQR ±1.0%) at n=1048576"
+    )
     line = kernel_line(path, "saxpy")
     col = path.read_text().splitlines()[line].index("saxpy")
     hover = await client.text_document_hover_async(lsp.HoverParams(doc, lsp.Position(line, col)))
     assert hover is not None and isinstance(hover.contents, lsp.MarkupContent)
-    assert "**Last benchmark** 1 ms median" in hover.contents.value
+    assert "**Last benchmark** simulated GPU, not measured: 1 ms median" in hover.contents.value
     assert "registers" in hover.contents.value  # from the last check
 
     # a kernel without a spec: the quick fix and the command insert the inferred spec
@@ -530,6 +612,7 @@ async def test_benchmark_and_add_spec_commands(client: LanguageClient, workspace
     assert commands == ["cudaAgent.optimize", "cudaAgent.benchmark"]
 
 
+@pytest.mark.slow
 async def test_results_made_elsewhere_show_up_and_survive_a_restart(
     client: LanguageClient, workspace: Workspace
 ) -> None:
@@ -598,6 +681,7 @@ async def restarted(lsp_client: LanguageClient, tmp_path: Path):
     await lsp_client.shutdown_session()
 
 
+@pytest.mark.slow
 async def test_stored_results_give_hints_after_a_restart(restarted: LanguageClient, tmp_path: Path) -> None:
     path = tmp_path / "ws" / "lsp_workspace.cu"
     uri = open_file(restarted, path)
@@ -658,6 +742,7 @@ async def test_benchmark_and_optimize_on_the_gpu(gpu_client: LanguageClient, wor
     assert str(hint.label).startswith("⚡ ") and str(hint.label).endswith("× verified")
 
 
+@pytest.mark.slow
 async def test_settings_from_workspace_configuration(client: LanguageClient, workspace: Workspace) -> None:
     path = workspace.copy("lsp_workspace.cu")
     uri = open_file(client, path)
@@ -780,6 +865,7 @@ async def plain_client(lsp_client: LanguageClient, workspace: Workspace):
     await lsp_client.shutdown_session()
 
 
+@pytest.mark.slow
 async def test_without_progress_support_a_run_logs_and_is_cancelled_by_command(
     plain_client: LanguageClient, workspace: Workspace
 ) -> None:

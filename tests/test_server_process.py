@@ -95,6 +95,7 @@ async def gone_within(proc: asyncio.subprocess.Process, checker: int, seconds: f
     return time.monotonic() - started
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["exit", "stdin closed", "SIGTERM"])
 async def test_the_server_and_its_checker_exit_within_2s_during_a_long_check(
     server: tuple[asyncio.subprocess.Process, RawConnection], tmp_path: Path, how: str

@@ -41,6 +41,7 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_suite_table_and_summary(folder: Path) -> None:
     out = run_cli("suite", str(folder), "--budget", "12c")
     assert out.returncode == 0, out.stderr
@@ -59,13 +60,14 @@ def test_suite_table_and_summary(folder: Path) -> None:
     assert "nospec" not in out.stdout  # kernels without a spec are not part of the suite
 
 
+@pytest.mark.slow
 def test_suite_json(folder: Path) -> None:
     out = run_cli("suite", str(folder), "--budget", "6c", "--json", "--seed", "3")
     only = run_cli("suite", str(folder), "--budget", "2c", "--json", "--match", "b*")
     assert [k["kernel"] for k in json.loads(only.stdout)["kernels"]] == ["block_sum"]
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert data["device"] == "simulated GPU" and data["seed"] == 3
+    assert data["device"] == "simulated GPU" and data["simulated"] is True and data["seed"] == 3
     kernels = {k["kernel"]: k for k in data["kernels"]}
     vadd = kernels["vadd"]
     assert vadd["status"] == "improved" and vadd["attempts"] == 6
@@ -77,6 +79,7 @@ def test_suite_json(folder: Path) -> None:
     assert s["fast_1"] == pytest.approx(3 / s["kernels"]) and s["geomean"] == pytest.approx(2.0)
 
 
+@pytest.mark.slow
 def test_suite_reports_each_kernel_as_it_finishes(folder: Path, tmp_path: Path) -> None:
     log = tmp_path / "out" / "suite.jsonl"
     log.parent.mkdir()
@@ -140,6 +143,7 @@ def test_summary_arithmetic() -> None:
     assert summarize(()).geomean == 0.0
 
 
+@pytest.mark.slow
 def test_suite_deadline_reaches_compute_sanitizer(
     folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -29,6 +29,7 @@ def _engine():  # type: ignore[no-untyped-def]
     return module
 
 
+@pytest.mark.slow
 def test_thousands_of_mutants_raise_nothing(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.ERROR, logger="agent.transforms")
     fuzz = _engine()

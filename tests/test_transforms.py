@@ -147,6 +147,7 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
 ]
 
 
+@pytest.mark.slow  # an NVRTC compile per case
 @pytest.mark.parametrize("name, transforms", CASES, ids=lambda v: v if isinstance(v, str) else None)
 def test_rewrite_compiles_with_nvrtc(name: str, transforms: tuple[Transform, ...]) -> None:
     t = case(name)
@@ -320,6 +321,7 @@ def fast_branches(code: str) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TILED)
 def test_tiled_dot_compiles_without_spills_for_every_searched_tile(name: str) -> None:
     """Every tile shape the search tries compiles under NVRTC for the 256 threads it launches,
@@ -710,6 +712,7 @@ def host_program(t: loop.Target, out: Subject) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow  # a g++ build per case
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ for the host emulation")
 @pytest.mark.parametrize("name, transforms", HOST_CASES, ids=lambda v: v if isinstance(v, str) else None)
 def test_rewrite_computes_the_same_outputs_in_host_emulation(

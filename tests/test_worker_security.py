@@ -152,6 +152,7 @@ def scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalE
         yield executor
 
 
+@pytest.mark.slow
 def test_a_hanging_candidate_is_killed_at_the_workers_maximum_timeout(scripted: LocalExecutor) -> None:
     vadd = kernel_file(DATA / "sandbox" / "vadd.cu", "vadd")
     limits = Limits(request=RequestLimits(max_timeout_s=2.0))
@@ -196,6 +197,7 @@ def remote_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list
         yield seen
 
 
+@pytest.mark.slow
 def test_five_optimize_and_bench_runs_in_a_row_through_one_worker(
     remote_env: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -212,6 +214,7 @@ def test_five_optimize_and_bench_runs_in_a_row_through_one_worker(
     assert len(remote_env) == len(set(remote_env)) >= 15  # every request its own id: 5 bench, 5 baselines...
 
 
+@pytest.mark.slow
 def test_a_suite_through_a_worker_runs_every_kernel(
     remote_env: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -280,6 +283,7 @@ def test_a_refused_token_closes_the_connection() -> None:
     assert response.status_code == 401 and response.headers["connection"] == "close"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trusted", [False, True])
 def test_x_forwarded_for_is_trusted_only_from_a_configured_proxy(trusted: bool) -> None:
     limits = Limits(max_per_client=1, trusted_proxies=("127.0.0.1",) if trusted else ())

@@ -61,7 +61,34 @@ export interface RunStarted {
   message: string;
 }
 
-/** The end of a run. `status`: `ok` (benchmark measured, or a verified faster rewrite is ready: `rewriteReady`), `not_improved`, `baseline_failed`, `error`, or the sandbox's status of a benchmark that did not run (`compile_error`...). Optimize fills `speedup*`, benchmark the timing fields; the others are 0. */
+/** One candidate's verdict (`agent.loop.AttemptRecord`, field for field). `status`: ok, compile_error, launch_error, crash, timeout, mismatch, rejected, cancelled, implausible; `rule`: the rule a rejected/implausible candidate broke; the check fields (`problem`, `output`, `firstBadIndex` (-1: none), `values`, `errorRatio`) describe the failing check, else the one closest to its bound; `compileLine`/`compileColumn` (1-based, 0: none) place the first compile error in the candidate's file (the original file with the candidate in place of the kernel), `compileLog` is the compiler's log from there; `reward` is absent for a cancelled candidate. Numbers a verdict lacks are 0. */
+export interface AttemptRecord {
+  index: number;
+  candidateId: string;
+  description: string;
+  status: string;
+  message: string;
+  rule: string;
+  duplicateOf: string;
+  problem: string;
+  output: string;
+  firstBadIndex: number;
+  values: string;
+  errorRatio: number;
+  compileLine: number;
+  compileColumn: number;
+  compileLog: string;
+  speedup: number;
+  speedupLow: number;
+  speedupHigh: number;
+  medianMs: number;
+  registers: number;
+  spillStores: number;
+  spillLoads: number;
+  reward?: number;
+}
+
+/** The end of a run. `status`: `ok` (benchmark measured, or a verified faster rewrite is ready: `rewriteReady`), `not_improved`, `baseline_failed`, `error`, or the sandbox's status of a benchmark that did not run (`compile_error`...). Optimize fills `speedup*`, benchmark the timing fields; the others are 0. `attempts`: every candidate's verdict of an optimize run, in evaluation order (empty for the others); `simulated`: the numbers come from the simulated GPU (`executor.kind test`), not a measurement. */
 export interface RunFinished {
   runId: string;
   kind: RunKind;
@@ -78,6 +105,8 @@ export interface RunFinished {
   relSpread: number;
   gbps: number;
   pctPeak: number;
+  attempts: AttemptRecord[];
+  simulated: boolean;
 }
 
 export interface CancelResult {
