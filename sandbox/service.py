@@ -320,11 +320,15 @@ class WorkerService:
         token: str | None,
         limits: Limits = Limits(),
         simulated: bool = False,
+        isolation: str = "none",
     ) -> None:
+        """``isolation``: how compiles of requests are isolated from this host
+        (:func:`sandbox.compiler.compile_isolation`), said in ``/health``."""
         if not executors:
             raise ValueError("a worker needs at least one executor")
         self.limits = limits
         self.simulated = simulated  # the executors are simulated GPUs (said in /health and /device)
+        self.isolation = isolation
         self.lanes = [_Lane(i, e, self._finished) for i, e in enumerate(executors)]
         self.running: dict[str, _Job] = {}
         self.done: OrderedDict[str, tuple[str, Event]] = OrderedDict()  # id -> (digest, final event)
@@ -355,14 +359,14 @@ class WorkerService:
     # ---------------------------------------------------------------- endpoints
 
     async def health(self, request: Request) -> Response:
-        """``ok`` with the number of GPUs (simulated or not); 503 ``no_gpu`` when there is none."""
+        """``ok`` with the number of GPUs (simulated or not) and the compiles' isolation; 503
+        ``no_gpu`` when there is none."""
+        about = {"simulated": self.simulated, "isolation": self.isolation}
         try:
             count = await run_in_threadpool(lambda: len([lane.executor.device_info() for lane in self.lanes]))
         except ExecutorError as exc:
-            return JSONResponse(
-                {"status": "no_gpu", "error": str(exc), "simulated": self.simulated}, status_code=503
-            )
-        return JSONResponse({"status": "ok", "gpus": count, "simulated": self.simulated})
+            return JSONResponse({"status": "no_gpu", "error": str(exc), **about}, status_code=503)
+        return JSONResponse({"status": "ok", "gpus": count, **about})
 
     async def device(self, request: Request) -> Response:
         try:

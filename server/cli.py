@@ -1187,6 +1187,12 @@ def suite(
     is_flag=True,
     help="Serve simulated GPUs (no GPU used; code is still compiled): to try the remote flow anywhere.",
 )
+@click.option(
+    "--unsafe-no-isolation",
+    is_flag=True,
+    help="Serve even where compiles cannot be isolated from this host (no bubblewrap, no Landlock): "
+    "a request could then read any file this user can.",
+)
 def worker(
     host: str,
     port: int,
@@ -1200,6 +1206,7 @@ def worker(
     max_candidates: int,
     trusted_proxy: tuple[str, ...],
     simulate: bool,
+    unsafe_no_isolation: bool,
 ) -> None:
     """Serve this machine's GPUs to remote editors and optimizers over HTTP."""
     import logging
@@ -1212,11 +1219,19 @@ def worker(
         raise UserError(
             f"the worker needs the `worker` extra: pip install 'cuda-agent[worker]' ({exc})"
         ) from exc
+    from sandbox.compiler import compile_isolation
     from sandbox.contract import RequestLimits
     from sandbox.executor import ExecutorError
     from sandbox.remote import local_gpu_executor
     from server.texts import plural
 
+    isolation = compile_isolation()
+    if isolation == "none" and not unsafe_no_isolation:
+        raise UserError(
+            "refusing to serve: compiles cannot be isolated from this host here (no usable bubblewrap, "
+            "no Landlock), so a request could read this host's files through the compiler; install "
+            "bubblewrap (or use Linux 5.13+ with Landlock), or pass --unsafe-no-isolation to serve anyway"
+        )
     token = read_token(token_file) if token_file else None
     why = service.check_listen_policy(host, token) or service.check_tls(tls_cert, tls_key)
     if why:
@@ -1247,7 +1262,9 @@ def worker(
                 executors.append(FakeExecutor.from_env())
             else:
                 executors.append(local_gpu_executor(index, request_limits, handler))
-        app = service.WorkerService(executors, token=token, limits=limits, simulated=simulate)
+        app = service.WorkerService(
+            executors, token=token, limits=limits, simulated=simulate, isolation=isolation
+        )
         server = service.make_server(app.app, tls_cert=tls_cert, tls_key=tls_key, limits=limits)
         scheme = "https" if tls_cert else "http"
         # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
@@ -1265,6 +1282,12 @@ def worker(
                 )
             else:
                 log.info("serving GPUs %s (%s) on %s", gpus, ", ".join(names), where)
+        if isolation == "none":
+            log.warning(
+                "--unsafe-no-isolation: compiles are NOT isolated; a request can read any file this user can"
+            )
+        else:
+            log.info("compiles are isolated from this host by %s", isolation)
         if not token:
             log.warning("no --token-file: any user of this machine can run kernels on its GPUs")
         elif not tls_cert and not service.is_loopback(host):
