@@ -292,6 +292,11 @@ def _run_nvrtc(
                 err, name = nvrtc.nvrtcGetLoweredName(prog, expr.encode())
                 if err == ok_code:
                     lowered[expr] = name.decode()
+        if not ok and (
+            err == nvrtc.nvrtcResult.NVRTC_ERROR_OUT_OF_MEMORY
+            or any(d.message == "out of memory" for d in diagnostics)
+        ):  # the compile worker's memory cap (sandbox.confine) or the machine's
+            return resource_limited("the compile ran out of memory")
         if not ok and not any(d.severity == "error" for d in diagnostics):
             diagnostics += (Diagnostic(line=0, column=0, severity="error", message=log.strip() or str(err)),)
         result = CompileResult(
