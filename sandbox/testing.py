@@ -57,6 +57,19 @@ DEVICE = DeviceInfo(
 )
 
 
+_SHARED: list[CompilePool] = []
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_compile_pool() -> CompilePool:
+    """One compile worker for this process's simulated GPUs (its process ends with this one).
+    Started lazily: a simulated GPU that never compiles starts no process."""
+    with _SHARED_LOCK:
+        if not _SHARED:
+            _SHARED.append(CompilePool(workers=1))
+        return _SHARED[0]
+
+
 class FakeExecutor(Executor):
     def __init__(
         self,
@@ -65,27 +78,14 @@ class FakeExecutor(Executor):
         delay_s: float = 0.0,
         compiler: CompilePool | None = None,
     ) -> None:
-        """``compiler``: where units compile (closed with this executor); by default a pool of
-        one isolated compile worker, started at the first compile."""
+        """``compiler``: where units compile (the caller closes it); by default one isolated
+        compile worker this process's simulated GPUs share, started at the first compile."""
         self.speedup = speedup
         self.baseline_ms = baseline_ms
         self.delay_s = delay_s
         self.requests: list[EvalRequest] = []  # every request evaluated, in order
         self._lock = threading.Lock()
-        self._compiler = compiler
-
-    @property
-    def compiler(self) -> CompilePool:
-        with self._lock:
-            if self._compiler is None:
-                self._compiler = CompilePool(workers=1)
-            return self._compiler
-
-    def close(self) -> None:
-        with self._lock:
-            pool, self._compiler = self._compiler, None
-        if pool is not None:
-            pool.close()
+        self.compiler = compiler or shared_compile_pool()
 
     @classmethod
     def from_env(cls) -> FakeExecutor:
