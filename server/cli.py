@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -44,18 +45,42 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, default=str))
 
 
+MAX_SOURCE_BYTES = 16 << 20
+
+
+def read_regular_file(path: str, what: str, limit: int = MAX_SOURCE_BYTES) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes; else one clear
+    :class:`UserError` naming ``what`` was expected (a FIFO, device or socket is refused before
+    it is opened: it could block or never end)."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UserError(f"{path}: is a directory, expected {what}")
+    if not stat.S_ISREG(st.st_mode):
+        raise UserError(f"{path}: not a regular file (a device, FIFO or socket), expected {what}")
+    too_large = UserError(f"{path}: larger than {limit >> 20} MiB, expected {what}")
+    if st.st_size > limit:
+        raise too_large
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    if len(data) > limit:
+        raise too_large
+    return data
+
+
 def read_source(path: str) -> tuple[Path, str]:
     """Read a CUDA file as text; undecodable bytes become U+FFFD (and are reported by the parser)."""
-    p = Path(path)
-    if not p.exists():
-        raise UserError(f"{path}: no such file")
-    if p.is_dir():
-        raise UserError(f"{path}: is a directory, expected a .cu/.cuh file")
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from exc
-    return p, data.decode("utf-8", errors="replace")
+    data = read_regular_file(path, "a .cu/.cuh file")
+    return Path(path), data.decode("utf-8", errors="replace")
 
 
 def executor_failed(exc: Exception) -> JobFailed:
@@ -333,6 +358,7 @@ def bench(
 )
 @click.option("--diff", "show_diff", is_flag=True, help="Print the verified rewrite as a unified diff.")
 @click.option("--write", is_flag=True, help="Apply the verified rewrite to FILE (a backup is kept).")
+@click.option("--force", is_flag=True, help="With --write: write FILE even if it is read-only (mode 444).")
 @json_option
 @build_flags
 @memory_option
@@ -352,6 +378,7 @@ def optimize(
     trajectory: str | None,
     show_diff: bool,
     write: bool,
+    force: bool,
     build: BuildFlags,
     as_json: bool,
     eval_budget: Budget | None,
@@ -365,6 +392,8 @@ def optimize(
     from sandbox.executor import ExecutorError
 
     path, text = read_source(file)
+    if write and not force and (why := read_only(path)):
+        raise UserError(why)
     try:
         limits = loop.parse_budget(budget)
     except ValueError as exc:
@@ -386,6 +415,8 @@ def optimize(
         )
         if not llm.model:
             raise UserError("--proposer llm needs --model (or CUDA_AGENT_LLM_MODEL)")
+        if llm.api_key_file:  # a missing or odd key file: one line now, not a failed run later
+            read_regular_file(os.path.expanduser(llm.api_key_file), "a file holding the API key", 64 << 10)
     log_path = None if trajectory == "off" else Path(trajectory) if trajectory else default_path()
     cancel = threading.Event()
     outcome: list[loop.OptimizeResult | BaseException] = []
@@ -436,7 +467,7 @@ def optimize(
         raise JobFailed(f"{type(result).__name__}: {result}")
     written = backup = None
     if write and result.outcome is loop.Outcome.IMPROVED:
-        written, backup = write_rewrite(path, text, result.rewritten)
+        written, backup = write_rewrite(path, text, result.rewritten, force=force)
     if as_json:
         emit_json(_optimize_json(target, result, written, backup, log_path))
     else:
@@ -509,14 +540,27 @@ def _progress_bar(enabled: bool) -> Iterator[Callable[[LoopEvent], None] | None]
         yield on_event
 
 
-def write_rewrite(path: Path, original: str, rewritten: str) -> tuple[Path, Path]:
+def read_only(path: Path) -> str | None:
+    """Why ``--write`` must not write ``path`` without ``--force`` (no write permission bit)."""
+    try:
+        mode = path.resolve().stat().st_mode
+    except OSError:
+        return None  # reading it already failed or will: that error is clearer
+    if not mode & 0o222:
+        return f"{path} is read-only (mode {mode & 0o777:o}); nothing written (--force writes it anyway)"
+    return None
+
+
+def write_rewrite(path: Path, original: str, rewritten: str, force: bool = False) -> tuple[Path, Path]:
     """Write ``rewritten`` over FILE, keeping a backup; returns (the file written, its backup).
 
     A symlink is followed to the real file (the link stays a link).  Unchanged lines keep their
-    exact bytes (undecodable bytes outside the rewrite survive).  The backup is a new file
-    (``FILE.bak``, ``FILE.bak1``...) created without following a symlink at that name, with
-    the file's mode and owner; the file is replaced atomically, keeping its mode and owner.
-    Refused (JobFailed) when FILE changed during the run; any failure leaves nothing behind.
+    exact bytes (undecodable bytes outside the rewrite survive) and a CRLF file stays CRLF.  The
+    backup is a new file (``FILE.bak``, ``FILE.bak1``...) created without following a symlink at
+    that name, with the file's mode and owner; the file is replaced atomically, keeping its mode
+    and owner, or, when it has other hard links, rewritten in place (the links keep sharing it).
+    Refused (JobFailed) when FILE changed during the run, and when it is read-only unless
+    ``force``; any failure leaves nothing behind.
     """
     import contextlib
     import errno
@@ -531,6 +575,8 @@ def write_rewrite(path: Path, original: str, rewritten: str) -> tuple[Path, Path
         raise JobFailed(f"{path}: cannot read ({exc.strerror}); nothing written") from None
     if raw.decode("utf-8", errors="replace") != original:
         raise JobFailed(f"{path} changed during the run; nothing written (rerun to optimize the new version)")
+    if not force and (why := read_only(real)):
+        raise JobFailed(why)
     mode = st.st_mode & 0o7777
     created: list[Path] = []
 
@@ -553,13 +599,25 @@ def write_rewrite(path: Path, original: str, rewritten: str) -> tuple[Path, Path
         with os.fdopen(fd, "wb") as f:
             own(f.fileno())
             f.write(raw)
-        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.")
-        created.append(Path(tmp))
-        with os.fdopen(fd, "wb") as f:
-            own(f.fileno())
-            f.write(_spliced_bytes(raw, original, rewritten))
-        os.replace(tmp, real)
-        created.remove(Path(tmp))
+        new = _spliced_bytes(raw, original, rewritten)
+        if st.st_nlink > 1:  # a rename would split the hard links: write the shared file itself
+            fd = os.open(real, os.O_WRONLY | os.O_NOFOLLOW)
+            try:
+                os.ftruncate(fd, 0)
+                os.write(fd, new)  # a regular file: one write writes it all
+            except OSError:
+                os.pwrite(fd, raw, 0)  # as it was (the backup holds it too)
+                raise
+            finally:
+                os.close(fd)
+        else:
+            fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.")
+            created.append(Path(tmp))
+            with os.fdopen(fd, "wb") as f:
+                own(f.fileno())
+                f.write(new)
+            os.replace(tmp, real)
+            created.remove(Path(tmp))
     except OSError as exc:
         for leftover in created:
             leftover.unlink(missing_ok=True)
@@ -577,11 +635,17 @@ def _spliced_bytes(raw: bytes, original: str, rewritten: str) -> bytes:
     import difflib
 
     old, raw_lines, new = original.split("\n"), raw.split(b"\n"), rewritten.split("\n")
+    crlf = b"\r\n" in raw and raw.count(b"\n") == raw.count(b"\r\n")  # a CRLF file stays one
+
+    def encoded(j: int) -> bytes:
+        line = new[j].encode("utf-8")
+        return line + b"\r" if crlf and j < len(new) - 1 and not line.endswith(b"\r") else line
+
     if len(old) != len(raw_lines):
-        return rewritten.encode("utf-8")
+        return b"\n".join(encoded(j) for j in range(len(new)))
     out: list[bytes] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-        out += raw_lines[i1:i2] if tag == "equal" else [line.encode("utf-8") for line in new[j1:j2]]
+        out += raw_lines[i1:i2] if tag == "equal" else [encoded(j) for j in range(j1, j2)]
     return b"\n".join(out)
 
 
@@ -1483,9 +1547,9 @@ def read_token(path: str) -> str:
 
     p = Path(path)
     try:
-        token = p.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read the token ({getattr(exc, 'strerror', None) or exc})") from exc
+        token = read_regular_file(path, "a token file", 64 << 10).decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: cannot read the token ({exc})") from None
     if not token:
         raise UserError(f"{path}: the token file is empty")
     if p.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
