@@ -249,8 +249,9 @@ _GPU_PROBE = "import importlib.util, sandbox.worker; importlib.util.find_spec('c
 @functools.cache
 def bwrap_prefix() -> tuple[str, ...]:
     """bubblewrap prefix for a GPU worker, or () if unusable: no network, read-only root with the
-    users' homes, SSH keys and password hashes hidden, private /tmp and /proc (the GPU driver needs
-    the rest of the system: /usr, /etc/ld.so.cache, /dev/nvidia*, /sys)."""
+    users' homes, SSH keys, password hashes and the project tree (but its ``sandbox`` package)
+    hidden, private /tmp and /proc (the GPU driver needs the rest of the system: /usr,
+    /etc/ld.so.cache, /dev/nvidia*, /sys)."""
     exe = shutil.which("bwrap")
     if not exe:
         return ()
@@ -272,9 +273,13 @@ def bwrap_prefix() -> tuple[str, ...]:
     for f in _HIDDEN_FILES:
         hidden += ["--ro-bind-try", "/dev/null", f]
     tmp = tempfile.gettempdir()
+    project = str(PACKAGE_ROOT)
+    hidden += ["--tmpfs", project]  # the project tree (settings, tokens someone left there): only its code
     # the interpreter and the code must stay reachable where they live under a hidden folder
     for path in _code_paths():
-        if any(path == d or path.startswith(d + os.sep) for d in (*_HIDDEN_DIRS, tmp)):
+        if path == project:
+            path = str(PACKAGE_ROOT / "sandbox")
+        if any(path == d or path.startswith(d + os.sep) for d in (*_HIDDEN_DIRS, tmp, project)):
             hidden += ["--ro-bind", path, path]
     if _probe(hidden, _GPU_PROBE):
         return tuple(hidden)

@@ -1289,13 +1289,6 @@ def worker(
     from sandbox.remote import local_gpu_executor
     from server.texts import plural
 
-    isolation = compile_isolation()
-    if isolation == "none" and not unsafe_no_isolation:
-        raise UserError(
-            "refusing to serve: compiles cannot be isolated from this host here (no usable bubblewrap, "
-            "no Landlock), so a request could read this host's files through the compiler; install "
-            "bubblewrap (or use Linux 5.13+ with Landlock), or pass --unsafe-no-isolation to serve anyway"
-        )
     token = read_token(token_file) if token_file else None
     why = service.check_listen_policy(host, token) or service.check_tls(tls_cert, tls_key)
     if why:
@@ -1304,6 +1297,13 @@ def worker(
         indices = [int(g) for g in gpus.split(",")]
     except ValueError:
         raise UserError(f"--gpus {gpus!r}: expected comma-separated GPU indices such as 0,1") from None
+    isolation = compile_isolation()
+    if isolation == "none" and not unsafe_no_isolation:
+        raise UserError(
+            "refusing to serve: compiles cannot be isolated from this host here (no usable bubblewrap, "
+            "no Landlock), so a request could read this host's files through the compiler; install "
+            "bubblewrap (or use Linux 5.13+ with Landlock), or pass --unsafe-no-isolation to serve anyway"
+        )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("cuda_agent.worker")
     try:
@@ -1548,6 +1548,8 @@ def read_token(path: str) -> str:
     p = Path(path)
     try:
         token = read_regular_file(path, "a token file", 64 << 10).decode("utf-8").strip()
+    except UserError as exc:
+        raise UserError(f"{path}: cannot read the token ({exc.message.removeprefix(f'{path}: ')})") from None
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: cannot read the token ({exc})") from None
     if not token:
