@@ -112,7 +112,9 @@ def restrict(readable: Iterable[str]) -> None:
             ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}"
         )
     try:
-        for path in dict.fromkeys(readable):
+        for path in dict.fromkeys(os.path.realpath(p) for p in readable):
+            if path == "/":  # an interpreter installed at the root must not open the whole host
+                continue
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:

@@ -145,19 +145,20 @@ class _Protocol(LanguageServerProtocol):
         return wire.REQUEST_TYPES.get(method) or super().get_message_type(method)
 
     def structure_message(self, data: dict[str, Any]) -> Any:
+        try:
+            message = super().structure_message(data)
+        except JsonRpcException as exc:
+            if "id" in data and "method" in data:
+                error = JsonRpcInvalidParams(f"invalid params for {data['method']}{_why(exc)}")
+                self._send_response(data["id"], error=error.to_response_error())
+            raise
         method = data.get("method")
         if "jsonrpc" in data and "id" in data and isinstance(method, str) and _is_notification(method):
             # pygls would handle it as the notification and never answer: the client would wait
             error = JsonRpcInvalidRequest(f"{method} is a notification: send it without an id")
             self._send_response(data["id"], error=error.to_response_error())
             raise error
-        try:
-            return super().structure_message(data)
-        except JsonRpcException as exc:
-            if "id" in data and "method" in data:
-                error = JsonRpcInvalidParams(f"invalid params for {data['method']}{_why(exc)}")
-                self._send_response(data["id"], error=error.to_response_error())
-            raise
+        return message
 
     @lsp_method(lsp.WORKSPACE_EXECUTE_COMMAND)
     def lsp_workspace__execute_command(self, params: lsp.ExecuteCommandParams) -> Generator[Any, Any, Any]:
