@@ -751,8 +751,8 @@ def _parse_request(body: bytes, limits: RequestLimits) -> EvalRequest | Response
     except RecursionError:
         return _error(400, "body is not JSON: nested too deeply")
     if bad := _undecodable(data):
-        field, why = bad
-        return _AsciiJSON({"error": f"{field}: {why}", "field": field}, status_code=422)
+        where, what = bad
+        return _AsciiJSON({"error": f"{where}: {what}", "field": where}, status_code=422)
     try:
         request = from_dict(EvalRequest, data)
         validate_request(request, limits)

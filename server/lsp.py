@@ -155,9 +155,9 @@ class _Protocol(LanguageServerProtocol):
         method = data.get("method")
         if "jsonrpc" in data and "id" in data and isinstance(method, str) and _is_notification(method):
             # pygls would handle it as the notification and never answer: the client would wait
-            error = JsonRpcInvalidRequest(f"{method} is a notification: send it without an id")
-            self._send_response(data["id"], error=error.to_response_error())
-            raise error
+            refused = JsonRpcInvalidRequest(f"{method} is a notification: send it without an id")
+            self._send_response(data["id"], error=refused.to_response_error())
+            raise refused
         return message
 
     @lsp_method(lsp.WORKSPACE_EXECUTE_COMMAND)
