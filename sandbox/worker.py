@@ -487,7 +487,8 @@ def _job_id(job: EvalJob) -> str:
 
 class LocalExecutor(Executor):
     """Evaluates on this machine's GPUs: one worker process per device, one request per worker.
-    ``limits``: what one request may ask for (:func:`~sandbox.contract.validate_request`)."""
+    ``limits``: what one request may ask for (:func:`~sandbox.contract.validate_request`);
+    ``compile_limits``: what one compile may use (:class:`~sandbox.confine.CompileLimits`)."""
 
     def __init__(
         self,
@@ -498,6 +499,7 @@ class LocalExecutor(Executor):
         sandbox: bool = True,
         compile_workers: int | None = None,
         limits: RequestLimits | None = None,
+        compile_limits: CompileLimits | None = None,
     ) -> None:
         from sandbox.compiler import CompilePool
 
@@ -509,7 +511,7 @@ class LocalExecutor(Executor):
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
         for w in self._workers:
             self._idle.put(w)
-        self._pool = CompilePool(compile_workers, sandbox=sandbox)
+        self._pool = CompilePool(compile_workers, sandbox=sandbox, limits=compile_limits)
         self._info: dict[int, DeviceInfo] = {}
         self._info_lock = threading.Lock()
 

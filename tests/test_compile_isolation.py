@@ -253,3 +253,37 @@ def test_a_request_past_its_total_compile_time_gets_resource_limit_verdicts() ->
         assert pool.submit(KERNEL).result(timeout=60).result.ok  # a limit's verdict is not cached
     finally:
         pool.close()
+
+
+# --------------------------------------------------------------------------- on a GPU
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_steered_includes_bombs_and_deep_nesting_are_verdicts_and_the_worker_serves_on(
+    secret: Path,
+) -> None:
+    from sandbox_fakes import kernel_file, vadd_request
+
+    from sandbox.contract import Budget
+    from sandbox.worker import LocalExecutor
+
+    vadd_path = Path(__file__).parent / "data" / "sandbox" / "vadd.cu"
+    vadd = kernel_file(vadd_path, "vadd")
+    steering = steered(STEERED_HEADERS[0], secret).removesuffix(KERNEL)
+    bomb = BOMB[: BOMB.index("__device__")] + "__device__ int big[] = {A6};\n"
+    deep = "__device__ int deep() { return " + "(" * 3000 + "1" + ")" * 3000 + "; }\n"
+    candidates = (
+        Candidate("steered", KernelSource(steering + vadd.source, "vadd")),
+        Candidate("bomb", KernelSource(bomb + vadd.source, "vadd")),
+        Candidate("deep", KernelSource(deep + vadd.source, "vadd")),
+        Candidate("honest", vadd),
+    )
+    limits = CompileLimits(memory_bytes=2 << 30, cpu_s=20, wall_s=40)
+    with LocalExecutor(compile_limits=limits) as ex:
+        request = vadd_request(vadd, candidates, budget=Budget(timeout_s=60.0))
+        result = ex.evaluate(request)
+    got = {c.candidate_id: c for c in result.candidates}
+    assert SECRET not in to_json(result)
+    assert got["steered"].status == Status.COMPILE_ERROR
+    assert got["bomb"].status == Status.COMPILE_ERROR and RESOURCE_LIMIT in got["bomb"].message
+    assert got["deep"].status == Status.OK and got["honest"].status == Status.OK
