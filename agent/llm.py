@@ -113,9 +113,9 @@ class LLMSettings:
         if self.api_key_file:
             try:
                 return Path(self.api_key_file).expanduser().read_text(encoding="utf-8").strip()
-            except OSError as exc:
+            except (OSError, UnicodeDecodeError) as exc:
                 raise EndpointError(
-                    f"cannot read the API key file {self.api_key_file}: {exc.strerror}"
+                    f"cannot read the API key file {self.api_key_file}: {getattr(exc, 'strerror', None) or exc}"
                 ) from exc
         return os.environ.get(self.api_key_env) or os.environ.get("OPENAI_API_KEY") or "EMPTY"
 

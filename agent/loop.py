@@ -820,6 +820,8 @@ def parse_budget(text: str) -> OptimizeBudget:
         value, unit = float(m[1]), m[2] or "s"
         if value <= 0:
             raise ValueError(f"budget part {part!r} must be positive")
+        if value > 1e12:  # 400 digits would be an infinite float and no integer
+            raise ValueError(f"budget part {part[:20]!r}... is too large (at most 10^12)")
         if unit in "smh":
             wall = value * {"s": 1, "m": 60, "h": 3600}[unit]
         elif unit == "c":

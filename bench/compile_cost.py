@@ -10,7 +10,8 @@ header reads are part of the cost) in each mode and appends one JSON line per mo
 - ``untrusted_in_process``: ``compile_cuda()``, the same plus the boundary's checks (options,
   filename, include scan);
 - ``pool_unsandboxed``: ``CompilePool(sandbox=False)``, a compile worker process, JSON both ways;
-- ``pool_sandboxed``: ``CompilePool()``, the same inside bubblewrap (when it is usable here).
+- ``pool_sandboxed``: ``CompilePool()``, the same isolated as this host allows (bubblewrap and/or
+  Landlock, with the compile limits of ``sandbox.confine``; the row's ``isolation`` says which).
 
 Per mode: the median, first and third quartile of the per-candidate milliseconds (the pool's start-up
 and its first compile are reported apart, as ``first_ms``).  Stops a mode after ``--max-s`` seconds.
@@ -106,27 +107,28 @@ def main() -> int:
     def pooled(pool: CompilePool) -> Callable[[str, str], Compiled]:
         return lambda src, name: pool.submit(src, name_expressions=(name,)).result(timeout=120)
 
-    modes: list[tuple[str, Callable[[], tuple[Callable[[str, str], Compiled], Callable[[], None], bool]]]] = [
-        ("trusted_in_process", lambda: (in_process(True), lambda: None, False)),
-        ("untrusted_in_process", lambda: (in_process(False), lambda: None, False)),
+    modes: list[tuple[str, Callable[[], tuple[Callable[[str, str], Compiled], Callable[[], None], str]]]] = [
+        ("trusted_in_process", lambda: (in_process(True), lambda: None, "none")),
+        ("untrusted_in_process", lambda: (in_process(False), lambda: None, "none")),
     ]
     for name, sandbox in (("pool_unsandboxed", False), ("pool_sandboxed", True)):
 
-        def make(sandbox: bool = sandbox) -> tuple[Callable[[str, str], Compiled], Callable[[], None], bool]:
+        def make(sandbox: bool = sandbox) -> tuple[Callable[[str, str], Compiled], Callable[[], None], str]:
             pool = CompilePool(1, sandbox=sandbox)
-            return pooled(pool), pool.close, pool.sandboxed
+            return pooled(pool), pool.close, pool.isolation
 
         modes.append((name, make))
     for k, (name, make) in enumerate(modes):
         t = time.perf_counter()
-        compile_one, close, sandboxed = make()
+        compile_one, close, isolation = make()
         setup_ms = (time.perf_counter() - t) * 1e3
         try:
-            if name == "pool_sandboxed" and not sandboxed:
-                row = {"mode": name, "skipped": "bubblewrap is not installed or not usable here"}
+            if name == "pool_sandboxed" and isolation == "none":
+                row = {"mode": name, "skipped": "neither bubblewrap nor Landlock is usable here"}
             else:
                 row = measure(name, compile_one, seed + 10_000 * k, args.n, args.max_s)
                 row["setup_ms"] = setup_ms
+                row["isolation"] = isolation
         finally:
             close()
         row["load_average"] = os.getloadavg()[0]  # other work on the machine slows every mode

@@ -26,6 +26,8 @@ the side of finding a directive.
 from __future__ import annotations
 
 import bisect
+import functools
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -74,9 +76,12 @@ ALLOWED_OPTIONS_TEXT = (
 )
 
 
-def check_options(options: Sequence[str], arch: str | None = None) -> str | None:
+def check_options(
+    options: Sequence[str], arch: str | None = None, steering: frozenset[str] = frozenset()
+) -> str | None:
     """Why an untrusted compile may not pass ``options`` (naming the first bad one), or None.
-    ``arch``: the architecture the compile is for; an ``-arch`` option must equal it."""
+    ``arch``: the architecture the compile is for; an ``-arch`` option must equal it.
+    ``steering``: macro names a ``-D``/``-U`` may not name (:func:`steering_macros`)."""
     for option in options:
         if not isinstance(option, str):
             return f"NVRTC option {option!r} is not a string"
@@ -90,6 +95,9 @@ def check_options(options: Sequence[str], arch: str | None = None) -> str | None
             _RESERVED_MACROS
         ):
             return f"NVRTC option {option!r} is not allowed in a request (it steers Thrust's includes)"
+        name = value.partition("=")[0]
+        if prefix in ("-D", "--define-macro=", "-U", "--undefine-macro=") and name in steering:
+            return f"NVRTC option {option!r} is not allowed in a request: {_STEERS.format(name)}"
         if prefix in ("-arch=", "--gpu-architecture=") and arch is not None and value != arch:
             return f"NVRTC option {option!r} is not allowed: this worker compiles for {arch}"
     return None
@@ -135,38 +143,97 @@ def check_untrusted(
     include_dirs: Sequence[str],
 ) -> str | None:
     """Why an untrusted compile must not run, or None (see the module docstring)."""
-    why = check_filename(filename) or check_options(options, arch)
+    dirs = tuple(include_dirs)
+    defines = any(o.startswith(("-D", "--define-macro=", "-U", "--undefine-macro=")) for o in options)
+    why = check_filename(filename) or check_options(
+        options, arch, steering_macros(dirs) if defines else frozenset()
+    )
     if why:
         return why
     for name in headers:
         if why := check_header_name(name):
             return why
     for where, text in [(filename, source), *headers.items()]:
-        if why := include_violation(text, headers, include_dirs):
+        if why := include_violation(text, headers, dirs):
             return f"{where}:{why}"
     return None
 
 
+_STEERS = "an allowed header builds an #include from the name `{}` (a computed include)"
+
+
 def include_violation(text: str, headers: Mapping[str, str], include_dirs: Sequence[str]) -> str | None:
-    """``line: why`` for the first include of ``text`` an untrusted compile may not make, or None."""
+    """``line: why`` for the first include of ``text`` an untrusted compile may not make, or None.
+    Messages name the include as written (shortened), never a host path."""
     for line, directive, arg in preprocessor_includes(text):
         if directive in ("define", "undef"):
             if arg.startswith(_RESERVED_MACROS):
                 return f"{line}: #{directive} {arg} is not allowed in a request (it steers Thrust's includes)"
+            if arg in steering_macros(tuple(include_dirs)):
+                return f"{line}: #{directive} {arg} is not allowed in a request: {_STEERS.format(arg)}"
             continue
-        shown = f"#{directive} {arg}" if directive != "__has_include" else f"__has_include({arg})"
+        short = arg if len(arg) <= 80 else arg[:60] + "..." + arg[-10:]
+        shown = f"#{directive} {short}" if directive != "__has_include" else f"__has_include({short})"
         if len(arg) < 2 or arg[0] + arg[-1] not in ('""', "<>"):
             return f'{line}: {shown}: computed includes are not allowed in a request; write the header\'s name in "" or <>'
         name = arg[1:-1]
         if name in headers:
             continue
-        if name.startswith(("/", "\\")) or ".." in re.split(r"[/\\]", name) or "\\" in name:
+        if len(name) > MAX_HEADER_NAME:
+            return f"{line}: {shown}: a header name is at most {MAX_HEADER_NAME} characters"
+        parts = re.split(r"[/\\]", name)
+        if name.startswith(("/", "\\")) or ".." in parts or "\\" in name:
             return f"{line}: {shown} is not allowed: only CUDA's headers and the request's own headers can be included"
-        if name.startswith("thrust/"):
+        if "thrust" in parts[:2]:  # thrust/..., cccl/thrust/...
             return f"{line}: {shown} is not allowed in a request (Thrust is host code)"
-        if directive != "__has_include" and not _in_dirs(name, include_dirs):
+        if not _in_dirs(name, include_dirs):
+            if directive == "__has_include":
+                return f"{line}: {shown}: only CUDA's headers and the request's own headers can be tested"
             return f"{line}: {shown}: no such header among CUDA's headers or the request's own headers"
     return None
+
+
+_COMPUTED = re.compile(rb"^[ \t]*#[ \t]*include[ \t]+[A-Za-z_]", re.MULTILINE)
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(\([^)]*\))?(.*)$", re.MULTILINE)
+
+
+@functools.cache
+def steering_macros(include_dirs: tuple[str, ...]) -> frozenset[str]:
+    """The identifiers a request must not define or undefine because an allowed header builds an
+    ``#include`` from them (Thrust's ``#include __THRUST_..._HEADER_INCLUDE(execution_policy.h)``:
+    ``execution_policy``, ``h``, ``thrust``, ``system``, ``cpp``...): those of every computed
+    include in ``include_dirs`` and, transitively, of the replacement lists of the macros they
+    name (their parameters excepted).  Read once per process from the trusted headers."""
+    texts: dict[str, str] = {}
+    for d in include_dirs:
+        for folder, _, files in os.walk(d):
+            for f in files:
+                path = os.path.realpath(os.path.join(folder, f))
+                if path in texts:
+                    continue
+                try:
+                    with open(path, "rb") as fh:
+                        data = fh.read()
+                except OSError:
+                    continue
+                texts[path] = data.decode("utf-8", "replace") if b"#" in data else ""
+    bodies: dict[str, set[str]] = {}
+    pending: list[str] = []
+    for text in texts.values():
+        for m in _DEFINE.finditer(text):
+            params = set(_IDENT.findall(m[2] or ""))
+            bodies.setdefault(m[1], set()).update(set(_IDENT.findall(m[3])) - params)
+        if _COMPUTED.search(text.encode()):
+            for _, directive, arg in preprocessor_includes(text):
+                if directive not in ("define", "undef") and arg[:1] not in ('"', "<"):
+                    pending += _IDENT.findall(arg)
+    found: set[str] = set()
+    while pending:
+        name = pending.pop()
+        if name not in found:
+            found.add(name)
+            pending += bodies.get(name, ())
+    return frozenset(found)
 
 
 def _in_dirs(name: str, include_dirs: Sequence[str]) -> bool:

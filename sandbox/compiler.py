@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.boundary import check_untrusted
+from sandbox.confine import RESOURCE_LIMIT, CompileLimits, landlock_abi, on_big_stack
 from sandbox.contract import CompileResult, Diagnostic, Resources
 
 SHIM_INCLUDE = Path(__file__).with_name("nvrtc_include")
@@ -47,6 +48,7 @@ class Compiled:
     result: CompileResult
     binary: bytes = b""  # cubin for sm_XX, PTX text for compute_XX; empty when compilation failed
     ptx: bool = False
+    limited: bool = False  # ended by a resource limit (never cached: the limit, not the unit, decided)
 
 
 class CompilerUnavailable(RuntimeError):
@@ -221,6 +223,13 @@ def refused(why: str) -> Compiled:
     )
 
 
+def resource_limited(why: str) -> Compiled:
+    """A compile ended by a :class:`~sandbox.confine.CompileLimits` limit: the unit's compile error."""
+    message = f"{RESOURCE_LIMIT}: {why}"
+    diagnostic = Diagnostic(line=0, column=0, severity="error", message=message)
+    return Compiled(CompileResult(ok=False, log=message, diagnostics=(diagnostic,)), limited=True)
+
+
 def _compile_uncached(
     source: str,
     filename: str,
@@ -235,6 +244,19 @@ def _compile_uncached(
     ):
         return refused(why)
     nvrtc = _nvrtc()
+    # NVRTC's parser recurses: deep nesting would overflow a normal thread's stack (a SIGSEGV)
+    return on_big_stack(_run_nvrtc, nvrtc, source, filename, name_expressions, arch, options, headers)
+
+
+def _run_nvrtc(
+    nvrtc: Any,
+    source: str,
+    filename: str,
+    name_expressions: tuple[str, ...],
+    arch: str,
+    options: tuple[str, ...],
+    headers: dict[str, str],
+) -> Compiled:
     ok_code = nvrtc.nvrtcResult.NVRTC_SUCCESS
     start = time.perf_counter()
     names = list(headers)
@@ -270,6 +292,11 @@ def _compile_uncached(
                 err, name = nvrtc.nvrtcGetLoweredName(prog, expr.encode())
                 if err == ok_code:
                     lowered[expr] = name.decode()
+        if not ok and (
+            err == nvrtc.nvrtcResult.NVRTC_ERROR_OUT_OF_MEMORY
+            or any(d.message == "out of memory" for d in diagnostics)
+        ):  # the compile worker's memory cap (sandbox.confine) or the machine's
+            return resource_limited("the compile ran out of memory")
         if not ok and not any(d.severity == "error" for d in diagnostics):
             diagnostics += (Diagnostic(line=0, column=0, severity="error", message=log.strip() or str(err)),)
         result = CompileResult(
@@ -377,28 +404,47 @@ def parse_resources(log: str) -> dict[str, Resources]:
     return out
 
 
-COMPILE_TIMEOUT_S = 120.0  # a compile worker busy longer than this is killed
+@functools.cache
+def compile_isolation() -> str:
+    """How :class:`CompilePool` isolates a compile from the host here: ``bwrap+landlock``,
+    ``bwrap``, ``landlock`` or ``none`` (then a request's compile sees what this user sees)."""
+    from sandbox.worker import compile_bwrap_prefix
+
+    parts = [name for name, ok in (("bwrap", compile_bwrap_prefix()), ("landlock", landlock_abi())) if ok]
+    return "+".join(parts) or "none"
 
 
 class CompilePool:
     """Compile untrusted units (requests, LLM output) in parallel with GPU work, each in a compile
-    worker process (``python -m sandbox.worker`` with :class:`sandbox.worker.CompileHandler`):
-    inside bubblewrap when it works (``sandbox``; see :func:`sandbox.worker.compile_bwrap_prefix`),
-    with an environment that holds no token or key, talking JSON.  A compile that crashes or hangs
-    its worker is that unit's compile error, and the worker is replaced.  Results are cached by
-    content hash."""
+    worker process (``python -m sandbox.worker`` with :class:`sandbox.worker.CompileHandler`),
+    isolated from the host as :func:`compile_isolation` says: inside bubblewrap when it works
+    (:func:`sandbox.worker.compile_bwrap_prefix`) and confined by Landlock where the kernel has it
+    (:mod:`sandbox.confine`), with an environment that holds no token or key, talking JSON, under
+    ``limits``.  A compile that crashes, hangs or exceeds a limit is that unit's compile error
+    (``resource limit: ...``), and the worker is replaced.  ``sandbox=False`` (tests): no
+    isolation at all.  Results are cached by content hash."""
 
-    def __init__(self, workers: int | None = None, *, sandbox: bool = True) -> None:
+    def __init__(
+        self, workers: int | None = None, *, sandbox: bool = True, limits: CompileLimits | None = None
+    ) -> None:
         from sandbox.worker import COMPILE_HANDLER, WorkerProcess, compile_bwrap_prefix
 
         n = workers or min(8, multiprocessing.cpu_count())
         prefix = compile_bwrap_prefix() if sandbox else ()
-        self.sandboxed = bool(prefix)
-        self._workers = [WorkerProcess(handler=COMPILE_HANDLER, prefix=prefix) for _ in range(n)]
+        self.isolation = compile_isolation() if sandbox else "none"
+        self.limits = limits = limits or CompileLimits()
+        args = ["--max-memory", str(limits.memory_bytes), "--max-cpu-s", str(limits.cpu_s)]
+        if "landlock" in self.isolation:
+            args.append("--landlock")
+        self._workers = [WorkerProcess(handler=COMPILE_HANDLER, prefix=prefix, args=args) for _ in range(n)]
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
         for w in self._workers:
             self._idle.put(w)
         self._threads = ThreadPoolExecutor(n, thread_name_prefix="compile")
+
+    def deadline(self) -> float:
+        """The ``time.monotonic()`` by which a request starting now must have compiled everything."""
+        return time.monotonic() + self.limits.request_s
 
     def submit(
         self,
@@ -409,7 +455,10 @@ class CompilePool:
         arch: str = "sm_90",
         options: Sequence[str] = (),
         headers: Mapping[str, str] | None = None,
+        deadline: float | None = None,
     ) -> Future[Compiled]:
+        """Compile in a worker; ``deadline`` (from :meth:`deadline`, shared by one request's units):
+        a unit not compiled by then is a ``resource limit`` compile error."""
         from sandbox.worker import CompileJob
 
         key = cache_key(source, filename, name_expressions, arch, options, headers)
@@ -419,19 +468,26 @@ class CompilePool:
             done.set_result(replace(hit, result=replace(hit.result, cached=True, seconds=0.0)))
             return done
         job = CompileJob(source, filename, tuple(name_expressions), arch, tuple(options), dict(headers or {}))
-        fut = self._threads.submit(self._run, job)
+        fut = self._threads.submit(self._run, job, deadline)
 
         def remember(f: Future[Compiled]) -> None:
-            if not f.cancelled() and f.exception() is None:
+            if not f.cancelled() and f.exception() is None and not f.result().limited:
                 _cache_put(key, f.result())
 
         fut.add_done_callback(remember)
         return fut
 
-    def _run(self, job: Any) -> Compiled:
+    def _run(self, job: Any, deadline: float | None) -> Compiled:
         worker = self._idle.get()
         try:
-            reply = worker.call(job, COMPILE_TIMEOUT_S)
+            timeout = self.limits.wall_s
+            if deadline is not None:
+                timeout = min(timeout, deadline - time.monotonic())
+                if timeout <= 0:
+                    return resource_limited(
+                        f"the request's compiles took over {self.limits.request_s:.0f} s together"
+                    )
+            reply = worker.call(job, timeout)
         finally:
             self._idle.put(worker)
         if not isinstance(reply.value, Compiled):

@@ -225,10 +225,13 @@ class RemoteExecutor(Executor):
 
 
 def _transient(response: httpx.Response) -> bool:
-    """A gateway's 502-504 (tunnel or proxy up, worker behind it restarting): worth retrying.
-    The worker's own 503 (it has no usable GPU) carries a JSON error and is final."""
+    """A gateway's 502-504 (tunnel or proxy up, worker behind it restarting) or the worker's 503
+    with ``Retry-After`` (too many connections open): worth retrying.  The worker's own 503
+    without it (it has no usable GPU) carries a JSON error and is final."""
     if response.status_code not in (502, 503, 504):
         return False
+    if response.status_code == 503 and "retry-after" in response.headers:
+        return True
     response.read()
     try:
         body = response.json()

@@ -27,13 +27,16 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 import queue
+import resource
 import socket
 import ssl
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import h11
@@ -41,7 +44,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -75,6 +78,10 @@ log = logging.getLogger(__name__)
 Event = dict[str, Any]
 
 
+BODY_TIMEOUT_S = 10.0
+MIN_BODY_RATE = 64 << 10
+
+
 @dataclass(frozen=True)
 class Limits:
     max_body_bytes: int = 8 << 20
@@ -87,6 +94,12 @@ class Limits:
     keep_alive_s: float = 5.0  # an idle kept-alive connection is closed after this
     max_waiting_connections: int = 256  # connections that have not sent a request head yet
     trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
+    body_timeout_s: float = BODY_TIMEOUT_S  # a request body must arrive this fast (408)...
+    min_body_rate: int = MIN_BODY_RATE  # ...plus one second per this many declared bytes
+    max_connections: int = 1024  # open connections in all (503), at most half the open-file limit
+    max_connections_per_client: int = 128  # open connections from one address (503)
+    max_receiving_bodies: int = 64  # connections sending a body; past it the oldest is closed
+    log_interval_s: float = 60.0  # a refusal (401, 503) or disconnect is logged once per client per interval
 
 
 # --------------------------------------------------------------------------- listening policy
@@ -153,7 +166,17 @@ def make_server(
     connections fill it): connections that have not sent a request head, unauthenticated by
     definition, are bounded by :class:`_GuardedH11` instead; X-Forwarded-For is read only from
     ``limits.trusted_proxies``."""
-    guard = type("GuardedH11", (_GuardedH11,), {"waiting": OrderedDict(), "limits": limits})
+    soft_files, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft_files != resource.RLIM_INFINITY:  # never run out of file descriptors
+        limits = replace(limits, max_connections=max(1, min(limits.max_connections, soft_files // 2)))
+    state = {
+        "waiting": OrderedDict(),
+        "receiving": OrderedDict(),
+        "open_by_client": {},
+        "limits": limits,
+        "quiet": QuietLog(limits.log_interval_s),
+    }
+    guard = type("GuardedH11", (_GuardedH11,), state)
     config = uvicorn.Config(
         app,
         http=guard,
@@ -171,26 +194,71 @@ def make_server(
 
 
 class _GuardedH11(H11Protocol):
-    """uvicorn's h11 protocol with a request-head deadline and a cap on connections waiting for
-    one: past ``max_waiting_connections`` the oldest waiting connection is closed, so a flood of
-    half-sent requests cannot keep an authenticated client from being heard (it sends its head
-    at once and stops waiting).  ``waiting`` and ``limits`` are set per server by :func:`make_server`."""
+    """uvicorn's h11 protocol with a request-head deadline, a cap on connections waiting for one,
+    a cap on connections sending a body, and caps on open connections.  Past
+    ``max_waiting_connections`` (``max_receiving_bodies``) the oldest connection waiting for a
+    head (sending a body) is closed, so a flood of half-sent requests or slow bodies cannot keep
+    an authenticated client from being heard (it sends its request at once).  Past
+    ``max_connections`` in all or ``max_connections_per_client`` from one address, a new
+    connection is answered 503 with ``Retry-After`` and closed.  The class attributes are set per
+    server by :func:`make_server`."""
 
     waiting: ClassVar[OrderedDict[_GuardedH11, asyncio.TimerHandle]]
+    receiving: ClassVar[OrderedDict[_GuardedH11, None]]
+    open_by_client: ClassVar[dict[str, int]]  # open connections by client address
     limits: ClassVar[Limits]
+    quiet: ClassVar[QuietLog]
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
-        self._wait()
+        peer = transport.get_extra_info("peername")
+        self._peer = str(peer[0]) if peer else "unknown"
+        self._counted = False
+        mine = self.open_by_client.get(self._peer, 0)
+        if sum(self.open_by_client.values()) >= self.limits.max_connections:
+            self._refuse(f"{self.limits.max_connections} connections are open")
+        elif mine >= self.limits.max_connections_per_client:
+            self._refuse(f"{mine} connections from {self._peer} are open")
+        else:
+            self.open_by_client[self._peer] = mine + 1
+            self._counted = True
+            self._wait()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_waiting()
+        self.receiving.pop(self, None)
+        if self._counted:
+            self._counted = False
+            self.open_by_client[self._peer] -= 1
+            if not self.open_by_client[self._peer]:
+                del self.open_by_client[self._peer]
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:  # a request head arrived
             self._stop_waiting()
+        if self.conn.their_state is h11.SEND_BODY:
+            if self not in self.receiving:
+                self.receiving[self] = None
+                while len(self.receiving) > self.limits.max_receiving_bodies:
+                    oldest, _ = self.receiving.popitem(last=False)
+                    oldest._drop()
+        else:
+            self.receiving.pop(self, None)
+
+    def _refuse(self, why: str) -> None:
+        """Answer 503 (retry in a second) before reading anything, and close."""
+        self.quiet.log(
+            logging.WARNING, f"503:{self._peer}", "refused a connection from %s: %s", self._peer, why
+        )
+        body = json.dumps({"error": f"the worker is busy: {why}; retry later"}).encode()
+        head = (
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+            f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        self.transport.write(head.encode() + body)
+        self.transport.close()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -213,6 +281,7 @@ class _GuardedH11(H11Protocol):
 
     def _drop(self) -> None:
         self._stop_waiting()
+        self.receiving.pop(self, None)
         if not self.transport.is_closing():
             self.transport.close()
 
@@ -320,11 +389,16 @@ class WorkerService:
         token: str | None,
         limits: Limits = Limits(),
         simulated: bool = False,
+        isolation: str = "none",
     ) -> None:
+        """``isolation``: how compiles of requests are isolated from this host
+        (:func:`sandbox.compiler.compile_isolation`), said in ``/health``."""
         if not executors:
             raise ValueError("a worker needs at least one executor")
         self.limits = limits
         self.simulated = simulated  # the executors are simulated GPUs (said in /health and /device)
+        self.isolation = isolation
+        self.quiet = QuietLog(limits.log_interval_s)  # disconnects, logged once per client per interval
         self.lanes = [_Lane(i, e, self._finished) for i, e in enumerate(executors)]
         self.running: dict[str, _Job] = {}
         self.done: OrderedDict[str, tuple[str, Event]] = OrderedDict()  # id -> (digest, final event)
@@ -355,14 +429,14 @@ class WorkerService:
     # ---------------------------------------------------------------- endpoints
 
     async def health(self, request: Request) -> Response:
-        """``ok`` with the number of GPUs (simulated or not); 503 ``no_gpu`` when there is none."""
+        """``ok`` with the number of GPUs (simulated or not) and the compiles' isolation; 503
+        ``no_gpu`` when there is none."""
+        about = {"simulated": self.simulated, "isolation": self.isolation}
         try:
             count = await run_in_threadpool(lambda: len([lane.executor.device_info() for lane in self.lanes]))
         except ExecutorError as exc:
-            return JSONResponse(
-                {"status": "no_gpu", "error": str(exc), "simulated": self.simulated}, status_code=503
-            )
-        return JSONResponse({"status": "ok", "gpus": count, "simulated": self.simulated})
+            return JSONResponse({"status": "no_gpu", "error": str(exc), **about}, status_code=503)
+        return JSONResponse({"status": "ok", "gpus": count, **about})
 
     async def device(self, request: Request) -> Response:
         try:
@@ -374,7 +448,9 @@ class WorkerService:
         return JSONResponse({"devices": infos, "simulated": self.simulated})
 
     async def cancel(self, request: Request) -> Response:
-        body = await _read_body(request, 64 << 10)
+        body = await _read_body(
+            request, 64 << 10, self.limits.body_timeout_s, self.limits.min_body_rate, self.quiet
+        )
         if isinstance(body, Response):
             return body
         try:
@@ -400,7 +476,13 @@ class WorkerService:
                 f"{self.limits.max_per_client} evaluations from {client} are already in flight",
                 headers={"Retry-After": "1"},
             )
-        body = await _read_body(request, self.limits.max_body_bytes)
+        body = await _read_body(
+            request,
+            self.limits.max_body_bytes,
+            self.limits.body_timeout_s,
+            self.limits.min_body_rate,
+            self.quiet,
+        )
         if isinstance(body, Response):
             return body
         parsed = _parse_request(body, self.limits.request)
@@ -507,6 +589,7 @@ class _BearerAuth:
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
         self._token = token.encode()
+        self._quiet = QuietLog()  # refusals, once per client per minute
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] != HEALTH_PATH:
@@ -514,8 +597,14 @@ class _BearerAuth:
             if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self._token):
                 message = "missing bearer token" if not given else "wrong bearer token"
                 client = scope.get("client") or ("unknown", 0)
-                log.warning(
-                    "refused %s %s from %s: 401 %s", scope["method"], scope["path"], client[0], message
+                self._quiet.log(
+                    logging.WARNING,
+                    f"401:{client[0]}",
+                    "refused %s %s from %s: 401 %s",
+                    scope["method"],
+                    scope["path"],
+                    client[0],
+                    message,
                 )
                 response = _error(
                     401,
@@ -527,8 +616,42 @@ class _BearerAuth:
         await self.app(scope, receive, send)
 
 
+class _AsciiJSON(JSONResponse):
+    """JSON with every non-ASCII character escaped: a message that echoes a lone surrogate from a
+    request still renders (Starlette's JSONResponse would fail to encode it: a 500)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+
+
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
+    return _AsciiJSON({"error": message}, status_code=status, headers=headers)
+
+
+class QuietLog:
+    """Logs a recurring event (a refused token, a connection refused, a client gone mid-upload)
+    once per key per ``interval_s``, saying how many were left out since: a flood of them cannot
+    fill the log."""
+
+    def __init__(self, interval_s: float = 60.0) -> None:
+        self.interval_s = interval_s
+        self._last: OrderedDict[str, tuple[float, int]] = OrderedDict()  # key -> (logged at, left out)
+
+    def log(self, level: int, key: str, message: str, *args: object) -> None:
+        now = time.monotonic()
+        logged, left_out = self._last.get(key, (-math.inf, 0))
+        if now - logged < self.interval_s:
+            self._last[key] = (logged, left_out + 1)
+            return
+        more = f" (and {left_out} more like it in the last {self.interval_s:.0f} s)" if left_out else ""
+        log.log(level, message + more, *args)
+        self._last[key] = (now, 0)
+        self._last.move_to_end(key)
+        while len(self._last) > 4096:  # many clients: forget the oldest
+            self._last.popitem(last=False)
+
+
+_QUIET = QuietLog()
 
 
 def _line(event: Event) -> bytes:
@@ -540,33 +663,101 @@ async def _replay(events: list[Event]) -> AsyncIterator[bytes]:
         yield _line(event)
 
 
-async def _read_body(request: Request, limit: int) -> bytes | Response:
+async def _read_body(
+    request: Request,
+    limit: int,
+    timeout_s: float = BODY_TIMEOUT_S,
+    min_rate: int = MIN_BODY_RATE,
+    quiet: QuietLog | None = None,
+) -> bytes | Response:
+    """The request's body: 413 past ``limit`` bytes, 408 unless it arrives within ``timeout_s``
+    plus a second per ``min_rate`` declared bytes, 400 (logged through ``quiet``) if the client
+    leaves."""
     too_large = _error(413, f"request body larger than {limit} bytes")
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+    if declared is not None and (not declared.isdigit() or len(declared) > 18 or int(declared) > limit):
         return too_large if declared.isdigit() else _error(400, "bad Content-Length")
+    allowed_s = timeout_s + int(declared or 0) / min_rate
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + allowed_s
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return too_large
-        chunks.append(chunk)
+    stream = request.stream()
+    try:
+        while True:
+            try:
+                chunk = await asyncio.wait_for(stream.__anext__(), max(deadline - loop.time(), 0.0))
+            except StopAsyncIteration:
+                break
+            size += len(chunk)
+            if size > limit:
+                return too_large
+            chunks.append(chunk)
+    except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
+        return _error(408, f"request body not received within {allowed_s:.0f} s", {"Connection": "close"})
+    except ClientDisconnect:
+        client = request.client.host if request.client else "unknown"
+        (quiet or _QUIET).log(
+            logging.INFO, f"gone:{client}", "a client at %s left in the middle of its request", client
+        )
+        return _error(400, "the client disconnected")
     return b"".join(chunks)
+
+
+class _HugeInt:
+    """Stands in for an integer literal too long to convert (Python refuses over 4,300 digits)."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _int_or_huge(text: str) -> int | _HugeInt:
+    return int(text) if len(text) <= 4000 else _HugeInt(len(text))
+
+
+def _undecodable(data: Any) -> tuple[str, str] | None:
+    """``(field, why)`` for the first value of decoded JSON that no field can take: a string (or
+    key) with a lone surrogate, an integer of thousands of digits; None when there is none."""
+    pending: list[tuple[str, Any]] = [("", data)]
+    while pending:
+        where, value = pending.pop()
+        if isinstance(value, _HugeInt):
+            return where, f"an integer of {value.digits} digits"
+        if isinstance(value, str) and not _encodable(value):
+            return where, "a string with a lone surrogate (not Unicode text)"
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not _encodable(key):
+                    return where or "body", "a key with a lone surrogate (not Unicode text)"
+                pending.append((f"{where}.{key}" if where else key, item))
+        elif isinstance(value, list):
+            pending += [(f"{where}[{i}]", item) for i, item in enumerate(value)]
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _parse_request(body: bytes, limits: RequestLimits) -> EvalRequest | Response:
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_int=_int_or_huge)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return _error(400, f"body is not JSON: {exc}")
     except RecursionError:
         return _error(400, "body is not JSON: nested too deeply")
+    if bad := _undecodable(data):
+        where, what = bad
+        return _AsciiJSON({"error": f"{where}: {what}", "field": where}, status_code=422)
     try:
         request = from_dict(EvalRequest, data)
         validate_request(request, limits)
     except RequestError as exc:
-        return JSONResponse({"error": str(exc), "field": exc.field}, status_code=422)
+        return _AsciiJSON({"error": str(exc), "field": exc.field}, status_code=422)
     except ContractError as exc:
         return _error(422, str(exc))
     for kernel in [request.baseline, *(c.kernel for c in request.candidates)]:

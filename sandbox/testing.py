@@ -1,8 +1,9 @@
 """A deterministic, in-process :class:`~sandbox.executor.Executor` that needs no GPU.
 
 ``FakeExecutor`` answers every request as a well-behaved GPU would, without running anything.
-It does compile (NVRTC, in this process, no GPU needed): a baseline or candidate that does not
-compile is a ``compile_error`` with NVRTC's first error, as on a real GPU.  Otherwise the baseline
+It does compile (NVRTC, no GPU needed), through the same isolated compile workers and limits as a
+real GPU's (:class:`~sandbox.compiler.CompilePool`, never in this process): a baseline or
+candidate that does not compile is a ``compile_error`` with NVRTC's first error, as on a real GPU.  Otherwise the baseline
 takes ``baseline_ms``; a candidate whose source and launches equal the baseline's is exactly as
 fast; every other candidate is verified on every problem and seed and runs ``speedup`` times
 faster.  Timings carry a fixed ±1% spread, so speedup bounds are real
@@ -22,7 +23,7 @@ import threading
 import time
 from dataclasses import replace
 
-from sandbox.compiler import CompilerUnavailable, compile_cuda
+from sandbox.compiler import CompilePool, CompilerUnavailable
 from sandbox.contract import (
     Candidate,
     CandidateResult,
@@ -57,13 +58,35 @@ DEVICE = DeviceInfo(
 )
 
 
+_SHARED: list[CompilePool] = []
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_compile_pool() -> CompilePool:
+    """One compile worker for this process's simulated GPUs (its process ends with this one).
+    Started lazily: a simulated GPU that never compiles starts no process."""
+    with _SHARED_LOCK:
+        if not _SHARED:
+            _SHARED.append(CompilePool(workers=1))
+        return _SHARED[0]
+
+
 class FakeExecutor(Executor):
-    def __init__(self, speedup: float = 2.0, baseline_ms: float = 1.0, delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        speedup: float = 2.0,
+        baseline_ms: float = 1.0,
+        delay_s: float = 0.0,
+        compiler: CompilePool | None = None,
+    ) -> None:
+        """``compiler``: where units compile (the caller closes it); by default one isolated
+        compile worker this process's simulated GPUs share, started at the first compile."""
         self.speedup = speedup
         self.baseline_ms = baseline_ms
         self.delay_s = delay_s
         self.requests: list[EvalRequest] = []  # every request evaluated, in order
         self._lock = threading.Lock()
+        self.compiler = compiler or shared_compile_pool()
 
     @classmethod
     def from_env(cls) -> FakeExecutor:
@@ -86,7 +109,8 @@ class FakeExecutor(Executor):
         with self._lock:
             self.requests.append(request)
         arch = request.options.arch or "sm_" + DEVICE.compute_capability.replace(".", "")
-        failed = _compile_error("baseline", request.baseline, arch)
+        deadline = self.compiler.deadline()
+        failed = self._compile_error("baseline", request.baseline, arch, deadline)
         if failed is not None:
             skipped = f"baseline failed: {failed.message}"
             cancelled = tuple(CandidateResult(c.id, Status.CANCELLED, skipped) for c in request.candidates)
@@ -98,7 +122,7 @@ class FakeExecutor(Executor):
             if self._wait(cancel):
                 results.append(CandidateResult(cand.id, Status.CANCELLED, "cancelled"))
                 continue
-            failed = _compile_error(cand.id, cand.kernel, arch)
+            failed = self._compile_error(cand.id, cand.kernel, arch, deadline)
             if failed is not None:
                 results.append(failed)
             else:
@@ -108,6 +132,26 @@ class FakeExecutor(Executor):
             if progress is not None:
                 progress(Progress(request.id, done + 1, total, f"{cand.id}: {results[-1].status.value}"))
         return EvalResult(request.id, base, tuple(results), DEVICE)
+
+    def _compile_error(
+        self, cid: str, kernel: KernelSource, arch: str, deadline: float
+    ) -> CandidateResult | None:
+        """``kernel``'s compile error verdict, with NVRTC's first error and its log (None when it
+        compiles)."""
+        try:
+            compiled = self.compiler.submit(
+                kernel.source,
+                filename=kernel.filename,
+                name_expressions=(kernel.name,),
+                arch=arch,
+                options=kernel.options,
+                headers=kernel.headers,
+                deadline=deadline,
+            ).result()
+        except CompilerUnavailable as exc:
+            return CandidateResult(cid, Status.COMPILE_ERROR, f"NVRTC is not available to compile it: {exc}")
+        res = compiled.result
+        return None if res.ok else CandidateResult(cid, Status.COMPILE_ERROR, res.first_error(), res.log)
 
     def _wait(self, cancel: threading.Event | None) -> bool:
         """Spend ``delay_s`` on a candidate; True when the caller cancelled."""
@@ -134,22 +178,6 @@ class FakeExecutor(Executor):
         if request.options.profile and cid != "baseline":
             result = replace(result, profile=Profile(False, "the simulated GPU has no Nsight Compute"))
         return with_throughput(result, request.bench_problem, DEVICE)
-
-
-def _compile_error(cid: str, kernel: KernelSource, arch: str) -> CandidateResult | None:
-    """``kernel``'s compile error verdict, with NVRTC's first error and its log (None when it compiles)."""
-    try:
-        compiled = compile_cuda(
-            kernel.source,
-            filename=kernel.filename,
-            name_expressions=(kernel.name,),
-            arch=arch,
-            options=kernel.options,
-        )
-    except CompilerUnavailable as exc:
-        return CandidateResult(cid, Status.COMPILE_ERROR, f"NVRTC is not available to compile it: {exc}")
-    res = compiled.result
-    return None if res.ok else CandidateResult(cid, Status.COMPILE_ERROR, res.first_error(), res.log)
 
 
 def _same(cand: Candidate, baseline: KernelSource) -> bool:

@@ -36,6 +36,7 @@ import logging
 import os
 import queue
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -54,7 +55,15 @@ from typing import Any
 import cattrs
 import numpy as np
 
-from sandbox.compiler import Compiled, compile_cuda, cuda_include_dirs, nvrtc_library_dirs
+from sandbox.compiler import (
+    SHIM_INCLUDE,
+    Compiled,
+    compile_cuda,
+    cuda_include_dirs,
+    nvrtc_library_dirs,
+    resource_limited,
+)
+from sandbox.confine import CompileLimits, limit_cpu_for_next_job, limit_memory, restrict
 from sandbox.contract import (
     Budget,
     CandidateResult,
@@ -240,8 +249,9 @@ _GPU_PROBE = "import importlib.util, sandbox.worker; importlib.util.find_spec('c
 @functools.cache
 def bwrap_prefix() -> tuple[str, ...]:
     """bubblewrap prefix for a GPU worker, or () if unusable: no network, read-only root with the
-    users' homes, SSH keys and password hashes hidden, private /tmp and /proc (the GPU driver needs
-    the rest of the system: /usr, /etc/ld.so.cache, /dev/nvidia*, /sys)."""
+    users' homes, SSH keys, password hashes and the project tree (but its ``sandbox`` package)
+    hidden, private /tmp and /proc (the GPU driver needs the rest of the system: /usr,
+    /etc/ld.so.cache, /dev/nvidia*, /sys)."""
     exe = shutil.which("bwrap")
     if not exe:
         return ()
@@ -263,9 +273,13 @@ def bwrap_prefix() -> tuple[str, ...]:
     for f in _HIDDEN_FILES:
         hidden += ["--ro-bind-try", "/dev/null", f]
     tmp = tempfile.gettempdir()
+    project = str(PACKAGE_ROOT)
+    hidden += ["--tmpfs", project]  # the project tree (settings, tokens someone left there): only its code
     # the interpreter and the code must stay reachable where they live under a hidden folder
     for path in _code_paths():
-        if any(path == d or path.startswith(d + os.sep) for d in (*_HIDDEN_DIRS, tmp)):
+        if path == project:
+            path = str(PACKAGE_ROOT / "sandbox")
+        if any(path == d or path.startswith(d + os.sep) for d in (*_HIDDEN_DIRS, tmp, project)):
             hidden += ["--ro-bind", path, path]
     if _probe(hidden, _GPU_PROBE):
         return tuple(hidden)
@@ -328,11 +342,13 @@ class WorkerProcess:
         backend: str = "cupy",
         handler: str = DEFAULT_HANDLER,
         prefix: Sequence[str] = (),
+        args: Sequence[str] = (),
     ) -> None:
         self.device = device
         self.backend = backend
         self.handler = handler
         self.prefix = list(prefix)
+        self.args = list(args)  # more arguments for ``python -m sandbox.worker``
         self.proc: subprocess.Popen[bytes] | None = None
         self.conn: Connection | None = None
         self.restarts = 0
@@ -353,6 +369,7 @@ class WorkerProcess:
             self.backend,
             "--handler",
             self.handler,
+            *self.args,
         ]
         self.proc = subprocess.Popen(
             cmd,
@@ -389,7 +406,7 @@ class WorkerProcess:
         except (EOFError, OSError) as exc:
             code = self.proc.wait(timeout=5) if self.proc else None
             self.restart()
-            return _failed(job, Status.CRASH, f"worker died (exit status {code}): {exc or 'EOF'}")
+            return _failed(job, Status.CRASH, f"worker died ({_exit_text(code)}): {exc or 'EOF'}")
         try:
             reply = decode_reply(data, job)
         except ContractError as exc:
@@ -436,6 +453,14 @@ class WorkerProcess:
         return code
 
 
+def _exit_text(code: int | None) -> str:
+    """``exit status 3``, or ``killed by SIGXCPU`` for a process a signal ended."""
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+    return f"exit status {code}"
+
+
 def _failure(job: Job, status: Status, message: str) -> CandidateResult | None:
     if isinstance(job, EvalJob):
         return CandidateResult(candidate_id=_job_id(job), status=status, message=message)
@@ -443,8 +468,12 @@ def _failure(job: Job, status: Status, message: str) -> CandidateResult | None:
 
 
 def _failed(job: Job, status: Status, message: str) -> Reply:
-    """The reply standing in for one the worker did not give (a compile job's says why)."""
+    """The reply standing in for one the worker did not give.  A compile job that hung, crashed
+    or died (a limit of :mod:`sandbox.confine` ends it so) is that unit's ``resource limit``
+    compile error; one that did not run says why."""
     if isinstance(job, CompileJob):
+        if status in (Status.TIMEOUT, Status.CRASH):
+            return Reply(resource_limited(f"compile {message}"))
         return Reply(None, unavailable=f"compile worker: {message}")
     return Reply(_failure(job, status, message))
 
@@ -458,7 +487,8 @@ def _job_id(job: EvalJob) -> str:
 
 class LocalExecutor(Executor):
     """Evaluates on this machine's GPUs: one worker process per device, one request per worker.
-    ``limits``: what one request may ask for (:func:`~sandbox.contract.validate_request`)."""
+    ``limits``: what one request may ask for (:func:`~sandbox.contract.validate_request`);
+    ``compile_limits``: what one compile may use (:class:`~sandbox.confine.CompileLimits`)."""
 
     def __init__(
         self,
@@ -469,6 +499,7 @@ class LocalExecutor(Executor):
         sandbox: bool = True,
         compile_workers: int | None = None,
         limits: RequestLimits | None = None,
+        compile_limits: CompileLimits | None = None,
     ) -> None:
         from sandbox.compiler import CompilePool
 
@@ -480,7 +511,7 @@ class LocalExecutor(Executor):
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
         for w in self._workers:
             self._idle.put(w)
-        self._pool = CompilePool(compile_workers, sandbox=sandbox)
+        self._pool = CompilePool(compile_workers, sandbox=sandbox, limits=compile_limits)
         self._info: dict[int, DeviceInfo] = {}
         self._info_lock = threading.Lock()
 
@@ -647,6 +678,7 @@ class _Evaluation:
         self.ex, self.worker, self.info, self.request = executor, worker, info, request
         self.progress, self.cancel = progress, cancel or threading.Event()
         self.arch = request.options.arch or "sm_" + info.compute_capability.replace(".", "")
+        self.compile_deadline = executor._pool.deadline()  # all of this request's compiles
 
     def _compile(self, kernel: KernelSource) -> Any:
         return self.ex._pool.submit(
@@ -656,6 +688,7 @@ class _Evaluation:
             arch=self.arch,
             options=kernel.options,
             headers=kernel.headers,
+            deadline=self.compile_deadline,
         )
 
     def run(self) -> EvalResult:
@@ -1289,12 +1322,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", type=int, default=0)
     parser.add_argument("--backend", default="cupy")
     parser.add_argument("--handler", default=DEFAULT_HANDLER)
+    parser.add_argument(
+        "--landlock", action="store_true", help="confine the compile worker (sandbox.confine)"
+    )
+    parser.add_argument("--max-memory", type=int, default=0, help="RLIMIT_AS in bytes (0: none)")
+    parser.add_argument("--max-cpu-s", type=float, default=0.0, help="CPU seconds per job (0: no limit)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="worker: %(message)s")
     conn = Connection(args.fd)
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="parent-watch", daemon=True).start()
     handler: Handler | None = None
     unavailable = ""
+    limits = CompileLimits(memory_bytes=args.max_memory, cpu_s=args.max_cpu_s)
+    if args.landlock or args.max_memory:
+        try:
+            handler = _load_handler(args.handler, args.device, args.backend)
+            _confine(handler, args.landlock, limits)
+        except Exception as exc:  # never serve unconfined what was meant to be confined
+            handler, unavailable = None, f"the compile worker could not confine itself: {exc}"
     while True:
         try:
             job = decode_job(conn.recv_bytes())
@@ -1311,6 +1356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not _send(conn, Reply(None, unavailable=unavailable)):
                 return 0
             continue
+        if args.max_cpu_s:
+            limit_cpu_for_next_job(limits)
         try:
             reply = handler(job)
         except Exception as exc:  # a bug in the harness: report it on this job and start afresh
@@ -1322,6 +1369,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if reply.restart:
             return 3
+
+
+_WARM_UP = CompileJob("__global__ void warm_up(float* p) { *p = 1.0f; }", "warm_up.cu", (), "sm_90", (), {})
+
+
+def _confine(handler: Handler, landlock: bool, limits: CompileLimits) -> None:
+    """Confine a compile worker before its first job (:mod:`sandbox.confine`): a first compile
+    loads NVRTC and every module a job needs; then, with ``landlock``, only the headers, NVRTC,
+    the interpreter and the system's libraries stay readable (the working folder: our stand-in
+    headers); then the memory cap (``limits.memory_bytes``, if any) and no core files."""
+    handler(_WARM_UP)
+    os.chdir(SHIM_INCLUDE)
+    if landlock:
+        system = ("/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/dev/null", "/dev/urandom")
+        interpreter = (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)
+        restrict([*cuda_include_dirs(), *nvrtc_library_dirs(), *interpreter, *system])
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if limits.memory_bytes:
+        limit_memory(limits)
 
 
 def _send(conn: Connection, reply: Reply) -> bool:

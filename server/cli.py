@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -44,18 +45,42 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, default=str))
 
 
+MAX_SOURCE_BYTES = 16 << 20
+
+
+def read_regular_file(path: str, what: str, limit: int = MAX_SOURCE_BYTES) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes; else one clear
+    :class:`UserError` naming ``what`` was expected (a FIFO, device or socket is refused before
+    it is opened: it could block or never end)."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UserError(f"{path}: is a directory, expected {what}")
+    if not stat.S_ISREG(st.st_mode):
+        raise UserError(f"{path}: not a regular file (a device, FIFO or socket), expected {what}")
+    too_large = UserError(f"{path}: larger than {limit >> 20} MiB, expected {what}")
+    if st.st_size > limit:
+        raise too_large
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    if len(data) > limit:
+        raise too_large
+    return data
+
+
 def read_source(path: str) -> tuple[Path, str]:
     """Read a CUDA file as text; undecodable bytes become U+FFFD (and are reported by the parser)."""
-    p = Path(path)
-    if not p.exists():
-        raise UserError(f"{path}: no such file")
-    if p.is_dir():
-        raise UserError(f"{path}: is a directory, expected a .cu/.cuh file")
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from exc
-    return p, data.decode("utf-8", errors="replace")
+    data = read_regular_file(path, "a .cu/.cuh file")
+    return Path(path), data.decode("utf-8", errors="replace")
 
 
 def executor_failed(exc: Exception) -> JobFailed:
@@ -347,7 +372,7 @@ def bench(
 )
 @click.option("--diff", "show_diff", is_flag=True, help="Print the verified rewrite as a unified diff.")
 @click.option("--write", is_flag=True, help="Apply the verified rewrite to FILE (a backup is kept).")
-@click.option("--force", is_flag=True, help="With --write: write FILE even when it is read-only.")
+@click.option("--force", is_flag=True, help="With --write: write FILE even if it is read-only (mode 444).")
 @click.option("--attempts", "show_attempts", is_flag=True, help="List every candidate's verdict in a table.")
 @json_option
 @build_flags
@@ -383,8 +408,8 @@ def optimize(
     from sandbox.executor import ExecutorError
 
     path, text = read_source(file)
-    if write:
-        refuse_read_only(path, force, UserError)
+    if write and not force and (why := read_only(path)):
+        raise UserError(why)
     try:
         limits = loop.parse_budget(budget)
     except ValueError as exc:
@@ -406,6 +431,8 @@ def optimize(
         )
         if not llm.model:
             raise UserError("--proposer llm needs --model (or CUDA_AGENT_LLM_MODEL)")
+        if llm.api_key_file:  # a missing or odd key file: one line now, not a failed run later
+            read_regular_file(os.path.expanduser(llm.api_key_file), "a file holding the API key", 64 << 10)
     log_path = None if trajectory == "off" else Path(trajectory) if trajectory else default_path()
     cancel = threading.Event()
     outcome: list[loop.OptimizeResult | BaseException] = []
@@ -529,25 +556,27 @@ def _progress_bar(enabled: bool) -> Iterator[Callable[[LoopEvent], None] | None]
         yield on_event
 
 
-def refuse_read_only(path: Path, force: bool, error: type[click.ClickException] = JobFailed) -> None:
-    """Raise ``error`` when FILE (a symlink's target) has no write permission bit, unless ``force``."""
-    import contextlib
-
-    with contextlib.suppress(OSError):  # a file that cannot be read is reported when it is read
+def read_only(path: Path) -> str | None:
+    """Why ``--write`` must not write ``path`` without ``--force`` (no write permission bit)."""
+    try:
         mode = path.resolve().stat().st_mode
-        if not force and not mode & 0o222:
-            raise error(f"{path} is read-only (mode {mode & 0o7777:o}); nothing written (--force writes it)")
+    except OSError:
+        return None  # reading it already failed or will: that error is clearer
+    if not mode & 0o222:
+        return f"{path} is read-only (mode {mode & 0o777:o}); nothing written (--force writes it anyway)"
+    return None
 
 
 def write_rewrite(path: Path, original: str, rewritten: str, *, force: bool = False) -> tuple[Path, Path]:
     """Write ``rewritten`` over FILE, keeping a backup; returns (the file written, its backup).
-    A read-only FILE (no write permission bit) is refused unless ``force``.
 
     A symlink is followed to the real file (the link stays a link).  Unchanged lines keep their
-    exact bytes (undecodable bytes outside the rewrite survive).  The backup is a new file
-    (``FILE.bak``, ``FILE.bak1``...) created without following a symlink at that name, with
-    the file's mode and owner; the file is replaced atomically, keeping its mode and owner.
-    Refused (JobFailed) when FILE changed during the run; any failure leaves nothing behind.
+    exact bytes (undecodable bytes outside the rewrite survive) and a CRLF file stays CRLF.  The
+    backup is a new file (``FILE.bak``, ``FILE.bak1``...) created without following a symlink at
+    that name, with the file's mode and owner; the file is replaced atomically, keeping its mode
+    and owner, or, when it has other hard links, rewritten in place (the links keep sharing it).
+    Refused (JobFailed) when FILE changed during the run, and when it is read-only unless
+    ``force``; any failure leaves nothing behind.
     """
     import contextlib
     import errno
@@ -555,7 +584,6 @@ def write_rewrite(path: Path, original: str, rewritten: str, *, force: bool = Fa
     import tempfile
 
     real = path.resolve()
-    refuse_read_only(path, force)
     try:
         raw = real.read_bytes()
         st = real.stat()
@@ -563,6 +591,8 @@ def write_rewrite(path: Path, original: str, rewritten: str, *, force: bool = Fa
         raise JobFailed(f"{path}: cannot read ({exc.strerror}); nothing written") from None
     if raw.decode("utf-8", errors="replace") != original:
         raise JobFailed(f"{path} changed during the run; nothing written (rerun to optimize the new version)")
+    if not force and (why := read_only(real)):
+        raise JobFailed(why)
     mode = st.st_mode & 0o7777
     created: list[Path] = []
 
@@ -585,13 +615,25 @@ def write_rewrite(path: Path, original: str, rewritten: str, *, force: bool = Fa
         with os.fdopen(fd, "wb") as f:
             own(f.fileno())
             f.write(raw)
-        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.")
-        created.append(Path(tmp))
-        with os.fdopen(fd, "wb") as f:
-            own(f.fileno())
-            f.write(_spliced_bytes(raw, original, rewritten))
-        os.replace(tmp, real)
-        created.remove(Path(tmp))
+        new = _spliced_bytes(raw, original, rewritten)
+        if st.st_nlink > 1:  # a rename would split the hard links: write the shared file itself
+            fd = os.open(real, os.O_WRONLY | os.O_NOFOLLOW)
+            try:
+                os.ftruncate(fd, 0)
+                os.write(fd, new)  # a regular file: one write writes it all
+            except OSError:
+                os.pwrite(fd, raw, 0)  # as it was (the backup holds it too)
+                raise
+            finally:
+                os.close(fd)
+        else:
+            fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.")
+            created.append(Path(tmp))
+            with os.fdopen(fd, "wb") as f:
+                own(f.fileno())
+                f.write(new)
+            os.replace(tmp, real)
+            created.remove(Path(tmp))
     except OSError as exc:
         for leftover in created:
             leftover.unlink(missing_ok=True)
@@ -609,11 +651,17 @@ def _spliced_bytes(raw: bytes, original: str, rewritten: str) -> bytes:
     import difflib
 
     old, raw_lines, new = original.split("\n"), raw.split(b"\n"), rewritten.split("\n")
+    crlf = b"\r\n" in raw and raw.count(b"\n") == raw.count(b"\r\n")  # a CRLF file stays one
+
+    def encoded(j: int) -> bytes:
+        line = new[j].encode("utf-8")
+        return line + b"\r" if crlf and j < len(new) - 1 and not line.endswith(b"\r") else line
+
     if len(old) != len(raw_lines):
-        return rewritten.encode("utf-8")
+        return b"\n".join(encoded(j) for j in range(len(new)))
     out: list[bytes] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-        out += raw_lines[i1:i2] if tag == "equal" else [line.encode("utf-8") for line in new[j1:j2]]
+        out += raw_lines[i1:i2] if tag == "equal" else [encoded(j) for j in range(j1, j2)]
     return b"\n".join(out)
 
 
@@ -1318,6 +1366,12 @@ def suite(
     is_flag=True,
     help="Serve simulated GPUs (no GPU used; code is still compiled): to try the remote flow anywhere.",
 )
+@click.option(
+    "--unsafe-no-isolation",
+    is_flag=True,
+    help="Serve even where compiles cannot be isolated from this host (no bubblewrap, no Landlock): "
+    "a request could then read any file this user can.",
+)
 def worker(
     host: str,
     port: int,
@@ -1331,6 +1385,7 @@ def worker(
     max_candidates: int,
     trusted_proxy: tuple[str, ...],
     simulate: bool,
+    unsafe_no_isolation: bool,
 ) -> None:
     """Serve this machine's GPUs to remote editors and optimizers over HTTP."""
     import logging
@@ -1343,6 +1398,7 @@ def worker(
         raise UserError(
             f"the worker needs the `worker` extra: pip install 'cuda-agent[worker]' ({exc})"
         ) from exc
+    from sandbox.compiler import compile_isolation
     from sandbox.contract import RequestLimits
     from sandbox.executor import ExecutorError
     from sandbox.remote import local_gpu_executor
@@ -1356,6 +1412,13 @@ def worker(
         indices = [int(g) for g in gpus.split(",")]
     except ValueError:
         raise UserError(f"--gpus {gpus!r}: expected comma-separated GPU indices such as 0,1") from None
+    isolation = compile_isolation()
+    if isolation == "none" and not unsafe_no_isolation:
+        raise UserError(
+            "refusing to serve: compiles cannot be isolated from this host here (no usable bubblewrap, "
+            "no Landlock), so a request could read this host's files through the compiler; install "
+            "bubblewrap (or use Linux 5.13+ with Landlock), or pass --unsafe-no-isolation to serve anyway"
+        )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("cuda_agent.worker")
     try:
@@ -1378,7 +1441,9 @@ def worker(
                 executors.append(FakeExecutor.from_env())
             else:
                 executors.append(local_gpu_executor(index, request_limits, handler))
-        app = service.WorkerService(executors, token=token, limits=limits, simulated=simulate)
+        app = service.WorkerService(
+            executors, token=token, limits=limits, simulated=simulate, isolation=isolation
+        )
         server = service.make_server(app.app, tls_cert=tls_cert, tls_key=tls_key, limits=limits)
         scheme = "https" if tls_cert else "http"
         # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
@@ -1396,6 +1461,12 @@ def worker(
                 )
             else:
                 log.info("serving GPUs %s (%s) on %s", gpus, ", ".join(names), where)
+        if isolation == "none":
+            log.warning(
+                "--unsafe-no-isolation: compiles are NOT isolated; a request can read any file this user can"
+            )
+        else:
+            log.info("compiles are isolated from this host by %s", isolation)
         if not token:
             log.warning("no --token-file: any user of this machine can run kernels on its GPUs")
         elif not tls_cert and not service.is_loopback(host):
@@ -1593,9 +1664,11 @@ def read_token(path: str) -> str:
 
     p = Path(path)
     try:
-        token = p.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read the token ({getattr(exc, 'strerror', None) or exc})") from exc
+        token = read_regular_file(path, "a token file", 64 << 10).decode("utf-8").strip()
+    except UserError as exc:
+        raise UserError(f"{path}: cannot read the token ({exc.message.removeprefix(f'{path}: ')})") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: cannot read the token ({exc})") from None
     if not token:
         raise UserError(f"{path}: the token file is empty")
     if p.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):

@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import cattrs
 from lsprotocol import types as lsp
-from pygls.exceptions import FeatureRequestError, JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import (
+    FeatureRequestError,
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+)
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -141,16 +146,26 @@ class _Protocol(LanguageServerProtocol):
 
     def structure_message(self, data: dict[str, Any]) -> Any:
         try:
-            return super().structure_message(data)
+            message = super().structure_message(data)
         except JsonRpcException as exc:
             if "id" in data and "method" in data:
                 error = JsonRpcInvalidParams(f"invalid params for {data['method']}{_why(exc)}")
                 self._send_response(data["id"], error=error.to_response_error())
             raise
+        method = data.get("method")
+        if "jsonrpc" in data and "id" in data and isinstance(method, str) and _is_notification(method):
+            # pygls would handle it as the notification and never answer: the client would wait
+            refused = JsonRpcInvalidRequest(f"{method} is a notification: send it without an id")
+            self._send_response(data["id"], error=refused.to_response_error())
+            raise refused
+        return message
 
     @lsp_method(lsp.WORKSPACE_EXECUTE_COMMAND)
     def lsp_workspace__execute_command(self, params: lsp.ExecuteCommandParams) -> Generator[Any, Any, Any]:
-        """pygls' command dispatch (typed arguments), with errors that say which argument is wrong."""
+        """pygls' command dispatch (typed arguments), with errors that say which argument is wrong
+        (no ``arguments`` at all is InvalidParams too: pygls would call the command without them)."""
+        if params.arguments is None:
+            params = lsp.ExecuteCommandParams(params.command, [], params.work_done_token)
         try:
             return (yield from super().lsp_workspace__execute_command(params))
         except JsonRpcInvalidParams as exc:
@@ -158,6 +173,12 @@ class _Protocol(LanguageServerProtocol):
             if not why:
                 raise
             raise JsonRpcInvalidParams(f"invalid arguments for {params.command}{why}") from None
+
+
+def _is_notification(method: str) -> bool:
+    """An LSP notification (it has no response type), not one of this server's requests."""
+    types = lsp.METHOD_TO_TYPES.get(method)
+    return types is not None and types[1] is None and method not in wire.REQUEST_TYPES
 
 
 def _camel_path(message: str) -> str:
@@ -198,6 +219,7 @@ class CudaLanguageServer(LanguageServer):
         self.generation = 0  # bumped whenever stored results change (part of view cache keys)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.ready = False  # the client sent `initialized`: notifications may flow
+        self.shut_down = False  # the client sent `shutdown` (an `exit` without it exits with status 1)
         self.on_settings: list[Callable[[Settings], None]] = []
         self.on_document: list[Callable[[OpenDocument, str], None]] = []  # (doc, "open"|"change"|"save")
         self.on_close: list[Callable[[str], None]] = []
@@ -500,6 +522,7 @@ def _setup_lifecycle(ls: CudaLanguageServer) -> None:
 
     @ls.feature(lsp.SHUTDOWN)
     async def shutdown(ls: CudaLanguageServer, params: None) -> None:
+        ls.shut_down = True
         if ls.runs is not None:  # answer in-flight commands before pygls cancels what is left
             await ls.runs.cancel_all(timeout_s=5.0)
         ls.stop()
@@ -543,8 +566,11 @@ def serve(tcp: str | None = None) -> None:
             sys.stdout = sys.stderr
             stdin = GuardedStdin(sys.stdin.fileno())
 
+            exited: list[int] = []
+
             @ls.feature(lsp.EXIT)
             def on_exit(ls: CudaLanguageServer, params: None) -> None:
+                exited.append(0 if ls.shut_down else 1)  # the LSP spec: 1 without `shutdown` first
                 ls.stop()
                 stdin.close()
 
@@ -555,5 +581,7 @@ def serve(tcp: str | None = None) -> None:
 
             signal.signal(signal.SIGTERM, on_sigterm)
             ls.start_io(stdin, lsp_out)  # type: ignore[arg-type]
+            if exited and exited[0]:
+                raise SystemExit(exited[0])
     finally:
         ls.stop()

@@ -27,6 +27,7 @@ from simulated_worker import free_port, simulated_worker
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from sandbox.compiler import compile_isolation
 from sandbox.contract import (
     ArgSpec,
     Budget,
@@ -141,7 +142,8 @@ def auth(token: str = TOKEN) -> dict[str, str]:
 
 def test_health_is_open_and_everything_else_needs_the_token() -> None:
     with running_worker(WatchedExecutor()) as (url, _):
-        assert httpx.get(f"{url}/health").json() == {"status": "ok", "gpus": 1, "simulated": False}
+        health = httpx.get(f"{url}/health").json()
+        assert health == {"status": "ok", "gpus": 1, "simulated": False, "isolation": "none"}
         missing = httpx.get(f"{url}/device")
         assert missing.status_code == 401 and missing.json()["error"] == "missing bearer token"
         wrong = httpx.get(f"{url}/device", headers=auth("nope"))
@@ -565,7 +567,12 @@ def test_the_remote_flow_on_loopback_with_a_simulated_worker(tmp_path: Path) -> 
     with simulated_worker(tmp_path, token) as worker:
         url = worker.url
         health = httpx.get(f"{url}/health", timeout=5)
-        assert health.json() == {"status": "ok", "gpus": 1, "simulated": True}
+        assert health.json() == {
+            "status": "ok",
+            "gpus": 1,
+            "simulated": True,
+            "isolation": compile_isolation(),  # what this host allows (the test passes --unsafe-no-isolation)
+        }
         device = httpx.get(f"{url}/device", headers=auth(token)).json()
         assert device["simulated"] is True and device["devices"][0]["name"] == "simulated GPU"
         assert httpx.get(f"{url}/device", headers=auth("wrong")).status_code == 401

@@ -1,0 +1,103 @@
+"""Issue 28's smaller CLI items: hostile arguments and files are one clear line and exit status 2,
+never a traceback or a hang; ``--write`` keeps read-only files, hard links and CRLF line ends."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from server.cli import JobFailed, write_rewrite
+
+SAXPY = (Path(__file__).parent.parent / "bench" / "kernels" / "saxpy.cu").read_text()
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_")}
+    env["CUDA_AGENT_TEST_EXECUTOR"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "server", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,  # a hang fails the test instead of stalling the suite
+        cwd=cwd,
+        env={**env, "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def one_clear_line(out: subprocess.CompletedProcess[str], needle: str) -> None:
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.fixture
+def saxpy(tmp_path: Path) -> Path:
+    path = tmp_path / "saxpy.cu"
+    path.write_text(SAXPY)
+    return path
+
+
+def test_a_400_digit_budget_is_one_line(saxpy: Path, tmp_path: Path) -> None:
+    one_clear_line(cli("optimize", str(saxpy), "--budget", "9" * 400 + "c", cwd=tmp_path), "too large")
+
+
+def test_a_missing_api_key_file_is_one_line_before_anything_runs(saxpy: Path, tmp_path: Path) -> None:
+    args = ("optimize", str(saxpy), "--proposer", "llm", "--model", "m", "--api-key-file", "/nonexistent")
+    one_clear_line(cli(*args, cwd=tmp_path), "/nonexistent: no such file")
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_a_device_given_as_the_file_is_one_line(device: str, tmp_path: Path) -> None:
+    one_clear_line(cli("kernels", device, cwd=tmp_path), "not a regular file")
+
+
+def test_a_fifo_given_as_the_file_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "kernel.cu"
+    os.mkfifo(fifo)
+    one_clear_line(cli("kernels", str(fifo), cwd=tmp_path), "not a regular file")
+    worker = ("worker", "--simulate", "--unsafe-no-isolation", "--token-file", str(fifo))
+    one_clear_line(cli(*worker, cwd=tmp_path), "not a regular file")
+
+
+ORIGINAL = "__global__ void k(float* x) {\n    x[0] = 1.f;\n}\n"
+REWRITTEN = "__global__ void k(float* x) {\n    x[0] = 2.f;\n    x[1] = 3.f;\n}\n"
+
+
+def test_write_refuses_a_read_only_file_unless_forced(tmp_path: Path) -> None:
+    cu = tmp_path / "k.cu"
+    cu.write_text(ORIGINAL)
+    cu.chmod(0o444)
+    with pytest.raises(JobFailed, match="read-only"):
+        write_rewrite(cu, ORIGINAL, REWRITTEN)
+    assert cu.read_text() == ORIGINAL
+    write_rewrite(cu, ORIGINAL, REWRITTEN, force=True)
+    assert cu.read_text() == REWRITTEN and cu.stat().st_mode & 0o777 == 0o444
+
+
+def test_optimize_write_refuses_a_read_only_file_before_running(saxpy: Path, tmp_path: Path) -> None:
+    saxpy.chmod(0o444)
+    one_clear_line(cli("optimize", str(saxpy), "--write", cwd=tmp_path), "read-only")
+
+
+def test_write_keeps_hard_links(tmp_path: Path) -> None:
+    cu, other = tmp_path / "k.cu", tmp_path / "also.cu"
+    cu.write_text(ORIGINAL)
+    os.link(cu, other)
+    write_rewrite(cu, ORIGINAL, REWRITTEN)
+    assert other.read_text() == REWRITTEN and os.path.samefile(cu, other)
+
+
+def test_a_crlf_file_stays_crlf(tmp_path: Path) -> None:
+    cu = tmp_path / "k.cu"
+    cu.write_bytes(ORIGINAL.replace("\n", "\r\n").encode())
+    original = cu.read_bytes().decode()
+    write_rewrite(
+        cu, original, REWRITTEN.replace("\n", "\r\n").replace("    x[1] = 3.f;\r\n", "    x[1] = 3.f;\n")
+    )
+    data = cu.read_bytes()
+    assert data == REWRITTEN.replace("\n", "\r\n").encode()

@@ -1,0 +1,69 @@
+"""Issue 28's language-server items, over the real server's stdio: a notification sent with an id
+is answered (an error), not left waiting; a command without arguments is InvalidParams (-32602);
+``exit`` without ``shutdown`` ends the server with status 1, as the LSP specification says."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from test_server_lsp import ENV, SERVER, RawConnection
+
+from server import protocol as wire
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[tuple[asyncio.subprocess.Process, RawConnection]]:
+    proc = await asyncio.create_subprocess_exec(
+        *SERVER, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=ENV
+    )
+    conn = RawConnection(proc)
+    try:
+        init = await asyncio.wait_for(
+            conn.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}}), 30
+        )
+        assert "capabilities" in init["result"]
+        conn.send(b'{"jsonrpc": "2.0", "method": "initialized", "params": {}}')
+        yield proc, conn
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_a_notification_sent_with_an_id_is_answered(
+    server: tuple[asyncio.subprocess.Process, RawConnection], tmp_path: Path
+) -> None:
+    _, conn = server
+    item = {"uri": (tmp_path / "k.cu").as_uri(), "languageId": "cuda", "version": 1, "text": ""}
+    for method, params in (
+        ("textDocument/didOpen", {"textDocument": item}),
+        ("workspace/didChangeConfiguration", {"settings": {}}),
+        ("$/cancelRequest", {"id": 1}),
+    ):
+        reply = await asyncio.wait_for(conn.request(method, params), 10)
+        assert reply["error"]["code"] == -32600 and "notification" in reply["error"]["message"]
+    assert (await asyncio.wait_for(conn.request("shutdown", None), 10))["result"] is None
+
+
+@pytest.mark.parametrize("arguments", [None, []], ids=["no arguments", "empty arguments"])
+async def test_a_command_without_its_arguments_is_invalid_params(
+    server: tuple[asyncio.subprocess.Process, RawConnection], arguments: list[object] | None
+) -> None:
+    _, conn = server
+    params: dict[str, object] = {"command": wire.OPTIMIZE_COMMAND}
+    if arguments is not None:
+        params["arguments"] = arguments
+    reply = await asyncio.wait_for(conn.request("workspace/executeCommand", params), 10)
+    assert reply["error"]["code"] == -32602, json.dumps(reply)
+
+
+async def test_exit_without_shutdown_exits_with_status_1(
+    server: tuple[asyncio.subprocess.Process, RawConnection],
+) -> None:
+    proc, conn = server
+    conn.send(b'{"jsonrpc": "2.0", "method": "exit"}')
+    assert await asyncio.wait_for(proc.wait(), 10) == 1
