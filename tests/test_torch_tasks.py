@@ -1,0 +1,316 @@
+"""KernelBench-format (PyTorch) tasks: loading and hashing, the prompt, ModelNew parsing, the
+sandbox's screen, the engine's wiring on a simulated executor; the evaluation itself where torch
+is installed (on the CPU), and on the GPU (``gpu`` marker)."""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+from pathlib import Path
+
+import pytest
+from reward_fakes import MarkedExecutor
+
+from agent.reward.completion import parse_torch, prompt_text, torch_cache_key
+from agent.reward.engine import Item, RewardEngine
+from agent.reward.tasks import DEFAULT_TASKS, DEFAULT_TORCH_TASKS, TaskSet, TorchTask, load_torch_file
+from agent.trajectory import CORRECT, FAILED, FASTER, HACK
+from sandbox.contract import Budget, Status, TorchCandidate, TorchRequest
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (the `torch` extra)")
+
+TASK_NAMES = ("add_mul", "gelu", "layernorm", "matmul_bias", "relu", "row_sum", "softmax_rows", "transpose")
+
+
+def answer(body: str, prose: str = "Here is a faster model.") -> str:
+    return f"{prose}\n```python\nimport torch\n\n\n{textwrap.dedent(body).strip()}\n```\n"
+
+
+RELU_OK = """
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return torch.clamp_min(x, 0.0)
+"""
+RELU_WRONG = """
+class ModelNew(torch.nn.Module):
+    def forward(self, x):  # WRONG
+        return torch.abs(x)
+"""
+RELU_IN_PLACE = """
+class ModelNew(torch.nn.Module):
+    def forward(self, x):  # HACK_INPUT
+        return torch.relu_(x)
+"""
+RELU_FAST = """
+class ModelNew(torch.nn.Module):
+    def forward(self, x):  # FAST
+        return x.clamp(min=0.0)
+"""
+
+
+def test_the_torch_tasks_load_with_kind_name_and_hash(tmp_path: Path) -> None:
+    tasks = TaskSet.load([DEFAULT_TORCH_TASKS])
+    assert sorted(t.name for t in tasks) == [f"torch.{n}" for n in TASK_NAMES]
+    assert all(isinstance(t, TorchTask) and t.kind == "torch" for t in tasks)
+    relu = tasks.resolve("torch.relu")
+    assert tasks.resolve(relu.ref) is relu and len(relu.digest) == 12
+    copy = tmp_path / "relu.py"
+    copy.write_text(relu.text + "\n# edited\n")
+    assert load_torch_file(copy).digest != relu.digest  # the hash follows the text
+    assert load_torch_file(copy).split == relu.split  # the split follows the name only
+    described = relu.describe()
+    assert described["kind"] == "torch" and described["source"] == relu.text and described["task"] == relu.ref
+    both = TaskSet.load([DEFAULT_TASKS, DEFAULT_TORCH_TASKS])  # beside the native tasks, no clash
+    assert {"torch.softmax_rows", "softmax"} <= set(both.tasks)
+
+
+def test_a_python_file_that_is_not_a_task_is_skipped_with_the_reason(tmp_path: Path) -> None:
+    (tmp_path / "helper.py").write_text("def get_inputs():\n    return []\n")
+    (tmp_path / "broken.py").write_text("class Model(:\n")
+    tasks = TaskSet.load([tmp_path])
+    assert len(tasks) == 0
+    assert any("no Model, get_init_inputs" in s for s in tasks.skipped)
+    assert any("not Python" in s for s in tasks.skipped)
+
+
+def test_the_prompt_holds_the_model_and_the_rules() -> None:
+    task = load_torch_file(DEFAULT_TORCH_TASKS / "softmax_rows.py")
+    text = prompt_text(task)
+    assert "torch.softmax(x, dim=1)" in text and "ModelNew" in text and "TF32" in text
+    assert "```python" in text
+
+
+def test_model_new_comes_from_the_last_python_block_or_a_tool_call() -> None:
+    two = answer(RELU_WRONG) + answer(RELU_OK, prose="Better:")
+    assert "clamp_min" in parse_torch(two).source  # the last block defining ModelNew
+    assert "clamp_min" in parse_torch(answer(RELU_OK) + "```python\nprint('no model')\n```\n").source
+    call = {"name": "verify_and_time", "arguments": {"code": "import torch\n" + RELU_OK}}
+    assert "clamp_min" in parse_torch(f"<tool_call>{__import__('json').dumps(call)}</tool_call>").source
+    messages = [{"role": "user", "content": "go"}, {"role": "assistant", "content": answer(RELU_OK)}]
+    assert "clamp_min" in parse_torch(messages).source
+    for junk in (
+        "no code at all",
+        "```python\nclass Model(torch.nn.Module):\n    pass\n```",
+        "```python\nclass ModelNew(:\n```",
+    ):
+        parsed = parse_torch(junk)
+        assert not parsed.source and parsed.no_code.startswith("no code")
+
+
+def test_the_cache_key_ignores_layout_and_comments_only() -> None:
+    task = load_torch_file(DEFAULT_TORCH_TASKS / "relu.py")
+    base = parse_torch(answer(RELU_OK)).source
+    spaced = base.replace("return", "# a comment\n        return")
+    assert torch_cache_key(task, base) == torch_cache_key(task, spaced)
+    assert torch_cache_key(task, base) != torch_cache_key(task, base.replace("0.0", "1.0"))
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("import os\nclass ModelNew: pass", "import of os"),
+        ("from subprocess import run\nclass ModelNew: pass", "import from subprocess"),
+        ("class ModelNew:\n    x = getattr(torch, 'relu')", "use of getattr"),
+        ("class ModelNew:\n    x = torch.__dict__", "attribute __dict__"),
+        (
+            "torch.cuda.Event.elapsed_time = lambda a, b: 0.001\nclass ModelNew: pass",
+            "assignment to torch.cuda.Event",
+        ),
+        (
+            "torch.backends.cuda.matmul.allow_tf32 = True\nclass ModelNew: pass",
+            "assignment to torch.backends",
+        ),
+    ],
+)
+def test_the_screen_refuses_what_reaches_past_model_new(body: str, why: str) -> None:
+    from sandbox.torch_eval import screen
+
+    status, message = screen("import torch\n" + body)
+    assert status is Status.REJECTED and why in message
+
+
+def test_the_screen_lets_an_ordinary_answer_through() -> None:
+    from sandbox.torch_eval import screen
+
+    inline = """
+    import torch
+    from torch.utils.cpp_extension import load_inline
+
+    SOURCE = "torch::Tensor relu(torch::Tensor x) { return x.clamp_min(0); }"
+    ext = load_inline("relu_ext", cpp_sources=SOURCE, functions=["relu"])
+
+
+    class ModelNew(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = 1.0
+
+        def forward(self, x):
+            return ext.relu(x)
+    """
+    assert screen(textwrap.dedent(inline)) == (None, "")
+    assert screen("class Model: pass")[0] is Status.COMPILE_ERROR
+    assert screen("class ModelNew(:")[0] is Status.COMPILE_ERROR
+
+
+def test_torch_answers_of_two_tasks_are_two_requests_with_rewards_in_order() -> None:
+    executor = MarkedExecutor()
+    tasks = TaskSet.load([DEFAULT_TORCH_TASKS])
+    engine = RewardEngine(executor, tasks)
+    try:
+        bodies = [RELU_OK, RELU_WRONG, RELU_IN_PLACE, RELU_FAST]
+        items = [Item(f"r{i}", "torch.relu", answer(b)) for i, b in enumerate(bodies)]
+        items += [Item("bad", "torch.gelu", answer("import os\nclass ModelNew(torch.nn.Module):\n    pass"))]
+        items += [Item("none", "torch.gelu", "I would rather not.")]
+        items += [Item("dup", "torch.relu", answer(RELU_OK.replace("return", "# same\n        return")))]
+        scored = engine.score(items)
+    finally:
+        engine.close()
+    assert [s.key for s in scored] == [i.key for i in items]
+    assert len(executor.torch_requests) == 2 and not executor.requests  # one per task, no CUDA request
+    assert (
+        sum(len(r.candidates) for r in executor.torch_requests) == 5
+    )  # the duplicate and the prose never go
+    by = {s.key: s for s in scored}
+    assert by["r0"].milestone == "correct" and by["r0"].reward <= CORRECT
+    assert by["r0"].compiled_speedup == pytest.approx(0.7)
+    assert by["r1"].reward == FAILED and by["r1"].verdict == "mismatch"
+    assert by["r2"].reward == HACK and by["r2"].verdict == "rejected"
+    assert (
+        by["r3"].reward is not None
+        and by["r3"].reward >= FASTER
+        and by["r3"].compiled_speedup == pytest.approx(1.5)
+    )
+    assert by["bad"].reward == HACK and "import of os" in by["bad"].message
+    assert by["none"].verdict == "no_code" and by["none"].reward == FAILED
+    assert by["dup"].reward == by["r0"].reward
+    assert all(s.task.startswith("torch.") and "@" in s.task for s in scored)
+
+
+def test_a_torch_task_whose_own_model_fails_gives_null_rewards() -> None:
+    executor = MarkedExecutor()
+    executor.task_error = "the task's model failed: RuntimeError: out of memory"
+    engine = RewardEngine(executor, TaskSet.load([DEFAULT_TORCH_TASKS]))
+    try:
+        (scored,) = engine.score([Item("a", "torch.relu", answer(RELU_OK))])
+    finally:
+        engine.close()
+    assert scored.reward is None and "own model failed" in scored.reason
+
+
+# --------------------------------------------------------------------------- the evaluation itself
+
+TINY_TASK = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = torch.nn.Linear(features, features)
+
+    def forward(self, x):
+        return torch.softmax(self.linear(x), dim=1)
+
+
+def get_inputs():
+    return [torch.randn(64, 32)]
+
+
+def get_init_inputs():
+    return [32]
+
+
+def get_verify_inputs():
+    return [[torch.randn(5, 32)]]
+"""
+TINY_OK = """
+class ModelNew(torch.nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = torch.nn.Linear(features, features)
+
+    def forward(self, x):
+        y = torch.addmm(self.linear.bias, x, self.linear.weight.t())
+        return torch.exp(y - y.amax(dim=1, keepdim=True)) / torch.exp(y - y.amax(dim=1, keepdim=True)).sum(dim=1, keepdim=True)
+"""
+TINY_WRONG = TINY_OK.replace("amax(dim=1", "amin(dim=0").replace("sum(dim=1", "sum(dim=0")
+TINY_IN_PLACE = """
+class ModelNew(torch.nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = torch.nn.Linear(features, features)
+
+    def forward(self, x):
+        return torch.softmax(self.linear(x.mul_(2.0)), dim=1)
+"""
+TINY_RAISES = """
+class ModelNew(torch.nn.Module):
+    def __init__(self, features):
+        super().__init__()
+
+    def forward(self, x):
+        raise RuntimeError("not written yet")
+"""
+
+
+def _tiny_request(time: bool) -> TorchRequest:
+    bodies = {"ok": TINY_OK, "wrong": TINY_WRONG, "in_place": TINY_IN_PLACE, "raises": TINY_RAISES}
+    cands = tuple(TorchCandidate(k, "import torch\n" + textwrap.dedent(b)) for k, b in bodies.items())
+    budget = Budget(min_samples=5, max_samples=20, time_budget_ms=50)
+    return TorchRequest("tiny", TINY_TASK, cands, seeds=(1, 2), budget=budget, time=time, compiled=False)
+
+
+@needs_torch
+def test_the_evaluation_on_the_cpu_gives_each_answer_its_verdict() -> None:
+    from sandbox.torch_eval import TorchHandler, TorchJob
+
+    handler = TorchHandler(0, "cpu")
+    request = _tiny_request(time=True)
+    got = {c.id: handler.evaluate(TorchJob(request, i)) for i, c in enumerate(request.candidates)}
+    ok = got["ok"].result
+    assert ok.status is Status.OK, ok.message
+    assert len(ok.checks) == 4 and all(c.ok for c in ok.checks)  # (bench + verify size) x 2 seeds
+    assert ok.pairs > 0 and ok.speedup > 0 and ok.baseline_timing is not None
+    assert got["wrong"].result.status is Status.MISMATCH
+    assert (
+        got["in_place"].result.status is Status.REJECTED
+        and "input 0 modified" in got["in_place"].result.message
+    )
+    assert got["raises"].result.status is Status.CRASH and "not written yet" in got["raises"].result.message
+
+
+@pytest.mark.gpu
+def test_the_gpu_evaluation_of_two_tasks_in_sandboxed_processes() -> None:
+    if not HAS_TORCH:
+        pytest.skip("torch is not installed (the `torch` extra)")
+    from sandbox.worker import LocalExecutor
+
+    wrong = RELU_WRONG
+    checks = {
+        "relu": (RELU_OK, wrong, RELU_IN_PLACE),
+        "softmax_rows": (
+            "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+            "        e = torch.exp(x - x.amax(dim=1, keepdim=True))\n        return e / e.sum(dim=1, keepdim=True)\n",
+            "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.softmax(x, dim=0)\n",
+            "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.softmax(x.sub_(0.5), dim=1)\n",
+        ),
+    }
+    budget = Budget(min_samples=10, max_samples=60, time_budget_ms=200)
+    with LocalExecutor() as executor:
+        for name, (good, bad, sneaky) in checks.items():
+            task = load_torch_file(DEFAULT_TORCH_TASKS / f"{name}.py")
+            cands = tuple(
+                TorchCandidate(k, "import torch\n" + textwrap.dedent(b))
+                for k, b in (("good", good), ("bad", bad), ("sneaky", sneaky))
+            )
+            result = executor.evaluate_torch(
+                TorchRequest(name, task.text, cands, seeds=(1, 2), budget=budget)
+            )
+            got = {r.result.candidate_id: r for r in result.candidates}
+            assert got["good"].result.status is Status.OK, got["good"].result.message
+            assert 0.5 < got["good"].result.speedup < 2.0  # the same work as eager
+            assert got["good"].compiled_speedup > 0
+            assert got["bad"].result.status is Status.MISMATCH
+            assert got["sneaky"].result.status is Status.REJECTED
