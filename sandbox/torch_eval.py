@@ -184,12 +184,11 @@ def raw(t: Any) -> Any:
     name = dtype_name(t)
     if name == "bfloat16":
         t = t.view(_torch().int16)
-    if t.device.type == "cuda":
-        import cupy
-
-        arr = cupy.from_dlpack(t)
-    else:
-        arr = t.numpy()
+    try:
+        import cupy  # the GPU worker's array library: compare where the tensor is
+    except ImportError:
+        cupy = None
+    arr = cupy.from_dlpack(t) if t.device.type == "cuda" and cupy is not None else t.cpu().numpy()
     return arr.view(np.uint16) if name == "bfloat16" else arr
 
 
@@ -208,19 +207,14 @@ def compare_outputs(
             return Check(label, seed, False, arg=arg, detail=detail)
         if g.device != r.device:
             return Check(label, seed, False, arg=arg, detail=f"{arg} is on {g.device}, not {r.device}")
-        cmp: Comparison = compare(
-            raw(r), raw(g), dtype_name(r), Calibration(perturbed=_host(raw(m)), rho=PERTURBATION, n=n)
-        )
+        calib = Calibration(perturbed=raw(m), rho=PERTURBATION, n=n)  # compare moves it where ``ref`` is
+        cmp: Comparison = compare(raw(r), raw(g), dtype_name(r), calib)
         check = checked(label, seed, cmp.ok, cmp.detail, arg, cmp)
         if not cmp.ok:
             return check
         if worst is None or check.error_ratio > worst.error_ratio:
             worst = check
     return worst or Check(label, seed, True)
-
-
-def _host(a: Any) -> np.ndarray:
-    return a if isinstance(a, np.ndarray) else a.get()
 
 
 def outputs_of(value: Any) -> list[Any] | str:
@@ -328,6 +322,12 @@ class _Case:
     moved: list[Any]
     n: int
 
+    def changed(self) -> int:
+        """The first input that no longer holds the bytes it held (-1: none)."""
+        return next(
+            (i for i, (a, b) in enumerate(zip(self.inputs, self.kept, strict=True)) if not _same(a, b)), -1
+        )
+
 
 class TorchHandler:
     """Serves :class:`TorchJob` s (and device descriptions) in a worker process; ``backend``
@@ -422,11 +422,8 @@ class TorchHandler:
                     )
                 if not self._pinned():
                     return verdict(Status.REJECTED, "the answer turned TF32 or a lower matmul precision on")
-                changed = [
-                    i for i, (a, b) in enumerate(zip(case.inputs, case.kept, strict=True)) if not _same(a, b)
-                ]
-                if changed:
-                    msg = f"input {changed[0]} modified ({case.label}, seed {case.seed})"
+                if (changed := case.changed()) >= 0:
+                    msg = f"input {changed} modified ({case.label}, seed {case.seed})"
                     return verdict(Status.REJECTED, msg, checks=tuple(checks))
                 check = (
                     Check(case.label, case.seed, False, detail=got)
@@ -520,6 +517,8 @@ class TorchHandler:
         )
         if not again.ok:
             return verdict(Status.REJECTED, f"the timed runs' output differs: {again.detail}", checks=checks)
+        if (changed := case.changed()) >= 0:
+            return verdict(Status.REJECTED, f"input {changed} modified while timed", checks=checks)
         compiled: dict[str, Any] = {}
         note = ""
         if req.compiled:

@@ -314,3 +314,19 @@ def test_the_gpu_evaluation_of_two_tasks_in_sandboxed_processes() -> None:
             assert got["good"].compiled_speedup > 0
             assert got["bad"].result.status is Status.MISMATCH
             assert got["sneaky"].result.status is Status.REJECTED
+
+
+def test_a_torch_job_and_its_verdict_cross_the_worker_wire_as_json() -> None:
+    from dataclasses import replace
+
+    from sandbox.contract import CandidateResult, ContractError, TorchCandidateResult
+    from sandbox.torch_eval import TorchJob
+    from sandbox.worker import Reply, decode_job, decode_reply, encode
+
+    job = TorchJob(_tiny_request(time=False), 1)
+    assert decode_job(encode(job)) == job
+    verdict = TorchCandidateResult(CandidateResult("wrong", Status.MISMATCH, "bad"), compiled_speedup=0.5)
+    assert decode_reply(encode(Reply(verdict)), job).value == verdict
+    forged = replace(verdict, result=replace(verdict.result, candidate_id="ok"))
+    with pytest.raises(ContractError, match="answered for 'ok'"):
+        decode_reply(encode(Reply(forged)), job)
