@@ -1053,8 +1053,8 @@ class GpuHandler:
 
         if isinstance(job, InfoJob):
             return Reply(self.describe(job.known))
-        if isinstance(job, CompileJob):
-            return Reply(None, unavailable="a GPU worker does not compile")
+        if isinstance(job, CompileJob | TorchJob):
+            return Reply(None, unavailable="a CUDA GPU worker neither compiles nor runs PyTorch jobs")
         try:
             return Reply(self.evaluate(job))
         except MemoryCapExceeded as exc:
