@@ -89,7 +89,6 @@ FORBIDDEN_NAMES = frozenset(
         "setattr",
         "delattr",
         "breakpoint",
-        "input",
         "memoryview",
     }
 )
