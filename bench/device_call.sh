@@ -2,7 +2,7 @@
 # One device-tool call: install the carried wheels, then run the named parts in order, each under
 # its own `timeout`, every log and JSON-lines file written under $OUT as it goes.
 #   usage (on the GPU machine): OUT=DIR [T=SECONDS] bench/device_call.sh PART[:SECONDS] ...
-#   PART: gpu-tests:FILES (comma-separated test files, -m gpu), verify-cost, capture, reward, suite:GLOB,
+#   PART: gpu-tests:FILES (comma-separated test files, -m gpu), verify-cost, capture, reward, reward-torch, suite:GLOB,
 #         optimize:FILE@BUDGET, main, profile, or any bench/gpu_session.sh part
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +34,7 @@ for spec in "$@"; do
     verify-cost) timeout -k 5 "${T:-200}" python3 bench/verify_cost.py --out "$OUT" --deadline "${rest:-170}" > "$OUT/verify_cost.log" 2>&1 ;;
     capture) timeout -k 5 "${T:-200}" python3 bench/capture_check.py --out "$OUT" --deadline-s "${rest:-170}" --budget 15s > "$OUT/capture.log" 2>&1 ;;
     reward) timeout -k 5 "${T:-200}" python3 bench/reward_bench.py --out "$OUT" --deadline "${rest:-170}" > "$OUT/reward.log" 2>&1 ;;
+    reward-torch) timeout -k 5 "${T:-200}" python3 bench/reward_bench.py --torch-only --out "$OUT" --deadline "${rest:-150}" > "$OUT/reward_torch.log" 2>&1 ;;
     optimize) # optimize:FILE@BUDGET (e.g. optimize:bench/kernels/softmax.cu@20s): the CLI's JSON result
       file=${rest%@*}; budget=${rest##*@}; name=$(basename "$file" .cu)_$budget
       timeout -k 5 "${T:-200}" python3 -m server optimize "$file" --budget "$budget" --json --trajectory off \

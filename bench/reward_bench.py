@@ -7,7 +7,8 @@ prose without code); adversarial kernels (on the vadd task the sandbox tests' ow
 ``tests/data/adversarial`` kernels; on every task an empty body, which writes no output, and one
 that flips a byte of an input); and duplicates (the original and a rewrite re-spaced, with a comment).
 
-Phases, one JSON line each to ``OUT/reward_bench.jsonl`` as they finish:
+Phases, one JSON line each to ``OUT/reward_bench.jsonl`` (``--torch-only``: ``OUT/reward_torch.jsonl``)
+as they finish:
   ``device``   the GPU;
   ``batch``    per task: its 16 rewards, latency of its request (all 8 requests in flight together);
   ``summary``  rewards/s per GPU, p50/p95 request latency, evaluations vs items (duplicates);
@@ -78,9 +79,9 @@ PER_TASK = 16
 
 
 class Out:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, name: str = "reward_bench.jsonl") -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / "reward_bench.jsonl"
+        self.path = folder / name
         self.lock = threading.Lock()
 
     def write(self, record: dict[str, Any]) -> None:
@@ -345,7 +346,7 @@ def main() -> int:
     ap.add_argument("--torch-only", action="store_true", help="only the KernelBench-format (PyTorch) phase")
     args = ap.parse_args()
     t0 = time.monotonic()
-    out = Out(args.out)
+    out = Out(args.out, "reward_torch.jsonl" if args.torch_only else "reward_bench.jsonl")
 
     def left() -> float:
         return args.deadline - (time.monotonic() - t0)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from reward_fakes import MarkedExecutor
@@ -281,44 +283,49 @@ def test_the_evaluation_on_the_cpu_gives_each_answer_its_verdict() -> None:
     assert got["raises"].result.status is Status.CRASH and "not written yet" in got["raises"].result.message
 
 
-@pytest.mark.gpu
-def test_the_gpu_evaluation_of_two_tasks_in_sandboxed_processes() -> None:
+GPU_ANSWERS = {  # per task: a correct ModelNew (pure torch), a wrong one, one that writes its input
+    "relu": (RELU_OK, RELU_WRONG, RELU_IN_PLACE),
+    "softmax_rows": (
+        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        e = torch.exp(x - x.amax(dim=1, keepdim=True))\n        return e / e.sum(dim=1, keepdim=True)\n",
+        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.softmax(x, dim=0)\n",
+        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.softmax(x.sub_(0.5), dim=1)\n",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def gpu_executor() -> Iterator[Any]:
     if not HAS_TORCH:
         pytest.skip("torch is not installed (the `torch` extra)")
     from sandbox.worker import LocalExecutor
 
-    wrong = RELU_WRONG
-    checks = {
-        "relu": (RELU_OK, wrong, RELU_IN_PLACE),
-        "softmax_rows": (
-            "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-            "        e = torch.exp(x - x.amax(dim=1, keepdim=True))\n        return e / e.sum(dim=1, keepdim=True)\n",
-            "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.softmax(x, dim=0)\n",
-            "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.softmax(x.sub_(0.5), dim=1)\n",
-        ),
-    }
-    budget = Budget(min_samples=10, max_samples=60, time_budget_ms=200)
     with LocalExecutor() as executor:
-        for name, (good, bad, sneaky) in checks.items():
-            task = load_torch_file(DEFAULT_TORCH_TASKS / f"{name}.py")
-            cands = tuple(
-                TorchCandidate(k, "import torch\n" + textwrap.dedent(b))
-                for k, b in (("good", good), ("bad", bad), ("sneaky", sneaky))
-            )
-            result = executor.evaluate_torch(
-                TorchRequest(name, task.text, cands, seeds=(1, 2), budget=budget)
-            )
-            got = {r.result.candidate_id: r for r in result.candidates}
-            assert got["good"].result.status is Status.OK, got["good"].result.message
-            good = got["good"]
-            assert good.result.pairs >= 10 and good.result.baseline_timing is not None
-            assert 0 < good.result.speedup_low <= good.result.speedup <= good.result.speedup_high
-            assert 0 < good.compiled_speedup_low <= good.compiled_speedup, good.result.note
-            if name == "relu":  # the same one kernel as eager
-                assert 0.7 < good.result.speedup < 1.4
-            assert got["bad"].result.status is Status.MISMATCH
-            assert got["sneaky"].result.status is Status.REJECTED
-            assert "input 0 modified" in got["sneaky"].result.message
+        yield executor
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(GPU_ANSWERS))
+def test_the_gpu_evaluation_in_sandboxed_processes(gpu_executor: Any, name: str) -> None:
+    good, bad, sneaky = GPU_ANSWERS[name]
+    task = load_torch_file(DEFAULT_TORCH_TASKS / f"{name}.py")
+    cands = tuple(
+        TorchCandidate(k, "import torch\n" + textwrap.dedent(b))
+        for k, b in (("good", good), ("bad", bad), ("sneaky", sneaky))
+    )
+    budget = Budget(min_samples=10, max_samples=60, time_budget_ms=200)
+    result = gpu_executor.evaluate_torch(TorchRequest(name, task.text, cands, seeds=(1, 2), budget=budget))
+    got = {r.result.candidate_id: r for r in result.candidates}
+    ok = got["good"]
+    assert ok.result.status is Status.OK, ok.result.message
+    assert ok.result.pairs >= 10 and ok.result.baseline_timing is not None
+    assert 0 < ok.result.speedup_low <= ok.result.speedup <= ok.result.speedup_high
+    assert 0 < ok.compiled_speedup_low <= ok.compiled_speedup, ok.result.note
+    if name == "relu":  # the same one kernel as eager
+        assert 0.7 < ok.result.speedup < 1.4
+    assert got["bad"].result.status is Status.MISMATCH
+    assert got["sneaky"].result.status is Status.REJECTED
+    assert "input 0 modified" in got["sneaky"].result.message
 
 
 def test_a_torch_job_and_its_verdict_cross_the_worker_wire_as_json() -> None:
