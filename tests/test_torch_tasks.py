@@ -44,6 +44,19 @@ class ModelNew(torch.nn.Module):
     def forward(self, x):  # HACK_INPUT
         return torch.relu_(x)
 """
+CACHED = """
+class ModelNew(torch.nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.reference = Reference(*args)
+        self.seen = {}
+
+    def forward(self, x):  # the output of the first call on a tensor, whatever it holds later
+        key = (x.data_ptr(), tuple(x.shape))
+        if key not in self.seen:
+            self.seen[key] = self.reference(x)
+        return self.seen[key]
+"""
 RELU_FAST = """
 class ModelNew(torch.nn.Module):
     def forward(self, x):  # FAST
@@ -247,6 +260,7 @@ class ModelNew(torch.nn.Module):
     def forward(self, x):
         return torch.softmax(self.linear(x.mul_(2.0)), dim=1)
 """
+TINY_CACHED = TINY_TASK.replace("class Model(", "class Reference(") + CACHED
 TINY_RAISES = """
 class ModelNew(torch.nn.Module):
     def __init__(self, features):
@@ -258,7 +272,13 @@ class ModelNew(torch.nn.Module):
 
 
 def _tiny_request(time: bool) -> TorchRequest:
-    bodies = {"ok": TINY_OK, "wrong": TINY_WRONG, "in_place": TINY_IN_PLACE, "raises": TINY_RAISES}
+    bodies = {
+        "ok": TINY_OK,
+        "wrong": TINY_WRONG,
+        "in_place": TINY_IN_PLACE,
+        "raises": TINY_RAISES,
+        "cached": TINY_CACHED,
+    }
     cands = tuple(TorchCandidate(k, "import torch\n" + textwrap.dedent(b)) for k, b in bodies.items())
     budget = Budget(min_samples=5, max_samples=20, time_budget_ms=50)
     return TorchRequest("tiny", TINY_TASK, cands, seeds=(1, 2), budget=budget, time=time, compiled=False)
@@ -281,6 +301,8 @@ def test_the_evaluation_on_the_cpu_gives_each_answer_its_verdict() -> None:
         and "input 0 modified" in got["in_place"].result.message
     )
     assert got["raises"].result.status is Status.CRASH and "not written yet" in got["raises"].result.message
+    cached = got["cached"].result  # verified (fresh tensors every time), caught once timed
+    assert cached.status is Status.REJECTED and "not the output of its inputs" in cached.message
 
 
 GPU_ANSWERS = {  # per task: a correct ModelNew (pure torch), a wrong one, one that writes its input
@@ -309,9 +331,10 @@ def gpu_executor() -> Iterator[Any]:
 def test_the_gpu_evaluation_in_sandboxed_processes(gpu_executor: Any, name: str) -> None:
     good, bad, sneaky = GPU_ANSWERS[name]
     task = load_torch_file(DEFAULT_TORCH_TASKS / f"{name}.py")
+    cached = task.text.replace("class Model(", "class Reference(") + CACHED  # caches by pointer
     cands = tuple(
         TorchCandidate(k, "import torch\n" + textwrap.dedent(b))
-        for k, b in (("good", good), ("bad", bad), ("sneaky", sneaky))
+        for k, b in (("good", good), ("bad", bad), ("sneaky", sneaky), ("cached", cached))
     )
     budget = Budget(min_samples=10, max_samples=60, time_budget_ms=200)
     result = gpu_executor.evaluate_torch(TorchRequest(name, task.text, cands, seeds=(1, 2), budget=budget))
@@ -326,6 +349,8 @@ def test_the_gpu_evaluation_in_sandboxed_processes(gpu_executor: Any, name: str)
     assert got["bad"].result.status is Status.MISMATCH
     assert got["sneaky"].result.status is Status.REJECTED
     assert "input 0 modified" in got["sneaky"].result.message
+    assert got["cached"].result.status is Status.REJECTED, got["cached"].result.message
+    assert "not the output of its inputs" in got["cached"].result.message
 
 
 def test_a_torch_job_and_its_verdict_cross_the_worker_wire_as_json() -> None:
