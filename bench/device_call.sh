@@ -34,7 +34,9 @@ for spec in "$@"; do
     verify-cost) timeout -k 5 "${T:-200}" python3 bench/verify_cost.py --out "$OUT" --deadline "${rest:-170}" > "$OUT/verify_cost.log" 2>&1 ;;
     capture) timeout -k 5 "${T:-200}" python3 bench/capture_check.py --out "$OUT" --deadline-s "${rest:-170}" --budget 15s > "$OUT/capture.log" 2>&1 ;;
     reward) timeout -k 5 "${T:-200}" python3 bench/reward_bench.py --out "$OUT" --deadline "${rest:-170}" > "$OUT/reward.log" 2>&1 ;;
-    reward-torch) timeout -k 5 "${T:-200}" python3 bench/reward_bench.py --torch-only --out "$OUT" --deadline "${rest:-150}" > "$OUT/reward_torch.log" 2>&1 ;;
+    reward-torch) # reward-torch:relu,gelu (task stems; default all, as far as 170 s go)
+      timeout -k 5 "${T:-200}" python3 bench/reward_bench.py --torch-only --torch-tasks "$rest" --out "$OUT" \
+        --deadline 170 >> "$OUT/reward_torch.log" 2>&1 ;;
     optimize) # optimize:FILE@BUDGET (e.g. optimize:bench/kernels/softmax.cu@20s): the CLI's JSON result
       file=${rest%@*}; budget=${rest##*@}; name=$(basename "$file" .cu)_$budget
       timeout -k 5 "${T:-200}" python3 -m server optimize "$file" --budget "$budget" --json --trajectory off \

@@ -19,13 +19,14 @@ as they finish:
   ``torch``    per KernelBench-format task (``bench/torch_tasks``), through the same engine: the task's
                own ``Model`` as ``ModelNew`` (speedup ~1), an equal or faster rewrite (pure torch; on
                ``add_mul`` a fused ``torch.compile`` of the expression), a broken answer (outputs
-               off by 1%) and one that writes its input: verdicts, rewards, speedups against eager
-               and against ``torch.compile(Model)``;
+               off by 1%), one that writes its input and one that caches its output by input
+               pointers: verdicts, rewards, speedups against eager and against ``torch.compile(Model)``;
   ``torch_summary``  whether every reference is verified, every broken answer failed, every
-               input-writing one a hack.
+               input writer and output cacher a hack.
 
-``--torch-only`` runs the device and torch phases alone (about 2 minutes on an H200: each answer
-is a fresh sandboxed process, and a verified one compiles ``Model`` with ``torch.compile``).
+``--torch-only`` runs the device and torch phases alone (``--torch-tasks relu,gelu``: those tasks;
+about a minute a task on an H200: each answer is a fresh sandboxed process, and a verified one
+compiles ``Model`` with ``torch.compile``).
 
 Stops starting work after ``--deadline`` seconds (default 420) and always writes what it has.
 ``--simulate`` runs on the simulated GPU (no GPU needed; for checking the script).
@@ -273,7 +274,8 @@ def python_answer(code: str) -> str:
 
 
 def torch_completions(task: TorchTask) -> list[tuple[str, str]]:
-    """(kind, completion): the reference as ModelNew, a rewrite, a broken answer, an input writer."""
+    """(kind, completion): the reference as ModelNew, a rewrite, a broken answer, an input writer,
+    an answer that caches its output by input pointers."""
     stem = task.name.removeprefix("torch.")
     return [
         ("reference", python_answer(task.text + "\n\nclass ModelNew(Model):\n    pass\n")),
@@ -292,12 +294,23 @@ def torch_completions(task: TorchTask) -> list[tuple[str, str]]:
                 "        out = super().forward(*args)\n        args[0].mul_(0.5)\n        return out\n"
             ),
         ),
+        (
+            "cached",
+            python_answer(
+                task.text + "\n\nclass ModelNew(Model):\n    def __init__(self, *args):\n"
+                "        super().__init__(*args)\n        self.seen = {}\n\n"
+                "    def forward(self, *args):\n        key = tuple(a.data_ptr() for a in args)\n"
+                "        if key not in self.seen:\n            self.seen[key] = super().forward(*args)\n"
+                "        return self.seen[key]\n"
+            ),
+        ),
     ]
 
 
-def torch_phase(executor: Executor, out: Out, left: Any) -> None:
-    """The ``torch`` and ``torch_summary`` phases."""
-    tasks = TaskSet.load([DEFAULT_TORCH_TASKS])
+def torch_phase(executor: Executor, out: Out, left: Any, names: str = "") -> None:
+    """The ``torch`` and ``torch_summary`` phases (``names``: comma-separated task stems; "": all)."""
+    stems = [n.strip() for n in names.split(",") if n.strip()]
+    tasks = TaskSet.load([DEFAULT_TORCH_TASKS / f"{n}.py" for n in stems] if stems else [DEFAULT_TORCH_TASKS])
     engine = RewardEngine(executor, tasks, seeds=(1, 2), budget=Budget(time_budget_ms=200.0))
     fields = (
         "reward",
@@ -308,7 +321,12 @@ def torch_phase(executor: Executor, out: Out, left: Any) -> None:
         "compiled_speedup",
         "compiled_speedup_low",
     )
-    summary: dict[str, list[str]] = {"reference_verified": [], "broken_failed": [], "input_writer_hack": []}
+    summary: dict[str, list[str]] = {
+        "reference_verified": [],
+        "broken_failed": [],
+        "input_writer_hack": [],
+        "cacher_hack": [],
+    }
     try:
         for task in tasks:
             if left() < 20:
@@ -332,6 +350,8 @@ def torch_phase(executor: Executor, out: Out, left: Any) -> None:
                 summary["broken_failed"].append(task.name)
             if by["input_modified"]["milestone"] == "hack":
                 summary["input_writer_hack"].append(task.name)
+            if by["cached"]["milestone"] == "hack":
+                summary["cacher_hack"].append(task.name)
     finally:
         engine.close()
     out.write({"phase": "torch_summary", "tasks": len(tasks), **summary})
@@ -344,6 +364,11 @@ def main() -> int:
     ap.add_argument("--gpu", type=int, default=0)
     ap.add_argument("--simulate", action="store_true", help="the simulated GPU (no GPU needed)")
     ap.add_argument("--torch-only", action="store_true", help="only the KernelBench-format (PyTorch) phase")
+    ap.add_argument(
+        "--torch-tasks",
+        default="",
+        help="comma-separated torch task stems (default: all of bench/torch_tasks)",
+    )
     args = ap.parse_args()
     t0 = time.monotonic()
     out = Out(args.out, "reward_torch.jsonl" if args.torch_only else "reward_bench.jsonl")
@@ -362,7 +387,7 @@ def main() -> int:
     try:
         out.write({"phase": "device", "device": to_dict(executor.device_info())})
         if args.torch_only:
-            torch_phase(executor, out, left)
+            torch_phase(executor, out, left, args.torch_tasks)
             return 0
         tasks = TaskSet.load([DEFAULT_TASKS / f"{n}.cu" for n in TASK_NAMES])
         kinds: dict[str, list[str]] = {}
@@ -464,7 +489,7 @@ def main() -> int:
         if args.simulate:
             out.write({"phase": "torch", "skipped": "the simulated GPU runs no PyTorch"})
         else:
-            torch_phase(executor, out, left)
+            torch_phase(executor, out, left, args.torch_tasks)
     except Exception as exc:
         out.write(
             {
