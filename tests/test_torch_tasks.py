@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from reward_fakes import MarkedExecutor
 
@@ -367,3 +368,61 @@ def test_a_torch_job_and_its_verdict_cross_the_worker_wire_as_json() -> None:
     forged = replace(verdict, result=replace(verdict.result, candidate_id="ok"))
     with pytest.raises(ContractError, match="answered for 'ok'"):
         decode_reply(encode(Reply(forged)), job)
+
+
+class _Device:
+    type = "cpu"
+
+
+class FakeTensor:
+    """What :func:`sandbox.torch_eval.compare_outputs` reads of a tensor, over a numpy array."""
+
+    device = _Device()
+
+    def __init__(self, a: Any) -> None:
+        self.a = np.ascontiguousarray(a)
+        self.shape = self.a.shape
+        self.dtype = f"torch.{self.a.dtype}"
+
+    def numel(self) -> int:
+        return int(self.a.size)
+
+    def detach(self) -> FakeTensor:
+        return self
+
+    def contiguous(self) -> FakeTensor:
+        return self
+
+    def cpu(self) -> FakeTensor:
+        return self
+
+    def numpy(self) -> Any:
+        return self.a
+
+
+def test_outputs_are_compared_with_the_sandboxs_tolerance_model() -> None:
+    from sandbox.torch_eval import compare_outputs, reduction_length
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((64, 4096)).astype(np.float32)
+    ref = x.sum(axis=1, keepdims=True, dtype=np.float32)  # pairwise
+    sequential = np.cumsum(x, axis=1, dtype=np.float32)[:, -1:]  # another order: roundoff apart
+    moved = (x * np.float32(1 + 2**-10)).sum(axis=1, keepdims=True, dtype=np.float32)
+    n = reduction_length([FakeTensor(x)], [], [FakeTensor(ref)])
+    assert n == 4096
+    T = FakeTensor
+
+    def check(got: Any) -> Any:
+        return compare_outputs("bench", 1, [T(ref)], [T(moved)], [T(got)], n)
+
+    assert not np.array_equal(sequential, ref) and check(sequential).ok
+    assert not check(ref * np.float32(1.001)).ok  # 0.1% off: far beyond fp32 roundoff
+    nan = ref.copy()
+    nan[3, 0] = np.nan
+    assert "expected" in check(nan).detail and not check(nan).ok
+    wrong_shape = check(ref.reshape(-1))
+    assert not wrong_shape.ok and "the reference's" in wrong_shape.detail
+    wrong_type = check(ref.astype(np.float64))
+    assert not wrong_type.ok and "float64" in wrong_type.detail
+    extra = compare_outputs("bench", 1, [T(ref)], [T(moved)], [T(ref), T(ref)], n)
+    assert not extra.ok and "2 outputs" in extra.detail
