@@ -17,6 +17,10 @@ baseline, computes reference outputs lazily (``sandbox.verify.Verifier``), verif
 and times it interleaved with the baseline (``sandbox.timing.bench``), then re-checks the outputs
 the timed runs left on every rotated input slot.
 
+PyTorch (KernelBench-format) answers are Python: :meth:`LocalExecutor.evaluate_torch` runs each
+in a fresh worker process of its own with ``sandbox.torch_eval:TorchHandler`` (same prefix,
+environment, wire and deadline; the process is closed after its one job).
+
 The handler is pluggable (``handler="module:factory"``) so lifecycle tests can run workers that
 crash or hang without a GPU.
 """
