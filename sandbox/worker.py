@@ -489,9 +489,11 @@ class LocalExecutor(Executor):
         sandbox: bool = True,
         compile_workers: int | None = None,
         limits: RequestLimits | None = None,
+        torch_handler: str = TORCH_HANDLER,
     ) -> None:
         from sandbox.compiler import CompilePool
 
+        self.torch_handler = torch_handler
         self.limits = limits or RequestLimits()
 
         prefix = bwrap_prefix() if sandbox else ()
@@ -581,7 +583,7 @@ class LocalExecutor(Executor):
                 if cancel is not None and cancel.is_set():
                     results.append(TorchCandidateResult(CandidateResult(job.candidate.id, Status.CANCELLED)))
                     continue
-                proc = WorkerProcess(worker.device, worker.backend, TORCH_HANDLER, worker.prefix)
+                proc = WorkerProcess(worker.device, worker.backend, self.torch_handler, worker.prefix)
                 try:
                     reply = proc.call(job, timeout, cancel)
                 finally:

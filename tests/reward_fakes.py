@@ -14,12 +14,19 @@ PyTorch tasks (``evaluate_torch``): the answer is screened as the sandbox screen
 (``sandbox.torch_eval.screen``), then ``WRONG``/``HACK_INPUT`` as above, ``FAST`` ok at 2x eager
 (1.5x ``torch.compile``), anything else ok at 1x eager (0.7x ``torch.compile``);
 ``task_error``: the task's own model fails.
+
+``ScriptedTorchHandler`` stands in for ``sandbox.torch_eval:TorchHandler`` in a worker process:
+an answer holding ``HANG`` sleeps, ``DIE`` kills its process, anything else is ok with the
+process id in the message.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from dataclasses import replace
+from typing import Any
 
 from sandbox.contract import (
     CandidateResult,
@@ -111,3 +118,20 @@ def _marked(r: CandidateResult, source: str) -> CandidateResult:
     if "NOISY" in source:
         return replace(r, speedup_low=r.speedup * 0.6, speedup_high=r.speedup * 1.4)
     return r
+
+
+class ScriptedTorchHandler:
+    def __init__(self, device: int, backend: str) -> None:
+        pass
+
+    def __call__(self, job: Any) -> Any:
+        from sandbox.worker import InfoJob, Reply
+
+        if isinstance(job, InfoJob):
+            return Reply(DEVICE)
+        cand = job.candidate
+        if "HANG" in cand.source:
+            time.sleep(600)
+        if "DIE" in cand.source:
+            os._exit(3)
+        return Reply(TorchCandidateResult(CandidateResult(cand.id, Status.OK, f"pid {os.getpid()}")))

@@ -426,3 +426,29 @@ def test_outputs_are_compared_with_the_sandboxs_tolerance_model() -> None:
     assert not wrong_type.ok and "float64" in wrong_type.detail
     extra = compare_outputs("bench", 1, [T(ref)], [T(moved)], [T(ref), T(ref)], n)
     assert not extra.ok and "2 outputs" in extra.detail
+
+
+def test_each_answer_runs_in_a_fresh_process_and_a_hang_or_a_death_is_its_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sandbox.worker
+    from sandbox.worker import LocalExecutor
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(sandbox.worker, "BUILD_ALLOWANCE_S", 0.0)
+    sources = {"first": "ok", "hang": "HANG", "die": "DIE", "second": "ok"}
+    cands = tuple(TorchCandidate(k, v) for k, v in sources.items())
+    request = TorchRequest("life", "the task", cands, budget=Budget(timeout_s=2.0))
+    with LocalExecutor(
+        handler="sandbox_fakes:ScriptedHandler",
+        torch_handler="reward_fakes:ScriptedTorchHandler",
+        sandbox=False,
+        compile_workers=1,
+    ) as executor:
+        result = executor.evaluate_torch(request)
+    got = {r.result.candidate_id: r.result for r in result.candidates}
+    assert list(got) == list(sources)
+    assert got["hang"].status is Status.TIMEOUT and "deadline" in got["hang"].message
+    assert got["die"].status is Status.CRASH and "exit status 3" in got["die"].message
+    assert got["first"].status is Status.OK and got["second"].status is Status.OK
+    assert got["first"].message != got["second"].message  # another process
