@@ -25,7 +25,8 @@ Per candidate, in order:
 4. each input set: outputs compared by :func:`sandbox.verify.compare` (shapes and dtypes must
    match, NaN/Inf in the same places, elementwise and norm bounds, a constant output where the
    reference varies refused) -- ``mismatch``; inputs must hold the bytes they held -- ``rejected``;
-5. timing (``sandbox.timing.bench``: CUDA events, the L2 flushed before every sample, eager and
+5. timing (``sandbox.timing.bench``: CUDA events, each round of samples queued behind a spinning
+   kernel, the L2 flushed before every sample, eager and
    ``ModelNew`` in interleaved pairs, median and quartiles of the paired ratios), then again
    against ``torch.compile(Model)``; before every sample the timed input tensors are refilled in
    place with the next seed's inputs; afterwards, refilled with each seed's inputs in turn, the
@@ -57,7 +58,7 @@ from sandbox.contract import (
     TorchRequest,
 )
 from sandbox.runtime import Runtime
-from sandbox.timing import Flusher, bench, paired
+from sandbox.timing import Flusher, Gate, bench, paired
 from sandbox.verify import PERTURBATION, Calibration, Comparison, checked, compare
 
 TORCH_HANDLER = "sandbox.torch_eval:TorchHandler"
@@ -268,6 +269,24 @@ class TorchClock:
 
     def free(self, ptr: int) -> None:
         self._buffers.pop(ptr, None)
+
+
+GATE_CYCLES = 20_000_000  # about 10 ms at boost clock: longer than the host takes to enqueue a round
+
+
+class SleepGate:
+    """:class:`sandbox.timing.Gate` over torch: a spinning kernel (``torch.cuda._sleep``) queued
+    before each round of samples, so the round is enqueued behind it and a host hiccup (another
+    process compiling) does not stretch a sample.  It opens by itself after ``GATE_CYCLES``."""
+
+    def __init__(self) -> None:
+        self.torch = _torch()
+
+    def close(self) -> None:
+        self.torch.cuda._sleep(GATE_CYCLES)
+
+    def open(self) -> None:
+        pass
 
 
 # --------------------------------------------------------------------------- the handler
@@ -535,6 +554,7 @@ class TorchHandler:
                     flusher,
                     req.budget,
                     reset=refill,
+                    gate=cast(Gate, SleepGate()) if clock.cuda and hasattr(torch.cuda, "_sleep") else None,
                 )
             finally:
                 flusher.close()
