@@ -62,9 +62,8 @@ from sandbox.timing import Flusher, Gate, bench, paired
 from sandbox.verify import PERTURBATION, Calibration, Comparison, checked, compare
 
 TORCH_HANDLER = "sandbox.torch_eval:TorchHandler"
-BUILD_ALLOWANCE_S = (
-    180.0  # on top of the budget's timeout: importing torch, load_inline's nvcc, torch.compile
-)
+# on top of the budget's timeout: importing torch, load_inline's nvcc, torch.compile
+BUILD_ALLOWANCE_S = 180.0
 ALLOWED_MODULES = frozenset(
     {
         "torch",
@@ -140,7 +139,7 @@ def _refusal(node: ast.AST) -> str:
         if node.level or (node.module or "").partition(".")[0] not in ALLOWED_MODULES:
             return f"import from {'.' * node.level}{node.module or ''}"
         return ""
-    if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
+    if isinstance(node, ast.Name) and (node.id in FORBIDDEN_NAMES or node.id.startswith("__")):
         return f"use of {node.id}"
     if isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr != "__init__":
         return f"attribute {node.attr}"
@@ -150,16 +149,25 @@ def _refusal(node: ast.AST) -> str:
     elif isinstance(node, ast.AugAssign | ast.AnnAssign):
         targets = [node.target]
     for t in targets:
-        for part in ast.walk(t):
-            if isinstance(part, ast.Attribute) and _root(part) != "self":
-                return f"assignment to {ast.unparse(part)[:80]}"
+        if bad := _foreign(t):
+            return f"assignment to {ast.unparse(bad)[:80]} (only to names and to self.NAME)"
     return ""
 
 
-def _root(node: ast.expr) -> str:
-    while isinstance(node, ast.Attribute | ast.Subscript):
+def _foreign(target: ast.expr) -> ast.expr | None:
+    """The part of an assignment target that sets an attribute of something but ``self`` itself
+    (``torch.x``, ``self.m.x``: patching a module or the timer), else None.  Items of a name or of
+    ``self.NAME`` may be set."""
+    if isinstance(target, ast.Tuple | ast.List):
+        return next((bad for e in target.elts if (bad := _foreign(e)) is not None), None)
+    if isinstance(target, ast.Starred):
+        return _foreign(target.value)
+    node = target
+    while isinstance(node, ast.Subscript):
         node = node.value
-    return node.id if isinstance(node, ast.Name) else ""
+    if isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+        return node
+    return None
 
 
 # --------------------------------------------------------------------------- comparison

@@ -137,6 +137,12 @@ def test_the_cache_key_ignores_layout_and_comments_only() -> None:
             "torch.backends.cuda.matmul.allow_tf32 = True\nclass ModelNew: pass",
             "assignment to torch.backends",
         ),
+        (
+            "class ModelNew:\n    def f(self):\n        self.t = torch.cuda\n        self.t.Event = None",
+            "assignment to self.t.Event",
+        ),
+        ("class ModelNew:\n    x = __builtins__['exec']", "use of __builtins__"),
+        ("a, torch.x = 1, 2\nclass ModelNew: pass", "assignment to torch.x"),
     ],
 )
 def test_the_screen_refuses_what_reaches_past_model_new(body: str, why: str) -> None:
@@ -161,6 +167,9 @@ def test_the_screen_lets_an_ordinary_answer_through() -> None:
         def __init__(self) -> None:
             super().__init__()
             self.scale = 1.0
+            self.seen = {}
+            self.seen[ext.relu.__init__] = 0
+            a, self.b = 1, 2
 
         def forward(self, x):
             return ext.relu(x)

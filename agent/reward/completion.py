@@ -47,8 +47,8 @@ TORCH_HOWTO = (
     "`torch.utils.cpp_extension.load_inline`. Rules: fp32 stays fp32 (TF32, half precision and "
     "changing torch's precision settings are refused); inputs must not be modified; import only "
     f"torch and the standard modules {', '.join(sorted(ALLOWED_MODULES - {'torch', '__future__'}))}; "
-    f"no {'/'.join(sorted(FORBIDDEN_NAMES))}; no dunder attributes but `__init__`; no assignment "
-    "to attributes of anything but `self`. Reply with one ```python block holding the whole module "
+    f"no {'/'.join(sorted(FORBIDDEN_NAMES))}; no dunder names or attributes but `__init__`; no "
+    "assignment to attributes but `self.NAME = ...` (not `self.a.b`, not torch's). Reply with one ```python block holding the whole module "
     "(imports, kernels, `ModelNew`)."
 )
 _PY_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
