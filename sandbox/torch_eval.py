@@ -12,8 +12,8 @@ killed at the deadline; a crash, a hang or an exception is that candidate's verd
 Per candidate, in order:
 
 1. the answer is screened (:func:`screen`): imports only of torch and a few standard modules, no
-   ``exec``/``open``/``getattr``..., no dunder attributes but ``__init__``, no assignment to
-   another object's attributes (patching torch, the timer, the reference) -- ``rejected``;
+   ``exec``/``open``/``getattr``..., no dunder names or attributes but ``__init__``, no assignment
+   to an attribute but ``self.NAME`` (patching torch, the timer, the reference) -- ``rejected``;
 2. before any answer code runs, the reference ``Model`` (weights seeded) computes its outputs on
    fresh inputs per seed (``get_inputs()`` seeded, and each set of ``get_verify_inputs()``), and
    on the same inputs perturbed by ``1 ± rho`` (the calibration of ``sandbox.verify``'s tolerance
