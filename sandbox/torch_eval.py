@@ -149,8 +149,8 @@ def _refusal(node: ast.AST) -> str:
     elif isinstance(node, ast.AugAssign | ast.AnnAssign):
         targets = [node.target]
     for t in targets:
-        if bad := _foreign(t):
-            return f"assignment to {ast.unparse(bad)[:80]} (only to names and to self.NAME)"
+        if (foreign := _foreign(t)) is not None:
+            return f"assignment to {ast.unparse(foreign)[:80]} (only to names and to self.NAME)"
     return ""
 
 
