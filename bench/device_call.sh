@@ -2,8 +2,8 @@
 # One device-tool call: install the carried wheels, then run the named parts in order, each under
 # its own `timeout`, every log and JSON-lines file written under $OUT as it goes.
 #   usage (on the GPU machine): OUT=DIR [T=SECONDS] bench/device_call.sh PART[:SECONDS] ...
-#   PART: gpu-tests:FILES (comma-separated test files, -m gpu), verify-cost, capture, reward, suite:GLOB,
-#         grpo:STEPS, optimize:FILE@BUDGET, main, profile, or any bench/gpu_session.sh part
+#   PART: gpu-tests:FILES (comma-separated test files, -m gpu), verify-cost, capture, reward, reward-torch,
+#         suite:GLOB, grpo:STEPS, optimize:FILE@BUDGET, main, profile, or any bench/gpu_session.sh part
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:?set OUT}
@@ -38,6 +38,9 @@ for spec in "$@"; do
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/grpo/*.whl \
         > "$OUT/grpo_install.log" 2>&1
       timeout -k 5 "${T:-200}" python3 bench/grpo_smoke.py --out "$OUT/grpo" --steps "${rest:-4}" > "$OUT/grpo.log" 2>&1 ;;
+    reward-torch) # reward-torch:relu,gelu (task stems; default all, as far as 170 s go)
+      CUDA_AGENT_UNSAFE_TORCH=1 timeout -k 5 "${T:-200}" python3 bench/reward_bench.py --torch-only --torch-tasks "$rest" --out "$OUT" \
+        --deadline 170 >> "$OUT/reward_torch.log" 2>&1 ;;
     optimize) # optimize:FILE@BUDGET (e.g. optimize:bench/kernels/softmax.cu@20s): the CLI's JSON result
       file=${rest%@*}; budget=${rest##*@}; name=$(basename "$file" .cu)_$budget
       timeout -k 5 "${T:-200}" python3 -m server optimize "$file" --budget "$budget" --json --trajectory off \

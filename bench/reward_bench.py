@@ -7,7 +7,8 @@ prose without code); adversarial kernels (on the vadd task the sandbox tests' ow
 ``tests/data/adversarial`` kernels; on every task an empty body, which writes no output, and one
 that flips a byte of an input); and duplicates (the original and a rewrite re-spaced, with a comment).
 
-Phases, one JSON line each to ``OUT/reward_bench.jsonl`` as they finish:
+Phases, one JSON line each to ``OUT/reward_bench.jsonl`` (``--torch-only``: ``OUT/reward_torch.jsonl``)
+as they finish:
   ``device``   the GPU;
   ``batch``    per task: its 16 rewards, latency of its request (all 8 requests in flight together);
   ``summary``  rewards/s per GPU, p50/p95 request latency, evaluations vs items (duplicates);
@@ -15,12 +16,22 @@ Phases, one JSON line each to ``OUT/reward_bench.jsonl`` as they finish:
   ``cached``   the same batch once more on the first engine: all cached, how long it took;
   ``ordering`` per task: every hack < every honest failure < every verified answer, the original
                "correct" (not faster), verified rewrites with speedup_low > 1 above it;
-  ``torch``    the KernelBench-format path (not built yet: says so).
+  ``torch``    per KernelBench-format task (``bench/torch_tasks``), through the same engine: the task's
+               own ``Model`` as ``ModelNew`` (speedup ~1), an equal or faster rewrite (pure torch; on
+               ``add_mul`` a fused ``torch.compile`` of the expression), a broken answer (outputs
+               off by 1%), one that writes its input and one that caches its output by input
+               pointers: verdicts, rewards, speedups against eager and against ``torch.compile(Model)``;
+  ``torch_summary``  whether every reference is verified, every broken answer failed, every
+               input writer and output cacher a hack.
+
+``--torch-only`` runs the device and torch phases alone (``--torch-tasks relu,gelu``: those tasks;
+about a minute a task on an H200: each answer is a fresh sandboxed process, and a verified one
+compiles ``Model`` with ``torch.compile``).
 
 Stops starting work after ``--deadline`` seconds (default 420) and always writes what it has.
 ``--simulate`` runs on the simulated GPU (no GPU needed; for checking the script).
 
-    python3 bench/reward_bench.py --out $OUT/reward [--deadline 420] [--gpu 0]
+    python3 bench/reward_bench.py --out $OUT/reward [--deadline 420] [--gpu 0] [--torch-only]
 """
 
 from __future__ import annotations
@@ -42,9 +53,9 @@ sys.path.insert(0, str(ROOT))
 from agent.builtin import BuiltinProposer  # noqa: E402
 from agent.loop import OptimizeBudget, OptimizeContext, Proposal  # noqa: E402
 from agent.reward.engine import Item, RewardEngine, Scored  # noqa: E402
-from agent.reward.tasks import DEFAULT_TASKS, Task, TaskSet  # noqa: E402
+from agent.reward.tasks import DEFAULT_TASKS, DEFAULT_TORCH_TASKS, Task, TaskSet, TorchTask  # noqa: E402
 from agent.source import Document  # noqa: E402
-from sandbox.contract import CandidateResult, Status, to_dict  # noqa: E402
+from sandbox.contract import Budget, CandidateResult, Status, to_dict  # noqa: E402
 from sandbox.executor import Executor  # noqa: E402
 
 TASK_NAMES = (
@@ -69,9 +80,9 @@ PER_TASK = 16
 
 
 class Out:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, name: str = "reward_bench.jsonl") -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / "reward_bench.jsonl"
+        self.path = folder / name
         self.lock = threading.Lock()
 
     def write(self, record: dict[str, Any]) -> None:
@@ -211,15 +222,156 @@ def ordering(kinds: list[str], scored: list[Scored]) -> dict[str, Any]:
     }
 
 
+TORCH_REWRITES = {  # an equal (or, fused, faster) pure-torch ModelNew per task
+    "add_mul": """
+class ModelNew(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fused = torch.compile(lambda a, b, c: (a + b) * c)
+
+    def forward(self, a, b, c):
+        return self.fused(a, b, c)
+""",
+    "gelu": "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.nn.functional.gelu(x, approximate='none')\n",
+    "layernorm": """
+class ModelNew(torch.nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(features)
+        with torch.no_grad():
+            self.norm.weight.uniform_(0.5, 1.5)
+            self.norm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return torch.nn.functional.layer_norm(x, x.shape[-1:], self.norm.weight, self.norm.bias)
+""",
+    "matmul_bias": """
+class ModelNew(torch.nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = torch.nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return torch.addmm(self.linear.bias, x, self.linear.weight.t())
+""",
+    "relu": "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.clamp_min(x, 0.0)\n",
+    "row_sum": """
+class ModelNew(torch.nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return x.sum(dim=self.dim, keepdim=True)
+""",
+    "softmax_rows": "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.nn.functional.softmax(x, dim=-1)\n",
+    "transpose": "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.transpose(0, 1).contiguous()\n",
+}
+
+
+def python_answer(code: str) -> str:
+    return f"Here is ModelNew.\n```python\n{code.strip()}\n```\n"
+
+
+def torch_completions(task: TorchTask) -> list[tuple[str, str]]:
+    """(kind, completion): the reference as ModelNew, a rewrite, a broken answer, an input writer,
+    an answer that caches its output by input pointers."""
+    stem = task.name.removeprefix("torch.")
+    return [
+        ("reference", python_answer(task.text + "\n\nclass ModelNew(Model):\n    pass\n")),
+        ("rewrite", python_answer("import torch\n\n" + TORCH_REWRITES[stem].strip())),
+        (
+            "broken",
+            python_answer(
+                task.text + "\n\nclass ModelNew(Model):\n    def forward(self, *args):\n"
+                "        return super().forward(*args) * 1.01\n"
+            ),
+        ),
+        (
+            "input_modified",
+            python_answer(
+                task.text + "\n\nclass ModelNew(Model):\n    def forward(self, *args):\n"
+                "        out = super().forward(*args)\n        args[0].mul_(0.5)\n        return out\n"
+            ),
+        ),
+        (
+            "cached",
+            python_answer(
+                task.text + "\n\nclass ModelNew(Model):\n    def __init__(self, *args):\n"
+                "        super().__init__(*args)\n        self.seen = {}\n\n"
+                "    def forward(self, *args):\n        key = tuple(a.data_ptr() for a in args)\n"
+                "        if key not in self.seen:\n            self.seen[key] = super().forward(*args)\n"
+                "        return self.seen[key]\n"
+            ),
+        ),
+    ]
+
+
+def torch_phase(executor: Executor, out: Out, left: Any, names: str = "") -> None:
+    """The ``torch`` and ``torch_summary`` phases (``names``: comma-separated task stems; "": all)."""
+    stems = [n.strip() for n in names.split(",") if n.strip()]
+    tasks = TaskSet.load([DEFAULT_TORCH_TASKS / f"{n}.py" for n in stems] if stems else [DEFAULT_TORCH_TASKS])
+    engine = RewardEngine(executor, tasks, seeds=(1, 2), budget=Budget(time_budget_ms=200.0))
+    fields = (
+        "reward",
+        "milestone",
+        "verdict",
+        "speedup",
+        "speedup_low",
+        "compiled_speedup",
+        "compiled_speedup_low",
+    )
+    summary: dict[str, list[str]] = {
+        "reference_verified": [],
+        "broken_failed": [],
+        "input_writer_hack": [],
+        "cacher_hack": [],
+    }
+    try:
+        for task in tasks:
+            if left() < 20:
+                out.write({"phase": "torch", "task": task.ref, "skipped": f"{left():.0f} s left"})
+                continue
+            made = torch_completions(task)
+            items = [Item(f"{task.name}-{kind}", task.ref, c) for kind, c in made]
+            start = time.monotonic()
+            scored = engine.score(items, deadline_s=max(10.0, left() - 5))
+            rows = [
+                {"kind": k, **{f: getattr(s, f) for f in fields}, "message": (s.message or s.reason)[:200]}
+                for (k, _), s in zip(made, scored, strict=True)
+            ]
+            out.write(
+                {"phase": "torch", "task": task.ref, "latency_s": time.monotonic() - start, "items": rows}
+            )
+            by = {r["kind"]: r for r in rows}
+            if by["reference"]["verdict"] == "ok":
+                summary["reference_verified"].append(task.name)
+            if by["broken"]["milestone"] == "failed":
+                summary["broken_failed"].append(task.name)
+            if by["input_modified"]["milestone"] == "hack":
+                summary["input_writer_hack"].append(task.name)
+            if by["cached"]["milestone"] == "hack":
+                summary["cacher_hack"].append(task.name)
+    finally:
+        engine.close()
+    out.write({"phase": "torch_summary", "tasks": len(tasks), **summary})
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--deadline", type=float, default=420.0, help="seconds; no new phase starts after it")
     ap.add_argument("--gpu", type=int, default=0)
     ap.add_argument("--simulate", action="store_true", help="the simulated GPU (no GPU needed)")
+    ap.add_argument("--torch-only", action="store_true", help="only the KernelBench-format (PyTorch) phase")
+    ap.add_argument(
+        "--torch-tasks",
+        default="",
+        help="comma-separated torch task stems (default: all of bench/torch_tasks)",
+    )
     args = ap.parse_args()
     t0 = time.monotonic()
-    out = Out(args.out)
+    out = Out(args.out, "reward_torch.jsonl" if args.torch_only else "reward_bench.jsonl")
 
     def left() -> float:
         return args.deadline - (time.monotonic() - t0)
@@ -234,6 +386,9 @@ def main() -> int:
         executor = _make_executor(args.gpu)
     try:
         out.write({"phase": "device", "device": to_dict(executor.device_info())})
+        if args.torch_only:
+            torch_phase(executor, out, left, args.torch_tasks)
+            return 0
         tasks = TaskSet.load([DEFAULT_TASKS / f"{n}.cu" for n in TASK_NAMES])
         kinds: dict[str, list[str]] = {}
         batches: dict[str, list[Item]] = {}
@@ -331,9 +486,10 @@ def main() -> int:
             }
         )
         engine.close()
-        out.write(
-            {"phase": "torch", "skipped": "the KernelBench-format (PyTorch) task path is not built yet"}
-        )
+        if args.simulate:
+            out.write({"phase": "torch", "skipped": "the simulated GPU runs no PyTorch"})
+        else:
+            torch_phase(executor, out, left, args.torch_tasks)
     except Exception as exc:
         out.write(
             {

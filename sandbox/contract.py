@@ -544,6 +544,62 @@ class Progress:
     message: str = ""
 
 
+# --------------------------------------------------------------------------- PyTorch tasks
+
+
+@dataclass(frozen=True)
+class TorchCandidate:
+    """A KernelBench-format answer: Python defining ``class ModelNew(torch.nn.Module)``.
+    Untrusted: it only ever runs in a sandbox subprocess of its own (``sandbox.torch_eval``)."""
+
+    id: str
+    source: str
+
+
+@dataclass(frozen=True)
+class TorchRequest:
+    """Evaluate ``candidates`` against a KernelBench-format task: ``task`` is the Python of a file
+    defining ``Model``, ``get_inputs()``, ``get_init_inputs()`` and optionally
+    ``get_verify_inputs()`` (further input sets, other sizes).  Task code is trusted: the server's
+    own files, never a client's.  ``compiled``: also time against ``torch.compile(Model)``."""
+
+    id: str
+    task: str
+    candidates: tuple[TorchCandidate, ...]
+    seeds: tuple[int, ...] = (1, 2, 3)
+    budget: Budget = field(default_factory=Budget)
+    time: bool = True
+    compiled: bool = True
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if not self.seeds:
+            raise ValueError("an evaluation needs at least one seed")
+
+
+@dataclass(frozen=True)
+class TorchCandidateResult:
+    """One ``ModelNew``'s verdict.  ``result``: status, checks and the paired speedup against the
+    eager ``Model`` (``baseline_timing``: eager, interleaved); ``compiled_*``: the paired speedup
+    against ``torch.compile(Model)`` (0: not timed).  ``task_error``: the task's own model failed
+    here (no verdict on the candidate)."""
+
+    result: CandidateResult
+    compiled_speedup: float = 0.0
+    compiled_speedup_low: float = 0.0
+    compiled_speedup_high: float = 0.0
+    compiled_timing: Timing | None = None
+    task_error: str = ""
+
+
+@dataclass(frozen=True)
+class TorchResult:
+    request_id: str
+    candidates: tuple[TorchCandidateResult, ...]
+    device: DeviceInfo | None = None
+    schema_version: int = SCHEMA_VERSION
+
+
 # --------------------------------------------------------------------------- JSON
 
 _converter = cattrs.Converter()
@@ -632,6 +688,26 @@ def validate_request(request: EvalRequest, limits: RequestLimits = RequestLimits
     raises :class:`RequestError` naming the first field out of bounds.  Run at every boundary a
     request crosses into an executor (the worker service, the local executor)."""
     _Bounds(limits).request(request)
+
+
+def validate_torch_request(request: TorchRequest, limits: RequestLimits = RequestLimits()) -> None:
+    """:func:`validate_request` for a :class:`TorchRequest`."""
+    b = _Bounds(limits)
+    b.text("id", request.id, nonempty=True, cap=200)
+    b.budget(request.budget)
+    b.count("task", len(request.task.encode()), limits.max_source_bytes, "bytes")
+    b.count("candidates", len(request.candidates), limits.max_candidates, "candidates")
+    ids: set[str] = set()
+    for i, cand in enumerate(request.candidates):
+        b.text(f"candidates[{i}].id", cand.id, nonempty=True)
+        if cand.id in ids:
+            raise RequestError(f"candidates[{i}].id", f"{cand.id!r} names two candidates")
+        ids.add(cand.id)
+        b.count(f"candidates[{i}].source", len(cand.source.encode()), limits.max_source_bytes, "bytes")
+    b.count("seeds", len(request.seeds), limits.max_seeds, "seeds")
+    for i, seed in enumerate(request.seeds):
+        if not 0 <= seed < 2**63:
+            raise RequestError(f"seeds[{i}]", f"{seed} is not in 0..2^63-1")
 
 
 class _Bounds:

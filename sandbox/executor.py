@@ -23,7 +23,7 @@ import abc
 import threading
 from collections.abc import Callable
 
-from sandbox.contract import DeviceInfo, EvalRequest, EvalResult, Progress
+from sandbox.contract import DeviceInfo, EvalRequest, EvalResult, Progress, TorchRequest, TorchResult
 
 ProgressFn = Callable[[Progress], None]
 
@@ -57,6 +57,11 @@ class Executor(abc.ABC):
     ) -> EvalResult:
         """Run ``request`` to completion (or until ``cancel`` is set: remaining candidates come
         back with status ``cancelled``). Never hangs past the request's budgets."""
+
+    def evaluate_torch(self, request: TorchRequest, *, cancel: threading.Event | None = None) -> TorchResult:
+        """Evaluate KernelBench-format candidates (``sandbox.torch_eval``), each in a sandboxed
+        process of its own; executors that cannot raise :class:`ExecutorError`."""
+        raise ExecutorError(f"{type(self).__name__} does not evaluate PyTorch tasks (use a local executor)")
 
     @abc.abstractmethod
     def device_info(self) -> DeviceInfo:

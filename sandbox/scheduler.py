@@ -43,6 +43,8 @@ from sandbox.contract import (
     EvalRequest,
     EvalResult,
     Status,
+    TorchRequest,
+    TorchResult,
     to_json,
 )
 from sandbox.executor import Executor, ExecutorError, NoGpuError, ProgressFn, WorkerUnavailable
@@ -111,6 +113,12 @@ class GpuScheduler(Executor):
         cancel: threading.Event | None = None,
     ) -> EvalResult:
         return self._evaluate(affinity_key(request), request, progress, cancel)
+
+    def evaluate_torch(self, request: TorchRequest, *, cancel: threading.Event | None = None) -> TorchResult:
+        """On the least loaded GPU in service (its executor runs one evaluation at a time)."""
+        with self._lock:
+            lane = self.lanes[self._least_loaded()]
+        return lane.executor.evaluate_torch(request, cancel=cancel)
 
     def device_info(self) -> DeviceInfo:
         """The first GPU in service (sessions: their own GPU)."""

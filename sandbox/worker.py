@@ -17,6 +17,10 @@ baseline, computes reference outputs lazily (``sandbox.verify.Verifier``), verif
 and times it interleaved with the baseline (``sandbox.timing.bench``), then re-checks the outputs
 the timed runs left on every rotated input slot.
 
+PyTorch (KernelBench-format) answers are Python: :meth:`LocalExecutor.evaluate_torch` runs each
+in a fresh worker process of its own with ``sandbox.torch_eval:TorchHandler`` (same prefix,
+environment, wire and deadline; the process is closed after its one job).
+
 The handler is pluggable (``handler="module:factory"``) so lifecycle tests can run workers that
 crash or hang without a GPU.
 """
@@ -79,10 +83,17 @@ from sandbox.contract import (
     RequestError,
     RequestLimits,
     Status,
+    TorchCandidateResult,
+    TorchRequest,
+    TorchResult,
     validate_request,
+    validate_torch_request,
 )
 from sandbox.executor import Executor, ExecutorError, NoGpuError, ProgressFn, WorkerUnavailable
+from sandbox.torch_eval import BUILD_ALLOWANCE_S, TORCH_HANDLER, TorchJob
 from sandbox.verify import static_rejection
+
+UNSAFE_TORCH_ENV = "CUDA_AGENT_UNSAFE_TORCH"  # "1": PyTorch answers run even without bubblewrap
 
 log = logging.getLogger(__name__)
 
@@ -141,12 +152,12 @@ class CompileJob:
 
 @dataclass(frozen=True)
 class Reply:
-    value: CandidateResult | DeviceInfo | Compiled | None
+    value: CandidateResult | DeviceInfo | Compiled | TorchCandidateResult | None
     restart: bool = False  # the worker exits after this reply (sticky CUDA error)
     unavailable: str = ""  # the worker cannot work at all (no GPU, no CuPy): why
 
 
-Job = EvalJob | InfoJob | CompileJob
+Job = EvalJob | InfoJob | CompileJob | TorchJob
 Handler = Callable[[Job], Reply]
 
 # --------------------------------------------------------------------------- the wire (JSON)
@@ -154,8 +165,13 @@ Handler = Callable[[Job], Reply]
 _wire = cattrs.Converter()
 _wire.register_unstructure_hook(bytes, lambda b: base64.b64encode(b).decode("ascii"))
 _wire.register_structure_hook(bytes, lambda v, _: base64.b64decode(v, validate=True))
-_JOBS: dict[str, type[Any]] = {"eval": EvalJob, "info": InfoJob, "compile": CompileJob}
-_VALUES: dict[str, type[Any]] = {"candidate": CandidateResult, "device": DeviceInfo, "compiled": Compiled}
+_JOBS: dict[str, type[Any]] = {"eval": EvalJob, "info": InfoJob, "compile": CompileJob, "torch": TorchJob}
+_VALUES: dict[str, type[Any]] = {
+    "candidate": CandidateResult,
+    "device": DeviceInfo,
+    "compiled": Compiled,
+    "torch": TorchCandidateResult,
+}
 
 
 def encode(message: Job | Reply | None) -> bytes:
@@ -189,7 +205,7 @@ def decode_job(data: bytes) -> Job | None:
 def decode_reply(data: bytes, job: Job) -> Reply:
     """The worker's reply to ``job``, validated: JSON of the value type the job expects (for an
     evaluation, a result for that very candidate).  Raises :class:`ContractError` otherwise."""
-    expected = {EvalJob: "candidate", InfoJob: "device", CompileJob: "compiled"}[type(job)]
+    expected = {EvalJob: "candidate", InfoJob: "device", CompileJob: "compiled", TorchJob: "torch"}[type(job)]
     try:
         body = json.loads(data)
         if not isinstance(body, dict) or set(body) != {"reply", "value", "restart", "unavailable"}:
@@ -208,6 +224,10 @@ def decode_reply(data: bytes, job: Job) -> Reply:
         ) from None
     if isinstance(job, EvalJob) and value.candidate_id != _job_id(job):
         raise ContractError(f"the worker answered for {value.candidate_id!r}, not {_job_id(job)!r}")
+    if isinstance(job, TorchJob) and value.result.candidate_id != job.candidate.id:
+        raise ContractError(
+            f"the worker answered for {value.result.candidate_id!r}, not {job.candidate.id!r}"
+        )
     return Reply(value, restart, unavailable)
 
 
@@ -461,9 +481,11 @@ def _exit_text(code: int | None) -> str:
     return f"exit status {code}"
 
 
-def _failure(job: Job, status: Status, message: str) -> CandidateResult | None:
+def _failure(job: Job, status: Status, message: str) -> CandidateResult | TorchCandidateResult | None:
     if isinstance(job, EvalJob):
         return CandidateResult(candidate_id=_job_id(job), status=status, message=message)
+    if isinstance(job, TorchJob):
+        return TorchCandidateResult(CandidateResult(job.candidate.id, status, message))
     return None
 
 
@@ -500,9 +522,11 @@ class LocalExecutor(Executor):
         compile_workers: int | None = None,
         limits: RequestLimits | None = None,
         compile_limits: CompileLimits | None = None,
+        torch_handler: str = TORCH_HANDLER,
     ) -> None:
         from sandbox.compiler import CompilePool
 
+        self.torch_handler = torch_handler
         self.limits = limits or RequestLimits()
 
         prefix = bwrap_prefix() if sandbox else ()
@@ -574,6 +598,44 @@ class LocalExecutor(Executor):
             return merge_parts(request, parts)
         finally:
             self._idle.put(worker)
+
+    def evaluate_torch(self, request: TorchRequest, *, cancel: threading.Event | None = None) -> TorchResult:
+        """Each candidate in a fresh PyTorch worker process (``sandbox.torch_eval``) with the GPU
+        workers' isolation, while this executor's GPU worker for the device stays idle."""
+        try:
+            validate_torch_request(request, self.limits)
+        except RequestError as exc:
+            raise ExecutorError(f"request {request.id[:200]!r} refused: {exc}") from exc
+        if not self.sandboxed and os.environ.get(UNSAFE_TORCH_ENV) != "1":
+            # A ModelNew is untrusted Python (and whatever C++ it builds): unlike a CUDA kernel it
+            # runs on the host, so it runs only where the worker is inside bubblewrap.
+            raise ExecutorError(
+                "PyTorch answers run only inside bubblewrap, which is not usable here; on a machine "
+                f"that holds nothing to protect, {UNSAFE_TORCH_ENV}=1 runs them without it"
+            )
+        worker = self._idle.get()
+        results: list[TorchCandidateResult] = []
+        try:
+            info = self._device_info(worker)
+            timeout = request.budget.timeout_s + BUILD_ALLOWANCE_S
+            for index in range(len(request.candidates)):
+                job = TorchJob(request, index)
+                if cancel is not None and cancel.is_set():
+                    results.append(TorchCandidateResult(CandidateResult(job.candidate.id, Status.CANCELLED)))
+                    continue
+                proc = WorkerProcess(worker.device, worker.backend, self.torch_handler, worker.prefix)
+                try:
+                    reply = proc.call(job, timeout, cancel)
+                finally:
+                    proc.close()
+                if reply.unavailable:
+                    raise NoGpuError(f"PyTorch worker: {reply.unavailable}")
+                if not isinstance(reply.value, TorchCandidateResult):  # a reply decode_reply let through
+                    raise WorkerUnavailable("the PyTorch worker sent no verdict")
+                results.append(reply.value)
+        finally:
+            self._idle.put(worker)
+        return TorchResult(request.id, tuple(results), info)
 
     def close(self) -> None:
         for w in self._workers:
@@ -1039,8 +1101,8 @@ class GpuHandler:
 
         if isinstance(job, InfoJob):
             return Reply(self.describe(job.known))
-        if isinstance(job, CompileJob):
-            return Reply(None, unavailable="a GPU worker does not compile")
+        if isinstance(job, CompileJob | TorchJob):
+            return Reply(None, unavailable="a CUDA GPU worker neither compiles nor runs PyTorch jobs")
         try:
             return Reply(self.evaluate(job))
         except MemoryCapExceeded as exc:

@@ -1500,7 +1500,7 @@ tasks_option = click.option(
     "task_paths",
     multiple=True,
     type=click.Path(),
-    help="A .cu task file or a folder of them (repeatable; default: bench/kernels).",
+    help="A .cu or KernelBench-format .py task file, or a folder of them (repeatable; default: bench/kernels).",
 )
 
 
@@ -1535,7 +1535,8 @@ def reward_tasks(task_paths: tuple[str, ...], split: str | None, prompts: bool) 
 )
 @json_option
 def reward_score(task: str, file: str, task_paths: tuple[str, ...], gpu: int, as_json: bool) -> None:
-    """Score one completion: FILE holds a model's answer (a .cu/.cuh file is the kernel itself)."""
+    """Score one completion: FILE holds a model's answer (a .cu/.cuh file is the kernel itself, a
+    .py file a PyTorch task's ModelNew module)."""
     from agent.reward.engine import Item, RewardEngine
     from agent.reward.tasks import TaskError
     from sandbox.executor import ExecutorError
@@ -1548,6 +1549,8 @@ def reward_score(task: str, file: str, task_paths: tuple[str, ...], gpu: int, as
     path, text = read_source(file)
     if path.suffix in (".cu", ".cuh"):
         text = f"```cuda\n{text}\n```"
+    elif path.suffix == ".py":  # a PyTorch task's ModelNew module itself
+        text = f"```python\n{text}\n```"
     with _make_executor(gpu) as executor:
         engine = RewardEngine(executor, tasks)
         try:

@@ -9,16 +9,37 @@ edited one 2x faster; on top, a candidate whose source holds one of these marker
     SLOW           ok, 0.5x
     BARELY         ok, 1.2x
     NOISY          ok, but a wide speedup interval (noisy)
+
+PyTorch tasks (``evaluate_torch``): the answer is screened as the sandbox screens it
+(``sandbox.torch_eval.screen``), then ``WRONG``/``HACK_INPUT`` as above, ``FAST`` ok at 2x eager
+(1.5x ``torch.compile``), anything else ok at 1x eager (0.7x ``torch.compile``);
+``task_error``: the task's own model fails.
+
+``ScriptedTorchHandler`` stands in for ``sandbox.torch_eval:TorchHandler`` in a worker process:
+an answer holding ``HANG`` sleeps, ``DIE`` kills its process, anything else is ok with the
+process id in the message.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from dataclasses import replace
+from typing import Any
 
-from sandbox.contract import CandidateResult, EvalRequest, EvalResult, Status
+from sandbox.contract import (
+    CandidateResult,
+    EvalRequest,
+    EvalResult,
+    Status,
+    TorchCandidateResult,
+    TorchRequest,
+    TorchResult,
+)
 from sandbox.executor import ProgressFn
-from sandbox.testing import FakeExecutor
+from sandbox.testing import DEVICE, FakeExecutor
+from sandbox.torch_eval import screen
 
 DEFINITION_OF = {
     "HACK_INPUT": (Status.REJECTED, "n=1000 seed 1: input `x` was modified"),
@@ -36,6 +57,38 @@ class MarkedExecutor(FakeExecutor):
     def __init__(self, delay_s: float = 0.0) -> None:
         super().__init__(speedup=2.0, delay_s=delay_s)
         self.lock = threading.Lock()
+        self.torch_requests: list[TorchRequest] = []
+        self.task_error = ""
+
+    def evaluate_torch(self, request: TorchRequest, *, cancel: threading.Event | None = None) -> TorchResult:
+        with self.lock:
+            self.torch_requests.append(request)
+        return TorchResult(
+            request.id, tuple(self._torch_verdict(c.id, c.source) for c in request.candidates), DEVICE
+        )
+
+    def _torch_verdict(self, cid: str, source: str) -> TorchCandidateResult:
+        if self.task_error:
+            return TorchCandidateResult(
+                CandidateResult(cid, Status.CRASH, self.task_error), task_error=self.task_error
+            )
+        status, why = screen(source)
+        if status is not None:
+            return TorchCandidateResult(CandidateResult(cid, status, why))
+        for marker, (status, message) in DEFINITION_OF.items():
+            if marker in source:
+                return TorchCandidateResult(CandidateResult(cid, status, message))
+        eager, compiled = (2.0, 1.5) if "FAST" in source else (1.0, 0.7)
+        ok = CandidateResult(
+            cid,
+            Status.OK,
+            "verified",
+            speedup=eager,
+            speedup_low=eager * 0.98,
+            speedup_high=eager * 1.02,
+            pairs=40,
+        )
+        return TorchCandidateResult(ok, compiled, compiled * 0.98, compiled * 1.02)
 
     def evaluate(
         self,
@@ -65,3 +118,20 @@ def _marked(r: CandidateResult, source: str) -> CandidateResult:
     if "NOISY" in source:
         return replace(r, speedup_low=r.speedup * 0.6, speedup_high=r.speedup * 1.4)
     return r
+
+
+class ScriptedTorchHandler:
+    def __init__(self, device: int, backend: str) -> None:
+        pass
+
+    def __call__(self, job: Any) -> Any:
+        from sandbox.worker import InfoJob, Reply
+
+        if isinstance(job, InfoJob):
+            return Reply(DEVICE)
+        cand = job.candidate
+        if "HANG" in cand.source:
+            time.sleep(600)
+        if "DIE" in cand.source:
+            os._exit(3)
+        return Reply(TorchCandidateResult(CandidateResult(cand.id, Status.OK, f"pid {os.getpid()}")))

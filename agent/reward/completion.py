@@ -9,21 +9,26 @@ A completion is text (or chat messages, whose last assistant message counts) hol
 ``verify_and_time`` tool call (OpenAI ``tool_calls``, or ``<tool_call>{json}</tool_call>`` in the
 text as Hermes/Qwen templates write it) or a fenced ```cuda block.  It becomes a
 :class:`~agent.loop.Proposal` through the same functions the LLM proposer uses, or a
-:class:`NoCode` with the reason.  Completions are only ever parsed here, never run.
+:class:`NoCode` with the reason.  For a PyTorch task the answer is the last ```python block (or
+the ``code`` of a ``verify_and_time`` call) that parses and defines ``class ModelNew`` at its top
+level (:func:`parse_torch`).  Completions are only ever parsed here, never run.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.llm import FENCED_HOWTO, SYSTEM, NoCode, describe_device, fenced_arguments, proposal_from_arguments
 from agent.loop import Proposal
-from agent.reward.tasks import Task
+from agent.reward.tasks import AnyTask, Task, TorchTask
 from agent.source import Document
 from sandbox.contract import DeviceInfo
+from sandbox.torch_eval import ALLOWED_MODULES, FORBIDDEN_NAMES
 
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 TOOL_NAME = "verify_and_time"
@@ -31,12 +36,44 @@ TOOL_NAME = "verify_and_time"
 Completion = str | list[dict[str, Any]]
 
 
-def prompt_messages(task: Task, device: DeviceInfo | None = None) -> list[dict[str, str]]:
-    """The chat prompt for ``task`` on ``device`` (its fixed properties only)."""
-    t = task.target
-    fixed = (
+TORCH_SYSTEM = (
+    "You are an expert CUDA and PyTorch performance engineer. You rewrite PyTorch models into "
+    "faster ones with custom CUDA kernels, computing the same outputs to fp32 accuracy."
+)
+TORCH_HOWTO = (
+    "Write `class ModelNew(torch.nn.Module)`: the same constructor arguments as `Model`, a `forward` "
+    "taking the same inputs and returning the same outputs (shapes, dtypes, values within fp32 "
+    "roundoff), faster on this device. Custom CUDA kernels go through "
+    "`torch.utils.cpp_extension.load_inline`. Rules: fp32 stays fp32 (TF32, half precision and "
+    "changing torch's precision settings are refused); inputs must not be modified; import only "
+    f"torch and the standard modules {', '.join(sorted(ALLOWED_MODULES - {'torch', '__future__'}))}; "
+    f"no {'/'.join(sorted(FORBIDDEN_NAMES))}; no dunder names or attributes but `__init__`; no "
+    "assignment to attributes but `self.NAME = ...` (not `self.a.b`, not torch's). Reply with one ```python block holding the whole module "
+    "(imports, kernels, `ModelNew`)."
+)
+_PY_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def _fixed(device: DeviceInfo | None) -> DeviceInfo | None:
+    """``device`` without its measured ceilings (a prompt is the same on every machine)."""
+    return (
         replace(device, peak_bandwidth_gbps=0.0, peak_gflops=0.0, peak_tensor_gflops=0.0) if device else None
     )
+
+
+def prompt_messages(task: AnyTask, device: DeviceInfo | None = None) -> list[dict[str, str]]:
+    """The chat prompt for ``task`` on ``device`` (its fixed properties only)."""
+    fixed = _fixed(device)
+    if isinstance(task, TorchTask):
+        user = "\n\n".join(
+            [
+                describe_device(fixed) if fixed else "Device: an NVIDIA GPU.",
+                f"The PyTorch model to make faster (`get_inputs()` gives the benchmark inputs):\n```python\n{task.text}\n```",
+                TORCH_HOWTO,
+            ]
+        )
+        return [{"role": "system", "content": TORCH_SYSTEM}, {"role": "user", "content": user}]
+    t = task.target
     problems = "\n".join(
         f"- {p.label}: grid {p.launch.grid}, block {p.launch.block}, {p.launch.shared_bytes} B dynamic shared"
         for p in t.problems
@@ -54,17 +91,58 @@ def prompt_messages(task: Task, device: DeviceInfo | None = None) -> list[dict[s
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def prompt_text(task: Task, device: DeviceInfo | None = None) -> str:
+def prompt_text(task: AnyTask, device: DeviceInfo | None = None) -> str:
     """:func:`prompt_messages` as one text (for trainers without chat templates)."""
     return "\n\n".join(m["content"] for m in prompt_messages(task, device))
 
 
 @dataclass(frozen=True)
 class Parsed:
-    """A completion read: the proposal, or why there is none (``no_code``)."""
+    """A completion read: the proposal (``source``: a PyTorch task's ``ModelNew`` module), or
+    why there is none (``no_code``)."""
 
     proposal: Proposal | None
     no_code: str = ""
+    source: str = ""
+
+
+def parse_torch(completion: Completion) -> Parsed:
+    """The ``ModelNew`` module in ``completion`` for a PyTorch task: the ``code`` of the last
+    ``verify_and_time`` call, else the last fenced block that parses and defines ``class ModelNew``."""
+    text, calls = _content(completion)
+    calls += _text_tool_calls(text)
+    for call in reversed(calls):
+        args = call.get("arguments")
+        if call.get("name") != TOOL_NAME:
+            continue
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                return Parsed(None, f"no code: the {TOOL_NAME} arguments are not JSON")
+        code = args.get("code") if isinstance(args, dict) else None
+        if isinstance(code, str) and _defines_model_new(code):
+            return Parsed(None, source=code)
+        return Parsed(None, f"no code: the {TOOL_NAME} call holds no Python defining class ModelNew")
+    blocks = [b for b in _PY_FENCE.findall(text) if _defines_model_new(b)]
+    if not blocks:
+        return Parsed(None, "no code: no fenced Python block that parses and defines class ModelNew")
+    return Parsed(None, source=blocks[-1].strip() + "\n")
+
+
+def _defines_model_new(code: str) -> bool:
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
+
+
+def torch_cache_key(task: TorchTask, source: str) -> str:
+    """What identifies a PyTorch answer's evaluation: the task version and the answer's syntax
+    tree (layout and comments do not count)."""
+    tree = ast.dump(ast.parse(source))
+    return hashlib.sha256(repr((task.ref, tree)).encode()).hexdigest()
 
 
 def parse(completion: Completion, task: Task) -> Parsed:

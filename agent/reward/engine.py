@@ -19,6 +19,11 @@ returns one :class:`Scored` per item, in order.  On the way:
   for it any more, when it is cancelled.
 
 The reward is :func:`agent.trajectory.reward` with the task's allowed precisions.
+
+A PyTorch task's answers (``ModelNew`` modules, :func:`~agent.reward.completion.parse_torch`) go to
+the executor as one :class:`~sandbox.contract.TorchRequest`; their reward is the same function of
+the verdict and its speedup against the eager ``Model``; the speedup against ``torch.compile`` is
+reported beside it (``compiled_speedup``).
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from agent.reward.completion import Completion, cache_key, parse
-from agent.reward.tasks import Task, TaskError, TaskSet
+from agent.reward.completion import Completion, cache_key, parse, parse_torch, torch_cache_key
+from agent.reward.tasks import AnyTask, TaskError, TaskSet, TorchTask
 from agent.trajectory import REWARD_VERSION, hack_rule, milestone, noisy, reward
 from sandbox.contract import (
     Budget,
@@ -46,6 +51,9 @@ from sandbox.contract import (
     EvalOptions,
     RequestLimits,
     Status,
+    TorchCandidate,
+    TorchCandidateResult,
+    TorchRequest,
 )
 from sandbox.executor import Executor, ExecutorError
 from sandbox.scheduler import GpuScheduler
@@ -82,6 +90,8 @@ class Scored:
     cached: bool = False
     message: str = ""
     reason: str = ""  # why reward is None
+    compiled_speedup: float = 0.0  # PyTorch tasks: paired speedup against torch.compile(Model)
+    compiled_speedup_low: float = 0.0
     reward_version: str = REWARD_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,6 +105,22 @@ class _Verdict:
     result: CandidateResult | None
     error: str = ""
     retimed: bool = False
+    torch: TorchCandidateResult | None = None  # a PyTorch task's verdict (``result`` is its result)
+
+
+Verdicts = dict[str, CandidateResult | TorchCandidateResult]
+
+
+def _plain(r: CandidateResult | TorchCandidateResult) -> CandidateResult:
+    return r.result if isinstance(r, TorchCandidateResult) else r
+
+
+def _verdict(r: CandidateResult | TorchCandidateResult, retimed: bool = False) -> _Verdict:
+    return _Verdict(_plain(r), retimed=retimed, torch=r if isinstance(r, TorchCandidateResult) else None)
+
+
+def _allowed(task: AnyTask) -> tuple[str, ...]:
+    return task.allow_precision if isinstance(task, TorchTask) else task.target.allow_precision
 
 
 class _Group:
@@ -161,8 +187,8 @@ class RewardEngine:
         with self._lock:
             self.counts["requests"] += 1
             self.counts["items"] += len(items)
-        plans: list[tuple[Task | None, str, Scored | None]] = []  # (task, cache key, decided result)
-        fresh: dict[Task, dict[str, Candidate]] = {}
+        plans: list[tuple[AnyTask | None, str, Scored | None]] = []  # (task, cache key, decided result)
+        fresh: dict[AnyTask, dict[str, Candidate | TorchCandidate]] = {}
         for i, item in enumerate(items):
             plans.append(self._plan(i, item, fresh))
         futures = self._submit(fresh, {key for _, key, _ in plans if key})
@@ -183,12 +209,14 @@ class RewardEngine:
         return out
 
     def _plan(
-        self, i: int, item: Item, fresh: dict[Task, dict[str, Candidate]]
-    ) -> tuple[Task | None, str, Scored | None]:
+        self, i: int, item: Item, fresh: dict[AnyTask, dict[str, Candidate | TorchCandidate]]
+    ) -> tuple[AnyTask | None, str, Scored | None]:
         try:
             task = self.tasks.resolve(item.task)
         except TaskError as exc:
             return None, "", Scored(item.key, item.task, None, reason=str(exc))
+        if isinstance(task, TorchTask):
+            return self._plan_torch(item, task, fresh)
         parsed = parse(item.completion, task)
         if parsed.proposal is None:
             return (
@@ -209,8 +237,25 @@ class RewardEngine:
         fresh.setdefault(task, {})[key] = candidate
         return task, key, None
 
+    def _plan_torch(
+        self, item: Item, task: TorchTask, fresh: dict[AnyTask, dict[str, Candidate | TorchCandidate]]
+    ) -> tuple[AnyTask | None, str, Scored | None]:
+        parsed = parse_torch(item.completion)
+        if not parsed.source:
+            return (
+                task,
+                "",
+                Scored(item.key, task.ref, reward(None), "failed", "no_code", message=parsed.no_code),
+            )
+        key = torch_cache_key(task, parsed.source)
+        with self._lock:
+            if key in self._cache or key in self._pending:
+                return task, key, None
+        fresh.setdefault(task, {})[key] = TorchCandidate(f"c{key[:24]}", parsed.source)
+        return task, key, None
+
     def _submit(
-        self, fresh: dict[Task, dict[str, Candidate]], keys: set[str]
+        self, fresh: dict[AnyTask, dict[str, Candidate | TorchCandidate]], keys: set[str]
     ) -> dict[str, tuple[Future[_Verdict], _Group]]:
         """The pending evaluation of each of ``keys`` that has no verdict yet: new candidates are
         grouped per task and submitted, candidates another batch is evaluating are shared."""
@@ -244,7 +289,7 @@ class RewardEngine:
     def _await(
         self,
         item: Item,
-        task: Task,
+        task: AnyTask,
         key: str,
         entry: tuple[Future[_Verdict], _Group] | None,
         end: float,
@@ -275,13 +320,14 @@ class RewardEngine:
             )
         return self._scored_from(item, task, verdict, cached=not first)
 
-    def _scored_from(self, item: Item, task: Task, verdict: _Verdict, cached: bool) -> Scored:
+    def _scored_from(self, item: Item, task: AnyTask, verdict: _Verdict, cached: bool) -> Scored:
         r = verdict.result
         if r is None:
             return Scored(item.key, task.ref, None, cached=cached, reason=verdict.error)
         if r.status is Status.CANCELLED:
             return Scored(item.key, task.ref, None, verdict=r.status.value, reason=f"cancelled: {r.message}")
-        allowed = task.target.allow_precision
+        allowed = _allowed(task)
+        compiled = verdict.torch
         return Scored(
             key=item.key,
             task=task.ref,
@@ -297,12 +343,18 @@ class RewardEngine:
             retimed=verdict.retimed,
             cached=cached,
             message=r.message[:MESSAGE_CHARS],
+            compiled_speedup=compiled.compiled_speedup if compiled else 0.0,
+            compiled_speedup_low=compiled.compiled_speedup_low if compiled else 0.0,
         )
 
     # ---------------------------------------------------------------- evaluation threads
 
     def _run_group(
-        self, task: Task, cands: list[Candidate], futures: dict[str, Future[_Verdict]], group: _Group
+        self,
+        task: AnyTask,
+        cands: list[Candidate | TorchCandidate],
+        futures: dict[str, Future[_Verdict]],
+        group: _Group,
     ) -> None:
         with self._lock:
             self.groups_queued -= 1
@@ -314,13 +366,17 @@ class RewardEngine:
             if isinstance(results, str):
                 verdicts = {key: _Verdict(None, results) for key in futures}
             else:
-                shaky = [c for c in cands if (r := results.get(c.id)) is not None and noisy(r)]
+                shaky = [c for c in cands if (r := results.get(c.id)) is not None and noisy(_plain(r))]
                 again = self._evaluate(task, shaky, group, "retime") if shaky else {}
                 for cid, key in by_id.items():
-                    if isinstance(again, dict) and cid in again and again[cid].status is not Status.CANCELLED:
-                        verdicts[key] = _Verdict(again[cid], retimed=True)
+                    if (
+                        isinstance(again, dict)
+                        and cid in again
+                        and _plain(again[cid]).status is not Status.CANCELLED
+                    ):
+                        verdicts[key] = _verdict(again[cid], retimed=True)
                     elif cid in results:
-                        verdicts[key] = _Verdict(results[cid])
+                        verdicts[key] = _verdict(results[cid])
                     else:
                         verdicts[key] = _Verdict(None, "the sandbox returned no verdict")
         except Exception as exc:  # never leave a waiter hanging
@@ -341,16 +397,28 @@ class RewardEngine:
                     future.set_result(verdict)
 
     def _evaluate(
-        self, task: Task, cands: list[Candidate], group: _Group, tag: str = ""
-    ) -> dict[str, CandidateResult] | str:
+        self, task: AnyTask, cands: list[Candidate | TorchCandidate], group: _Group, tag: str = ""
+    ) -> Verdicts | str:
         """Verdicts by candidate id, or why there are none (the task's baseline failed, the
         executor is down)."""
-        out: dict[str, CandidateResult] = {}
+        out: Verdicts = {}
         step = max(1, self.limits.max_candidates)
         for i in range(0, len(cands), step):
             rid = f"reward-{next(self._ids)}-{task.name[:60]}" + (f"-{tag}" if tag else "")
+            part = cands[i : i + step]
+            if isinstance(task, TorchTask):
+                why = self._evaluate_torch(
+                    task, rid, [c for c in part if isinstance(c, TorchCandidate)], group, out
+                )
+                if why:
+                    return why
+                continue
             request = task.target.request(
-                rid, tuple(cands[i : i + step]), seeds=self.seeds, budget=self.budget, options=self.options
+                rid,
+                tuple(c for c in part if isinstance(c, Candidate)),
+                seeds=self.seeds,
+                budget=self.budget,
+                options=self.options,
             )
             with self._lock:
                 self.counts["sandbox_requests"] += 1
@@ -362,6 +430,25 @@ class RewardEngine:
                 return f"the task's own kernel failed on this device ({result.baseline.status.value}: {result.baseline.message[:200]})"
             out.update({r.candidate_id: r for r in result.candidates})
         return out
+
+    def _evaluate_torch(
+        self, task: TorchTask, rid: str, cands: list[TorchCandidate], group: _Group, out: Verdicts
+    ) -> str:
+        """One :class:`TorchRequest`: its verdicts into ``out``, or why there are none."""
+        request = TorchRequest(
+            rid, task.text, tuple(cands), seeds=self.seeds, budget=self.budget, time=self.options.time
+        )
+        with self._lock:
+            self.counts["sandbox_requests"] += 1
+        try:
+            result = self.executor.evaluate_torch(request, cancel=group.cancel)
+        except ExecutorError as exc:
+            return f"sandbox unavailable: {exc}"
+        failed = next((r.task_error for r in result.candidates if r.task_error), "")
+        if failed:
+            return f"the task's own model failed on this device ({failed[:200]})"
+        out.update({r.result.candidate_id: r for r in result.candidates})
+        return ""
 
     def _store(self, key: str, verdict: _Verdict) -> None:
         """Cache a verdict (lock held)."""

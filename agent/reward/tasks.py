@@ -7,7 +7,13 @@ kernels) and identified by ``name@hash``: the hash covers the schema, the name, 
 the file's text, so a reward always says which version of a task it scored.  A reference without
 the hash names the task's current version; a reference whose hash is not the current one is refused.
 
-A folder of ``.cu`` files is a task set (``bench/kernels`` is ours).  Each task is in the ``train``
+A PyTorch task (kind ``torch``) is a KernelBench-format ``.py`` file: ``class Model(torch.nn.Module)``
+with ``get_inputs()`` and ``get_init_inputs()`` (and optionally ``get_verify_inputs()``: further
+input sets, other sizes), named ``torch.<file stem>``; an answer defines ``class ModelNew``, checked
+against the eager ``Model`` with fp32 pinned and timed against eager and ``torch.compile``
+(``sandbox.torch_eval``).  This side never imports torch: the file is only parsed here.
+
+A folder of ``.cu`` and ``.py`` task files is a task set (``bench/kernels`` and ``bench/torch_tasks`` are ours).  Each task is in the ``train``
 or the ``eval`` split, decided by a hash of its name alone (about one task in four is ``eval``),
 so editing a task never moves it between splits.  Task files are trusted: they are the server's
 own configuration, never something a client sends.
@@ -15,6 +21,7 @@ own configuration, never something a client sends.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 from collections.abc import Iterable, Iterator
@@ -30,6 +37,9 @@ TASK_SCHEMA = "cuda-agent.task/1"
 HASH_CHARS = 12
 EVAL_SHARE = 4  # one task name in EVAL_SHARE (by hash) is in the eval split
 DEFAULT_TASKS = Path(__file__).resolve().parents[2] / "bench" / "kernels"
+DEFAULT_TORCH_TASKS = DEFAULT_TASKS.parent / "torch_tasks"
+TORCH_PREFIX = "torch."  # a PyTorch task's name: torch.<file stem> (beside the native tasks' names)
+TORCH_REQUIRED = ("Model", "get_inputs", "get_init_inputs")  # what a KernelBench-format file defines
 
 Split = Literal["train", "eval"]
 
@@ -56,18 +66,7 @@ class Task:
 
     @cached_property
     def digest(self) -> str:
-        canon = json.dumps(
-            {
-                "schema": TASK_SCHEMA,
-                "kind": self.kind,
-                "name": self.name,
-                "kernel": self.kernel,
-                "text": self.text,
-            },
-            sort_keys=True,
-            separators=(",", ":"),
-        )
-        return hashlib.sha256(canon.encode()).hexdigest()[:HASH_CHARS]
+        return _digest(self.kind, self.name, self.kernel, self.text)
 
     @property
     def ref(self) -> str:
@@ -97,15 +96,86 @@ class Task:
         }
 
 
-def load_file(path: str | Path) -> list[Task]:
-    """The tasks of one ``.cu`` file: each kernel with a usable spec (none: :class:`TaskError`)."""
+def _digest(kind: str, name: str, kernel: str, text: str) -> str:
+    canon = json.dumps(
+        {"schema": TASK_SCHEMA, "kind": kind, "name": name, "kernel": kernel, "text": text},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canon.encode()).hexdigest()[:HASH_CHARS]
+
+
+@dataclass(frozen=True)
+class TorchTask:
+    """One KernelBench-format task: the Python file ``text`` (read from ``path``)."""
+
+    name: str
+    text: str
+    path: str = ""
+    kind: Literal["torch"] = "torch"
+    split: Split = field(default="train", compare=False)
+    kernel: str = "Model"  # what the answer replaces (``ModelNew``)
+    allow_precision: tuple[str, ...] = ()  # fp32 stays fp32
+
+    @cached_property
+    def digest(self) -> str:
+        return _digest(self.kind, self.name, self.kernel, self.text)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@{self.digest}"
+
+    def describe(self) -> dict[str, Any]:
+        """What ``GET /tasks`` lists for this task."""
+        return {
+            "schema": TASK_SCHEMA,
+            "task": self.ref,
+            "name": self.name,
+            "hash": self.digest,
+            "kind": self.kind,
+            "split": self.split,
+            "kernel": self.kernel,
+            "source": self.text,
+            "allow_precision": list(self.allow_precision),
+        }
+
+
+AnyTask = Task | TorchTask
+
+
+def load_torch_file(path: str | Path) -> TorchTask:
+    """The KernelBench-format task of one ``.py`` file (parsed, never run: :class:`TaskError` when
+    it does not define ``Model``, ``get_inputs`` and ``get_init_inputs`` at its top level)."""
     p = Path(path)
+    text = _read(p)
     try:
-        text = p.read_bytes().decode("utf-8", errors="replace")
+        tree = ast.parse(text, str(p))
+    except (SyntaxError, ValueError) as exc:
+        raise TaskError(f"{p}: not Python ({exc})") from None
+    defined = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
+    if missing := [name for name in TORCH_REQUIRED if name not in defined]:
+        raise TaskError(f"{p}: not a KernelBench-format task (no {', '.join(missing)})")
+    name = f"{TORCH_PREFIX}{p.stem}"
+    return TorchTask(name, text, str(p), split=split_of(name))
+
+
+def _read(p: Path) -> str:
+    try:
+        return p.read_bytes().decode("utf-8", errors="replace")
     except OSError as exc:
         raise TaskError(f"{p}: cannot read ({exc.strerror or exc})") from None
+
+
+def load_file(path: str | Path) -> list[AnyTask]:
+    """The tasks of one file: a ``.py`` file's KernelBench-format task, or each kernel of a ``.cu``
+    file with a usable spec (none: :class:`TaskError`)."""
+    p = Path(path)
+    if p.suffix == ".py":
+        return [load_torch_file(p)]
+    text = _read(p)
     doc = Document(text, str(p))
-    tasks, errors = [], []
+    tasks: list[AnyTask] = []
+    errors = []
     for k in doc.kernels:
         name = p.stem if len(doc.kernels) == 1 else f"{p.stem}.{k.name}"
         task = Task(name, k.name, text, str(p), split=split_of(name))
@@ -123,8 +193,8 @@ def load_file(path: str | Path) -> list[Task]:
 class TaskSet:
     """Tasks by name, looked up by ``name`` or ``name@hash``."""
 
-    def __init__(self, tasks: Iterable[Task], skipped: Iterable[str] = ()) -> None:
-        self.tasks: dict[str, Task] = {}
+    def __init__(self, tasks: Iterable[AnyTask], skipped: Iterable[str] = ()) -> None:
+        self.tasks: dict[str, AnyTask] = {}
         for task in tasks:
             if task.name in self.tasks:
                 raise TaskError(
@@ -135,28 +205,29 @@ class TaskSet:
 
     @classmethod
     def load(cls, paths: Iterable[str | Path]) -> TaskSet:
-        """The tasks of ``.cu`` files and folders of them (not recursive); files without a usable
-        spec are skipped and listed in :attr:`skipped`."""
-        tasks: list[Task] = []
+        """The tasks of ``.cu`` and ``.py`` files and folders of them (not recursive); files without
+        a usable task are skipped and listed in :attr:`skipped`."""
+        tasks: list[AnyTask] = []
         skipped: list[str] = []
         for path in paths:
             p = Path(path)
             if not p.exists():
                 raise TaskError(f"{p}: no such file or folder")
-            for f in sorted(p.glob("*.cu")) if p.is_dir() else [p]:
+            files = sorted([*p.glob("*.cu"), *p.glob("*.py")]) if p.is_dir() else [p]
+            for f in files:
                 try:
                     tasks.extend(load_file(f))
                 except TaskError as exc:
                     skipped.append(str(exc))
         return cls(tasks, skipped)
 
-    def __iter__(self) -> Iterator[Task]:
+    def __iter__(self) -> Iterator[AnyTask]:
         return iter(self.tasks.values())
 
     def __len__(self) -> int:
         return len(self.tasks)
 
-    def resolve(self, ref: str) -> Task:
+    def resolve(self, ref: str) -> AnyTask:
         """The task ``ref`` names (``name`` or ``name@hash``); :class:`TaskError` when there is none
         or the hash is not the task's current one."""
         name, _, digest = ref.partition("@")
