@@ -128,15 +128,29 @@ def score(name: str, file: str, expected: KernelSpec, inferred: KernelSpec | Non
     return s
 
 
+def _sources(data: Path) -> list[tuple[Path, Path]]:
+    """(file, its expected/ folder): the files of ``data``, or, for a folder of projects
+    (``tests/data/projects/NAME/`` with ``expected/`` each), every file of every project."""
+    suffixes = (".cu", ".cuh", ".h", ".hpp", ".cpp")
+    if (data / "expected").is_dir():
+        return [(p, data / "expected") for p in sorted(data.iterdir()) if p.suffix in suffixes]
+    return [
+        (p, project / "expected")
+        for project in sorted(d for d in data.iterdir() if (d / "expected").is_dir())
+        for p in sorted(project.rglob("*"))
+        if p.suffix in suffixes
+    ]
+
+
 def measure(data: Path = DATA) -> tuple[list[KernelScore], list[str]]:
     """Every kernel of ``data``'s programs and headers scored; also the kernels without an
     expected spec (a data error the caller reports)."""
     scores: list[KernelScore] = []
     missing: list[str] = []
-    for path in sorted([*data.glob("*.cu"), *data.glob("*.cuh"), *data.glob("*.h")]):
+    for path, expected in _sources(data):
         doc = Document.from_file(path)
         for k in doc.kernels:
-            spec_file = data / "expected" / f"{k.name}.spec"
+            spec_file = expected / f"{k.name}.spec"
             if not spec_file.is_file():
                 missing.append(f"{path.name}: {k.name}")
                 continue
