@@ -1031,16 +1031,33 @@ def verify_sizes(spec: KernelSpec) -> tuple[dict[str, int], ...]:
     bench = _sizes(spec, None)
     out: list[dict[str, int]] = []
     for top in _VERIFY_DEFAULTS:
-        for cap in range(top, 0, -1):
-            overrides = {k: str(min(bench[k], cap)) for k, e in spec.sizes.items() if not _has_names(e)}
-            sizes = _sizes(spec, overrides)
-            if _size_requirements_met(spec, sizes):
-                break
-        else:
-            continue
-        if sizes != bench and sizes not in out:
+        sizes = _capped(spec, bench, top)
+        # scaled up (x2, x4, ...) while the launch is not valid there (`grid=T/128` is 0 at T=97)
+        while sizes is not None and sizes != bench and not _launch_valid(spec, sizes):
+            top *= 2
+            sizes = _capped(spec, bench, top)
+        if sizes is not None and sizes != bench and sizes not in out:
             out.append(sizes)
     return tuple(out) or (bench,)
+
+
+def _capped(spec: KernelSpec, bench: Mapping[str, int], top: int) -> dict[str, int] | None:
+    """Each literal size capped at the largest value <= ``top`` that meets the spec's ``require``
+    conditions on sizes; None when none does."""
+    for cap in range(top, 0, -1):
+        overrides = {k: str(min(bench[k], cap)) for k, e in spec.sizes.items() if not _has_names(e)}
+        sizes = _sizes(spec, overrides)
+        if _size_requirements_met(spec, sizes):
+            return sizes
+    return None
+
+
+def _launch_valid(spec: KernelSpec, sizes: Mapping[str, int]) -> bool:
+    try:
+        problem(spec, sizes)
+    except InvalidSpec:
+        return False
+    return True
 
 
 def _size_requirements_met(spec: KernelSpec, sizes: Mapping[str, int]) -> bool:
@@ -1733,9 +1750,7 @@ def _infer_from_run(
     values = run.env()
     reasons = [f"launch at {event.where}" + (f", taking {', '.join(event.notes)}" if event.notes else "")]
     guesses: list[str] = []
-    evidence = [Evidence("launch", event.where, "medium" if event.notes else "high", "; ".join(event.notes))]
-    if event.template_args:
-        evidence.append(Evidence("template", event.where, "high"))
+    evidence: list[Evidence] = []
     args: list[tuple[Param, str, host.Value]] = []  # (param, dtype, value)
     for p, v in zip(kernel.params, event.args, strict=True):
         dtype = canonical_dtype(tmap.get(p.base_type, p.base_type), aliases)
@@ -1774,8 +1789,6 @@ def _infer_from_run(
         if isinstance(event.block, host.Num)
         else ()
     )
-    if not block_dims:
-        return None
     subst: dict[str, str] = {}  # the roots the block is made of follow the block (search, verify)
     axes = ("",) if len(block_dims) == 1 else ("_x", "_y", "_z")
     for axis, d in zip(axes, block_dims, strict=False):
@@ -1810,10 +1823,18 @@ def _infer_from_run(
             },
         )
 
+    # each launch field falls back on its own: an unreadable grid keeps the block it was read with
+    how = "medium" if event.notes else "high"
+    note = "; ".join(event.notes)
     try:
+        if not block_dims or any(d is None for d in block_dims):
+            raise ValueError("block not readable")
         block = tuple(str(evaluate(spec_expr(d.expr, False), values)) for d in block_dims if d is not None)
+        evidence.append(Evidence("block", event.where, how, note))
     except ValueError:
-        return None
+        block = ("256",)
+        guesses.append("block")
+        evidence.append(Evidence("block", "", "low", "block not readable at the launch: 256 assumed"))
     grid_dims = (
         event.grid.dims
         if isinstance(event.grid, host.Dims)
@@ -1821,10 +1842,23 @@ def _infer_from_run(
         if isinstance(event.grid, host.Num)
         else ()
     )
-    if not grid_dims or any(g is None for g in grid_dims):
-        return None
-    grid = tuple(spec_expr(g.expr) for g in grid_dims if g is not None)
-    smem = spec_expr(event.smem.expr) if isinstance(event.smem, host.Num) else "0"
+    first = next(iter(names.values()), "")
+    if grid_dims and all(g is not None for g in grid_dims):
+        grid = tuple(spec_expr(g.expr) for g in grid_dims if g is not None)
+        evidence.append(Evidence("grid", event.where, how, note))
+    else:
+        grid = (f"cdiv({first}, {block[0]})",) if first else ("1",)
+        guesses.append("grid")
+        evidence.append(Evidence("grid", "", "low", f"grid not readable at the launch: {grid[0]} assumed"))
+    if isinstance(event.smem, host.Num) or event.smem is None:
+        smem = spec_expr(event.smem.expr) if event.smem is not None else "0"
+        evidence.append(Evidence("smem", event.where, how, note))
+    else:
+        smem = "0"
+        guesses.append("smem")
+        evidence.append(Evidence("smem", "", "low", "dynamic shared memory not readable: 0 assumed"))
+    if event.template_args:
+        evidence.append(Evidence("template", event.where, "high"))
     fallback = "*".join(names.values()) or "1"
     for p, dtype, v in args:
         if p.pointer:
@@ -2081,6 +2115,8 @@ def _use_kind(doc: Document, ident: tree_sitter.Node) -> str:
     else:
         return "r"
     up = access.parent
+    while up is not None and up.type == "parenthesized_expression":  # `atomicAdd(&(y[i]), 1)`
+        up = up.parent
     if up is not None and up.type == "pointer_expression" and doc.node_text(up).startswith("&"):
         grand = up.parent
         if grand is not None and grand.type == "argument_list":
