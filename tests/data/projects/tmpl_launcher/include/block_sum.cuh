@@ -12,3 +12,5 @@ __global__ void block_sum(const float* in, float* partial, int n) {
     }
     if (threadIdx.x == 0) partial[blockIdx.x] = buf[0];
 }
+
+__device__ inline float scaled(float v, float s) { return v * s; }
