@@ -1054,7 +1054,7 @@ class _Interp:
         if kernel in self.run.launches:
             return
         parts = [self.expr(doc, c, scopes) for c in config.named_children if c.type != "comment"]
-        parts += [None] * (3 - len(parts))
+        parts += [None, None, Num("0")][len(parts) :]  # no smem written: 0 (None: not readable)
         self.run.launches[kernel] = LaunchEvent(
             kernel,
             targs,

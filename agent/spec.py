@@ -1281,7 +1281,7 @@ def render_inference(inference: Inference) -> str:
         words = line.split(MARKER, 1)[1].split()
         keys = {
             "sizes": [f for f in guesses if f.startswith("size ")],
-            "launch": ["launch"],
+            "launch": ["launch", "grid", "block", "smem"],
             "template": ["template"],
         }
         fields = keys.get(words[0], [f"{words[0]} {words[1]}"] if len(words) > 1 else [])
@@ -1850,8 +1850,8 @@ def _infer_from_run(
         grid = (f"cdiv({first}, {block[0]})",) if first else ("1",)
         guesses.append("grid")
         evidence.append(Evidence("grid", "", "low", f"grid not readable at the launch: {grid[0]} assumed"))
-    if isinstance(event.smem, host.Num) or event.smem is None:
-        smem = spec_expr(event.smem.expr) if event.smem is not None else "0"
+    if isinstance(event.smem, host.Num):
+        smem = spec_expr(event.smem.expr)
         evidence.append(Evidence("smem", event.where, how, note))
     else:
         smem = "0"

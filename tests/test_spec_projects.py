@@ -1,0 +1,178 @@
+"""Spec inference across multi-file projects (tests/data/projects/): a kernel in a header
+launched from a program in another folder, from a function pointer, from a template launcher,
+through defaults, macros and helpers, or from Python through a PyTorch extension; each field
+falls back on its own; every kernel compiles standalone with the project's headers found."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.check import check_kernel
+from agent.project import project_of, resolve_include
+from agent.source import Document
+from agent.spec import bench_sizes, infer, problem, verify_sizes
+from sandbox.compiler import CompilerUnavailable
+
+PROJECTS = Path(__file__).parent / "data" / "projects"
+BENCH = Path(__file__).parent.parent / "bench" / "spec_inference.py"
+
+
+def _bench():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("spec_inference_projects", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["spec_inference_projects"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _infer(relative: str, kernel: str):  # type: ignore[no-untyped-def]
+    doc = Document.from_file(PROJECTS / relative)
+    k = doc.kernel(kernel)
+    assert k is not None
+    return infer(doc, k)
+
+
+def _resolved(inference) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """The benchmark problem: each argument's value or count, the launch."""
+    p = problem(inference.spec, bench_sizes(inference.spec))
+    out: dict[str, object] = {"grid": p.launch.grid, "block": p.launch.block, "smem": p.launch.shared_bytes}
+    for a in p.args:
+        out[a.name] = a.value if a.role == "scalar" else (a.role, a.dtype, a.count)
+    return out
+
+
+def test_every_expected_field_is_inferred() -> None:
+    scores, missing = _bench().measure(PROJECTS)
+    assert not missing
+    assert {s.kernel for s in scores} >= {
+        "scale_rows", "axpy", "count_positive", "block_sum", "scale_partial", "transpose_tiled",
+        "softmax_rows", "adam_step", "gelu_fwd", "row_sum",
+    }  # fmt: skip
+    for s in scores:
+        assert s.matched == s.fields, (s.kernel, s.mismatches)
+        assert s.confidence == "high", s.kernel
+
+
+def test_header_kernel_gets_its_launch_from_a_cpp_main_in_another_folder() -> None:
+    inf = _infer("rowscale/inc/rowscale.cuh", "scale_rows")
+    where = {e.field: e.where for e in inf.evidence}
+    # static const / constexpr sizes, dim3 members through CEIL_DIV, reinterpret_cast allocations
+    assert inf.spec.sizes == {"rows": "512", "cols": "1000"}
+    assert where["grid"] == where["block"] == "main.cpp:15"
+    assert _resolved(inf) == {
+        "grid": (32, 64, 1), "block": (32, 8, 1), "smem": 0,
+        "out": ("out", "float32", 512000), "in": ("in", "float32", 512000), "bias": ("in", "float32", 1000),
+        "rows": 512, "cols": 1000, "alpha": 0.5,
+    }  # fmt: skip
+    assert where["arg in"] == "main.cpp:10"
+
+
+def test_function_pointer_launches_and_atomic_targets() -> None:
+    axpy = _infer("fnptr/kernels/ops.cuh", "axpy")
+    assert _resolved(axpy)["grid"] == (8192, 1, 1) and axpy.spec.block == ("128",)
+    assert _resolved(axpy)["a"] == 3.0
+    count = _infer("fnptr/kernels/ops.cuh", "count_positive")
+    arg = next(a for a in count.spec.args if a.name == "count")
+    assert (arg.role, arg.count, arg.dist.kind, arg.dist.args) == ("inout", "1", "const", ("0",))
+
+
+def test_template_launcher_binds_its_template_argument() -> None:
+    inf = _infer("tmpl_launcher/include/block_sum.cuh", "block_sum")
+    assert inf.spec.template_args == ("128",)
+    # smem = BLOCK <= 32 ? 2*BLOCK*4 : BLOCK*4 with BLOCK=128
+    resolved = _resolved(inf)
+    assert (resolved["grid"], resolved["block"], resolved["smem"]) == ((2048, 1, 1), (128, 1, 1), 512)
+    assert resolved["partial"] == ("out", "float32", 2048)
+
+
+def test_helpers_run_to_the_end_and_verification_sizes_keep_the_launch_valid() -> None:
+    inf = _infer("macro_dim3/cuda/attention_rows.cu", "softmax_rows")
+    assert inf.spec.block == ("128",)  # largestPow2(ROWS_PER_BLOCK + 10): its loop ran to the end
+    assert inf.spec.sizes == {"T": "1024"}
+    for sizes in verify_sizes(inf.spec):  # grid T/128: 97 would make it 0, so T is scaled up
+        assert problem(inf.spec, sizes).launch.grid[0] >= 1
+        assert sizes["T"] < 1024
+
+
+def test_default_arguments_are_applied() -> None:
+    inf = _infer("defaults/include/adam.cuh", "adam_step")
+    r = _resolved(inf)
+    assert r["lr"] == pytest.approx(3e-4) and r["beta1"] == pytest.approx(0.9)
+    assert r["eps"] == pytest.approx(1e-8) and r["block"] == (512, 1, 1)
+    assert "n" not in inf.spec.sizes  # the size keeps the program's name, never the parameter's
+    assert bench_sizes(inf.spec) == {"num_params": 3 * 1024 * 1024}
+
+
+def test_torch_extension_kernel_gets_its_sizes_from_the_python_caller() -> None:
+    gelu = _infer("torch_ext/csrc/gelu.cu", "gelu_fwd")
+    assert gelu.spec.sizes == {"BATCH": "4096", "HIDDEN": "768"}
+    assert any(e.where == "train.py:6" for e in gelu.evidence)
+    rows = _infer("torch_ext/csrc/gelu.cu", "row_sum")
+    r = _resolved(rows)
+    assert (r["grid"], r["block"], r["smem"], r["rows"], r["cols"]) == ((4096, 1, 1), (128, 1, 1), 512, 4096, 768)
+
+
+def test_each_field_falls_back_on_its_own() -> None:
+    inf = _infer("opaque_launch/kernels/shift.cuh", "shift_scale")
+    by_field = {e.field: e for e in inf.evidence}
+    # grid and smem come from a library: guessed, and said so
+    assert by_field["grid"].confidence == "low" and by_field["smem"].confidence == "low"
+    assert inf.spec.grid == ("cdiv(n, 128)",) and inf.spec.smem == "0"
+    assert "grid" in inf.guesses() and "smem" in inf.guesses()
+    # everything the program does say is kept, at its own confidence
+    assert by_field["block"].confidence == "high" and inf.spec.block == ("128",)
+    assert inf.spec.sizes == {"n": "100000"} and by_field["size n"].confidence == "high"
+    r = _resolved(inf)
+    assert (r["scale"], r["out"], r["in"]) == (2.5, ("out", "float32", 100000), ("in", "float32", 100000))
+    assert inf.confidence == "low"
+
+
+def test_project_root_and_include_folders() -> None:
+    rowscale = project_of(PROJECTS / "rowscale" / "inc" / "rowscale.cuh")
+    assert rowscale.root == (PROJECTS / "rowscale").resolve()
+    assert rowscale.include_dirs == ((PROJECTS / "rowscale" / "inc").resolve(),)  # compile_commands.json
+    main = PROJECTS / "rowscale" / "src" / "main.cpp"
+    assert resolve_include(main, "rowscale.cuh") == (PROJECTS / "rowscale" / "inc" / "rowscale.cuh").resolve()
+    assert resolve_include(main, "missing.h") is None
+    tree = project_of(PROJECTS / "tmpl_launcher" / "src" / "launch.cu")  # no compile_commands: the tree
+    assert (PROJECTS / "tmpl_launcher" / "include").resolve() in tree.include_dirs
+
+
+def test_standalone_unit_drops_host_headers_reached_through_project_headers() -> None:
+    doc = Document.from_file(PROJECTS / "rowscale" / "inc" / "rowscale.cuh")
+    k = doc.kernel("scale_rows")
+    assert k is not None
+    unit = doc.standalone(k)
+    assert "cublas" not in unit.source and 'extern "C"' not in unit.source
+    assert "CEIL_DIV" not in unit.source or "#define CEIL_DIV" in unit.source
+    launch = Document.from_file(PROJECTS / "tmpl_launcher" / "src" / "launch.cu")
+    scale = launch.kernel("scale_partial")
+    assert scale is not None
+    options = launch.standalone(scale).options
+    assert f"-I{(PROJECTS / 'tmpl_launcher' / 'include').resolve()}" in options
+
+
+KERNEL_FILES = sorted(
+    (str(p.relative_to(PROJECTS)), k.name)
+    for p in PROJECTS.rglob("*")
+    if p.suffix in (".cu", ".cuh", ".h", ".cpp")
+    for k in Document.from_file(p).kernels
+)
+
+
+@pytest.mark.parametrize(("relative", "name"), KERNEL_FILES)
+def test_check_compiles_every_fixture_kernel_standalone(relative: str, name: str) -> None:
+    doc = Document.from_file(PROJECTS / relative)
+    k = doc.kernel(name)
+    assert k is not None
+    try:
+        result = check_kernel(doc, k)
+    except CompilerUnavailable as exc:
+        pytest.skip(f"NVRTC unavailable: {exc}")
+    assert result.ok, [d.message for d in result.diagnostics]
+    assert not k.template_params or result.name_expression  # instantiated as the project launches it
