@@ -1066,7 +1066,6 @@ class _Interp:
             tuple(self.notes),
         )
 
-
     def template_args(
         self, doc: Document, tlist: tree_sitter.Node | None, scopes: list[dict[str, Value]]
     ) -> tuple[str, ...]:
@@ -1128,7 +1127,9 @@ def _address_of(doc: Document, node: tree_sitter.Node) -> str:
     while node.type in ("cast_expression", "parenthesized_expression", "call_expression"):
         if node.type == "call_expression":
             fn = node.child_by_field_name("function")
-            cast = fn.child_by_field_name("name") if fn is not None and fn.type == "template_function" else None
+            cast = (
+                fn.child_by_field_name("name") if fn is not None and fn.type == "template_function" else None
+            )
             args = node.child_by_field_name("arguments")
             if cast is None or doc.node_text(cast) not in ("reinterpret_cast", "static_cast") or args is None:
                 return ""
@@ -1220,7 +1221,9 @@ def _entry_args(doc: Document, name: str, func: _Func, interp: _Interp) -> list[
         args.append(
             Tensor(
                 tuple(
-                    interp.root(d.name or f"{param}_{axis}", Num(str(d.value)), d.where) if d is not None else None
+                    interp.root(d.name or f"{param}_{axis}", Num(str(d.value)), d.where)
+                    if d is not None
+                    else None
                     for axis, d in enumerate(shape or ())
                 )
             )
@@ -1238,7 +1241,9 @@ def _python_names(doc: Document, function: str) -> list[str]:
         if node.type != "call_expression":
             continue
         fn = node.child_by_field_name("function")
-        field_node = fn.child_by_field_name("field") if fn is not None and fn.type == "field_expression" else None
+        field_node = (
+            fn.child_by_field_name("field") if fn is not None and fn.type == "field_expression" else None
+        )
         args = node.child_by_field_name("arguments")
         if field_node is None or doc.node_text(field_node) != "def" or args is None:
             continue

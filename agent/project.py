@@ -89,7 +89,9 @@ def _scan(root: Path, stamp: int) -> Project:
         if seen > _MAX_FILES:
             break
     from_commands = _command_include_dirs(root / "compile_commands.json")
-    include_dirs = from_commands if from_commands is not None else tuple(dict.fromkeys(h.parent for h in headers))
+    include_dirs = (
+        from_commands if from_commands is not None else tuple(dict.fromkeys(h.parent for h in headers))
+    )
     return Project(root, include_dirs, tuple(sources))
 
 
@@ -108,7 +110,11 @@ def _command_include_dirs(path: Path) -> tuple[Path, ...] | None:
         directory = path.parent / str(entry.get("directory", "."))
         args = entry.get("arguments")
         try:
-            words = [str(a) for a in args] if isinstance(args, list) else shlex.split(str(entry.get("command", "")))
+            words = (
+                [str(a) for a in args]
+                if isinstance(args, list)
+                else shlex.split(str(entry.get("command", "")))
+            )
         except ValueError:
             continue
         for i, a in enumerate(words):

@@ -114,7 +114,13 @@ def test_torch_extension_kernel_gets_its_sizes_from_the_python_caller() -> None:
     assert any(e.where == "train.py:6" for e in gelu.evidence)
     rows = _infer("torch_ext/csrc/gelu.cu", "row_sum")
     r = _resolved(rows)
-    assert (r["grid"], r["block"], r["smem"], r["rows"], r["cols"]) == ((4096, 1, 1), (128, 1, 1), 512, 4096, 768)
+    assert (r["grid"], r["block"], r["smem"], r["rows"], r["cols"]) == (
+        (4096, 1, 1),
+        (128, 1, 1),
+        512,
+        4096,
+        768,
+    )
 
 
 def test_each_field_falls_back_on_its_own() -> None:
