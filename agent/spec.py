@@ -1432,14 +1432,15 @@ def _infer_spec(doc: Document, kernel: Kernel) -> Inference:
         for p in kernel.params
         if not p.pointer and (canonical_dtype(p.base_type, aliases) or "").startswith(("int", "uint"))
     ]
-    sizes = [p for p in ints if _SIZE_NAMES.match(p.name)] or ints
+    host_args = {p.name: a.text for p, a in zip(kernel.params, site.args, strict=False)} if site else {}
+    # an integer is a size when the launch gives its value or, without one, when its name says so
+    known = [p for p in ints if _host_value(host_args.get(p.name, ""), defs) is not None]
+    sizes = known or [p for p in ints if _SIZE_NAMES.match(p.name)] or ints
     # host expression text -> kernel size name, from the launch site's arguments
     names: dict[str, str] = {}
-    host_args: dict[str, str] = {}
     if site is not None:
         reasons.append(f"launch site at line {site.span.start_line + 1}")
         for p, a in zip(kernel.params, site.args, strict=False):
-            host_args[p.name] = a.text
             if p in sizes and re.fullmatch(r"[A-Za-z_]\w*", a.text):
                 names[a.text] = p.name
     else:
@@ -1467,12 +1468,22 @@ def _infer_spec(doc: Document, kernel: Kernel) -> Inference:
     for p in kernel.params:
         dtype = canonical_dtype(tmap.get(p.base_type, p.base_type), aliases)
         if not p.pointer:
-            value = p.name if p.name in size_exprs else ("1.5" if dtype and is_float(dtype) else "1")
+            given = _host_value(host_args.get(p.name, ""), defs)
+            value = (
+                p.name
+                if p.name in size_exprs
+                else given
+                if given is not None
+                else ("1.5" if dtype and is_float(dtype) else "1")
+            )
             if dtype is None:
                 reasons.append(f"type of scalar {p.name} (`{p.base_type}`) unknown: assumed int")
                 unknown_types = True
             args.append(ScalarSpec(p.name, dtype or "int32", value))
-            if p.name not in size_exprs:
+            if given is not None and p.name not in size_exprs:
+                reasons.append(f"scalar {p.name} = {value} at the launch site")
+                evidence.append(Evidence(f"arg {p.name}", at, "medium", "read from the launch site's text"))
+            elif p.name not in size_exprs:
                 reasons.append(f"scalar {p.name} set to {value}")
                 evidence.append(Evidence(f"arg {p.name}", "", "low", f"value {value} guessed"))
             continue
@@ -1754,8 +1765,12 @@ def _infer_from_run(
     args: list[tuple[Param, str, host.Value]] = []  # (param, dtype, value)
     for p, v in zip(kernel.params, event.args, strict=True):
         dtype = canonical_dtype(tmap.get(p.base_type, p.base_type), aliases)
-        if dtype is None:
-            return None
+        if dtype is None:  # a struct or an unknown type: this argument is a guess, the rest stands
+            dtype = "float32" if p.pointer else "int32"
+            guesses.append(f"type of {p.name}")
+            evidence.append(
+                Evidence(f"arg {p.name}", "", "low", f"type `{p.base_type}` unknown: {dtype} assumed")
+            )
         args.append((p, dtype, v))
     access = roles(doc, kernel)
     specs: list[ArraySpec | ScalarSpec] = []
