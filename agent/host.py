@@ -730,8 +730,8 @@ class _Interp:
                 return None
             return FuncRef(name, self.template_args(doc, node.child_by_field_name("arguments"), scopes))
         if t == "pointer_expression" and doc.node_text(node).lstrip().startswith("&"):
-            target = self.expr(doc, node.child_by_field_name("argument"), scopes)
-            return target if isinstance(target, FuncRef) else None
+            pointee = self.expr(doc, node.child_by_field_name("argument"), scopes)
+            return pointee if isinstance(pointee, FuncRef) else None
         if t == "parenthesized_expression":
             inner = self.expr(doc, node.named_children[0] if node.named_children else None, scopes)
             return Num(_p(inner.expr), inner.sized, inner.is_float) if isinstance(inner, Num) else inner

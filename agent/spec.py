@@ -1839,7 +1839,7 @@ def _infer_from_run(
         )
 
     # each launch field falls back on its own: an unreadable grid keeps the block it was read with
-    how = "medium" if event.notes else "high"
+    how: Confidence = "medium" if event.notes else "high"
     note = "; ".join(event.notes)
     try:
         if not block_dims or any(d is None for d in block_dims):
