@@ -14,8 +14,9 @@ import pytest
 from agent.check import check_kernel
 from agent.project import project_of, resolve_include
 from agent.source import Document
-from agent.spec import bench_sizes, infer, problem, verify_sizes
+from agent.spec import bench_sizes, infer, problem, render_inference, verify_sizes
 from sandbox.compiler import CompilerUnavailable
+from server.hover import inferred_markdown
 
 PROJECTS = Path(__file__).parent / "data" / "projects"
 BENCH = Path(__file__).parent.parent / "bench" / "spec_inference.py"
@@ -136,6 +137,17 @@ def test_each_field_falls_back_on_its_own() -> None:
     r = _resolved(inf)
     assert (r["scale"], r["out"], r["in"]) == (2.5, ("out", "float32", 100000), ("in", "float32", 100000))
     assert inf.confidence == "low"
+
+
+def test_hover_and_snippet_say_which_fields_are_guessed() -> None:
+    inf = _infer("opaque_launch/kernels/shift.cuh", "shift_scale")
+    hover = inferred_markdown(inf)
+    assert "low confidence" in hover
+    assert "- grid: grid not readable at the launch: cdiv(n, 128) assumed" in hover
+    assert "- block" not in hover  # read from the program: not listed as a guess
+    snippet = render_inference(inf).splitlines()
+    launch = next(i for i, line in enumerate(snippet) if "@cuda-agent launch" in line)
+    assert snippet[launch - 1].startswith("// guess: grid not readable") and "0 assumed" in snippet[launch - 1]
 
 
 def test_project_root_and_include_folders() -> None:
