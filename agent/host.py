@@ -129,6 +129,7 @@ class LaunchEvent:
     args: tuple[Value, ...]
     where: str
     notes: tuple[str, ...] = ()  # loops taken once, branches taken both ways, ...
+    defines: tuple[tuple[str, Num], ...] = ()  # macros the launcher compiles the kernel with
 
 
 @dataclass(frozen=True)
@@ -1275,4 +1276,75 @@ def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Documen
         found = run(host)
         if kernel in found.launches:
             return found.launches[kernel], found, host
-    return None
+    scripts = [p for p in project_of(here).sources if p.suffix == ".py"][:_MAX_HOSTS]
+    call = pyhost.tuner_call(scripts, kernel)
+    return _tuner_launch(doc, kernel, call) if call is not None else None
+
+
+def _tuner_launch(
+    doc: Document, kernel: str, call: pyhost.TunerCall
+) -> tuple[LaunchEvent, HostRun, Document]:
+    """Kernel Tuner's first launch of ``kernel``: block from ``block_size_x/y/z`` (256, 1, 1 when
+    not tuned), grid the problem size divided by ``grid_div_x/y/z`` (by default the block), every
+    tunable parameter a ``#define`` at its first value."""
+    from agent.spec import canonical_dtype, dtype_bytes
+
+    found = HostRun()
+
+    def num(d: pyhost.Dim | None) -> Num | None:
+        if d is None:
+            return None
+        if not d.name:
+            return Num(str(d.value))
+        found.roots.setdefault(d.name, Root(d.name, str(d.value), d.where))
+        return Num(d.name)
+
+    params = {d.name: num(d) for d in call.params}
+    tuned = [a for a in "xyz" if f"block_size_{a}" in params] or ["x"]
+    axes = "xyz"[: "xyz".index(tuned[-1]) + 1]  # (x), (x, y) or (x, y, z), as far as tuned
+    block = tuple(params.get(f"block_size_{a}") or Num("256" if a == "x" else "1") for a in axes)
+    grid: list[Num | None] = []
+    for axis, size in zip("xyz", call.problem, strict=False):
+        names = call.grid_div["xyz".index(axis)]
+        if names is None:
+            names = (f"block_size_{axis}",) if f"block_size_{axis}" in params else ()
+        divisors = [params.get(n) for n in names]
+        n = num(size)
+        if n is None or any(d is None for d in divisors):
+            grid.append(None)
+            continue
+        grid.append(Num(f"cdiv({n.expr}, {'*'.join(_p(d.expr) for d in divisors if d)})") if divisors else n)
+    k = doc.kernel(kernel)
+    elems = [
+        dtype_bytes(canonical_dtype(p.base_type, doc.type_aliases) or "float32")
+        for p in (k.params if k else ())
+    ]
+    args: list[Value] = []
+    for i, a in enumerate(call.args):
+        if isinstance(a, pyhost.Array):
+            dims = [num(d) for d in a.dims]
+            count = "*".join(_p(d.expr) for d in dims if d is not None) if all(dims) and dims else ""
+            elem = a.itemsize or (elems[i] if i < len(elems) else 4)
+            args.append(Buffer(count, elem, call.where, fill="0" if a.zero else "") if count else None)
+        elif isinstance(a, pyhost.Scalar):
+            args.append(
+                num(a.dim)
+                if a.dim is not None
+                else Num(repr(a.value), is_float=True)
+                if a.value is not None
+                else None
+            )
+        else:
+            args.append(None)
+    event = LaunchEvent(
+        kernel,
+        (),
+        Dims(tuple(grid)) if grid else None,
+        Dims(block),
+        Num("0"),
+        tuple(args),
+        call.where,
+        defines=tuple((name, value) for name, value in params.items() if value is not None),
+    )
+    found.launches[kernel] = event
+    return event, found, doc

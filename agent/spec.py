@@ -1937,6 +1937,7 @@ def _infer_from_run(
         args=tuple(specs),
         constants=tuple(constants),
         template_args=event.template_args,
+        defines={name: spec_expr(value.expr) for name, value in event.defines if name in body_names},
     )
     try:
         problems(spec)

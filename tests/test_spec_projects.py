@@ -52,7 +52,7 @@ def test_every_expected_field_is_inferred() -> None:
     assert not missing
     assert {s.kernel for s in scores} >= {
         "scale_rows", "axpy", "count_positive", "block_sum", "scale_partial", "transpose_tiled",
-        "softmax_rows", "adam_step", "gelu_fwd", "row_sum",
+        "softmax_rows", "adam_step", "gelu_fwd", "row_sum", "vector_add",
     }  # fmt: skip
     for s in scores:
         assert s.matched == s.fields, (s.kernel, s.mismatches)
@@ -122,6 +122,16 @@ def test_torch_extension_kernel_gets_its_sizes_from_the_python_caller() -> None:
         4096,
         768,
     )
+
+
+def test_kernel_tuner_script_gives_the_launch_and_the_defines() -> None:
+    inf = _infer("kernel_tuner/vector_add.cu", "vector_add")
+    # tune_params["block_size_x"] = [128, ...]; grid_div_x=["block_size_x", "tile_size_x"]
+    assert inf.spec.block == ("128",) and inf.spec.grid == ("cdiv(size, block * 2)",)
+    assert inf.spec.defines == {"block_size_x": "block", "tile_size_x": "2"}
+    assert inf.spec.sizes == {"size": "10000000"}
+    p = problem(inf.spec, bench_sizes(inf.spec), block=256)  # a tuner's block follows into the macro
+    assert p.defines["block_size_x"] == 256 and p.launch.grid == (19532, 1, 1)
 
 
 def test_each_field_falls_back_on_its_own() -> None:
