@@ -329,10 +329,10 @@ def _tuner(
                 params[key.value] = Dim(key.value, first.value, first.where)
     target = given.get("params")
     if isinstance(target, ast.Name):  # tune_params = OrderedDict(); tune_params["block_size_x"] = [...]
-        for key, value in items.get(target.id, []):
-            first = _first(value, names, file)
+        for name, assigned in items.get(target.id, []):
+            first = _first(assigned, names, file)
             if first is not None:
-                params.setdefault(key, Dim(key, first.value, first.where))
+                params.setdefault(name, Dim(name, first.value, first.where))
     arguments = _resolve(given.get("arguments"), names)
     args = tuple(
         _array_or_scalar(a, names, file)

@@ -157,7 +157,9 @@ def test_hover_and_snippet_say_which_fields_are_guessed() -> None:
     assert "- block" not in hover  # read from the program: not listed as a guess
     snippet = render_inference(inf).splitlines()
     launch = next(i for i, line in enumerate(snippet) if "@cuda-agent launch" in line)
-    assert snippet[launch - 1].startswith("// guess: grid not readable") and "0 assumed" in snippet[launch - 1]
+    assert (
+        snippet[launch - 1].startswith("// guess: grid not readable") and "0 assumed" in snippet[launch - 1]
+    )
 
 
 def test_project_root_and_include_folders() -> None:
