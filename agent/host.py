@@ -51,7 +51,8 @@ _TENSOR_LIKE = frozenset({"empty_like", "zeros_like", "ones_like", "rand_like", 
 _TENSOR_NEW = frozenset({"empty", "zeros", "ones", "rand", "randn", "full"})
 _MAX_DEPTH = 12  # nested calls
 _MAX_STEPS = 20000  # statements per run: a hostile program cannot hang the server
-_MAX_ITERATIONS = 256  # a loop of a helper run to its end
+_MAX_ITERATIONS = 256  # a loop of a helper run to its end...
+_MAX_ITERATION_STEPS = 2000  # ...within this many statements
 
 
 @dataclass(frozen=True)
@@ -533,10 +534,14 @@ class _Interp:
                 cond = cond.child_by_field_name("value")
             if t != "do_statement" and self.truth(doc, cond, inner) is False:
                 return
-            if self.exact and t != "for_range_loop" and self.iterate(doc, node, cond, inner):
-                return
             self.notes.append(f"the first iteration of the loop at {self.where(doc, node)}")
             try:
+                if (
+                    self.exact
+                    and t in ("for_statement", "while_statement")
+                    and self.iterate(doc, node, cond, inner)
+                ):
+                    return
                 body = node.child_by_field_name("body")
                 if body is not None:
                     self.stmt(doc, body, inner)
@@ -567,8 +572,11 @@ class _Interp:
         body = loop.child_by_field_name("body")
         update = loop.child_by_field_name("update")
         snapshot = [dict(s) for s in scopes]
+        start = self.steps
         for _ in range(_MAX_ITERATIONS):
             if self.truth(doc, cond, scopes) is not True:
+                break
+            if self.steps - start > _MAX_ITERATION_STEPS:  # too long to follow: back to one iteration
                 break
             try:
                 if body is not None:
@@ -581,12 +589,12 @@ class _Interp:
                 for k, v in scope.items():
                     if isinstance(v, Num) and not v.is_float and self.value_of(v.expr) is not None:
                         scope[k] = self.literal(v)
-        else:
-            for scope, saved in zip(scopes, snapshot, strict=True):
-                scope.clear()
-                scope.update(saved)
-            return False
-        return self.truth(doc, cond, scopes) is False
+        if self.truth(doc, cond, scopes) is False:
+            return True
+        for scope, saved in zip(scopes, snapshot, strict=True):
+            scope.clear()
+            scope.update(saved)
+        return False
 
     def truth(
         self, doc: Document, node: tree_sitter.Node | None, scopes: list[dict[str, Value]]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +24,7 @@ _MARKERS = ("compile_commands.json", "CMakeLists.txt", "Makefile", "setup.py", "
 _MAX_UP = 4
 _MAX_FILES = 2000
 _MAX_DEPTH = 8
+_RESCAN_S = 10.0
 _SKIP = frozenset({"build", "dist", "node_modules", "venv", "__pycache__", "third_party", "external"})
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".hh", ".inl")
 HOST_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".py")
@@ -36,14 +38,15 @@ class Project:
 
 
 def project_of(path: str | Path) -> Project:
-    """The project ``path`` belongs to (cached while the root folder is unchanged)."""
+    """The project ``path`` belongs to (cached while the root folder is unchanged, at most
+    :data:`_RESCAN_S` seconds: a file added deeper in the tree is seen after that)."""
     here = Path(path).resolve().parent
     root = _root(here)
     try:
         stamp = root.stat().st_mtime_ns
     except OSError:
         stamp = 0
-    return _scan(root, stamp)
+    return _scan(root, stamp, int(time.monotonic() // _RESCAN_S))
 
 
 def resolve_include(including: str | Path, written: str) -> Path | None:
@@ -69,8 +72,8 @@ def _root(start: Path) -> Path:
 
 
 @lru_cache(maxsize=16)
-def _scan(root: Path, stamp: int) -> Project:
-    del stamp  # part of the cache key only
+def _scan(root: Path, stamp: int, period: int) -> Project:
+    del stamp, period  # part of the cache key only
     headers: list[Path] = []
     sources: list[Path] = []
     seen = 0

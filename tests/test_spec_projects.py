@@ -206,3 +206,25 @@ def test_check_compiles_every_fixture_kernel_standalone(relative: str, name: str
         pytest.skip(f"NVRTC unavailable: {exc}")
     assert result.ok, [d.message for d in result.diagnostics]
     assert not k.template_params or result.name_expression  # instantiated as the project launches it
+
+
+def test_a_long_helper_loop_falls_back_to_one_iteration_and_keeps_the_launch(tmp_path: Path) -> None:
+    program = tmp_path / "busy.cu"
+    program.write_text(
+        "__global__ void fill(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] = 1.0f; }\n"
+        "int work(int n) { int s = 0; for (int i = 0; i < n; i++) for (int j = 0; j < n; j++) s += 1;"
+        " return 64; }\n"
+        "int pow2(int n) { int p = 1; while (p * 2 <= n) p *= 2; return p; }\n"
+        "int main() {\n"
+        "  int n = 5000;\n"
+        "  float* x; cudaMalloc(&x, n * sizeof(float));\n"
+        "  int t = work(n) + pow2(100);\n"
+        "  fill<<<(n + t - 1) / t, t>>>(x, n);\n"
+        "}\n"
+    )
+    doc = Document.from_file(program)
+    k = doc.kernel("fill")
+    assert k is not None
+    inf = infer(doc, k)
+    assert inf.spec.block == ("128",)  # 64 + pow2(100) = 64 + 64: both helpers returned
+    assert inf.spec.sizes == {"n": "5000"}
