@@ -1868,10 +1868,11 @@ def _infer_from_run(
     if isinstance(event.smem, host.Num):
         smem = spec_expr(event.smem.expr)
         evidence.append(Evidence("smem", event.where, how, note))
-    else:
-        smem = "0"
+    else:  # one element per thread of the kernel's `extern __shared__ T buf[]`, if it has one
+        element = _dynamic_shared_type(doc, kernel, aliases)
+        smem = f"{'*'.join(f'block{a}' for a in axes)}*{dtype_bytes(element)}" if element else "0"
         guesses.append("smem")
-        evidence.append(Evidence("smem", "", "low", "dynamic shared memory not readable: 0 assumed"))
+        evidence.append(Evidence("smem", "", "low", f"dynamic shared memory not readable: {smem} assumed"))
     if event.template_args:
         evidence.append(Evidence("template", event.where, "high"))
     fallback = "*".join(names.values()) or "1"
@@ -1984,6 +1985,16 @@ def _body_node(doc: Document, kernel: Kernel) -> tree_sitter.Node | None:
     return doc.tree.root_node.descendant_for_byte_range(
         kernel.body_span.start_byte, kernel.body_span.end_byte
     )
+
+
+def _dynamic_shared_type(doc: Document, kernel: Kernel, aliases: Mapping[str, str]) -> str | None:
+    """The element type of the kernel's ``extern __shared__ T buf[]``; None without one."""
+    body = _body_node(doc, kernel)
+    for n in _walk(body) if body is not None else ():
+        if n.type == "declaration" and {"extern", "__shared__"} <= {doc.node_text(c) for c in n.children}:
+            type_node = n.child_by_field_name("type")
+            return canonical_dtype(doc.node_text(type_node), aliases) if type_node is not None else None
+    return None
 
 
 def _walk(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.check import check_kernel
+from agent.loop import target_for
 from agent.project import project_of, resolve_include
 from agent.source import Document
 from agent.spec import bench_sizes, infer, problem, render_inference, verify_sizes
@@ -139,7 +140,8 @@ def test_each_field_falls_back_on_its_own() -> None:
     by_field = {e.field: e for e in inf.evidence}
     # grid and smem come from a library: guessed, and said so
     assert by_field["grid"].confidence == "low" and by_field["smem"].confidence == "low"
-    assert inf.spec.grid == ("cdiv(n, 128)",) and inf.spec.smem == "0"
+    # the shared memory guess: one element per thread of its `extern __shared__ float stage[]`
+    assert inf.spec.grid == ("cdiv(n, 128)",) and inf.spec.smem == "block*4"
     assert "grid" in inf.guesses() and "smem" in inf.guesses()
     # everything the program does say is kept, at its own confidence
     assert by_field["block"].confidence == "high" and inf.spec.block == ("128",)
@@ -158,7 +160,8 @@ def test_hover_and_snippet_say_which_fields_are_guessed() -> None:
     snippet = render_inference(inf).splitlines()
     launch = next(i for i, line in enumerate(snippet) if "@cuda-agent launch" in line)
     assert (
-        snippet[launch - 1].startswith("// guess: grid not readable") and "0 assumed" in snippet[launch - 1]
+        snippet[launch - 1].startswith("// guess: grid not readable")
+        and "block*4 assumed" in snippet[launch - 1]
     )
 
 
@@ -193,6 +196,22 @@ KERNEL_FILES = sorted(
     if p.suffix in (".cu", ".cuh", ".h", ".cpp")
     for k in Document.from_file(p).kernels
 )
+
+
+@pytest.mark.parametrize(("relative", "name"), KERNEL_FILES)
+def test_the_inferred_spec_of_every_fixture_kernel_resolves(relative: str, name: str) -> None:
+    doc = Document.from_file(PROJECTS / relative)
+    k = doc.kernel(name)
+    assert k is not None
+    text = render_inference(infer(doc, k))
+    lines = doc.text.splitlines(keepends=True)
+    written = Document(
+        "".join(lines[: k.span.start_line]) + text + "".join(lines[k.span.start_line :]), doc.path
+    )
+    target = target_for(written, name)  # the snippet as the editor inserts it parses back and resolves
+    assert target.verify_problems and all(min(p.launch.grid) >= 1 for p in target.verify_problems)
+    bench = target.bench_problem
+    assert all(p.sizes != bench.sizes for p in target.verify_problems)  # smaller than the program's
 
 
 @pytest.mark.parametrize(("relative", "name"), KERNEL_FILES)
