@@ -247,3 +247,45 @@ def test_a_long_helper_loop_falls_back_to_one_iteration_and_keeps_the_launch(tmp
     inf = infer(doc, k)
     assert inf.spec.block == ("128",)  # 64 + pow2(100) = 64 + 64: both helpers returned
     assert inf.spec.sizes == {"n": "5000"}
+
+
+def test_unusable_build_files_and_scripts_are_skipped(tmp_path: Path) -> None:
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "k.cuh").write_text(
+        "__global__ void scale(float* x, long n) { long i = threadIdx.x; if (i < n) x[i] *= 2.0f; }\n"
+    )
+    (tmp_path / "compile_commands.json").write_text("{not json")  # unusable: the tree's folders instead
+    (tmp_path / "broken.py").write_text("def f(:\n  ext.scale(\n")
+    (tmp_path / "ext.cu").write_text(
+        '#include "k.cuh"\n#include <torch/extension.h>\n'
+        "torch::Tensor run(torch::Tensor x) {\n"
+        "  scale<<<1, 256>>>(x.data_ptr<float>(), x.numel());\n  return x;\n}\n"
+        'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("scale", &run); }\n'
+    )
+    (tmp_path / "use.py").write_text("import torch\nN = 4096\nout = ext.scale(torch.zeros(N, 3))\n")
+    project = project_of(tmp_path / "include" / "k.cuh")
+    assert project.root == tmp_path.resolve()
+    assert (tmp_path / "include").resolve() in project.include_dirs
+    doc = Document.from_file(tmp_path / "include" / "k.cuh")
+    k = doc.kernel("scale")
+    assert k is not None
+    inf = infer(doc, k)
+    assert bench_sizes(inf.spec) == {"N": 4096, "x_1": 3}
+    assert next(a for a in inf.spec.args if a.name == "x").count == "N * x_1"
+
+
+def test_a_tensor_of_unknown_shape_leaves_only_its_fields_to_guess(tmp_path: Path) -> None:
+    (tmp_path / "setup.py").write_text("")
+    (tmp_path / "ext.cu").write_text(
+        "#include <torch/extension.h>\n"
+        "__global__ void add1(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] += 1.0f; }\n"
+        "torch::Tensor run(torch::Tensor x) {\n"
+        "  add1<<<(x.numel() + 127) / 128, 128>>>(x.data_ptr<float>(), x.numel());\n  return x;\n}\n"
+    )
+    doc = Document.from_file(tmp_path / "ext.cu")
+    k = doc.kernel("add1")
+    assert k is not None
+    inf = infer(doc, k)  # nobody calls `run` from Python: the sizes are unknown, the block is not
+    assert inf.spec.block == ("128",)
+    assert {e.field: e.confidence for e in inf.evidence}["block"] == "high"
+    assert inf.confidence == "low"
