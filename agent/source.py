@@ -1096,9 +1096,12 @@ def _is_host_item(doc: Document, item: _Item) -> bool:
 
 
 def _is_host_function(node: tree_sitter.Node) -> bool:
+    """A function only the host can call (``constexpr`` ones serve device code's constants too)."""
     fn = node.named_children[-1] if node.type == "template_declaration" and node.named_children else node
     return fn.type == "function_definition" and not any(
-        c.type in ("__device__", "__global__") for c in fn.children
+        c.type in ("__device__", "__global__")
+        or (c.type == "type_qualifier" and c.text in (b"constexpr", b"consteval"))
+        for c in fn.children
     )
 
 

@@ -289,3 +289,18 @@ def test_a_tensor_of_unknown_shape_leaves_only_its_fields_to_guess(tmp_path: Pat
     assert inf.spec.block == ("128",)
     assert {e.field: e.confidence for e in inf.evidence}["block"] == "high"
     assert inf.confidence == "low"
+
+
+def test_a_parameter_named_like_a_host_function_does_not_pull_it_in() -> None:
+    doc = Document(
+        "#include <vector>\n"
+        "constexpr int tile() { return 16; }\n"
+        "int rows(int n) { std::vector<int> v(n); return (int)v.size(); }\n"
+        "__global__ void k(float* x, int rows) { __shared__ float t[tile()]; t[threadIdx.x] = x[rows]; x[0] = t[0]; }\n",
+        "names.cu",
+    )
+    k = doc.kernel("k")
+    assert k is not None
+    unit = doc.standalone(k).source
+    assert "constexpr int tile()" in unit  # a constexpr function serves device code
+    assert "int rows(int n)" not in unit and "vector" not in unit
