@@ -1869,8 +1869,7 @@ def _infer_from_run(
         smem = spec_expr(event.smem.expr)
         evidence.append(Evidence("smem", event.where, how, note))
     else:  # one element per thread of the kernel's `extern __shared__ T buf[]`, if it has one
-        element = _dynamic_shared_type(doc, kernel, aliases)
-        smem = f"{'*'.join(f'block{a}' for a in axes)}*{dtype_bytes(element)}" if element else "0"
+        smem = _smem_guess(doc, kernel, aliases, axes)
         guesses.append("smem")
         evidence.append(Evidence("smem", "", "low", f"dynamic shared memory not readable: {smem} assumed"))
     if event.template_args:
@@ -1942,8 +1941,34 @@ def _infer_from_run(
     )
     try:
         problems(spec)
-    except InvalidSpec:
-        return None
+    except InvalidSpec as exc:
+        if not any(e.message.startswith("launch") for e in exc.errors):
+            return None
+        # the launch as read does not resolve (a grid beyond the device's limits, too much shared
+        # memory): the launch fields fall back, the fewest first, each said to be a guess
+        default_grid = (f"cdiv({first}, {block[0]})",) if first else ("1",)
+        default_smem = _smem_guess(doc, kernel, aliases, axes)
+        shown = {"grid": render_dims(default_grid), "smem": default_smem}
+        why = exc.errors[0].message
+        for fields in (("smem",), ("grid",), ("grid", "smem")):
+            trial = replace(
+                spec,
+                grid=default_grid if "grid" in fields else spec.grid,
+                smem=default_smem if "smem" in fields else spec.smem,
+            )
+            try:
+                problems(trial)
+            except InvalidSpec:
+                continue
+            spec = trial
+            guesses += list(fields)
+            evidence = [e for e in evidence if e.field not in fields]
+            evidence += [
+                Evidence(f, "", "low", f"not valid as read ({why}): {shown[f]} assumed") for f in fields
+            ]
+            break
+        else:
+            return None
     for n in sizes:
         reasons.append(f"size {names[n]}={run.roots[n].value} from {run.roots[n].where}")
         evidence.append(Evidence(f"size {names[n]}", run.roots[n].where, "high"))
@@ -1985,6 +2010,13 @@ def _body_node(doc: Document, kernel: Kernel) -> tree_sitter.Node | None:
     return doc.tree.root_node.descendant_for_byte_range(
         kernel.body_span.start_byte, kernel.body_span.end_byte
     )
+
+
+def _smem_guess(doc: Document, kernel: Kernel, aliases: Mapping[str, str], axes: tuple[str, ...]) -> str:
+    """Dynamic shared memory when the launch does not say: one element per thread of the kernel's
+    ``extern __shared__`` array (``block*4``), else none."""
+    element = _dynamic_shared_type(doc, kernel, aliases)
+    return f"{'*'.join(f'block{a}' for a in axes)}*{dtype_bytes(element)}" if element else "0"
 
 
 def _dynamic_shared_type(doc: Document, kernel: Kernel, aliases: Mapping[str, str]) -> str | None:

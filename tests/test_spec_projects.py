@@ -304,3 +304,22 @@ def test_a_parameter_named_like_a_host_function_does_not_pull_it_in() -> None:
     unit = doc.standalone(k).source
     assert "constexpr int tile()" in unit  # a constexpr function serves device code
     assert "int rows(int n)" not in unit and "vector" not in unit
+
+
+def test_a_launch_that_does_not_resolve_falls_back_on_the_failing_field_only(tmp_path: Path) -> None:
+    program = tmp_path / "big_smem.cu"
+    program.write_text(
+        "__global__ void twice(float* x, int n) {\n"
+        "  extern __shared__ float s[]; int i = threadIdx.x; s[i] = x[i]; if (i < n) x[i] = 2.0f * s[i];\n"
+        "}\n"
+        "int main() {\n  int n = 1 << 20;\n  float* x; cudaMalloc(&x, n * sizeof(float));\n"
+        "  twice<<<(n + 255) / 256, 256, n * sizeof(float)>>>(x, n);\n}\n"
+    )
+    doc = Document.from_file(program)
+    k = doc.kernel("twice")
+    assert k is not None
+    inf = infer(doc, k)
+    by_field = {e.field: e for e in inf.evidence}
+    assert inf.spec.smem == "block*4" and by_field["smem"].confidence == "low"
+    assert "smem=4194304" in by_field["smem"].note  # 4 MiB of shared memory: not valid as read
+    assert by_field["grid"].confidence == "high" and _resolved(inf)["grid"] == (4096, 1, 1)
