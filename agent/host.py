@@ -719,7 +719,7 @@ class _Interp:
             return None
         t = node.type
         if t == "number_literal":
-            return _number(doc.node_text(node))
+            return number_literal(doc.node_text(node))
         if t in ("true", "false"):
             return Num("1" if t == "true" else "0")
         if t in ("null", "nullptr"):
@@ -1105,7 +1105,8 @@ def _exits(doc: Document, node: tree_sitter.Node) -> bool:
     return False
 
 
-def _number(text: str) -> Num | None:
+def number_literal(text: str) -> Num | None:
+    """A C/C++ number literal (``0x1F``, ``1e-3f``, ``256u``) as a spec number; None if not one."""
     t = text.replace("'", "")
     if t.lower().startswith("0x"):
         t = re.sub(r"[uUlL]+$", "", t)

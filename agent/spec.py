@@ -1598,6 +1598,9 @@ def _host_value(arg: str, defs: Mapping[str, str]) -> str | None:
     """The literal value a launch argument stands for, as written (``1 << 24``), if it has one."""
     if not arg:
         return None
+    literal = host.number_literal(arg.strip())
+    if literal is not None:  # `0.5f`, `1e-3f`: a number as C writes it
+        return literal.expr
     text = defs.get(arg, arg) if re.fullmatch(r"[A-Za-z_]\w*", arg) else arg
     expr = _translate(text, {}, defs)
     try:

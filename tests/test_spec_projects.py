@@ -323,3 +323,26 @@ def test_a_launch_that_does_not_resolve_falls_back_on_the_failing_field_only(tmp
     assert inf.spec.smem == "block*4" and by_field["smem"].confidence == "low"
     assert "smem=4194304" in by_field["smem"].note  # 4 MiB of shared memory: not valid as read
     assert by_field["grid"].confidence == "high" and _resolved(inf)["grid"] == (4096, 1, 1)
+
+
+def test_sizes_and_scalars_the_launch_site_gives_are_never_guessed_by_name() -> None:
+    # a launch the host interpreter does not enter (a method): the launch site's text is read
+    doc = Document(
+        "__global__ void sgemm(int M, int N, int K, float alpha, const float* A, const float* B, float* C) {\n"
+        "  int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (r < M && c < N) { float s = 0; for (int k = 0; k < K; k++) s += A[r * K + k] * B[k * N + c];"
+        " C[r * N + c] = alpha * s; }\n"
+        "}\n"
+        "struct Runner {\n"
+        "  void go(const float* A, const float* B, float* C) {\n"
+        "    sgemm<<<dim3(64, 64), dim3(16, 16)>>>(1024, 1024, 512, 0.5f, A, B, C);\n"
+        "  }\n"
+        "};\n",
+        "runner.cu",
+    )
+    k = doc.kernel("sgemm")
+    assert k is not None
+    inf = infer(doc, k)
+    assert bench_sizes(inf.spec) == {"M": 1024, "N": 1024, "K": 512}  # not M = K = 1 for their names
+    assert _resolved(inf)["alpha"] == 0.5  # not 1.5
+    assert inf.guesses()["arg alpha"] == "read from the launch site's text"
