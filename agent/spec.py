@@ -1831,6 +1831,12 @@ def _infer_from_run(
             literal[v.expr] = p.name
             taken.add(p.name)
     names = {n: literal.get(n, n) for n in sizes}
+    # without sizes from the program (a launcher nobody calls with values), each integer argument
+    # it leaves unknown is a size of its own name at a guessed benchmark value, said to be a guess
+    unknown = [] if sizes else [p.name for p, d, v in args if not p.pointer and not is_float(d) and v is None]
+    guessed_sizes = dict.fromkeys(unknown, {1: "1<<24", 2: "4096"}.get(len(unknown), "512"))
+    values.update({n: evaluate(e, {}) for n, e in guessed_sizes.items()})
+    size_names = [*names.values(), *guessed_sizes]
 
     def spec_expr(e: str, keep_block: bool = True) -> str:
         return _rename(
@@ -1860,14 +1866,14 @@ def _infer_from_run(
         if isinstance(event.grid, host.Num)
         else ()
     )
-    first = next(iter(names.values()), "")
+    first = next(iter(size_names), "")
     if grid_dims and all(g is not None for g in grid_dims):
         grid = tuple(spec_expr(g.expr) for g in grid_dims if g is not None)
         evidence.append(Evidence("grid", event.where, how, note))
     else:
-        grid = (f"cdiv({first}, {block[0]})",) if first else ("1",)
+        grid = (f"cdiv({first}, {'block' if len(block) == 1 else 'block_x'})",) if first else ("1",)
         guesses.append("grid")
-        evidence.append(Evidence("grid", "", "low", f"grid not readable at the launch: {grid[0]} assumed"))
+        evidence.append(Evidence("grid", "", "low", f"grid unknown at the launch: {grid[0]} assumed"))
     if isinstance(event.smem, host.Num):
         smem = spec_expr(event.smem.expr)
         evidence.append(Evidence("smem", event.where, how, note))
@@ -1877,7 +1883,7 @@ def _infer_from_run(
         evidence.append(Evidence("smem", "", "low", f"dynamic shared memory not readable: {smem} assumed"))
     if event.template_args:
         evidence.append(Evidence("template", event.where, "high"))
-    fallback = "*".join(names.values()) or "1"
+    fallback = "*".join(size_names) or "1"
     for p, dtype, v in args:
         if p.pointer:
             count = spec_expr(counts[p.name]) if counts[p.name] else fallback
@@ -1892,6 +1898,11 @@ def _infer_from_run(
         elif isinstance(v, host.Num):
             specs.append(ScalarSpec(p.name, dtype, spec_expr(v.expr) if not is_float(dtype) else v.expr))
             evidence.append(Evidence(f"arg {p.name}", event.where, "high"))
+        elif p.name in guessed_sizes:
+            specs.append(ScalarSpec(p.name, dtype, p.name))
+            guesses.append(f"size {p.name}")
+            note = f"benchmark value guessed as {guessed_sizes[p.name]}: the host code does not give it"
+            evidence.append(Evidence(f"size {p.name}", "", "low", note))
         else:
             value = "1.5" if is_float(dtype) else "1"
             guesses.append(f"value of {p.name}")
@@ -1933,7 +1944,7 @@ def _infer_from_run(
     spec = KernelSpec(
         kernel=kernel.qualified_name,
         requires=tuple(requires),
-        sizes={names[n]: run.roots[n].value for n in sizes} or {"n": "1"},
+        sizes={**{names[n]: run.roots[n].value for n in sizes}, **guessed_sizes} or {"n": "1"},
         grid=grid,
         block=block,
         smem=smem,
@@ -1949,7 +1960,7 @@ def _infer_from_run(
             return None
         # the launch as read does not resolve (a grid beyond the device's limits, too much shared
         # memory): the launch fields fall back, the fewest first, each said to be a guess
-        default_grid = (f"cdiv({first}, {block[0]})",) if first else ("1",)
+        default_grid = (f"cdiv({first}, {'block' if len(block) == 1 else 'block_x'})",) if first else ("1",)
         default_smem = _smem_guess(doc, kernel, aliases, axes)
         shown = {"grid": render_dims(default_grid), "smem": default_smem}
         why = exc.errors[0].message

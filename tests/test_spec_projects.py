@@ -141,7 +141,7 @@ def test_each_field_falls_back_on_its_own() -> None:
     # grid and smem come from a library: guessed, and said so
     assert by_field["grid"].confidence == "low" and by_field["smem"].confidence == "low"
     # the shared memory guess: one element per thread of its `extern __shared__ float stage[]`
-    assert inf.spec.grid == ("cdiv(n, 128)",) and inf.spec.smem == "block*4"
+    assert inf.spec.grid == ("cdiv(n, block)",) and inf.spec.smem == "block*4"
     assert "grid" in inf.guesses() and "smem" in inf.guesses()
     # everything the program does say is kept, at its own confidence
     assert by_field["block"].confidence == "high" and inf.spec.block == ("128",)
@@ -155,13 +155,12 @@ def test_hover_and_snippet_say_which_fields_are_guessed() -> None:
     inf = _infer("opaque_launch/kernels/shift.cuh", "shift_scale")
     hover = inferred_markdown(inf)
     assert "low confidence" in hover
-    assert "- grid: grid not readable at the launch: cdiv(n, 128) assumed" in hover
+    assert "- grid: grid unknown at the launch: cdiv(n, block) assumed" in hover
     assert "- block" not in hover  # read from the program: not listed as a guess
     snippet = render_inference(inf).splitlines()
     launch = next(i for i, line in enumerate(snippet) if "@cuda-agent launch" in line)
     assert (
-        snippet[launch - 1].startswith("// guess: grid not readable")
-        and "block*4 assumed" in snippet[launch - 1]
+        snippet[launch - 1].startswith("// guess: grid unknown") and "block*4 assumed" in snippet[launch - 1]
     )
 
 
@@ -346,3 +345,21 @@ def test_sizes_and_scalars_the_launch_site_gives_are_never_guessed_by_name() -> 
     assert bench_sizes(inf.spec) == {"M": 1024, "N": 1024, "K": 512}  # not M = K = 1 for their names
     assert _resolved(inf)["alpha"] == 0.5  # not 1.5
     assert inf.guesses()["arg alpha"] == "read from the launch site's text"
+
+
+def test_a_launcher_nobody_calls_guesses_its_sizes_alone() -> None:
+    # run(…, int n) is not called with a value: n is a guessed size, the block is still read
+    doc = Document(
+        "__global__ void scale(float* v, float s, int n) { int i = threadIdx.x; if (i < n) v[i] *= s; }\n"
+        "void run(float* v, int n) { scale<<<(n + 99) / 100, 100>>>(v, 0.5f, n); }\n",
+        "launcher.cu",
+    )
+    k = doc.kernel("scale")
+    assert k is not None
+    inf = infer(doc, k)
+    by_field = {e.field: e for e in inf.evidence}
+    assert inf.spec.sizes == {"n": "1<<24"} and by_field["size n"].confidence == "low"
+    assert inf.spec.block == ("100",) and by_field["block"].confidence == "high"
+    assert _resolved(inf)["s"] == 0.5 and by_field["arg s"].confidence == "high"
+    assert _resolved(inf)["grid"] == (167773, 1, 1)  # cdiv(n, block): guessed, and said so
+    assert by_field["grid"].confidence == "low"
