@@ -1032,13 +1032,27 @@ def verify_sizes(spec: KernelSpec) -> tuple[dict[str, int], ...]:
     out: list[dict[str, int]] = []
     for top in _VERIFY_DEFAULTS:
         sizes = _capped(spec, bench, top)
-        # scaled up (x2, x4, ...) while the launch is not valid there (`grid=T/128` is 0 at T=97)
-        while sizes is not None and sizes != bench and not _launch_valid(spec, sizes):
-            top *= 2
-            sizes = _capped(spec, bench, top)
+        if sizes is None or (sizes != bench and not _launch_valid(spec, sizes)):
+            sizes = _scaled(spec, bench, top)  # `grid=T/128` is 0 at T=97: T=1024 becomes 128
         if sizes is not None and sizes != bench and sizes not in out:
             out.append(sizes)
     return tuple(out) or (bench,)
+
+
+def _scaled(spec: KernelSpec, bench: Mapping[str, int], top: int) -> dict[str, int] | None:
+    """The program's own sizes halved (each literal size divided by 2, 4, 8, ...) where the launch
+    is valid and the ``require`` conditions hold: the smallest that reaches ``top``, else the
+    largest below it.  The proportions and the powers of two the launch relies on stay."""
+    literal = [k for k, e in spec.sizes.items() if not _has_names(e)]
+    largest = max((bench[k] for k in literal), default=0)
+    shifts = range(1, largest.bit_length())
+    reaching = [k for k in reversed(shifts) if largest >> k >= min(top, largest)]
+    below = [k for k in shifts if largest >> k < min(top, largest)]
+    for shift in (*reaching, *below):
+        sizes = _sizes(spec, {k: str(max(bench[k] >> shift, 1)) for k in literal})
+        if _size_requirements_met(spec, sizes) and _launch_valid(spec, sizes):
+            return sizes
+    return None
 
 
 def _capped(spec: KernelSpec, bench: Mapping[str, int], top: int) -> dict[str, int] | None:
@@ -1941,6 +1955,12 @@ def _infer_from_run(
             requires.append((translated, -1))
             reasons.append(f"require {translated} from {where}")
             evidence.append(Evidence(f"require {translated}", where, "high"))
+    if "grid" not in guesses:  # `grid=T/128` launches T/128 blocks: the program assumes T % 128 == 0
+        for condition in _exact_divisions(grid, set(size_names)):
+            requires.append((condition, -1))
+            evidence.append(
+                Evidence(f"require {condition}", event.where, "medium", "the grid divides exactly")
+            )
     spec = KernelSpec(
         kernel=kernel.qualified_name,
         requires=tuple(requires),
@@ -2024,6 +2044,30 @@ def _body_node(doc: Document, kernel: Kernel) -> tree_sitter.Node | None:
     return doc.tree.root_node.descendant_for_byte_range(
         kernel.body_span.start_byte, kernel.body_span.end_byte
     )
+
+
+def _exact_divisions(grid: tuple[str, ...], sizes: set[str]) -> list[str]:
+    """``A % B == 0`` for each grid dimension written ``A / B`` with ``A`` a product of sizes and
+    ``B`` free of them (``T / 128``, ``B*T / block``; never the ceiling idiom ``(n + 127) / 128``)."""
+    out: list[str] = []
+    for dim in grid:
+        try:
+            tree = ast.parse(dim, mode="eval").body
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        if not (isinstance(tree, ast.BinOp) and isinstance(tree.op, ast.Div | ast.FloorDiv)):
+            continue
+        left, right = tree.left, tree.right
+        products = all(
+            isinstance(n, ast.Name | ast.Constant | ast.Load | ast.Mult)
+            or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult))
+            for n in ast.walk(left)
+        )
+        left_names = {n.id for n in ast.walk(left) if isinstance(n, ast.Name)}
+        right_names = {n.id for n in ast.walk(right) if isinstance(n, ast.Name)}
+        if products and left_names and left_names <= sizes and not right_names & sizes:
+            out.append(f"{_paren(ast.unparse(left))} % {_paren(ast.unparse(right))} == 0")
+    return out
 
 
 def _smem_guess(doc: Document, kernel: Kernel, aliases: Mapping[str, str], axes: tuple[str, ...]) -> str:

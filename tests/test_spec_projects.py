@@ -96,9 +96,12 @@ def test_helpers_run_to_the_end_and_verification_sizes_keep_the_launch_valid() -
     inf = _infer("macro_dim3/cuda/attention_rows.cu", "softmax_rows")
     assert inf.spec.block == ("128",)  # largestPow2(ROWS_PER_BLOCK + 10): its loop ran to the end
     assert inf.spec.sizes == {"T": "1024"}
-    for sizes in verify_sizes(inf.spec):  # grid T/128: 97 would make it 0, so T is scaled up
-        assert problem(inf.spec, sizes).launch.grid[0] >= 1
-        assert sizes["T"] < 1024
+    # grid T/128 launches T/128 blocks: the program assumes T % 128 == 0, and 97 would make it 0;
+    # the verification sizes are the program's T halved until the launch is valid (all rows written)
+    assert inf.spec.requires == (("T % block == 0", -1),)
+    assert verify_sizes(inf.spec) == ({"T": 128}, {"T": 512})
+    for sizes in verify_sizes(inf.spec):
+        assert problem(inf.spec, sizes).launch.grid[0] * 128 == sizes["T"]
 
 
 def test_default_arguments_are_applied() -> None:
