@@ -1090,8 +1090,8 @@ def _is_host_item(doc: Document, item: _Item) -> bool:
     node = item.node
     if node.type == "preproc_include":
         return item.include.strip("<>") in HOST_HEADERS
-    if node.type == "declaration" and _in_extern_c(node):  # `extern "C" void launch(cublasHandle_t, ...);`
-        return not any(c.type in ("__device__", "__global__") for c in node.children)
+    if node.type == "linkage_specification":  # `extern "C" void launch(cublasHandle_t, ...);`
+        return _host_declarations(node)
     return _is_host_function(node)
 
 
@@ -1131,13 +1131,17 @@ def _include_folders(includes: list[tuple[str, Path]]) -> list[Path]:
     return folders
 
 
-def _in_extern_c(node: tree_sitter.Node) -> bool:
-    up: tree_sitter.Node | None = node
-    while up is not None:
-        if up.type == "linkage_specification":
-            return True
-        up = up.parent
-    return False
+def _host_declarations(node: tree_sitter.Node) -> bool:
+    """An ``extern "C"`` item that declares or defines functions, none of them device code."""
+    functions = False
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type in ("__global__", "__device__", "__constant__", "__shared__", "__managed__"):
+            return False
+        functions = functions or n.type == "function_declarator"
+        stack.extend(n.children)
+    return functions
 
 
 _QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"(?P<path>[^"]+)"')

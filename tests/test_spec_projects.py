@@ -366,3 +366,27 @@ def test_a_launcher_nobody_calls_guesses_its_sizes_alone() -> None:
     assert _resolved(inf)["s"] == 0.5 and by_field["arg s"].confidence == "high"
     assert _resolved(inf)["grid"] == (167773, 1, 1)  # cdiv(n, block): guessed, and said so
     assert by_field["grid"].confidence == "low"
+
+
+def test_extern_c_host_declarations_of_a_project_header_stay_out(tmp_path: Path) -> None:
+    (tmp_path / "api.h").write_text(
+        "#pragma once\n#define SCALE 2.0f\n"
+        'extern "C" void launch_scale(cublasHandle_t h, float* x, int n);\n'
+        'extern "C" {\nvoid other(cudaStream_t s);\n}\n'
+        'extern "C" __global__ void kept(float* x) { x[0] = SCALE; }\n'
+    )
+    (tmp_path / "k.cu").write_text(
+        '#include "api.h"\n__global__ void k(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] *= SCALE; }\n'
+    )
+    doc = Document.from_file(tmp_path / "k.cu")
+    k = doc.kernel("k")
+    assert k is not None
+    unit = doc.standalone(k).source
+    assert "#define SCALE 2.0f" in unit and "launch_scale" not in unit and "other" not in unit
+    header = Document.from_file(tmp_path / "api.h")
+    kept = header.kernel("kept")
+    assert kept is not None and 'extern "C" __global__ void kept' in header.standalone(kept).source
+    try:
+        assert check_kernel(doc, k).ok
+    except CompilerUnavailable as exc:
+        pytest.skip(f"NVRTC unavailable: {exc}")
