@@ -17,6 +17,7 @@ import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from agent.host import launch_of
 from agent.source import Document, Issue, Kernel
 from agent.spec import KernelSpec, SpecError, infer, parse, split_args, template_names
 from sandbox.compiler import compile_cuda
@@ -115,8 +116,8 @@ def _name_expression(doc: Document, kernel: Kernel, spec: KernelSpec | None) -> 
         return kernel.qualified_name, ""
     if spec is not None and spec.template_args:
         return spec.name_expression, ""
-    if doc.launches_of(kernel.name):
-        return infer(doc, kernel).spec.name_expression, "instantiated as the file launches it"
+    if doc.launches_of(kernel.name) or launch_of(doc, kernel.name) is not None:
+        return infer(doc, kernel).spec.name_expression, "instantiated as the project launches it"
     return "", "template without a `template` spec line or launch: compiled uninstantiated (no resources)"
 
 

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import tree_sitter
 
+from agent import pyhost
+from agent.project import project_of, resolve_include
 from agent.source import Document
 
 _INT_TYPES = re.compile(r"\b(int|long|short|char|unsigned|signed|size_t|ssize_t|u?int\d+_t|uint|auto|dim3)\b")
@@ -45,8 +47,12 @@ _MATH = {
 _MALLOCS = frozenset(
     {"cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "cudaMallocHost", "cudaHostAlloc"}
 )
+_TENSOR_LIKE = frozenset({"empty_like", "zeros_like", "ones_like", "rand_like", "randn_like"})
+_TENSOR_NEW = frozenset({"empty", "zeros", "ones", "rand", "randn", "full"})
 _MAX_DEPTH = 12  # nested calls
 _MAX_STEPS = 20000  # statements per run: a hostile program cannot hang the server
+_MAX_ITERATIONS = 256  # a loop of a helper run to its end...
+_MAX_ITERATION_STEPS = 2000  # ...within this many statements
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,27 @@ class Items:
     items: tuple[Value, ...]
 
 
-Value = Num | Dims | Buffer | Items | None
+@dataclass(frozen=True)
+class FuncRef:
+    """A kernel named as a value: ``auto k = kernel;``, ``&kernel``, ``kernel<float, 128>``."""
+
+    name: str
+    template_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A PyTorch tensor handed to an extension's launcher: its sizes (None: unknown)."""
+
+    dims: tuple[Num | None, ...]
+
+    def numel(self) -> Num | None:
+        if not self.dims or any(d is None for d in self.dims):
+            return None
+        return Num("*".join(_p(d.expr) for d in self.dims if d is not None))
+
+
+Value = Num | Dims | Buffer | Items | FuncRef | Tensor | None
 
 
 @dataclass(frozen=True)
@@ -104,6 +130,7 @@ class LaunchEvent:
     args: tuple[Value, ...]
     where: str
     notes: tuple[str, ...] = ()  # loops taken once, branches taken both ways, ...
+    defines: tuple[tuple[str, Num], ...] = ()  # macros the launcher compiles the kernel with
 
 
 @dataclass(frozen=True)
@@ -152,6 +179,9 @@ class _Func:
     doc: Document
     node: tree_sitter.Node
     params: tuple[str, ...]
+    defaults: tuple[tree_sitter.Node | None, ...] = ()  # C++ default arguments, by parameter
+    template_params: tuple[str, ...] = ()
+    tensors: tuple[bool, ...] = ()  # which parameters are torch/ATen tensors
 
 
 class _Program:
@@ -159,6 +189,7 @@ class _Program:
 
     def __init__(self, doc: Document, defines: Mapping[str, str], aliases: Mapping[str, str]) -> None:
         self.funcs: dict[str, _Func] = {}
+        self.kernels: set[str] = set()  # __global__ functions, which a variable may point to
         self.macros: dict[str, tuple[tuple[str, ...] | None, str, str]] = {}  # name -> (params, body, where)
         self.globals: list[tuple[Document, tree_sitter.Node]] = []
         self.constants: dict[str, tuple[str, str]] = {}
@@ -175,28 +206,44 @@ class _Program:
         for node in _active(doc, doc.tree.root_node.children, self):
             self._top(doc, node)
 
-    def _top(self, doc: Document, node: tree_sitter.Node) -> None:
+    def _top(self, doc: Document, node: tree_sitter.Node, tparams: tuple[str, ...] = ()) -> None:
         t = node.type
         if t in ("namespace_definition", "linkage_specification", "declaration_list", "template_declaration"):
             body = node.child_by_field_name("body")
             kids = body.children if body is not None and t != "template_declaration" else node.children
+            if t == "template_declaration":
+                plist = node.child_by_field_name("parameters")
+                tparams = tuple(
+                    _decl_name(doc, p) for p in (plist.named_children if plist is not None else ())
+                )
             for c in _active(doc, kids, self):
-                self._top(doc, c)
+                self._top(doc, c, tparams)
         elif t == "function_definition":
-            if any(c.type == "__global__" for c in node.children):
-                return
             decl = _function_declarator(node)
             if decl is None:
                 return
             name_node = decl.child_by_field_name("declarator")
             name = doc.node_text(name_node).split("::")[-1] if name_node is not None else ""
+            if any(c.type == "__global__" for c in node.children):
+                self.kernels.add(name)
+                return
             plist = decl.child_by_field_name("parameters")
-            params = tuple(
-                _decl_name(doc, p.child_by_field_name("declarator"))
+            decls = [
+                p
                 for p in (plist.named_children if plist is not None else ())
                 if p.type in ("parameter_declaration", "optional_parameter_declaration")
+            ]
+            self.funcs.setdefault(
+                name,
+                _Func(
+                    doc,
+                    node,
+                    tuple(_decl_name(doc, p.child_by_field_name("declarator")) for p in decls),
+                    tuple(p.child_by_field_name("default_value") for p in decls),
+                    tparams,
+                    tuple(_is_tensor(doc, p) for p in decls),
+                ),
             )
-            self.funcs.setdefault(name, _Func(doc, node, params))
         elif t in ("preproc_def", "preproc_function_def"):
             name_node, value = node.child_by_field_name("name"), node.child_by_field_name("value")
             if name_node is None:
@@ -213,8 +260,8 @@ class _Program:
             path = node.child_by_field_name("path")
             written = doc.node_text(path).strip() if path is not None else ""
             if written.startswith('"') and doc.path:
-                header = Path(doc.path).resolve().parent / written.strip('"')
-                if header.is_file():
+                header = resolve_include(doc.path, written.strip('"'))
+                if header is not None:
                     try:
                         self._load(Document.from_file(header))
                     except OSError:
@@ -232,6 +279,11 @@ class _Program:
                         )
             else:
                 self.globals.append((doc, node))
+
+
+def _is_tensor(doc: Document, param: tree_sitter.Node) -> bool:
+    type_node = param.child_by_field_name("type")
+    return type_node is not None and doc.node_text(type_node).split("::")[-1].strip() == "Tensor"
 
 
 def _where(doc: Document, node: tree_sitter.Node) -> str:
@@ -376,6 +428,7 @@ class _Interp:
         self.steps = 0
         self.depth = 0
         self.notes: list[str] = []
+        self.exact = False  # loops run to the end (a helper called with known numbers)
         self.at = ""  # the use of the macro being expanded
         self.globals: dict[str, Value] = {}
         self._macro_docs: dict[str, tuple[Document, tree_sitter.Node | None]] = {}
@@ -483,6 +536,12 @@ class _Interp:
                 return
             self.notes.append(f"the first iteration of the loop at {self.where(doc, node)}")
             try:
+                if (
+                    self.exact
+                    and t in ("for_statement", "while_statement")
+                    and self.iterate(doc, node, cond, inner)
+                ):
+                    return
                 body = node.child_by_field_name("body")
                 if body is not None:
                     self.stmt(doc, body, inner)
@@ -500,6 +559,42 @@ class _Interp:
                 [c for c in node.named_children if c.type.endswith("statement") or c.type == "declaration"],
                 scopes,
             )
+
+    def iterate(
+        self,
+        doc: Document,
+        loop: tree_sitter.Node,
+        cond: tree_sitter.Node | None,
+        scopes: list[dict[str, Value]],
+    ) -> bool:
+        """Run a loop whose condition stays known to its end (at most :data:`_MAX_ITERATIONS`
+        times), each value folded to a number; False (nothing changed) when it cannot."""
+        body = loop.child_by_field_name("body")
+        update = loop.child_by_field_name("update")
+        snapshot = [dict(s) for s in scopes]
+        start = self.steps
+        for _ in range(_MAX_ITERATIONS):
+            if self.truth(doc, cond, scopes) is not True:
+                break
+            if self.steps - start > _MAX_ITERATION_STEPS:  # too long to follow: back to one iteration
+                break
+            try:
+                if body is not None:
+                    self.stmt(doc, body, scopes)
+            except _Break:
+                return True
+            if update is not None:
+                self.expr(doc, update, scopes)
+            for scope in scopes:
+                for k, v in scope.items():
+                    if isinstance(v, Num) and not v.is_float and self.value_of(v.expr) is not None:
+                        scope[k] = self.literal(v)
+        if self.truth(doc, cond, scopes) is False:
+            return True
+        for scope, saved in zip(scopes, snapshot, strict=True):
+            scope.clear()
+            scope.update(saved)
+        return False
 
     def truth(
         self, doc: Document, node: tree_sitter.Node | None, scopes: list[dict[str, Value]]
@@ -624,7 +719,7 @@ class _Interp:
             return None
         t = node.type
         if t == "number_literal":
-            return _number(doc.node_text(node))
+            return number_literal(doc.node_text(node))
         if t in ("true", "false"):
             return Num("1" if t == "true" else "0")
         if t in ("null", "nullptr"):
@@ -634,7 +729,18 @@ class _Interp:
             found, value = self.lookup(name, scopes)
             if found:
                 return value
+            if name in self.prog.kernels and name not in self.prog.macros:
+                return FuncRef(name)
             return self.macro(name, (), scopes, self.where(doc, node))
+        if t == "template_function":  # `kernel<float, 128>` as a value
+            name_node = node.child_by_field_name("name")
+            name = doc.node_text(name_node if name_node is not None else node).split("::")[-1]
+            if name not in self.prog.kernels:
+                return None
+            return FuncRef(name, self.template_args(doc, node.child_by_field_name("arguments"), scopes))
+        if t == "pointer_expression" and doc.node_text(node).lstrip().startswith("&"):
+            pointee = self.expr(doc, node.child_by_field_name("argument"), scopes)
+            return pointee if isinstance(pointee, FuncRef) else None
         if t == "parenthesized_expression":
             inner = self.expr(doc, node.named_children[0] if node.named_children else None, scopes)
             return Num(_p(inner.expr), inner.sized, inner.is_float) if isinstance(inner, Num) else inner
@@ -812,14 +918,26 @@ class _Interp:
         if config is not None:
             self.launch(doc, fn, config, arg_nodes, node, scopes)
             return None
-        if fn.type == "field_expression":  # v.size(), v.data()
+        if fn.type == "field_expression":  # v.size(), v.data(), x.data_ptr<float>(), x.size(0)
             base = self.expr(doc, fn.child_by_field_name("argument"), scopes)
-            method = doc.node_text(fn.child_by_field_name("field") or fn)
+            field_node = fn.child_by_field_name("field")
+            if isinstance(base, Tensor):
+                return self.tensor_method(doc, base, field_node, arg_nodes, scopes)
+            method = doc.node_text(field_node or fn)
             if isinstance(base, Buffer) and method == "size":
                 return Num(base.count)
             return base if isinstance(base, Buffer) and method == "data" else None
         name_node = fn.child_by_field_name("name") if fn.type == "template_function" else fn
         name = doc.node_text(name_node if name_node is not None else fn).split("::")[-1]
+        if name in ("reinterpret_cast", "static_cast", "const_cast") and arg_nodes:
+            return self.expr(doc, arg_nodes[0], scopes)
+        if name in _TENSOR_LIKE and arg_nodes:  # torch::empty_like(x)
+            like = self.expr(doc, arg_nodes[0], scopes)
+            return like if isinstance(like, Tensor) else None
+        if name in _TENSOR_NEW and arg_nodes:  # torch::empty({n, m}, options)
+            shape = self.expr(doc, arg_nodes[0], scopes)
+            dims = shape.items if isinstance(shape, Items) else (shape,)
+            return Tensor(tuple(d if isinstance(d, Num) else None for d in dims))
         if name in self.prog.macros and self.prog.macros[name][0] is not None and name not in _CDIV:
             return self.macro(name, tuple(doc.node_text(a) for a in arg_nodes), scopes, self.where(doc, node))
         args = [self.expr(doc, a, scopes) for a in arg_nodes]
@@ -860,13 +978,59 @@ class _Interp:
         func = self.prog.funcs.get(name)
         if func is None or self.depth >= _MAX_DEPTH:
             return None
-        return self.call(func, args)
+        tlist = fn.child_by_field_name("arguments") if fn.type == "template_function" else None
+        targs = tuple(
+            self.expr(doc, a, scopes)
+            if a.type != "type_descriptor"
+            else self.macro_text(doc.node_text(a), scopes)
+            for a in (tlist.named_children if tlist is not None else ())
+        )
+        return self.call(func, args, targs)
 
-    def call(self, func: _Func, args: list[Value]) -> Value:
+    def tensor_method(
+        self,
+        doc: Document,
+        tensor: Tensor,
+        field_node: tree_sitter.Node | None,
+        arg_nodes: list[tree_sitter.Node],
+        scopes: list[dict[str, Value]],
+    ) -> Value:
+        """``x.size(i)``, ``x.numel()``, ``x.data_ptr<T>()`` of a tensor."""
+        if field_node is None:
+            return None
+        if field_node.type == "template_method":
+            method_node = field_node.child_by_field_name("name")
+            targs = field_node.child_by_field_name("arguments")
+            method = doc.node_text(method_node) if method_node is not None else ""
+            elem = self.bytes_of(doc.node_text(targs).strip("<> ")) if targs is not None else None
+        else:
+            method, elem = doc.node_text(field_node), None
+        numel = tensor.numel()
+        if method in ("data_ptr", "data") and elem is not None:
+            return Buffer(numel.expr, elem, self.where(doc, field_node)) if numel is not None else None
+        if method in ("numel", "nelement"):
+            return numel
+        if method == "size" and arg_nodes:
+            index = self.expr(doc, arg_nodes[0], scopes)
+            axis = self.value_of(index.expr) if isinstance(index, Num) else None
+            if isinstance(axis, int) and -len(tensor.dims) <= axis < len(tensor.dims):
+                return tensor.dims[axis]
+        if method in ("contiguous", "cuda", "detach", "clone"):
+            return tensor
+        return None
+
+    def call(self, func: _Func, args: list[Value], targs: tuple[Value, ...] = ()) -> Value:
         body = func.node.child_by_field_name("body")
         if body is None:
             return None
         frame: dict[str, Value] = {p: a for p, a in zip(func.params, args, strict=False) if p}
+        frame.update({t: a for t, a in zip(func.template_params, targs, strict=False) if t})
+        for p, default in zip(func.params[len(args) :], func.defaults[len(args) :], strict=False):
+            if p and default is not None:  # C++ default arguments, evaluated in the callee's scope
+                frame[p] = self.expr(func.doc, default, [frame])
+        # a helper of known numbers (`largestPow2(n)`) runs its loops to the end
+        exact = bool(args) and all(isinstance(a, Num) and self.value_of(a.expr) is not None for a in args)
+        outer, self.exact = self.exact, exact
         self.depth += 1
         try:
             self.stmt(func.doc, body, [frame])
@@ -876,6 +1040,7 @@ class _Interp:
             return None
         finally:
             self.depth -= 1
+            self.exact = outer
         return None
 
     def launch(
@@ -889,24 +1054,19 @@ class _Interp:
     ) -> None:
         name_node = fn.child_by_field_name("name") if fn.type == "template_function" else fn
         kernel = doc.node_text(name_node if name_node is not None else fn).split("::")[-1]
+        tlist = fn.child_by_field_name("arguments") if fn.type == "template_function" else None
+        targs = self.template_args(doc, tlist, scopes)
+        if kernel not in self.prog.kernels:  # a function pointer: `kernel_t k = axpy; k<<<...>>>`
+            pointee = self.expr(doc, fn, scopes)
+            if isinstance(pointee, FuncRef):
+                kernel, targs = pointee.name, targs or pointee.template_args
         if kernel in self.run.launches:
             return
-        targs: list[str] = []
-        tlist = fn.child_by_field_name("arguments") if fn.type == "template_function" else None
-        for a in tlist.named_children if tlist is not None else ():
-            text = doc.node_text(a).strip()
-            value = (
-                self.expr(doc, a, scopes) if a.type != "type_descriptor" else self.macro_text(text, scopes)
-            )
-            literal = self.literal(value) if isinstance(value, Num) else None
-            targs.append(
-                literal.expr if literal is not None and not names(literal.expr) else doc.node_text(a)
-            )
         parts = [self.expr(doc, c, scopes) for c in config.named_children if c.type != "comment"]
-        parts += [None] * (3 - len(parts))
+        parts += [None, None, Num("0")][len(parts) :]  # no smem written: 0 (None: not readable)
         self.run.launches[kernel] = LaunchEvent(
             kernel,
-            tuple(targs),
+            targs,
             parts[0],
             parts[1],
             parts[2],
@@ -914,6 +1074,20 @@ class _Interp:
             self.where(doc, call),
             tuple(self.notes),
         )
+
+    def template_args(
+        self, doc: Document, tlist: tree_sitter.Node | None, scopes: list[dict[str, Value]]
+    ) -> tuple[str, ...]:
+        """Template arguments as written, each value-like one evaluated to a literal when known."""
+        targs: list[str] = []
+        for a in tlist.named_children if tlist is not None else ():
+            text = doc.node_text(a).strip()
+            value = (
+                self.expr(doc, a, scopes) if a.type != "type_descriptor" else self.macro_text(text, scopes)
+            )
+            literal = self.literal(value) if isinstance(value, Num) else None
+            targs.append(literal.expr if literal is not None and not names(literal.expr) else text)
+        return tuple(targs)
 
 
 def _exits(doc: Document, node: tree_sitter.Node) -> bool:
@@ -931,7 +1105,8 @@ def _exits(doc: Document, node: tree_sitter.Node) -> bool:
     return False
 
 
-def _number(text: str) -> Num | None:
+def number_literal(text: str) -> Num | None:
+    """A C/C++ number literal (``0x1F``, ``1e-3f``, ``256u``) as a spec number; None if not one."""
     t = text.replace("'", "")
     if t.lower().startswith("0x"):
         t = re.sub(r"[uUlL]+$", "", t)
@@ -958,8 +1133,20 @@ def _buffer(total: Num, where: str) -> Buffer:
 
 
 def _address_of(doc: Document, node: tree_sitter.Node) -> str:
-    """``&p`` (through casts and parentheses) -> ``p``."""
-    while node.type in ("cast_expression", "parenthesized_expression"):
+    """``&p`` (through casts, ``reinterpret_cast<void**>(...)`` and parentheses) -> ``p``."""
+    while node.type in ("cast_expression", "parenthesized_expression", "call_expression"):
+        if node.type == "call_expression":
+            fn = node.child_by_field_name("function")
+            cast = (
+                fn.child_by_field_name("name") if fn is not None and fn.type == "template_function" else None
+            )
+            args = node.child_by_field_name("arguments")
+            if cast is None or doc.node_text(cast) not in ("reinterpret_cast", "static_cast") or args is None:
+                return ""
+            node = args.named_children[0] if args.named_children else node
+            if node.type == "call_expression":
+                return ""
+            continue
         inner = (
             node.child_by_field_name("value")
             if node.type == "cast_expression"
@@ -989,7 +1176,7 @@ def _declarator_types(node: tree_sitter.Node) -> set[str]:
 # ---------------------------------------------------------------------------------------- entry points
 
 _RUNS: weakref.WeakKeyDictionary[Document, HostRun] = weakref.WeakKeyDictionary()
-_HOST_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx")
+_MAX_HOSTS = 256  # files of the project read when looking for a kernel's launch
 
 
 def run(doc: Document, defines: Mapping[str, str] | None = None) -> HostRun:
@@ -1013,7 +1200,7 @@ def run(doc: Document, defines: Mapping[str, str] | None = None) -> HostRun:
             interp.notes = []
             interp.steps = 0
             try:
-                interp.call(func, [])
+                interp.call(func, _entry_args(doc, name, func, interp))
             except (_Budget, _Return, _Break, RecursionError):
                 continue
     except RecursionError:
@@ -1021,6 +1208,61 @@ def run(doc: Document, defines: Mapping[str, str] | None = None) -> HostRun:
     if not defines:
         _RUNS[doc] = result
     return result
+
+
+def _entry_args(doc: Document, name: str, func: _Func, interp: _Interp) -> list[Value]:
+    """The arguments a launcher is entered with: for a PyTorch extension's function, tensors of
+    the shapes the Python code that calls it passes (through its ``m.def`` binding)."""
+    if not any(func.tensors) or not doc.path:
+        return []
+    bound = _python_names(doc, name) or [name]
+    scripts = [p for p in project_of(doc.path).sources if p.suffix == ".py"]
+    shapes: list[pyhost.Shape | None] = []
+    for py_name in bound:
+        shapes = pyhost.call_shapes(scripts, py_name) or []
+        if shapes:
+            break
+    args: list[Value] = []
+    for i, (param, is_tensor) in enumerate(zip(func.params, func.tensors, strict=False)):
+        shape = shapes[i] if i < len(shapes) else None
+        if not is_tensor:
+            args.append(None)
+            continue
+        args.append(
+            Tensor(
+                tuple(
+                    interp.root(d.name or f"{param}_{axis}", Num(str(d.value)), d.where)
+                    if d is not None
+                    else None
+                    for axis, d in enumerate(shape or ())
+                )
+            )
+        )
+    return args
+
+
+def _python_names(doc: Document, function: str) -> list[str]:
+    """The Python names ``m.def("name", &function, ...)`` binds ``function`` to."""
+    out: list[str] = []
+    stack = [doc.tree.root_node]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.named_children)
+        if node.type != "call_expression":
+            continue
+        fn = node.child_by_field_name("function")
+        field_node = (
+            fn.child_by_field_name("field") if fn is not None and fn.type == "field_expression" else None
+        )
+        args = node.child_by_field_name("arguments")
+        if field_node is None or doc.node_text(field_node) != "def" or args is None:
+            continue
+        parts = args.named_children
+        if len(parts) >= 2 and parts[0].type == "string_literal":
+            target = doc.node_text(parts[1]).lstrip("&").strip().split("::")[-1]
+            if target == function:
+                out.append(doc.node_text(parts[0]).strip('"'))
+    return out
 
 
 def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Document] | None:
@@ -1032,19 +1274,86 @@ def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Documen
     if not doc.path:
         return None
     here = Path(doc.path).resolve()
-    try:
-        siblings = sorted(p for p in here.parent.iterdir() if p.suffix in _HOST_SUFFIXES and p != here)
-    except OSError:
-        return None
-    for path in siblings[:64]:
+    for path in [p for p in project_of(here).sources if p.suffix != ".py" and p != here][:_MAX_HOSTS]:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if f'"{here.name}"' not in text or kernel not in text:
+        if kernel not in text:
             continue
         host = Document(text, str(path))
         found = run(host)
         if kernel in found.launches:
             return found.launches[kernel], found, host
-    return None
+    scripts = [p for p in project_of(here).sources if p.suffix == ".py"][:_MAX_HOSTS]
+    call = pyhost.tuner_call(scripts, kernel)
+    return _tuner_launch(doc, kernel, call) if call is not None else None
+
+
+def _tuner_launch(
+    doc: Document, kernel: str, call: pyhost.TunerCall
+) -> tuple[LaunchEvent, HostRun, Document]:
+    """Kernel Tuner's first launch of ``kernel``: block from ``block_size_x/y/z`` (256, 1, 1 when
+    not tuned), grid the problem size divided by ``grid_div_x/y/z`` (by default the block), every
+    tunable parameter a ``#define`` at its first value."""
+    from agent.spec import canonical_dtype, dtype_bytes
+
+    found = HostRun()
+
+    def num(d: pyhost.Dim | None) -> Num | None:
+        if d is None:
+            return None
+        if not d.name:
+            return Num(str(d.value))
+        found.roots.setdefault(d.name, Root(d.name, str(d.value), d.where))
+        return Num(d.name)
+
+    params = {d.name: num(d) for d in call.params}
+    tuned = [a for a in "xyz" if f"block_size_{a}" in params] or ["x"]
+    axes = "xyz"[: "xyz".index(tuned[-1]) + 1]  # (x), (x, y) or (x, y, z), as far as tuned
+    block = tuple(params.get(f"block_size_{a}") or Num("256" if a == "x" else "1") for a in axes)
+    grid: list[Num | None] = []
+    for axis, size in zip("xyz", call.problem, strict=False):
+        names = call.grid_div["xyz".index(axis)]
+        if names is None:
+            names = (f"block_size_{axis}",) if f"block_size_{axis}" in params else ()
+        divisors = [params.get(n) for n in names]
+        n = num(size)
+        if n is None or any(d is None for d in divisors):
+            grid.append(None)
+            continue
+        grid.append(Num(f"cdiv({n.expr}, {'*'.join(_p(d.expr) for d in divisors if d)})") if divisors else n)
+    k = doc.kernel(kernel)
+    elems = [
+        dtype_bytes(canonical_dtype(p.base_type, doc.type_aliases) or "float32")
+        for p in (k.params if k else ())
+    ]
+    args: list[Value] = []
+    for i, a in enumerate(call.args):
+        if isinstance(a, pyhost.Array):
+            dims = [num(d) for d in a.dims]
+            count = "*".join(_p(d.expr) for d in dims if d is not None) if all(dims) and dims else ""
+            elem = a.itemsize or (elems[i] if i < len(elems) else 4)
+            args.append(Buffer(count, elem, call.where, fill="0" if a.zero else "") if count else None)
+        elif isinstance(a, pyhost.Scalar):
+            args.append(
+                num(a.dim)
+                if a.dim is not None
+                else Num(repr(a.value), is_float=True)
+                if a.value is not None
+                else None
+            )
+        else:
+            args.append(None)
+    event = LaunchEvent(
+        kernel,
+        (),
+        Dims(tuple(grid)) if grid else None,
+        Dims(block),
+        Num("0"),
+        tuple(args),
+        call.where,
+        defines=tuple((name, value) for name, value in params.items() if value is not None),
+    )
+    found.launches[kernel] = event
+    return event, found, doc

@@ -40,6 +40,8 @@ from typing import Literal, TypeVar
 import tree_sitter
 import tree_sitter_cuda
 
+from agent.project import resolve_include
+
 LANGUAGE = tree_sitter.Language(tree_sitter_cuda.language())
 
 _local = threading.local()
@@ -707,12 +709,13 @@ _CONTAINERS = frozenset(
         "ERROR",
     }
 )
+_MAX_INCLUDE_DIRS = 32  # -I folders of the project a standalone unit is compiled with
 _MAX_NESTING = 100  # namespaces / #if blocks / extern "C" inside each other (the walk recurses)
 _TYPE_SPECIFIERS = frozenset({"struct_specifier", "class_specifier", "union_specifier", "enum_specifier"})
 _NAME_NODES = frozenset({"identifier", "type_identifier", "field_identifier", "qualified_identifier"})
 # Host-only headers NVRTC cannot (and a kernel need not) include: dropped from standalone units.
 # (<cstdint>, <cmath>, <cstdio>... stay: sandbox.compiler ships NVRTC stand-ins for them.)
-HOST_HEADERS = frozenset(
+_SYSTEM_HEADERS = frozenset(
     {
         "algorithm", "array", "cassert", "chrono", "cstring", "ctime", "fstream", "functional",
         "iomanip", "iostream", "map", "memory", "numeric", "random", "set", "sstream", "stdexcept",
@@ -721,6 +724,17 @@ HOST_HEADERS = frozenset(
         "device_launch_parameters.h", "helper_cuda.h", "helper_functions.h",
     }
 )  # fmt: skip
+# Libraries and bindings a project's header pulls in for its host code (they bring <cstdint> along).
+_LIBRARY_HEADERS = frozenset(
+    {
+        "cublas_v2.h", "cublas.h", "cublasLt.h", "cudnn.h", "curand.h", "cufft.h", "cusparse.h",
+        "cusolverDn.h", "nccl.h", "nvToolsExt.h", "nvtx3/nvToolsExt.h", "mpi.h", "omp.h",
+        "torch/extension.h", "torch/torch.h", "torch/python.h", "ATen/ATen.h",
+        "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAGuard.h", "c10/cuda/CUDAStream.h",
+        "pybind11/pybind11.h", "Python.h",
+    }
+)  # fmt: skip
+HOST_HEADERS = _SYSTEM_HEADERS | _LIBRARY_HEADERS
 
 
 _MATH_MACROS = frozenset(
@@ -956,7 +970,9 @@ class _Scan:
             referenced |= names
             for name in names:
                 for j in by_name.get(name, ()):
-                    if j not in chosen:
+                    # a host function is never what device code means (`rows` the launcher vs a
+                    # parameter `rows`); NVRTC could not compile it either
+                    if j not in chosen and not _is_host_function(entries[j][1].node):
                         chosen.add(j)
                         todo.append(j)
         for i, (_, it) in enumerate(entries):
@@ -964,6 +980,11 @@ class _Scan:
                 chosen.add(i)
         local_headers = False
         base = Path(doc.path).resolve().parent if doc.path else None
+        found = {
+            i: resolve_include(entries[i][0].doc.path, entries[i][1].include.strip('"'))
+            for i in chosen
+            if entries[i][1].include.startswith('"') and entries[i][0].doc.path
+        }
         inlined: set[Path] = set()
         lines: list[str] = []
         line_map: list[int] = []
@@ -971,9 +992,10 @@ class _Scan:
             scan, item = entries[i]
             node = item.node
             quoted = node.type == "preproc_include" and item.include.startswith('"')
+            path = found.get(i)
             header = (
-                _header_lines(base / item.include.strip('"'), inlined)
-                if quoted and inline_headers and base is not None and scan is self
+                _header_lines(path, inlined)
+                if quoted and inline_headers and path is not None and scan is self
                 else None
             )
             if header is not None:
@@ -988,20 +1010,31 @@ class _Scan:
             for k, line in enumerate(text.split("\n")):
                 lines.append(line)
                 line_map.append(node.start_point.row + k if scan is self else -1)
+        dropped = any(it.include.strip('<>"') in _LIBRARY_HEADERS for _, it in entries)
+        if dropped and not any(it.include.strip("<>") in ("cstdint", "stdint.h") for _, it in entries):
+            # the fixed-width integers a dropped host header (torch/extension.h, ...) brought in
+            lines.insert(0, "#include <cstdint>")
+            line_map.insert(0, -1)
         if _MATH_MACROS & referenced:
             # nvcc includes cuda_runtime.h (and with it math.h's INFINITY, M_PI...) in every .cu
             lines.insert(0, "#include <math.h>")
             line_map.insert(0, -1)
-        options = (f"-I{base}",) if local_headers and base is not None else ()
+        options: tuple[str, ...] = ()
+        if local_headers and base is not None:  # the file's folder, then the project's folders it needs
+            kept = [(entries[i][1].include.strip('"'), p) for i, p in found.items() if p is not None]
+            options = tuple(f"-I{f}" for f in dict.fromkeys([base, *_include_folders(kept)]))
         return Standalone(kernel.qualified_name, "\n".join(lines) + "\n", tuple(line_map), options)
 
     def _entries(self, seen: set[Path]) -> list[tuple[_Scan, _Item]]:
         """This file's items in order, with each quoted header that holds host code (which NVRTC
         cannot compile) replaced by its own items, so the unit takes only what the kernel needs."""
         out: list[tuple[_Scan, _Item]] = []
-        base = Path(self.doc.path).resolve().parent if self.doc.path else None
         for it in self.items:
-            header = base / it.include.strip('"') if base is not None and it.include.startswith('"') else None
+            header = (
+                resolve_include(self.doc.path, it.include.strip('"'))
+                if self.doc.path and it.include.startswith('"')
+                else None
+            )
             scan = _host_header(header, seen) if header is not None else None
             if scan is None:
                 out.append((self, it))
@@ -1057,10 +1090,58 @@ def _is_host_item(doc: Document, item: _Item) -> bool:
     node = item.node
     if node.type == "preproc_include":
         return item.include.strip("<>") in HOST_HEADERS
+    if node.type == "linkage_specification":  # `extern "C" void launch(cublasHandle_t, ...);`
+        return _host_declarations(node)
+    return _is_host_function(node)
+
+
+def _is_host_function(node: tree_sitter.Node) -> bool:
+    """A function only the host can call (``constexpr`` ones serve device code's constants too)."""
     fn = node.named_children[-1] if node.type == "template_declaration" and node.named_children else node
     return fn.type == "function_definition" and not any(
-        c.type in ("__device__", "__global__") for c in fn.children
+        c.type in ("__device__", "__global__")
+        or (c.type == "type_qualifier" and c.text in (b"constexpr", b"consteval"))
+        for c in fn.children
     )
+
+
+def _include_folders(includes: list[tuple[str, Path]]) -> list[Path]:
+    """The ``-I`` folders that make each ``(written, found)`` quoted include, and the quoted
+    includes of those headers in turn, resolve as they did here (at most :data:`_MAX_INCLUDE_DIRS`)."""
+    folders: list[Path] = []
+    seen: set[Path] = set()
+    todo = list(includes)
+    while todo and len(seen) < 64 and len(folders) < _MAX_INCLUDE_DIRS:
+        written, path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        folder = path.parents[len(Path(written).parts) - 1] if Path(written).parts else path.parent
+        if folder not in folders:
+            folders.append(folder)
+        try:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            quoted = _QUOTED_INCLUDE.match(line)
+            nested = resolve_include(path, quoted["path"]) if quoted else None
+            if quoted and nested is not None:
+                todo.append((quoted["path"], nested))
+    return folders
+
+
+def _host_declarations(node: tree_sitter.Node) -> bool:
+    """An ``extern "C"`` item that declares or defines functions, none of them device code."""
+    functions = False
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type in ("__global__", "__device__", "__constant__", "__shared__", "__managed__"):
+            return False
+        functions = functions or n.type == "function_declarator"
+        stack.extend(n.children)
+    return functions
 
 
 _QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"(?P<path>[^"]+)"')
@@ -1086,7 +1167,8 @@ def _header_lines(path: Path, inlined: set[Path]) -> list[str] | None:
         if angle and angle["path"] in HOST_HEADERS:
             continue
         quoted = _QUOTED_INCLUDE.match(line)
-        nested = _header_lines(path.parent / quoted["path"], inlined) if quoted else None
+        nested_path = resolve_include(path, quoted["path"]) if quoted else None
+        nested = _header_lines(nested_path, inlined) if nested_path is not None else None
         out += [line] if nested is None else nested
     return out
 
@@ -1112,8 +1194,8 @@ def _aliases(doc: Document, seen: set[Path]) -> dict[str, str]:
         elif t == "preproc_include" and base is not None and len(seen) < 64:
             path = node.child_by_field_name("path")
             written = doc.node_text(path).strip() if path is not None else ""
-            header = (base / written.strip('"')).resolve()
-            if written.startswith('"') and header not in seen and header.is_file():
+            header = resolve_include(doc.path, written.strip('"')) if written.startswith('"') else None
+            if header is not None and header not in seen:
                 seen.add(header)
                 try:
                     included = Document(header.read_bytes().decode("utf-8", errors="replace"), str(header))

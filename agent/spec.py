@@ -1044,16 +1044,47 @@ def verify_sizes(spec: KernelSpec) -> tuple[dict[str, int], ...]:
     bench = _sizes(spec, None)
     out: list[dict[str, int]] = []
     for top in _VERIFY_DEFAULTS:
-        for cap in range(top, 0, -1):
-            overrides = {k: str(min(bench[k], cap)) for k, e in spec.sizes.items() if not _has_names(e)}
-            sizes = _sizes(spec, overrides)
-            if _size_requirements_met(spec, sizes):
-                break
-        else:
-            continue
-        if sizes != bench and sizes not in out:
+        sizes = _capped(spec, bench, top)
+        if sizes is None or (sizes != bench and not _launch_valid(spec, sizes)):
+            sizes = _scaled(spec, bench, top)  # `grid=T/128` is 0 at T=97: T=1024 becomes 128
+        if sizes is not None and sizes != bench and sizes not in out:
             out.append(sizes)
     return tuple(out) or (bench,)
+
+
+def _scaled(spec: KernelSpec, bench: Mapping[str, int], top: int) -> dict[str, int] | None:
+    """The program's own sizes halved (each literal size divided by 2, 4, 8, ...) where the launch
+    is valid and the ``require`` conditions hold: the smallest that reaches ``top``, else the
+    largest below it.  The proportions and the powers of two the launch relies on stay."""
+    literal = [k for k, e in spec.sizes.items() if not _has_names(e)]
+    largest = max((bench[k] for k in literal), default=0)
+    shifts = range(1, largest.bit_length())
+    reaching = [k for k in reversed(shifts) if largest >> k >= min(top, largest)]
+    below = [k for k in shifts if largest >> k < min(top, largest)]
+    for shift in (*reaching, *below):
+        sizes = _sizes(spec, {k: str(max(bench[k] >> shift, 1)) for k in literal})
+        if _size_requirements_met(spec, sizes) and _launch_valid(spec, sizes):
+            return sizes
+    return None
+
+
+def _capped(spec: KernelSpec, bench: Mapping[str, int], top: int) -> dict[str, int] | None:
+    """Each literal size capped at the largest value <= ``top`` that meets the spec's ``require``
+    conditions on sizes; None when none does."""
+    for cap in range(top, 0, -1):
+        overrides = {k: str(min(bench[k], cap)) for k, e in spec.sizes.items() if not _has_names(e)}
+        sizes = _sizes(spec, overrides)
+        if _size_requirements_met(spec, sizes):
+            return sizes
+    return None
+
+
+def _launch_valid(spec: KernelSpec, sizes: Mapping[str, int]) -> bool:
+    try:
+        problem(spec, sizes)
+    except InvalidSpec:
+        return False
+    return True
 
 
 def _size_requirements_met(spec: KernelSpec, sizes: Mapping[str, int]) -> bool:
@@ -1277,7 +1308,7 @@ def render_inference(inference: Inference) -> str:
         words = line.split(MARKER, 1)[1].split()
         keys = {
             "sizes": [f for f in guesses if f.startswith("size ")],
-            "launch": ["launch"],
+            "launch": ["launch", "grid", "block", "smem"],
             "template": ["template"],
         }
         fields = keys.get(words[0], [f"{words[0]} {words[1]}"] if len(words) > 1 else [])
@@ -1428,14 +1459,15 @@ def _infer_spec(doc: Document, kernel: Kernel) -> Inference:
         for p in kernel.params
         if not p.pointer and (canonical_dtype(p.base_type, aliases) or "").startswith(("int", "uint"))
     ]
-    sizes = [p for p in ints if _SIZE_NAMES.match(p.name)] or ints
+    host_args = {p.name: a.text for p, a in zip(kernel.params, site.args, strict=False)} if site else {}
+    # an integer is a size when the launch gives its value or, without one, when its name says so
+    known = [p for p in ints if _host_value(host_args.get(p.name, ""), defs) is not None]
+    sizes = known or [p for p in ints if _SIZE_NAMES.match(p.name)] or ints
     # host expression text -> kernel size name, from the launch site's arguments
     names: dict[str, str] = {}
-    host_args: dict[str, str] = {}
     if site is not None:
         reasons.append(f"launch site at line {site.span.start_line + 1}")
         for p, a in zip(kernel.params, site.args, strict=False):
-            host_args[p.name] = a.text
             if p in sizes and re.fullmatch(r"[A-Za-z_]\w*", a.text):
                 names[a.text] = p.name
     else:
@@ -1463,12 +1495,22 @@ def _infer_spec(doc: Document, kernel: Kernel) -> Inference:
     for p in kernel.params:
         dtype = canonical_dtype(tmap.get(p.base_type, p.base_type), aliases)
         if not p.pointer:
-            value = p.name if p.name in size_exprs else ("1.5" if dtype and is_float(dtype) else "1")
+            given = _host_value(host_args.get(p.name, ""), defs)
+            value = (
+                p.name
+                if p.name in size_exprs
+                else given
+                if given is not None
+                else ("1.5" if dtype and is_float(dtype) else "1")
+            )
             if dtype is None:
                 reasons.append(f"type of scalar {p.name} (`{p.base_type}`) unknown: assumed int")
                 unknown_types = True
             args.append(ScalarSpec(p.name, dtype or "int32", value))
-            if p.name not in size_exprs:
+            if given is not None and p.name not in size_exprs:
+                reasons.append(f"scalar {p.name} = {value} at the launch site")
+                evidence.append(Evidence(f"arg {p.name}", at, "medium", "read from the launch site's text"))
+            elif p.name not in size_exprs:
                 reasons.append(f"scalar {p.name} set to {value}")
                 evidence.append(Evidence(f"arg {p.name}", "", "low", f"value {value} guessed"))
             continue
@@ -1583,6 +1625,9 @@ def _host_value(arg: str, defs: Mapping[str, str]) -> str | None:
     """The literal value a launch argument stands for, as written (``1 << 24``), if it has one."""
     if not arg:
         return None
+    literal = host.number_literal(arg.strip())
+    if literal is not None:  # `0.5f`, `1e-3f`: a number as C writes it
+        return literal.expr
     text = defs.get(arg, arg) if re.fullmatch(r"[A-Za-z_]\w*", arg) else arg
     expr = _translate(text, {}, defs)
     try:
@@ -1746,14 +1791,16 @@ def _infer_from_run(
     values = run.env()
     reasons = [f"launch at {event.where}" + (f", taking {', '.join(event.notes)}" if event.notes else "")]
     guesses: list[str] = []
-    evidence = [Evidence("launch", event.where, "medium" if event.notes else "high", "; ".join(event.notes))]
-    if event.template_args:
-        evidence.append(Evidence("template", event.where, "high"))
+    evidence: list[Evidence] = []
     args: list[tuple[Param, str, host.Value]] = []  # (param, dtype, value)
     for p, v in zip(kernel.params, event.args, strict=True):
         dtype = canonical_dtype(tmap.get(p.base_type, p.base_type), aliases)
-        if dtype is None:
-            return None
+        if dtype is None:  # a struct or an unknown type: this argument is a guess, the rest stands
+            dtype = "float32" if p.pointer else "int32"
+            guesses.append(f"type of {p.name}")
+            evidence.append(
+                Evidence(f"arg {p.name}", "", "low", f"type `{p.base_type}` unknown: {dtype} assumed")
+            )
         args.append((p, dtype, v))
     access = roles(doc, kernel)
     specs: list[ArraySpec | ScalarSpec] = []
@@ -1787,8 +1834,6 @@ def _infer_from_run(
         if isinstance(event.block, host.Num)
         else ()
     )
-    if not block_dims:
-        return None
     subst: dict[str, str] = {}  # the roots the block is made of follow the block (search, verify)
     axes = ("",) if len(block_dims) == 1 else ("_x", "_y", "_z")
     for axis, d in zip(axes, block_dims, strict=False):
@@ -1813,6 +1858,12 @@ def _infer_from_run(
             literal[v.expr] = p.name
             taken.add(p.name)
     names = {n: literal.get(n, n) for n in sizes}
+    # without sizes from the program (a launcher nobody calls with values), each integer argument
+    # it leaves unknown is a size of its own name at a guessed benchmark value, said to be a guess
+    unknown = [] if sizes else [p.name for p, d, v in args if not p.pointer and not is_float(d) and v is None]
+    guessed_sizes = dict.fromkeys(unknown, {1: "1<<24", 2: "4096"}.get(len(unknown), "512"))
+    values.update({n: evaluate(e, {}) for n, e in guessed_sizes.items()})
+    size_names = [*names.values(), *guessed_sizes]
 
     def spec_expr(e: str, keep_block: bool = True) -> str:
         return _rename(
@@ -1823,10 +1874,18 @@ def _infer_from_run(
             },
         )
 
+    # each launch field falls back on its own: an unreadable grid keeps the block it was read with
+    how: Confidence = "medium" if event.notes else "high"
+    note = "; ".join(event.notes)
     try:
+        if not block_dims or any(d is None for d in block_dims):
+            raise ValueError("block not readable")
         block = tuple(str(evaluate(spec_expr(d.expr, False), values)) for d in block_dims if d is not None)
+        evidence.append(Evidence("block", event.where, how, note))
     except ValueError:
-        return None
+        block = ("256",)
+        guesses.append("block")
+        evidence.append(Evidence("block", "", "low", "block not readable at the launch: 256 assumed"))
     grid_dims = (
         event.grid.dims
         if isinstance(event.grid, host.Dims)
@@ -1834,11 +1893,24 @@ def _infer_from_run(
         if isinstance(event.grid, host.Num)
         else ()
     )
-    if not grid_dims or any(g is None for g in grid_dims):
-        return None
-    grid = tuple(spec_expr(g.expr) for g in grid_dims if g is not None)
-    smem = spec_expr(event.smem.expr) if isinstance(event.smem, host.Num) else "0"
-    fallback = "*".join(names.values()) or "1"
+    first = next(iter(size_names), "")
+    if grid_dims and all(g is not None for g in grid_dims):
+        grid = tuple(spec_expr(g.expr) for g in grid_dims if g is not None)
+        evidence.append(Evidence("grid", event.where, how, note))
+    else:
+        grid = (f"cdiv({first}, {'block' if len(block) == 1 else 'block_x'})",) if first else ("1",)
+        guesses.append("grid")
+        evidence.append(Evidence("grid", "", "low", f"grid unknown at the launch: {grid[0]} assumed"))
+    if isinstance(event.smem, host.Num):
+        smem = spec_expr(event.smem.expr)
+        evidence.append(Evidence("smem", event.where, how, note))
+    else:  # one element per thread of the kernel's `extern __shared__ T buf[]`, if it has one
+        smem = _smem_guess(doc, kernel, aliases, axes)
+        guesses.append("smem")
+        evidence.append(Evidence("smem", "", "low", f"dynamic shared memory not readable: {smem} assumed"))
+    if event.template_args:
+        evidence.append(Evidence("template", event.where, "high"))
+    fallback = "*".join(size_names) or "1"
     for p, dtype, v in args:
         if p.pointer:
             count = spec_expr(counts[p.name]) if counts[p.name] else fallback
@@ -1853,6 +1925,11 @@ def _infer_from_run(
         elif isinstance(v, host.Num):
             specs.append(ScalarSpec(p.name, dtype, spec_expr(v.expr) if not is_float(dtype) else v.expr))
             evidence.append(Evidence(f"arg {p.name}", event.where, "high"))
+        elif p.name in guessed_sizes:
+            specs.append(ScalarSpec(p.name, dtype, p.name))
+            guesses.append(f"size {p.name}")
+            note = f"benchmark value guessed as {guessed_sizes[p.name]}: the host code does not give it"
+            evidence.append(Evidence(f"size {p.name}", "", "low", note))
         else:
             value = "1.5" if is_float(dtype) else "1"
             guesses.append(f"value of {p.name}")
@@ -1891,21 +1968,54 @@ def _infer_from_run(
             requires.append((translated, -1))
             reasons.append(f"require {translated} from {where}")
             evidence.append(Evidence(f"require {translated}", where, "high"))
+    if "grid" not in guesses:  # `grid=T/128` launches T/128 blocks: the program assumes T % 128 == 0
+        for condition in _exact_divisions(grid, set(size_names)):
+            requires.append((condition, -1))
+            evidence.append(
+                Evidence(f"require {condition}", event.where, "medium", "the grid divides exactly")
+            )
     spec = KernelSpec(
         kernel=kernel.qualified_name,
         requires=tuple(requires),
-        sizes={names[n]: run.roots[n].value for n in sizes} or {"n": "1"},
+        sizes={**{names[n]: run.roots[n].value for n in sizes}, **guessed_sizes} or {"n": "1"},
         grid=grid,
         block=block,
         smem=smem,
         args=tuple(specs),
         constants=tuple(constants),
         template_args=event.template_args,
+        defines={name: spec_expr(value.expr) for name, value in event.defines if name in body_names},
     )
     try:
         problems(spec)
-    except InvalidSpec:
-        return None
+    except InvalidSpec as exc:
+        if not any(e.message.startswith("launch") for e in exc.errors):
+            return None
+        # the launch as read does not resolve (a grid beyond the device's limits, too much shared
+        # memory): the launch fields fall back, the fewest first, each said to be a guess
+        default_grid = (f"cdiv({first}, {'block' if len(block) == 1 else 'block_x'})",) if first else ("1",)
+        default_smem = _smem_guess(doc, kernel, aliases, axes)
+        shown = {"grid": render_dims(default_grid), "smem": default_smem}
+        why = exc.errors[0].message
+        for fields in (("smem",), ("grid",), ("grid", "smem")):
+            trial = replace(
+                spec,
+                grid=default_grid if "grid" in fields else spec.grid,
+                smem=default_smem if "smem" in fields else spec.smem,
+            )
+            try:
+                problems(trial)
+            except InvalidSpec:
+                continue
+            spec = trial
+            guesses += list(fields)
+            evidence = [e for e in evidence if e.field not in fields]
+            evidence += [
+                Evidence(f, "", "low", f"not valid as read ({why}): {shown[f]} assumed") for f in fields
+            ]
+            break
+        else:
+            return None
     for n in sizes:
         reasons.append(f"size {names[n]}={run.roots[n].value} from {run.roots[n].where}")
         evidence.append(Evidence(f"size {names[n]}", run.roots[n].where, "high"))
@@ -1947,6 +2057,47 @@ def _body_node(doc: Document, kernel: Kernel) -> tree_sitter.Node | None:
     return doc.tree.root_node.descendant_for_byte_range(
         kernel.body_span.start_byte, kernel.body_span.end_byte
     )
+
+
+def _exact_divisions(grid: tuple[str, ...], sizes: set[str]) -> list[str]:
+    """``A % B == 0`` for each grid dimension written ``A / B`` with ``A`` a product of sizes and
+    ``B`` free of them (``T / 128``, ``B*T / block``; never the ceiling idiom ``(n + 127) / 128``)."""
+    out: list[str] = []
+    for dim in grid:
+        try:
+            tree = ast.parse(dim, mode="eval").body
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        if not (isinstance(tree, ast.BinOp) and isinstance(tree.op, ast.Div | ast.FloorDiv)):
+            continue
+        left, right = tree.left, tree.right
+        products = all(
+            isinstance(n, ast.Name | ast.Constant | ast.Load | ast.Mult)
+            or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult))
+            for n in ast.walk(left)
+        )
+        left_names = {n.id for n in ast.walk(left) if isinstance(n, ast.Name)}
+        right_names = {n.id for n in ast.walk(right) if isinstance(n, ast.Name)}
+        if products and left_names and left_names <= sizes and not right_names & sizes:
+            out.append(f"{_paren(ast.unparse(left))} % {_paren(ast.unparse(right))} == 0")
+    return out
+
+
+def _smem_guess(doc: Document, kernel: Kernel, aliases: Mapping[str, str], axes: tuple[str, ...]) -> str:
+    """Dynamic shared memory when the launch does not say: one element per thread of the kernel's
+    ``extern __shared__`` array (``block*4``), else none."""
+    element = _dynamic_shared_type(doc, kernel, aliases)
+    return f"{'*'.join(f'block{a}' for a in axes)}*{dtype_bytes(element)}" if element else "0"
+
+
+def _dynamic_shared_type(doc: Document, kernel: Kernel, aliases: Mapping[str, str]) -> str | None:
+    """The element type of the kernel's ``extern __shared__ T buf[]``; None without one."""
+    body = _body_node(doc, kernel)
+    for n in _walk(body) if body is not None else ():
+        if n.type == "declaration" and {"extern", "__shared__"} <= {doc.node_text(c) for c in n.children}:
+            type_node = n.child_by_field_name("type")
+            return canonical_dtype(doc.node_text(type_node), aliases) if type_node is not None else None
+    return None
 
 
 def _walk(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
@@ -2094,6 +2245,8 @@ def _use_kind(doc: Document, ident: tree_sitter.Node) -> str:
     else:
         return "r"
     up = access.parent
+    while up is not None and up.type == "parenthesized_expression":  # `atomicAdd(&(y[i]), 1)`
+        up = up.parent
     if up is not None and up.type == "pointer_expression" and doc.node_text(up).startswith("&"):
         grand = up.parent
         if grand is not None and grand.type == "argument_list":

@@ -14,9 +14,13 @@ sizes (:func:`agent.spec.problem`), so names and spellings do not matter, values
   a scalar's type and value (two fields);
 - each ``const`` line: element type, count, distribution.
 
-Usage: ``python bench/spec_inference.py [--data DIR] [--out FILE]``; prints per-kernel and
-total field-match percentages and writes ``bench/results/spec_inference.json`` (date, commit,
-numbers, and every mismatched field).  tests/test_spec_inference.py runs it and asserts >= 90%.
+Usage: ``python bench/spec_inference.py [--data DIR] [--out FILE] [--before FILE]``; prints
+per-kernel and total field-match percentages and writes ``bench/results/spec_inference.json``
+(date, commit, numbers, and every mismatched field).  tests/test_spec_inference.py runs it and
+asserts >= 90%.  ``--data tests/data/projects`` measures the multi-file projects (each folder
+with its own ``expected/``; tests/test_spec_projects.py asserts every field).  ``--before``: a
+previous run's JSON (the same fixtures measured with an older commit's ``agent`` first on
+``PYTHONPATH``), whose totals and mismatches go into the result as ``before``.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import agent.source as agent_source
 from agent.source import Document, Kernel
 from agent.spec import InvalidSpec, KernelSpec, bench_sizes, parse, problem, spec_for
 from sandbox.contract import ArgSpec, Problem
@@ -128,15 +133,29 @@ def score(name: str, file: str, expected: KernelSpec, inferred: KernelSpec | Non
     return s
 
 
+def _sources(data: Path) -> list[tuple[Path, Path]]:
+    """(file, its expected/ folder): the files of ``data``, or, for a folder of projects
+    (``tests/data/projects/NAME/`` with ``expected/`` each), every file of every project."""
+    suffixes = (".cu", ".cuh", ".h", ".hpp", ".cpp")
+    if (data / "expected").is_dir():
+        return [(p, data / "expected") for p in sorted(data.iterdir()) if p.suffix in suffixes]
+    return [
+        (p, project / "expected")
+        for project in sorted(d for d in data.iterdir() if (d / "expected").is_dir())
+        for p in sorted(project.rglob("*"))
+        if p.suffix in suffixes
+    ]
+
+
 def measure(data: Path = DATA) -> tuple[list[KernelScore], list[str]]:
     """Every kernel of ``data``'s programs and headers scored; also the kernels without an
     expected spec (a data error the caller reports)."""
     scores: list[KernelScore] = []
     missing: list[str] = []
-    for path in sorted([*data.glob("*.cu"), *data.glob("*.cuh"), *data.glob("*.h")]):
+    for path, expected in _sources(data):
         doc = Document.from_file(path)
         for k in doc.kernels:
-            spec_file = data / "expected" / f"{k.name}.spec"
+            spec_file = expected / f"{k.name}.spec"
             if not spec_file.is_file():
                 missing.append(f"{path.name}: {k.name}")
                 continue
@@ -148,9 +167,14 @@ def measure(data: Path = DATA) -> tuple[list[KernelScore], list[str]]:
 
 
 def _commit() -> str:
+    """The commit of the ``agent`` package measured (an older one on PYTHONPATH for ``--before``)."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(agent_source.__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
     except (OSError, subprocess.TimeoutExpired):
         return ""
@@ -161,7 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--data", type=Path, default=DATA, help="directory of programs and expected/")
     ap.add_argument("--out", type=Path, default=OUT, help="where the JSON result goes")
+    ap.add_argument("--before", type=Path, help="a previous run's JSON, reported as `before`")
     args = ap.parse_args(argv)
+    before = None
+    if args.before is not None:
+        try:
+            before = json.loads(args.before.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            print(f"--before {args.before}: {exc}", file=sys.stderr)
+            return 2
     scores, missing = measure(args.data)
     if missing:
         print("kernels without an expected spec: " + ", ".join(missing), file=sys.stderr)
@@ -194,6 +226,15 @@ def main(argv: list[str] | None = None) -> int:
             for s in scores
         ],
     }
+    if before is not None:
+        result["before"] = {
+            k: before.get(k) for k in ("date", "commit", "kernels", "fields", "matched", "percent")
+        } | {
+            "mismatches": {
+                k["kernel"]: k["mismatches"] for k in before.get("per_kernel", []) if k.get("mismatches")
+            }
+        }
+        print(f"before: {before.get('matched')}/{before.get('fields')} fields ({before.get('commit')})")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -50,6 +50,14 @@ def benchmark_line(b: BenchmarkRecord) -> str:
     return f"{SIMULATED}: {line}" if b.simulated else line
 
 
+def inferred_markdown(inference: specs.Inference) -> str:
+    """What inference would propose, with its confidence and each field it is not sure of."""
+    guesses = inference.guesses()
+    lines = [f"**Inferred spec** ({inference.confidence} confidence)"]
+    lines += [f"- {field}: {note}" for field, note in guesses.items()]
+    return "\n".join(lines) + "\n```\n" + specs.render(inference.spec).rstrip() + "\n```"
+
+
 def hover_markdown(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> str:
     assert od.doc is not None
     parts = [f"```cuda\n{signature(od.doc, k)}\n```"]
@@ -62,6 +70,7 @@ def hover_markdown(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> str:
         )
     else:
         parts.append("_No benchmark spec: use “Add benchmark spec” above the kernel._")
+        parts.append(inferred_markdown(specs.infer(od.doc, k)))
     rec = ls.store.get(od.path, k.qualified_name)
     if rec.benchmark is not None:
         parts.append("**Last benchmark** " + benchmark_line(rec.benchmark))

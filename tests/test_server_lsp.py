@@ -994,3 +994,23 @@ async def test_a_misplaced_spec_is_reported_with_a_quick_fix_that_moves_it(
     doc = Document(moved)
     k = doc.kernel("scale2")
     assert k is not None and spec_mod.parse(k)[0] is not None and not spec_mod.misplaced(doc)
+
+
+async def test_a_header_kernel_is_inferred_from_its_project(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    """Issue 25: the kernel in inc/ gets its sizes and launch from src/main.cpp (found through the
+    project's compile_commands.json); the hover says how sure the inference is."""
+    project = workspace.root / "rowscale"
+    shutil.copytree(DATA / "projects" / "rowscale", project)
+    path = project / "inc" / "rowscale.cuh"
+    uri = open_file(client, path)
+    line = kernel_line(path, "scale_rows")
+    col = path.read_text().splitlines()[line].index("scale_rows") + 2
+    hover = await client.text_document_hover_async(
+        lsp.HoverParams(lsp.TextDocumentIdentifier(uri), lsp.Position(line, col))
+    )
+    assert hover is not None and isinstance(hover.contents, lsp.MarkupContent)
+    assert "**Inferred spec** (high confidence)" in hover.contents.value
+    assert "@cuda-agent sizes rows=512 cols=1000" in hover.contents.value
+    assert "block=(32, 8)" in hover.contents.value

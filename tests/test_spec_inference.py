@@ -137,7 +137,7 @@ def test_guessed_fields_are_marked_and_certain_ones_carry_their_evidence() -> No
     assert "guess" not in render_inference(found)
     where = {e.field: e.where for e in found.evidence}
     assert where["size M"] == "matmul.cu:32" and where["arg A"] == "matmul.cu:37"  # the #else branch
-    assert where["launch"] == "matmul.cu:25" and where["arg alpha"] == "matmul.cu:25"
+    assert where["grid"] == where["block"] == "matmul.cu:25" and where["arg alpha"] == "matmul.cu:25"
 
 
 def _comment(text: str) -> tuple[tuple[int, str], ...]:
