@@ -10,7 +10,7 @@ def main():
     x = torch.randn(BATCH, HIDDEN, device="cuda")
     y = ext.gelu(x)
     sums = ext.row_sum(x)
-    print(sums.shape)
+    print(y.shape, sums.shape)
 
 
 if __name__ == "__main__":
