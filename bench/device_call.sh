@@ -3,7 +3,7 @@
 # its own `timeout`, every log and JSON-lines file written under $OUT as it goes.
 #   usage (on the GPU machine): OUT=DIR [T=SECONDS] bench/device_call.sh PART[:SECONDS] ...
 #   PART: gpu-tests:FILES (comma-separated test files, -m gpu), verify-cost, capture, reward, reward-torch,
-#         suite:GLOB, grpo:STEPS, optimize:FILE@BUDGET, main, profile, or any bench/gpu_session.sh part
+#         suite:GLOB, grpo:STEPS, profile:STEMS, compile-cost, optimize:FILE@BUDGET, main, profile, or any bench/gpu_session.sh part
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:?set OUT}
@@ -41,6 +41,12 @@ for spec in "$@"; do
     reward-torch) # reward-torch:relu,gelu (task stems; default all, as far as 170 s go)
       CUDA_AGENT_UNSAFE_TORCH=1 timeout -k 5 "${T:-200}" python3 bench/reward_bench.py --torch-only --torch-tasks "$rest" --out "$OUT" \
         --deadline 170 >> "$OUT/reward_torch.log" 2>&1 ;;
+    profile) # profile:saxpy,sgemm (bench kernel stems): `cuda-agent profile --json` of each
+      for k in ${rest//,/ }; do
+        timeout -k 5 "${T:-120}" python3 -m server profile "bench/kernels/$k.cu" --json > "$OUT/profile_$k.json" 2> "$OUT/profile_$k.log"
+        echo "profile $k rc=$?" >> "$OUT/session.txt"
+      done ;;
+    compile-cost) timeout -k 5 "${T:-120}" python3 bench/compile_cost.py --out "$OUT" --n 12 --max-s "${rest:-15}" > "$OUT/compile_cost.log" 2>&1 ;;
     optimize) # optimize:FILE@BUDGET (e.g. optimize:bench/kernels/softmax.cu@20s): the CLI's JSON result
       file=${rest%@*}; budget=${rest##*@}; name=$(basename "$file" .cu)_$budget
       timeout -k 5 "${T:-200}" python3 -m server optimize "$file" --budget "$budget" --json --trajectory off \
