@@ -13,7 +13,10 @@ not be able to open a host file, so the worker confines itself before its first 
   outside itself (ABI 6 and later).  Its working folder is the stand-in headers' folder, so a
   quoted include or ``__has_include`` relative to it finds only those.  It works inside
   bubblewrap too, which :class:`sandbox.compiler.CompilePool` uses when it is installed.
-- **Resource limits** (:class:`CompileLimits`): ``RLIMIT_AS`` caps the worker's memory, a CPU-time
+- **Resource limits** (:class:`CompileLimits`): ``RLIMIT_DATA`` caps the worker's memory (its
+  writable private mappings: heap, anonymous maps, thread stacks; not ``PROT_NONE`` reservations,
+  which a CUDA library loaded in the process makes by the gigabyte, so ``RLIMIT_AS`` would starve
+  it on a GPU host), a CPU-time
   limit per job (``RLIMIT_CPU``, raised again before each job) ends a compile bomb with
   ``SIGXCPU``; the parent kills a worker busy past ``wall_s`` and refuses a request's compiles
   past ``request_s`` in total.  A compile ended by a limit is that unit's ``compile_error``
@@ -52,7 +55,7 @@ _SCOPES = 0b11  # abstract unix sockets, signals (ABI 6)
 
 @dataclass(frozen=True)
 class CompileLimits:
-    """What one compile may use.  ``memory_bytes``: the compile worker's address space;
+    """What one compile may use.  ``memory_bytes``: the compile worker's data (``RLIMIT_DATA``);
     ``cpu_s``: CPU time per unit; ``wall_s``: wall time per unit (the worker is then killed);
     ``request_s``: wall time of all one request's compiles together."""
 
@@ -140,10 +143,10 @@ def restrict(readable: Iterable[str]) -> None:
 
 
 def limit_memory(limits: CompileLimits) -> None:
-    """Cap this process's address space (``RLIMIT_AS``) at ``limits.memory_bytes``."""
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    """Cap this process's data (``RLIMIT_DATA``: writable private memory) at ``limits.memory_bytes``."""
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     cap = limits.memory_bytes if hard == resource.RLIM_INFINITY else min(limits.memory_bytes, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
 
 
 def limit_cpu_for_next_job(limits: CompileLimits) -> None:
