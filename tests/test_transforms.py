@@ -658,7 +658,7 @@ def host_program(t: loop.Target, out: Subject) -> str:
     """A C++ program that runs the original and the rewrite on every verify problem, twice: with
     the rewrite's arrays aligned (its vector path) and shifted by one element (its scalar path),
     and prints the largest difference of any output."""
-    kernel = t.kernel.split("<")[0]
+    kernel = t.kernel  # with its template arguments, if any
     lines = ['#include "host_cuda.h"', _host_unit(t.baseline.source, "orig")]
     lines += [_host_unit(t.unit_with(out.code), "cand"), "int main() {", "    double worst = 0;"]
     launches = t.relaunch(out.launch) if (out.launch.grid or out.launch.block) and t.relaunch else None

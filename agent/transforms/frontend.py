@@ -305,7 +305,7 @@ def _normalized_once(code: str, ctx: Context) -> str:
     if body is None or doc.tree.root_node.has_error:
         return code
     names = {doc.node_text(n) for n in _walk(body) if n.type == "identifier"}
-    for step in (_inline, _hoisted_loops, _while_loops):
+    for step in (_inline, _late_init, _hoisted_loops, _while_loops):
         edits = step(doc, body, ctx, names)
         if edits:
             return _apply(doc, edits)
@@ -314,13 +314,25 @@ def _normalized_once(code: str, ctx: Context) -> str:
 
 def _apply(doc: Document, edits: list[tuple[int, int, str]]) -> str:
     out, pos = [], 0
-    for start, end, text in sorted(edits):
+    for start, end, text in sorted(_whole_lines(doc, e) for e in edits):
         if start < pos:
             continue  # one edit per region and round; the next round sees the rest
         out += [doc.data[pos:start], text.encode()]
         pos = end
     out.append(doc.data[pos:])
     return b"".join(out).decode("utf-8", errors="replace")
+
+
+def _whole_lines(doc: Document, edit: tuple[int, int, str]) -> tuple[int, int, str]:
+    """A deletion of everything on its lines takes the lines (indentation and newline) too."""
+    start, end, text = edit
+    if text:
+        return edit
+    line_start = doc.data.rfind(b"\n", 0, start) + 1
+    line_end = doc.data.find(b"\n", end)
+    if line_end < 0 or doc.data[line_start:start].strip() or doc.data[end:line_end].strip():
+        return edit
+    return line_start, line_end + 1, ""
 
 
 def _statements(node: Node) -> list[Node]:
@@ -430,6 +442,61 @@ def _rebind(decl: str, old: str, new: str) -> str:
         if n.type == "identifier" and d.node_text(n) == old:
             return decl[: n.start_byte] + new + decl[n.end_byte :]
     return decl
+
+
+def _late_init(doc: Document, body: Node, ctx: Context, names: set[str]) -> list[tuple[int, int, str]]:
+    """``int r; ... r = e;``: the declaration moves to the assignment (``int r = e;``) when that
+    is the first use of ``r`` and every later use is in the assignment's block."""
+    for decl in (n for n in _walk(body) if n.type == "declaration"):
+        ty = decl.child_by_field_name("type")
+        if (
+            ty is None
+            or decl.parent is None
+            or any(c.type == "storage_class_specifier" for c in decl.children)
+        ):
+            continue
+        declarators = decl.children_by_field_name("declarator")
+        for d in declarators:
+            if d.type != "identifier":
+                continue
+            name = doc.node_text(d)
+            uses = [
+                n
+                for n in _walk(decl.parent)
+                if n.type == "identifier" and doc.node_text(n) == name and n != d
+            ]
+            first = uses[0] if uses else None
+            assign = first.parent if first is not None else None
+            stmt = assign.parent if assign is not None else None
+            if (
+                first is None
+                or assign is None
+                or stmt is None
+                or assign.type != "assignment_expression"
+                or assign.child_by_field_name("left") != first
+                or doc.node_text(assign.child_by_field_name("operator") or assign) != "="
+                or stmt.type != "expression_statement"
+                or stmt.parent is None
+                or stmt.parent.type != "compound_statement"
+            ):
+                continue
+            block = stmt.parent
+            if any(not (block.start_byte <= u.start_byte < block.end_byte) for u in uses):
+                continue
+            if name in _leaves(doc, assign.child_by_field_name("right") or assign):
+                continue
+            quals = " ".join(doc.node_text(c) for c in decl.children if c.type == "type_qualifier")
+            rest = [doc.node_text(x) for x in declarators if x != d]
+            kept = f"{quals} {doc.node_text(ty)} {', '.join(rest)};".strip() if rest else ""
+            return [
+                (decl.start_byte, decl.end_byte, kept),
+                (
+                    stmt.start_byte,
+                    stmt.end_byte,
+                    f"{quals} {doc.node_text(ty)} {doc.node_text(assign)};".strip(),
+                ),
+            ]
+    return []
 
 
 def _hoisted_loops(doc: Document, body: Node, ctx: Context, names: set[str]) -> list[tuple[int, int, str]]:

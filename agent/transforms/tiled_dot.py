@@ -212,12 +212,11 @@ class TiledDot(Pass[DotMatch]):
         for acc_ in view.accesses:
             if acc_.written and acc_.array in (a.array, b.array):
                 return NotApplicable(f"the kernel writes {acc_.array}, which the loop reads")
-        params = view.params
-        elem = params[a.array].base_type
-        if params[b.array].base_type != elem or elem not in ("float", "double"):
+        elem = view.element_type(a.array)
+        if view.element_type(b.array) != elem or elem not in ("float", "double"):
             return NotApplicable("the loads are not both float or both double")
         local = view.locals.get(acc)
-        acc_type = local.type.replace("const ", "").strip() if local is not None else ""
+        acc_type = view.element_type(acc) if local is not None else ""
         if acc_type not in ("float", "double"):
             return NotApplicable(f"the accumulator `{acc}` is not a float or double local")
         bounds = _bounds(view, loop)
