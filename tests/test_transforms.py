@@ -683,10 +683,10 @@ def host_program(t: loop.Target, out: Subject) -> str:
             call_c.append(f"{a.name}_c + {misalign}")
         g, b, g2, b2 = p.launch.grid, p.launch.block, new.grid, new.block
         lines.append(
-            f"        launch(orig::{kernel}, dim3{{{g[0]}, {g[1]}, {g[2]}}}, dim3{{{b[0]}, {b[1]}, {b[2]}}}, {', '.join(call_o)});"
+            f"        {{ using namespace orig; launch({kernel}, dim3{{{g[0]}, {g[1]}, {g[2]}}}, dim3{{{b[0]}, {b[1]}, {b[2]}}}, {', '.join(call_o)}); }}"
         )
         lines.append(
-            f"        launch(cand::{kernel}, dim3{{{g2[0]}, {g2[1]}, {g2[2]}}}, dim3{{{b2[0]}, {b2[1]}, {b2[2]}}}, {', '.join(call_c)});"
+            f"        {{ using namespace cand; launch({kernel}, dim3{{{g2[0]}, {g2[1]}, {g2[2]}}}, dim3{{{b2[0]}, {b2[1]}, {b2[2]}}}, {', '.join(call_c)}); }}"
         )
         for a in p.args:
             if a.role in ("out", "inout"):

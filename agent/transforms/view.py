@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import tree_sitter
 
-from agent.spec import canonical_dtype
+from agent.spec import canonical_dtype, evaluate
 
 if TYPE_CHECKING:
     from agent.transforms import Subject
@@ -144,9 +144,22 @@ class Expander:
     free: frozenset[str] = frozenset()  # names that are atoms of their own (loop variables)
     constants: dict[str, int] = field(default_factory=dict)  # macros, constexprs (the front end)
     scoped: Callable[[Node], Node | None] | None = None  # a use -> the value of its declaration
+    block: dict[str, int] = field(default_factory=dict)  # axis -> the block's constant size in force
 
     def text(self, n: Node) -> str:
         return self.subject.doc.node_text(n)
+
+    def fold(self, p: Poly) -> Poly:
+        """``blockIdx.x * 16`` is ``blockIdx.x * blockDim.x`` when the block in force is 16 wide
+        (``TILE_DIM`` macros in index arithmetic): the block's constant size folds into blockDim."""
+        out: Poly = {}
+        for m, c in p.items():
+            for axis, size in self.block.items():
+                b, d = f"blockIdx.{axis}", f"blockDim.{axis}"
+                if b in m and d not in m and size and c % size == 0:
+                    m, c = tuple(sorted((*m, d))), c // size
+            out[m] = out.get(m, 0) + c
+        return {m: c for m, c in out.items() if c}
 
     def atom(self, key: str, text: str) -> Poly:
         self.atoms[key] = text
@@ -202,7 +215,7 @@ class Expander:
                 a, b = self.poly(left), self.poly(right)
                 if a is None or b is None:
                     return None
-                return poly_mul(a, b) if o == "*" else poly_add(a, b, 1 if o == "+" else -1)
+                return self.fold(poly_mul(a, b)) if o == "*" else poly_add(a, b, 1 if o == "+" else -1)
             if o in ("/", "%"):  # quotients are opaque atoms (C / NH; i / W, marked as thread-dependent)
                 a, b = self.poly(left), self.poly(right)
                 if a is None or b is None:
@@ -450,6 +463,19 @@ class KernelView:
             k: v[0] if len(v) == 1 else replace(v[0], reassigned=True) for k, v in self.declarations.items()
         }
 
+    @cached_property
+    def block(self) -> dict[str, int]:
+        """The block's constant sizes in force, by axis (``{"x": 16, "y": 16}``)."""
+        out = {}
+        for axis, d in zip("xyz", self.subject.block, strict=False):
+            try:
+                v = evaluate(d, {})
+            except ValueError:
+                continue
+            if isinstance(v, int) and v > 0:
+                out[axis] = v
+        return out
+
     def declaration_of(self, use: Node) -> Local | None:
         """The local an identifier ``use`` names: the innermost declaration in scope before it."""
         best: Local | None = None
@@ -486,7 +512,9 @@ class KernelView:
             for k, v in self.front.constants.items()
             if k not in self.declarations and k not in self.params
         }
-        return Expander(self.subject, defs, scalars, free=free, constants=constants, scoped=self._value_of)
+        return Expander(
+            self.subject, defs, scalars, free=free, constants=constants, scoped=self._value_of, block=self.block
+        )
 
     def poly(self, node: Node, free: frozenset[str] = frozenset()) -> Poly | None:
         return self.expander(free).poly(node)
