@@ -39,7 +39,14 @@ from agent.builtin import BLOCKS_1D, BLOCKS_2D
 from agent.source import Document
 from agent.spec import KernelSpec
 from agent.transforms import NotApplicable, Subject, Transform, safe_apply
-from agent.transforms.mechanical import BlockSize, FastMath, LaunchBounds, ReadOnlyLoads, RestrictConst, Unroll
+from agent.transforms.mechanical import (
+    BlockSize,
+    FastMath,
+    LaunchBounds,
+    ReadOnlyLoads,
+    RestrictConst,
+    Unroll,
+)
 from agent.transforms.registry import candidates
 from sandbox.contract import DeviceInfo
 

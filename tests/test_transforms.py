@@ -19,13 +19,20 @@ from agent.source import Document
 from agent.transforms import NotApplicable, Rewrite, Subject, Transform, apply_all
 from agent.transforms.elementwise import GridStride, Vectorize
 from agent.transforms.histogram import SharedHistogram
-from agent.transforms.mechanical import BlockSize, FastMath, LaunchBounds, ReadOnlyLoads, RestrictConst, Unroll
-from agent.transforms.warp_reduction import WarpReduction
+from agent.transforms.mechanical import (
+    BlockSize,
+    FastMath,
+    LaunchBounds,
+    ReadOnlyLoads,
+    RestrictConst,
+    Unroll,
+)
 from agent.transforms.passes import Apply
 from agent.transforms.row_parallel import RowParallel, Rows, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
 from agent.transforms.tiled_dot import Tile, TiledDot
 from agent.transforms.tiled_transpose import TiledTranspose
+from agent.transforms.warp_reduction import WarpReduction
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Candidate, EvalOptions, EvalRequest, EvalResult, Status
 
@@ -474,7 +481,7 @@ def test_edge_forms() -> None:
 
 def test_apply_all_names_the_transformation_that_failed() -> None:
     out = apply_all(subject(target("block_sum.cu")), (RestrictConst(), Vectorize(16)))
-    assert isinstance(out, NotApplicable) and out.reason.startswith("vectorize:")
+    assert isinstance(out, NotApplicable) and out.reason.startswith("Vectorize:")
     ok = apply_all(subject(target("vadd_poor_block.cu")), (Vectorize(16), BlockSize((128,))))
     assert isinstance(ok, Subject)
     assert ok.launch == loop.LaunchChange(grid="cdiv(n, block * 4)", block="128")

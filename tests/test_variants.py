@@ -19,6 +19,7 @@ from test_transforms import host_program
 from agent.transforms import Subject
 from sandbox.compiler import compile_cuda
 
+GXX = ("g++", "-std=c++20", "-pthread", "-O0", "-fno-strict-aliasing", "-ffp-contract=off", "-w")
 ENGINE = Path(__file__).parent.parent / "bench" / "variant_match.py"
 
 
@@ -61,8 +62,7 @@ def test_variant_is_matched_compiles_and_is_equal_in_host_emulation(
     threads = ["-DHOST_CUDA_THREADS"] if re.search(r"__syncthreads|__shfl|sync\(", program) else []
     exe = tmp_path / "emulate"
     build = subprocess.run(
-        ["g++", "-std=c++20", "-pthread", "-O0", "-fno-strict-aliasing", "-ffp-contract=off", "-w"]
-        + [f"-I{HOST_HEADERS}", *threads, str(src), "-o", str(exe)],
+        [*GXX, f"-I{HOST_HEADERS}", *threads, str(src), "-o", str(exe)],
         capture_output=True,
         text=True,
         timeout=180,

@@ -146,9 +146,9 @@ def _elementwise(view: KernelView) -> _Elementwise | NotApplicable:
     taken = [k for k, s in enumerate(stmts) if s in prelude or _index_declaration(view, s) is not None]
     rest = stmts[max(taken) + 1 :] if taken else []
     if rest and all(s.type != "if_statement" or _guard(view, s) is None for s in rest):
-        bound = _domain(view, index, rest)
-        if bound:
-            return _check_body(view, index, index_type, bound, prelude, rest)
+        count = _domain(view, index, rest)
+        if count:
+            return _check_body(view, index, index_type, count, prelude, rest)
     return NotApplicable(f"the body is not `if ({index} < N) ...` (one element per thread)")
 
 
@@ -162,7 +162,9 @@ def _domain(view: KernelView, index: str, body: list[Node]) -> str:
     by_size = {a.value.strip(): a.name for a in spec.args if isinstance(a, ScalarSpec)}
     inside = [a for a in view.accesses if a.written and any(_inside(a.node, s) for s in body)]
     for a in inside:
-        if a.index != {(index,): 1} or a.array not in arrays or len(spec.grid) != 1 or len(spec.block) != 1:
+        idx = view._index_node(a.node)
+        at = view.poly(idx, frozenset({index})) if idx is not None else None
+        if at != {(index,): 1} or a.array not in arrays or len(spec.grid) != 1 or len(spec.block) != 1:
             continue
         count = arrays[a.array].count
         try:
@@ -190,14 +192,17 @@ _LOOPS = ("for_statement", "while_statement", "do_statement")
 
 
 def _check_body(
-    view: KernelView, index: str, index_type: str, bound: Node, prelude: list[Node], body: list[Node]
+    view: KernelView, index: str, index_type: str, bound: Node | str, prelude: list[Node], body: list[Node]
 ) -> _Elementwise | NotApplicable:
     """The per-element body can run once per element in a loop: it does not depend on the thread's
     position (but through the index), does not synchronise or leave, and carries no state from one
     element to the next (assigns nothing declared outside it)."""
     if not body:
         return NotApplicable("the per-element body is empty")
-    if view.positions(bound) or view.names(bound) & (view.thread_dependent | view.block_dependent):
+    # a str bound is the element count from the spec (no bounds check): parameters only
+    if not isinstance(bound, str) and (
+        view.positions(bound) or view.names(bound) & (view.thread_dependent | view.block_dependent)
+    ):
         return NotApplicable("the bound depends on the thread's position")
     outside = {name for name, loc in view.locals.items() if not any(_inside(loc.decl, s) for s in body)}
     moving = (view.thread_dependent | view.block_dependent) & outside - {index}
@@ -235,7 +240,7 @@ def _check_body(
     # loop runs may use them
     declared = {s.id: {n for n, loc in view.locals.items() if loc.decl == s} for s in prelude}
     kept = tuple(s for s in prelude if not declared[s.id] or not declared[s.id] <= moving)
-    return _Elementwise(index, t, view.text(bound), kept, tuple(body))
+    return _Elementwise(index, t, bound if isinstance(bound, str) else view.text(bound), kept, tuple(body))
 
 
 def _grid_for(subject: Subject, factor: int, max_blocks: int) -> LaunchChange | NotApplicable:
@@ -302,7 +307,7 @@ class GridStride(Parameterized[Elementwise]):
 
     coarsen: int = 4
     max_blocks: int = 0
-    name: ClassVar[str] = "grid_stride"
+    name: ClassVar[str] = "GridStride"
     leads: ClassVar[bool] = False
 
     def match(self, view: KernelView) -> Elementwise | NotApplicable:
@@ -347,7 +352,7 @@ class Vectorize(Parameterized[Elementwise]):
     width: int = 16
     coarsen: int = 1
     max_blocks: int = 0
-    name: ClassVar[str] = "vectorize"
+    name: ClassVar[str] = "Vectorize"
     leads: ClassVar[bool] = False
 
     def match(self, view: KernelView) -> Elementwise | NotApplicable:

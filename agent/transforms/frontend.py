@@ -181,13 +181,13 @@ def context_of(subject: Subject) -> Context:
             if owner:
                 wrappers.add(owner)
     kernel = subject.kernel
-    for tp, value in zip(kernel.template_params, subject.spec.template_args, strict=False):
+    for tp, arg in zip(kernel.template_params, subject.spec.template_args, strict=False):
         if tp.kind == "type":
-            types[tp.name] = value
-        elif (v := _macro_value(value, constants)) is not None:
-            constants[tp.name] = v
-        elif value in functions:
-            functions[tp.name] = functions[value]
+            types[tp.name] = arg
+        elif (folded := _macro_value(arg, constants)) is not None:
+            constants[tp.name] = folded
+        elif arg in functions:
+            functions[tp.name] = functions[arg]
     return Context(constants, types, functions, frozenset(wrappers))
 
 

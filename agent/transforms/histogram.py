@@ -99,7 +99,7 @@ class SharedHistogram(Parameterized[Histogram]):
     is paid a few times per SM rather than once per original block."""
 
     max_blocks: int = 0
-    name: ClassVar[str] = "shared_histogram"
+    name: ClassVar[str] = "SharedHistogram"
     leads: ClassVar[bool] = False
 
     def match(self, view: KernelView) -> Histogram | NotApplicable:

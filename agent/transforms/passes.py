@@ -97,7 +97,7 @@ class Apply(Transform):
         return self.pass_.rewrite(found, self.params)
 
     def __repr__(self) -> str:
-        return f"{self.name}({self.params!r})"
+        return repr(self.params) if isinstance(self.params, Pass) else f"{self.name}({self.params!r})"
 
 
 class Emitter:

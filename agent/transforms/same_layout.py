@@ -83,7 +83,7 @@ class SameLayoutReduction(Pass[TreeMatch]):
         if right is None or (view.text(update.children[1]), view.text(right)) not in _DOUBLING:
             return None
         body = statements(loop.body)
-        if len(body) != 2 or view.tokens(body[1]) != ("__syncthreads", "(", ")", ";"):
+        if len(body) != 2 or not view.block_barrier(body[1]):
             return None
         guard = body[0]
         if guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:

@@ -387,6 +387,33 @@ class KernelView:
                 out.append(n)
         return tuple(out)
 
+    def block_barrier(self, node: Node) -> bool:
+        """Whether ``node`` (a statement or a call) is a barrier of the whole block:
+        ``__syncthreads()``, or ``sync`` of a cooperative-groups thread block (``cta.sync()``,
+        ``cg::sync(cta)``, ``this_thread_block().sync()``; not a tile's)."""
+        if node.type == "expression_statement" and node.named_child_count == 1:
+            node = node.named_children[0]
+        if node not in self.barriers:
+            return False
+        fn = node.child_by_field_name("function")
+        args = node.child_by_field_name("arguments")
+        if fn is None:
+            return False
+        if fn.type == "identifier":
+            return self.text(fn) == "__syncthreads"
+        group = fn.child_by_field_name("argument") if fn.type == "field_expression" else None
+        if fn.type == "qualified_identifier" and args is not None and args.named_child_count == 1:
+            group = args.named_children[0]
+        if group is None:
+            return False
+        if group.type == "call_expression":
+            return self.tokens(group.child_by_field_name("function") or group)[-1:] == ("this_thread_block",)
+        loc = self.locals.get(self.text(group)) if group.type == "identifier" else None
+        words = loc.type.replace("::", " ").split() if loc is not None else []
+        return "thread_block" in words or (
+            loc is not None and loc.value is not None and "this_thread_block" in self.tokens(loc.value)
+        )
+
     def _wraps_shared(self, decl: Node) -> bool:
         """``T* s = SharedMemory<T>();``: a pointer into dynamic shared memory through a wrapper
         of ``extern __shared__`` the unit defines (the front end knows them by name)."""
@@ -453,9 +480,9 @@ class KernelView:
             if n.type in ("assignment_expression", "update_expression"):
                 target = unparenthesized(n.child_by_field_name("left") or n.child_by_field_name("argument"))
                 if target is not None and target.type == "identifier":
-                    d = self.declaration_of(target)
-                    if d is not None:
-                        assigned.add(d.decl.id)
+                    declared = self.declaration_of(target)
+                    if declared is not None:
+                        assigned.add(declared.decl.id)
         self.declarations = {
             k: tuple(replace(loc, reassigned=loc.decl.id in assigned) for loc in v) for k, v in found.items()
         }
@@ -513,7 +540,13 @@ class KernelView:
             if k not in self.declarations and k not in self.params
         }
         return Expander(
-            self.subject, defs, scalars, free=free, constants=constants, scoped=self._value_of, block=self.block
+            self.subject,
+            defs,
+            scalars,
+            free=free,
+            constants=constants,
+            scoped=self._value_of,
+            block=self.block,
         )
 
     def poly(self, node: Node, free: frozenset[str] = frozenset()) -> Poly | None:
@@ -615,9 +648,9 @@ class KernelView:
                 if name is not None and name.type == "identifier":
                     var, start = self.text(name), decls[0].child_by_field_name("value")
         elif init is not None and init.type == "assignment_expression":  # `int i; for (i = 0; ...)`
-            left, o = init.child_by_field_name("left"), init.child_by_field_name("operator")
-            if left is not None and left.type == "identifier" and o is not None and self.text(o) == "=":
-                var, start = self.text(left), init.child_by_field_name("right")
+            lhs, eq = init.child_by_field_name("left"), init.child_by_field_name("operator")
+            if lhs is not None and lhs.type == "identifier" and eq is not None and self.text(eq) == "=":
+                var, start = self.text(lhs), init.child_by_field_name("right")
         op, bound = "", None
         c = unparenthesized(cond)
         if var and c is not None and c.type == "binary_expression":

@@ -64,9 +64,7 @@ def _tree(view: KernelView, lp: Loop) -> Tree | None:
     if not _halves(view, lp):
         return None
     body = statements(lp.body)
-    if len(body) != 2 or body[1].type != "expression_statement" or not body[1].named_children:
-        return None
-    if body[1].named_children[0] not in view.barriers:
+    if len(body) != 2 or not view.block_barrier(body[1]):
         return None
     guard = body[0]
     if guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:
@@ -105,7 +103,7 @@ class WarpReduction(Parameterized[Tree]):
     """A shared-memory tree reduction's last steps (``s <= 32``) as warp shuffles, without barriers
     (see the module docstring)."""
 
-    name: ClassVar[str] = "warp_reduction"
+    name: ClassVar[str] = "WarpReduction"
     leads: ClassVar[bool] = False
 
     def match(self, view: KernelView) -> Tree | NotApplicable:
