@@ -46,14 +46,12 @@ def _key(name: str) -> str:
 
 
 def shapes() -> tuple[Any, ...]:
-    """The structural candidates the search tries (this checkout's registry, or an older
-    checkout's ``SHAPES``)."""
-    try:
-        from agent.transforms.registry import candidates
+    """The structural candidates the search tries: the registry's, and an older checkout's
+    ``agent.builtin.SHAPES`` (its transformations outside the registry)."""
+    from agent.transforms.registry import candidates
 
-        return tuple(candidates())
-    except ImportError:  # pragma: no cover - older checkouts
-        return tuple(builtin.SHAPES)  # type: ignore[attr-defined]
+    older = tuple(getattr(builtin, "SHAPES", ()))
+    return tuple({repr(s): s for s in (*candidates(), *older)}.values())
 
 
 def subject(t: Target) -> Subject:
