@@ -227,18 +227,20 @@ def _constant_declaration(doc: Document, n: Node, constants: dict[str, int]) -> 
 
 
 def _owner(doc: Document, n: Node) -> str:
-    """The struct or function whose body holds ``n``."""
+    """The struct (``SharedMemory<T>``, whose conversion operator holds ``n``) or else the
+    function whose body holds ``n``."""
+    function = ""
     up = n.parent
     while up is not None:
         if up.type in ("struct_specifier", "class_specifier"):
             name = up.child_by_field_name("name")
-            return doc.node_text(name) if name is not None else ""
-        if up.type == "function_definition":
+            return doc.node_text(name) if name is not None else function
+        if up.type == "function_definition" and not function:
             d = up.child_by_field_name("declarator")
             name = d.child_by_field_name("declarator") if d is not None else None
-            return doc.node_text(name) if name is not None else ""
+            function = doc.node_text(name) if name is not None else ""
         up = up.parent
-    return ""
+    return function
 
 
 def _device_function(doc: Document, n: Node) -> Function | None:
