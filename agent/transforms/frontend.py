@@ -25,6 +25,7 @@ resolved in the view itself (:mod:`agent.transforms.view`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -156,13 +157,25 @@ class Context:
 def context_of(subject: Subject) -> Context:
     """The :class:`Context` of ``subject``: its unit (``subject.context``, else its own code) and
     its kernel's template parameters bound to the spec's ``template`` arguments."""
-    doc = Document(subject.context) if subject.context else subject.doc
+    unit = _unit_context(subject.context or subject.code)
+    constants, types, functions = dict(unit.constants), dict(unit.types), dict(unit.functions)
+    for tp, arg in zip(subject.kernel.template_params, subject.spec.template_args, strict=False):
+        if tp.kind == "type":
+            types[tp.name] = arg
+        elif (folded := _macro_value(arg, constants)) is not None:
+            constants[tp.name] = folded
+        elif arg in functions:
+            functions[tp.name] = functions[arg]
+    return Context(constants, types, functions, unit.shared_wrappers)
+
+
+@functools.lru_cache(maxsize=16)
+def _unit_context(text: str) -> Context:
+    """What a unit defines (read once per unit: every subject of a search shares it)."""
+    doc = Document(text)
     constants: dict[str, int] = {}
-    types: dict[str, str] = {}
     functions: dict[str, Function] = {}
     wrappers: set[str] = set()
-    for alias, target in doc.type_aliases.items():
-        types[alias] = target
     for n in _walk(doc.tree.root_node):
         if n.type == "preproc_def":
             name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
@@ -180,15 +193,7 @@ def context_of(subject: Subject) -> Context:
             owner = _owner(doc, n)
             if owner:
                 wrappers.add(owner)
-    kernel = subject.kernel
-    for tp, arg in zip(kernel.template_params, subject.spec.template_args, strict=False):
-        if tp.kind == "type":
-            types[tp.name] = arg
-        elif (folded := _macro_value(arg, constants)) is not None:
-            constants[tp.name] = folded
-        elif arg in functions:
-            functions[tp.name] = functions[arg]
-    return Context(constants, types, functions, frozenset(wrappers))
+    return Context(constants, dict(doc.type_aliases), functions, frozenset(wrappers))
 
 
 def _leaves(doc: Document, node: Node) -> list[str]:
