@@ -11,7 +11,8 @@ transformation the search uses (:func:`transformations`) is applied to it.  Coun
   ``NotApplicable("internal error: ...")`` (bugs to fix; listed by transformation and message).
 
 The transformations include every structural pass of :data:`agent.transforms.registry.PASSES`
-with every value of its parameter space (through :data:`agent.builtin.SHAPES`).
+with every value of its parameter space on a 132-SM device (``registry.candidates(device)``), and
+the mechanical arms (:mod:`agent.transforms.mechanical`).
 
 Usage: ``python bench/transform_fuzz.py [--applications 50000] [--seed 0] [--out FILE]``;
 writes ``bench/results/transform_fuzz.json`` and prints a summary.  The CPU test
