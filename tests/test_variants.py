@@ -5,6 +5,7 @@ sizes.  Driven by the folder: a new variant or family needs no edit here."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import re
 import shutil
@@ -14,10 +15,11 @@ from pathlib import Path
 
 import pytest
 from test_transforms import DATA as HOST_HEADERS
-from test_transforms import host_program
+from test_transforms import assert_all_verified, host_program
 
 from agent.transforms import Subject
 from sandbox.compiler import compile_cuda
+from sandbox.contract import Candidate, EvalOptions, EvalRequest
 
 GXX = ("g++", "-std=c++20", "-pthread", "-O0", "-fno-strict-aliasing", "-ffp-contract=off", "-w")
 ENGINE = Path(__file__).parent.parent / "bench" / "variant_match.py"
@@ -73,3 +75,31 @@ def test_variant_is_matched_compiles_and_is_equal_in_host_emulation(
     # sums may differ in the last bits where the rewrite changes the order of additions
     allowed = max(1e-6, (t.tolerance.atol or 0.0) if t.tolerance else 0.0)
     assert float(run.stdout) <= allowed, f"outputs differ by {run.stdout.strip()}"
+
+
+@pytest.mark.gpu
+def test_every_variant_rewrite_is_equivalent_on_the_gpu() -> None:
+    """Each variant's rewrite verified by the sandbox against the original at the spec's verify
+    sizes (with the rewrite's launch), on the GPU."""
+    from sandbox.worker import LocalExecutor
+
+    with LocalExecutor() as executor:
+        for family, path in VARIANTS:
+            out, why, t = match.rewrite(family, path)
+            assert isinstance(out, Subject), why
+            launches = None
+            if (out.launch.grid or out.launch.block) and t.relaunch is not None:
+                *verify, _ = t.relaunch(out.launch)  # the last verify size stands in for the bench
+                launches = (*verify, verify[-1])
+            source = dataclasses.replace(t.baseline, source=t.unit_with(out.code))
+            request = EvalRequest(
+                id=f"variant-{family}-{path.stem}",
+                baseline=t.baseline,
+                candidates=(Candidate("rewrite", source, launches),),
+                verify_problems=t.verify_problems,
+                bench_problem=t.verify_problems[-1],  # verify only
+                seeds=(11, 12),
+                tolerance=t.tolerance,
+                options=EvalOptions(time=False),
+            )
+            assert_all_verified(executor.evaluate(request), f"{family}/{path.name}")
