@@ -176,3 +176,17 @@ def test_a_loop_variable_read_after_its_loop_keeps_its_declaration() -> None:
     s = subject(unit)
     assert s.normalized is s
     assert s.view.loops[0].var == "j"  # the view still reads the loop
+
+
+def test_the_package_holds_no_transformation_and_every_rewrite_is_registered_or_mechanical() -> None:
+    import agent.transforms as package
+    from agent.transforms import Transform, mechanical
+    from agent.transforms.passes import Pass
+    from agent.transforms.registry import PASSES
+
+    classes = [v for v in vars(package).values() if isinstance(v, type) and v is not Transform]
+    assert not [c for c in classes if issubclass(c, Transform | Pass)]
+    assert {"GridStride", "Vectorize", "SharedHistogram", "WarpReduction"} <= {p.name for p in PASSES}
+    assert {"BlockSize", "LaunchBounds", "RestrictConst", "ReadOnlyLoads", "Unroll", "FastMath"} <= set(
+        vars(mechanical)
+    )

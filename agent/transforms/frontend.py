@@ -26,6 +26,7 @@ resolved in the view itself (:mod:`agent.transforms.view`).
 from __future__ import annotations
 
 import functools
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -383,7 +384,12 @@ def _inline(doc: Document, body: Node, ctx: Context, names: set[str]) -> list[tu
         if stmt is None or stmt.type not in ("expression_statement", "declaration"):
             continue
         text = _inlined(
-            fn, [doc.node_text(a) for a in args.named_children], target, names, stmt == _statements(body)[-1]
+            fn,
+            [doc.node_text(a) for a in args.named_children],
+            target,
+            names,
+            stmt == _statements(body)[-1],
+            _indent(doc, stmt),
         )
         if text is None:
             continue
@@ -398,7 +404,7 @@ def _indent(doc: Document, node: Node) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 
-def _inlined(fn: Function, args: list[str], target: str, names: set[str], last: bool) -> str | None:
+def _inlined(fn: Function, args: list[str], target: str, names: set[str], last: bool, ind: str) -> str | None:
     """The body of ``fn`` as a block: parameters bound to ``args`` (renamed where they would
     capture a name of the caller), ``return e;`` -> ``target = e;`` (its last statement only)."""
     doc, body = fn.doc, fn.node
@@ -438,8 +444,10 @@ def _inlined(fn: Function, args: list[str], target: str, names: set[str], last: 
         out += [data[pos : start - body.start_byte], text.encode()]
         pos = end - body.start_byte
     out.append(data[pos:])
-    inner = b"".join(out).decode("utf-8", errors="replace")
-    return "{ " + " ".join(binds) + inner[1:] if binds else inner
+    inner = textwrap.dedent(b"".join(out).decode("utf-8", errors="replace")[1:-1].strip("\n"))
+    lines = [*binds, *inner.split("\n")]
+    body_text = "".join(f"{ind}    {line}\n" if line.strip() else "\n" for line in lines)
+    return f"{{  // cuda-agent: {fn.name} inlined\n{body_text}{ind}}}"
 
 
 def _rebind(decl: str, old: str, new: str) -> str:
