@@ -190,3 +190,19 @@ def test_the_package_holds_no_transformation_and_every_rewrite_is_registered_or_
     assert {"BlockSize", "LaunchBounds", "RestrictConst", "ReadOnlyLoads", "Unroll", "FastMath"} <= set(
         vars(mechanical)
     )
+
+
+def test_a_parameter_the_function_changes_gets_its_own_copy() -> None:
+    unit = (
+        "__device__ float count_down(float* y, int n) {\n"
+        "    float s = 0.0f;\n"
+        "    while (n > 0) { s += y[n]; n--; }\n"
+        "    return s;\n"
+        "}\n"
+        "__global__ void k(float* y, int n) {\n"
+        "    float v = count_down(y, n);\n"
+        "    y[0] = v + n;\n"
+        "}\n"
+    )
+    code = subject(unit).normalized.code
+    assert "int n_2 = n;" in code and "n_2--;" in code and "y[0] = v + n;" in code

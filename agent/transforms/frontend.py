@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from agent.transforms import Subject
 
 Node = tree_sitter.Node
+_EFFECTS = ("call_expression", "assignment_expression", "update_expression")
 MAX_INLINE = 4  # rounds of normalization (nested device functions)
 _INTEGER_TYPES = frozenset(
     {"int", "unsigned", "unsigned int", "long", "long long", "size_t", "short", "int64_t", "uint32_t"}
@@ -422,8 +423,17 @@ def _inlined(fn: Function, args: list[str], target: str, names: set[str], last: 
     local = {doc.node_text(n) for n in _walk(body) if n.type == "identifier"}
     renames: dict[str, str] = {}
     binds: list[str] = []
+    changed = set()  # parameters the body assigns or takes the address of: always their own copies
+    for n in _walk(body):
+        lhs = None
+        if n.type in ("assignment_expression", "update_expression"):
+            lhs = n.child_by_field_name("left") or n.child_by_field_name("argument")
+        elif n.type == "pointer_expression" and n.children[0].type == "&":
+            lhs = n.child_by_field_name("argument")
+        if lhs is not None and lhs.type == "identifier":
+            changed.add(doc.node_text(lhs))
     for (decl, pname), arg in zip(fn.params, args, strict=True):
-        if arg == pname:
+        if arg == pname and pname not in changed:
             continue
         new = pname
         if pname in names:
@@ -478,7 +488,7 @@ def _late_init(doc: Document, body: Node, ctx: Context, names: set[str]) -> list
             uses = [
                 n
                 for n in _walk(decl.parent)
-                if n.type == "identifier" and doc.node_text(n) == name and n != d
+                if n.type == "identifier" and doc.node_text(n) == name and n.start_byte > decl.end_byte
             ]
             first = uses[0] if uses else None
             assign = first.parent if first is not None else None
@@ -532,6 +542,8 @@ def _hoisted_loops(doc: Document, body: Node, ctx: Context, names: set[str]) -> 
             name_node = d if d.type == "identifier" else d.child_by_field_name("declarator")
             if name_node is None or name_node.type != "identifier":
                 continue
+            if any(x.type in _EFFECTS for x in _walk(d)):
+                continue  # dropping the initialiser would drop its side effects
             name = doc.node_text(name_node)
             loops = _owning_loops(doc, decl.parent, name, name_node)
             if not loops:
@@ -587,9 +599,22 @@ def _owning_loops(doc: Document, scope: Node, name: str, declarator: Node) -> li
         assert init is not None
         if init.start_byte <= n.start_byte < init.end_byte and init.child_by_field_name("left") != n:
             return []  # `i = i + 1` as the initializer reads the earlier value
-        if any(x.type == "declaration" and name in _leaves(doc, x) for x in _walk(owner) if x != owner):
+        if any(_declares(doc, x, name) for x in _walk(owner)):
             return []  # redeclared inside: leave such code alone
     return loops
+
+
+def _declares(doc: Document, node: Node, name: str) -> bool:
+    """Whether ``node`` is a declaration of ``name``."""
+    if node.type != "declaration":
+        return False
+    for declarator in node.children_by_field_name("declarator"):
+        d: Node | None = declarator
+        while d is not None and d.type in ("init_declarator", "pointer_declarator", "array_declarator"):
+            d = d.child_by_field_name("declarator")
+        if d is not None and doc.node_text(d) == name:
+            return True
+    return False
 
 
 def _while_loops(doc: Document, body: Node, ctx: Context, names: set[str]) -> list[tuple[int, int, str]]:
