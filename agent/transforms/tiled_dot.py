@@ -741,17 +741,8 @@ def _bounds(view: KernelView, loop: Loop) -> dict[str, Poly]:
     """Uniform upper bounds of the global indices from the guards the loop runs under: the
     conditions of enclosing ``if``s (``&&`` of ``g < B``) and early ``if (g >= B || ...) return;``."""
     found: list[tuple[Poly, str]] = []
-    for n in view.nodes:
-        if n.type != "if_statement" or n.child_by_field_name("alternative") is not None:
-            continue
-        conseq, clause = n.child_by_field_name("consequence"), n.child_by_field_name("condition")
-        value = clause.child_by_field_name("value") if clause is not None else None
-        if (
-            conseq is not None
-            and value is not None
-            and conseq.start_byte <= loop.node.start_byte < conseq.end_byte
-        ):
-            found += _comparisons(view, value, "&&")
+    for value in _enclosing_guards(view, loop):
+        found += _comparisons(view, value, "&&")
     for value in _early_exits(view, loop):
         found += [(d, _NEGATE[op]) for d, op in _comparisons(view, value, "||")]
     out: dict[str, Poly] = {}
@@ -762,17 +753,48 @@ def _bounds(view: KernelView, loop: Loop) -> dict[str, Poly]:
                 bound = poly_add(g, poly_mul({(): sign}, diff), -1)  # g - sign * diff
                 if rel == "<" and poly_uniform(bound):  # sign * diff = g - bound < 0
                     out[axis] = bound
+    for diff, op in found:  # a triangle: gx <= gy < B bounds gx by B too (and the other way)
+        parts = _split_global(diff)
+        if parts is None or parts[2] or op not in _NEGATE:
+            continue
+        cx, cy, _ = parts
+        if op in (">", ">="):
+            cx, cy = poly_mul(cx, {(): -1}), poly_mul(cy, {(): -1})
+        for a, b, ca, cb in (("x", "y", cx, cy), ("y", "x", cy, cx)):
+            if ca == {(): 1} and cb == {(): -1} and b in out and a not in out:
+                out[a] = out[b]
+    return out
+
+
+def _enclosing_guards(view: KernelView, loop: Loop) -> list[Node]:
+    """The conditions of the ``if``\\ s (without ``else``) the loop runs inside."""
+    out = []
+    for n in view.nodes:
+        if n.type != "if_statement" or n.child_by_field_name("alternative") is not None:
+            continue
+        conseq, clause = n.child_by_field_name("consequence"), n.child_by_field_name("condition")
+        value = clause.child_by_field_name("value") if clause is not None else None
+        if (
+            conseq is not None
+            and value is not None
+            and conseq.start_byte <= loop.node.start_byte < conseq.end_byte
+        ):
+            out.append(value)
     return out
 
 
 def _masks(view: KernelView, loop: Loop) -> tuple[Mask, ...]:
-    """The early exits before the loop that compare the two global indices (causal masks)."""
+    """The conditions that compare the two global indices (causal masks), as the condition on
+    which an output leaves: early exits before the loop, and the negated conjuncts of the guards
+    the loop runs under (``if (i < T && j <= i)``)."""
+    found = [c for value in _early_exits(view, loop) for c in _comparisons(view, value, "||")]
+    for value in _enclosing_guards(view, loop):
+        found += [(diff, _NEGATE[op]) for diff, op in _comparisons(view, value, "&&")]
     out = []
-    for value in _early_exits(view, loop):
-        for diff, op in _comparisons(view, value, "||"):
-            parts = _split_global(diff)
-            if parts is not None and parts[0] and parts[1]:
-                out.append(Mask(op, *parts))
+    for diff, op in found:
+        parts = _split_global(diff)
+        if parts is not None and parts[0] and parts[1]:
+            out.append(Mask(op, *parts))
     return tuple(out)
 
 
