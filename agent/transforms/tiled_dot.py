@@ -178,8 +178,6 @@ class TiledDot(Pass[DotMatch]):
             return NotApplicable("the kernel does not parse cleanly")
         if what := view.cooperation:
             return NotApplicable(f"the kernel already uses {what}: its threads cooperate")
-        if subject.kernel.launch_bounds is not None:
-            return NotApplicable("__launch_bounds__ fixes the block size")
         if len(subject.block) == 3 and subject.block[2].strip() != "1":
             return NotApplicable("the block has a z dimension")
         if len(view.loops) != 1 or any(
@@ -313,7 +311,11 @@ class TiledDot(Pass[DotMatch]):
             view.kernel.name_span.start_byte, view.kernel.name_span.end_byte
         )
         assert name is not None
-        e.insert_before(name, f"__launch_bounds__({nt}, 2) ")  # 2 blocks per SM: at most 128 registers
+        bounds = f"__launch_bounds__({nt}, 2)"  # 2 blocks per SM: at most 128 registers
+        if view.launch_bounds is not None:  # the kernel's own, for the block it was written for
+            e.replace(view.launch_bounds, bounds)
+        else:
+            e.insert_before(name, f"{bounds} ")
         m_spec, n_spec, z = match.extents
         grid = ", ".join((f"cdiv({n_spec}, {t.bn})", f"cdiv({m_spec}, {t.bm})", *((z,) if z else ())))
         launch = LaunchChange(grid=f"({grid})", block=str(nt))

@@ -491,6 +491,15 @@ class KernelView:
         }
 
     @cached_property
+    def launch_bounds(self) -> Node | None:
+        """The kernel's ``__launch_bounds__(...)`` node, if it has one."""
+        span = self.kernel.span
+        for n in walk(self.subject.doc.tree.root_node):
+            if n.type == "launch_bounds" and span.start_byte <= n.start_byte < self.body.start_byte:
+                return n
+        return None
+
+    @cached_property
     def block(self) -> dict[str, int]:
         """The block's constant sizes in force, by axis (``{"x": 16, "y": 16}``)."""
         out = {}
