@@ -60,6 +60,20 @@ def test_aliases_and_type_parameters_resolve_to_one_element_type() -> None:
     assert view.element_type("a") == "float"
 
 
+def test_alias_cycles_and_odd_shifts_end_without_a_value() -> None:
+    unit = (
+        "typedef struct Q P;\n"
+        "typedef P Q;\n"
+        "#define BIG (1 << 70)\n"
+        "__global__ void k(P* x) {\n"
+        "    x[BIG] = x[0];\n"
+        "}\n"
+    )
+    s = subject(unit)
+    assert s.view.element_type("x") in ("P", "Q")
+    assert "BIG" not in s.front.constants and first_access(s, "x").index is None
+
+
 def test_a_local_redeclared_in_sibling_loops_is_a_new_variable_each_time() -> None:
     unit = (
         "__global__ void k(const float* x, float* y, int n) {\n"

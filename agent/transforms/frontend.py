@@ -91,11 +91,11 @@ def _integer(doc: Document, node: Node | None, constants: dict[str, int]) -> int
             "+": a + b,
             "-": a - b,
             "*": a * b,
-            "<<": a << b if 0 <= b < 64 else 0,
-            ">>": a >> b if b >= 0 else 0,
         }
         if o in ops:
             return ops[o]
+        if o in ("<<", ">>") and 0 <= b < 64:
+            return a << b if o == "<<" else a >> b
         if o == "/":
             return int(a / b)
         if o == "%":
@@ -126,7 +126,6 @@ class Function:
     name: str
     returns: str  # the return type's text ("void", "float" ...)
     params: tuple[tuple[str, str], ...]  # (declaration text, name)
-    body: str  # the compound statement's text
     doc: Document = field(compare=False)
     node: Node = field(compare=False)  # the body
 
@@ -143,17 +142,18 @@ class Context:
     def canonical(self, type_text: str) -> str:
         """``type_text`` without qualifiers, pointers and ``__restrict__``, aliases resolved:
         ``const floatX* __restrict__`` -> ``__nv_bfloat16``."""
-        words = [
-            w
-            for w in type_text.replace("*", " ").replace("&", " ").split()
-            if w not in ("const", "volatile", "__restrict__", "__restrict", "restrict", "struct")
-        ]
-        t = " ".join(words).removeprefix("std::")
-        for _ in range(8):
-            if t not in self.types:
+        t = _bare(type_text)
+        for _ in range(8):  # chains of aliases; a cycle stops here
+            if t not in self.types or _bare(self.types[t]) == t:
                 break
-            t = self.canonical(self.types[t]) if self.types[t] != t else t
+            t = _bare(self.types[t])
         return t
+
+
+def _bare(type_text: str) -> str:
+    words = type_text.replace("*", " ").replace("&", " ").split()
+    drop = ("const", "volatile", "__restrict__", "__restrict", "restrict", "struct")
+    return " ".join(w for w in words if w not in drop).removeprefix("std::")
 
 
 def context_of(subject: Subject) -> Context:
@@ -278,7 +278,7 @@ def _device_function(doc: Document, n: Node) -> Function | None:
         if d is None or d.type != "identifier":
             return None
         params.append((doc.node_text(p), doc.node_text(d)))
-    return Function(doc.node_text(name), doc.node_text(ty), tuple(params), doc.node_text(body), doc, body)
+    return Function(doc.node_text(name), doc.node_text(ty), tuple(params), doc, body)
 
 
 # --------------------------------------------------------------------------------------- text
