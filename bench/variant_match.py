@@ -12,8 +12,10 @@ total per family, and the reason of each miss.  Run it on another checkout to co
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import logging
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -104,7 +106,15 @@ def main() -> int:
             counts[0] += 1
         else:
             misses[f"{family}/{path.name}"] = why
+    checkout = Path(builtin.__file__).resolve().parents[1]  # the agent measured (PYTHONPATH's)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True, check=False
+    ).stdout.strip()
     record = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": "python bench/variant_match.py",
+        "checkout": str(checkout),
+        "commit": commit or "unknown",
         "matched": sum(m for m, _ in families.values()),
         "total": sum(t for _, t in families.values()),
         "families": {f: {"matched": m, "total": t} for f, (m, t) in families.items()},
