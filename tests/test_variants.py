@@ -48,6 +48,7 @@ def test_every_family_has_four_spellings_and_names_its_passes() -> None:
         assert match.family_passes(family), f"{family}/passes.txt names no pass"
 
 
+@pytest.mark.slow  # an NVRTC compile and a g++ build per variant
 @pytest.mark.parametrize("family, path", VARIANTS, ids=[f"{f}/{p.stem}" for f, p in VARIANTS])
 def test_variant_is_matched_compiles_and_is_equal_in_host_emulation(
     family: str, path: Path, tmp_path: Path
