@@ -34,44 +34,27 @@ from typing import Any
 from agent import spec as spec_mod
 from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer, Target
 from agent.source import Document
-from agent.transforms import (
+from agent.transforms import NotApplicable, Subject, Transform, apply_all
+from agent.transforms.elementwise import GridStride, Vectorize
+from agent.transforms.histogram import SharedHistogram
+from agent.transforms.mechanical import (
     BlockSize,
     FastMath,
-    GridStride,
     LaunchBounds,
-    NotApplicable,
     ReadOnlyLoads,
     RestrictConst,
-    SharedHistogram,
-    Subject,
-    Transform,
     Unroll,
-    Vectorize,
-    WarpReduction,
-    apply_all,
 )
 from agent.transforms.passes import Apply
 from agent.transforms.registry import PASSES
 from agent.transforms.registry import candidates as structural_candidates
-from sandbox.contract import Status
+from agent.transforms.warp_reduction import WarpReduction
+from sandbox.contract import DeviceInfo, Status
 
 log = logging.getLogger(__name__)
 
 BLOCKS_1D = ((64,), (128,), (256,), (512,), (1024,))
 BLOCKS_2D = ((32, 8), (32, 4), (16, 16), (32, 16), (64, 4), (16, 8))
-SHAPES: tuple[Transform, ...] = (
-    *structural_candidates(),
-    Vectorize(16, 1),
-    Vectorize(16, 2),
-    Vectorize(16, 4),
-    Vectorize(8, 1),
-    Vectorize(8, 2),
-    GridStride(1),
-    GridStride(2),
-    GridStride(4),
-    WarpReduction(),
-    SharedHistogram(),
-)
 FAILED_GAIN = -1.0  # log-speedup gain charged to an arm whose change broke the candidate
 
 
@@ -110,16 +93,11 @@ class Config:
 ARMS = tuple(f.name for f in fields(Config))
 
 
-def _values(arm: str, block_dims: int, sm_count: int) -> tuple[object, ...]:
-    """Every value the search may give an arm, the default first.  With the device's SM count,
-    the grid-stride shapes also come with the grid capped at 8 blocks per SM."""
+def _values(arm: str, block_dims: int, device: DeviceInfo | None) -> tuple[object, ...]:
+    """Every value the search may give an arm, the default first: the shapes are the registry's
+    passes with the parameter values each searches on ``device`` (:mod:`agent.transforms.registry`)."""
     if arm == "shape":
-        capped = (
-            (Vectorize(16, 1, 8 * sm_count), GridStride(1, 8 * sm_count), SharedHistogram(8 * sm_count))
-            if sm_count
-            else ()
-        )
-        return (None, *SHAPES, *capped)
+        return (None, *structural_candidates(device))
     if arm == "block":
         return (None, *(BLOCKS_1D if block_dims == 1 else BLOCKS_2D))
     if arm == "unroll":
@@ -136,7 +114,7 @@ def subject_for(target: Target) -> Subject:
     spec, errors = spec_mod.parse(k, doc.type_aliases)
     if spec is None or errors:
         raise ValueError(f"{target.kernel} has no usable spec")
-    return Subject(target.definition, spec)
+    return Subject(target.definition, spec, context=target.baseline.source)
 
 
 class BuiltinProposer(Proposer):
@@ -197,8 +175,7 @@ class BuiltinProposer(Proposer):
         self._rng = random.Random(context.seed)
         for arm in ARMS:
             kept: list[object] = []
-            sms = context.device.sm_count if context.device else 0
-            for value in _values(arm, len(base.spec.block), sms):
+            for value in _values(arm, len(base.spec.block), context.device):
                 config = Config().with_(arm, value)
                 outcome = apply_all(base, config.transforms())
                 if isinstance(outcome, NotApplicable):
@@ -250,8 +227,10 @@ class BuiltinProposer(Proposer):
         families: list[tuple[object, ...]] = []
         view = None
         for p in PASSES:
+            if not p.leads:
+                continue
             try:
-                view = view or self._base.view
+                view = view or self._base.normalized.view
                 found = p.match(view)
             except Exception as e:  # a pass that fails is not guessed; its candidates still run safely
                 log.warning("%s.match failed: %r", p.name, e)
@@ -270,15 +249,17 @@ class BuiltinProposer(Proposer):
         assert self._base is not None
         # a privatised histogram over a capped grid-stride loop, when it applies, beats the rest
         histograms = [
-            v for v in self._arms.get("shape", ()) if isinstance(v, SharedHistogram) and v.max_blocks
+            v
+            for v in self._arms.get("shape", ())
+            if isinstance(v, Apply) and isinstance(v.params, SharedHistogram) and v.params.max_blocks
         ]
         preferred: dict[str, tuple[object, ...]] = {
             "shape": structural
             or (
                 *histograms,
-                Vectorize(16, 1),
-                WarpReduction(),
-                GridStride(1),
+                Apply(Vectorize(), Vectorize(16, 1)),
+                Apply(WarpReduction(), WarpReduction()),
+                Apply(GridStride(), GridStride(1)),
             ),
             "block": ((256,), (32, 8)),
             "restrict": (True,),

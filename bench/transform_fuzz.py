@@ -11,7 +11,8 @@ transformation the search uses (:func:`transformations`) is applied to it.  Coun
   ``NotApplicable("internal error: ...")`` (bugs to fix; listed by transformation and message).
 
 The transformations include every structural pass of :data:`agent.transforms.registry.PASSES`
-with every value of its parameter space (through :data:`agent.builtin.SHAPES`).
+with every value of its parameter space on a 132-SM device (``registry.candidates(device)``), and
+the mechanical arms (:mod:`agent.transforms.mechanical`).
 
 Usage: ``python bench/transform_fuzz.py [--applications 50000] [--seed 0] [--out FILE]``;
 writes ``bench/results/transform_fuzz.json`` and prints a summary.  The CPU test
@@ -35,24 +36,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent import spec as spec_mod
-from agent.builtin import BLOCKS_1D, BLOCKS_2D, SHAPES
+from agent.builtin import BLOCKS_1D, BLOCKS_2D
 from agent.source import Document
 from agent.spec import KernelSpec
-from agent.transforms import (
+from agent.transforms import NotApplicable, Subject, Transform, safe_apply
+from agent.transforms.mechanical import (
     BlockSize,
     FastMath,
-    GridStride,
     LaunchBounds,
-    NotApplicable,
     ReadOnlyLoads,
     RestrictConst,
-    SharedHistogram,
-    Subject,
-    Transform,
     Unroll,
-    Vectorize,
-    safe_apply,
 )
+from agent.transforms.registry import candidates
+from sandbox.contract import DeviceInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = (ROOT / "bench" / "kernels", ROOT / "tests" / "data" / "transforms")
@@ -67,10 +64,10 @@ POOL = (
 
 def transformations(sm_count: int = 132) -> tuple[Transform, ...]:
     """Every transformation (with its parameters) that the built-in search may apply."""
-    capped = (Vectorize(16, 1, 8 * sm_count), GridStride(1, 8 * sm_count), SharedHistogram(8 * sm_count))
+    device = DeviceInfo("fuzz", "9.0", sm_count, 0, 0)
     blocks = tuple(BlockSize(b) for b in (*BLOCKS_1D, *BLOCKS_2D))
     mechanical = (RestrictConst(), ReadOnlyLoads(), FastMath(), Unroll(4), LaunchBounds())
-    return (*SHAPES, *capped, *blocks, *mechanical)
+    return (*candidates(device), *blocks, *mechanical)
 
 
 def seeds() -> list[tuple[str, str, KernelSpec]]:

@@ -34,15 +34,9 @@ sys.path.insert(0, str(ROOT))
 from agent.builtin import subject_for  # noqa: E402
 from agent.loop import LaunchChange, Proposal, Target, target_for  # noqa: E402
 from agent.source import Document  # noqa: E402
-from agent.transforms import (  # noqa: E402
-    BlockSize,
-    FastMath,
-    NotApplicable,
-    RestrictConst,
-    Transform,
-    Vectorize,
-    apply_all,
-)
+from agent.transforms import NotApplicable, Transform, apply_all  # noqa: E402
+from agent.transforms.elementwise import Vectorize  # noqa: E402
+from agent.transforms.mechanical import BlockSize, FastMath, RestrictConst  # noqa: E402
 from agent.transforms.passes import Apply  # noqa: E402
 from agent.transforms.tiled_transpose import TiledTranspose  # noqa: E402
 from sandbox.contract import Budget  # noqa: E402

@@ -12,7 +12,9 @@ import pytest
 from agent import loop
 from agent.builtin import BuiltinProposer, Config, subject_for
 from agent.source import Document
-from agent.transforms import FastMath, NotApplicable, Vectorize
+from agent.transforms import NotApplicable
+from agent.transforms.elementwise import Vectorize
+from agent.transforms.mechanical import FastMath
 from agent.transforms.tiled_dot import TiledDot
 from sandbox.contract import CandidateResult, EvalRequest, EvalResult, Status
 from sandbox.executor import ProgressFn

@@ -16,28 +16,23 @@ import pytest
 from agent import loop
 from agent import spec as spec_mod
 from agent.source import Document
-from agent.transforms import (
+from agent.transforms import NotApplicable, Rewrite, Subject, Transform, apply_all
+from agent.transforms.elementwise import GridStride, Vectorize
+from agent.transforms.histogram import SharedHistogram
+from agent.transforms.mechanical import (
     BlockSize,
     FastMath,
-    GridStride,
     LaunchBounds,
-    NotApplicable,
     ReadOnlyLoads,
     RestrictConst,
-    Rewrite,
-    SharedHistogram,
-    Subject,
-    Transform,
     Unroll,
-    Vectorize,
-    WarpReduction,
-    apply_all,
 )
 from agent.transforms.passes import Apply
 from agent.transforms.row_parallel import RowParallel, Rows, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
 from agent.transforms.tiled_dot import Tile, TiledDot
 from agent.transforms.tiled_transpose import TiledTranspose
+from agent.transforms.warp_reduction import WarpReduction
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Candidate, EvalOptions, EvalRequest, EvalResult, Status
 
@@ -672,7 +667,7 @@ def host_program(t: loop.Target, out: Subject) -> str:
     """A C++ program that runs the original and the rewrite on every verify problem, twice: with
     the rewrite's arrays aligned (its vector path) and shifted by one element (its scalar path),
     and prints the largest difference of any output."""
-    kernel = t.kernel.split("<")[0]
+    kernel = t.kernel  # with its template arguments, if any
     lines = ['#include "host_cuda.h"', _host_unit(t.baseline.source, "orig")]
     lines += [_host_unit(t.unit_with(out.code), "cand"), "int main() {", "    double worst = 0;"]
     launches = t.relaunch(out.launch) if (out.launch.grid or out.launch.block) and t.relaunch else None
@@ -697,10 +692,10 @@ def host_program(t: loop.Target, out: Subject) -> str:
             call_c.append(f"{a.name}_c + {misalign}")
         g, b, g2, b2 = p.launch.grid, p.launch.block, new.grid, new.block
         lines.append(
-            f"        launch(orig::{kernel}, dim3{{{g[0]}, {g[1]}, {g[2]}}}, dim3{{{b[0]}, {b[1]}, {b[2]}}}, {', '.join(call_o)});"
+            f"        {{ using namespace orig; launch({kernel}, dim3{{{g[0]}, {g[1]}, {g[2]}}}, dim3{{{b[0]}, {b[1]}, {b[2]}}}, {', '.join(call_o)}); }}"
         )
         lines.append(
-            f"        launch(cand::{kernel}, dim3{{{g2[0]}, {g2[1]}, {g2[2]}}}, dim3{{{b2[0]}, {b2[1]}, {b2[2]}}}, {', '.join(call_c)});"
+            f"        {{ using namespace cand; launch({kernel}, dim3{{{g2[0]}, {g2[1]}, {g2[2]}}}, dim3{{{b2[0]}, {b2[1]}, {b2[2]}}}, {', '.join(call_c)}); }}"
         )
         for a in p.args:
             if a.role in ("out", "inout"):

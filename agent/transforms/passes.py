@@ -8,7 +8,14 @@ A pass is one file holding a :class:`Pass` subclass:
 - ``rewrite(match, params) -> Rewrite | NotApplicable`` instantiates the rewrite for one point of
   the pass's declared parameter space ``space`` (best guess first: the search tries it in the
   first batch) through an :class:`Emitter`;
+- ``space_for(device)`` may widen the space for the device (e.g. a grid capped at a few blocks
+  per SM); ``accepts(params)`` says which values ``rewrite`` instantiates;
 - one entry in :data:`agent.transforms.registry.PASSES` makes the search try it.
+
+A pass matches the *normalized* subject (:mod:`agent.transforms.frontend`: device functions
+inlined, loops in canonical form; macros, constants, aliases and scopes resolved in the view),
+so it sees one spelling of each computation, and reads element types through
+``view.element_type(name)``.
 
 :class:`Apply` (a pass with one parameter value) is a :class:`~agent.transforms.Transform`, so
 passes compose with every other transformation, and an exception inside a pass becomes
@@ -18,15 +25,16 @@ passes compose with every other transformation, and an exception inside a pass b
 from __future__ import annotations
 
 import abc
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 import tree_sitter
 
 from agent.loop import LaunchChange
-from agent.transforms import NotApplicable, Outcome, Rewrite, Subject, Transform
+from agent.transforms import NotApplicable, Outcome, Rewrite, Subject, Transform, _rebuild
 from agent.transforms.view import KernelView
+from sandbox.contract import DeviceInfo
 
 Node = tree_sitter.Node
 PAD = "    "
@@ -47,6 +55,7 @@ class Pass(abc.ABC, Generic[M]):
 
     name: ClassVar[str]
     space: ClassVar[tuple[Hashable, ...]]  # the parameter values the search tries, best first
+    leads: ClassVar[bool] = True  # a matching pass gets a composite guess of its own in the first batch
 
     @abc.abstractmethod
     def match(self, view: KernelView) -> M | NotApplicable: ...
@@ -57,6 +66,15 @@ class Pass(abc.ABC, Generic[M]):
     def guess(self, match: M) -> Hashable:
         """The parameter value to try first on this match (the search's first batch)."""
         return self.space[0]
+
+    def space_for(self, device: DeviceInfo | None) -> tuple[Hashable, ...]:
+        """The parameter values to search on ``device`` (its SM count, ...); ``space`` by default."""
+        return self.space
+
+    def accepts(self, params: Hashable) -> bool:
+        """Whether ``params`` is a parameter value of this pass (those of :meth:`space_for` and
+        any other the pass can instantiate)."""
+        return params in self.space
 
 
 @dataclass(frozen=True)
@@ -71,15 +89,15 @@ class Apply(Transform):
         object.__setattr__(self, "name", self.pass_.name)
 
     def apply(self, subject: Subject) -> Outcome:
-        found = self.pass_.match(subject.view)
+        found = self.pass_.match(subject.normalized.view)
         if isinstance(found, NotApplicable):
             return found
-        if self.params not in self.pass_.space:
+        if not self.pass_.accepts(self.params):
             return NotApplicable(f"{self.params!r} is not in the parameter space of {self.name}")
         return self.pass_.rewrite(found, self.params)
 
     def __repr__(self) -> str:
-        return f"{self.name}({self.params!r})"
+        return repr(self.params) if isinstance(self.params, Pass) else f"{self.name}({self.params!r})"
 
 
 class Emitter:
@@ -115,6 +133,15 @@ class Emitter:
         self.helpers[final] = definition.replace(name, final)
         return final
 
+    def edit(self, start: int, end: int, text: str) -> None:
+        """Replace the subject's bytes ``start:end`` by ``text``."""
+        self.edits.append((start, end, text))
+
+    def substitute(self, node: Node, replace_fn: Callable[[Node], str | None]) -> str:
+        """``node``'s text with every subtree for which ``replace_fn`` answers a string replaced
+        by it (outermost first)."""
+        return _rebuild(self.view.subject, node, replace_fn)
+
     def indent(self, node: Node) -> str:
         line = self.view.subject.doc.line_bytes(node.start_point.row).decode("utf-8", errors="replace")
         return line[: len(line) - len(line.lstrip())]
@@ -146,3 +173,18 @@ class Emitter:
 
     def rewrite(self, description: str, launch: LaunchChange | None = None) -> Rewrite:
         return Rewrite(self.code(), description, launch)
+
+
+class Parameterized(Pass[M], Transform):
+    """A pass whose instances are its own parameter values (``Vectorize(16, 2)``): a frozen
+    dataclass of the parameters.  An instance is a transformation by itself, and the registry
+    holds a default instance whose ``space_for(device)`` lists the instances to search."""
+
+    def accepts(self, params: Hashable) -> bool:
+        return type(params) is type(self)
+
+    def apply(self, subject: Subject) -> Outcome:
+        return Apply(self, self).apply(subject)
+
+    @abc.abstractmethod
+    def rewrite(self, match: M, params: Hashable) -> Outcome: ...

@@ -1,18 +1,24 @@
 """The structural passes the built-in search tries (:mod:`agent.builtin`), in the order it tries them.
 
 Adding a pass: write it in one file of this package (a :class:`~agent.transforms.passes.Pass`
-subclass: ``match``, ``rewrite``, ``space``) and add one instance here.
+subclass: ``match``, ``rewrite``, ``space``; ``space_for(device)`` to widen it for the device) and
+add one instance here; tests/data/variants/<family>/ holds the spellings it must match
+(tests/test_variants.py reads the folder).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from agent.transforms.elementwise import GridStride, Vectorize
+from agent.transforms.histogram import SharedHistogram
 from agent.transforms.passes import Apply, Pass
 from agent.transforms.row_parallel import RowParallel, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
 from agent.transforms.tiled_dot import TiledDot
 from agent.transforms.tiled_transpose import TiledTranspose
+from agent.transforms.warp_reduction import WarpReduction
+from sandbox.contract import DeviceInfo
 
 PASSES: tuple[Pass[Any], ...] = (
     TiledDot(),
@@ -20,9 +26,15 @@ PASSES: tuple[Pass[Any], ...] = (
     StridedRowVectors(),
     SameLayoutReduction(),
     TiledTranspose(),
+    # rewrites that are no family's first guess alone (``leads`` False): the fallbacks of the
+    # composite guess, and every arm value of the search
+    Vectorize(),
+    WarpReduction(),
+    GridStride(),
+    SharedHistogram(),
 )
 
 
-def candidates() -> tuple[Apply, ...]:
-    """Every (pass, parameter value) the search may try, each pass's values best first."""
-    return tuple(Apply(p, params) for p in PASSES for params in p.space)
+def candidates(device: DeviceInfo | None = None) -> tuple[Apply, ...]:
+    """Every (pass, parameter value) the search may try on ``device``, each pass's values best first."""
+    return tuple(Apply(p, params) for p in PASSES for params in p.space_for(device))

@@ -424,7 +424,7 @@ def _vector_plan(view: KernelView, loop: Loop) -> _VectorPlan | str:
             return f"`{head}` reads `{a.via}` at two offsets"
         if name_of.setdefault(a.array, a.via) != a.via:
             return f"`{head}` reaches `{a.array}` through two names"
-        found.setdefault(a.via, (" ".join(param.base_type.split()), []))[1].append(a.node)
+        found.setdefault(a.via, (view.element_type(a.array), []))[1].append(a.node)
     if not found:
         return f"`{head}` reads no array at `{loop.var}`"
     sizes = {dtype_bytes(d) if (d := canonical_dtype(t)) else 0 for t, _ in found.values()}

@@ -14,7 +14,7 @@ threads.  The step may be any statement writing ``X[tid]`` from ``X[tid]`` and `
 
 Rewrite: the same steps with sequential addressing (``s`` from ``blockDim.x / 2`` down, active
 threads ``tid < s``: whole warps retire, no bank conflicts); with ``shuffles`` (the first guess)
-the last five steps also become warp shuffles (:class:`~agent.transforms.WarpReduction`).  The
+the last five steps also become warp shuffles (:class:`~agent.transforms.warp_reduction.WarpReduction`).  The
 order of the additions changes, the layout of the partial results does not.
 """
 
@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from agent.transforms import NotApplicable, Outcome, Rewrite, WarpReduction, _constant_block
+from agent.transforms import NotApplicable, Outcome, Rewrite, _constant_block
 from agent.transforms.passes import Emitter, Match, Pass
 from agent.transforms.view import KernelView, Loop, statements, unparenthesized
+from agent.transforms.warp_reduction import WarpReduction
 
 Node = tree_sitter.Node
 _DOUBLING = {("*=", "2"), ("<<=", "1")}
@@ -82,7 +83,7 @@ class SameLayoutReduction(Pass[TreeMatch]):
         if right is None or (view.text(update.children[1]), view.text(right)) not in _DOUBLING:
             return None
         body = statements(loop.body)
-        if len(body) != 2 or view.tokens(body[1]) != ("__syncthreads", "(", ")", ";"):
+        if len(body) != 2 or not view.block_barrier(body[1]):
             return None
         guard = body[0]
         if guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:

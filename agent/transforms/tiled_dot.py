@@ -178,8 +178,6 @@ class TiledDot(Pass[DotMatch]):
             return NotApplicable("the kernel does not parse cleanly")
         if what := view.cooperation:
             return NotApplicable(f"the kernel already uses {what}: its threads cooperate")
-        if subject.kernel.launch_bounds is not None:
-            return NotApplicable("__launch_bounds__ fixes the block size")
         if len(subject.block) == 3 and subject.block[2].strip() != "1":
             return NotApplicable("the block has a z dimension")
         if len(view.loops) != 1 or any(
@@ -212,12 +210,11 @@ class TiledDot(Pass[DotMatch]):
         for acc_ in view.accesses:
             if acc_.written and acc_.array in (a.array, b.array):
                 return NotApplicable(f"the kernel writes {acc_.array}, which the loop reads")
-        params = view.params
-        elem = params[a.array].base_type
-        if params[b.array].base_type != elem or elem not in ("float", "double"):
+        elem = view.element_type(a.array)
+        if view.element_type(b.array) != elem or elem not in ("float", "double"):
             return NotApplicable("the loads are not both float or both double")
         local = view.locals.get(acc)
-        acc_type = local.type.replace("const ", "").strip() if local is not None else ""
+        acc_type = view.element_type(acc) if local is not None else ""
         if acc_type not in ("float", "double"):
             return NotApplicable(f"the accumulator `{acc}` is not a float or double local")
         bounds = _bounds(view, loop)
@@ -314,7 +311,11 @@ class TiledDot(Pass[DotMatch]):
             view.kernel.name_span.start_byte, view.kernel.name_span.end_byte
         )
         assert name is not None
-        e.insert_before(name, f"__launch_bounds__({nt}, 2) ")  # 2 blocks per SM: at most 128 registers
+        bounds = f"__launch_bounds__({nt}, 2)"  # 2 blocks per SM: at most 128 registers
+        if view.launch_bounds is not None:  # the kernel's own, for the block it was written for
+            e.replace(view.launch_bounds, bounds)
+        else:
+            e.insert_before(name, f"{bounds} ")
         m_spec, n_spec, z = match.extents
         grid = ", ".join((f"cdiv({n_spec}, {t.bn})", f"cdiv({m_spec}, {t.bm})", *((z,) if z else ())))
         launch = LaunchChange(grid=f"({grid})", block=str(nt))
@@ -742,17 +743,8 @@ def _bounds(view: KernelView, loop: Loop) -> dict[str, Poly]:
     """Uniform upper bounds of the global indices from the guards the loop runs under: the
     conditions of enclosing ``if``s (``&&`` of ``g < B``) and early ``if (g >= B || ...) return;``."""
     found: list[tuple[Poly, str]] = []
-    for n in view.nodes:
-        if n.type != "if_statement" or n.child_by_field_name("alternative") is not None:
-            continue
-        conseq, clause = n.child_by_field_name("consequence"), n.child_by_field_name("condition")
-        value = clause.child_by_field_name("value") if clause is not None else None
-        if (
-            conseq is not None
-            and value is not None
-            and conseq.start_byte <= loop.node.start_byte < conseq.end_byte
-        ):
-            found += _comparisons(view, value, "&&")
+    for value in _enclosing_guards(view, loop):
+        found += _comparisons(view, value, "&&")
     for value in _early_exits(view, loop):
         found += [(d, _NEGATE[op]) for d, op in _comparisons(view, value, "||")]
     out: dict[str, Poly] = {}
@@ -763,17 +755,48 @@ def _bounds(view: KernelView, loop: Loop) -> dict[str, Poly]:
                 bound = poly_add(g, poly_mul({(): sign}, diff), -1)  # g - sign * diff
                 if rel == "<" and poly_uniform(bound):  # sign * diff = g - bound < 0
                     out[axis] = bound
+    for diff, op in found:  # a triangle: gx <= gy < B bounds gx by B too (and the other way)
+        parts = _split_global(diff)
+        if parts is None or parts[2] or op not in _NEGATE:
+            continue
+        cx, cy, _ = parts
+        if op in (">", ">="):
+            cx, cy = poly_mul(cx, {(): -1}), poly_mul(cy, {(): -1})
+        for a, b, ca, cb in (("x", "y", cx, cy), ("y", "x", cy, cx)):
+            if ca == {(): 1} and cb == {(): -1} and b in out and a not in out:
+                out[a] = out[b]
+    return out
+
+
+def _enclosing_guards(view: KernelView, loop: Loop) -> list[Node]:
+    """The conditions of the ``if``\\ s (without ``else``) the loop runs inside."""
+    out = []
+    for n in view.nodes:
+        if n.type != "if_statement" or n.child_by_field_name("alternative") is not None:
+            continue
+        conseq, clause = n.child_by_field_name("consequence"), n.child_by_field_name("condition")
+        value = clause.child_by_field_name("value") if clause is not None else None
+        if (
+            conseq is not None
+            and value is not None
+            and conseq.start_byte <= loop.node.start_byte < conseq.end_byte
+        ):
+            out.append(value)
     return out
 
 
 def _masks(view: KernelView, loop: Loop) -> tuple[Mask, ...]:
-    """The early exits before the loop that compare the two global indices (causal masks)."""
+    """The conditions that compare the two global indices (causal masks), as the condition on
+    which an output leaves: early exits before the loop, and the negated conjuncts of the guards
+    the loop runs under (``if (i < T && j <= i)``)."""
+    found = [c for value in _early_exits(view, loop) for c in _comparisons(view, value, "||")]
+    for value in _enclosing_guards(view, loop):
+        found += [(diff, _NEGATE[op]) for diff, op in _comparisons(view, value, "&&")]
     out = []
-    for value in _early_exits(view, loop):
-        for diff, op in _comparisons(view, value, "||"):
-            parts = _split_global(diff)
-            if parts is not None and parts[0] and parts[1]:
-                out.append(Mask(op, *parts))
+    for diff, op in found:
+        parts = _split_global(diff)
+        if parts is not None and parts[0] and parts[1]:
+            out.append(Mask(op, *parts))
     return tuple(out)
 
 

@@ -169,7 +169,7 @@ class TiledTranspose(Pass[Transposed]):
         scalars = {a.name: a.value for a in subject.spec.args if isinstance(a, ScalarSpec)}
         if match.src not in view.params or match.width not in scalars or match.height not in scalars:
             return NotApplicable("the width and height are not scalar parameters of the spec")
-        elem = view.params[match.src].base_type
+        elem = view.element_type(match.src)
         e = Emitter(view)
         tile, j = e.fresh("tile"), e.fresh("j")
         x, y, w, h = match.col, match.row, match.width, match.height

@@ -25,12 +25,14 @@ Passes (see :mod:`agent.transforms.passes`) match on the view; they never re-par
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 import tree_sitter
+
+from agent.spec import canonical_dtype, evaluate
 
 if TYPE_CHECKING:
     from agent.transforms import Subject
@@ -140,9 +142,24 @@ class Expander:
     wide: bool = False
     stack: set[str] = field(default_factory=set)
     free: frozenset[str] = frozenset()  # names that are atoms of their own (loop variables)
+    constants: dict[str, int] = field(default_factory=dict)  # macros, constexprs (the front end)
+    scoped: Callable[[Node], Node | None] | None = None  # a use -> the value of its declaration
+    block: dict[str, int] = field(default_factory=dict)  # axis -> the block's constant size in force
 
     def text(self, n: Node) -> str:
         return self.subject.doc.node_text(n)
+
+    def fold(self, p: Poly) -> Poly:
+        """``blockIdx.x * 16`` is ``blockIdx.x * blockDim.x`` when the block in force is 16 wide
+        (``TILE_DIM`` macros in index arithmetic): the block's constant size folds into blockDim."""
+        out: Poly = {}
+        for m, c in p.items():
+            for axis, size in self.block.items():
+                b, d = f"blockIdx.{axis}", f"blockDim.{axis}"
+                if b in m and d not in m and size and c % size == 0:
+                    m, c = tuple(sorted((*m, d))), c // size
+            out[m] = out.get(m, 0) + c
+        return {m: c for m, c in out.items() if c}
 
     def atom(self, key: str, text: str) -> Poly:
         self.atoms[key] = text
@@ -170,12 +187,15 @@ class Expander:
             name = self.text(n)
             if name in self.free:
                 return self.atom(name, name)
-            if name in self.defs and name not in self.stack:
+            value = self.scoped(n) if self.scoped is not None else self.defs.get(name)
+            if value is not None and name not in self.stack:
                 self.stack.add(name)
                 try:
-                    return self.poly(self.defs[name])
+                    return self.poly(value)
                 finally:
                     self.stack.discard(name)
+            if name in self.constants:
+                return {(): self.constants[name]} if self.constants[name] else {}
             if name in self.params:
                 return self.atom(name, name)
             return None
@@ -195,7 +215,7 @@ class Expander:
                 a, b = self.poly(left), self.poly(right)
                 if a is None or b is None:
                     return None
-                return poly_mul(a, b) if o == "*" else poly_add(a, b, 1 if o == "+" else -1)
+                return self.fold(poly_mul(a, b)) if o == "*" else poly_add(a, b, 1 if o == "+" else -1)
             if o in ("/", "%"):  # quotients are opaque atoms (C / NH; i / W, marked as thread-dependent)
                 a, b = self.poly(left), self.poly(right)
                 if a is None or b is None:
@@ -290,6 +310,8 @@ class KernelView:
             raise ValueError("the kernel has no body")
         self.body: Node = body
         self.params = {p.name: p for p in self.kernel.params}
+        self.front = subject.front
+        self.declarations: dict[str, tuple[Local, ...]] = {}
         self.nodes: tuple[Node, ...] = tuple(walk(body))
         self.identifiers: frozenset[str] = frozenset(
             self.text(n)
@@ -297,12 +319,14 @@ class KernelView:
             if n.type in ("identifier", "field_identifier", "type_identifier")
         )
         self.locals = self._locals()
-        self.barriers = self._calls(("__syncthreads", "__syncwarp", "__threadfence"))
+        self.barriers = self._barriers()
         self.atomics = self._calls(("atomic",))
         self.shuffles = self._calls(("__shfl",))
         self.returns = tuple(n for n in self.nodes if n.type == "return_statement")
         self.shared = tuple(
-            n for n in self.nodes if n.type == "declaration" and "__shared__" in self.tokens(n)
+            n
+            for n in self.nodes
+            if n.type == "declaration" and ("__shared__" in self.tokens(n) or self._wraps_shared(n))
         )
         self.loops = self._loops()
         self.thread_dependent = self._tainted(("threadIdx",))
@@ -345,6 +369,79 @@ class KernelView:
                     out.add(self.text(n).replace(" ", ""))
         return out
 
+    def _barriers(self) -> tuple[Node, ...]:
+        """Barrier calls in every spelling: ``__syncthreads()``, ``__syncwarp()``,
+        ``__threadfence()``, ``cg::sync(g)``, ``g.sync()``, ``this_thread_block().sync()``."""
+        out = []
+        for n in self.nodes:
+            fn = n.child_by_field_name("function") if n.type == "call_expression" else None
+            if fn is None:
+                continue
+            name = self.text(fn)
+            if fn.type == "field_expression":
+                field_node = fn.child_by_field_name("field")
+                name = self.text(field_node) if field_node is not None else ""
+            elif fn.type == "qualified_identifier":
+                name = self.text(fn).split("::")[-1].strip()
+            if name.startswith(("__syncthreads", "__syncwarp", "__threadfence")) or name == "sync":
+                out.append(n)
+        return tuple(out)
+
+    def block_barrier(self, node: Node) -> bool:
+        """Whether ``node`` (a statement or a call) is a barrier of the whole block:
+        ``__syncthreads()``, or ``sync`` of a cooperative-groups thread block (``cta.sync()``,
+        ``cg::sync(cta)``, ``this_thread_block().sync()``; not a tile's)."""
+        if node.type == "expression_statement" and node.named_child_count == 1:
+            node = node.named_children[0]
+        if node not in self.barriers:
+            return False
+        fn = node.child_by_field_name("function")
+        args = node.child_by_field_name("arguments")
+        if fn is None:
+            return False
+        if fn.type == "identifier":
+            return self.text(fn) == "__syncthreads"
+        group = fn.child_by_field_name("argument") if fn.type == "field_expression" else None
+        if fn.type == "qualified_identifier" and args is not None and args.named_child_count == 1:
+            group = args.named_children[0]
+        if group is None:
+            return False
+        if group.type == "call_expression":
+            return self.tokens(group.child_by_field_name("function") or group)[-1:] == ("this_thread_block",)
+        loc = self.locals.get(self.text(group)) if group.type == "identifier" else None
+        words = loc.type.replace("::", " ").split() if loc is not None else []
+        return "thread_block" in words or (
+            loc is not None and loc.value is not None and "this_thread_block" in self.tokens(loc.value)
+        )
+
+    def _wraps_shared(self, decl: Node) -> bool:
+        """``T* s = SharedMemory<T>();``: a pointer into dynamic shared memory through a wrapper
+        of ``extern __shared__`` the unit defines (the front end knows them by name)."""
+        for d in decl.children_by_field_name("declarator"):
+            v = unparenthesized(d.child_by_field_name("value")) if d.type == "init_declarator" else None
+            while v is not None and v.type == "cast_expression":
+                v = unparenthesized(v.child_by_field_name("value"))
+            fn = v.child_by_field_name("function") if v is not None and v.type == "call_expression" else None
+            if fn is not None and fn.type == "template_function":
+                fn = fn.child_by_field_name("name")
+            if fn is not None and self.text(fn) in self.front.shared_wrappers:
+                return True
+        return False
+
+    def element_type(self, name: str) -> str:
+        """The canonical element type of the array (or the type of the scalar) ``name`` — a
+        parameter or a local — with aliases and template parameters resolved and qualifiers
+        dropped: ``const floatX* __restrict__ x`` -> ``__nv_bfloat16``; "" when unknown."""
+        p = self.params.get(name)
+        if p is not None:
+            return self.front.canonical(p.base_type)
+        loc = self.locals.get(name)
+        return self.front.canonical(loc.type) if loc is not None else ""
+
+    def dtype(self, name: str) -> str | None:
+        """The canonical dtype (``float32``, ``bfloat16`` ...) of :meth:`element_type`."""
+        return canonical_dtype(self.element_type(name))
+
     def _calls(self, prefixes: tuple[str, ...]) -> tuple[Node, ...]:
         out = []
         for n in self.nodes:
@@ -356,8 +453,11 @@ class KernelView:
     # ----------------------------------------------------------------------- locals
 
     def _locals(self) -> dict[str, Local]:
-        found: dict[str, Local] = {}
-        counts: dict[str, int] = {}
+        """Every declaration (``self.declarations``, by name, in order; each scope's variable is
+        its own: ``int i = ...;`` in two sibling loops are two single-assignment variables) and,
+        by name, the one local of a name declared once (a name declared more than once counts
+        as reassigned there: read such names through :meth:`declaration_of`)."""
+        found: dict[str, list[Local]] = {}
         for n in self.nodes:
             if n.type != "declaration":
                 continue
@@ -372,30 +472,91 @@ class KernelView:
                 if name_node is None or name_node.type != "identifier" or ty is None:
                     continue
                 name = self.text(name_node)
-                counts[name] = counts.get(name, 0) + 1
                 type_text = f"{qual} {self.text(ty)}".strip() + ("*" if pointer else "")
-                found[name] = Local(name, type_text, pointer, n, value, False)
-        assigned = set()
+                found.setdefault(name, []).append(Local(name, type_text, pointer, n, value, False))
+        self.declarations = {k: tuple(v) for k, v in found.items()}
+        assigned: set[int] = set()  # ids of the declarations assigned again
         for n in self.nodes:
             if n.type in ("assignment_expression", "update_expression"):
-                target = n.child_by_field_name("left") or n.child_by_field_name("argument")
+                target = unparenthesized(n.child_by_field_name("left") or n.child_by_field_name("argument"))
                 if target is not None and target.type == "identifier":
-                    assigned.add(self.text(target))
+                    declared = self.declaration_of(target)
+                    if declared is not None:
+                        assigned.add(declared.decl.id)
+        self.declarations = {
+            k: tuple(replace(loc, reassigned=loc.decl.id in assigned) for loc in v) for k, v in found.items()
+        }
         return {
-            k: Local(v.name, v.type, v.pointer, v.decl, v.value, k in assigned or counts[k] > 1)
-            for k, v in found.items()
+            k: v[0] if len(v) == 1 else replace(v[0], reassigned=True) for k, v in self.declarations.items()
         }
 
+    @cached_property
+    def launch_bounds(self) -> Node | None:
+        """The kernel's ``__launch_bounds__(...)`` node, if it has one."""
+        span = self.kernel.span
+        for n in walk(self.subject.doc.tree.root_node):
+            if n.type == "launch_bounds" and span.start_byte <= n.start_byte < self.body.start_byte:
+                return n
+        return None
+
+    @cached_property
+    def block(self) -> dict[str, int]:
+        """The block's constant sizes in force, by axis (``{"x": 16, "y": 16}``)."""
+        out = {}
+        for axis, d in zip("xyz", self.subject.block, strict=False):
+            try:
+                v = evaluate(d, {})
+            except ValueError:
+                continue
+            if isinstance(v, int) and v > 0:
+                out[axis] = v
+        return out
+
+    def declaration_of(self, use: Node) -> Local | None:
+        """The local an identifier ``use`` names: the innermost declaration in scope before it."""
+        best: Local | None = None
+        for loc in self.declarations.get(self.text(use), ()):
+            scope = loc.decl.parent
+            if (
+                scope is None
+                or loc.decl.start_byte > use.start_byte
+                or not (scope.start_byte <= use.start_byte and use.end_byte <= scope.end_byte)
+            ):
+                continue
+            if best is None or (
+                best.decl.parent is not None and scope.start_byte >= best.decl.parent.start_byte
+            ):
+                best = loc
+        return best
+
+    def _value_of(self, use: Node) -> Node | None:
+        d = self.declaration_of(use)
+        return d.value if d is not None and not d.reassigned and not d.pointer else None
+
     def expander(self, free: frozenset[str] = frozenset()) -> Expander:
-        """An expander of index expressions: single-assignment locals are substituted, scalar
-        parameters and the names in ``free`` (e.g. loop variables) are atoms."""
+        """An expander of index expressions: single-assignment locals are substituted (each use
+        by its own declaration's value), scalar parameters and the names in ``free`` (e.g. loop
+        variables) are atoms, the unit's integer constants are numbers."""
         defs = {
             n: loc.value
             for n, loc in self.locals.items()
             if loc.value is not None and not loc.reassigned and not loc.pointer
         }
         scalars = {p.name for p in self.kernel.params if p.pointer == 0}
-        return Expander(self.subject, defs, scalars, free=free)
+        constants = {
+            k: v
+            for k, v in self.front.constants.items()
+            if k not in self.declarations and k not in self.params
+        }
+        return Expander(
+            self.subject,
+            defs,
+            scalars,
+            free=free,
+            constants=constants,
+            scoped=self._value_of,
+            block=self.block,
+        )
 
     def poly(self, node: Node, free: frozenset[str] = frozenset()) -> Poly | None:
         return self.expander(free).poly(node)
@@ -495,6 +656,10 @@ class KernelView:
                 name = decls[0].child_by_field_name("declarator")
                 if name is not None and name.type == "identifier":
                     var, start = self.text(name), decls[0].child_by_field_name("value")
+        elif init is not None and init.type == "assignment_expression":  # `int i; for (i = 0; ...)`
+            lhs, eq = init.child_by_field_name("left"), init.child_by_field_name("operator")
+            if lhs is not None and lhs.type == "identifier" and eq is not None and self.text(eq) == "=":
+                var, start = self.text(lhs), init.child_by_field_name("right")
         op, bound = "", None
         c = unparenthesized(cond)
         if var and c is not None and c.type == "binary_expression":

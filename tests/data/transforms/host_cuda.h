@@ -142,3 +142,13 @@ typedef __half half;
 inline float __half2float(__half h) { return (float)h; }
 inline __half __float2half(float f) { return __half(f); }
 inline float __tanhf(float x) { return tanhf(x); }
+
+// Cooperative groups' thread block: its sync is the block's barrier.
+namespace cooperative_groups {
+struct thread_block {
+    void sync() const { __syncthreads(); }
+    unsigned thread_rank() const { return linear_tid(); }
+};
+inline thread_block this_thread_block() { return {}; }
+inline void sync(const thread_block&) { __syncthreads(); }
+}  // namespace cooperative_groups
