@@ -11,6 +11,7 @@ from typing import Any
 from agent.transforms.passes import Apply, Pass
 from agent.transforms.row_parallel import RowParallel, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
+from agent.transforms.stencil import StencilTile
 from agent.transforms.tiled_dot import TiledDot
 from agent.transforms.tiled_transpose import TiledTranspose
 
@@ -20,6 +21,7 @@ PASSES: tuple[Pass[Any], ...] = (
     StridedRowVectors(),
     SameLayoutReduction(),
     TiledTranspose(),
+    StencilTile(),
 )
 
 
