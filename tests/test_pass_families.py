@@ -149,3 +149,16 @@ def test_every_parameter_of_every_match_is_equivalent_on_the_gpu() -> None:
                 options=EvalOptions(time=False),
             )
             assert_all_verified(executor.evaluate(request), f"{family}/{file}")
+
+
+# the naive bench kernel of each family (bench/kernels/), matched by its pass as the suite finds it
+BENCH = {"stencil": "conv2d.cu"}
+
+
+@pytest.mark.parametrize("family, file", sorted(BENCH.items()))
+def test_the_family_bench_kernel_is_matched_and_its_guess_compiles(family: str, file: str) -> None:
+    t = target(file)
+    s, p = subject(t), family_pass(family)
+    found = p.match(s.view)
+    assert not isinstance(found, NotApplicable), found.reason
+    compiles(t, applied(t, s, p, p.guess(found)).code)
