@@ -152,7 +152,7 @@ def test_every_parameter_of_every_match_is_equivalent_on_the_gpu() -> None:
 
 
 # the naive bench kernel of each family (bench/kernels/), matched by its pass as the suite finds it
-BENCH = {"stencil": "conv2d.cu"}
+BENCH = {"stencil": "conv2d.cu", "column_reduction": "column_sum.cu"}
 
 
 @pytest.mark.parametrize("family, file", sorted(BENCH.items()))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.transforms.column_reduction import ColumnReduction
 from agent.transforms.passes import Apply, Pass
 from agent.transforms.row_parallel import RowParallel, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
@@ -22,6 +23,7 @@ PASSES: tuple[Pass[Any], ...] = (
     SameLayoutReduction(),
     TiledTranspose(),
     StencilTile(),
+    ColumnReduction(),
 )
 
 

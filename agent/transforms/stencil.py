@@ -85,17 +85,18 @@ def constant_block(view: KernelView) -> tuple[int, ...] | None:
     return tuple(dims)
 
 
+def over_block(expr: str) -> bool:
+    """Whether the spec expression ``expr`` is written over ``block``/``block_x``/``block_y``."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.Name) and n.id.startswith("block") for n in ast.walk(tree))
+
+
 def grid_follows_block(view: KernelView) -> bool:
-    """Whether the spec's grid is written over ``block``/``block_x``/``block_y`` in every dimension
-    that has more than one block, so a new block size keeps the grid covering the problem."""
-
-    def over_block(expr: str) -> bool:
-        try:
-            tree = ast.parse(expr, mode="eval")
-        except SyntaxError:
-            return False
-        return any(isinstance(n, ast.Name) and n.id.startswith("block") for n in ast.walk(tree))
-
+    """Whether the spec's grid is written over the block in every dimension that has more than one
+    block, so a new block size keeps the grid covering the problem."""
     return all(over_block(d) or d.strip() == "1" for d in view.subject.grid)
 
 
