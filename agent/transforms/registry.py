@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.transforms.column_reduction import ColumnReduction
+from agent.transforms.launch_fill import LaunchFill
 from agent.transforms.passes import Apply, Pass
 from agent.transforms.row_parallel import RowParallel, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
@@ -24,6 +25,7 @@ PASSES: tuple[Pass[Any], ...] = (
     TiledTranspose(),
     StencilTile(),
     ColumnReduction(),
+    LaunchFill(),
 )
 
 
