@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 from test_transforms import DATA as HOST_HEADER_DIR
-from test_transforms import assert_all_verified, compiles, host_program, subject, target
+from test_transforms import assert_all_verified, compiles, host_program, target
 
 from agent import loop
+from agent import spec as spec_mod
+from agent.source import Document
 from agent.transforms import NotApplicable, Subject
 from agent.transforms.passes import Apply, Pass
 from agent.transforms.registry import PASSES
@@ -45,6 +47,16 @@ def kernels(refused: bool) -> list[tuple[str, str]]:
 
 MATCHES = kernels(refused=False)
 REFUSALS = kernels(refused=True)
+
+
+def subject(t: loop.Target) -> Subject:
+    """The target's kernel under its spec, element types seen through the file's aliases."""
+    doc = Document(t.text, t.path)
+    k = doc.kernel_at(t.text.count("\n", 0, t.definition_start))
+    assert k is not None
+    spec, errors = spec_mod.parse(k, doc.type_aliases)
+    assert spec is not None and not errors, errors
+    return Subject(t.definition, spec)
 
 
 def load(family: str, file: str) -> tuple[loop.Target, Subject, Pass[Any]]:
@@ -170,6 +182,7 @@ BENCH = {
     "stencil": "conv2d.cu",
     "column_reduction": "column_sum.cu",
     "launch_fill": "softmax_one_block.cu",
+    "whole_grid": "gelu_bf16_whole_grid.cu",
 }
 
 

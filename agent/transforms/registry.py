@@ -16,6 +16,7 @@ from agent.transforms.same_layout import SameLayoutReduction
 from agent.transforms.stencil import StencilTile
 from agent.transforms.tiled_dot import TiledDot
 from agent.transforms.tiled_transpose import TiledTranspose
+from agent.transforms.whole_grid import WholeGridPacks
 
 PASSES: tuple[Pass[Any], ...] = (
     TiledDot(),
@@ -26,6 +27,7 @@ PASSES: tuple[Pass[Any], ...] = (
     StencilTile(),
     ColumnReduction(),
     LaunchFill(),
+    WholeGridPacks(),
 )
 
 
