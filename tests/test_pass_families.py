@@ -183,6 +183,7 @@ BENCH = {
     "column_reduction": "column_sum.cu",
     "launch_fill": "softmax_one_block.cu",
     "whole_grid": "gelu_bf16_whole_grid.cu",
+    "block_scan": "block_scan.cu",
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.transforms.block_scan import BlockScan
 from agent.transforms.column_reduction import ColumnReduction
 from agent.transforms.launch_fill import LaunchFill
 from agent.transforms.passes import Apply, Pass
@@ -28,6 +29,7 @@ PASSES: tuple[Pass[Any], ...] = (
     ColumnReduction(),
     LaunchFill(),
     WholeGridPacks(),
+    BlockScan(),
 )
 
 
