@@ -113,18 +113,32 @@ def conjuncts(view: KernelView, node: Node, top: Node) -> list[Node]:
             cond = clause.child_by_field_name("value") if clause is not None else None
         elif up.type == "conditional_expression" and up.child_by_field_name("consequence") == child:
             cond = up.child_by_field_name("condition")
-        if cond is not None:
-            stack = [cond]
-            while stack:
-                t = unparenthesized(stack.pop())
-                if t is None:
-                    continue
-                if t.type == "binary_expression" and view.text(t.children[1]) == "&&":
-                    stack += [t.child_by_field_name("left"), t.child_by_field_name("right")]
-                else:
-                    out.append(t)
+        out += split(view, cond, "&&")
         child, up = up, up.parent
     return out
+
+
+def split(view: KernelView, cond: Node | None, joiner: str) -> list[Node]:
+    """The terms of ``cond`` joined by ``joiner`` (``&&`` or ``||``), parentheses removed."""
+    out: list[Node] = []
+    stack = [cond]
+    while stack:
+        t = unparenthesized(stack.pop())
+        if t is not None and t.type == "binary_expression" and view.text(t.children[1]) == joiner:
+            stack += [t.child_by_field_name("left"), t.child_by_field_name("right")]
+        elif t is not None:
+            out.append(t)
+    return out
+
+
+def different(expand: Expander, view: KernelView, term: Node, negate: bool) -> Poly | None:
+    """``a - b`` when ``term`` (negated when ``negate``) says ``a != b``."""
+    if term.type != "binary_expression" or view.text(term.children[1]) != ("==" if negate else "!="):
+        return None
+    left, right = term.child_by_field_name("left"), term.child_by_field_name("right")
+    a = expand.poly(left) if left is not None else None
+    b = expand.poly(right) if right is not None else None
+    return poly_add(a, b, -1) if a is not None and b is not None else None
 
 
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
@@ -224,11 +238,12 @@ class StencilTile(Pass[StencilMatch]):
             rowp = poly_add(global_index("y"), tap.row) if tap.row is not None else None
             colp = poly_add(global_index("x"), tap.col)
             facts = [global_index("x"), global_index("y")]  # thread positions are never negative
-            facts += [
-                q
-                for t, neg in self._guards(view, n)
-                if (q := at_least_zero(expand, view, t, neg)) is not None
-            ]
+            guards = self._guards(view, n)
+            facts += [q for t, neg in guards if (q := at_least_zero(expand, view, t, neg)) is not None]
+            # d != 0 with d >= 0 gives d - 1 >= 0 (`x != 0` in the `else` of `x == 0 || ...`)
+            unequal = [d for t, neg in guards if (d := different(expand, view, t, neg)) is not None]
+            signed = [side for d in unequal for side in (d, poly_add({}, d, -1))]
+            facts += [poly_add(side, {(): -1}) for side in signed if side in facts]
             lows, highs = set(), set()
             for q in facts:
                 for axis, pos in (("row", rowp), ("col", colp)):
@@ -267,6 +282,14 @@ class StencilTile(Pass[StencilMatch]):
         """The comparisons that hold where ``node`` runs, each with whether it holds negated: the
         enclosing conditions, and the terms of ``if (a || b) return;`` before its statement."""
         out = [(t, False) for t in conjuncts(view, node, view.body)]
+        child, up = node, node.parent
+        while up is not None and child != view.body:  # in an `else`: each term of the `||` is false
+            holder = up.parent
+            if up.type == "else_clause" and holder is not None and holder.type == "if_statement":
+                clause = holder.child_by_field_name("condition")
+                value = clause.child_by_field_name("value") if clause is not None else None
+                out += [(t, True) for t in split(view, value, "||")]
+            child, up = up, up.parent
         top = node
         while top.parent is not None and top.parent != view.body:
             top = top.parent
@@ -279,13 +302,9 @@ class StencilTile(Pass[StencilMatch]):
             if [c.type for c in statements(conseq)] != ["return_statement"]:
                 continue
             clause = s.child_by_field_name("condition")
-            stack = [clause.child_by_field_name("value") if clause is not None else None]
-            while stack:
-                t = unparenthesized(stack.pop())
-                if t is not None and t.type == "binary_expression" and view.text(t.children[1]) == "||":
-                    stack += [t.child_by_field_name("left"), t.child_by_field_name("right")]
-                elif t is not None:
-                    out.append((t, True))
+            out += [
+                (t, True) for t in split(view, clause.child_by_field_name("value") if clause else None, "||")
+            ]
         return out
 
     @staticmethod
