@@ -269,6 +269,11 @@ class StencilTile(Pass[StencilMatch]):
             taps.append(tap)
         if len(widths) != 1 or len(heights) != 1:
             return NotApplicable("the taps do not share one image size")
+        offsets = {(tuple(sorted((t.row or {}).items())), tuple(sorted(t.col.items()))) for t in taps}
+        if len(offsets) < 2 and all(set(t.col) <= {()} and set(t.row or {}) <= {()} for t in taps):
+            return NotApplicable(
+                f"`{src}` is read at one position per thread: there is no neighbourhood to share"
+            )
         return widths.pop(), heights.pop(), tuple(taps)
 
     @staticmethod
