@@ -49,7 +49,7 @@ class ScanMatch(Match):
 
 class BlockScan(Pass[ScanMatch]):
     name = "BlockScan"
-    space: tuple[Hashable, ...] = ("shuffle",)
+    space = ("shuffle",)
 
     def match(self, view: KernelView) -> ScanMatch | NotApplicable:
         block = constant_block(view)

@@ -65,7 +65,7 @@ def _constant(dims: tuple[str, ...]) -> int | None:
 
 class LaunchFill(Pass[FillMatch]):
     name = "LaunchFill"
-    space: tuple[Hashable, ...] = ("thread", *RowParallel.space)
+    space = ("thread", *RowParallel.space)
 
     def match(self, view: KernelView) -> FillMatch | NotApplicable:
         subject = view.subject
