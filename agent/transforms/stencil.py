@@ -160,6 +160,54 @@ def at_least_zero(expand: Expander, view: KernelView, term: Node, negate: bool =
     return poly_add(q, {(): -1}) if op in ("<", ">") else q
 
 
+def guards(view: KernelView, node: Node) -> list[tuple[Node, bool]]:
+    """The comparisons that hold where ``node`` runs, each with whether it holds negated: the
+    enclosing conditions, and the terms of ``if (a || b) return;`` before its statement."""
+    out = [(t, False) for t in conjuncts(view, node, view.body)]
+    child, up = node, node.parent
+    while up is not None and child != view.body:  # in an `else`: each term of the `||` is false
+        holder = up.parent
+        if up.type == "else_clause" and holder is not None and holder.type == "if_statement":
+            clause = holder.child_by_field_name("condition")
+            value = clause.child_by_field_name("value") if clause is not None else None
+            out += [(t, True) for t in split(view, value, "||")]
+        child, up = up, up.parent
+    top = node
+    while top.parent is not None and top.parent != view.body:
+        top = top.parent
+    for s in view.body.named_children:
+        if s.start_byte >= top.start_byte:
+            break
+        conseq = s.child_by_field_name("consequence") if s.type == "if_statement" else None
+        if conseq is None or s.child_by_field_name("alternative") is not None:
+            continue
+        if [c.type for c in statements(conseq)] != ["return_statement"]:
+            continue
+        clause = s.child_by_field_name("condition")
+        out += [(t, True) for t in split(view, clause.child_by_field_name("value") if clause else None, "||")]
+    return out
+
+
+def facts_at(view: KernelView, expand: Expander, node: Node) -> list[Poly]:
+    """What holds where ``node`` runs, as polynomials ``q >= 0``: the thread's global indices,
+    the comparisons of :func:`guards`, and ``d - 1 >= 0`` from ``d != 0`` with ``d >= 0`` known
+    (``x != 0`` in the ``else`` of ``x == 0 || ...``)."""
+    facts = [global_index("x"), global_index("y")]  # thread positions are never negative
+    held = guards(view, node)
+    facts += [q for t, neg in held if (q := at_least_zero(expand, view, t, neg)) is not None]
+    unequal = [d for t, neg in held if (d := different(expand, view, t, neg)) is not None]
+    signed = [side for d in unequal for side in (d, poly_add({}, d, -1))]
+    return facts + [poly_add(side, {(): -1}) for side in signed if side in facts]
+
+
+def upper_bound(q: Poly, pos: Poly) -> str:
+    """``B`` when the fact ``q >= 0`` gives ``pos < B`` for a single atom ``B`` ("" otherwise)."""
+    bound = poly_add(poly_add(q, pos), {(): 1})  # pos < bound
+    over = bound.pop((), 0)
+    (mono, coeff), *more = list(bound.items()) or [((), 0)]
+    return mono[0] if over <= 0 and not more and coeff == 1 and len(mono) == 1 else ""
+
+
 def _offset(index: Poly, axis: str) -> Poly | None:
     """``index - (global index along axis)`` when it is uniform across the block."""
     off = poly_add(index, global_index(axis), -1)
@@ -237,26 +285,16 @@ class StencilTile(Pass[StencilMatch]):
                 return NotApplicable(f"no tap: `{view.text(n)}` is not at an offset of the thread's position")
             rowp = poly_add(global_index("y"), tap.row) if tap.row is not None else None
             colp = poly_add(global_index("x"), tap.col)
-            facts = [global_index("x"), global_index("y")]  # thread positions are never negative
-            guards = self._guards(view, n)
-            facts += [q for t, neg in guards if (q := at_least_zero(expand, view, t, neg)) is not None]
-            # d != 0 with d >= 0 gives d - 1 >= 0 (`x != 0` in the `else` of `x == 0 || ...`)
-            unequal = [d for t, neg in guards if (d := different(expand, view, t, neg)) is not None]
-            signed = [side for d in unequal for side in (d, poly_add({}, d, -1))]
-            facts += [poly_add(side, {(): -1}) for side in signed if side in facts]
             lows, highs = set(), set()
-            for q in facts:
+            for q in facts_at(view, expand, n):
                 for axis, pos in (("row", rowp), ("col", colp)):
                     if pos is None:
                         continue
                     slack = poly_add(pos, q, -1)  # pos = q + slack
                     if set(slack) <= {()} and slack.get((), 0) >= 0:
                         lows.add(axis)
-                    bound = poly_add(poly_add(q, pos), {(): 1})  # pos < bound
-                    over = bound.pop((), 0)
-                    (mono, coeff), *more = list(bound.items()) or [((), 0)]
-                    if over <= 0 and not more and coeff == 1 and len(mono) == 1 and self._size(view, mono[0]):
-                        highs.add((axis, mono[0]))
+                    if (bound := upper_bound(q, pos)) and self._size(view, bound):
+                        highs.add((axis, bound))
             col_bound = {b for axis, b in highs if axis == "col" and b}
             row_bound = {b for axis, b in highs if axis == "row" and b}
             need = ["col"] + (["row"] if tap.row is not None else [])
@@ -281,36 +319,6 @@ class StencilTile(Pass[StencilMatch]):
         """Whether ``atom`` can bound an image: a scalar parameter or a macro."""
         p = view.params.get(atom)
         return (p is not None and p.pointer == 0) or (atom.isupper() and atom not in view.locals)
-
-    @staticmethod
-    def _guards(view: KernelView, node: Node) -> list[tuple[Node, bool]]:
-        """The comparisons that hold where ``node`` runs, each with whether it holds negated: the
-        enclosing conditions, and the terms of ``if (a || b) return;`` before its statement."""
-        out = [(t, False) for t in conjuncts(view, node, view.body)]
-        child, up = node, node.parent
-        while up is not None and child != view.body:  # in an `else`: each term of the `||` is false
-            holder = up.parent
-            if up.type == "else_clause" and holder is not None and holder.type == "if_statement":
-                clause = holder.child_by_field_name("condition")
-                value = clause.child_by_field_name("value") if clause is not None else None
-                out += [(t, True) for t in split(view, value, "||")]
-            child, up = up, up.parent
-        top = node
-        while top.parent is not None and top.parent != view.body:
-            top = top.parent
-        for s in view.body.named_children:
-            if s.start_byte >= top.start_byte:
-                break
-            conseq = s.child_by_field_name("consequence") if s.type == "if_statement" else None
-            if conseq is None or s.child_by_field_name("alternative") is not None:
-                continue
-            if [c.type for c in statements(conseq)] != ["return_statement"]:
-                continue
-            clause = s.child_by_field_name("condition")
-            out += [
-                (t, True) for t in split(view, clause.child_by_field_name("value") if clause else None, "||")
-            ]
-        return out
 
     @staticmethod
     def _radius(view: KernelView) -> int:
