@@ -12,6 +12,7 @@ from agent.transforms.block_scan import BlockScan
 from agent.transforms.column_reduction import ColumnReduction
 from agent.transforms.launch_fill import LaunchFill
 from agent.transforms.passes import Apply, Pass
+from agent.transforms.permute import TiledPermute
 from agent.transforms.row_parallel import RowParallel, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
 from agent.transforms.stencil import StencilTile
@@ -30,6 +31,7 @@ PASSES: tuple[Pass[Any], ...] = (
     LaunchFill(),
     WholeGridPacks(),
     BlockScan(),
+    TiledPermute(),
 )
 
 
