@@ -189,6 +189,8 @@ BENCH = (
     ("whole_grid", "gelu_bf16_whole_grid.cu"),
     ("block_scan", "row_scan.cu"),
     ("block_scan", "block_scan.cu"),
+    ("permute", "batched_transpose.cu"),
+    ("permute", "transpose.cu"),
 )
 
 
