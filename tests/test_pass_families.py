@@ -190,7 +190,6 @@ BENCH = (
     ("block_scan", "row_scan.cu"),
     ("block_scan", "block_scan.cu"),
     ("permute", "batched_transpose.cu"),
-    ("permute", "transpose.cu"),
 )
 
 
