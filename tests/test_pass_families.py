@@ -134,7 +134,11 @@ def test_match_computes_the_same_outputs_in_host_emulation(family: str, file: st
 def emulate(t: loop.Target, out: Subject, stem: Path) -> None:
     """Run the original and ``out`` in host emulation; their outputs agree."""
     src = stem.with_suffix(".cpp")
-    src.write_text(host_program(t, out))
+    program = host_program(t, out)
+    base = t.kernel.split("<")[0]
+    for unit in ("orig", "cand"):  # host_program launches the bare name: give a template its arguments
+        program = program.replace(f"launch({unit}::{base},", f"launch({unit}::{t.kernel},")
+    src.write_text(program)
     build = subprocess.run(
         [*GXX, f"-I{HOST_HEADER_DIR}", str(src), "-o", str(stem)],
         capture_output=True,

@@ -46,6 +46,18 @@ def _reads_arrays(view: KernelView, node: Node) -> bool:
     return any(node.start_byte <= a.node.start_byte < node.end_byte for a in view.accesses)
 
 
+def _guardable(view: KernelView, decl: Node) -> bool:
+    """``T v = e;`` (one plain variable, no qualifiers): it can become ``T v{}; if (ok) v = e;``."""
+    decls = decl.children_by_field_name("declarator")
+    return (
+        len(decls) == 1
+        and decls[0].type == "init_declarator"
+        and (name := decls[0].child_by_field_name("declarator")) is not None
+        and name.type == "identifier"
+        and not any(c.type == "type_qualifier" for c in decl.children)
+    )
+
+
 class ColumnReduction(Pass[ColumnMatch]):
     name = "ColumnReduction"
     space = (8, 16, 32, 4)
@@ -111,12 +123,16 @@ class ColumnReduction(Pass[ColumnMatch]):
                 or holder != level[-1]
             ):
                 return NotApplicable("the loop is not at the top of the body or inside one `if` ending it")
-            before += level[: level.index(holder)]
+            before += [*level[: level.index(holder)], holder]  # the wrapper stands where its test is
             guards.append((holder, True))
             level = statements(conseq)
         at = level.index(loop.node)
         before += level[:at]
+        guarded = False  # whether a guard precedes: array reads after one run only where it holds
         for s in before:
+            if any(s == g for g, _ in guards):
+                guarded = True
+                continue
             conseq = s.child_by_field_name("consequence") if s.type == "if_statement" else None
             if (
                 conseq is not None
@@ -126,9 +142,12 @@ class ColumnReduction(Pass[ColumnMatch]):
                 if _reads_arrays(view, s):
                     return NotApplicable("a guard before the loop reads an array")
                 guards.append((s, False))
-            elif s.type != "declaration" or _reads_arrays(view, s):
+                guarded = True
+            elif s.type != "declaration" or (
+                _reads_arrays(view, s) and not (guarded and _guardable(view, s))
+            ):
                 return NotApplicable(
-                    f"`{view.text(s)}` before the loop is not a declaration that reads no array"
+                    f"`{view.text(s)}` before the loop is not a declaration (one reading arrays after the guards)"
                 )
         return tuple(before), tuple(guards), tuple(level[at + 1 :])
 
@@ -147,18 +166,21 @@ class ColumnReduction(Pass[ColumnMatch]):
         for r in match.reductions:
             lines.append(f"__shared__ {self._type(view, r)} {parts[r.var]}[{rows}][32];")
         for s in match.before:
+            clause = s.child_by_field_name("condition")
+            test = view.text(clause) if clause is not None else "(true)"
             if s.id in wrappers:
-                continue
-            if any(s == g for g, _ in match.guards):
-                clause = s.child_by_field_name("condition")
-                lines.append(f"if {view.text(clause) if clause is not None else '(true)'} {ok} = false;")
+                lines.append(f"if (!{test}) {ok} = false;")
+            elif any(s == g for g, _ in match.guards):
+                lines.append(f"if {test} {ok} = false;")
+            elif _reads_arrays(view, s):  # only where the guards hold (an invalid column reads nothing)
+                decl = s.children_by_field_name("declarator")[0]
+                name, value = decl.child_by_field_name("declarator"), decl.child_by_field_name("value")
+                assert name is not None and value is not None
+                kind = view.text(s.child_by_field_name("type") or s)
+                lines.append(f"{kind} {view.text(name)}{{}};")
+                lines.append(f"if ({ok}) {view.text(name)} = {view.text(value)};")
             else:
                 lines.append(view.text(s))
-        for g, wrapper in match.guards:
-            if wrapper:
-                clause = g.child_by_field_name("condition")
-                lines.append(f"if (!{view.text(clause) if clause is not None else '(true)'}) {ok} = false;")
-        # the guards of a wrapper hold the statements before the loop inside it: hoisted in order above
         for r in match.reductions:
             if r.kind in ("sum", "prod"):
                 lines.append(f"if (threadIdx.y != 0) {r.var} = {'0' if r.kind == 'sum' else '1'};")
