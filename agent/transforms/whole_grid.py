@@ -3,7 +3,8 @@ bounds check) reads and writes 16-byte packs, each thread ``V`` adjacent element
 
 Matches (on the :class:`~agent.transforms.view.KernelView`) a kernel on a constant 1-D block whose
 body is the declaration of the global thread index ``i`` (``blockIdx.x * blockDim.x +
-threadIdx.x`` in any form, casts allowed) followed by statements that read no other thread
+threadIdx.x`` in any form, casts allowed, after declarations such as ``tid = threadIdx.x``)
+followed by statements that read no other thread
 position, compare ``i`` with nothing (a bounds-checked kernel is the vectorizer's), use no shared
 memory, barriers, atomics, shuffles, loops or ``return``, and access at least one array at
 ``[i]`` — the *streams*.  Accesses at other indices stay scalar.
@@ -37,6 +38,7 @@ _PACK = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
 @dataclass(frozen=True)
 class WholeGridMatch(Match):
     index: str  # the thread's element index ``i``
+    head: tuple[Node, ...]  # declarations before it (``tid = threadIdx.x``), kept
     decl: Node  # its declaration
     rest: tuple[Node, ...]  # the statements after it
     streams: tuple[tuple[str, int, bool, bool], ...]  # (array, element bytes, read, written)
@@ -75,21 +77,18 @@ class WholeGridPacks(Pass[WholeGridMatch]):
         if view.cooperation or view.loops or view.returns:
             return NotApplicable("the body has loops, returns, or threads that cooperate")
         body = statements(view.body)
-        if not body or body[0].type != "declaration":
-            return NotApplicable("the body does not start with the thread's index")
-        decl = body[0]
-        decls = decl.children_by_field_name("declarator")
-        value = decls[0].child_by_field_name("value") if len(decls) == 1 else None
-        name = decls[0].child_by_field_name("declarator") if value is not None else None
-        if (
-            value is None
-            or name is None
-            or name.type != "identifier"
-            or view.poly(value) != global_index("x")
-        ):
+        at = next((k for k, st in enumerate(body) if self._index(view, st)), None)
+        if at is None:
             return NotApplicable("the body does not start with `i = blockIdx.x * blockDim.x + threadIdx.x`")
-        i = view.text(name)
-        rest = tuple(body[1:])
+        head, decl, rest = tuple(body[:at]), body[at], tuple(body[at + 1 :])
+        if any(st.type != "declaration" or view.names(st) & set(view.params) for st in head):
+            return NotApplicable("the statements before the index are not declarations of positions")
+        i = self._index(view, decl)
+        declared = {
+            n for st in rest for n in view.names(st) if n in view.locals and view.locals[n].decl == st
+        }
+        if (view.thread_dependent - {i} - declared) & {n for st in rest for n in view.names(st)}:
+            return NotApplicable("the body uses a thread-dependent local besides its index")
         if view.locals.get(i) is None or view.locals[i].reassigned:
             return NotApplicable(f"`{i}` is assigned again")
         for s in rest:
@@ -125,10 +124,25 @@ class WholeGridPacks(Pass[WholeGridMatch]):
             for a in view.accesses
         ):
             return NotApplicable("a stream is also accessed at another index")
-        match = WholeGridMatch(view, i, decl, rest, tuple(found), threads)
+        match = WholeGridMatch(view, i, head, decl, rest, tuple(found), threads)
         if not any(self._lanes_for(match, p) for p in self.space):
             return NotApplicable(f"no pack fits the block of {threads} with 32 threads or more left")
         return match
+
+    @staticmethod
+    def _index(view: KernelView, decl: Node) -> str:
+        """The name ``decl`` declares when it is ``T i = <global x index>;`` ("" otherwise)."""
+        decls = decl.children_by_field_name("declarator") if decl.type == "declaration" else []
+        value = decls[0].child_by_field_name("value") if len(decls) == 1 else None
+        name = decls[0].child_by_field_name("declarator") if value is not None else None
+        if (
+            value is None
+            or name is None
+            or name.type != "identifier"
+            or view.poly(value) != global_index("x")
+        ):
+            return ""
+        return view.text(name)
 
     @staticmethod
     def _lanes_for(match: WholeGridMatch, params: Hashable) -> int:
@@ -156,6 +170,7 @@ class WholeGridPacks(Pass[WholeGridMatch]):
         )
         lines = [
             f"// cuda-agent: {lanes} adjacent elements per thread, {params}-byte packs when aligned",
+            *(view.text(st) for st in match.head),
             f"const size_t {base} = (size_t)blockIdx.x * {match.threads} + (size_t)threadIdx.x * {lanes};",
             f"if ({aligned}) {{",
         ]
