@@ -23,8 +23,8 @@ image) into ``__shared__ T tile[...]`` and synchronise; every tap then reads the
 position lies in it and the original global element otherwise, so the result is the same for any
 halo (one that covers the filter's radius never falls back).  The body is otherwise unchanged —
 same taps in the same order, bit-identical results.  The block becomes ``(bx, by)`` when the
-spec's grid follows the block (``cdiv(w, block_x)``...); otherwise only the spec's own constant
-block is used.
+spec's grid follows the block (``cdiv(w, block_x)``...); otherwise the spec's own constant block
+is kept (with the halo of the parameter value).
 """
 
 from __future__ import annotations
@@ -345,9 +345,13 @@ class StencilTile(Pass[StencilMatch]):
         if not two_d:
             bx, by = bx * by, 1
         launch = None
-        if constant_block(view) not in ((bx, by), (bx,) if by == 1 else (bx, by)):
-            if not grid_follows_block(view):
-                return NotApplicable("the spec's grid does not follow its block (written over `block`)")
+        fixed = constant_block(view)
+        if not grid_follows_block(view):  # the spec's own block, with this halo
+            shape = (*fixed, 1)[:2] if fixed is not None else None
+            if shape is None or (not two_d and shape[1] != 1):
+                return NotApplicable("the spec's grid does not follow its block, which is not a constant")
+            bx, by = shape
+        elif fixed not in ((bx, by), (bx,) if by == 1 else (bx, by)):
             launch = LaunchChange(block=f"({bx}, {by})" if two_d else str(bx))
         e = Emitter(view)
         tile, y0, x0, k = e.fresh("tile"), e.fresh("y0"), e.fresh("x0"), e.fresh("k")
