@@ -203,6 +203,7 @@ BENCH = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, file", BENCH)
 def test_the_family_bench_kernel_is_matched_and_its_guess_compiles_and_emulates(
     family: str, file: str, tmp_path: Path
