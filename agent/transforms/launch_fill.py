@@ -110,7 +110,7 @@ class LaunchFill(Pass[FillMatch]):
             form, first = "threads", "0"
         elif start is not None and set(start) <= {()} and step == {(): 1} and blocks == 1 and threads == 1:
             form, first = "serial", view.text(loop.start)
-            rows_of = f"({rows_of}) - ({first})"
+            rows_of = rows_of if first == "0" else f"({rows_of}) - ({first})"
         else:
             return NotApplicable(
                 "the loop is not over the rows by threads (`r = threadIdx.x; r += blockDim.x`), "
