@@ -60,7 +60,7 @@ def _guardable(view: KernelView, decl: Node) -> bool:
 
 class ColumnReduction(Pass[ColumnMatch]):
     name = "ColumnReduction"
-    space = (8, 16, 32, 4)
+    space = (16, 8, 32, 4)  # rows of threads per block; 16: 512 threads, enough warps to hide latency
 
     def match(self, view: KernelView) -> ColumnMatch | NotApplicable:
         if view.cooperation:
