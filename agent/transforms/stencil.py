@@ -69,6 +69,30 @@ class StencilMatch(Match):
     taps: tuple[Tap, ...]
     atoms: tuple[tuple[str, str], ...]  # atom key -> C text of the offsets
     radius: int  # the largest offset when the filter loops have literal bounds (0: unknown)
+    literal: bool = False  # the indices use the block's size as a number: keep the spec's block
+
+
+@dataclass
+class BlockExpander(Expander):
+    """An :class:`Expander` that reads ``blockIdx.x * 16`` as ``blockIdx.x * blockDim.x`` when the
+    spec's block is the constant ``(16, ...)``; ``literal`` records that it did (the rewrite must
+    then keep that block)."""
+
+    block: tuple[int, ...] = ()
+    literal: bool = False
+
+    def poly(self, n: Node) -> Poly | None:
+        p = super().poly(n)
+        if p is None:
+            return None
+        out: Poly = {}
+        for m, c in p.items():
+            for axis, size in zip("xy", self.block, strict=False):
+                if f"blockIdx.{axis}" in m and f"blockDim.{axis}" not in m and c % size == 0 and size > 1:
+                    m, c = tuple(sorted((*m, f"blockDim.{axis}"))), c // size
+                    self.literal = True
+            out = poly_add(out, {m: c})
+        return out
 
 
 def constant_block(view: KernelView) -> tuple[int, ...] | None:
@@ -240,7 +264,7 @@ class StencilTile(Pass[StencilMatch]):
         if view.cooperation:
             return NotApplicable(f"the kernel already uses {view.cooperation}")
         free = _free_names(view)
-        expand = view.expander(free)
+        expand = BlockExpander(**vars(view.expander(free)), block=constant_block(view) or ())
         reads: dict[str, list[Node]] = {}
         written = set()
         for a in view.accesses:
@@ -258,7 +282,14 @@ class StencilTile(Pass[StencilMatch]):
                 continue
             width, height, taps = found
             return StencilMatch(
-                view, src, width, height, taps, tuple(expand.atoms.items()), self._radius(view)
+                view,
+                src,
+                width,
+                height,
+                taps,
+                tuple(expand.atoms.items()),
+                self._radius(view),
+                expand.literal,
             )
         return NotApplicable("; ".join(why) or "no input array is read at offsets of the thread's position")
 
@@ -346,7 +377,7 @@ class StencilTile(Pass[StencilMatch]):
             bx, by = bx * by, 1
         launch = None
         fixed = constant_block(view)
-        if not grid_follows_block(view):  # the spec's own block, with this halo
+        if match.literal or not grid_follows_block(view):  # the spec's own block, with this halo
             shape = (*fixed, 1)[:2] if fixed is not None else None
             if shape is None or (not two_d and shape[1] != 1):
                 return NotApplicable("the spec's grid does not follow its block, which is not a constant")
