@@ -32,7 +32,7 @@ import tree_sitter
 from agent.loop import LaunchChange
 from agent.spec import ScalarSpec, evaluate
 from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass, Rewrite
-from agent.transforms.row_parallel import RowParallel, Rows
+from agent.transforms.row_parallel import RowParallel
 from agent.transforms.view import POSITION, KernelView, Loop, Poly, statements, walk
 
 Node = tree_sitter.Node
@@ -178,7 +178,13 @@ class LaunchFill(Pass[FillMatch]):
         return view.poly(right) if right is not None else None
 
     def guess(self, match: FillMatch) -> Hashable:
-        return "thread" if match.form == "blocks" else Rows("warp", 256)
+        """The row-parallel pass's own guess on the thread-per-row kernel, else a thread per row."""
+        per_row = self.rewrite(match, "thread")
+        if match.form == "blocks" or not isinstance(per_row, Rewrite):
+            return "thread"
+        found = RowParallel().match(match.view.subject.then(per_row).view)
+        guess = RowParallel().guess(found) if not isinstance(found, NotApplicable) else "thread"
+        return guess if guess in self.space else "thread"
 
     def rewrite(self, match: FillMatch, params: Hashable) -> Outcome:
         view, loop = match.view, match.loop
