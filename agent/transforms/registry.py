@@ -10,14 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.transforms.block_scan import BlockScan
+from agent.transforms.column_reduction import ColumnReduction
 from agent.transforms.elementwise import GridStride, Vectorize
 from agent.transforms.histogram import SharedHistogram
+from agent.transforms.launch_fill import LaunchFill
 from agent.transforms.passes import Apply, Pass
+from agent.transforms.permute import TiledPermute
 from agent.transforms.row_parallel import RowParallel, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
+from agent.transforms.stencil import StencilTile
 from agent.transforms.tiled_dot import TiledDot
 from agent.transforms.tiled_transpose import TiledTranspose
 from agent.transforms.warp_reduction import WarpReduction
+from agent.transforms.whole_grid import WholeGridPacks
 from sandbox.contract import DeviceInfo
 
 PASSES: tuple[Pass[Any], ...] = (
@@ -26,6 +32,12 @@ PASSES: tuple[Pass[Any], ...] = (
     StridedRowVectors(),
     SameLayoutReduction(),
     TiledTranspose(),
+    StencilTile(),
+    ColumnReduction(),
+    LaunchFill(),
+    WholeGridPacks(),
+    BlockScan(),
+    TiledPermute(),
     # rewrites that are no family's first guess alone (``leads`` False): the fallbacks of the
     # composite guess, and every arm value of the search
     Vectorize(),

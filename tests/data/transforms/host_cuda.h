@@ -1,7 +1,7 @@
 // A host emulation of the CUDA built-ins that simple kernels use, so their rewrites can be checked
 // for equal outputs with a C++ compiler on a machine without a GPU.  Blocks run one after another.
 // With HOST_CUDA_THREADS defined, the threads of a block run as std::threads, so __syncthreads is
-// a barrier, __shared__ variables are shared by the block and __shfl_down_sync/__shfl_xor_sync
+// a barrier, __shared__ variables are shared by the block and __shfl_down_sync/__shfl_xor_sync/__shfl_up_sync
 // exchange values through its warp (__syncwarp is the warp's barrier); without it they run one after another (kernels with neither).
 #pragma once
 #include <barrier>
@@ -68,6 +68,17 @@ template <class T> T __shfl_xor_sync(unsigned, T v, int mask) {
     w.sync.arrive_and_wait();
     T out = v;
     if ((lane ^ mask) < 32) std::memcpy(&out, &w.slot[lane ^ mask], sizeof(T));
+    w.sync.arrive_and_wait();
+    return out;
+}
+template <class T> T __shfl_up_sync(unsigned, T v, unsigned delta) {
+    static_assert(sizeof(T) <= sizeof(unsigned long long));
+    unsigned tid = linear_tid(), lane = tid % 32;
+    Warp& w = *warps[tid / 32];
+    std::memcpy(&w.slot[lane], &v, sizeof(T));
+    w.sync.arrive_and_wait();
+    T out = v;
+    if (lane >= delta) std::memcpy(&out, &w.slot[lane - delta], sizeof(T));
     w.sync.arrive_and_wait();
     return out;
 }

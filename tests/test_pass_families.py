@@ -1,0 +1,218 @@
+"""The pass families, driven by folders: ``tests/data/passes/<module>/`` holds kernels (each with its
+spec) that the pass of ``agent/transforms/<module>.py`` must match — the same computation spelled
+as real code spells it — and kernels it must refuse (``*_refused.cu``, whose first line is
+``// refused: <part of the reason>``).  Every match is rewritten with every parameter value of the
+pass and compiled with NVRTC, and its best guess (and last value) is run in host emulation at the
+spec's odd verify sizes against the original; on the GPU (``gpu`` marker) every parameter value
+is verified against the original by the sandbox.  Adding a pass needs a folder, no case list."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_transforms import DATA as HOST_HEADER_DIR
+from test_transforms import assert_all_verified, compiles, host_program, target
+
+from agent import loop
+from agent import spec as spec_mod
+from agent.source import Document
+from agent.transforms import NotApplicable, Subject
+from agent.transforms.passes import Apply, Pass
+from agent.transforms.registry import PASSES
+from sandbox.contract import Candidate, EvalOptions, EvalRequest
+
+FAMILIES = Path(__file__).parent / "data" / "passes"
+GXX = ("g++", "-std=c++20", "-pthread", "-O1", "-ffp-contract=off", "-w", "-DHOST_CUDA_THREADS")
+FOLDERS = sorted(p for p in FAMILIES.iterdir() if p.is_dir())
+
+
+def family_pass(family: str) -> Pass[Any]:
+    (found,) = [p for p in PASSES if type(p).__module__.rsplit(".", 1)[-1] == family]
+    return found
+
+
+def kernels(refused: bool) -> list[tuple[str, str]]:
+    return [
+        (folder.name, f.name)
+        for folder in FOLDERS
+        for f in sorted(folder.glob("*.cu"))
+        if f.name.endswith("_refused.cu") == refused
+    ]
+
+
+MATCHES = kernels(refused=False)
+REFUSALS = kernels(refused=True)
+
+
+def subject(t: loop.Target) -> Subject:
+    """The target's kernel under its spec, element types seen through the file's aliases."""
+    doc = Document(t.text, t.path)
+    k = doc.kernel_at(t.text.count("\n", 0, t.definition_start))
+    assert k is not None
+    spec, errors = spec_mod.parse(k, doc.type_aliases)
+    assert spec is not None and not errors, errors
+    return Subject(t.definition, spec)
+
+
+def load(family: str, file: str) -> tuple[loop.Target, Subject, Pass[Any]]:
+    t = target(file, folder=FAMILIES / family)
+    return t, subject(t), family_pass(family)
+
+
+def applied(t: loop.Target, s: Subject, p: Pass[Any], params: object) -> Subject:
+    out = Apply(p, params).apply(s)
+    assert not isinstance(out, NotApplicable), (t.path, params, out.reason)
+    return s.then(out)
+
+
+def fitting(s: Subject, p: Pass[Any], params: object) -> Subject | None:
+    """``s`` rewritten by ``p`` with ``params``, or None where that value does not fit the match."""
+    out = Apply(p, params).apply(s)
+    return None if isinstance(out, NotApplicable) else s.then(out)
+
+
+def test_every_family_folder_has_a_registered_pass_four_matches_and_a_refusal() -> None:
+    assert FOLDERS
+    for folder in FOLDERS:
+        family_pass(folder.name)
+        assert sum(f == folder.name for f, _ in MATCHES) >= 4, folder.name
+        assert any(f == folder.name for f, _ in REFUSALS), folder.name
+
+
+@pytest.mark.parametrize("family, file", MATCHES)
+def test_match_rewrites_compile_with_nvrtc_for_every_parameter(family: str, file: str) -> None:
+    t, s, p = load(family, file)
+    found = p.match(s.view)
+    assert not isinstance(found, NotApplicable), found.reason
+    assert p.guess(found) in p.space
+    applied(t, s, p, p.guess(found))  # the guess applies; other values may not fit this match
+    for params in p.space:
+        out = fitting(s, p, params)
+        if out is None:
+            continue
+        assert out.code != s.code or out.launch != s.launch
+        try:
+            compiles(t, out.code)
+        except Exception as exc:  # the compiler itself is missing, not a compile error
+            if type(exc).__name__ == "CompilerUnavailable":
+                pytest.skip(f"NVRTC is not available: {exc}")
+            raise
+        if out.launch.grid or out.launch.block:
+            assert t.relaunch is not None and len(t.relaunch(out.launch)) == len(t.problems)
+
+
+@pytest.mark.parametrize("family, file", REFUSALS)
+def test_refusal_gives_its_reason(family: str, file: str) -> None:
+    _, s, p = load(family, file)
+    first = (FAMILIES / family / file).read_text().splitlines()[0]
+    assert first.startswith("// refused: "), "a refused kernel's first line names the reason"
+    found = p.match(s.view)
+    assert isinstance(found, NotApplicable)
+    assert first.removeprefix("// refused: ") in found.reason
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ for the host emulation")
+@pytest.mark.parametrize("family, file", MATCHES)
+def test_match_computes_the_same_outputs_in_host_emulation(family: str, file: str, tmp_path: Path) -> None:
+    """The best guess and the last parameter value, on the CPU (tests/data/transforms/host_cuda.h,
+    a std::thread per CUDA thread), at the spec's verify sizes, aligned and misaligned arrays."""
+    t, s, p = load(family, file)
+    found = p.match(s.view)
+    assert not isinstance(found, NotApplicable), found.reason
+    guess = applied(t, s, p, p.guess(found))
+    for k, params in enumerate(dict.fromkeys((p.guess(found), p.space[-1]))):
+        out = guess if k == 0 else fitting(s, p, params)
+        if out is not None:
+            emulate(t, out, tmp_path / f"emulate{k}")
+
+
+def emulate(t: loop.Target, out: Subject, stem: Path) -> None:
+    """Run the original and ``out`` in host emulation; their outputs agree."""
+    src = stem.with_suffix(".cpp")
+    program = host_program(t, out)
+    base = t.kernel.split("<")[0]
+    for unit in ("orig", "cand"):  # host_program launches the bare name: give a template its arguments
+        program = program.replace(f"launch({unit}::{base},", f"launch({unit}::{t.kernel},")
+    src.write_text(program)
+    build = subprocess.run(
+        [*GXX, f"-I{HOST_HEADER_DIR}", str(src), "-o", str(stem)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert build.returncode == 0, build.stderr[:3000]
+    run = subprocess.run([str(stem)], capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr
+    assert float(run.stdout) <= 1e-5, f"{out.applied}: outputs differ by {run.stdout.strip()}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family", [folder.name for folder in FOLDERS])
+def test_every_parameter_of_every_match_is_equivalent_on_the_gpu(family: str) -> None:
+    """Each kernel of the family's folder with every parameter value of its pass that fits it,
+    verified against the original by the sandbox at the spec's verify sizes."""
+    from sandbox.worker import LocalExecutor
+
+    with LocalExecutor() as executor:
+        for _, file in [m for m in MATCHES if m[0] == family]:
+            t, s, p = load(family, file)
+            candidates = []
+            for k, params in enumerate(p.space):
+                out = fitting(s, p, params)
+                if out is None:
+                    continue
+                launches = None
+                if (out.launch.grid or out.launch.block) and t.relaunch is not None:
+                    *verify, _ = t.relaunch(out.launch)
+                    launches = (*verify, verify[-1])
+                source = dataclasses.replace(t.baseline, source=t.unit_with(out.code))
+                candidates.append(
+                    Candidate(
+                        f"p{k}_" + "".join(c if c.isalnum() else "_" for c in repr(params)), source, launches
+                    )
+                )
+            assert candidates
+            request = EvalRequest(
+                id=f"passes-{family}-{file}",
+                baseline=t.baseline,
+                candidates=tuple(candidates),
+                verify_problems=t.verify_problems,
+                bench_problem=t.verify_problems[-1],
+                seeds=(3, 4),
+                tolerance=t.tolerance,
+                options=EvalOptions(time=False),
+            )
+            assert_all_verified(executor.evaluate(request), f"{family}/{file}")
+
+
+# the naive bench kernel of each family (bench/kernels/), matched by its pass as the suite finds it
+BENCH = (
+    ("stencil", "conv2d.cu"),
+    ("stencil", "stencil2d.cu"),
+    ("column_reduction", "column_sum.cu"),
+    ("launch_fill", "softmax_one_block.cu"),
+    ("whole_grid", "gelu_bf16_whole_grid.cu"),
+    ("block_scan", "row_scan.cu"),
+    ("block_scan", "block_scan.cu"),
+    ("permute", "batched_transpose.cu"),
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family, file", BENCH)
+def test_the_family_bench_kernel_is_matched_and_its_guess_compiles_and_emulates(
+    family: str, file: str, tmp_path: Path
+) -> None:
+    t = target(file)
+    s, p = subject(t), family_pass(family)
+    found = p.match(s.view)
+    assert not isinstance(found, NotApplicable), found.reason
+    out = applied(t, s, p, p.guess(found))
+    compiles(t, out.code)
+    if shutil.which("g++") is not None:
+        emulate(t, out, tmp_path / "emulate")
