@@ -264,7 +264,9 @@ class StencilTile(Pass[StencilMatch]):
         if view.cooperation:
             return NotApplicable(f"the kernel already uses {view.cooperation}")
         free = _free_names(view)
-        expand = BlockExpander(**vars(view.expander(free)), shape=constant_block(view) or ())
+        # the view's own folding of literal block sizes is off here: this expander folds them itself
+        # and records that it did (the rewrite must then keep the spec's block)
+        expand = BlockExpander(**{**vars(view.expander(free)), "block": {}}, shape=constant_block(view) or ())
         reads: dict[str, list[Node]] = {}
         written = set()
         for a in view.accesses:
