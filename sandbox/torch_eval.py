@@ -391,9 +391,15 @@ class TorchHandler:
         start = time.perf_counter()
         cid, req = job.candidate.id, job.request
 
-        def verdict(status: Status, message: str, **kw: Any) -> TorchCandidateResult:
+        def verdict(
+            status: Status, message: str, checks: tuple[Any, ...] = (), **kw: Any
+        ) -> TorchCandidateResult:
             result = CandidateResult(
-                cid, status, message[:MESSAGE_CHARS], seconds=time.perf_counter() - start
+                cid,
+                status,
+                message[:MESSAGE_CHARS],
+                checks=tuple(checks),
+                seconds=time.perf_counter() - start,
             )
             return TorchCandidateResult(result, **kw)
 
