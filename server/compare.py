@@ -24,11 +24,17 @@ from lsprotocol import types as lsp
 from agent import compare as cmp
 from agent import loop
 from agent.source import Document, Kernel
-from sandbox.contract import Progress as EvalProgress
 from server import protocol as wire
 from server.diagnostics import compile_options
 from server.lsp import SUFFIXES, CudaLanguageServer, OpenDocument
-from server.optimize import ActiveRun, Progress, _now, describe_executor, launch_run, run_finished
+from server.optimize import (
+    ActiveRun,
+    Progress,
+    _now,
+    begin_evaluation,
+    launch_run,
+    run_finished,
+)
 from server.protocol import RunKind, StartStatus
 from server.store import STORE_DIR, CompareRecord, kernel_hash
 from server.texts import SIMULATED, markdown_text
@@ -176,16 +182,7 @@ async def _compare(
     runs = ls.runs
     assert runs is not None and ls.loop is not None
     settings = ls.settings
-    await progress.begin(f"{describe_executor(settings.executor)}: compiling")
-    runs.status()
-
-    def on_progress(p: EvalProgress) -> None:  # executor thread
-        ls.call_soon(show, p)
-
-    def show(p: EvalProgress) -> None:
-        run.percent = int(100 * p.done / max(p.total, 1))
-        progress.report(run.percent, p.message or f"{p.done}/{p.total}")
-        runs.status()
+    on_progress = await begin_evaluation(ls, run, progress)
 
     def work() -> cmp.Comparison:
         executor = runs.executor(settings.executor)

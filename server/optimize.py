@@ -44,6 +44,7 @@ from agent import loop
 from agent.source import Document
 from sandbox.compiler import CompilePool
 from sandbox.contract import CandidateResult, DeviceInfo, Tolerance, to_dict
+from sandbox.contract import Progress as EvalProgress
 from sandbox.executor import Executor, ExecutorError, NoGpuError
 from server import protocol as wire
 from server.diagnostics import compile_options
@@ -240,6 +241,27 @@ def make_proposer(settings: Settings, compiler: Callable[[], CompilePool]) -> lo
     from agent.builtin import BuiltinProposer
 
     return BuiltinProposer()
+
+
+async def begin_evaluation(
+    ls: CudaLanguageServer, run: ActiveRun, progress: Progress
+) -> Callable[[EvalProgress], None]:
+    """Start ``run``'s progress ("compiling" on its executor) and return the callback an executor
+    thread calls with each evaluation step: it shows the step on the run and its progress."""
+    runs = ls.runs
+    assert runs is not None
+    await progress.begin(f"{describe_executor(ls.settings.executor)}: compiling")
+    runs.status()
+
+    def show(p: EvalProgress) -> None:
+        run.percent = int(100 * p.done / max(p.total, 1))
+        progress.report(run.percent, p.message or f"{p.done}/{p.total}")
+        runs.status()
+
+    def on_progress(p: EvalProgress) -> None:  # executor thread
+        ls.call_soon(show, p)
+
+    return on_progress
 
 
 def describe_executor(s: ExecutorSettings) -> str:

@@ -192,8 +192,13 @@ class _Scale(ast.NodeTransformer):
 
 def _constant_block(subject: Subject) -> int | None:
     """Threads per block when every block dimension is a constant."""
+    return _constant_product(subject.block)
+
+
+def _constant_product(dims: tuple[str, ...]) -> int | None:
+    """The product of launch dimensions when every one is a positive integer constant."""
     total = 1
-    for d in subject.block:
+    for d in dims:
         try:
             v = evaluate(d, {})
         except ValueError:

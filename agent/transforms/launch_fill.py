@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import tree_sitter
 
 from agent.loop import LaunchChange
-from agent.spec import ScalarSpec, evaluate
+from agent.spec import ScalarSpec
+from agent.transforms import _constant_product
 from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass, Rewrite
 from agent.transforms.row_parallel import RowParallel
 from agent.transforms.view import POSITION, KernelView, Loop, Poly, statements, walk
@@ -50,26 +51,13 @@ class FillMatch(Match):
     dropped: tuple[Node, ...] = ()  # declarations only the loop's header read
 
 
-def _constant(dims: tuple[str, ...]) -> int | None:
-    total = 1
-    for d in dims:
-        try:
-            v = evaluate(d, {})
-        except ValueError:
-            return None
-        if not isinstance(v, int) or v <= 0:
-            return None
-        total *= v
-    return total
-
-
 class LaunchFill(Pass[FillMatch]):
     name = "LaunchFill"
     space = ("thread", *RowParallel.space)
 
     def match(self, view: KernelView) -> FillMatch | NotApplicable:
         subject = view.subject
-        blocks, threads = _constant(subject.grid), _constant(subject.block)
+        blocks, threads = _constant_product(subject.grid), _constant_product(subject.block)
         if blocks is None:
             return NotApplicable("the spec's grid is not a constant (the launch already follows the problem)")
         body = statements(view.body)
@@ -210,7 +198,7 @@ class LaunchFill(Pass[FillMatch]):
                 "\n", "\n" + (PAD if loop.body.type != "compound_statement" else "")
             ),
         )
-        threads = _constant(view.subject.block) or 1
+        threads = _constant_product(view.subject.block) or 1
         block = str(threads) if threads >= 64 and len(view.subject.block) == 1 else "256"
         launch = LaunchChange(grid=f"cdiv({match.rows}, block)", block=block)
         per_row = e.rewrite("a thread per row", launch)
