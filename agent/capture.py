@@ -30,7 +30,7 @@ from pathlib import Path
 
 from agent import spec as specs
 from agent.source import Document, Kernel
-from sandbox.capture import Launch
+from sandbox.capture import CaptureRun, Launch
 
 _STRUCT = {
     "int8": "b",
@@ -348,6 +348,13 @@ def diff(path: str, before: str, after: str) -> str:
             before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
         )
     )
+
+
+def nothing_captured(program: str, run: CaptureRun) -> str:
+    """Why ``run`` of ``program`` recorded no launch: the library's errors, else the kernels it saw."""
+    seen = ", ".join(f"{k} ({n}x)" for k, n in run.kernels.items()) or "none"
+    why = "; ".join(run.errors) or f"no launch matched (kernels launched: {seen})"
+    return f"nothing captured from {program} (exit status {run.returncode}): {why}"
 
 
 def choose(launches: Sequence[Launch], index: int | None) -> Launch:

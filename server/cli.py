@@ -1025,9 +1025,7 @@ def capture(
     except CaptureError as exc:
         raise JobFailed(str(exc)) from exc
     if not run.launches:
-        seen = ", ".join(f"{k} ({n}x)" for k, n in run.kernels.items()) or "none"
-        why = "; ".join(run.errors) or f"no launch matched (kernels launched: {seen})"
-        raise JobFailed(f"nothing captured from {program[0]} (exit status {run.returncode}): {why}")
+        raise JobFailed(cap.nothing_captured(program[0], run))
     try:
         found = cap.propose(run.launches, launch_index, sources or (".",))
     except cap.CaptureMismatch as exc:

@@ -458,11 +458,11 @@ def install_logging(ls: CudaLanguageServer, level: int = logging.INFO) -> None:
 
 def create_server() -> CudaLanguageServer:
     """The server with every feature registered."""
-    from server import compare, diagnostics, hints, hover, lenses, optimize, profile, symbols
+    from server import capture, compare, diagnostics, hints, hover, lenses, optimize, profile, symbols
 
     ls = CudaLanguageServer()
     _setup_lifecycle(ls)
-    for feature in (symbols, lenses, hints, hover, diagnostics, optimize, compare, profile):
+    for feature in (symbols, lenses, hints, hover, diagnostics, optimize, compare, profile, capture):
         feature.setup(ls)
     return ls
 

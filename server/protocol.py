@@ -34,6 +34,7 @@ OPTIMIZE_COMMAND = "cudaAgent.optimize"  # [KernelRef] -> RunStarted; then RUN_F
 BENCHMARK_COMMAND = "cudaAgent.benchmark"  # [KernelRef] -> RunStarted; then RUN_FINISHED
 COMPARE_COMMAND = "cudaAgent.compare"  # [CompareRef] -> RunStarted; then RUN_FINISHED
 PROFILE_COMMAND = "cudaAgent.profile"  # [KernelRef] -> RunStarted; then RUN_FINISHED
+CAPTURE_COMMAND = "cudaAgent.capture"  # [CaptureRef] -> RunStarted; then workspace/applyEdit, RUN_FINISHED
 CANCEL_COMMAND = "cudaAgent.cancel"  # [RunRef] -> CancelResult
 APPLY_REWRITE_COMMAND = "cudaAgent.applyRewrite"  # [RunRef] -> ApplyResult (via workspace/applyEdit)
 ADD_SPEC_COMMAND = "cudaAgent.addSpec"  # [KernelRef] -> ApplyResult (via workspace/applyEdit)
@@ -47,6 +48,7 @@ METHODS = {
     "BENCHMARK_COMMAND": BENCHMARK_COMMAND,
     "COMPARE_COMMAND": COMPARE_COMMAND,
     "PROFILE_COMMAND": PROFILE_COMMAND,
+    "CAPTURE_COMMAND": CAPTURE_COMMAND,
     "CANCEL_COMMAND": CANCEL_COMMAND,
     "APPLY_REWRITE_COMMAND": APPLY_REWRITE_COMMAND,
     "ADD_SPEC_COMMAND": ADD_SPEC_COMMAND,
@@ -67,6 +69,7 @@ class RunKind(str, enum.Enum):
     BENCHMARK = "benchmark"
     COMPARE = "compare"
     PROFILE = "profile"
+    CAPTURE = "capture"
 
 
 class StartStatus(str, enum.Enum):
@@ -94,6 +97,18 @@ class CompareRef:
     uri: str
     with_: str  # on the wire: ``with``
     kernel: str | None = None
+
+
+@attrs.define(frozen=True)
+class CaptureRef:
+    """Run ``command`` (the program and its arguments, as a list) in ``cwd`` (default: the workspace
+    folder) watching its kernel launches, and write the spec of the first launch of ``kernel`` (of
+    ``uri``; left out: the first launch of any kernel in the workspace) above that kernel."""
+
+    uri: str
+    command: list[str]
+    kernel: str | None = None
+    cwd: str | None = None
 
 
 @attrs.define(frozen=True)
@@ -263,6 +278,7 @@ WIRE_TYPES: list[type] = [
     StartStatus,
     KernelRef,
     CompareRef,
+    CaptureRef,
     RunRef,
     RunStarted,
     AttemptRecord,
@@ -278,7 +294,13 @@ WIRE_TYPES: list[type] = [
 ]
 
 
-INPUT_TYPES = (KernelRef, CompareRef, RunRef, ResultsParams)  # what clients send: strings must be strings
+INPUT_TYPES = (
+    KernelRef,
+    CompareRef,
+    CaptureRef,
+    RunRef,
+    ResultsParams,
+)  # what clients send: strings must be strings
 
 
 def register_strict_inputs(converter: cattrs.Converter) -> None:
@@ -292,9 +314,18 @@ def register_strict_inputs(converter: cattrs.Converter) -> None:
             raise TypeError(f"expected a string, got {type(value).__name__}")
         return value
 
+    def texts(value: Any, tp: Any) -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise TypeError("expected a list of strings")
+        return list(value)
+
     for cls in INPUT_TYPES:
+        hints = typing.get_type_hints(cls)
         renames = {
-            f.name: cattrs.gen.override(rename=camel(f.name), struct_hook=text) for f in attrs.fields(cls)
+            f.name: cattrs.gen.override(
+                rename=camel(f.name), struct_hook=texts if hints[f.name] == list[str] else text
+            )
+            for f in attrs.fields(cls)
         }
         hook = cattrs.gen.make_dict_structure_fn(cls, converter, **renames)  # type: ignore[arg-type]
         converter.register_structure_hook(cls, hook)

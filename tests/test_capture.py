@@ -398,3 +398,15 @@ def test_the_injection_library_builds_against_cupti_headers(tmp_path: Path) -> N
     assert lib.is_file() and runner.build_library(tmp_path, tc) == lib  # cached
     symbols = subprocess.run(["nm", "-D", str(lib)], capture_output=True, text=True).stdout
     assert " T InitializeInjection" in symbols
+
+
+def test_a_cancelled_run_stops_the_program(tmp_path: Path) -> None:
+    """The editor's Cancel: the program is stopped and the run says so (the event is already set,
+    so the program, which would run for a minute, is stopped at once)."""
+    import threading
+
+    cancel = threading.Event()
+    cancel.set()
+    program = [sys.executable, "-c", "import time; time.sleep(60)"]
+    with pytest.raises(runner.CaptureError, match="cancelled"):
+        runner.run_program(program, library=tmp_path / "never-loaded.so", interactive=False, cancel=cancel)

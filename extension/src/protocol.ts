@@ -23,6 +23,7 @@ export const OPTIMIZE_COMMAND = "cudaAgent.optimize";
 export const BENCHMARK_COMMAND = "cudaAgent.benchmark";
 export const COMPARE_COMMAND = "cudaAgent.compare";
 export const PROFILE_COMMAND = "cudaAgent.profile";
+export const CAPTURE_COMMAND = "cudaAgent.capture";
 export const CANCEL_COMMAND = "cudaAgent.cancel";
 export const APPLY_REWRITE_COMMAND = "cudaAgent.applyRewrite";
 export const ADD_SPEC_COMMAND = "cudaAgent.addSpec";
@@ -32,7 +33,7 @@ export const STATUS_NOTIFICATION = "cudaAgent/status";
 export const RUN_FINISHED_NOTIFICATION = "cudaAgent/runFinished";
 export const REWRITE_ANNOTATION = "cuda-agent.verified-rewrite";
 
-export type RunKind = "optimize" | "benchmark" | "compare" | "profile";
+export type RunKind = "optimize" | "benchmark" | "compare" | "profile" | "capture";
 
 /** How a run request was answered: `started` (a RunFinished follows), `busy` (this kernel already has a run: `runId` is that run's), `error` (nothing started; `message` says why). */
 export type StartStatus = "started" | "busy" | "error";
@@ -48,6 +49,14 @@ export interface CompareRef {
   uri: string;
   with: string;
   kernel?: string;
+}
+
+/** Run `command` (the program and its arguments, as a list) in `cwd` (default: the workspace folder) watching its kernel launches, and write the spec of the first launch of `kernel` (of `uri`; left out: the first launch of any kernel in the workspace) above that kernel. */
+export interface CaptureRef {
+  uri: string;
+  command: string[];
+  kernel?: string;
+  cwd?: string;
 }
 
 export interface RunRef {

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -295,13 +296,15 @@ def run_program(
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
     interactive: bool = True,
+    cancel: threading.Event | None = None,
 ) -> CaptureRun:
     """Run ``argv`` with the injection library and read what it recorded.  ``kernel``: a regular
     expression searched in the demangled name; ``launch``: record only that matching launch
     (0-based); ``save_dir``: save the recorded launch's input regions there (``save_cap_bytes``
     in all).  The program's output goes to this process's stderr.  ``CUDA_AGENT_CAPTURE_LIBRARY``
     names a library built beforehand (no compiler needed here).  ``interactive=False``: the program
-    reads no input (stdin is /dev/null: a language server's stdin is its protocol stream)."""
+    reads no input (stdin is /dev/null: a language server's stdin is its protocol stream);
+    ``cancel``: when set, the program is stopped and :class:`CaptureError` says so."""
     if not argv:
         raise CaptureError("no program given: cuda-agent capture -- PROGRAM [ARGS]")
     if shutil.which(argv[0]) is None and not Path(cwd or ".", argv[0]).exists():
@@ -330,18 +333,21 @@ def run_program(
             sink = None
         start = time.perf_counter()
         try:
-            done = subprocess.run(
+            proc = subprocess.Popen(
                 list(argv),
                 env=run_env,
                 cwd=cwd,
                 stdin=None if interactive else subprocess.DEVNULL,
                 stdout=sink,
-                timeout=timeout,
             )
-        except subprocess.TimeoutExpired as exc:
-            raise CaptureError(f"{argv[0]} did not finish within {timeout:g} s") from exc
         except OSError as exc:
             raise CaptureError(f"{argv[0]}: cannot run ({exc.strerror})") from exc
+        try:
+            returncode = _wait(proc, argv[0], timeout, cancel)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         seconds = time.perf_counter() - start
         text = out.read_text(errors="replace") if out.exists() else ""
     launches, kernels, errors = parse_records(text.splitlines())
@@ -350,4 +356,26 @@ def run_program(
             "the capture library was not loaded (no CUDA call in the program, or the driver "
             "ignored CUDA_INJECTION64_PATH)",
         )
-    return CaptureRun(launches, kernels, errors, done.returncode, seconds, save_dir or "")
+    return CaptureRun(launches, kernels, errors, returncode, seconds, save_dir or "")
+
+
+CANCEL_POLL_S = 0.1  # how often a cancellable run looks at its cancel event
+
+
+def _wait(
+    proc: subprocess.Popen[bytes], name: str, timeout: float | None, cancel: threading.Event | None
+) -> int:
+    """The program's exit status; :class:`CaptureError` when it runs past ``timeout`` or ``cancel``
+    is set (the caller stops it)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if cancel is not None and cancel.is_set():
+            raise CaptureError(f"{name}: cancelled")
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        step = CANCEL_POLL_S if cancel is not None else None
+        wait = left if step is None else step if left is None else min(left, step)
+        try:
+            return proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise CaptureError(f"{name} did not finish within {timeout:g} s") from None
