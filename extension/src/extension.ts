@@ -34,6 +34,8 @@ import {
   type ApplyResult,
   APPLY_REWRITE_COMMAND,
   BENCHMARK_COMMAND,
+  CAPTURE_COMMAND,
+  type CaptureRef,
   type KernelRef,
   OPTIMIZE_COMMAND,
   PROFILE_COMMAND,
@@ -48,12 +50,15 @@ import {
   type ServerStatus,
 } from "./protocol";
 import { resultsHtml, type SessionRun, spreadText } from "./results";
+import { shellWords } from "./shellwords";
 import { acceptedMessage } from "./saves";
 import { LLM_API_KEY, SECRETS, SECTION, type SecretSpec, serverEnvironment, serverSettings, WORKER_TOKEN } from "./settings";
 import { type ServerState, statusView } from "./status";
 
 const LANGUAGE = "cuda-cpp";
 const PREVIEW_CONTEXT = "cudaAgent.previewOpen";
+/** The workspace's last "Capture spec from a run…" command line (the input box starts with it). */
+const LAST_CAPTURE = "cudaAgent.lastCaptureCommand";
 /** Settings whose change needs a new server process rather than a configuration update. */
 const RESTART_SETTINGS = ["python", "serverPackage"].map((key) => `${SECTION}.${key}`);
 /** Run results kept for the results view (attempts, the simulated label), latest last. */
@@ -94,6 +99,7 @@ class Agent {
     reg("cudaAgent.optimizeKernel", () => this.runOnKernel(OPTIMIZE_COMMAND));
     reg("cudaAgent.benchmarkKernel", () => this.runOnKernel(BENCHMARK_COMMAND));
     reg("cudaAgent.profileKernel", () => this.runOnKernel(PROFILE_COMMAND));
+    reg("cudaAgent.captureSpec", () => this.captureSpec());
     reg("cudaAgent.showResults", () => this.showResults());
     reg("cudaAgent.restartServer", () => this.restart());
     reg("cudaAgent.setWorkerToken", () => this.setSecret(WORKER_TOKEN));
@@ -451,7 +457,8 @@ class Agent {
   // ------------------------------------------------------------------ commands
 
   /** Palette commands: the kernel under the cursor (or picked), then the server's command. */
-  private async runOnKernel(command: string): Promise<unknown> {
+  /** The active CUDA editor, with the server running (undefined, after telling the user why not). */
+  private cudaEditor(): vscode.TextEditor | undefined {
     const editor = vscode.window.activeTextEditor;
     if (!editor || editor.document.languageId !== LANGUAGE) {
       void vscode.window.showInformationMessage("CUDA Agent: open a .cu file and put the cursor in a kernel.");
@@ -461,11 +468,19 @@ class Agent {
       void vscode.window.showErrorMessage("CUDA Agent: the language server is not running.", "Restart server").then((c) => c && this.restart());
       return undefined;
     }
-    const symbols =
-      (await vscode.commands.executeCommand<vscode.DocumentSymbol[] | undefined>(
-        "vscode.executeDocumentSymbolProvider",
-        editor.document.uri,
-      )) ?? [];
+    return editor;
+  }
+
+  private async kernelSymbols(editor: vscode.TextEditor): Promise<vscode.DocumentSymbol[]> {
+    return (await vscode.commands.executeCommand<vscode.DocumentSymbol[] | undefined>("vscode.executeDocumentSymbolProvider", editor.document.uri)) ?? [];
+  }
+
+  private async runOnKernel(command: string): Promise<unknown> {
+    const editor = this.cudaEditor();
+    if (!editor) {
+      return undefined;
+    }
+    const symbols = await this.kernelSymbols(editor);
     let kernel = kernelAt(symbols, editor.selection.active.line);
     if (!kernel) {
       const names = kernelSymbols(symbols).map((s) => s.name);
@@ -476,6 +491,38 @@ class Agent {
     }
     const ref: KernelRef = { uri: editor.document.uri.toString(), kernel };
     return vscode.commands.executeCommand(command, ref);
+  }
+
+  /**
+   * "Capture spec from a run…": asks for the command line that runs the user's program (the last
+   * one is offered again), splits it into words as a shell would (no shell runs it), and has the
+   * server run it and insert the spec of the kernel under the cursor (of the first launched kernel
+   * when the cursor is in none), which arrives as an edit (see applyEdit).
+   */
+  private async captureSpec(): Promise<unknown> {
+    const editor = this.cudaEditor();
+    if (!editor) {
+      return undefined;
+    }
+    const kernel = kernelAt(await this.kernelSymbols(editor), editor.selection.active.line);
+    const line = await vscode.window.showInputBox({
+      title: `Capture spec from a run${kernel ? ` (${kernel})` : ""}`,
+      prompt: "The command that runs your program on this machine's GPU (run without a shell, in the workspace folder)",
+      placeHolder: "./app --n 4096   or   python train.py",
+      value: this.context.workspaceState.get<string>(LAST_CAPTURE, ""),
+      ignoreFocusOut: true,
+      validateInput: (value) => {
+        const split = shellWords(value);
+        return "error" in split ? split.error : undefined;
+      },
+    });
+    const split = line === undefined ? undefined : shellWords(line);
+    if (!split || "error" in split) {
+      return undefined;
+    }
+    await this.context.workspaceState.update(LAST_CAPTURE, line);
+    const ref: CaptureRef = { uri: editor.document.uri.toString(), command: split.argv, ...(kernel ? { kernel } : {}) };
+    return vscode.commands.executeCommand(CAPTURE_COMMAND, ref);
   }
 
   /**
@@ -490,7 +537,7 @@ class Agent {
     }
     const result = await next(command, args);
     this.output.info(`${command}: ${JSON.stringify(result)}`);
-    if (command === OPTIMIZE_COMMAND || command === BENCHMARK_COMMAND || command === PROFILE_COMMAND) {
+    if (command === OPTIMIZE_COMMAND || command === BENCHMARK_COMMAND || command === PROFILE_COMMAND || command === CAPTURE_COMMAND) {
       const started = result as RunStarted | undefined;
       if (started && started.status !== "started") {
         void vscode.window.showWarningMessage(`CUDA Agent: ${started.message}`);
