@@ -1,6 +1,6 @@
 // The status-bar item: executor and device, the run in progress, the server's state.
 
-import type { ServerStatus } from "./protocol";
+import type { RunKind, ServerStatus } from "./protocol";
 
 export type ServerState = "starting" | "running" | "stopped" | "failed";
 
@@ -8,6 +8,15 @@ export interface StatusView {
   text: string;
   tooltip: string;
 }
+
+/** What a run of each kind is doing, for the tooltip. */
+const DOING: Record<RunKind, string> = {
+  optimize: "optimizing",
+  benchmark: "benchmarking",
+  compare: "comparing",
+  profile: "profiling",
+  capture: "capturing a spec for",
+};
 
 export function statusView(state: ServerState, status: ServerStatus | undefined): StatusView {
   if (state === "starting") {
@@ -23,7 +32,7 @@ export function statusView(state: ServerState, status: ServerStatus | undefined)
   const where = status.device && !status.executor.includes(status.device) ? `${status.executor} · ${status.device}` : status.executor;
   if (status.running) {
     const percent = Math.max(0, Math.min(100, Math.round(status.running.percent)));
-    const doing = status.running.kind === "benchmark" ? "benchmarking" : "optimizing";
+    const doing = DOING[status.running.kind] ?? status.running.kind; // a newer server may run other kinds
     return {
       text: `$(sync~spin) CUDA: ${status.running.kernel} ${percent}%`,
       tooltip: `CUDA Agent: ${doing} ${status.running.kernel} (${percent}%) on ${where}`,

@@ -15,6 +15,8 @@ test("a run in progress shows the kernel and a clamped percent", () => {
   assert.match(view.tooltip, /optimizing vadd \(42%\) on remote$/);
   const bench = statusView("running", { executor: "local", device: "", running: { runId: "r", kernel: "vadd", kind: "benchmark", percent: 0 } });
   assert.match(bench.tooltip, /benchmarking vadd/);
+  const capture = statusView("running", { executor: "local", device: "", running: { runId: "r", kernel: "vadd", kind: "capture", percent: 0 } });
+  assert.match(capture.tooltip, /capturing a spec for vadd/);
   assert.equal(statusView("running", { executor: "x", device: "", running: { runId: "r", kind: "optimize", kernel: "k", percent: 250 } }).text, "$(sync~spin) CUDA: k 100%");
 });
 
