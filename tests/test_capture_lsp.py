@@ -10,6 +10,8 @@ launch records (those of the multi-file fixture, tests/data/capture/multi) where
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,13 +34,14 @@ from test_server_lsp import (
 )
 
 from agent import capture as cap
+from sandbox import capture as runner
 from sandbox.capture import parse_records
+from server.capture import kernel_pattern
 
 CAPTURE_ENV = {**ENV, "CUDA_AGENT_CAPTURE_LIBRARY": "never-loaded.so"}
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=CAPTURE_ENV))
-async def client(lsp_client: LanguageClient, workspace: Workspace):
+async def initialize(lsp_client: LanguageClient, workspace: Workspace) -> None:
     answer_server_requests(lsp_client, workspace)
     params = lsp.InitializeParams(
         capabilities=client_capabilities("visual-studio-code"),
@@ -46,6 +49,19 @@ async def client(lsp_client: LanguageClient, workspace: Workspace):
         workspace_folders=[lsp.WorkspaceFolder(uri=workspace.root.as_uri(), name="ws")],
     )
     await lsp_client.initialize_session(params)
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=CAPTURE_ENV))
+async def client(lsp_client: LanguageClient, workspace: Workspace):
+    await initialize(lsp_client, workspace)
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=ENV))
+async def gpu_client(lsp_client: LanguageClient, workspace: Workspace):
+    """A server that runs programs with the real injection library."""
+    await initialize(lsp_client, workspace)
     yield
     await lsp_client.shutdown_session()
 
@@ -62,12 +78,14 @@ def project(workspace: Workspace) -> tuple[Path, list[str]]:
     return header, [sys.executable, str(program), str(records)]
 
 
-async def capture(client: LanguageClient, workspace: Workspace, **args: Any) -> dict[str, Any]:
+async def capture(
+    client: LanguageClient, workspace: Workspace, timeout: float = 30.0, **args: Any
+) -> dict[str, Any]:
     started = plain(
         await client.workspace_execute_command_async(lsp.ExecuteCommandParams("cudaAgent.capture", [args]))
     )
     assert started["status"] == "started" and started["kind"] == "capture", started
-    return await finished(workspace, started["runId"])
+    return await finished(workspace, started["runId"], timeout)
 
 
 def expected_text(header: Path, kernel: str) -> str:
@@ -184,3 +202,29 @@ async def test_cancel_stops_the_program_and_sends_no_edit(
     result = await finished(workspace, started["runId"])
     assert result["status"] == "error" and result["cancelled"] is True and "cancelled" in result["message"]
     assert workspace.applied == []
+
+
+@pytest.mark.gpu
+async def test_a_real_run_of_the_multi_file_program_gives_the_spec_the_cli_gives(
+    gpu_client: LanguageClient, workspace: Workspace
+) -> None:
+    """On a GPU: the fixture program built with nvcc, watched through CUPTI from the editor."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not found")
+    try:
+        runner.build_library()
+    except runner.CaptureError as exc:
+        pytest.skip(str(exc))
+    shutil.copytree(MULTI, workspace.root, dirs_exist_ok=True)
+    build = ["nvcc", "-O2", "-arch=native", "-o", "prog", "src/main.cpp", "src/launch.cu", "-Iinc"]
+    subprocess.run(build, cwd=workspace.root, check=True)
+    header = workspace.root / "inc" / "kernels.cuh"
+    uri = open_file(gpu_client, header)
+    result = await capture(gpu_client, workspace, 120.0, uri=uri, kernel="smooth3", command=["./prog"])
+    assert result["status"] == "ok" and result["message"].startswith("smooth3: launch 0"), result
+    (sent,) = workspace.applied
+    (change,) = sent.edit.document_changes or []
+    assert isinstance(change, lsp.TextDocumentEdit)
+    after = apply_edits(header.read_text(), [plain(e) for e in change.edits])
+    run = runner.run_program(["./prog"], kernel=kernel_pattern("smooth3"), cwd=str(workspace.root))
+    assert after == cap.propose(run.launches, None, [str(header)]).new_text
