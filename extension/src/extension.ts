@@ -587,7 +587,8 @@ class Agent {
     this.previewChanged.fire(rewritten);
     await vscode.commands.executeCommand("setContext", PREVIEW_CONTEXT, true);
     await vscode.commands.executeCommand("vscode.diff", original, rewritten, diffTitle(rewrite), { preview: false });
-    const summary = rewrite.summary ? ` ${rewrite.summary}` : "";
+    // the summary is a sentence of its own (the server's has no full stop)
+    const summary = rewrite.summary ? ` ${rewrite.summary}${rewrite.summary.endsWith(".") ? "" : "."}` : "";
     // A progress notification, not a message with buttons: it can be closed from here, so it goes
     // when the rewrite is accepted or discarded from anywhere (the diff's title bar, the palette).
     void vscode.window.withProgress(
