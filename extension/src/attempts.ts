@@ -3,30 +3,12 @@
 // message, compile log and diff. Plain functions: no vscode import.
 
 import { escapeHtml } from "./html";
+import type { AttemptRecord } from "./protocol";
 import { formatSpeedup } from "./preview";
 
-export interface Attempt {
-  index: number;
-  candidateId: string;
-  description: string;
-  status: string;
-  message: string;
-  rule: string;
-  firstBadIndex: number;
-  errorRatio: number;
-  compileLine: number;
-  compileColumn: number;
-  compileLog: string;
-  speedup: number;
-  speedupLow: number;
-  speedupHigh: number;
-  medianMs: number;
-  registers: number;
-  spills: number;
-  reward: number;
-  /** The candidate against the original as a unified diff, when the server sends one. */
-  diff: string;
-}
+/** The wire's AttemptRecord (generated in ./protocol), every number present, plus the candidate's
+ * diff against the original when the server sends one. */
+export type Attempt = Required<AttemptRecord> & { diff: string };
 
 type Json = Record<string, unknown>;
 
@@ -57,7 +39,11 @@ export function parseAttempts(value: unknown): Attempt[] {
       status: str(r, "status"),
       message: str(r, "message"),
       rule: str(r, "rule"),
+      duplicateOf: str(r, "duplicateOf"),
+      problem: str(r, "problem"),
+      output: str(r, "output"),
       firstBadIndex: num(r, "firstBadIndex", -1),
+      values: str(r, "values"),
       errorRatio: num(r, "errorRatio"),
       compileLine: num(r, "compileLine"),
       compileColumn: num(r, "compileColumn"),
@@ -67,7 +53,8 @@ export function parseAttempts(value: unknown): Attempt[] {
       speedupHigh: num(r, "speedupHigh"),
       medianMs: num(r, "medianMs"),
       registers: num(r, "registers"),
-      spills: num(r, "spills"),
+      spillStores: num(r, "spillStores"),
+      spillLoads: num(r, "spillLoads"),
       reward: num(r, "reward"),
       diff: str(r, "diff"),
     });
@@ -140,7 +127,7 @@ export function attemptsHtml(attempts: Attempt[]): string {
     const facts = [
       a.medianMs > 0 ? `${a.medianMs.toFixed(4)} ms median` : "",
       a.registers > 0 ? `${a.registers} registers` : "",
-      a.spills > 0 ? `${a.spills} B spilled` : "",
+      a.spillStores + a.spillLoads > 0 ? `${a.spillStores + a.spillLoads} B spilled` : "",
       a.reward !== 0 ? `reward ${a.reward.toFixed(2)}` : "",
     ].filter(Boolean);
     if (facts.length) {

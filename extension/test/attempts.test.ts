@@ -31,6 +31,6 @@ test("the list expands to message, log and diff, all escaped", () => {
   assert.match(html, /identifier &#34;j&#34; is undefined/);
   assert.match(html, /unroll &#60;x&#62;/);
   assert.doesNotMatch(html, /<x>/);
-  assert.match(html, /0\.2500 ms median · 16 registers · reward 1\.20/);
+  assert.match(html, /0\.2500 ms median · 16 registers · 12 B spilled · reward 1\.20/);
   assert.equal(attemptsHtml([]), "");
 });
