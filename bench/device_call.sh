@@ -37,7 +37,7 @@ for spec in "$@"; do
     grpo) # TRL's GRPO over the reward service; TRL, datasets and pyarrow carried in .whl/grpo/
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/grpo/*.whl \
         > "$OUT/grpo_install.log" 2>&1
-      timeout -k 5 "${T:-200}" python3 bench/grpo_smoke.py --out "$OUT/grpo" --steps "${rest:-4}" > "$OUT/grpo.log" 2>&1 ;;
+      timeout -k 5 "${T:-200}" python3 bench/grpo_smoke.py --out "$OUT/grpo" --steps "${rest:-4}" --deadline $(( ${T:-200} - 15 )) > "$OUT/grpo.log" 2>&1 ;;
     reward-torch) # reward-torch:relu,gelu (task stems; default all, as far as 170 s go)
       CUDA_AGENT_UNSAFE_TORCH=1 timeout -k 5 "${T:-200}" python3 bench/reward_bench.py --torch-only --torch-tasks "$rest" --out "$OUT" \
         --deadline 170 >> "$OUT/reward_torch.log" 2>&1 ;;
