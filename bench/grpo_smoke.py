@@ -248,7 +248,7 @@ def main() -> int:
                     {
                         "phase": name,
                         "error": f"{type(exc).__name__}: {exc}",
-                        "trace": traceback.format_exc()[-3000:],
+                        "trace": traceback.format_exc(),
                     }
                 )
     finally:
@@ -259,4 +259,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as the importable module ``grpo_smoke``, not as ``__main__``: ``datasets`` fingerprints the
+    # trainer's callables with dill, which pickles ``__main__`` functions by value with every global
+    # (and fails on pyarrow's ``MonthDayNano`` there); a module's functions pickle by reference.
+    import grpo_smoke
+
+    sys.exit(grpo_smoke.main())
