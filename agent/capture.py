@@ -31,6 +31,7 @@ from pathlib import Path
 from agent import spec as specs
 from agent.source import Document, Kernel
 from sandbox.capture import CaptureRun, Launch
+from sandbox.errors import InputError
 
 _STRUCT = {
     "int8": "b",
@@ -50,7 +51,7 @@ _INTEGER_SIZES = frozenset({"int32", "uint32", "int64", "uint64"})
 _RESERVED = frozenset({"block", "block_x", "block_y", "block_z", "bytes", "i", "j", "k"})
 
 
-class CaptureMismatch(ValueError):
+class CaptureMismatch(InputError, ValueError):
     """The launch and the source do not fit together (no such kernel, another parameter list)."""
 
 

@@ -50,6 +50,7 @@ from agent import spec as spec_mod
 from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer, Target
 from sandbox.compiler import CompilePool, cuda_include_dirs
 from sandbox.contract import PRECISIONS, CandidateResult, DeviceInfo, Status
+from sandbox.errors import InputError, Unavailable
 from sandbox.executor import ExecutorError
 from sandbox.profile import profile_text as nsight_text
 from sandbox.timing import measured_text
@@ -59,7 +60,7 @@ log = logging.getLogger(__name__)
 Message = dict[str, Any]
 
 
-class LLMError(RuntimeError):
+class LLMError(Unavailable, RuntimeError):
     pass
 
 
@@ -549,7 +550,7 @@ def _fenced_launch(text: str) -> dict[str, str]:
     return spec_mod.launch_pairs(m[1].strip()) if m else {}
 
 
-class NoCode(ValueError):
+class NoCode(InputError, ValueError):
     """A reply holds no fenced block defining a ``__global__`` function."""
 
 

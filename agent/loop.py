@@ -70,6 +70,7 @@ from sandbox.contract import (
     Status,
     Tolerance,
 )
+from sandbox.errors import InputError
 from sandbox.executor import Executor, ExecutorError
 
 log = logging.getLogger(__name__)
@@ -329,7 +330,7 @@ def _replaces(target: Target, code: Document, name: str, context: str) -> str:
     return f"the rewrite's parameter list differs: {why}" if why else ""
 
 
-class TargetError(ValueError):
+class TargetError(InputError, ValueError):
     """The kernel cannot be optimized as asked (not found, ambiguous, no usable spec); one line."""
 
 

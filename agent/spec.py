@@ -61,6 +61,7 @@ from sandbox.contract import (
     Tolerance,
     expression_error,
 )
+from sandbox.errors import InputError
 
 MARKER = "@cuda-agent"
 Confidence = Literal["high", "medium", "low"]
@@ -188,7 +189,7 @@ class SpecError:
     message: str
 
 
-class InvalidSpec(ValueError):
+class InvalidSpec(InputError, ValueError):
     """Raised by :func:`problem` when a spec cannot be resolved for the given sizes/block."""
 
     def __init__(self, errors: tuple[SpecError, ...]) -> None:

@@ -38,6 +38,7 @@ from typing import Any
 from sandbox.boundary import check_untrusted
 from sandbox.confine import RESOURCE_LIMIT, CompileLimits, landlock_abi, on_big_stack
 from sandbox.contract import CompileResult, Diagnostic, Resources
+from sandbox.errors import Unavailable
 
 SHIM_INCLUDE = Path(__file__).with_name("nvrtc_include")
 DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo", "--ptxas-options=-v")
@@ -51,7 +52,7 @@ class Compiled:
     limited: bool = False  # ended by a resource limit (never cached: the limit, not the unit, decided)
 
 
-class CompilerUnavailable(RuntimeError):
+class CompilerUnavailable(Unavailable, RuntimeError):
     """NVRTC could not be loaded (cuda-bindings or the nvidia-cuda-nvrtc wheel missing)."""
 
 

@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from sandbox.errors import Unavailable
+
 T = TypeVar("T")
 
 RESOURCE_LIMIT = "resource limit"
@@ -65,7 +67,7 @@ class CompileLimits:
     request_s: float = 600.0
 
 
-class ConfinementError(OSError):
+class ConfinementError(Unavailable, OSError):
     """The process could not be confined (the worker then compiles nothing)."""
 
 

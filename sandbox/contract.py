@@ -26,6 +26,8 @@ from typing import Any, Literal, TypeVar
 import cattrs
 import cattrs.v
 
+from sandbox.errors import InputError
+
 SCHEMA_VERSION = 1
 
 Role = Literal["in", "out", "inout", "scalar"]
@@ -645,7 +647,7 @@ def _explain(exc: BaseException, cls: type | None) -> str:
     return cattrs.v.format_exception(exc, cls)
 
 
-class ContractError(ValueError):
+class ContractError(InputError, ValueError):
     """A message that does not match the contract (wrong shape, wrong version)."""
 
 

@@ -24,11 +24,12 @@ import threading
 from collections.abc import Callable
 
 from sandbox.contract import DeviceInfo, EvalRequest, EvalResult, Progress, TorchRequest, TorchResult
+from sandbox.errors import Unavailable
 
 ProgressFn = Callable[[Progress], None]
 
 
-class ExecutorError(RuntimeError):
+class ExecutorError(Unavailable, RuntimeError):
     """The executor itself cannot do its job (not a verdict on a candidate)."""
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from sandbox.contract import DeviceInfo, Launch
+from sandbox.errors import Failed
 
 # Errors that leave the CUDA context usable: bad launch configurations, missing symbols, bad images,
 # allocation failures. Any other error (illegal address, invalid address space, trap, launch
@@ -52,7 +53,7 @@ _RECOVERABLE = (
 KernelArg = int | np.generic  # device pointers are passed as np.uint64, scalars as numpy scalars
 
 
-class CudaError(RuntimeError):
+class CudaError(Failed, RuntimeError):
     """A CUDA call failed. ``sticky``: the context is broken and the process must start over."""
 
     def __init__(self, message: str) -> None:
@@ -180,7 +181,7 @@ def make_runtime(backend: str, device: int = 0, memory_limit: int = 0) -> Runtim
     raise ValueError(f"unknown GPU backend {backend!r}")
 
 
-class MemoryCapExceeded(RuntimeError):
+class MemoryCapExceeded(Failed, RuntimeError):
     """An evaluation asked for more device memory than its budget allows."""
 
 

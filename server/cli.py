@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from sandbox.errors import Failed, InputError
+
 if TYPE_CHECKING:
     from agent.llm import LLMSettings
     from agent.loop import AttemptRecord, LoopEvent, OptimizeResult, Proposer, Target
@@ -29,16 +31,12 @@ if TYPE_CHECKING:
     from sandbox.executor import Executor
 
 
-class UserError(click.ClickException):
-    """A mistake the user can fix; printed as one line, exit status 2."""
-
-    exit_code = 2
+class UserError(InputError, click.ClickException):
+    """A mistake the user can fix; printed as one line, exit status 2 (from :class:`InputError`)."""
 
 
-class JobFailed(click.ClickException):
-    """The job ran and failed (no GPU, compile errors found...); exit status 1."""
-
-    exit_code = 1
+class JobFailed(Failed, click.ClickException):
+    """The job ran and failed (no GPU, compile errors found...); exit status 1 (from :class:`Failed`)."""
 
 
 def emit_json(data: Any) -> None:

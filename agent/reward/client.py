@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 
 from agent.trajectory import MILESTONE_LEVEL
+from sandbox.errors import Unavailable
 
 ENV_URL = "CUDA_AGENT_REWARD_URL"
 ENV_TOKEN = "CUDA_AGENT_REWARD_TOKEN"
@@ -35,7 +36,7 @@ DEFAULT_URL = "http://127.0.0.1:8790"
 RETRY_STATUS = (429, 502, 503, 504)
 
 
-class RewardError(RuntimeError):
+class RewardError(Unavailable, RuntimeError):
     """The reward service refused a request or could not be reached; one line."""
 
 

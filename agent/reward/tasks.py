@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from agent.loop import Target, TargetError, target_for
 from agent.source import Document
+from sandbox.errors import InputError
 
 TASK_SCHEMA = "cuda-agent.task/1"
 HASH_CHARS = 12
@@ -44,7 +45,7 @@ TORCH_REQUIRED = ("Model", "get_inputs", "get_init_inputs")  # what a KernelBenc
 Split = Literal["train", "eval"]
 
 
-class TaskError(ValueError):
+class TaskError(InputError, ValueError):
     """A task reference or file that cannot be used; one line."""
 
 

@@ -27,11 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox.errors import Unavailable
+
 SOURCE = Path(__file__).with_name("inject.cpp")
 LIBRARY_NAME = "libcuda_agent_capture.so"
 
 
-class CaptureError(RuntimeError):
+class CaptureError(Unavailable, RuntimeError):
     """Capture could not run (no compiler, no CUPTI, the program not found...): one line, with the way out."""
 
 
