@@ -46,10 +46,10 @@ for spec in "$@"; do
         timeout -k 5 "${T:-120}" python3 -m server profile "bench/kernels/$k.cu" --json > "$OUT/profile_$k.json" 2> "$OUT/profile_$k.log"
         echo "profile $k rc=$?" >> "$OUT/session.txt"
       done ;;
-    suite) # suite:DIR/GLOB@BUDGET (e.g. suite:bench/kernels/[a-m]*@10s): one JSON line per kernel as it finishes
+    suite) # suite:DIR/GLOB@BUDGET (e.g. suite:bench/kernels/[a-m]*@10s; each kernel stopped at its budget + 5 s): one JSON line per kernel as it finishes
       target=${rest%@*}; budget=${rest##*@}; dir=$(dirname "$target"); glob=$(basename "$target")
       name=$(echo "$target" | md5sum | cut -c1-6)
-      timeout -k 5 "${T:-300}" python3 -m server suite "$dir" --match "$glob" --budget "$budget" --jsonl "$OUT/suite_$name.jsonl" \
+      timeout -k 5 "${T:-300}" python3 -m server suite "$dir" --match "$glob" --budget "$budget" --deadline $(( ${budget%s} + 5 )) --jsonl "$OUT/suite_$name.jsonl" \
         > "$OUT/suite_$name.txt" 2> "$OUT/suite_$name.log" ;;
     compile-cost) timeout -k 5 "${T:-120}" python3 bench/compile_cost.py --out "$OUT" --n 12 --max-s "${rest:-15}" > "$OUT/compile_cost.log" 2>&1 ;;
     optimize) # optimize:FILE@BUDGET (e.g. optimize:bench/kernels/softmax.cu@20s): the CLI's JSON result
