@@ -152,6 +152,7 @@ def tiny_model_and_tokenizer() -> tuple[Any, Any]:
 
 def grpo(out: Out, url: str, tasks: TaskSet, steps: int, deadline: float) -> None:
     from datasets import Dataset
+    from datasets.table import InMemoryTable
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
@@ -192,7 +193,9 @@ def grpo(out: Out, url: str, tasks: TaskSet, steps: int, deadline: float) -> Non
         model=model,
         reward_funcs=[cuda_agent_reward],
         args=config,
-        train_dataset=Dataset.from_list(rows),
+        # A fixed fingerprint: on the device, hashing the table with dill (what `from_list` does to
+        # make one) failed on pyarrow 26's `MonthDayNano` type; nothing here needs the cache.
+        train_dataset=Dataset(InMemoryTable.from_pylist(rows), fingerprint="grpo-smoke"),
         processing_class=tokenizer,
         callbacks=[Log()],
     )
@@ -259,9 +262,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    # Run as the importable module ``grpo_smoke``, not as ``__main__``: ``datasets`` fingerprints the
-    # trainer's callables with dill, which pickles ``__main__`` functions by value with every global
-    # (and fails on pyarrow's ``MonthDayNano`` there); a module's functions pickle by reference.
-    import grpo_smoke
-
-    sys.exit(grpo_smoke.main())
+    sys.exit(main())
