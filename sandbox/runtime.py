@@ -193,9 +193,11 @@ class _Accounting:
         self.sizes: dict[int, int] = {}
 
     def check(self, nbytes: int) -> None:
-        if self.limit and sum(self.sizes.values()) + nbytes > self.limit:
+        held = sum(self.sizes.values())
+        if self.limit and held + nbytes > self.limit:
             raise MemoryCapExceeded(
-                f"allocating {nbytes} bytes would exceed the evaluation's GPU memory cap of {self.limit} bytes"
+                f"allocating {nbytes} bytes on top of the {held} this evaluation holds would exceed its GPU "
+                f"memory cap of {self.limit} bytes (raise it with --max-memory-gb)"
             )
 
 
