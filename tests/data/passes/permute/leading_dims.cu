@@ -3,6 +3,7 @@
 // @cuda-agent launch grid=(cdiv(cols, block_x), cdiv(rows, block_y)) block=(32, 8)
 // @cuda-agent arg a in float[rows * (cols + 3)] uniform(-1, 1)
 // @cuda-agent arg t out float[cols * (rows + 1)]
+// @cuda-agent compare t written
 // @cuda-agent arg rows = rows
 // @cuda-agent arg cols = cols
 // @cuda-agent arg lda = cols + 3

@@ -4,6 +4,7 @@
 // @cuda-agent launch grid=(cdiv(w, 16), cdiv(h, 16)) block=(16, 16)
 // @cuda-agent arg u in float[h * w] uniform(-1, 1)
 // @cuda-agent arg lap out float[h * w]
+// @cuda-agent compare lap written
 // @cuda-agent arg h = h
 // @cuda-agent arg w = w
 __global__ void laplacian(const float* u, float* lap, int h, int w) {
