@@ -444,7 +444,8 @@ def _tls_failure(exc: BaseException) -> str:
 def local_gpu_executor(gpu: int, limits: RequestLimits | None = None, handler: str = "") -> Executor:
     """The sandbox's local executor on GPU ``gpu`` of this machine (imports the GPU stack);
     ``handler`` (``module:factory``) replaces the GPU handler of its worker processes."""
-    from sandbox.worker import DEFAULT_HANDLER, LocalExecutor
+    from sandbox.local import LocalExecutor
+    from sandbox.wire import DEFAULT_HANDLER
 
     return LocalExecutor(devices=(gpu,), limits=limits, handler=handler or DEFAULT_HANDLER)
 

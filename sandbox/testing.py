@@ -23,7 +23,8 @@ import threading
 import time
 from dataclasses import replace
 
-from sandbox.compiler import CompilePool, CompilerUnavailable
+from sandbox.compile_pool import CompilePool
+from sandbox.compiler import CompilerUnavailable
 from sandbox.contract import (
     Candidate,
     CandidateResult,

@@ -53,13 +53,13 @@ from sandbox.contract import (
     DeviceInfo,
     Status,
     Timing,
-    TorchCandidate,
     TorchCandidateResult,
     TorchRequest,
 )
 from sandbox.runtime import Runtime
 from sandbox.timing import Flusher, Gate, bench, paired
 from sandbox.verify import PERTURBATION, Calibration, Comparison, checked, compare
+from sandbox.wire import InfoJob, Reply, TorchJob
 
 TORCH_HANDLER = "sandbox.torch_eval:TorchHandler"
 # on top of the budget's timeout: importing torch, load_inline's nvcc, torch.compile
@@ -95,18 +95,6 @@ FORBIDDEN_NAMES = frozenset(
     }
 )
 MESSAGE_CHARS = 600
-
-
-@dataclass(frozen=True)
-class TorchJob:
-    """Evaluate candidate ``index`` of ``request`` (in a worker process of its own)."""
-
-    request: TorchRequest
-    index: int
-
-    @property
-    def candidate(self) -> TorchCandidate:
-        return self.request.candidates[self.index]
 
 
 # --------------------------------------------------------------------------- the screen (no torch)
@@ -617,8 +605,6 @@ class TorchHandler:
             self.torch.cuda.synchronize(self.device)
 
     def __call__(self, job: Any) -> Any:
-        from sandbox.worker import InfoJob, Reply
-
         if isinstance(job, InfoJob):
             return Reply(self.describe())
         if not isinstance(job, TorchJob):

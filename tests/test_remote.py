@@ -27,7 +27,7 @@ from simulated_worker import free_port, simulated_worker
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from sandbox.compiler import compile_isolation
+from sandbox.compile_pool import compile_isolation
 from sandbox.contract import (
     ArgSpec,
     Budget,

@@ -41,9 +41,9 @@ from sandbox.contract import (
     validate_request,
 )
 from sandbox.executor import ExecutorError, WorkerUnavailable
+from sandbox.local import LocalExecutor
 from sandbox.remote import RemoteExecutor
 from sandbox.service import Limits
-from sandbox.worker import LocalExecutor
 from server.cli import main
 
 SCRIPTED = "sandbox_fakes:ScriptedHandler"
