@@ -53,7 +53,8 @@ def timing_slots(problem: Problem, cap: int) -> int:
     flush before every sample already keeps them from being served from cache, and each set
     costs the host a draw of its inputs and the baseline's reference outputs on them (seconds at
     2^26 elements), so sets of ``LARGE_SLOT`` bytes or more use 2."""
-    from sandbox.verify import GUARD_BYTES, elem_type
+    from sandbox.draws import elem_type
+    from sandbox.verify import GUARD_BYTES
 
     per_slot = sum(
         (a.count * elem_type(a.dtype).itemsize) * (2 if a.role == "inout" else 1) + 2 * GUARD_BYTES
@@ -201,7 +202,7 @@ class GpuHandler:
         return self._state[1], self._state[2]
 
     def evaluate(self, job: EvalJob) -> CandidateResult:
-        from sandbox.verify import allowed_roundoff, lower_precision
+        from sandbox.precision import allowed_roundoff, lower_precision
 
         req = job.request
         cid = _job_id(job)
@@ -251,8 +252,9 @@ class GpuHandler:
     ) -> CandidateResult:
         """Time the kernel (with the baseline, in pairs on shared buffers), then check the outputs
         the candidate's last timed launch left on every rotated input set."""
+        from sandbox.draws import constants_for
         from sandbox.timing import bench, paired
-        from sandbox.verify import POISON_A, Workspace, compare, constants_for
+        from sandbox.verify import POISON_A, Workspace, compare
 
         req = job.request
         problem = req.bench_problem

@@ -265,7 +265,8 @@ def test_device_draws_are_the_host_draws_bit_for_bit() -> None:
     import cupy as cp
 
     from sandbox.contract import ArgSpec, Distribution
-    from sandbox.verify import Stream, generate, perturb
+    from sandbox.draws import Stream, generate
+    from sandbox.verify import perturb
 
     dists = (
         Distribution("uniform", -2.0, 3.0),

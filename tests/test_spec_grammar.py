@@ -32,19 +32,9 @@ from sandbox.contract import (
     to_json,
     validate_request,
 )
+from sandbox.draws import Stream, constants_for, generate, inputs_for
 from sandbox.runtime import KernelArg, Runtime
-from sandbox.verify import (
-    POISON_A,
-    POISON_B,
-    Calibration,
-    Stream,
-    Verifier,
-    compare,
-    constants_for,
-    generate,
-    inputs_for,
-    unwritten,
-)
+from sandbox.verify import POISON_A, POISON_B, Calibration, Verifier, compare, unwritten
 
 
 def spec_of(text: str, signature: str) -> tuple[Any, tuple[str, ...]]:
