@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 from sandbox.compiler import SHIM_INCLUDE, compile_cuda, cuda_include_dirs, nvrtc_library_dirs
 from sandbox.confine import CompileLimits, limit_cpu_for_next_job, limit_memory, restrict
 from sandbox.contract import Status
-from sandbox.wire import DEFAULT_HANDLER, CompileJob, Handler, Job, Reply, _failed, decode_job, encode
+from sandbox.wire import DEFAULT_HANDLER, CompileJob, Handler, Job, Reply, decode_job, encode, failed_reply
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as exc:  # a bug in the harness: report it on this job and start afresh
             log.exception("worker job failed")
             reply = replace(
-                _failed(job, Status.CRASH, f"worker error: {type(exc).__name__}: {exc}"), restart=True
+                failed_reply(job, Status.CRASH, f"worker error: {type(exc).__name__}: {exc}"), restart=True
             )
         if not _send(conn, reply):
             return 0
@@ -191,7 +191,4 @@ def _exit_with_parent(parent: int) -> None:
 
 
 if __name__ == "__main__":
-    # Run the imported module's main, so handlers see ``sandbox.worker.Reply``, not ``__main__.Reply``.
-    from sandbox.child import main as worker_main
-
-    sys.exit(worker_main())
+    sys.exit(main())

@@ -14,29 +14,30 @@ from typing import Any
 from sandbox.compiler import (
     Compiled,
     CompilerUnavailable,
-    _cache_get,
-    _cache_put,
+    cache_get,
     cache_key,
+    cache_put,
     resource_limited,
 )
 from sandbox.confine import CompileLimits, landlock_abi
+from sandbox.isolation import compile_bwrap_prefix
+from sandbox.process import WorkerProcess
+from sandbox.wire import COMPILE_HANDLER, CompileJob
 
 
 @functools.cache
 def compile_isolation() -> str:
     """How :class:`CompilePool` isolates a compile from the host here: ``bwrap+landlock``,
     ``bwrap``, ``landlock`` or ``none`` (then a request's compile sees what this user sees)."""
-    from sandbox.isolation import compile_bwrap_prefix
-
     parts = [name for name, ok in (("bwrap", compile_bwrap_prefix()), ("landlock", landlock_abi())) if ok]
     return "+".join(parts) or "none"
 
 
 class CompilePool:
     """Compile untrusted units (requests, LLM output) in parallel with GPU work, each in a compile
-    worker process (``python -m sandbox.worker`` with :class:`sandbox.worker.CompileHandler`),
+    worker process (``python -m sandbox.child`` with :class:`sandbox.child.CompileHandler`),
     isolated from the host as :func:`compile_isolation` says: inside bubblewrap when it works
-    (:func:`sandbox.worker.compile_bwrap_prefix`) and confined by Landlock where the kernel has it
+    (:func:`sandbox.isolation.compile_bwrap_prefix`) and confined by Landlock where the kernel has it
     (:mod:`sandbox.confine`), with an environment that holds no token or key, talking JSON, under
     ``limits``.  A compile that crashes, hangs or exceeds a limit is that unit's compile error
     (``resource limit: ...``), and the worker is replaced.  ``sandbox=False`` (tests): no
@@ -45,10 +46,6 @@ class CompilePool:
     def __init__(
         self, workers: int | None = None, *, sandbox: bool = True, limits: CompileLimits | None = None
     ) -> None:
-        from sandbox.isolation import compile_bwrap_prefix
-        from sandbox.process import WorkerProcess
-        from sandbox.wire import COMPILE_HANDLER
-
         n = workers or min(8, multiprocessing.cpu_count())
         prefix = compile_bwrap_prefix() if sandbox else ()
         self.isolation = compile_isolation() if sandbox else "none"
@@ -79,10 +76,8 @@ class CompilePool:
     ) -> Future[Compiled]:
         """Compile in a worker; ``deadline`` (from :meth:`deadline`, shared by one request's units):
         a unit not compiled by then is a ``resource limit`` compile error."""
-        from sandbox.wire import CompileJob
-
         key = cache_key(source, filename, name_expressions, arch, options, headers)
-        hit = _cache_get(key)
+        hit = cache_get(key)
         if hit is not None:
             done: Future[Compiled] = Future()
             done.set_result(replace(hit, result=replace(hit.result, cached=True, seconds=0.0)))
@@ -92,12 +87,12 @@ class CompilePool:
 
         def remember(f: Future[Compiled]) -> None:
             if not f.cancelled() and f.exception() is None and not f.result().limited:
-                _cache_put(key, f.result())
+                cache_put(key, f.result())
 
         fut.add_done_callback(remember)
         return fut
 
-    def _run(self, job: Any, deadline: float | None) -> Compiled:
+    def _run(self, job: CompileJob, deadline: float | None) -> Compiled:
         worker = self._idle.get()
         try:
             timeout = self.limits.wall_s

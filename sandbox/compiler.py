@@ -6,7 +6,7 @@ mangled name of each requested name expression (templates included) and ptxas' p
 resource report (registers, spills, shared memory, stack).  Results are cached in memory by a
 hash of everything that affects the output.
 
-:class:`CompilePool` compiles untrusted units in sandboxed worker processes so compiles overlap GPU
+:class:`sandbox.compile_pool.CompilePool` compiles untrusted units in sandboxed worker processes so compiles overlap GPU
 work and each other, a compiler crash on a pathological candidate cannot take the caller down, and
 the compile cannot see the host.  Untrusted compiles (the default; requests and LLM output) follow
 :mod:`sandbox.boundary`: allowed options only, a plain filename, includes of CUDA's headers and the
@@ -167,7 +167,7 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 512
 
 
-def _cache_get(key: str) -> Compiled | None:
+def cache_get(key: str) -> Compiled | None:
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
         if hit is not None:
@@ -175,7 +175,7 @@ def _cache_get(key: str) -> Compiled | None:
         return hit
 
 
-def _cache_put(key: str, value: Compiled) -> None:
+def cache_put(key: str, value: Compiled) -> None:
     with _CACHE_LOCK:
         _CACHE[key] = value
         _CACHE.move_to_end(key)
@@ -202,13 +202,13 @@ def compile_cuda(
     (only CUDA's headers, our stand-ins and ``headers`` can be included), and NVRTC gets no
     include folder but CUDA's and our stand-ins'."""
     key = cache_key(source, filename, name_expressions, arch, options, headers, trusted)
-    hit = _cache_get(key)
+    hit = cache_get(key)
     if hit is not None:
         return replace(hit, result=replace(hit.result, cached=True, seconds=0.0))
     compiled = _compile_uncached(
         source, filename, tuple(name_expressions), arch, tuple(options), dict(headers or {}), trusted
     )
-    _cache_put(key, compiled)
+    cache_put(key, compiled)
     return compiled
 
 

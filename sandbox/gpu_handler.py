@@ -21,8 +21,14 @@ from typing import Any
 
 import numpy as np
 
+from sandbox.compiler import compile_cuda
 from sandbox.contract import CandidateResult, DeviceInfo, EvalRequest, Launch, Problem, Status
-from sandbox.wire import CompileJob, EvalJob, InfoJob, Job, Reply, TorchJob, _failure, _job_id, _wire
+from sandbox.draws import constants_for, elem_type
+from sandbox.precision import allowed_roundoff, lower_precision
+from sandbox.runtime import CudaError, MemoryCapExceeded, make_runtime
+from sandbox.timing import Flusher, Gate, bench, measure_ceilings, modes, paired
+from sandbox.verify import DEVICE_MIN_BYTES, GUARD_BYTES, POISON_A, Verifier, Workspace, compare
+from sandbox.wire import CompileJob, EvalJob, InfoJob, Job, Reply, TorchJob, converter, failure_result, job_id
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +59,6 @@ def timing_slots(problem: Problem, cap: int) -> int:
     flush before every sample already keeps them from being served from cache, and each set
     costs the host a draw of its inputs and the baseline's reference outputs on them (seconds at
     2^26 elements), so sets of ``LARGE_SLOT`` bytes or more use 2."""
-    from sandbox.draws import elem_type
-    from sandbox.verify import GUARD_BYTES
-
     per_slot = sum(
         (a.count * elem_type(a.dtype).itemsize) * (2 if a.role == "inout" else 1) + 2 * GUARD_BYTES
         for a in problem.args
@@ -104,8 +107,6 @@ class GpuHandler:
     """Serves jobs in the worker process: one CUDA context, state for the latest request."""
 
     def __init__(self, device: int, backend: str) -> None:
-        from sandbox.runtime import make_runtime
-
         self.rt = make_runtime(backend, device)
         self.info = self.rt.device_info()
         self.key = self.rt.device_key() or f"index{device}"
@@ -114,8 +115,6 @@ class GpuHandler:
         self._flusher: Any = None
         self._gate: Any = None
         self._scribbles = 0
-        from sandbox.verify import DEVICE_MIN_BYTES
-
         # verification on the device (CuPy backend) for problems of at least device_min_bytes,
         # unless device_verify is false: the host path, the oracle of the differential tests and
         # the "before" of bench/verify_cost.py
@@ -123,8 +122,6 @@ class GpuHandler:
         self.device_min_bytes = DEVICE_MIN_BYTES
 
     def __call__(self, job: Job) -> Reply:
-        from sandbox.runtime import CudaError, MemoryCapExceeded
-
         if isinstance(job, InfoJob):
             return Reply(self.describe(job.known))
         if isinstance(job, CompileJob | TorchJob):
@@ -132,23 +129,19 @@ class GpuHandler:
         try:
             return Reply(self.evaluate(job))
         except MemoryCapExceeded as exc:
-            return Reply(_failure(job, Status.LAUNCH_ERROR, str(exc)))
+            return Reply(failure_result(job, Status.LAUNCH_ERROR, str(exc)))
         except CudaError as exc:
             status = Status.CRASH if exc.sticky else Status.LAUNCH_ERROR
-            return Reply(_failure(job, status, str(exc)), restart=exc.sticky)
+            return Reply(failure_result(job, status, str(exc)), restart=exc.sticky)
 
     def describe(self, known: DeviceInfo | None) -> DeviceInfo:
         if known is None:
             return self.info
-        from sandbox.timing import measure_ceilings
-
         bandwidth, gflops, tensor = measure_ceilings(self.rt)
         return replace(known, peak_bandwidth_gbps=bandwidth, peak_gflops=gflops, peak_tensor_gflops=tensor)
 
     def _helper(self, name: str) -> Any:
         if name not in self._helpers:
-            from sandbox.compiler import compile_cuda
-
             arch = "sm_" + self.info.compute_capability.replace(".", "")
             compiled = compile_cuda(HELPERS, filename="cuda_agent_helpers.cu", arch=arch)
             if not compiled.result.ok:
@@ -178,12 +171,10 @@ class GpuHandler:
         """The baseline and a verifier for the job's request, kept while requests share the
         baseline, problems, seeds and tolerance (every batch of one optimize run): inputs are
         drawn and reference outputs computed once per run, not once per batch."""
-        from sandbox.verify import Verifier
-
         req = job.request
         plan = verification_plan(req)
         tolerances = (*req.tolerances, *([req.tolerance] if req.tolerance else []))
-        state = _wire.unstructure([job.baseline, plan, tolerances])
+        state = converter.unstructure([job.baseline, plan, tolerances])
         key = hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
         if self._state is None or self._state[0] != key:
             self._state = None  # let the old verifier's host arrays go before drawing new ones
@@ -202,14 +193,10 @@ class GpuHandler:
         return self._state[1], self._state[2]
 
     def evaluate(self, job: EvalJob) -> CandidateResult:
-        from sandbox.precision import allowed_roundoff, lower_precision
-
         req = job.request
-        cid = _job_id(job)
+        cid = job_id(job)
         self.rt.set_memory_limit(0)
         if self._flusher is None:
-            from sandbox.timing import Flusher, Gate
-
             self._flusher = Flusher(self.rt, 2 * max(self.info.l2_bytes, 1 << 20))
             self._gate = Gate(self.rt, self._helper("cuda_agent_gate"))
         self._helper("cuda_agent_scribble")
@@ -252,14 +239,10 @@ class GpuHandler:
     ) -> CandidateResult:
         """Time the kernel (with the baseline, in pairs on shared buffers), then check the outputs
         the candidate's last timed launch left on every rotated input set."""
-        from sandbox.draws import constants_for
-        from sandbox.timing import bench, paired
-        from sandbox.verify import POISON_A, Workspace, compare
-
         req = job.request
         problem = req.bench_problem
         alone = job.candidate is None
-        cid = _job_id(job)
+        cid = job_id(job)
         index = len(verifier.problems) - 1
         slots = timing_slots(problem, req.budget.gpu_memory_bytes - self.rt.allocated())
         # the run's seeds, then more: each slot its own inputs; one set of __constant__ data, so
@@ -349,8 +332,6 @@ class GpuHandler:
 
 def timing_note(timings: Sequence[Any], ratios: Sequence[float]) -> str:
     """What the timing needs said with it: multimodal samples (with their modes), throttling."""
-    from sandbox.timing import modes
-
     notes = []
     for who, t in zip(("baseline", "candidate") if len(timings) == 2 else ("kernel",), timings, strict=True):
         if t.modes:

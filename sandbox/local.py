@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from sandbox.compile_pool import CompilePool
 from sandbox.confine import CompileLimits
 from sandbox.contract import (
     Budget,
@@ -49,6 +50,7 @@ from sandbox.executor import Executor, ExecutorError, NoGpuError, ProgressFn, Wo
 from sandbox.instrumented import nsight_profile, sanitize
 from sandbox.isolation import bwrap_prefix
 from sandbox.process import CANCEL_POLL_S, WorkerProcess
+from sandbox.timing import cached_ceilings, physics_floor, store_ceilings, with_throughput
 from sandbox.torch_eval import BUILD_ALLOWANCE_S, TORCH_HANDLER
 from sandbox.verify import static_rejection
 from sandbox.wire import DEFAULT_HANDLER, Binary, EvalJob, InfoJob, Reply, TorchJob
@@ -73,8 +75,6 @@ class LocalExecutor(Executor):
         compile_limits: CompileLimits | None = None,
         torch_handler: str = TORCH_HANDLER,
     ) -> None:
-        from sandbox.compile_pool import CompilePool
-
         self.torch_handler = torch_handler
         self.limits = limits or RequestLimits()
 
@@ -99,8 +99,6 @@ class LocalExecutor(Executor):
             self._idle.put(worker)
 
     def _device_info(self, worker: WorkerProcess) -> DeviceInfo:
-        from sandbox.timing import cached_ceilings, store_ceilings
-
         with self._info_lock:
             if worker.device in self._info:
                 return self._info[worker.device]
@@ -376,8 +374,6 @@ class _Evaluation:
         result = reply.value
         if not isinstance(result, CandidateResult):
             raise ExecutorError(f"GPU worker answered {type(result).__name__} to an evaluation")
-        from sandbox.timing import physics_floor, with_throughput
-
         result = replace(
             result,
             compile_log=compiled.compile_log,

@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 
 from sandbox.contract import ContractError, Status
 from sandbox.isolation import PACKAGE_ROOT, clean_env
-from sandbox.wire import COMPILE_HANDLER, DEFAULT_HANDLER, Job, Reply, _failed, decode_reply, encode
+from sandbox.wire import COMPILE_HANDLER, DEFAULT_HANDLER, Job, Reply, decode_reply, encode, failed_reply
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class WorkerProcess:
         self.backend = backend
         self.handler = handler
         self.prefix = list(prefix)
-        self.args = list(args)  # more arguments for ``python -m sandbox.worker``
+        self.args = list(args)  # more arguments for ``python -m sandbox.child``
         self.proc: subprocess.Popen[bytes] | None = None
         self.conn: Connection | None = None
         self.restarts = 0
@@ -87,7 +87,7 @@ class WorkerProcess:
         ``timeout`` s, the worker dies, or ``cancel`` is set meanwhile (the worker is then replaced;
         after a cancel, only when the next job comes)."""
         if self.closed:
-            return _failed(job, Status.CANCELLED, "the worker was closed")
+            return failed_reply(job, Status.CANCELLED, "the worker was closed")
         if self.proc is None or self.proc.poll() is not None:
             self.restart()
         assert self.conn is not None
@@ -97,21 +97,21 @@ class WorkerProcess:
             while not self.conn.poll(max(0.0, min(deadline - time.monotonic(), CANCEL_POLL_S))):
                 if cancel is not None and cancel.is_set():
                     self.kill()
-                    return _failed(job, Status.CANCELLED, "cancelled while running")
+                    return failed_reply(job, Status.CANCELLED, "cancelled while running")
                 if time.monotonic() >= deadline:
                     self.restart()
-                    return _failed(job, Status.TIMEOUT, f"killed at its {timeout:.1f} s deadline")
+                    return failed_reply(job, Status.TIMEOUT, f"killed at its {timeout:.1f} s deadline")
             data = self.conn.recv_bytes(MAX_MESSAGE_BYTES)
         except (EOFError, OSError) as exc:
             code = self.proc.wait(timeout=5) if self.proc else None
             self.restart()
-            return _failed(job, Status.CRASH, f"worker died ({_exit_text(code)}): {exc or 'EOF'}")
+            return failed_reply(job, Status.CRASH, f"worker died ({_exit_text(code)}): {exc or 'EOF'}")
         try:
             reply = decode_reply(data, job)
         except ContractError as exc:
             log.warning("worker %d: %s", self.device, exc)
             self.restart()
-            return _failed(job, Status.CRASH, f"{exc}; the worker was restarted")
+            return failed_reply(job, Status.CRASH, f"{exc}; the worker was restarted")
         if reply.restart:
             self.restart()
         return reply

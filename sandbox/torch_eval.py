@@ -5,7 +5,7 @@ A task is Python defining ``class Model(torch.nn.Module)``, ``get_inputs()``,
 an answer is Python defining ``class ModelNew(torch.nn.Module)``, usually with a CUDA kernel built
 by ``torch.utils.cpp_extension.load_inline``.  Task code is trusted (the server's own files); the
 answer is not, and it only ever runs here: :class:`TorchHandler` serves one :class:`TorchJob` in a
-GPU worker process of its own (``sandbox.worker.LocalExecutor.evaluate_torch`` starts a fresh one
+GPU worker process of its own (``sandbox.local.LocalExecutor.evaluate_torch`` starts a fresh one
 per candidate, with the GPU workers' isolation: ``bwrap``, clean environment, own process group,
 killed at the deadline; a crash, a hang or an exception is that candidate's verdict).
 

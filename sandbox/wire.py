@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,8 +26,6 @@ from sandbox.contract import (
     TorchCandidateResult,
     TorchRequest,
 )
-
-log = logging.getLogger(__name__)
 
 DEFAULT_HANDLER = "sandbox.gpu_handler:GpuHandler"
 COMPILE_HANDLER = "sandbox.child:CompileHandler"
@@ -97,9 +94,9 @@ Handler = Callable[[Job], Reply]
 
 # --------------------------------------------------------------------------- the wire (JSON)
 
-_wire = cattrs.Converter()
-_wire.register_unstructure_hook(bytes, lambda b: base64.b64encode(b).decode("ascii"))
-_wire.register_structure_hook(bytes, lambda v, _: base64.b64decode(v, validate=True))
+converter = cattrs.Converter()
+converter.register_unstructure_hook(bytes, lambda b: base64.b64encode(b).decode("ascii"))
+converter.register_structure_hook(bytes, lambda v, _: base64.b64decode(v, validate=True))
 _JOBS: dict[str, type[Any]] = {"eval": EvalJob, "info": InfoJob, "compile": CompileJob, "torch": TorchJob}
 _VALUES: dict[str, type[Any]] = {
     "candidate": CandidateResult,
@@ -118,13 +115,13 @@ def encode(message: Job | Reply | None) -> bytes:
         kind = next((k for k, t in _VALUES.items() if isinstance(value, t)), None)
         body: dict[str, Any] = {
             "reply": kind,
-            "value": None if value is None else _wire.unstructure(value),
+            "value": None if value is None else converter.unstructure(value),
             "restart": message.restart,
             "unavailable": message.unavailable,
         }
     else:
         kind = next(k for k, t in _JOBS.items() if isinstance(message, t))
-        body = {"job": kind, "body": _wire.unstructure(message)}
+        body = {"job": kind, "body": converter.unstructure(message)}
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -133,7 +130,7 @@ def decode_job(data: bytes) -> Job | None:
     body = json.loads(data)
     if body is None:
         return None
-    job: Job = _wire.structure(body["body"], _JOBS[body["job"]])
+    job: Job = converter.structure(body["body"], _JOBS[body["job"]])
     return job
 
 
@@ -152,13 +149,13 @@ def decode_reply(data: bytes, job: Job) -> Reply:
             return Reply(None, restart, unavailable)
         if body["reply"] != expected:
             raise ValueError(f"a {body['reply']!r} reply to a {expected!r} job")
-        value = _wire.structure(body["value"], _VALUES[expected])
+        value = converter.structure(body["value"], _VALUES[expected])
     except Exception as exc:  # JSON, shape or types: anything else is not a reply
         raise ContractError(
             f"malformed reply from the worker: {type(exc).__name__}: {str(exc)[:200]}"
         ) from None
-    if isinstance(job, EvalJob) and value.candidate_id != _job_id(job):
-        raise ContractError(f"the worker answered for {value.candidate_id!r}, not {_job_id(job)!r}")
+    if isinstance(job, EvalJob) and value.candidate_id != job_id(job):
+        raise ContractError(f"the worker answered for {value.candidate_id!r}, not {job_id(job)!r}")
     if isinstance(job, TorchJob) and value.result.candidate_id != job.candidate.id:
         raise ContractError(
             f"the worker answered for {value.result.candidate_id!r}, not {job.candidate.id!r}"
@@ -166,15 +163,16 @@ def decode_reply(data: bytes, job: Job) -> Reply:
     return Reply(value, restart, unavailable)
 
 
-def _failure(job: Job, status: Status, message: str) -> CandidateResult | TorchCandidateResult | None:
+def failure_result(job: Job, status: Status, message: str) -> CandidateResult | TorchCandidateResult | None:
+    """The result of an evaluation job that ended with ``status`` (None for other jobs)."""
     if isinstance(job, EvalJob):
-        return CandidateResult(candidate_id=_job_id(job), status=status, message=message)
+        return CandidateResult(candidate_id=job_id(job), status=status, message=message)
     if isinstance(job, TorchJob):
         return TorchCandidateResult(CandidateResult(job.candidate.id, status, message))
     return None
 
 
-def _failed(job: Job, status: Status, message: str) -> Reply:
+def failed_reply(job: Job, status: Status, message: str) -> Reply:
     """The reply standing in for one the worker did not give.  A compile job that hung, crashed
     or died (a limit of :mod:`sandbox.confine` ends it so) is that unit's ``resource limit``
     compile error; one that did not run says why."""
@@ -182,8 +180,9 @@ def _failed(job: Job, status: Status, message: str) -> Reply:
         if status in (Status.TIMEOUT, Status.CRASH):
             return Reply(resource_limited(f"compile {message}"))
         return Reply(None, unavailable=f"compile worker: {message}")
-    return Reply(_failure(job, status, message))
+    return Reply(failure_result(job, status, message))
 
 
-def _job_id(job: EvalJob) -> str:
+def job_id(job: EvalJob) -> str:
+    """The candidate id an evaluation job answers for (``baseline`` for the baseline)."""
     return "baseline" if job.index < 0 else job.request.candidates[job.index].id
