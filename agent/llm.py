@@ -638,7 +638,7 @@ class _Conversation:
 
 class LLMProposer(Proposer):
     """Proposals from an LLM (see the module docstring).  ``compiler`` (a
-    :class:`sandbox.compiler.CompilePool`) enables the ``compile`` tool; :meth:`close` closes it
+    :class:`sandbox.compile_pool.CompilePool`) enables the ``compile`` tool; :meth:`close` closes it
     and the chat client."""
 
     def __init__(

@@ -398,7 +398,7 @@ class WorkerService:
         isolation: str = "none",
     ) -> None:
         """``isolation``: how compiles of requests are isolated from this host
-        (:func:`sandbox.compiler.compile_isolation`), said in ``/health``."""
+        (:func:`sandbox.compile_pool.compile_isolation`), said in ``/health``."""
         if not executors:
             raise ValueError("a worker needs at least one executor")
         self.limits = limits

@@ -2,10 +2,10 @@
 
 Two halves:
 
-- Pure numpy (runs anywhere, unit-tested on CPU): element types (fp16, bf16 stored as uint16,
-  integers, CUDA vector types), input generation from a :class:`~sandbox.contract.Distribution`,
-  default tolerances, dtype-aware comparison with NaN/Inf positions, the "output not written"
-  test on two differently poisoned runs.
+- Pure numpy (runs anywhere, unit-tested on CPU): the tolerance model and its calibration,
+  dtype-aware comparison with NaN/Inf positions, the "output not written" test on two
+  differently poisoned runs.  Element types and input draws are :mod:`sandbox.draws`'s; which
+  lower precisions a candidate uses, :mod:`sandbox.precision`'s.
 - On the device, through a :class:`~sandbox.runtime.Runtime`: :class:`Workspace` (one problem's
   buffers, each framed by guard regions) and :class:`Verifier`, which runs a candidate on every
   problem and seed and turns what it sees into a status.
