@@ -27,8 +27,9 @@ from sandbox.contract import (
     TorchRequest,
 )
 
-DEFAULT_HANDLER = "sandbox.gpu_handler:GpuHandler"
-COMPILE_HANDLER = "sandbox.child:CompileHandler"
+# ``--handler module:factory`` of a worker process: what serves its jobs
+DEFAULT_HANDLER = "sandbox.gpu_handler:GpuHandler"  # a GPU worker
+COMPILE_HANDLER = "sandbox.child:CompileHandler"  # a compile worker
 
 # --------------------------------------------------------------------------- messages
 
