@@ -48,7 +48,8 @@ from typing import Any, Literal
 
 from agent import spec as spec_mod
 from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer, Target
-from sandbox.compiler import CompilePool, cuda_include_dirs
+from sandbox.compile_pool import CompilePool
+from sandbox.compiler import cuda_include_dirs
 from sandbox.contract import PRECISIONS, CandidateResult, DeviceInfo, Status
 from sandbox.errors import InputError, Unavailable
 from sandbox.executor import ExecutorError
@@ -637,7 +638,7 @@ class _Conversation:
 
 class LLMProposer(Proposer):
     """Proposals from an LLM (see the module docstring).  ``compiler`` (a
-    :class:`sandbox.compiler.CompilePool`) enables the ``compile`` tool; :meth:`close` closes it
+    :class:`sandbox.compile_pool.CompilePool`) enables the ``compile`` tool; :meth:`close` closes it
     and the chat client."""
 
     def __init__(

@@ -33,7 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sandbox.compiler import Compiled, CompilePool, compile_cuda, nvrtc_version  # noqa: E402
+from sandbox.compile_pool import CompilePool  # noqa: E402
+from sandbox.compiler import Compiled, compile_cuda, nvrtc_version  # noqa: E402
 
 SOURCE = """#include <cuda_fp16.h>
 extern "C" __global__ void k{i}(const float* __restrict__ x, __half* y, int n) {{

@@ -69,7 +69,7 @@ def main() -> None:
     ap.add_argument("--commit", default="", help="The commit measured, when run outside a git checkout.")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    from sandbox.worker import LocalExecutor
+    from sandbox.local import LocalExecutor
 
     target = target_for(Document.from_file(KERNEL))
     events: list[tuple[float, LoopEvent]] = []

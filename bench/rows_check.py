@@ -51,7 +51,7 @@ def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / "rows_check.jsonl"
-    from sandbox.worker import LocalExecutor
+    from sandbox.local import LocalExecutor
 
     t0 = time.monotonic()
     end = t0 + args.deadline

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from sandbox_fakes import kernel_file, vadd_request  # noqa: E402
 
 from sandbox.contract import Budget, Candidate, KernelSource, Status, to_dict  # noqa: E402
-from sandbox.worker import LocalExecutor  # noqa: E402
+from sandbox.local import LocalExecutor  # noqa: E402
 
 VADD = ROOT / "tests" / "data" / "sandbox" / "vadd.cu"
 SEARCH_BUDGET = Budget(timeout_s=30.0, time_budget_ms=40.0, min_samples=10, max_samples=100)

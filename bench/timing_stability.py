@@ -45,9 +45,10 @@ from sandbox_bench import git_commit  # noqa: E402  (bench/ is the script's own 
 
 from agent import loop  # noqa: E402
 from agent.source import Document  # noqa: E402
-from sandbox.compiler import CompilePool  # noqa: E402
+from sandbox.compile_pool import CompilePool  # noqa: E402
 from sandbox.contract import Candidate, EvalOptions, Status, to_dict  # noqa: E402
-from sandbox.worker import DEFAULT_HANDLER, LocalExecutor  # noqa: E402
+from sandbox.local import LocalExecutor  # noqa: E402
+from sandbox.wire import DEFAULT_HANDLER  # noqa: E402
 
 # the cheap ones first: the 8192^2 transpose (256 MiB arrays, references drawn and checked on the
 # host) needs the most time per evaluation and gets what the others leave

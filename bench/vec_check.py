@@ -40,7 +40,7 @@ from agent.transforms.mechanical import BlockSize, FastMath, RestrictConst  # no
 from agent.transforms.passes import Apply  # noqa: E402
 from agent.transforms.tiled_transpose import TiledTranspose  # noqa: E402
 from sandbox.contract import Budget  # noqa: E402
-from sandbox.worker import LocalExecutor  # noqa: E402
+from sandbox.local import LocalExecutor  # noqa: E402
 
 KERNELS = ROOT / "bench" / "kernels"
 VECTORS: dict[str, tuple[Transform, ...]] = {

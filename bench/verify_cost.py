@@ -139,7 +139,8 @@ def main() -> int:
     os.environ.setdefault("XDG_CACHE_HOME", tempfile.mkdtemp())
 
     from sandbox.compiler import compile_cuda
-    from sandbox.worker import Binary, EvalJob, GpuHandler
+    from sandbox.gpu_handler import GpuHandler
+    from sandbox.wire import Binary, EvalJob
 
     handler = GpuHandler(0, "cupy")
     arch = "sm_" + handler.info.compute_capability.replace(".", "")

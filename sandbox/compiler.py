@@ -6,7 +6,7 @@ mangled name of each requested name expression (templates included) and ptxas' p
 resource report (registers, spills, shared memory, stack).  Results are cached in memory by a
 hash of everything that affects the output.
 
-:class:`CompilePool` compiles untrusted units in sandboxed worker processes so compiles overlap GPU
+:class:`sandbox.compile_pool.CompilePool` compiles untrusted units in sandboxed worker processes so compiles overlap GPU
 work and each other, a compiler crash on a pathological candidate cannot take the caller down, and
 the compile cannot see the host.  Untrusted compiles (the default; requests and LLM output) follow
 :mod:`sandbox.boundary`: allowed options only, a plain filename, includes of CUDA's headers and the
@@ -23,20 +23,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import multiprocessing
-import queue
 import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from sandbox.boundary import check_untrusted
-from sandbox.confine import RESOURCE_LIMIT, CompileLimits, landlock_abi, on_big_stack
+from sandbox.confine import RESOURCE_LIMIT, on_big_stack
 from sandbox.contract import CompileResult, Diagnostic, Resources
 from sandbox.errors import Unavailable
 
@@ -170,7 +167,7 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 512
 
 
-def _cache_get(key: str) -> Compiled | None:
+def cache_get(key: str) -> Compiled | None:
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
         if hit is not None:
@@ -178,7 +175,7 @@ def _cache_get(key: str) -> Compiled | None:
         return hit
 
 
-def _cache_put(key: str, value: Compiled) -> None:
+def cache_put(key: str, value: Compiled) -> None:
     with _CACHE_LOCK:
         _CACHE[key] = value
         _CACHE.move_to_end(key)
@@ -205,13 +202,13 @@ def compile_cuda(
     (only CUDA's headers, our stand-ins and ``headers`` can be included), and NVRTC gets no
     include folder but CUDA's and our stand-ins'."""
     key = cache_key(source, filename, name_expressions, arch, options, headers, trusted)
-    hit = _cache_get(key)
+    hit = cache_get(key)
     if hit is not None:
         return replace(hit, result=replace(hit.result, cached=True, seconds=0.0))
     compiled = _compile_uncached(
         source, filename, tuple(name_expressions), arch, tuple(options), dict(headers or {}), trusted
     )
-    _cache_put(key, compiled)
+    cache_put(key, compiled)
     return compiled
 
 
@@ -403,99 +400,3 @@ def parse_resources(log: str) -> dict[str, Resources]:
     if current is not None:
         out[current] = Resources(**fields)
     return out
-
-
-@functools.cache
-def compile_isolation() -> str:
-    """How :class:`CompilePool` isolates a compile from the host here: ``bwrap+landlock``,
-    ``bwrap``, ``landlock`` or ``none`` (then a request's compile sees what this user sees)."""
-    from sandbox.worker import compile_bwrap_prefix
-
-    parts = [name for name, ok in (("bwrap", compile_bwrap_prefix()), ("landlock", landlock_abi())) if ok]
-    return "+".join(parts) or "none"
-
-
-class CompilePool:
-    """Compile untrusted units (requests, LLM output) in parallel with GPU work, each in a compile
-    worker process (``python -m sandbox.worker`` with :class:`sandbox.worker.CompileHandler`),
-    isolated from the host as :func:`compile_isolation` says: inside bubblewrap when it works
-    (:func:`sandbox.worker.compile_bwrap_prefix`) and confined by Landlock where the kernel has it
-    (:mod:`sandbox.confine`), with an environment that holds no token or key, talking JSON, under
-    ``limits``.  A compile that crashes, hangs or exceeds a limit is that unit's compile error
-    (``resource limit: ...``), and the worker is replaced.  ``sandbox=False`` (tests): no
-    isolation at all.  Results are cached by content hash."""
-
-    def __init__(
-        self, workers: int | None = None, *, sandbox: bool = True, limits: CompileLimits | None = None
-    ) -> None:
-        from sandbox.worker import COMPILE_HANDLER, WorkerProcess, compile_bwrap_prefix
-
-        n = workers or min(8, multiprocessing.cpu_count())
-        prefix = compile_bwrap_prefix() if sandbox else ()
-        self.isolation = compile_isolation() if sandbox else "none"
-        self.limits = limits = limits or CompileLimits()
-        args = ["--max-memory", str(limits.memory_bytes), "--max-cpu-s", str(limits.cpu_s)]
-        if "landlock" in self.isolation:
-            args.append("--landlock")
-        self._workers = [WorkerProcess(handler=COMPILE_HANDLER, prefix=prefix, args=args) for _ in range(n)]
-        self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        for w in self._workers:
-            self._idle.put(w)
-        self._threads = ThreadPoolExecutor(n, thread_name_prefix="compile")
-
-    def deadline(self) -> float:
-        """The ``time.monotonic()`` by which a request starting now must have compiled everything."""
-        return time.monotonic() + self.limits.request_s
-
-    def submit(
-        self,
-        source: str,
-        *,
-        filename: str = "kernel.cu",
-        name_expressions: Sequence[str] = (),
-        arch: str = "sm_90",
-        options: Sequence[str] = (),
-        headers: Mapping[str, str] | None = None,
-        deadline: float | None = None,
-    ) -> Future[Compiled]:
-        """Compile in a worker; ``deadline`` (from :meth:`deadline`, shared by one request's units):
-        a unit not compiled by then is a ``resource limit`` compile error."""
-        from sandbox.worker import CompileJob
-
-        key = cache_key(source, filename, name_expressions, arch, options, headers)
-        hit = _cache_get(key)
-        if hit is not None:
-            done: Future[Compiled] = Future()
-            done.set_result(replace(hit, result=replace(hit.result, cached=True, seconds=0.0)))
-            return done
-        job = CompileJob(source, filename, tuple(name_expressions), arch, tuple(options), dict(headers or {}))
-        fut = self._threads.submit(self._run, job, deadline)
-
-        def remember(f: Future[Compiled]) -> None:
-            if not f.cancelled() and f.exception() is None and not f.result().limited:
-                _cache_put(key, f.result())
-
-        fut.add_done_callback(remember)
-        return fut
-
-    def _run(self, job: Any, deadline: float | None) -> Compiled:
-        worker = self._idle.get()
-        try:
-            timeout = self.limits.wall_s
-            if deadline is not None:
-                timeout = min(timeout, deadline - time.monotonic())
-                if timeout <= 0:
-                    return resource_limited(
-                        f"the request's compiles took over {self.limits.request_s:.0f} s together"
-                    )
-            reply = worker.call(job, timeout)
-        finally:
-            self._idle.put(worker)
-        if not isinstance(reply.value, Compiled):
-            raise CompilerUnavailable(reply.unavailable or "the compile worker gave no result")
-        return reply.value
-
-    def close(self) -> None:
-        self._threads.shutdown(wait=False, cancel_futures=True)
-        for w in self._workers:
-            w.close(timeout=1.0)

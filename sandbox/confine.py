@@ -1,6 +1,6 @@
 """Confine a compile worker: Landlock (no host view) and resource limits (no host's memory).
 
-A compile worker (``python -m sandbox.worker --handler sandbox.worker:CompileHandler``) compiles
+A compile worker (``python -m sandbox.child --handler sandbox.child:CompileHandler``) compiles
 untrusted source.  Whatever the include scan (:mod:`sandbox.boundary`) misses, the compiler must
 not be able to open a host file, so the worker confines itself before its first job:
 
@@ -12,7 +12,7 @@ not be able to open a host file, so the worker confines itself before its first 
   project tree; no writes anywhere; no TCP (ABI 4 and later); no signals or abstract sockets
   outside itself (ABI 6 and later).  Its working folder is the stand-in headers' folder, so a
   quoted include or ``__has_include`` relative to it finds only those.  It works inside
-  bubblewrap too, which :class:`sandbox.compiler.CompilePool` uses when it is installed.
+  bubblewrap too, which :class:`sandbox.compile_pool.CompilePool` uses when it is installed.
 - **Resource limits** (:class:`CompileLimits`): ``RLIMIT_DATA`` caps the worker's memory (its
   writable private mappings: heap, anonymous maps, thread stacks; not ``PROT_NONE`` reservations,
   which a CUDA library loaded in the process makes by the gigabyte, so ``RLIMIT_AS`` would starve

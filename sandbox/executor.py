@@ -1,6 +1,6 @@
 """Executors: where evaluations run.  One small interface, one implementation per place.
 
-- :class:`LocalExecutor` (``sandbox.worker``): spawned worker processes on this machine's GPUs.
+- :class:`LocalExecutor` (``sandbox.local``): spawned worker processes on this machine's GPUs.
 - :class:`RemoteExecutor` (``sandbox.remote``): a ``cuda-agent worker`` over HTTP.
 - :class:`RayExecutor` (``sandbox.remote``): one Ray actor per GPU (``num_gpus=1``) of a Ray cluster.
 - :class:`GpuScheduler` (``sandbox.scheduler``): several one-GPU executors, one request per GPU at a time.

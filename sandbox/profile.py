@@ -217,8 +217,9 @@ def report_lines(p: Profile) -> list[str]:
 
 def run(job: RunnerJob) -> None:
     """Launch the job's kernel once on freshly drawn inputs and wait for it."""
+    from sandbox.draws import constants_for, inputs_for
     from sandbox.runtime import make_runtime
-    from sandbox.verify import Workspace, constants_for, inputs_for
+    from sandbox.verify import Workspace
 
     rt = make_runtime(job.backend, job.device)
     kernel = rt.load(job.cubin, job.symbol)

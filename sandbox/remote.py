@@ -3,7 +3,7 @@
 Both speak only contract types (:mod:`sandbox.contract`) as JSON, and both are used exactly like the
 local executor: ``evaluate(request, progress=..., cancel=...)`` returns an :class:`EvalResult`.
 
-The worker protocol (served by :mod:`sandbox.service`):
+The worker protocol (served by :mod:`sandbox.service`; its messages in :mod:`sandbox.http_wire`):
 
 - ``GET /health`` (no token): ``{"status": "ok"}``.
 - ``GET /device``: ``{"devices": [DeviceInfo, ...]}``, one per GPU the worker serves.
@@ -13,8 +13,8 @@ The worker protocol (served by :mod:`sandbox.service`):
   ``result`` (``result``: EvalResult) or ``error`` (``message``).  The request's ``id`` makes it
   idempotent: posting the same id again attaches to the running evaluation or returns its cached
   result, so a client that lost its connection simply posts again.
-- ``POST /cancel`` with ``{"id": request_id}``: sets the evaluation's cancel event (the id travels
-  in the body, so any id works, unescaped).
+- ``POST /cancel`` with a :class:`~sandbox.http_wire.CancelRequest` (``{"id": request_id}``): sets
+  the evaluation's cancel event (the id travels in the body, so any id works, unescaped).
 
 Every endpoint but ``/health`` needs ``Authorization: Bearer <token>``.  Errors are JSON
 ``{"error": message}`` with status 400 (not JSON), 401 (token), 409 (id in use by another running
@@ -27,7 +27,6 @@ Ray is imported only inside :class:`RayExecutor` and its actors (extra ``cluster
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
@@ -41,6 +40,7 @@ import httpx
 
 from sandbox.contract import (
     CandidateResult,
+    ContractError,
     DeviceInfo,
     EvalRequest,
     EvalResult,
@@ -49,6 +49,7 @@ from sandbox.contract import (
     Status,
     from_dict,
     from_json,
+    to_dict,
     to_json,
 )
 from sandbox.executor import (
@@ -58,18 +59,24 @@ from sandbox.executor import (
     ProgressFn,
     WorkerUnavailable,
 )
+from sandbox.http_wire import (
+    CANCEL_PATH,
+    DEVICE_PATH,
+    EVALUATE_PATH,
+    HEARTBEAT_S,
+    NDJSON,
+    CancelRequest,
+    ErrorEvent,
+    HeartbeatEvent,
+    ProgressEvent,
+    ResultEvent,
+    StartedEvent,
+    decode_event,
+)
 from sandbox.scheduler import GpuScheduler, Lane
 
 log = logging.getLogger(__name__)
 
-# Wire protocol, shared with sandbox.service.
-EVALUATE_PATH = "/evaluate"
-CANCEL_PATH = "/cancel"
-DEVICE_PATH = "/device"
-HEALTH_PATH = "/health"
-NDJSON = "application/x-ndjson"
-FINAL_EVENTS = frozenset({"result", "error"})
-HEARTBEAT_S = 2.0  # the worker sends at least one line this often on an evaluation stream
 CONNECT_TIMEOUT_S = 2.0  # a worker that does not accept a connection this soon is reported unreachable
 
 # Slack added to a request's own budgets before the client gives up on the worker.
@@ -219,7 +226,7 @@ class RemoteExecutor(Executor):
 
     def _cancel_on_worker(self, request_id: str) -> None:
         try:
-            self._client.post(CANCEL_PATH, json={"id": request_id}, timeout=5.0)
+            self._client.post(CANCEL_PATH, json=to_dict(CancelRequest(request_id)), timeout=5.0)
         except httpx.HTTPError as exc:
             log.warning("could not cancel %s on %s: %s", request_id, self.url, exc)
 
@@ -348,23 +355,19 @@ class _Call:
             if not line:
                 continue
             try:
-                event = json.loads(line)
-                kind = event["event"]
-                if kind == "result":
-                    return self._checked(from_dict(EvalResult, event["result"]))
-                if kind == "error":
-                    raise WorkerUnavailable(
-                        f"worker at {self.executor.url} failed: {str(event['message'])[:2000]}"
-                    )
-                if kind == "progress" and self.progress is not None:
-                    self.progress(from_dict(Progress, event["progress"]))
-            except (ValueError, KeyError, TypeError) as exc:  # not JSON, not an event, not the contract
+                event = decode_event(line)
+            except ContractError as exc:  # not JSON, not an event, not the contract
                 raise self.executor._not_a_worker(f"event {line[:80]!r}", exc) from exc
-            if kind == "started" and self.started is None:
+            if isinstance(event, ResultEvent):
+                return self._checked(event.result)
+            if isinstance(event, ErrorEvent):
+                raise WorkerUnavailable(f"worker at {self.executor.url} failed: {event.message[:2000]}")
+            if isinstance(event, ProgressEvent) and self.progress is not None:
+                self.progress(event.progress)
+            if isinstance(event, StartedEvent) and self.started is None:
                 self.started = time.monotonic()
-            elif (
-                kind == "heartbeat"
-            ):  # live, never replayed: a stream that only replays and drops is an outage
+            elif isinstance(event, HeartbeatEvent):
+                # live, never replayed: a stream that only replays and drops is an outage
                 self.outage.reset()
             if self._cancel_unconfirmed():
                 return cancelled_result(self.request, "cancelled; the worker did not confirm in time")
@@ -444,7 +447,8 @@ def _tls_failure(exc: BaseException) -> str:
 def local_gpu_executor(gpu: int, limits: RequestLimits | None = None, handler: str = "") -> Executor:
     """The sandbox's local executor on GPU ``gpu`` of this machine (imports the GPU stack);
     ``handler`` (``module:factory``) replaces the GPU handler of its worker processes."""
-    from sandbox.worker import DEFAULT_HANDLER, LocalExecutor
+    from sandbox.local import LocalExecutor
+    from sandbox.wire import DEFAULT_HANDLER
 
     return LocalExecutor(devices=(gpu,), limits=limits, handler=handler or DEFAULT_HANDLER)
 

@@ -1,6 +1,6 @@
 """Many GPUs behind one :class:`~sandbox.executor.Executor`: one lane per GPU, kernels pinned to lanes.
 
-:class:`GpuScheduler` takes one executor per GPU (a :class:`~sandbox.worker.LocalExecutor` on one
+:class:`GpuScheduler` takes one executor per GPU (a :class:`~sandbox.local.LocalExecutor` on one
 device, a Ray actor holding one GPU, a fake in tests) and runs at most one request per GPU at a
 time.  The rules:
 

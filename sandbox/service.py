@@ -57,25 +57,35 @@ from sandbox.contract import (
     Progress,
     RequestError,
     RequestLimits,
+    Status,
     from_dict,
+    from_json,
     to_dict,
     to_json,
     validate_request,
 )
 from sandbox.executor import Executor, ExecutorError
-from sandbox.remote import (
+from sandbox.http_wire import (
     CANCEL_PATH,
     DEVICE_PATH,
     EVALUATE_PATH,
-    FINAL_EVENTS,
     HEALTH_PATH,
     HEARTBEAT_S,
     NDJSON,
+    CancelReply,
+    CancelRequest,
+    ErrorEvent,
+    FinalEvent,
+    HeartbeatEvent,
+    ProgressEvent,
+    QueuedEvent,
+    ResultEvent,
+    StartedEvent,
+    StreamEvent,
+    encode_event,
 )
 
 log = logging.getLogger(__name__)
-
-Event = dict[str, Any]
 
 
 BODY_TIMEOUT_S = 10.0
@@ -299,12 +309,12 @@ class _Job:
         self.digest = digest
         self.loop = loop
         self.cancel = threading.Event()
-        self.subscribers: set[asyncio.Queue[Event]] = set()
-        self.latest: dict[str, Event] = {}  # by event kind: queued, started, progress
-        self.final: Event | None = None
+        self.subscribers: set[asyncio.Queue[StreamEvent]] = set()
+        self.latest: dict[str, StreamEvent] = {}  # by event kind: queued, started, progress
+        self.final: FinalEvent | None = None
         self.abandoned = False
 
-    def post(self, event: Event, then: Callable[[], None] | None = None) -> None:
+    def post(self, event: StreamEvent, then: Callable[[], None] | None = None) -> None:
         """From any thread: publish ``event`` on the loop, then run ``then`` there."""
 
         def publish() -> None:
@@ -314,18 +324,17 @@ class _Job:
 
         self.loop.call_soon_threadsafe(publish)
 
-    def publish(self, event: Event) -> None:
-        kind = event["event"]
-        if kind in FINAL_EVENTS:
+    def publish(self, event: StreamEvent) -> None:
+        if isinstance(event, ResultEvent | ErrorEvent):
             self.final = event
         else:
-            if kind == "started":
-                self.latest.pop("queued", None)
-            self.latest[kind] = event
+            if isinstance(event, StartedEvent):
+                self.latest.pop(QueuedEvent.kind, None)
+            self.latest[event.kind] = event
         for subscriber in self.subscribers:
             subscriber.put_nowait(event)
 
-    def snapshot(self) -> list[Event]:
+    def snapshot(self) -> list[StreamEvent]:
         return [self.final] if self.final is not None else list(self.latest.values())
 
 
@@ -348,7 +357,7 @@ class _Lane:
         self._thread.join(timeout)
 
     def submit(self, job: _Job) -> None:
-        job.publish({"event": "queued", "gpu": self.index, "ahead": self.load})
+        job.publish(QueuedEvent(self.index, self.load))
         self.load += 1
         self._jobs.put(job)
 
@@ -357,22 +366,19 @@ class _Lane:
             self._evaluate(job)
 
     def _evaluate(self, job: _Job) -> None:
-        job.post({"event": "started", "gpu": self.index})
+        job.post(StartedEvent(self.index))
 
         def progress(p: Progress) -> None:
-            job.post({"event": "progress", "progress": to_dict(p)})
+            job.post(ProgressEvent(p))
 
+        event: FinalEvent
         try:
-            result = self.executor.evaluate(job.request, progress=progress, cancel=job.cancel)
-            event: Event = {"event": "result", "result": to_dict(result)}
+            event = ResultEvent(self.executor.evaluate(job.request, progress=progress, cancel=job.cancel))
         except ExecutorError as exc:
-            event = {"event": "error", "message": str(exc)}
+            event = ErrorEvent(str(exc))
         except Exception as exc:
             log.exception("evaluation %s crashed the executor", job.request.id)
-            event = {
-                "event": "error",
-                "message": f"internal error on the worker: {type(exc).__name__}: {exc}",
-            }
+            event = ErrorEvent(f"internal error on the worker: {type(exc).__name__}: {exc}")
         job.post(event, then=functools.partial(self._finished, job, self))
 
 
@@ -392,7 +398,7 @@ class WorkerService:
         isolation: str = "none",
     ) -> None:
         """``isolation``: how compiles of requests are isolated from this host
-        (:func:`sandbox.compiler.compile_isolation`), said in ``/health``."""
+        (:func:`sandbox.compile_pool.compile_isolation`), said in ``/health``."""
         if not executors:
             raise ValueError("a worker needs at least one executor")
         self.limits = limits
@@ -401,7 +407,7 @@ class WorkerService:
         self.quiet = QuietLog(limits.log_interval_s)  # disconnects, logged once per client per interval
         self.lanes = [_Lane(i, e, self._finished) for i, e in enumerate(executors)]
         self.running: dict[str, _Job] = {}
-        self.done: OrderedDict[str, tuple[str, Event]] = OrderedDict()  # id -> (digest, final event)
+        self.done: OrderedDict[str, tuple[str, ResultEvent]] = OrderedDict()  # id -> (digest, result)
         self.clients: dict[str, int] = {}
         app = Starlette(
             routes=[
@@ -454,18 +460,16 @@ class WorkerService:
         if isinstance(body, Response):
             return body
         try:
-            request_id = json.loads(body)["id"]
-        except (ValueError, KeyError, TypeError):
-            return _error(400, 'expected {"id": "<request id>"}')
-        if not isinstance(request_id, str):
+            request_id = from_json(CancelRequest, body).id
+        except ContractError:
             return _error(400, 'expected {"id": "<request id>"}')
         job = self.running.get(request_id)
         if job is not None:
             job.cancel.set()
             log.info("cancel requested for %s", request_id)
-            return JSONResponse({"id": request_id, "cancelled": True})
+            return JSONResponse(to_dict(CancelReply(request_id, cancelled=True)))
         if request_id in self.done:
-            return JSONResponse({"id": request_id, "cancelled": False, "finished": True})
+            return JSONResponse(to_dict(CancelReply(request_id, cancelled=False, finished=True)))
         return _error(404, f"no evaluation with id {request_id!r}")
 
     async def evaluate(self, request: Request) -> Response:
@@ -504,7 +508,7 @@ class WorkerService:
         else:
             log.info("client reattached to %s", parsed.id)
 
-        subscriber: asyncio.Queue[Event] = asyncio.Queue()
+        subscriber: asyncio.Queue[StreamEvent] = asyncio.Queue()
         snapshot = job.snapshot()  # taken together with subscribing: no event is lost or doubled
         job.subscribers.add(subscriber)
         self.clients[client] = self.clients.get(client, 0) + 1
@@ -521,18 +525,20 @@ class WorkerService:
 
     # ---------------------------------------------------------------- bookkeeping (event loop)
 
-    async def _follow(self, snapshot: list[Event], subscriber: asyncio.Queue[Event]) -> AsyncIterator[bytes]:
+    async def _follow(
+        self, snapshot: list[StreamEvent], subscriber: asyncio.Queue[StreamEvent]
+    ) -> AsyncIterator[bytes]:
         for event in snapshot:
-            yield _line(event)
-            if event["event"] in FINAL_EVENTS:
+            yield encode_event(event)
+            if isinstance(event, ResultEvent | ErrorEvent):
                 return
         while True:
             try:
                 event = await asyncio.wait_for(subscriber.get(), self.limits.heartbeat_s)
             except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
-                event = {"event": "heartbeat"}
-            yield _line(event)
-            if event["event"] in FINAL_EVENTS:
+                event = HeartbeatEvent()
+            yield encode_event(event)
+            if isinstance(event, ResultEvent | ErrorEvent):
                 return
 
     def _abandon_if_unwatched(self, job: _Job) -> None:
@@ -547,22 +553,22 @@ class WorkerService:
         final = job.final
         _log_outcome(job.request, final, job.abandoned)
         # Results of abandoned jobs are not kept: a client that comes back later gets a fresh run.
-        if final is not None and final["event"] == "result" and not job.abandoned:
+        if isinstance(final, ResultEvent) and not job.abandoned:
             self.done[job.request.id] = (job.digest, final)
             while len(self.done) > self.limits.cached_results:
                 self.done.popitem(last=False)
 
 
-def _log_outcome(request: EvalRequest, final: Event | None, abandoned: bool) -> None:
+def _log_outcome(request: EvalRequest, final: FinalEvent | None, abandoned: bool) -> None:
     """One line per evaluation: done (the baseline's verdict, candidates ok), cancelled or failed."""
     what = f"evaluation {request.id} ({len(request.candidates)} candidates)"
-    if final is not None and final["event"] == "result":
-        result = final["result"]
-        ok = sum(1 for c in result["candidates"] if c["status"] == "ok")
+    if isinstance(final, ResultEvent):
+        result = final.result
+        ok = sum(1 for c in result.candidates if c.status == Status.OK)
         cancelled = " after the client left" if abandoned else ""
-        log.info("%s: done%s, baseline %s, %d ok", what, cancelled, result["baseline"]["status"], ok)
+        log.info("%s: done%s, baseline %s, %d ok", what, cancelled, result.baseline.status.value, ok)
     else:
-        log.warning("%s: failed: %s", what, final["message"] if final else "no result")
+        log.warning("%s: failed: %s", what, final.message if final else "no result")
 
 
 # --------------------------------------------------------------------------- HTTP helpers
@@ -654,13 +660,9 @@ class QuietLog:
 _QUIET = QuietLog()
 
 
-def _line(event: Event) -> bytes:
-    return json.dumps(event, separators=(",", ":")).encode() + b"\n"
-
-
-async def _replay(events: list[Event]) -> AsyncIterator[bytes]:
+async def _replay(events: list[StreamEvent]) -> AsyncIterator[bytes]:
     for event in events:
-        yield _line(event)
+        yield encode_event(event)
 
 
 async def _read_body(

@@ -2,7 +2,7 @@
 
 ``FakeExecutor`` answers every request as a well-behaved GPU would, without running anything.
 It does compile (NVRTC, no GPU needed), through the same isolated compile workers and limits as a
-real GPU's (:class:`~sandbox.compiler.CompilePool`, never in this process): a baseline or
+real GPU's (:class:`~sandbox.compile_pool.CompilePool`, never in this process): a baseline or
 candidate that does not compile is a ``compile_error`` with NVRTC's first error, as on a real GPU.  Otherwise the baseline
 takes ``baseline_ms``; a candidate whose source and launches equal the baseline's is exactly as
 fast; every other candidate is verified on every problem and seed and runs ``speedup`` times
@@ -23,7 +23,8 @@ import threading
 import time
 from dataclasses import replace
 
-from sandbox.compiler import CompilePool, CompilerUnavailable
+from sandbox.compile_pool import CompilePool
+from sandbox.compiler import CompilerUnavailable
 from sandbox.contract import (
     Candidate,
     CandidateResult,

@@ -5,7 +5,7 @@ A task is Python defining ``class Model(torch.nn.Module)``, ``get_inputs()``,
 an answer is Python defining ``class ModelNew(torch.nn.Module)``, usually with a CUDA kernel built
 by ``torch.utils.cpp_extension.load_inline``.  Task code is trusted (the server's own files); the
 answer is not, and it only ever runs here: :class:`TorchHandler` serves one :class:`TorchJob` in a
-GPU worker process of its own (``sandbox.worker.LocalExecutor.evaluate_torch`` starts a fresh one
+GPU worker process of its own (``sandbox.local.LocalExecutor.evaluate_torch`` starts a fresh one
 per candidate, with the GPU workers' isolation: ``bwrap``, clean environment, own process group,
 killed at the deadline; a crash, a hang or an exception is that candidate's verdict).
 
@@ -53,13 +53,13 @@ from sandbox.contract import (
     DeviceInfo,
     Status,
     Timing,
-    TorchCandidate,
     TorchCandidateResult,
     TorchRequest,
 )
 from sandbox.runtime import Runtime
 from sandbox.timing import Flusher, Gate, bench, paired
 from sandbox.verify import PERTURBATION, Calibration, Comparison, checked, compare
+from sandbox.wire import InfoJob, Reply, TorchJob
 
 TORCH_HANDLER = "sandbox.torch_eval:TorchHandler"
 # on top of the budget's timeout: importing torch, load_inline's nvcc, torch.compile
@@ -95,18 +95,6 @@ FORBIDDEN_NAMES = frozenset(
     }
 )
 MESSAGE_CHARS = 600
-
-
-@dataclass(frozen=True)
-class TorchJob:
-    """Evaluate candidate ``index`` of ``request`` (in a worker process of its own)."""
-
-    request: TorchRequest
-    index: int
-
-    @property
-    def candidate(self) -> TorchCandidate:
-        return self.request.candidates[self.index]
 
 
 # --------------------------------------------------------------------------- the screen (no torch)
@@ -617,8 +605,6 @@ class TorchHandler:
             self.torch.cuda.synchronize(self.device)
 
     def __call__(self, job: Any) -> Any:
-        from sandbox.worker import InfoJob, Reply
-
         if isinstance(job, InfoJob):
             return Reply(self.describe())
         if not isinstance(job, TorchJob):

@@ -304,7 +304,7 @@ def bench(
     from agent.source import Document
     from sandbox.contract import to_dict
     from sandbox.executor import ExecutorError
-    from sandbox.worker import bench_request
+    from sandbox.local import bench_request
 
     path, text = read_source(file)
     try:
@@ -522,7 +522,7 @@ def _make_executor(gpu: int, gpus: tuple[int, ...] = ()) -> Executor:
 def _make_proposer(kind: str, llm: LLMSettings | None) -> Proposer:
     if llm is not None:
         from agent.llm import LLMProposer
-        from sandbox.compiler import CompilePool
+        from sandbox.compile_pool import CompilePool
 
         return LLMProposer(llm, compiler=CompilePool(workers=2))
     try:
@@ -1394,7 +1394,7 @@ def worker(
         raise UserError(
             f"the worker needs the `worker` extra: pip install 'cuda-agent[worker]' ({exc})"
         ) from exc
-    from sandbox.compiler import compile_isolation
+    from sandbox.compile_pool import compile_isolation
     from sandbox.contract import RequestLimits
     from sandbox.executor import ExecutorError
     from sandbox.remote import local_gpu_executor

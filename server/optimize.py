@@ -42,7 +42,7 @@ from pygls.uris import to_fs_path
 
 from agent import loop
 from agent.source import Document
-from sandbox.compiler import CompilePool
+from sandbox.compile_pool import CompilePool
 from sandbox.contract import CandidateResult, DeviceInfo, Tolerance, to_dict
 from sandbox.contract import Progress as EvalProgress
 from sandbox.executor import Executor, ExecutorError, NoGpuError

@@ -250,8 +250,8 @@ def make_executor(settings: ExecutorSettings) -> Executor:
         from sandbox.remote import RayExecutor
 
         return RayExecutor(settings.ray_address or None)
+    from sandbox.local import LocalExecutor
     from sandbox.scheduler import local_scheduler
-    from sandbox.worker import LocalExecutor
 
     if len(gpus) == 1:
         return LocalExecutor(gpus)

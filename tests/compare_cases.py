@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sandbox.contract import Tolerance
-from sandbox.verify import PERTURBATION, Calibration, bf16_from_f32, elem_type, f32_from_bf16
+from sandbox.draws import bf16_from_f32, elem_type, f32_from_bf16
+from sandbox.verify import PERTURBATION, Calibration
 
 DTYPES = (
     "float32",

@@ -125,7 +125,7 @@ class ScriptedTorchHandler:
         pass
 
     def __call__(self, job: Any) -> Any:
-        from sandbox.worker import InfoJob, Reply
+        from sandbox.wire import InfoJob, Reply
 
         if isinstance(job, InfoJob):
             return Reply(DEVICE)

@@ -39,7 +39,7 @@ from sandbox.contract import (
 from sandbox.executor import Executor, ExecutorError, ProgressFn, WorkerUnavailable
 from sandbox.remote import cancelled_result
 from sandbox.testing import FakeExecutor
-from sandbox.worker import EvalJob, InfoJob, Job, Reply
+from sandbox.wire import EvalJob, InfoJob, Job, Reply
 
 FAKE_DEVICE = DeviceInfo(
     name="Fake GPU", compute_capability="9.0", sm_count=4, l2_bytes=1 << 20, memory_bytes=1 << 30

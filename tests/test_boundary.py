@@ -18,21 +18,13 @@ from scripted_llm import Call, Say, ScriptedLLM
 from agent.llm import LLMProposer, LLMSettings, scrub
 from agent.loop import LoopSettings, OptimizeBudget, optimize
 from sandbox.boundary import check_options, preprocessor_includes
-from sandbox.compiler import Compiled, CompilePool, carry_headers, compile_cuda, refused
+from sandbox.compile_pool import CompilePool
+from sandbox.compiler import Compiled, carry_headers, compile_cuda, refused
 from sandbox.contract import Candidate, CandidateResult, KernelSource, RequestLimits, Status, to_json
+from sandbox.isolation import bwrap_prefix, clean_env, compile_bwrap_prefix
+from sandbox.local import LocalExecutor
 from sandbox.service import _parse_request
-from sandbox.worker import (
-    Binary,
-    CompileJob,
-    EvalJob,
-    LocalExecutor,
-    Reply,
-    bwrap_prefix,
-    clean_env,
-    compile_bwrap_prefix,
-    decode_reply,
-    encode,
-)
+from sandbox.wire import Binary, CompileJob, EvalJob, Reply, decode_reply, encode
 
 KERNEL = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.f; }\n'
 SECRET = "s3cr3t-Value-4711"

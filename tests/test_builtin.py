@@ -172,7 +172,7 @@ def test_config_renders_its_transformations_in_order() -> None:
 
 @pytest.mark.gpu
 def test_poor_block_vector_add_comes_back_twice_as_fast_near_the_copy_ceiling() -> None:
-    from sandbox.worker import LocalExecutor
+    from sandbox.local import LocalExecutor
 
     with LocalExecutor() as executor:
         result = loop.optimize(

@@ -22,12 +22,14 @@ from test_llm import last, run, settings
 from test_remote import make_request
 
 from sandbox.boundary import check_options, check_untrusted
-from sandbox.compiler import CompilePool, compile_cuda, compile_isolation, cuda_include_dirs
+from sandbox.compile_pool import CompilePool, compile_isolation
+from sandbox.compiler import compile_cuda, cuda_include_dirs
 from sandbox.confine import RESOURCE_LIMIT, CompileLimits, landlock_abi
 from sandbox.contract import Candidate, KernelSource, Status, to_json
+from sandbox.process import WorkerProcess
 from sandbox.remote import RemoteExecutor
 from sandbox.testing import FakeExecutor
-from sandbox.worker import CompileJob, Reply, WorkerProcess
+from sandbox.wire import CompileJob, Reply
 from server.cli import main
 
 SECRET = "zz_planted_secret_5c1e"
@@ -169,9 +171,9 @@ def test_the_compile_pool_returns_no_byte_of_a_steered_host_file(header: str, se
 def test_the_worker_refuses_to_serve_without_isolation(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import sandbox.compiler
+    import sandbox.compile_pool
 
-    monkeypatch.setattr(sandbox.compiler, "compile_isolation", lambda: "none")
+    monkeypatch.setattr(sandbox.compile_pool, "compile_isolation", lambda: "none")
     assert main(["worker", "--simulate", "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "refusing to serve" in err and "--unsafe-no-isolation" in err and "Traceback" not in err
@@ -265,7 +267,7 @@ def test_on_a_gpu_steered_includes_bombs_and_deep_nesting_are_verdicts_and_the_w
     from sandbox_fakes import kernel_file, vadd_request
 
     from sandbox.contract import Budget
-    from sandbox.worker import LocalExecutor
+    from sandbox.local import LocalExecutor
 
     vadd_path = Path(__file__).parent / "data" / "sandbox" / "vadd.cu"
     vadd = kernel_file(vadd_path, "vadd")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.compiler import CompilePool, compile_cuda, parse_diagnostics, parse_resources
+from sandbox.compile_pool import CompilePool
+from sandbox.compiler import compile_cuda, parse_diagnostics, parse_resources
 
 TEMPLATED = """\
 #include <cuda_fp16.h>

@@ -19,7 +19,7 @@ from scripted_llm import Call, Fail, Garbage, Say, ScriptedLLM, Slow
 from agent.llm import LLMProposer, LLMSettings, extract_code
 from agent.loop import LaunchChange, LoopSettings, OptimizeBudget, OptimizeResult, Outcome, optimize
 from agent.trajectory import TrajectoryLog
-from sandbox.compiler import CompilePool
+from sandbox.compile_pool import CompilePool
 from sandbox.testing import FakeExecutor
 
 T = saxpy_target()

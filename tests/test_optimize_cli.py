@@ -73,7 +73,7 @@ def test_diff_prints_a_patch_and_leaves_the_file_alone(cu: Path, capsys: pytest.
 def test_no_gpu_is_one_line_and_exit_1(
     cu: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("sandbox.worker")
+    pytest.importorskip("sandbox.local")
     monkeypatch.delenv("CUDA_AGENT_TEST_EXECUTOR")
     from conftest import gpu_unavailable_reason
 

@@ -156,7 +156,7 @@ def emulate(t: loop.Target, out: Subject, stem: Path) -> None:
 def test_every_parameter_of_every_match_is_equivalent_on_the_gpu(family: str) -> None:
     """Each kernel of the family's folder with every parameter value of its pass that fits it,
     verified against the original by the sandbox at the spec's verify sizes."""
-    from sandbox.worker import LocalExecutor
+    from sandbox.local import LocalExecutor
 
     with LocalExecutor() as executor:
         for _, file in [m for m in MATCHES if m[0] == family]:

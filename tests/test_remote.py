@@ -27,7 +27,7 @@ from simulated_worker import free_port, simulated_worker
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from sandbox.compiler import compile_isolation
+from sandbox.compile_pool import compile_isolation
 from sandbox.contract import (
     ArgSpec,
     Budget,
@@ -290,7 +290,11 @@ def test_per_client_concurrency_limit_answers_429() -> None:
         assert second.status_code == 429
         assert second.headers["Retry-After"] == "1"
         assert "already in flight" in second.json()["error"]
-        assert client.post(f"{url}/cancel", json={"id": "busy"}).json() == {"id": "busy", "cancelled": True}
+        assert client.post(f"{url}/cancel", json={"id": "busy"}).json() == {
+            "id": "busy",
+            "cancelled": True,
+            "finished": False,
+        }
         assert client.post(f"{url}/cancel", json={"id": "nope"}).status_code == 404
         assert client.post(f"{url}/cancel", content=b"busy").status_code == 400
     assert fake.evaluated == ["busy"]

@@ -23,7 +23,7 @@ from sandbox.contract import (
     Status,
 )
 from sandbox.executor import ExecutorError
-from sandbox.worker import LocalExecutor, bench_request
+from sandbox.local import LocalExecutor, bench_request
 
 pytestmark = pytest.mark.gpu
 
@@ -265,7 +265,8 @@ def test_device_draws_are_the_host_draws_bit_for_bit() -> None:
     import cupy as cp
 
     from sandbox.contract import ArgSpec, Distribution
-    from sandbox.verify import Stream, generate, perturb
+    from sandbox.draws import Stream, generate
+    from sandbox.verify import perturb
 
     dists = (
         Distribution("uniform", -2.0, 3.0),
@@ -324,9 +325,10 @@ def test_the_physics_floor_refuses_a_planted_no_work_kernel_under_a_weakened_com
     import sandbox.verify
     from sandbox.compiler import compile_cuda
     from sandbox.contract import CandidateResult
+    from sandbox.gpu_handler import GpuHandler
     from sandbox.timing import physics_floor, with_throughput
     from sandbox.verify import Comparison, Verdict
-    from sandbox.worker import Binary, EvalJob, GpuHandler
+    from sandbox.wire import Binary, EvalJob
 
     handler = GpuHandler(0, "cupy")
     info = handler.describe(handler.info)
@@ -364,7 +366,8 @@ def test_adversarial_kernels_get_the_same_verdicts_verified_on_the_device_and_on
     on the device (``device_min_bytes=0``) and on the host: the same status and the same message
     (which names the check, the problem, the seed, the index and the values)."""
     from sandbox.compiler import compile_cuda
-    from sandbox.worker import Binary, EvalJob, GpuHandler
+    from sandbox.gpu_handler import GpuHandler
+    from sandbox.wire import Binary, EvalJob
 
     handler = GpuHandler(0, "cupy")
     arch = "sm_" + handler.info.compute_capability.replace(".", "")

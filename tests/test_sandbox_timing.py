@@ -10,6 +10,7 @@ import pytest
 from sandbox_fakes import vadd_problem
 
 from sandbox.contract import Budget, CandidateResult, DeviceInfo, Status, Timing
+from sandbox.gpu_handler import timing_note
 from sandbox.timing import (
     Flusher,
     bench,
@@ -24,7 +25,6 @@ from sandbox.timing import (
     summarize,
     with_throughput,
 )
-from sandbox.worker import timing_note
 
 
 def test_summarize_quartiles() -> None:

@@ -9,24 +9,17 @@ from sandbox_fakes import HostRuntime, vadd_problem
 
 from sandbox.compiler import compile_cuda
 from sandbox.contract import ArgSpec, Distribution, KernelSource, Status, Tolerance
+from sandbox.draws import Stream, bf16_from_f32, elem_type, f32_from_bf16, generate, inputs_for
+from sandbox.precision import allowed_roundoff, lower_precision, precision_features
 from sandbox.verify import (
     PERTURBATION,
     POISON_A,
     POISON_B,
     Calibration,
-    Stream,
     Verifier,
     Workspace,
-    allowed_roundoff,
-    bf16_from_f32,
     compare,
-    elem_type,
-    f32_from_bf16,
-    generate,
-    inputs_for,
-    lower_precision,
     perturb,
-    precision_features,
     reduction_length,
     static_rejection,
     unwritten,
@@ -475,7 +468,7 @@ def test_differential_cases_cover_every_verdict_on_the_host() -> None:
 def test_float32_bits_become_float64_exactly_subnormals_signs_and_specials_included() -> None:
     """The device path's conversion (integer and float64 operations, since CuPy flushes float32
     subnormals) equals numpy's exact cast on every class of bit pattern."""
-    from sandbox.verify import f64_from_f32_bits
+    from sandbox.draws import f64_from_f32_bits
 
     rng = np.random.default_rng(7)
     bits = rng.integers(0, 2**32, size=200_000, dtype=np.uint64).astype(np.uint32)

@@ -28,16 +28,10 @@ from sandbox.contract import (
     Status,
 )
 from sandbox.executor import NoGpuError
-from sandbox.worker import (
-    Binary,
-    EvalJob,
-    Job,
-    LocalExecutor,
-    Reply,
-    WorkerProcess,
-    bwrap_prefix,
-    clean_env,
-)
+from sandbox.isolation import bwrap_prefix, clean_env
+from sandbox.local import LocalExecutor
+from sandbox.process import WorkerProcess
+from sandbox.wire import Binary, EvalJob, Job, Reply
 
 SCRIPTED = "sandbox_fakes:ScriptedHandler"
 
@@ -272,7 +266,7 @@ def test_worker_runs_in_its_own_session_with_a_clean_environment(monkeypatch: py
 
 def test_timing_slots_shrink_to_fit_the_memory_cap_and_for_large_problems() -> None:
     from sandbox.contract import ArgSpec, Launch, Problem
-    from sandbox.worker import TIMING_SLOTS, timing_slots
+    from sandbox.gpu_handler import TIMING_SLOTS, timing_slots
 
     def problem(n: int) -> Problem:  # three float arrays of n elements, shared by baseline and candidate
         return Problem(
@@ -303,7 +297,7 @@ def test_timing_slots_shrink_to_fit_the_memory_cap_and_for_large_problems() -> N
 
 
 def test_verification_plan_checks_the_benchmark_size_on_every_seed_unless_timed() -> None:
-    from sandbox.worker import verification_plan
+    from sandbox.gpu_handler import verification_plan
 
     timed = replace(vadd_request(KernelSource("__global__ void vadd() {}", "vadd"), ()), seeds=(5, 6, 7))
     plan = verification_plan(timed)
@@ -322,7 +316,7 @@ def test_verification_plan_checks_the_benchmark_size_on_every_seed_unless_timed(
 
 def test_sanitizer_reruns_the_candidate_alone_on_the_verification_sizes() -> None:
     from sandbox.contract import Launch, validate_request
-    from sandbox.worker import sanitizer_request
+    from sandbox.instrumented import sanitizer_request
 
     kernel, fast = (
         KernelSource("__global__ void vadd() {}", "vadd"),
@@ -344,7 +338,8 @@ def test_sanitizer_reruns_the_candidate_alone_on_the_verification_sizes() -> Non
 
 
 def test_sanitizer_fails_closed() -> None:
-    from sandbox.worker import SANITIZER_ERROR, Reply, sanitizer_verdict
+    from sandbox.instrumented import SANITIZER_ERROR, sanitizer_verdict
+    from sandbox.wire import Reply
 
     ok = Reply(CandidateResult("c", Status.OK))
     clean = "========= ERROR SUMMARY: 0 errors\n"
@@ -400,7 +395,8 @@ def test_cancel_stops_compute_sanitizer(
 
 PARENT = """
 import sys, time
-from sandbox.worker import WorkerProcess, EvalJob, Binary, encode
+from sandbox.process import WorkerProcess
+from sandbox.wire import EvalJob, Binary, encode
 from sandbox_fakes import HANGING_SANITIZER, fake_sanitizer, kernel_file, vadd_request
 from sandbox.contract import Candidate
 from pathlib import Path
@@ -445,7 +441,7 @@ def test_worker_exits_quietly_when_its_parent_is_killed(data_dir: Path, tmp_path
 
 
 def test_no_gpu_text_names_the_cause() -> None:
-    from sandbox.worker import no_gpu_text
+    from sandbox.child import no_gpu_text
 
     missing = ModuleNotFoundError("No module named 'cupy'", name="cupy")
     assert "cupy is not installed in this Python (the `gpu` extra" in no_gpu_text(missing, 0, "cupy")
@@ -477,20 +473,20 @@ def test_no_gpu_text_names_the_cause() -> None:
 def test_a_driver_is_found_by_its_device_nodes_or_its_library(monkeypatch: pytest.MonkeyPatch) -> None:
     import ctypes
 
-    from sandbox import worker
+    from sandbox import child
 
     def no_library(name: str) -> None:
         raise OSError(f"{name}: cannot open shared object file")
 
     monkeypatch.setattr(ctypes, "CDLL", no_library)
-    monkeypatch.setattr(worker.os.path, "exists", lambda p: False)
-    monkeypatch.setattr(worker.os, "listdir", lambda d: ["null", "nvme0", "nvidia-uvm"])
-    assert worker.nvidia_driver_present() is False
-    monkeypatch.setattr(worker.os, "listdir", lambda d: ["null", "nvidia0"])
-    assert worker.nvidia_driver_present() is True
-    monkeypatch.setattr(worker.os, "listdir", lambda d: ["null"])
+    monkeypatch.setattr(child.os.path, "exists", lambda p: False)
+    monkeypatch.setattr(child.os, "listdir", lambda d: ["null", "nvme0", "nvidia-uvm"])
+    assert child.nvidia_driver_present() is False
+    monkeypatch.setattr(child.os, "listdir", lambda d: ["null", "nvidia0"])
+    assert child.nvidia_driver_present() is True
+    monkeypatch.setattr(child.os, "listdir", lambda d: ["null"])
     monkeypatch.setattr(ctypes, "CDLL", lambda name: object())  # the library loads
-    assert worker.nvidia_driver_present() is True
+    assert child.nvidia_driver_present() is True
 
 
 def test_compute_sanitizer_checks_the_candidate_alone_at_its_own_launches(
@@ -499,7 +495,7 @@ def test_compute_sanitizer_checks_the_candidate_alone_at_its_own_launches(
     """Under the tools the candidate runs against itself (the original's runs, instrumented, would
     only add their time: a slow naive kernel under racecheck takes minutes), on the verification
     sizes with the candidate's launches, on the first seed."""
-    from sandbox import worker as worker_mod
+    from sandbox import instrumented
 
     jobs: list[Job] = []
 
@@ -518,16 +514,16 @@ def test_compute_sanitizer_checks_the_candidate_alone_at_its_own_launches(
         def close(self, timeout: float = 5.0) -> int:
             return 0
 
-    monkeypatch.setattr(worker_mod, "WorkerProcess", Recording)
+    monkeypatch.setattr(instrumented, "WorkerProcess", Recording)
     monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/compute-sanitizer")
     wide = Launch((64, 1, 1), (1024, 1, 1))
     candidate = Candidate("c1", replace(vadd, source=vadd.source + "\n// rewritten\n"), (wide, wide, wide))
     request = replace(vadd_request(vadd, (candidate,)), seeds=(5, 6, 7))
     job = EvalJob(request, Binary(b"base", "vadd"), 0, Binary(b"cand", "vadd_c"))
     parent = SimpleNamespace(device=0, backend="cupy", handler="sandbox_fakes:ScriptedHandler", prefix=())
-    out = worker_mod.sanitize(cast(WorkerProcess, parent), job, CandidateResult("c1", Status.OK), Budget())
+    out = instrumented.sanitize(cast(WorkerProcess, parent), job, CandidateResult("c1", Status.OK), Budget())
     assert out.status is Status.OK and out.sanitizer.startswith("passed: memcheck")
-    assert len(jobs) == len(worker_mod.SANITIZER_TOOLS)
+    assert len(jobs) == len(instrumented.SANITIZER_TOOLS)
     for j in jobs:
         assert isinstance(j, EvalJob) and j.index == -1 and j.baseline == Binary(b"cand", "vadd_c")
         assert j.request.baseline == candidate.kernel and j.request.candidates == ()

@@ -23,8 +23,8 @@ from agent import loop
 from agent.suite import run_suite
 from sandbox.contract import Candidate, EvalRequest, EvalResult, KernelSource, Status
 from sandbox.executor import NoGpuError, WorkerUnavailable
+from sandbox.local import LocalExecutor
 from sandbox.scheduler import GpuScheduler, Lane, affinity_key, gpu_count, parse_gpus, session
-from sandbox.worker import LocalExecutor
 
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
 SUITE = ("vadd_poor_block.cu", "block_sum.cu", "transpose.cu", "saxpy.cu", "gelu.cu", "sigmoid.cu")

@@ -571,7 +571,7 @@ def test_require_constrains_verify_sizes_blocks_and_memory() -> None:
 
 
 def test_the_worker_starts_a_copy_argument_with_its_source_data(data_dir: Path) -> None:
-    from sandbox.verify import inputs_for
+    from sandbox.draws import inputs_for
 
     doc = load(data_dir, "spec_grammar/accumulate_copy.cu")
     spec, errors = parse(kernel(doc, "accumulate"))

@@ -32,19 +32,9 @@ from sandbox.contract import (
     to_json,
     validate_request,
 )
+from sandbox.draws import Stream, constants_for, generate, inputs_for
 from sandbox.runtime import KernelArg, Runtime
-from sandbox.verify import (
-    POISON_A,
-    POISON_B,
-    Calibration,
-    Stream,
-    Verifier,
-    compare,
-    constants_for,
-    generate,
-    inputs_for,
-    unwritten,
-)
+from sandbox.verify import POISON_A, POISON_B, Calibration, Verifier, compare, unwritten
 
 
 def spec_of(text: str, signature: str) -> tuple[Any, tuple[str, ...]]:
@@ -514,7 +504,7 @@ arg inp in float[n]
 
 def test_define_resolves_per_problem_and_splits_the_request() -> None:
     from sandbox.contract import Candidate
-    from sandbox.worker import split_by_defines
+    from sandbox.local import split_by_defines
 
     spec, errors = spec_of(FIXED, "float* out, const float* inp")
     assert errors == () and "define N=n" in render(spec)
@@ -555,7 +545,7 @@ def test_define_resolves_per_problem_and_splits_the_request() -> None:
 
 def test_merged_parts_report_the_first_failure_with_the_checks_so_far() -> None:
     from sandbox.contract import Candidate, CandidateResult, Check, EvalResult
-    from sandbox.worker import merge_parts
+    from sandbox.local import merge_parts
 
     def part(n: int, status: Status) -> EvalResult:
         check = Check(f"n={n}", 1, status == Status.OK)

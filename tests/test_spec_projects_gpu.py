@@ -15,7 +15,7 @@ from agent.loop import target_for
 from agent.source import Document
 from agent.spec import infer, render_inference
 from sandbox.contract import Candidate, EvalRequest, Status
-from sandbox.worker import LocalExecutor
+from sandbox.local import LocalExecutor
 
 pytestmark = pytest.mark.gpu
 

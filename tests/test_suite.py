@@ -154,7 +154,7 @@ def test_suite_deadline_reaches_compute_sanitizer(
 
     from agent import loop
     from agent.suite import run_suite
-    from sandbox.worker import LocalExecutor
+    from sandbox.local import LocalExecutor
 
     monkeypatch.setenv(
         "PATH", f"{fake_sanitizer(tmp_path, HANGING_SANITIZER)}{os.pathsep}{os.environ['PATH']}"

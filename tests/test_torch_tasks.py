@@ -19,7 +19,7 @@ from agent.reward.engine import Item, RewardEngine
 from agent.reward.tasks import DEFAULT_TASKS, DEFAULT_TORCH_TASKS, TaskSet, TorchTask, load_torch_file
 from agent.trajectory import CORRECT, FAILED, FASTER, HACK
 from sandbox.contract import Budget, Status, TorchCandidate, TorchRequest
-from sandbox.worker import UNSAFE_TORCH_ENV
+from sandbox.local import UNSAFE_TORCH_ENV
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (the `torch` extra)")
@@ -297,7 +297,8 @@ def _tiny_request(time: bool) -> TorchRequest:
 
 @needs_torch
 def test_the_evaluation_on_the_cpu_gives_each_answer_its_verdict() -> None:
-    from sandbox.torch_eval import TorchHandler, TorchJob
+    from sandbox.torch_eval import TorchHandler
+    from sandbox.wire import TorchJob
 
     handler = TorchHandler(0, "cpu")
     request = _tiny_request(time=True)
@@ -331,7 +332,7 @@ GPU_ANSWERS = {  # per task: a correct ModelNew (pure torch), a wrong one, one t
 def gpu_executor() -> Iterator[Any]:
     if not HAS_TORCH:
         pytest.skip("torch is not installed (the `torch` extra)")
-    from sandbox.worker import LocalExecutor
+    from sandbox.local import LocalExecutor
 
     with pytest.MonkeyPatch.context() as mp:  # GPU hosts without bubblewrap: the test host is disposable
         mp.setenv(UNSAFE_TORCH_ENV, "1")
@@ -370,8 +371,7 @@ def test_a_torch_job_and_its_verdict_cross_the_worker_wire_as_json() -> None:
     from dataclasses import replace
 
     from sandbox.contract import CandidateResult, ContractError, TorchCandidateResult
-    from sandbox.torch_eval import TorchJob
-    from sandbox.worker import Reply, decode_job, decode_reply, encode
+    from sandbox.wire import Reply, TorchJob, decode_job, decode_reply, encode
 
     job = TorchJob(_tiny_request(time=False), 1)
     assert decode_job(encode(job)) == job
@@ -443,12 +443,12 @@ def test_outputs_are_compared_with_the_sandboxs_tolerance_model() -> None:
 def test_each_answer_runs_in_a_fresh_process_and_a_hang_or_a_death_is_its_verdict(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sandbox.worker
-    from sandbox.worker import LocalExecutor
+    import sandbox.local
+    from sandbox.local import LocalExecutor
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv(UNSAFE_TORCH_ENV, "1")
-    monkeypatch.setattr(sandbox.worker, "BUILD_ALLOWANCE_S", 0.0)
+    monkeypatch.setattr(sandbox.local, "BUILD_ALLOWANCE_S", 0.0)
     sources = {"first": "ok", "hang": "HANG", "die": "DIE", "second": "ok"}
     cands = tuple(TorchCandidate(k, v) for k, v in sources.items())
     request = TorchRequest("life", "the task", cands, budget=Budget(timeout_s=2.0))
@@ -473,7 +473,7 @@ def test_without_bubblewrap_answers_are_refused_unless_the_operator_says_so(
     """A ModelNew is host code: an executor whose workers are not inside bubblewrap refuses to run
     it (one clear error, no process started) unless CUDA_AGENT_UNSAFE_TORCH=1."""
     from sandbox.executor import ExecutorError
-    from sandbox.worker import LocalExecutor
+    from sandbox.local import LocalExecutor
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv(UNSAFE_TORCH_ENV, raising=False)

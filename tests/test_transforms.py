@@ -503,7 +503,7 @@ def assert_all_verified(result: EvalResult, name: str) -> None:
 
 @pytest.mark.gpu
 def test_every_rewrite_is_equivalent_on_the_gpu() -> None:
-    from sandbox.worker import LocalExecutor
+    from sandbox.local import LocalExecutor
 
     by_file: dict[str, list[tuple[str, tuple[Transform, ...]]]] = {}
     for i, (name, transforms) in enumerate(CASES):
@@ -539,7 +539,7 @@ def test_every_tile_of_the_tiled_dot_product_is_equivalent_on_the_gpu() -> None:
     form): verified against the original at the spec's odd verify sizes (edge tiles, the partial
     K tile, misaligned rows), whole aligned tiles (the vector path) and tiles above a causal
     diagonal (attention_scores at t=128 with 64x64 tiles)."""
-    from sandbox.worker import LocalExecutor
+    from sandbox.local import LocalExecutor
 
     with LocalExecutor() as executor:
         for name in (*TILED, "dot_forms.cu"):

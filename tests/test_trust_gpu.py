@@ -19,7 +19,7 @@ from agent import compare as cmp
 from agent import loop
 from agent.source import Document
 from sandbox.contract import Candidate, CandidateResult, EvalResult, Status
-from sandbox.worker import LocalExecutor
+from sandbox.local import LocalExecutor
 
 pytestmark = pytest.mark.gpu
 
@@ -154,9 +154,9 @@ def test_a_descheduled_host_thread_does_not_stretch_a_sample() -> None:
 
     from sandbox.compiler import compile_cuda
     from sandbox.contract import Budget, Launch
+    from sandbox.gpu_handler import HELPERS
     from sandbox.runtime import make_runtime
     from sandbox.timing import Flusher, Gate, bench
-    from sandbox.worker import HELPERS
 
     rt = make_runtime("cupy")
     info = rt.device_info()

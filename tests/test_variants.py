@@ -82,7 +82,7 @@ def test_variant_is_matched_compiles_and_is_equal_in_host_emulation(
 def test_every_variant_rewrite_is_equivalent_on_the_gpu() -> None:
     """Each variant's rewrite verified by the sandbox against the original at the spec's verify
     sizes (with the rewrite's launch), on the GPU."""
-    from sandbox.worker import LocalExecutor
+    from sandbox.local import LocalExecutor
 
     with LocalExecutor() as executor:
         for family, path in VARIANTS:

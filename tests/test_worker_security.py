@@ -41,9 +41,9 @@ from sandbox.contract import (
     validate_request,
 )
 from sandbox.executor import ExecutorError, WorkerUnavailable
+from sandbox.local import LocalExecutor
 from sandbox.remote import RemoteExecutor
 from sandbox.service import Limits
-from sandbox.worker import LocalExecutor
 from server.cli import main
 
 SCRIPTED = "sandbox_fakes:ScriptedHandler"
@@ -337,10 +337,11 @@ def _result_line(request_id: str, candidates: tuple[str, ...]) -> bytes:
 NDJSON_TYPE = "application/x-ndjson"
 IMPOSTORS = [
     ("html page", ("text/html", b"<html><body>Sign in</body></html>"), "a text/html page"),
-    ("html as ndjson", (NDJSON_TYPE, b"<html><body>Sign in</body></html>\n"), "JSONDecodeError"),
-    ("no event", (NDJSON_TYPE, b'{"status": "ok"}\n'), "KeyError: 'event'"),
-    ("not an object", (NDJSON_TYPE, b"[1, 2]\n"), "TypeError"),
-    ("bad result", (NDJSON_TYPE, b'{"event": "result", "result": {"x": 1}}\n'), "malformed EvalResult"),
+    ("html as ndjson", (NDJSON_TYPE, b"<html><body>Sign in</body></html>\n"), "not JSON (JSONDecodeError"),
+    ("no event", (NDJSON_TYPE, b'{"status": "ok"}\n'), 'a JSON dict without an "event" name'),
+    ("not an object", (NDJSON_TYPE, b"[1, 2]\n"), 'a JSON list without an "event" name'),
+    ("unknown event", (NDJSON_TYPE, b'{"event": "resolt"}\n'), "unknown event 'resolt'"),
+    ("bad result", (NDJSON_TYPE, b'{"event": "result", "result": {"x": 1}}\n'), "malformed ResultEvent"),
     ("other request", (NDJSON_TYPE, _result_line("someone-else", ("c0", "c1", "c2"))), "someone-else"),
     ("other candidates", (NDJSON_TYPE, _result_line("mine", ("c0", "zz", "c2"))), "'zz'"),
 ]

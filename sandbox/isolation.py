@@ -1,0 +1,149 @@
+"""Isolation of worker processes from the host: bubblewrap prefixes and a clean environment.
+
+A GPU worker runs inside ``bwrap`` (bubblewrap) when it is installed and works: read-only root
+with the users' homes and password hashes hidden, private /tmp and /proc, no network.  A compile
+worker sees less still (:func:`compile_bwrap_prefix`); inside the process, :mod:`sandbox.confine`
+adds Landlock and resource limits.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from sandbox.compiler import cuda_include_dirs, nvrtc_library_dirs
+
+log = logging.getLogger(__name__)
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the directory holding the ``sandbox`` package
+_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LD_LIBRARY_PATH", "XDG_CACHE_HOME")
+_ENV_KEEP_PREFIX = ("CUDA_", "CUPY_", "NVIDIA_")
+# ...but never this project's own settings (CUDA_AGENT_TOKEN, CUDA_AGENT_API_KEY...) or anything
+# whose name says it is a credential.
+_ENV_DROP = re.compile(r"^CUDA_AGENT_|TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+def _probe(prefix: list[str], code: str) -> bool:
+    """True if ``python -c code`` runs under ``prefix`` with the workers' environment."""
+    try:
+        probe = subprocess.run(
+            [*prefix, sys.executable, "-c", code],
+            capture_output=True,
+            timeout=30,
+            env=clean_env(),
+            cwd=str(PACKAGE_ROOT),
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    if probe.returncode != 0:
+        log.warning("bwrap is installed but unusable here (%s)", probe.stderr[-300:])
+    return probe.returncode == 0
+
+
+def _code_paths() -> list[str]:
+    """What a worker's interpreter needs to see: the interpreter, its packages, this project."""
+    paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path, str(PACKAGE_ROOT)]
+    paths += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+    return [p for p in dict.fromkeys(os.path.realpath(p) for p in paths if p) if os.path.isdir(p)]
+
+
+_HIDDEN_DIRS = ("/home", "/root", "/etc/ssh", "/var/lib", "/run/secrets")  # empty inside the worker
+_HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+
+
+# the worker's code, and CuPy's libraries where CuPy is installed (importing it loads them; no GPU needed)
+_GPU_PROBE = "import importlib.util, sandbox.child; importlib.util.find_spec('cupy') and __import__('cupy')"
+
+
+@functools.cache
+def bwrap_prefix() -> tuple[str, ...]:
+    """bubblewrap prefix for a GPU worker, or () if unusable: no network, read-only root with the
+    users' homes, SSH keys, password hashes and the project tree (but its ``sandbox`` package)
+    hidden, private /tmp and /proc (the GPU driver needs the rest of the system: /usr,
+    /etc/ld.so.cache, /dev/nvidia*, /sys)."""
+    exe = shutil.which("bwrap")
+    if not exe:
+        return ()
+    base = [
+        exe,
+        "--die-with-parent",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--ro-bind",
+        "/",
+        "/",
+    ]
+    base += ["--dev-bind", "/dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    hidden = list(base)
+    for d in _HIDDEN_DIRS:
+        if os.path.isdir(d):
+            hidden += ["--tmpfs", d]
+    for f in _HIDDEN_FILES:
+        hidden += ["--ro-bind-try", "/dev/null", f]
+    tmp = tempfile.gettempdir()
+    project = str(PACKAGE_ROOT)
+    hidden += ["--tmpfs", project]  # the project tree (settings, tokens someone left there): only its code
+    # the interpreter and the code must stay reachable where they live under a hidden folder
+    for path in _code_paths():
+        if path == project:
+            path = str(PACKAGE_ROOT / "sandbox")
+        if any(path == d or path.startswith(d + os.sep) for d in (*_HIDDEN_DIRS, tmp, project)):
+            hidden += ["--ro-bind", path, path]
+    if _probe(hidden, _GPU_PROBE):
+        return tuple(hidden)
+    log.warning("the GPU worker cannot start with the host's homes hidden; it runs in a plain bwrap")
+    for path in _code_paths():  # as before: only what lives under the private /tmp is bound again
+        if path.startswith(tmp + os.sep):
+            base += ["--ro-bind", path, path]
+    return tuple(base) if _probe(base, _GPU_PROBE) else ()
+
+
+@functools.cache
+def compile_bwrap_prefix() -> tuple[str, ...]:
+    """bubblewrap prefix for a compile worker, or () if unusable: nothing of the host but the system
+    libraries (/usr), the interpreter and its packages, this project, NVRTC and the CUDA headers,
+    all read-only; no network, private /proc and /tmp, no /etc, no homes."""
+    exe = shutil.which("bwrap")
+    if not exe:
+        return ()
+    prefix = [exe, "--die-with-parent", "--unshare-all", "--new-session", "--clearenv", "--chdir", "/tmp"]
+    prefix += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--ro-bind", "/usr", "/usr"]
+    for link in ("/bin", "/lib", "/lib64", "/sbin"):
+        if os.path.islink(link):
+            prefix += ["--symlink", os.readlink(link), link]
+        elif os.path.isdir(link):
+            prefix += ["--ro-bind", link, link]
+    prefix += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    dirs = [*_code_paths(), *cuda_include_dirs(), *nvrtc_library_dirs()]
+    for path in dict.fromkeys(os.path.realpath(d) for d in dirs):
+        if not path.startswith("/usr/"):
+            prefix += ["--ro-bind", path, path]
+    for key, value in clean_env(compile_only=True).items():
+        prefix += ["--setenv", key, value]
+    ok = _probe(prefix, "from sandbox.compiler import nvrtc_version; nvrtc_version()")
+    return tuple(prefix) if ok else ()
+
+
+def clean_env(compile_only: bool = False) -> dict[str, str]:
+    """The environment of a worker: what the interpreter and CUDA need, never a token or a key.
+    ``compile_only``: just the interpreter's (a compile worker needs no GPU)."""
+    keep = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH") if compile_only else _ENV_KEEP
+    prefixes = () if compile_only else _ENV_KEEP_PREFIX
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (k in keep or k.startswith(prefixes)) and not _ENV_DROP.search(k)
+    }
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(PACKAGE_ROOT), *(p for p in sys.path if p)]))
+    env["PYTHONUNBUFFERED"] = "1"
+    if not compile_only:
+        env["CUPY_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "cuda-agent-cupy")
+    return env

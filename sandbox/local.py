@@ -1,0 +1,390 @@
+"""LocalExecutor: evaluate requests on this machine's GPUs, one worker process per device.
+
+Parent side: compiles baseline and candidates in :class:`sandbox.compile_pool.CompilePool` (CPU
+processes, overlapping GPU work), rejects what can be rejected statically, and sends each candidate
+to its GPU worker (:class:`sandbox.process.WorkerProcess`, serving
+:class:`sandbox.gpu_handler.GpuHandler`) with a deadline; ``ok`` candidates are re-run under
+compute-sanitizer and Nsight Compute when asked (:mod:`sandbox.instrumented`).
+
+PyTorch (KernelBench-format) answers are Python: :meth:`LocalExecutor.evaluate_torch` runs each
+in a fresh worker process of its own with ``sandbox.torch_eval:TorchHandler`` (same prefix,
+environment, wire and deadline; the process is closed after its one job).
+
+The handler is pluggable (``handler="module:factory"``) so lifecycle tests can run workers that
+crash or hang without a GPU.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from sandbox.compile_pool import CompilePool
+from sandbox.confine import CompileLimits
+from sandbox.contract import (
+    Budget,
+    CandidateResult,
+    DeviceInfo,
+    EvalRequest,
+    EvalResult,
+    KernelSource,
+    Problem,
+    Progress,
+    RequestError,
+    RequestLimits,
+    Status,
+    TorchCandidateResult,
+    TorchRequest,
+    TorchResult,
+    validate_request,
+    validate_torch_request,
+)
+from sandbox.executor import Executor, ExecutorError, NoGpuError, ProgressFn, WorkerUnavailable
+from sandbox.instrumented import nsight_profile, sanitize
+from sandbox.isolation import bwrap_prefix
+from sandbox.process import CANCEL_POLL_S, WorkerProcess
+from sandbox.timing import cached_ceilings, physics_floor, store_ceilings, with_throughput
+from sandbox.torch_eval import BUILD_ALLOWANCE_S, TORCH_HANDLER
+from sandbox.verify import static_rejection
+from sandbox.wire import DEFAULT_HANDLER, Binary, EvalJob, InfoJob, Reply, TorchJob
+
+UNSAFE_TORCH_ENV = "CUDA_AGENT_UNSAFE_TORCH"  # "1": PyTorch answers run even without bubblewrap
+
+
+class LocalExecutor(Executor):
+    """Evaluates on this machine's GPUs: one worker process per device, one request per worker.
+    ``limits``: what one request may ask for (:func:`~sandbox.contract.validate_request`);
+    ``compile_limits``: what one compile may use (:class:`~sandbox.confine.CompileLimits`)."""
+
+    def __init__(
+        self,
+        devices: Sequence[int] = (0,),
+        *,
+        backend: str = "cupy",
+        handler: str = DEFAULT_HANDLER,
+        sandbox: bool = True,
+        compile_workers: int | None = None,
+        limits: RequestLimits | None = None,
+        compile_limits: CompileLimits | None = None,
+        torch_handler: str = TORCH_HANDLER,
+    ) -> None:
+        self.torch_handler = torch_handler
+        self.limits = limits or RequestLimits()
+
+        prefix = bwrap_prefix() if sandbox else ()
+        self.sandboxed = bool(prefix)
+        self._workers = [WorkerProcess(d, backend, handler, prefix) for d in devices]
+        self._idle: queue.Queue[WorkerProcess] = queue.Queue()
+        for w in self._workers:
+            self._idle.put(w)
+        self._pool = CompilePool(compile_workers, sandbox=sandbox, limits=compile_limits)
+        self._info: dict[int, DeviceInfo] = {}
+        self._info_lock = threading.Lock()
+
+    def device_info(self) -> DeviceInfo:
+        known = self._info.get(self._workers[0].device)
+        if known is not None:  # no need to wait for a worker that may be busy evaluating
+            return known
+        worker = self._idle.get()
+        try:
+            return self._device_info(worker)
+        finally:
+            self._idle.put(worker)
+
+    def _device_info(self, worker: WorkerProcess) -> DeviceInfo:
+        with self._info_lock:
+            if worker.device in self._info:
+                return self._info[worker.device]
+            if worker.proc is None:
+                worker.start()
+            bare = self._ask_info(worker, None, 60.0)
+            known = cached_ceilings(bare)
+            info = known or self._ask_info(worker, bare, 120.0)
+            if known is None:
+                store_ceilings(info)
+            self._info[worker.device] = info
+            return info
+
+    @staticmethod
+    def _ask_info(worker: WorkerProcess, bare: DeviceInfo | None, timeout: float) -> DeviceInfo:
+        reply = worker.call(InfoJob(known=None if bare is None else bare), timeout)
+        if reply.unavailable:
+            raise NoGpuError(reply.unavailable)
+        if not isinstance(reply.value, DeviceInfo):
+            raise WorkerUnavailable(f"GPU worker {worker.device} did not describe its device")
+        return reply.value
+
+    def evaluate(
+        self,
+        request: EvalRequest,
+        *,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> EvalResult:
+        try:
+            validate_request(request, self.limits)
+        except RequestError as exc:
+            raise ExecutorError(f"request {request.id[:200]!r} refused: {exc}") from exc
+        worker = self._idle.get()
+        try:
+            if worker.backend != request.options.backend:
+                worker.kill()
+                worker.backend = request.options.backend
+            info = self._device_info(worker)
+            parts = [
+                _Evaluation(self, worker, info, part, progress, cancel).run()
+                for part in split_by_defines(request)
+            ]
+            return merge_parts(request, parts)
+        finally:
+            self._idle.put(worker)
+
+    def evaluate_torch(self, request: TorchRequest, *, cancel: threading.Event | None = None) -> TorchResult:
+        """Each candidate in a fresh PyTorch worker process (``sandbox.torch_eval``) with the GPU
+        workers' isolation, while this executor's GPU worker for the device stays idle."""
+        try:
+            validate_torch_request(request, self.limits)
+        except RequestError as exc:
+            raise ExecutorError(f"request {request.id[:200]!r} refused: {exc}") from exc
+        if not self.sandboxed and os.environ.get(UNSAFE_TORCH_ENV) != "1":
+            # A ModelNew is untrusted Python (and whatever C++ it builds): unlike a CUDA kernel it
+            # runs on the host, so it runs only where the worker is inside bubblewrap.
+            raise ExecutorError(
+                "PyTorch answers run only inside bubblewrap, which is not usable here; on a machine "
+                f"that holds nothing to protect, {UNSAFE_TORCH_ENV}=1 runs them without it"
+            )
+        worker = self._idle.get()
+        results: list[TorchCandidateResult] = []
+        try:
+            info = self._device_info(worker)
+            timeout = request.budget.timeout_s + BUILD_ALLOWANCE_S
+            for index in range(len(request.candidates)):
+                job = TorchJob(request, index)
+                if cancel is not None and cancel.is_set():
+                    results.append(TorchCandidateResult(CandidateResult(job.candidate.id, Status.CANCELLED)))
+                    continue
+                proc = WorkerProcess(worker.device, worker.backend, self.torch_handler, worker.prefix)
+                try:
+                    reply = proc.call(job, timeout, cancel)
+                finally:
+                    proc.close()
+                if reply.unavailable:
+                    raise NoGpuError(f"PyTorch worker: {reply.unavailable}")
+                if not isinstance(reply.value, TorchCandidateResult):  # a reply decode_reply let through
+                    raise WorkerUnavailable("the PyTorch worker sent no verdict")
+                results.append(reply.value)
+        finally:
+            self._idle.put(worker)
+        return TorchResult(request.id, tuple(results), info)
+
+    def close(self) -> None:
+        for w in self._workers:
+            w.close()
+        self._pool.close()
+
+
+def split_by_defines(req: EvalRequest) -> tuple[EvalRequest, ...]:
+    """``req`` as one request per distinct set of :attr:`Problem.defines`, each compiling every
+    kernel with its ``-DNAME=VALUE`` flags: verify-only parts first, then the part that holds the
+    bench problem (timed, sanitized, profiled as asked).  Without defines: ``(req,)``."""
+    problems = (*req.verify_problems, req.bench_problem)
+    groups: dict[tuple[tuple[str, int], ...], list[int]] = {}
+    for i, p in enumerate(problems):
+        groups.setdefault(tuple(sorted(p.defines.items())), []).append(i)
+    bench_key = tuple(sorted(req.bench_problem.defines.items()))
+    if not bench_key and len(groups) == 1:
+        return (req,)
+    order = [key for key in groups if key != bench_key] + [bench_key]
+    parts = []
+    for n, key in enumerate(order):
+        index = groups[key]
+        flags = tuple(f"-D{name}={value}" for name, value in key)
+        candidates = tuple(
+            replace(
+                c,
+                kernel=replace(c.kernel, options=(*c.kernel.options, *flags)),
+                launches=None if c.launches is None else tuple(c.launches[i] for i in index),
+            )
+            for c in req.candidates
+        )
+        timed = n == len(order) - 1
+        parts.append(
+            replace(
+                req,
+                id=f"{req.id[:180]}#define{n}",
+                baseline=replace(req.baseline, options=(*req.baseline.options, *flags)),
+                candidates=candidates,
+                verify_problems=tuple(problems[i] for i in index[:-1]),
+                bench_problem=problems[index[-1]],
+                options=req.options
+                if timed
+                else replace(req.options, time=False, sanitize=False, profile=False),
+            )
+        )
+    return tuple(parts)
+
+
+def merge_parts(req: EvalRequest, parts: Sequence[EvalResult]) -> EvalResult:
+    """One result for ``req`` from those of its :func:`split_by_defines` parts: per kernel, the
+    first part that did not pass (with the checks so far), else the timed part's, with every check."""
+    if len(parts) == 1:
+        return replace(parts[0], request_id=req.id)
+
+    def merged(results: list[CandidateResult]) -> CandidateResult:
+        end = next((k for k, r in enumerate(results) if r.status != Status.OK), len(results) - 1)
+        return replace(results[end], checks=tuple(c for r in results[: end + 1] for c in r.checks))
+
+    return EvalResult(
+        req.id,
+        merged([p.baseline for p in parts]),
+        tuple(merged([p.candidates[i] for p in parts]) for i in range(len(req.candidates))),
+        parts[-1].device,
+    )
+
+
+def bench_request(
+    kernel: KernelSource,
+    problem: Problem,
+    *,
+    seeds: tuple[int, ...] = (1, 2, 3),
+    budget: Budget | None = None,
+    request_id: str = "",
+) -> EvalRequest:
+    """The sandbox half of ``cuda-agent bench``: ``kernel`` checked against itself on ``problem``
+    (guards, inputs untouched, run-twice determinism, 3 seeds) and timed alone, L2 flushed.
+    The result's ``baseline`` holds the timing, GB/s, GFLOP/s and % of the device's ceilings.
+    ``request_id``: empty for a fresh one (a worker answers a repeated id from its cache)."""
+    return EvalRequest(
+        id=request_id or f"bench-{uuid.uuid4().hex}",
+        baseline=kernel,
+        candidates=(),
+        verify_problems=(),
+        bench_problem=problem,
+        seeds=seeds,
+        budget=budget or Budget(),
+    )
+
+
+class _Evaluation:
+    """One request on one worker."""
+
+    def __init__(
+        self,
+        executor: LocalExecutor,
+        worker: WorkerProcess,
+        info: DeviceInfo,
+        request: EvalRequest,
+        progress: ProgressFn | None,
+        cancel: threading.Event | None,
+    ) -> None:
+        self.ex, self.worker, self.info, self.request = executor, worker, info, request
+        self.progress, self.cancel = progress, cancel or threading.Event()
+        self.arch = request.options.arch or "sm_" + info.compute_capability.replace(".", "")
+        self.compile_deadline = executor._pool.deadline()  # all of this request's compiles
+
+    def _compile(self, kernel: KernelSource) -> Any:
+        return self.ex._pool.submit(
+            kernel.source,
+            filename=kernel.filename,
+            name_expressions=(kernel.name,),
+            arch=self.arch,
+            options=kernel.options,
+            headers=kernel.headers,
+            deadline=self.compile_deadline,
+        )
+
+    def run(self) -> EvalResult:
+        req = self.request
+        futures = [self._compile(req.baseline)] + [self._compile(c.kernel) for c in req.candidates]
+        total = len(req.candidates) + 1
+        budget = req.budget
+        started = time.perf_counter()
+        base_bin, baseline = self._prepare(futures[0], req.baseline, "baseline", budget.timeout_s)
+        if base_bin is not None:
+            job = EvalJob(req, base_bin, -1)
+            reply = self.worker.call(job, 2 * budget.timeout_s, self.cancel)
+            baseline = self._finish(reply, job, started, baseline)
+        self._report(1, total, f"baseline: {baseline.status.value}")
+        results: list[CandidateResult] = []
+        for i, (cand, fut) in enumerate(zip(req.candidates, futures[1:], strict=True)):
+            started = time.perf_counter()
+            if self.cancel.is_set():
+                fut.cancel()
+                results.append(CandidateResult(cand.id, Status.CANCELLED, "cancelled"))
+            elif base_bin is None or baseline.status != Status.OK:
+                fut.cancel()
+                results.append(
+                    CandidateResult(cand.id, Status.CANCELLED, f"baseline failed: {baseline.message}")
+                )
+            else:
+                binary, result = self._prepare(fut, cand.kernel, cand.id, budget.timeout_s)
+                if binary is not None:
+                    job = EvalJob(req, base_bin, i, binary)
+                    remaining = budget.timeout_s - (time.perf_counter() - started)
+                    reply = self.worker.call(job, remaining, self.cancel)
+                    result = self._finish(reply, job, started, result)
+                    if result.status == Status.OK and req.options.sanitize:
+                        result = sanitize(self.worker, job, result, budget, self.cancel)
+                    if result.status == Status.OK and req.options.profile:
+                        result = replace(result, profile=nsight_profile(self.worker, job, budget))
+                results.append(result)
+            self._report(i + 2, total, f"{cand.id}: {results[-1].status.value}")
+        return EvalResult(req.id, baseline, tuple(results), self.info)
+
+    def _prepare(
+        self, fut: Any, kernel: KernelSource, cid: str, timeout: float
+    ) -> tuple[Binary | None, CandidateResult]:
+        """Wait for a compile (until ``timeout`` or cancel); the binary to run, or None and the
+        result that ends this candidate."""
+        deadline = time.monotonic() + timeout
+        while not fut.done():
+            if self.cancel.is_set():
+                fut.cancel()
+                return None, CandidateResult(cid, Status.CANCELLED, "cancelled while compiling")
+            if time.monotonic() >= deadline:
+                return None, CandidateResult(cid, Status.TIMEOUT, f"compilation took over {timeout:.0f} s")
+            concurrent.futures.wait([fut], timeout=CANCEL_POLL_S)
+        try:
+            compiled = fut.result()
+        except concurrent.futures.CancelledError:
+            return None, CandidateResult(cid, Status.CANCELLED, "cancelled while compiling")
+        except Exception as exc:  # the compiler process died on this input
+            return None, CandidateResult(cid, Status.COMPILE_ERROR, f"compiler failed: {exc}")
+        res = compiled.result
+        symbol = res.lowered_names.get(kernel.name, kernel.name)
+        base = CandidateResult(cid, Status.OK, compile_log=res.log, resources=res.resources.get(symbol))
+        if not res.ok:
+            return None, replace(base, status=Status.COMPILE_ERROR, message=res.first_error())
+        if why := static_rejection(kernel, compiled.binary):
+            return None, replace(base, status=Status.REJECTED, message=why)
+        return Binary(compiled.binary, symbol), base
+
+    def _finish(
+        self, reply: Reply, job: EvalJob, started: float, compiled: CandidateResult
+    ) -> CandidateResult:
+        if reply.unavailable:
+            raise NoGpuError(reply.unavailable)
+        result = reply.value
+        if not isinstance(result, CandidateResult):
+            raise ExecutorError(f"GPU worker answered {type(result).__name__} to an evaluation")
+        result = replace(
+            result,
+            compile_log=compiled.compile_log,
+            resources=compiled.resources,
+            seconds=time.perf_counter() - started,
+        )
+        result = with_throughput(result, job.request.bench_problem, self.info)
+        if job.candidate is not None:  # the physics floor (a baseline is what it is)
+            result = physics_floor(result, job.request.bench_problem)
+        return result
+
+    def _report(self, done: int, total: int, message: str) -> None:
+        if self.progress is not None:
+            self.progress(Progress(self.request.id, done, total, message))
