@@ -28,7 +28,7 @@ def speedup_details(rec: OptimizeRecord, current_hash: str = "") -> str:
     }.get(current_hash, "The kernel changed since this run; the result is about the code it ran on.")
     head = f"**{rec.speedup:.2f}× faster, verified** (between {rec.speedup_low:.2f}× and {rec.speedup_high:.2f}×)"
     if rec.simulated:
-        head = f"**{SIMULATED}**: {head} (the simulated GPU's made-up numbers)"
+        head = f"**{SIMULATED}**: {head}"
     return "\n\n".join(
         [
             head,
