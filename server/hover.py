@@ -39,7 +39,7 @@ def benchmark_title(b: BenchmarkRecord) -> str:
     """The last benchmark as a code lens shows it: short enough for the line above a kernel;
     ``benchmark_line`` (the lens's tooltip and the hover) has the rest."""
     title = f"{b.median_ms:.3g} ms · {b.gbps:.0f} GB/s ({b.pct_peak:.0f}% of peak)"
-    return f"{title} · {SIMULATED}" if b.simulated else title
+    return f"{title} · simulated" if b.simulated else title
 
 
 def benchmark_line(b: BenchmarkRecord) -> str:
