@@ -58,10 +58,6 @@ export class PendingRewrites {
     return previewUris(runId, rewrite.uri);
   }
 
-  get(runId: string): Rewrite | undefined {
-    return this.byRun.get(runId);
-  }
-
   /** Text of a virtual document (path `/<runId>/<side>/<name>`); undefined once settled. */
   content(uriPath: string): string | undefined {
     const parsed = parsePreviewPath(uriPath);
