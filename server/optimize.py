@@ -717,7 +717,7 @@ async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> wire.ApplyResult
         )
         ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=message))
         return wire.ApplyResult(False, ApplyReason.STALE, message)
-    label = f"Verified rewrite of {rw.kernel} ({rw.speedup_text})"
+    label = f"{'Rewrite' if rw.simulated else 'Verified rewrite'} of {rw.kernel} ({rw.speedup_text})"
     edit = lsp.WorkspaceEdit(
         document_changes=[
             lsp.TextDocumentEdit(

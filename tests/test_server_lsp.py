@@ -444,7 +444,10 @@ async def test_optimize_reports_progress_and_offers_a_verified_rewrite(
     assert all(isinstance(e, lsp.AnnotatedTextEdit) for e in doc_edit.edits)
     annotation = (params.edit.change_annotations or {})["cuda-agent.verified-rewrite"]
     assert annotation.needs_confirmation is True
-    assert "2.00× faster, simulated GPU, not measured" in annotation.label and rewrite.simulated is True
+    assert (
+        annotation.label == "Rewrite of saxpy (2.00× faster, simulated GPU, not measured)"
+        and rewrite.simulated
+    )
     assert apply_edits(text, plain(list(doc_edit.edits))) == rewrite.rewritten
     # applied once: a second Accept (the diff's, after the code action's) is a reason, not an error
     again = plain(
