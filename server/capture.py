@@ -32,7 +32,7 @@ from sandbox.capture import CaptureError, CaptureRun, Launch, run_program
 from server import protocol as wire
 from server.lsp import MAX_DOCUMENT_BYTES, CudaLanguageServer, OpenDocument
 from server.optimize import ActiveRun, Progress, launch_run, run_finished
-from server.protocol import RunKind
+from server.protocol import RunKind, RunStatus
 
 ANNOTATION = "cuda-agent.captured-spec"  # change annotation of a captured spec's edit
 ANY_KERNEL = "(any kernel)"  # the run's kernel when the command names none
@@ -114,19 +114,19 @@ async def _capture(
     try:
         done = await ls.loop.run_in_executor(runs.pool, watch)
     except CaptureError as exc:
-        return run_finished(run, "error", str(exc))
+        return run_finished(run, RunStatus.ERROR, str(exc))
     launches = [x for x in done.launches if pattern is None or re.search(pattern, x.kernel)]
     if not launches:
-        return run_finished(run, "error", cap.nothing_captured(ref.command[0], done))
+        return run_finished(run, RunStatus.ERROR, cap.nothing_captured(ref.command[0], done))
     root = ls.workspace.root_path
     roots = [str(path), root or str(path.parent)]
     opened = {str(od.path): od for od in ls.documents.values() if od.doc is not None}
     try:
         found = await ls.loop.run_in_executor(runs.pool, _propose, launches, roots, opened)
     except cap.CaptureMismatch as exc:
-        return run_finished(run, "error", f"{exc} (the workspace folder is searched)")
+        return run_finished(run, RunStatus.ERROR, f"{exc} (the workspace folder is searched)")
     if found.errors:
-        return run_finished(run, "error", f"the captured spec does not resolve: {found.errors[0]}")
+        return run_finished(run, RunStatus.ERROR, f"the captured spec does not resolve: {found.errors[0]}")
     applied = await _send(ls, found, opened)
     launch, name = found.launch, found.captured.kernel.qualified_name
     message = (
@@ -139,7 +139,7 @@ async def _capture(
         )
     )
     notes = "; ".join(found.captured.notes)
-    return run_finished(run, "ok", f"{message}; notes: {notes}" if notes else message)
+    return run_finished(run, RunStatus.OK, f"{message}; notes: {notes}" if notes else message)
 
 
 def _propose(launches: list[Launch], roots: list[str], opened: Mapping[str, OpenDocument]) -> cap.CaptureEdit:

@@ -35,7 +35,7 @@ from server.optimize import (
     launch_run,
     run_finished,
 )
-from server.protocol import RunKind, StartStatus
+from server.protocol import RunKind, RunStatus, StartStatus
 from server.store import STORE_DIR, CompareRecord, kernel_hash
 from server.texts import SIMULATED, markdown_text
 
@@ -193,7 +193,7 @@ async def _compare(
     try:
         found = await ls.loop.run_in_executor(runs.pool, work)
     except loop.TargetError as exc:
-        return run_finished(run, "error", str(exc))
+        return run_finished(run, RunStatus.ERROR, str(exc))
     if found.result.device is not None:
         runs.device = found.result.device.name
     headline = cmp.headline(found)
@@ -204,7 +204,7 @@ async def _compare(
     message = f"{proposal.kernel} against {run.kernel}: {headline}" + (f" ({reason})" if reason else "")
     return run_finished(
         run,
-        "ok" if found.verified else c.status.value,
+        RunStatus.OK if found.verified else RunStatus(c.status.value),
         f"{SIMULATED}: {message}" if simulated else message,
         simulated=simulated,
         speedup=c.speedup,

@@ -26,9 +26,8 @@ def speedup_details(rec: OptimizeRecord, current_hash: str = "") -> str:
         rec.rewritten_hash: "This kernel is the verified rewrite.",
         rec.original_hash: "A verified rewrite of this kernel is available (Apply on the code lens).",
     }.get(current_hash, "The kernel changed since this run; the result is about the code it ran on.")
-    head = f"**{rec.speedup:.2f}× faster, verified** (between {rec.speedup_low:.2f}× and {rec.speedup_high:.2f}×)"
-    if rec.simulated:
-        head = f"**{SIMULATED}**: {head} (the simulated GPU's made-up numbers)"
+    source = SIMULATED if rec.simulated else "verified"
+    head = f"**{rec.speedup:.2f}× faster, {source}** (between {rec.speedup_low:.2f}× and {rec.speedup_high:.2f}×)"
     return "\n\n".join(
         [
             head,

@@ -236,8 +236,8 @@ def setup(ls: CudaLanguageServer) -> None:
         od, k = ls.kernel_ref(ref)
         edit = spec_edit(ls, od, k)
         if edit is None:
-            return wire.ApplyResult(False, "the document is too large to analyse")
+            return wire.ApplyResult(False, wire.ApplyReason.TOO_LARGE, "the document is too large to analyse")
         result = await ls.workspace_apply_edit_async(
             lsp.ApplyWorkspaceEditParams(edit=edit, label=f"Add benchmark spec for {k.qualified_name}")
         )
-        return wire.ApplyResult(result.applied, result.failure_reason or "")
+        return wire.ApplyResult.answered(result)

@@ -49,7 +49,7 @@ from sandbox.executor import Executor, ExecutorError, NoGpuError
 from server import protocol as wire
 from server.diagnostics import compile_options
 from server.lsp import CudaLanguageServer, OpenDocument
-from server.protocol import RunKind, StartStatus
+from server.protocol import ApplyReason, RunKind, RunStatus, StartStatus
 from server.settings import ExecutorSettings, Settings, make_executor
 from server.store import BenchmarkRecord, OptimizeRecord, Roofline, kernel_hash, text_hash
 from server.texts import SIMULATED, plural, spread_text
@@ -497,7 +497,7 @@ def launch_run(
     return wire.RunStarted(run.run_id, kind, StartStatus.STARTED, title[0].lower() + title[1:])
 
 
-def run_finished(run: ActiveRun, status: str, message: str, **numbers: Any) -> wire.RunFinished:
+def run_finished(run: ActiveRun, status: RunStatus, message: str, **numbers: Any) -> wire.RunFinished:
     values: dict[str, Any] = {
         "cancelled": run.cancel.is_set(),
         "rewrite_ready": False,
@@ -531,13 +531,13 @@ async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody
             "driver and the `gpu` extra in the server's Python) or a remote `cuda-agent worker` "
             "(executor.kind remote); or the simulated GPU to try the flow (executor.kind test)",
         )
-        finished = run_finished(run, "error", f"failed: {exc}")
+        finished = run_finished(run, RunStatus.ERROR, f"failed: {exc}")
     except ExecutorError as exc:
         _must_act(ls, f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}")
-        finished = run_finished(run, "error", f"failed: {exc}")
+        finished = run_finished(run, RunStatus.ERROR, f"failed: {exc}")
     except Exception as exc:
         log.exception("%s %s failed", run.kind.value, run.kernel)
-        finished = run_finished(run, "error", f"failed: {exc}")
+        finished = run_finished(run, RunStatus.ERROR, f"failed: {exc}")
     finally:
         runs.active.pop(run.run_id, None)
     log.info("%s %s: %s", run.kind.value, run.kernel, finished.message)
@@ -642,7 +642,7 @@ def _record_optimize(
         message = f"{SIMULATED}: {message}"
     return run_finished(
         run,
-        "ok" if improved else result.outcome.value,
+        RunStatus.OK if improved else RunStatus(result.outcome.value),
         message,
         cancelled=result.cancelled,
         rewrite_ready=improved,
@@ -678,7 +678,7 @@ async def _benchmark(
     runs.device = device or runs.device
     if baseline.timing is None:
         message = f"{baseline.status.value}: {target.located(baseline)}".strip(": ")
-        return run_finished(run, baseline.status.value, message)
+        return run_finished(run, RunStatus(baseline.status.value), message)
     record = benchmark_record(target, baseline, device, info)
     ls.store.put(od.path, run.kernel, benchmark=record)
     message = (
@@ -687,7 +687,7 @@ async def _benchmark(
     )
     return run_finished(
         run,
-        baseline.status.value,
+        RunStatus(baseline.status.value),
         f"{SIMULATED}: {message}" if simulated else message,
         simulated=simulated,
         median_ms=record.median_ms,
@@ -704,7 +704,11 @@ async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> wire.ApplyResult
     assert runs is not None
     rw = runs.rewrites.get(run_id)
     if rw is None:
-        raise JsonRpcInvalidParams(f"no verified rewrite for run {run_id!r}")
+        return wire.ApplyResult(
+            False,
+            ApplyReason.NO_REWRITE,
+            f"no verified rewrite for run {run_id!r} (already applied, or the server restarted)",
+        )
     od = ls.document(rw.uri)
     if od is None or od.text != rw.original:
         message = (
@@ -712,8 +716,8 @@ async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> wire.ApplyResult
             "(or was closed). Nothing was overwritten; run Optimize again on the current code."
         )
         ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=message))
-        return wire.ApplyResult(False, message)
-    label = f"Verified rewrite of {rw.kernel} ({rw.speedup:.2f}× faster)"
+        return wire.ApplyResult(False, ApplyReason.STALE, message)
+    label = f"{'Rewrite' if rw.simulated else 'Verified rewrite'} of {rw.kernel} ({rw.speedup_text})"
     edit = lsp.WorkspaceEdit(
         document_changes=[
             lsp.TextDocumentEdit(
@@ -734,9 +738,7 @@ async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> wire.ApplyResult
     if result.applied:
         runs.rewrites.pop(run_id, None)
         runs.changed()
-    return wire.ApplyResult(
-        result.applied, result.failure_reason or ("applied" if result.applied else "declined")
-    )
+    return wire.ApplyResult.answered(result)
 
 
 def rewrite_payload(ls: CudaLanguageServer, run_id: str) -> wire.Rewrite:
@@ -753,6 +755,7 @@ def rewrite_payload(ls: CudaLanguageServer, run_id: str) -> wire.Rewrite:
         list(rw.edits),
         rw.speedup,
         rw.summary,
+        rw.simulated,
     )
 
 

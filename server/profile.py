@@ -29,7 +29,7 @@ from server.optimize import (
     launch_run,
     run_finished,
 )
-from server.protocol import RunKind, StartStatus
+from server.protocol import RunKind, RunStatus, StartStatus
 from server.store import ProfiledKernel, ProfileRecord, kernel_hash
 from server.texts import markdown_text
 
@@ -77,7 +77,7 @@ async def _profile(
     try:
         report = await ls.loop.run_in_executor(runs.pool, work)
     except loop.TargetError as exc:
-        return run_finished(run, "error", str(exc))
+        return run_finished(run, RunStatus.ERROR, str(exc))
     if report.device is not None:
         runs.device = report.device.name
     assert od.doc is not None
@@ -91,7 +91,7 @@ async def _profile(
         kernel_hash=kernel_hash(od.doc, k) if k is not None else "",
     )
     ls.store.put(od.path, run.kernel, profile=record)
-    return run_finished(run, "ok" if report.available else "unavailable", summary(record))
+    return run_finished(run, RunStatus.OK if report.available else RunStatus.UNAVAILABLE, summary(record))
 
 
 def summary(rec: ProfileRecord) -> str:

@@ -28,6 +28,8 @@ import cattrs
 import cattrs.gen
 from lsprotocol import types as lsp
 
+from server.texts import SIMULATED
+
 # ------------------------------------------------------------------------------------- names
 
 OPTIMIZE_COMMAND = "cudaAgent.optimize"  # [KernelRef] -> RunStarted; then RUN_FINISHED
@@ -79,6 +81,42 @@ class StartStatus(str, enum.Enum):
     STARTED = "started"
     BUSY = "busy"
     ERROR = "error"
+
+
+class RunStatus(str, enum.Enum):
+    """How a run ended: ``ok`` (benchmark or profile measured, capture inserted its spec, compare
+    verified, or optimize has a verified faster rewrite ready), ``not_improved`` and
+    ``baseline_failed`` (optimize: ``agent.loop.Outcome``), ``unavailable`` (profile: no profiler
+    counters), ``error`` (the run could not go on; ``message`` says why), or the sandbox's verdict
+    (``sandbox.contract.Status``) of a benchmark's or compare's kernel that did not pass."""
+
+    OK = "ok"
+    NOT_IMPROVED = "not_improved"
+    BASELINE_FAILED = "baseline_failed"
+    UNAVAILABLE = "unavailable"
+    ERROR = "error"
+    COMPILE_ERROR = "compile_error"
+    LAUNCH_ERROR = "launch_error"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    MISMATCH = "mismatch"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+    IMPLAUSIBLE = "implausible"
+
+
+class ApplyReason(str, enum.Enum):
+    """Why an edit was or was not applied: ``applied``; ``stale`` (the document changed or was
+    closed since the run began: nothing overwritten, and the server has said so in a warning);
+    ``no_rewrite`` (no verified rewrite for that run: already applied, or the server restarted);
+    ``declined`` (the client did not apply the edit: the user declined, or the editor refused it;
+    ``message`` has its reason); ``too_large`` (the document is too large to analyse)."""
+
+    APPLIED = "applied"
+    STALE = "stale"
+    NO_REWRITE = "no_rewrite"
+    DECLINED = "declined"
+    TOO_LARGE = "too_large"
 
 
 @attrs.define(frozen=True)
@@ -162,9 +200,8 @@ class AttemptRecord:
 
 @attrs.define(frozen=True)
 class RunFinished:
-    """The end of a run.  ``status``: ``ok`` (benchmark measured, or a verified faster rewrite is
-    ready: ``rewriteReady``), ``not_improved``, ``baseline_failed``, ``error``, or the sandbox's
-    status of a benchmark that did not run (``compile_error``...).  Optimize fills ``speedup*``,
+    """The end of a run (``status``: see ``RunStatus``; an optimize run's ``ok`` comes with a
+    verified faster rewrite ready: ``rewriteReady``).  Optimize fills ``speedup*``,
     benchmark the timing fields; the others are 0.  ``attempts``: every candidate's verdict of an
     optimize run, in evaluation order (empty for the others); ``simulated``: the numbers come from
     the simulated GPU (``executor.kind test``), not a measurement."""
@@ -173,7 +210,7 @@ class RunFinished:
     kind: RunKind
     uri: str
     kernel: str
-    status: str
+    status: RunStatus
     message: str
     cancelled: bool
     rewrite_ready: bool
@@ -196,13 +233,24 @@ class CancelResult:
 
 @attrs.define(frozen=True)
 class ApplyResult:
+    """What became of an edit the server sent (``reason``: see ``ApplyReason``)."""
+
     applied: bool
+    reason: ApplyReason
     message: str
+
+    @classmethod
+    def answered(cls, result: lsp.ApplyWorkspaceEditResult) -> ApplyResult:
+        """The client's answer to the server's ``workspace/applyEdit``."""
+        if result.applied:
+            return cls(True, ApplyReason.APPLIED, "applied")
+        return cls(False, ApplyReason.DECLINED, result.failure_reason or "declined")
 
 
 @attrs.define(frozen=True)
 class Rewrite:
-    """A verified rewrite for the side-by-side diff; ``edits`` turn ``original`` into ``rewritten``."""
+    """A verified rewrite for the side-by-side diff; ``edits`` turn ``original`` into ``rewritten``;
+    ``simulated``: its speedup comes from the simulated GPU, not a measurement."""
 
     run_id: str
     uri: str
@@ -213,6 +261,7 @@ class Rewrite:
     edits: list[lsp.TextEdit]
     speedup: float
     summary: str
+    simulated: bool
 
 
 @attrs.define(frozen=True)
@@ -276,6 +325,8 @@ REQUEST_TYPES: dict[str, type] = {REWRITE_REQUEST: RewriteRequest, RESULTS_REQUE
 WIRE_TYPES: list[type] = [
     RunKind,
     StartStatus,
+    RunStatus,
+    ApplyReason,
     KernelRef,
     CompareRef,
     CaptureRef,
@@ -402,6 +453,7 @@ def typescript() -> str:
     out = [BEGIN]
     out += [f'export const {name} = "{value}";' for name, value in METHODS.items()]
     out.append(f'export const REWRITE_ANNOTATION = "{ANNOTATION}";')
+    out.append(f'export const SIMULATED = "{SIMULATED}";')
     for cls in WIRE_TYPES:
         out += ["", _ts_declaration(cls)]
     out.append(END)

@@ -10,8 +10,11 @@ import pytest
 from lsprotocol import types as lsp
 from pygls.protocol import default_converter
 
+from agent.loop import Outcome
+from sandbox.contract import Status
 from server import protocol as wire
 from server.lsp import create_server
+from server.texts import SIMULATED
 
 PROTOCOL_TS = Path(__file__).parent.parent / "extension" / "src" / "protocol.ts"
 
@@ -61,8 +64,10 @@ def test_camel_case_on_the_wire_both_ways() -> None:
         [lsp.TextEdit(lsp.Range(lsp.Position(0, 0), lsp.Position(0, 1)), "b")],
         2.0,
         "",
+        True,
     )
     assert converter.unstructure(rewrite)["edits"][0]["newText"] == "b"
+    assert converter.unstructure(rewrite)["simulated"] is True
     assert converter.structure({"runId": "r1"}, wire.RunRef) == wire.RunRef("r1")
     assert converter.structure({"uri": "file:///a.cu"}, wire.KernelRef) == wire.KernelRef("file:///a.cu")
     assert wire.camel_keys({"median_ms": 1, "nested": [{"stop_reason": "x"}]}) == {
@@ -92,3 +97,24 @@ def test_every_command_the_server_registers_is_declared() -> None:
     assert set(ls.protocol.fm.commands) <= declared
     for method in (wire.REWRITE_REQUEST, wire.RESULTS_REQUEST):
         assert method in ls.protocol.fm.features
+
+
+def test_run_status_names_every_status_the_server_sends() -> None:
+    """Optimize sends ``ok`` for an improvement, else its outcome; benchmark and compare the sandbox's
+    verdict; profile ``unavailable``; every run ``error``."""
+    sent = {s.value for s in Status} | {o.value for o in Outcome if o is not Outcome.IMPROVED}
+    assert {s.value for s in wire.RunStatus} == sent | {"error", "unavailable"}
+
+
+def test_apply_result_carries_the_clients_answer_as_a_reason() -> None:
+    converter = converter_of_the_server()
+    ok = wire.ApplyResult.answered(lsp.ApplyWorkspaceEditResult(applied=True))
+    assert converter.unstructure(ok) == {"applied": True, "reason": "applied", "message": "applied"}
+    refused = wire.ApplyResult.answered(lsp.ApplyWorkspaceEditResult(applied=False, failure_reason="busy"))
+    assert (refused.applied, refused.reason, refused.message) == (False, wire.ApplyReason.DECLINED, "busy")
+    bare = wire.ApplyResult.answered(lsp.ApplyWorkspaceEditResult(applied=False))
+    assert (bare.reason, bare.message) == (wire.ApplyReason.DECLINED, "declined")
+
+
+def test_the_simulated_label_is_the_servers_wording() -> None:
+    assert f'export const SIMULATED = "{SIMULATED}";' in wire.typescript()

@@ -1,7 +1,7 @@
 // Preview-before-accept of a verified rewrite: the virtual documents of the diff editor and its
 // title with the measured speedup. Accept asks the server, which checks the document's version.
 
-import type { Rewrite } from "./protocol";
+import { type Rewrite, SIMULATED } from "./protocol";
 
 /** URI scheme of the read-only documents shown in the diff editor. */
 export const PREVIEW_SCHEME = "cuda-agent-rewrite";
@@ -39,9 +39,14 @@ export function formatSpeedup(speedup: number): string {
   return `${speedup >= 10 ? speedup.toFixed(0) : speedup.toFixed(2)}×`;
 }
 
-/** Title of the diff editor: which file, and the measured speedup of the verified rewrite. */
+/** A rewrite's speedup with where it comes from: `2.43× faster, verified`, or the simulated GPU's label. */
+export function speedupText(rewrite: Pick<Rewrite, "speedup" | "simulated">): string {
+  return `${formatSpeedup(rewrite.speedup)} faster, ${rewrite.simulated ? SIMULATED : "verified"}`;
+}
+
+/** Title of the diff editor: which file, and the speedup of the verified rewrite. */
 export function diffTitle(rewrite: Rewrite): string {
-  return `${baseName(rewrite.uri)}: original ↔ rewrite (${formatSpeedup(rewrite.speedup)} faster, verified)`;
+  return `${baseName(rewrite.uri)}: original ↔ rewrite (${speedupText(rewrite)})`;
 }
 
 /** The rewrites waiting for Accept or Discard, by run id. */
@@ -51,10 +56,6 @@ export class PendingRewrites {
   add(runId: string, rewrite: Rewrite): PreviewUris {
     this.byRun.set(runId, rewrite);
     return previewUris(runId, rewrite.uri);
-  }
-
-  get(runId: string): Rewrite | undefined {
-    return this.byRun.get(runId);
   }
 
   /** Text of a virtual document (path `/<runId>/<side>/<name>`); undefined once settled. */

@@ -32,11 +32,18 @@ export const RESULTS_REQUEST = "cudaAgent/results";
 export const STATUS_NOTIFICATION = "cudaAgent/status";
 export const RUN_FINISHED_NOTIFICATION = "cudaAgent/runFinished";
 export const REWRITE_ANNOTATION = "cuda-agent.verified-rewrite";
+export const SIMULATED = "simulated GPU, not measured";
 
 export type RunKind = "optimize" | "benchmark" | "compare" | "profile" | "capture";
 
 /** How a run request was answered: `started` (a RunFinished follows), `busy` (this kernel already has a run: `runId` is that run's), `error` (nothing started; `message` says why). */
 export type StartStatus = "started" | "busy" | "error";
+
+/** How a run ended: `ok` (benchmark or profile measured, capture inserted its spec, compare verified, or optimize has a verified faster rewrite ready), `not_improved` and `baseline_failed` (optimize: `agent.loop.Outcome`), `unavailable` (profile: no profiler counters), `error` (the run could not go on; `message` says why), or the sandbox's verdict (`sandbox.contract.Status`) of a benchmark's or compare's kernel that did not pass. */
+export type RunStatus = "ok" | "not_improved" | "baseline_failed" | "unavailable" | "error" | "compile_error" | "launch_error" | "crash" | "timeout" | "mismatch" | "rejected" | "cancelled" | "implausible";
+
+/** Why an edit was or was not applied: `applied`; `stale` (the document changed or was closed since the run began: nothing overwritten, and the server has said so in a warning); `no_rewrite` (no verified rewrite for that run: already applied, or the server restarted); `declined` (the client did not apply the edit: the user declined, or the editor refused it; `message` has its reason); `too_large` (the document is too large to analyse). */
+export type ApplyReason = "applied" | "stale" | "no_rewrite" | "declined" | "too_large";
 
 /** A kernel of an open document; `kernel` may be left out when the file has one kernel. */
 export interface KernelRef {
@@ -97,13 +104,13 @@ export interface AttemptRecord {
   reward?: number;
 }
 
-/** The end of a run. `status`: `ok` (benchmark measured, or a verified faster rewrite is ready: `rewriteReady`), `not_improved`, `baseline_failed`, `error`, or the sandbox's status of a benchmark that did not run (`compile_error`...). Optimize fills `speedup*`, benchmark the timing fields; the others are 0. `attempts`: every candidate's verdict of an optimize run, in evaluation order (empty for the others); `simulated`: the numbers come from the simulated GPU (`executor.kind test`), not a measurement. */
+/** The end of a run (`status`: see `RunStatus`; an optimize run's `ok` comes with a verified faster rewrite ready: `rewriteReady`). Optimize fills `speedup*`, benchmark the timing fields; the others are 0. `attempts`: every candidate's verdict of an optimize run, in evaluation order (empty for the others); `simulated`: the numbers come from the simulated GPU (`executor.kind test`), not a measurement. */
 export interface RunFinished {
   runId: string;
   kind: RunKind;
   uri: string;
   kernel: string;
-  status: string;
+  status: RunStatus;
   message: string;
   cancelled: boolean;
   rewriteReady: boolean;
@@ -123,12 +130,14 @@ export interface CancelResult {
   message: string;
 }
 
+/** What became of an edit the server sent (`reason`: see `ApplyReason`). */
 export interface ApplyResult {
   applied: boolean;
+  reason: ApplyReason;
   message: string;
 }
 
-/** A verified rewrite for the side-by-side diff; `edits` turn `original` into `rewritten`. */
+/** A verified rewrite for the side-by-side diff; `edits` turn `original` into `rewritten`; `simulated`: its speedup comes from the simulated GPU, not a measurement. */
 export interface Rewrite {
   runId: string;
   uri: string;
@@ -139,6 +148,7 @@ export interface Rewrite {
   edits: TextEdit[];
   speedup: number;
   summary: string;
+  simulated: boolean;
 }
 
 export interface ResultsParams {

@@ -7,6 +7,7 @@
 import { type Attempt, attemptsHtml, isVerified, parseAttempts } from "./attempts";
 import { escapeHtml } from "./html";
 import { formatSpeedup } from "./preview";
+import { SIMULATED } from "./protocol";
 import { arithmeticIntensity, boundBy, type Ceilings, pctOfRoof, type RooflineModel, type RooflinePoint, rooflineSvg } from "./roofline";
 
 /** The device's ceilings and the spec's work, as a record carries them (server/store.py Roofline). */
@@ -368,7 +369,7 @@ function kernelSection(row: KernelRow): string {
   const o = row.optimize;
   if (o && verified(o)) {
     facts.push(
-      `Optimize: ${formatSpeedup(o.speedup)} faster, verified (${formatSpeedup(o.speedupLow)}–${formatSpeedup(o.speedupHigh)}): ${o.baselineMs.toFixed(3)} → ${o.candidateMs.toFixed(3)} ms`,
+      `Optimize: ${formatSpeedup(o.speedup)} faster, ${row.simulated ? SIMULATED : "verified"} (${formatSpeedup(o.speedupLow)}–${formatSpeedup(o.speedupHigh)}): ${o.baselineMs.toFixed(3)} → ${o.candidateMs.toFixed(3)} ms`,
     );
   } else if (o) {
     facts.push(`Optimize: ${escapeHtml(o.outcome || "no verified rewrite")}`);
@@ -386,7 +387,7 @@ function kernelSection(row: KernelRow): string {
   if (device || date) {
     facts.push(`<span class="muted">${escapeHtml([device, date].filter(Boolean).join(" · "))}</span>`);
   }
-  const simulated = row.simulated ? ` <span class="simulated">simulated GPU: not measurements</span>` : "";
+  const simulated = row.simulated ? ` <span class="simulated">${SIMULATED}</span>` : "";
   return `<section><h2>${escapeHtml(row.kernel)} <span class="muted">${escapeHtml(row.file)}</span>${simulated}</h2><ul>${facts.map((f) => `<li>${f}</li>`).join("")}</ul>${chart(row)}${attemptsHtml(row.attempts)}${row.profile ? profileHtml(row.profile) : ""}</section>`;
 }
 

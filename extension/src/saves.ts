@@ -2,7 +2,8 @@
 // user's own `files.autoSave` decides whether (and when) the edit reaches the disk. VS Code's
 // desktop default is "off"; its web builds (code-server, vscode.dev) default to "afterDelay".
 
-import { formatSpeedup } from "./preview";
+import { speedupText } from "./preview";
+import type { Rewrite } from "./protocol";
 
 /** When an edit made by Accept gets written, under each `files.autoSave` value. */
 const WRITES: Record<string, string> = {
@@ -17,8 +18,8 @@ export function autoSaves(autoSave: string | undefined): boolean {
 }
 
 /** The notification after Accept, true to what happens to the file under `files.autoSave`. */
-export function acceptedMessage(autoSave: string | undefined, speedup: number): string {
-  const head = `CUDA Agent: applied the verified rewrite (${formatSpeedup(speedup)} faster)`;
+export function acceptedMessage(autoSave: string | undefined, rewrite: Pick<Rewrite, "speedup" | "simulated">): string {
+  const head = `CUDA Agent: applied the rewrite (${speedupText(rewrite)})`;
   const disk = autoSaves(autoSave)
     ? `; your auto-save setting (files.autoSave: ${autoSave}) will write it to disk ${WRITES[autoSave as string]}`
     : ", not saved";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { baseName, diffTitle, parsePreviewPath, PendingRewrites, previewUris } from "../src/preview";
-import type { Rewrite } from "../src/protocol";
+import { baseName, diffTitle, parsePreviewPath, PendingRewrites, previewUris, speedupText } from "../src/preview";
+import { type Rewrite, SIMULATED } from "../src/protocol";
 
 const original = "__global__ void vadd(const float* a, const float* b, float* c, int n) {\n  int i = threadIdx.x;\n}\n";
 const rewritten = original.replace("const float* a", "const float* __restrict__ a");
@@ -15,6 +15,7 @@ const rewrite: Rewrite = {
   edits: [{ range: { start: { line: 0, character: 0 }, end: { line: 1, character: 0 } }, newText: rewritten.split("\n")[0] + "\n" }],
   speedup: 2.4321,
   summary: "__restrict__ on a, b, c",
+  simulated: false,
 };
 
 // VS Code hands the content provider the URI's decoded path.
@@ -34,6 +35,13 @@ test("virtual URIs end in the file's name and round-trip to run and side", () =>
 test("the diff title names the file and the measured speedup", () => {
   assert.equal(diffTitle(rewrite), "vadd.cu: original ↔ rewrite (2.43× faster, verified)");
   assert.match(diffTitle({ ...rewrite, speedup: 12.4 }), /\(12× faster/);
+});
+
+test("the simulated GPU's speedup is labelled as the server labels it, never as verified", () => {
+  assert.equal(SIMULATED, "simulated GPU, not measured");
+  assert.equal(speedupText({ speedup: 2, simulated: true }), `2.00× faster, ${SIMULATED}`);
+  assert.equal(diffTitle({ ...rewrite, speedup: 2, simulated: true }), "vadd.cu: original ↔ rewrite (2.00× faster, simulated GPU, not measured)");
+  assert.doesNotMatch(diffTitle({ ...rewrite, simulated: true }), /verified/);
 });
 
 test("pending rewrites serve both sides until settled", () => {

@@ -123,7 +123,11 @@ test("this session's run gives the attempts and the simulated label when the sto
   const [row] = kernelRows(store, runs).filter((r) => r.kernel === "vadd");
   assert.equal(row.attempts.length, 4);
   assert.equal(row.simulated, true);
-  assert.match(resultsHtml(store, "n", runs), /vadd <span class="muted">src\/vadd\.cu<\/span> <span class="simulated">simulated GPU/);
+  const html = resultsHtml(store, "n", runs);
+  assert.match(html, /vadd <span class="muted">src\/vadd\.cu<\/span> <span class="simulated">simulated GPU, not measured<\/span>/);
+  // the optimize line says where its number comes from, as the hint and the hover say it
+  assert.match(html, /Optimize: 2\.50× faster, simulated GPU, not measured \(/);
+  assert.doesNotMatch(html, /faster, verified/);
   assert.equal(kernelRows(store, [{ ...runs[0], uri: "file:///elsewhere/vadd.cu" }])[1].attempts.length, 0);
   assert.equal(sameFile("file:///home/u/ws/src/my%20k.cu", "src/my k.cu"), true);
   assert.equal(sameFile("file:///home/u/ws/xsrc/vadd.cu", "src/vadd.cu"), false);
