@@ -114,29 +114,30 @@ def generated(source: Path, key: str) -> str:
     return result
 
 
-def expected() -> dict[Path, str]:
-    """Every generated file's path and text."""
+def expected(out: Path = OUT) -> dict[Path, str]:
+    """Every generated file's path (under ``out``) and text."""
     found = {f"{p.parent.name}/{p.stem}": p for p in sorted(CORPUS.glob("*/*.cu"))}
     if found.keys() != H200.keys():
         missing, extra = sorted(found.keys() - H200.keys()), sorted(H200.keys() - found.keys())
         raise StaleCorpus(f"size table out of date: no sizes for {missing}; sizes for no file {extra}")
-    return {OUT / f"{key}.cu": generated(path, key) for key, path in found.items()}
+    return {out / f"{key}.cu": generated(path, key) for key, path in found.items()}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare only; exit 1 when a copy is stale")
+    ap.add_argument(
+        "--out", type=Path, default=OUT, help="the folder to write or check (default: %(default)s)"
+    )
     args = ap.parse_args()
     try:
-        files = expected()
+        files = expected(args.out)
     except StaleCorpus as exc:
         print(f"make_variants: {exc}", file=sys.stderr)
         return 1
-    on_disk = {p for p in OUT.glob("*/*.cu")}
-    stale = sorted(
-        str(p.relative_to(ROOT)) for p, t in files.items() if not p.is_file() or p.read_text() != t
-    )
-    extra = sorted(str(p.relative_to(ROOT)) for p in on_disk - files.keys())
+    on_disk = set(args.out.glob("*/*.cu"))
+    stale = sorted(str(p) for p, t in files.items() if not p.is_file() or p.read_text(encoding="utf-8") != t)
+    extra = sorted(str(p) for p in on_disk - files.keys())
     if args.check:
         for name in stale + extra:
             print(f"stale: {name} (run python bench/make_variants.py)", file=sys.stderr)
@@ -146,9 +147,7 @@ def main() -> int:
     for p, t in files.items():
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(t, encoding="utf-8")
-    print(
-        f"wrote {len(files)} files under {OUT.relative_to(ROOT)} ({len(stale)} changed, {len(extra)} removed)"
-    )
+    print(f"wrote {len(files)} files under {args.out} ({len(stale)} changed, {len(extra)} removed)")
     return 0
 
 
