@@ -1,0 +1,103 @@
+"""bench/results_view_capture.py on the simulated GPU: it drives the real language server over
+stdio like the editor (the Optimize lens's command, then the results view's request), writes the
+payload as it came over the wire and the progress as JSON lines, and stops itself by its deadline."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+SCRIPT = ROOT / "bench" / "results_view_capture.py"
+
+TINY = """\
+// @cuda-agent sizes n=1<<20 verify n=1000,4097
+// @cuda-agent launch grid=cdiv(n, block) block=256
+// @cuda-agent arg x in float[n] uniform(-1, 1)
+// @cuda-agent arg y out float[n]
+// @cuda-agent arg n = n
+__global__ void scale(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+"""
+
+
+def capture(
+    tmp_path: Path, *args: str, delay_s: float = 0.0
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    kernel = tmp_path / "scale.cu"
+    kernel.write_text(TINY)
+    out = tmp_path / "out"
+    env = {**os.environ, "CUDA_AGENT_TEST_EXECUTOR_DELAY": str(delay_s)}
+    env.pop("CUDA_AGENT_TEST_EXECUTOR", None)  # the --simulate setting alone picks the simulated GPU
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), "--simulate", *args, str(kernel)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
+    return done, out
+
+
+def progress(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_it_records_the_results_view_of_an_optimize_run(tmp_path: Path) -> None:
+    done, out = capture(tmp_path, "--budget", "4c")
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout.splitlines()[-1])
+    assert summary["ok"] and summary["started"]["status"] == "started" and summary["kernels"] == ["scale"]
+    run_id = summary["started"]["runId"]
+
+    (row,) = json.loads((out / "results_view.json").read_text())["results"]
+    opt = row["optimize"]
+    assert (row["file"], row["kernel"], opt["runId"]) == ("scale.cu", "scale", run_id)
+    assert opt["simulated"] is True and opt["device"] == "simulated GPU"  # camelCase: the wire's own keys
+    assert 1 <= opt["attempts"] <= 4 and len(opt["history"]) == opt["attempts"]
+    assert opt["roofline"]["peakGbps"] > 0
+
+    lines = progress(out)
+    assert [line["t_s"] for line in lines] == sorted(line["t_s"] for line in lines)
+    lens = next(line for line in lines if "lens" in line)
+    assert lens["command"] == "cudaAgent.optimize" and lens["arguments"][0]["kernel"] == "scale"
+    kinds = [line["params"]["value"]["kind"] for line in lines if line.get("method") == "$/progress"]
+    assert kinds[0] == "begin" and kinds[-1] == "end"
+    (finished,) = [line["params"] for line in lines if line.get("method") == "cudaAgent/runFinished"]
+    assert finished["runId"] == run_id and finished["simulated"] is True
+
+
+@pytest.mark.slow
+def test_it_cancels_the_run_and_stops_by_its_deadline(tmp_path: Path) -> None:
+    started = time.monotonic()
+    # 0.5 s per candidate and 200 to try: only the deadline ends the run
+    done, out = capture(tmp_path, "--budget", "200c", "--deadline-s", "28", delay_s=0.5)
+    assert time.monotonic() - started < 40
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = progress(out)
+    assert any(line.get("cancel") for line in lines)
+    (finished,) = [line["params"] for line in lines if line.get("method") == "cudaAgent/runFinished"]
+    assert finished["cancelled"] is True
+    (row,) = json.loads((out / "results_view.json").read_text())["results"]
+    assert row["kernel"] == "scale"
+
+
+def test_a_missing_kernel_file_is_a_clear_error(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(tmp_path / "out"), str(tmp_path / "none.cu")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "none.cu: no such file" in done.stderr and "Traceback" not in done.stderr
