@@ -46,7 +46,7 @@ H200: dict[str, tuple[dict[str, str], str]] = {
     "elementwise/scale_half_using": ({"n": "1<<29"}, ""),
     "histogram/grid_stride_while": ({"n": "1<<24"}, ""),
     "histogram/macro_bins": ({"n": "1<<24"}, ""),
-    "histogram/pointer_offset": ({"n": "1<<26"}, ""),
+    "histogram/pointer_offset": ({"n": "1<<24"}, ""),
     "histogram/typedef_counts": ({"n": "1<<24"}, ""),
     "rows/gemv_device_function": ({"m": "32768", "n": "8192"}, ""),
     "rows/layernorm_typedef": ({"B": "65536", "C": "1024"}, ""),

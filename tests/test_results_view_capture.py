@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).parent.parent
 SCRIPT = ROOT / "bench" / "results_view_capture.py"
+RENDER = ROOT / "extension" / "e2e" / "render_results.mjs"
 
 TINY = """\
 // @cuda-agent sizes n=1<<20 verify n=1000,4097
@@ -101,3 +103,41 @@ def test_a_missing_kernel_file_is_a_clear_error(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 2 and "none.cu: no such file" in done.stderr and "Traceback" not in done.stderr
+
+
+def replay_missing() -> str:
+    """Why the replay cannot run here ("" when it can): node, chromium, esbuild, playwright-core."""
+    if shutil.which("node") is None or not Path("/usr/bin/chromium").exists():
+        return "node or /usr/bin/chromium missing"
+    probe = subprocess.run(
+        ["node", "-e", "require.resolve('esbuild'); require.resolve('playwright-core')"],
+        cwd=RENDER.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return "" if probe.returncode == 0 else "esbuild or playwright-core not installed (npm ci; e2e/setup.sh)"
+
+
+@pytest.mark.slow
+def test_the_replay_renders_a_recorded_payload_with_the_extensions_view(tmp_path: Path) -> None:
+    if why := replay_missing():
+        pytest.skip(why)
+    done, out = capture(tmp_path, "--budget", "3c")
+    assert done.returncode == 0, done.stderr[-2000:]
+    png = tmp_path / "view.png"
+    args = [str(out / "results_view.json"), str(png), "--session", str(out / "progress.jsonl")]
+    shown = subprocess.run(["node", str(RENDER), *args], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["kernels"] == "scale"
+    head = png.read_bytes()[:24]
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and width == 2 * 1100 and height > 400
+    (tmp_path / "empty.json").write_text('{"results": []}')
+    refused = subprocess.run(
+        ["node", str(RENDER), str(tmp_path / "empty.json"), str(tmp_path / "no.png")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2 and "no results" in refused.stderr and not (tmp_path / "no.png").exists()
