@@ -198,14 +198,15 @@ async def capture(args: argparse.Namespace, recorder: Recorder, workspace: Path)
         chosen = [
             c
             for c in commands
-            if args.kernel is None or any(a.get("kernel") == args.kernel for a in c.arguments or [])
+            if args.kernel is None
+            or any(isinstance(a, dict) and a.get("kernel") == args.kernel for a in c.arguments or [])
         ]
         if not chosen:
             raise CaptureFailed(f"no Optimize lens for {args.kernel or 'a kernel'} in {args.kernel_file}")
-        lens = chosen[0]
-        recorder.line({"lens": lens.title, "command": lens.command, "arguments": lens.arguments})
+        command = chosen[0]
+        recorder.line({"lens": command.title, "command": command.command, "arguments": command.arguments})
         started = await client.workspace_execute_command_async(
-            lsp.ExecuteCommandParams(lens.command, list(lens.arguments or []))
+            lsp.ExecuteCommandParams(command.command, list(command.arguments or []))
         )
         # the command's RunStarted, raw (pygls does not structure a command's result)
         started = started if isinstance(started, dict) else {}

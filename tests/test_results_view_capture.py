@@ -20,6 +20,11 @@ SCRIPT = ROOT / "bench" / "results_view_capture.py"
 RENDER = ROOT / "extension" / "e2e" / "render_results.mjs"
 
 TINY = """\
+__global__ void copy(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+
 // @cuda-agent sizes n=1<<20 verify n=1000,4097
 // @cuda-agent launch grid=cdiv(n, block) block=256
 // @cuda-agent arg x in float[n] uniform(-1, 1)
@@ -57,7 +62,7 @@ def progress(out: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.slow
 def test_it_records_the_results_view_of_an_optimize_run(tmp_path: Path) -> None:
-    done, out = capture(tmp_path, "--budget", "4c")
+    done, out = capture(tmp_path, "--budget", "4c", "--kernel", "scale")
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads(done.stdout.splitlines()[-1])
     assert summary["ok"] and summary["started"]["status"] == "started" and summary["kernels"] == ["scale"]
@@ -84,7 +89,7 @@ def test_it_records_the_results_view_of_an_optimize_run(tmp_path: Path) -> None:
 def test_it_cancels_the_run_and_stops_by_its_deadline(tmp_path: Path) -> None:
     started = time.monotonic()
     # 0.5 s per candidate and 200 to try: only the deadline ends the run
-    done, out = capture(tmp_path, "--budget", "200c", "--deadline-s", "28", delay_s=0.5)
+    done, out = capture(tmp_path, "--budget", "200c", "--deadline-s", "28", "--kernel", "scale", delay_s=0.5)
     assert time.monotonic() - started < 40
     assert done.returncode == 0, done.stderr[-2000:]
     lines = progress(out)
@@ -93,6 +98,13 @@ def test_it_cancels_the_run_and_stops_by_its_deadline(tmp_path: Path) -> None:
     assert finished["cancelled"] is True
     (row,) = json.loads((out / "results_view.json").read_text())["results"]
     assert row["kernel"] == "scale"
+
+
+@pytest.mark.slow
+def test_a_kernel_without_an_optimize_lens_is_a_clear_error(tmp_path: Path) -> None:
+    done, _ = capture(tmp_path, "--kernel", "copy")  # no spec: no Optimize lens
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "no Optimize lens for copy" in json.loads(done.stdout.splitlines()[-1])["error"]
 
 
 def test_a_missing_kernel_file_is_a_clear_error(tmp_path: Path) -> None:
@@ -123,7 +135,7 @@ def replay_missing() -> str:
 def test_the_replay_renders_a_recorded_payload_with_the_extensions_view(tmp_path: Path) -> None:
     if why := replay_missing():
         pytest.skip(why)
-    done, out = capture(tmp_path, "--budget", "3c")
+    done, out = capture(tmp_path, "--budget", "3c", "--kernel", "scale")
     assert done.returncode == 0, done.stderr[-2000:]
     png = tmp_path / "view.png"
     args = [str(out / "results_view.json"), str(png), "--session", str(out / "progress.jsonl")]
