@@ -9,6 +9,13 @@ with the built-in proposer under the same budget and seed.  :func:`summarize` gi
 - ``geomean``: the geometric mean speedup over kernels whose original passed its own checks,
   counting 1.0 where the original is kept (nothing verified was reliably faster).
 
+Each kernel's ``pct_peak_before``/``_after`` is its time against one ceiling, the same before and
+after: the device's measured FP32 GEMM rate (``fp32``) when the spec declares flops and the original
+is nearer that ceiling than the copy bandwidth, else the measured copy bandwidth (``copy``).
+:func:`families` gives the summary and the mean % of ceiling per family: the files' folder under the
+suite's directory (``bench/kernels/variants/rows/`` is family ``variants/rows``; the directory's own
+files are family ``.``).
+
 Kernels that could not be run (a spec that does not resolve, the original failing its own checks)
 count as not fast and are listed with their reason.
 
@@ -55,6 +62,7 @@ class SuiteEntry:
     speedup: float = 0.0  # of the kept result: 1.0 when the original is kept
     speedup_low: float = 0.0
     speedup_high: float = 0.0
+    ceiling: str = ""  # "copy" or "fp32": what the two percentages are of (see the module docstring)
     pct_peak_before: float = 0.0
     pct_peak_after: float = 0.0
     attempts: int = 0
@@ -79,9 +87,23 @@ class SuiteSummary:
     errors: int
 
 
-def pct_peak(r: CandidateResult) -> float:
-    """% of the nearer roofline ceiling: bandwidth, or compute when the spec declares flops."""
-    return max(r.pct_peak_bandwidth, r.pct_peak_flops)
+@dataclass(frozen=True)
+class FamilySummary:
+    family: str  # the files' folder relative to the suite's directory ("." for its own files)
+    summary: SuiteSummary
+    ceilings: tuple[str, ...]  # of the kernels that ran: "copy", "fp32" or both
+    pct_peak_before: float  # mean over the kernels that ran of each one's % of its ceiling
+    pct_peak_after: float
+
+
+def ceiling(r: CandidateResult) -> str:
+    """The ceiling ``r`` is nearer: ``fp32`` (the FP32 GEMM rate; flops declared) or ``copy``."""
+    return "fp32" if r.pct_peak_flops > r.pct_peak_bandwidth else "copy"
+
+
+def pct_of(r: CandidateResult, name: str) -> float:
+    """% of the ceiling ``name`` (:func:`ceiling`) that ``r``'s time reaches."""
+    return r.pct_peak_flops if name == "fp32" else r.pct_peak_bandwidth
 
 
 def find_targets(
@@ -108,6 +130,7 @@ def entry(file: str, kernel: str, result: loop.OptimizeResult) -> SuiteEntry:
     best = result.best
     improved = result.outcome is loop.Outcome.IMPROVED and best is not None
     kept = best.result if improved and best is not None else result.baseline
+    roof = ceiling(result.baseline)
     return SuiteEntry(
         file=file,
         kernel=kernel,
@@ -115,8 +138,9 @@ def entry(file: str, kernel: str, result: loop.OptimizeResult) -> SuiteEntry:
         speedup=result.speedup if improved else 1.0,
         speedup_low=result.speedup_low if improved else 1.0,
         speedup_high=result.speedup_high if improved else 1.0,
-        pct_peak_before=pct_peak(result.baseline),
-        pct_peak_after=pct_peak(kept),
+        ceiling=roof,
+        pct_peak_before=pct_of(result.baseline, roof),
+        pct_peak_after=pct_of(kept, roof),
         attempts=result.attempts,
         seconds=result.seconds,
         baseline_seconds=result.baseline_seconds,
@@ -219,9 +243,14 @@ def _optimize(
     return e
 
 
+def _ran(entries: tuple[SuiteEntry, ...]) -> list[SuiteEntry]:
+    """The entries whose original passed its checks (the ones with a speedup)."""
+    return [e for e in entries if e.status in (loop.Outcome.IMPROVED.value, loop.Outcome.NOT_IMPROVED.value)]
+
+
 def summarize(entries: tuple[SuiteEntry, ...]) -> SuiteSummary:
     n = len(entries)
-    ran = [e for e in entries if e.status in (loop.Outcome.IMPROVED.value, loop.Outcome.NOT_IMPROVED.value)]
+    ran = _ran(entries)
     geomean = math.exp(sum(math.log(e.speedup) for e in ran) / len(ran)) if ran else 0.0
     return SuiteSummary(
         kernels=n,
@@ -231,3 +260,29 @@ def summarize(entries: tuple[SuiteEntry, ...]) -> SuiteSummary:
         geomean=geomean,
         errors=n - len(ran),
     )
+
+
+def family(file: str, directory: Path) -> str:
+    """A suite file's family: its folder relative to the suite's ``directory`` ("." for its own)."""
+    return Path(file).parent.relative_to(directory).as_posix()
+
+
+def families(entries: tuple[SuiteEntry, ...], directory: Path) -> tuple[FamilySummary, ...]:
+    """Per family (:func:`family`, sorted): the summary and the mean % of ceiling before and after."""
+    groups: dict[str, list[SuiteEntry]] = {}
+    for e in entries:
+        groups.setdefault(family(e.file, directory), []).append(e)
+    out = []
+    for name in sorted(groups):
+        group = tuple(groups[name])
+        ran = _ran(group)
+        out.append(
+            FamilySummary(
+                family=name,
+                summary=summarize(group),
+                ceilings=tuple(sorted({e.ceiling for e in ran})),
+                pct_peak_before=sum(e.pct_peak_before for e in ran) / len(ran) if ran else 0.0,
+                pct_peak_after=sum(e.pct_peak_after for e in ran) / len(ran) if ran else 0.0,
+            )
+        )
+    return tuple(out)

@@ -3,7 +3,7 @@
 # its own `timeout`, every log and JSON-lines file written under $OUT as it goes.
 #   usage (on the GPU machine): OUT=DIR [T=SECONDS] bench/device_call.sh PART[:SECONDS] ...
 #   PART: gpu-tests:FILES (comma-separated test files, -m gpu), verify-cost, capture, reward, reward-torch,
-#         suite:DIR/GLOB@BUDGET, grpo:STEPS, profile:STEMS, compile-cost, optimize:FILE@BUDGET, main, profile, or any bench/gpu_session.sh part
+#         suite:GLOB[,GLOB]@BUDGET, results-view:FILE@BUDGET, grpo:STEPS, profile:STEMS, compile-cost, optimize:FILE@BUDGET, main, profile, or any bench/gpu_session.sh part
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:?set OUT}
@@ -46,12 +46,21 @@ for spec in "$@"; do
         timeout -k 5 "${T:-120}" python3 -m server profile "bench/kernels/$k.cu" --json > "$OUT/profile_$k.json" 2> "$OUT/profile_$k.log"
         echo "profile $k rc=$?" >> "$OUT/session.txt"
       done ;;
-    suite) # suite:DIR/GLOB@BUDGET (e.g. suite:bench/kernels/[a-m]*@10s; each kernel stopped at its budget + 5 s): one JSON line per kernel as it finishes
-      target=${rest%@*}; budget=${rest##*@}; dir=$(dirname "$target"); glob=$(basename "$target")
-      name=$(echo "$target" | md5sum | cut -c1-6)
-      timeout -k 5 "${T:-300}" python3 -m server suite "$dir" --match "$glob" --budget "$budget" --deadline $(( ${budget%s} + 5 )) --jsonl "$OUT/suite_$name.jsonl" \
-        > "$OUT/suite_$name.txt" 2> "$OUT/suite_$name.log" ;;
     compile-cost) timeout -k 5 "${T:-120}" python3 bench/compile_cost.py --out "$OUT" --n 12 --max-s "${rest:-15}" > "$OUT/compile_cost.log" 2>&1 ;;
+    suite) # suite:GLOB[,GLOB...]@BUDGET (e.g. suite:variants/dot/*@5s): the suite over bench/kernels/GLOB, each GLOB
+      # in turn, every kernel's row appended to suite_<first glob>.jsonl as it finishes; D: seconds per kernel (18)
+      globs=${rest%@*}; budget=${rest##*@}; [ "$budget" = "$rest" ] && budget=5s
+      name=$(echo "${globs%%,*}" | tr -c 'A-Za-z0-9_\n' '_')
+      set -f  # the globs are the suite's, not the shell's
+      for glob in ${globs//,/ }; do
+        timeout -k 5 "${T:-170}" python3 -m server suite bench/kernels --match "$glob" --budget "$budget" --deadline "${D:-18}" \
+          --max-memory-gb 16 --jsonl "$OUT/suite_$name.jsonl" --json >> "$OUT/suite_$name.json" 2>> "$OUT/suite_$name.log"
+      done
+      set +f ;;
+    results-view) # results-view:FILE@BUDGET: bench/results_view_capture.py on FILE (the results view's payload)
+      file=${rest%@*}; budget=${rest##*@}; name=$(basename "$file" .cu)
+      timeout -k 5 "${T:-180}" python3 bench/results_view_capture.py --out "$OUT/results_view_$name" --budget "$budget" \
+        --deadline-s $(( ${T:-180} - 10 )) "$file" > "$OUT/results_view_$name.log" 2>&1 ;;
     optimize) # optimize:FILE@BUDGET (e.g. optimize:bench/kernels/softmax.cu@20s): the CLI's JSON result
       file=${rest%@*}; budget=${rest##*@}; name=$(basename "$file" .cu)_$budget
       timeout -k 5 "${T:-200}" python3 -m server optimize "$file" --budget "$budget" --json --trajectory off \

@@ -1218,7 +1218,7 @@ def suite(
     from dataclasses import asdict
 
     from agent import loop
-    from agent.suite import SuiteEntry, find_targets, run_suite, summarize
+    from agent.suite import SuiteEntry, families, find_targets, run_suite, summarize
     from sandbox.executor import ExecutorError
     from sandbox.scheduler import parse_gpus
 
@@ -1266,6 +1266,7 @@ def suite(
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
     summary = summarize(entries)
+    groups = families(entries, root)
     if as_json:
         emit_json(
             {
@@ -1278,11 +1279,13 @@ def suite(
                 "match": match,
                 "kernels": [asdict(e) for e in entries],
                 "summary": asdict(summary),
+                "families": [asdict(g) for g in groups],
             }
         )
         return
     header = (
         f"{'kernel':<28} {'status':<15} {'speedup':>22} {'% peak before':>14} {'% peak after':>13} {'gpu':>4}"
+        " of"
     )
     used = sorted({g for e in entries for g in e.gpus})
     where = f" (GPU{'s' if len(used) > 1 else ''} {','.join(map(str, used))})" if used else ""
@@ -1300,12 +1303,18 @@ def suite(
         gpu_col = ",".join(map(str, e.gpus)) or "-"
         click.echo(
             f"{name[:28]:<28} {e.status:<15} {spread:>22} {e.pct_peak_before:>13.0f}% {e.pct_peak_after:>12.0f}%"
-            f" {gpu_col:>4}"
+            f" {gpu_col:>4} {e.ceiling or '-'}"
         )
     click.echo(
         f"fast_1 {summary.fast_1:.0%}  fast_1.5 {summary.fast_1_5:.0%}  geomean {summary.geomean:.2f}x  "
         f"({summary.improved}/{summary.kernels} improved, {summary.errors} not run)"
     )
+    for g in groups if len(groups) > 1 else ():
+        s = g.summary
+        click.echo(
+            f"  {g.family:<26} fast_1.5 {s.fast_1_5:>4.0%}  geomean {s.geomean:6.2f}x  % of {'+'.join(g.ceilings) or '-'}"
+            f" {g.pct_peak_before:.0f}% -> {g.pct_peak_after:.0f}%  ({s.kernels} kernels)"
+        )
     for e in entries:
         if e.status == "error" or e.status == loop.Outcome.BASELINE_FAILED.value:
             click.echo(f"  {e.kernel}: {e.description}")

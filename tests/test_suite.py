@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.suite import SuiteEntry, summarize
+from agent.suite import SuiteEntry, ceiling, families, pct_of, summarize
+from sandbox.contract import CandidateResult
 
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
 DATA = Path(__file__).parent / "data"
@@ -141,6 +142,66 @@ def test_summary_arithmetic() -> None:
     assert s.fast_1 == pytest.approx(2 / 5) and s.fast_1_5 == pytest.approx(1 / 5)
     assert s.geomean == pytest.approx(math.exp((math.log(4.0) + math.log(1.2)) / 3))
     assert summarize(()).geomean == 0.0
+
+
+def test_each_kernel_is_measured_against_the_ceiling_it_is_nearer() -> None:
+    memory = CandidateResult("a", "ok", pct_peak_bandwidth=40.0, pct_peak_flops=3.0)
+    compute = CandidateResult("b", "ok", pct_peak_bandwidth=2.0, pct_peak_flops=11.0)
+    undeclared = CandidateResult("c", "ok", pct_peak_bandwidth=5.0)  # no flops in the spec
+    assert [ceiling(r) for r in (memory, compute, undeclared)] == ["copy", "fp32", "copy"]
+    assert (pct_of(memory, "copy"), pct_of(compute, "fp32"), pct_of(compute, "copy")) == (40.0, 11.0, 2.0)
+
+
+def test_families_are_the_folders_under_the_suite_directory(tmp_path: Path) -> None:
+    def at(file: str, status: str, speedup: float, roof: str, before: float, after: float) -> SuiteEntry:
+        return SuiteEntry(
+            str(tmp_path / file),
+            "k",
+            status,
+            speedup=speedup,
+            ceiling=roof,
+            pct_peak_before=before,
+            pct_peak_after=after,
+        )
+
+    entries = (
+        at("a.cu", "improved", 4.0, "copy", 10.0, 40.0),
+        at("variants/rows/x.cu", "improved", 2.0, "copy", 20.0, 40.0),
+        at("variants/rows/y.cu", "not_improved", 1.0, "copy", 30.0, 30.0),
+        at("variants/rows/z.cu", "error", 0.0, "", 0.0, 0.0),
+        at("variants/dot/m.cu", "improved", 9.0, "fp32", 2.0, 18.0),
+        at("b.cu", "improved", 1.0 + 1e-9, "fp32", 50.0, 50.0),
+    )
+    groups = {g.family: g for g in families(entries, tmp_path)}
+    assert list(groups) == [".", "variants/dot", "variants/rows"]
+    rows = groups["variants/rows"]
+    assert (rows.summary.kernels, rows.summary.errors, rows.ceilings) == (3, 1, ("copy",))
+    assert rows.summary.geomean == pytest.approx(math.sqrt(2.0)) and rows.summary.fast_1_5 == pytest.approx(
+        1 / 3
+    )
+    assert (rows.pct_peak_before, rows.pct_peak_after) == (
+        pytest.approx(25.0),
+        pytest.approx(35.0),
+    )  # ran only
+    top = groups["."]
+    assert top.ceilings == ("copy", "fp32") and top.pct_peak_after == pytest.approx(45.0)
+    assert groups["variants/dot"].summary.geomean == pytest.approx(9.0)
+
+
+@pytest.mark.slow
+def test_suite_runs_a_subfolder_and_gives_each_family(folder: Path) -> None:
+    nested = folder / "variants" / "rows"
+    nested.mkdir(parents=True)
+    shutil.copy(KERNELS / "variants" / "rows" / "row_max_while.cu", nested / "row_max_while.cu")
+    only = json.loads(
+        run_cli("suite", str(folder), "--budget", "2c", "--json", "--match", "variants/*/*").stdout
+    )
+    assert [(k["kernel"], k["ceiling"]) for k in only["kernels"]] == [("row_max", "copy")]
+    assert [f["family"] for f in only["families"]] == ["variants/rows"]
+    every = run_cli("suite", str(folder), "--budget", "2c", "--match", "**/*")
+    assert every.returncode == 0, every.stderr
+    family_lines = [line.split()[0] for line in every.stdout.splitlines() if "% of copy" in line]
+    assert family_lines == [".", "variants/rows"]
 
 
 @pytest.mark.slow

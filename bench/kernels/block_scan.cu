@@ -1,5 +1,5 @@
 // Inclusive scan of each 256-element block (Hillis-Steele in shared memory).
-// @cuda-agent sizes n=1<<24 verify n=1000,4097
+// @cuda-agent sizes n=1<<28 verify n=1000,4097
 // @cuda-agent launch grid=cdiv(n, 256) block=256
 // @cuda-agent arg in in float[n] uniform(-1, 1)
 // @cuda-agent arg out out float[n]

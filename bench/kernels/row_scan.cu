@@ -1,5 +1,5 @@
 // Inclusive prefix sum of each 1024-element row by a block of 1024 threads (Hillis-Steele in shared memory).
-// @cuda-agent sizes rows=32768 verify rows=3,17
+// @cuda-agent sizes rows=262144 verify rows=3,17
 // @cuda-agent launch grid=rows block=1024
 // @cuda-agent arg x in float[rows * 1024] uniform(-1, 1)
 // @cuda-agent arg y out float[rows * 1024]

@@ -21,6 +21,7 @@ import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
+import { CHROMIUM, CHROMIUM_FLAGS } from "./chromium.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const EXT = path.dirname(HERE);
@@ -30,16 +31,6 @@ const CODE_SERVER = path.join(HERE, "node_modules", "code-server", "out", "node"
 const VSIX = path.join(EXT, "cuda-agent.vsix");
 const FIXTURE = path.join(HERE, "fixture", "saxpy.cu");
 const NO_SPEC_FIXTURE = path.join(HERE, "fixture", "scale.cu");
-const CHROMIUM = "/usr/bin/chromium";
-const CHROMIUM_FLAGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 const SHOTS = path.resolve(EXT, process.env.E2E_SCREENSHOTS ?? path.join(TMP, "screenshots"));
 const TIMEOUT = 30_000;
 const INSTALL_TIMEOUT = 300_000; // the managed install: a venv, pip, the wheel and its dependencies
