@@ -32,7 +32,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from agent import spec as spec_mod
-from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer, Target
+from agent.launch import LaunchChange
+from agent.loop import Attempt, OptimizeContext, Proposal, Proposer, Target
 from agent.source import Document
 from agent.transforms import NotApplicable, Subject, Transform, apply_all
 from agent.transforms.elementwise import GridStride, Vectorize

@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent import spec as spec_mod
-from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer, Target
+from agent.launch import LaunchChange
+from agent.loop import Attempt, OptimizeContext, Proposal, Proposer, Target
 from sandbox.compiler import CompilePool, cuda_include_dirs
 from sandbox.contract import PRECISIONS, CandidateResult, DeviceInfo, Status
 from sandbox.errors import InputError, Unavailable

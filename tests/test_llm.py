@@ -16,8 +16,9 @@ import pytest
 from loop_fakes import MarkerExecutor, saxpy_target, variant
 from scripted_llm import Call, Fail, Garbage, Say, ScriptedLLM, Slow
 
+from agent.launch import LaunchChange
 from agent.llm import LLMProposer, LLMSettings, extract_code
-from agent.loop import LaunchChange, LoopSettings, OptimizeBudget, OptimizeResult, Outcome, optimize
+from agent.loop import LoopSettings, OptimizeBudget, OptimizeResult, Outcome, optimize
 from agent.trajectory import TrajectoryLog
 from sandbox.compiler import CompilePool
 from sandbox.testing import FakeExecutor

@@ -4,7 +4,7 @@ A :class:`Subject` is a kernel definition (its text, as in :attr:`agent.loop.Tar
 its spec, its standalone unit (``context``: the macros, aliases and ``__device__`` functions the
 front end resolves, :mod:`agent.transforms.frontend`) and what earlier transformations changed
 (launch configuration, assumptions).  A transformation's :meth:`Transform.apply` returns a
-:class:`Rewrite` (new definition text, and optionally a :class:`~agent.loop.LaunchChange` in the
+:class:`Rewrite` (new definition text, and optionally a :class:`~agent.launch.LaunchChange` in the
 spec's vocabulary) or :class:`NotApplicable` with the reason.  ``subject.then(rewrite)`` chains
 them, so the search in :mod:`agent.builtin` composes any sequence.
 
@@ -35,7 +35,7 @@ from functools import cached_property
 
 import tree_sitter
 
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.source import Document, Kernel
 from agent.spec import ArraySpec, KernelSpec, evaluate, parse_dims
 from agent.transforms.frontend import Context, context_of, normalize

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.spec import ScalarSpec
 from agent.transforms import _constant_product
 from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass, Rewrite

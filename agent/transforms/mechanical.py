@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import tree_sitter
 
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.spec import ArraySpec, render_dims
 from agent.transforms import (
     NotApplicable,

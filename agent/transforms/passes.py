@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import tree_sitter
 
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.transforms import NotApplicable, Outcome, Rewrite, Subject, Transform, _rebuild
 from agent.transforms.view import KernelView
 from sandbox.contract import DeviceInfo
