@@ -33,8 +33,10 @@ from typing import Any
 
 from agent import spec as spec_mod
 from agent.launch import LaunchChange
-from agent.loop import Attempt, OptimizeContext, Proposal, Proposer, Target
+from agent.proposal import Attempt, Proposal
+from agent.proposer import OptimizeContext, Proposer
 from agent.source import Document
+from agent.target import Target
 from agent.transforms import NotApplicable, Subject, Transform, apply_all
 from agent.transforms.elementwise import GridStride, Vectorize
 from agent.transforms.histogram import SharedHistogram

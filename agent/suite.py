@@ -35,7 +35,9 @@ from pathlib import Path
 from agent import loop
 from agent import spec as spec_mod
 from agent.builtin import BuiltinProposer
+from agent.proposer import OptimizeBudget
 from agent.source import Document
+from agent.target import Target, TargetError, target_for
 from sandbox import scheduler
 from sandbox.contract import CandidateResult
 from sandbox.executor import Executor
@@ -86,7 +88,7 @@ def pct_peak(r: CandidateResult) -> float:
 
 def find_targets(
     directory: Path, match: str = "*", options: Callable[[Path], tuple[str, ...]] | None = None
-) -> Iterator[tuple[str, str, loop.Target | str]]:
+) -> Iterator[tuple[str, str, Target | str]]:
     """(file, kernel, target or the reason it cannot be optimized) for each kernel with a spec, in
     the files of ``directory`` whose name matches the glob ``match``; ``options(path)``: each
     file's build configuration."""
@@ -99,8 +101,8 @@ def find_targets(
                 continue
             try:
                 build = options(path) if options is not None else ()
-                yield str(path), k.qualified_name, loop.target_for(doc, k.qualified_name, build)
-            except loop.TargetError as exc:
+                yield str(path), k.qualified_name, target_for(doc, k.qualified_name, build)
+            except TargetError as exc:
                 yield str(path), k.qualified_name, str(exc)
 
 
@@ -125,7 +127,7 @@ def entry(file: str, kernel: str, result: loop.OptimizeResult) -> SuiteEntry:
     )
 
 
-def default_deadline(budget: loop.OptimizeBudget) -> float | None:
+def default_deadline(budget: OptimizeBudget) -> float | None:
     """Seconds a kernel may take in all: its search budget, and as long again (at least a minute)
     for the baseline and compute-sanitizer; None when the budget has no wall time."""
     return None if budget.wall_s is None else budget.wall_s + max(60.0, budget.wall_s)
@@ -135,7 +137,7 @@ def run_suite(
     directory: Path,
     executor: Executor,
     *,
-    budget: loop.OptimizeBudget,
+    budget: OptimizeBudget,
     seed: int = 0,
     match: str = "*",
     on_entry: Callable[[int, int, SuiteEntry], None] | None = None,
@@ -154,7 +156,7 @@ def run_suite(
     lock = threading.Lock()
     finished = 0
 
-    def one(position: int, file: str, kernel: str, target: loop.Target | str) -> None:
+    def one(position: int, file: str, kernel: str, target: Target | str) -> None:
         nonlocal finished
         if isinstance(target, str):
             e = SuiteEntry(file, kernel, "error", description=target)
@@ -186,9 +188,9 @@ def run_suite(
 def _optimize(
     file: str,
     kernel: str,
-    target: loop.Target,
+    target: Target,
     executor: Executor,
-    budget: loop.OptimizeBudget,
+    budget: OptimizeBudget,
     seed: int,
     deadline: float | None,
     settings: loop.LoopSettings | None = None,

@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 from sandbox.contract import PRECISIONS, CandidateResult, Status, to_dict
 
 if TYPE_CHECKING:
-    from agent.loop import Attempt
+    from agent.proposal import Attempt
 
 SCHEMA = "cuda-agent.trajectory/1"
 DEFAULT_FILE = "cuda-agent/trajectories.jsonl"  # under $XDG_DATA_HOME (default ~/.local/share)

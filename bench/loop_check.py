@@ -23,20 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.loop import (  # noqa: E402
-    Attempt,
-    LaunchChange,
-    LoopEvent,
-    LoopSettings,
-    OptimizeBudget,
-    OptimizeContext,
-    Proposal,
-    Proposer,
-    Target,
-    optimize,
-    target_for,
-)
+from agent.launch import LaunchChange  # noqa: E402
+from agent.loop import LoopEvent, LoopSettings, optimize  # noqa: E402
+from agent.proposal import Attempt, Proposal  # noqa: E402
+from agent.proposer import OptimizeBudget, OptimizeContext, Proposer  # noqa: E402
 from agent.source import Document  # noqa: E402
+from agent.target import Target, target_for  # noqa: E402
 from agent.trajectory import TrajectoryLog  # noqa: E402
 
 KERNEL = ROOT / "tests" / "data" / "optimize" / "saxpy_poor_block.cu"

@@ -45,6 +45,7 @@ from sandbox_bench import git_commit  # noqa: E402  (bench/ is the script's own 
 
 from agent import loop  # noqa: E402
 from agent.source import Document  # noqa: E402
+from agent.target import Target, target_for  # noqa: E402
 from sandbox.compiler import CompilePool  # noqa: E402
 from sandbox.contract import Candidate, EvalOptions, Status, to_dict  # noqa: E402
 from sandbox.worker import DEFAULT_HANDLER, LocalExecutor  # noqa: E402
@@ -65,7 +66,7 @@ class Compiling:
     processes as the executor's own) while the current ones are timed; distinct sources, so
     every one is really compiled."""
 
-    target: loop.Target
+    target: Target
     stop: threading.Event
     arch: str
     compiles: int = 0
@@ -92,7 +93,7 @@ class Compiling:
 class Verifying:
     """A second worker on the same GPU verifying ``target``'s kernel over and over until stopped."""
 
-    target: loop.Target
+    target: Target
     stop: threading.Event
     handler: str = DEFAULT_HANDLER
     evaluations: int = 0
@@ -114,7 +115,7 @@ class Verifying:
 def run_kernel(
     ex: LocalExecutor,
     name: str,
-    target: loop.Target,
+    target: Target,
     runs: int,
     until: float,
     log: Path,
@@ -272,7 +273,7 @@ def main() -> int:
         load = Load("verify" in kinds, "compile" in kinds, args.handler, arch)
         for i, (name, path, kernel) in enumerate(chosen):
             share = (deadline - time.monotonic()) / (len(chosen) - i)
-            target = loop.target_for(Document.from_file(path), kernel)
+            target = target_for(Document.from_file(path), kernel)
             print(f"{name}: {args.runs} runs within {share:.0f} s", file=sys.stderr, flush=True)
             until = time.monotonic() + share
             rows = run_kernel(ex, name, target, args.runs, until, log, load)

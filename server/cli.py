@@ -25,8 +25,11 @@ import click
 from sandbox.errors import Failed, InputError
 
 if TYPE_CHECKING:
+    from agent.attempts import AttemptRecord
     from agent.llm import LLMSettings
-    from agent.loop import AttemptRecord, LoopEvent, OptimizeResult, Proposer, Target
+    from agent.loop import LoopEvent, OptimizeResult
+    from agent.proposer import Proposer
+    from agent.target import Target
     from sandbox.contract import Budget
     from sandbox.executor import Executor
 
@@ -300,16 +303,16 @@ def bench(
     file: str, kernel: str | None, gpu: int, build: BuildFlags, as_json: bool, eval_budget: Budget | None
 ) -> None:
     """Time a kernel under its spec on the local GPU: median, spread, GB/s, % of peak."""
-    from agent import loop
     from agent.source import Document
+    from agent.target import TargetError, target_for
     from sandbox.contract import to_dict
     from sandbox.executor import ExecutorError
     from sandbox.worker import bench_request
 
     path, text = read_source(file)
     try:
-        target = loop.target_for(Document(text, str(path)), kernel, build.options(path))
-    except loop.TargetError as exc:
+        target = target_for(Document(text, str(path)), kernel, build.options(path))
+    except TargetError as exc:
         raise UserError(str(exc)) from exc
     try:
         with _make_executor(gpu) as executor:
@@ -401,7 +404,9 @@ def optimize(
     import threading
 
     from agent import loop
+    from agent.proposer import parse_budget
     from agent.source import Document
+    from agent.target import TargetError, target_for
     from agent.trajectory import TrajectoryLog, default_path
     from sandbox.executor import ExecutorError
 
@@ -409,12 +414,12 @@ def optimize(
     if write and not force and (why := read_only(path)):
         raise UserError(why)
     try:
-        limits = loop.parse_budget(budget)
+        limits = parse_budget(budget)
     except ValueError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
     try:
-        target = loop.target_for(Document(text, str(path)), kernel, build.options(path))
-    except loop.TargetError as exc:
+        target = target_for(Document(text, str(path)), kernel, build.options(path))
+    except TargetError as exc:
         raise UserError(str(exc)) from exc
     if proposer == "llm":
         from agent.llm import LLMSettings
@@ -672,7 +677,8 @@ def _print_optimize(
     write: bool,
     show_attempts: bool = False,
 ) -> None:
-    from agent.loop import Outcome, verdict_summary
+    from agent.attempts import verdict_summary
+    from agent.loop import Outcome
     from sandbox.timing import measured_text
     from server.texts import SIMULATED, plural
 
@@ -760,7 +766,7 @@ def attempts_table(records: Sequence[AttemptRecord]) -> str:
 def _optimize_json(
     target: Target, result: OptimizeResult, written: Path | None, backup: Path | None, log_path: Path | None
 ) -> dict[str, Any]:
-    from agent.loop import verdict_summary
+    from agent.attempts import verdict_summary
     from sandbox.contract import to_dict
 
     best = result.best
@@ -843,8 +849,8 @@ def compare(
     import random
 
     from agent import compare as cmp
-    from agent import loop
     from agent.source import Document
+    from agent.target import TargetError
     from sandbox.executor import ExecutorError
 
     path, text = read_source(file)
@@ -857,7 +863,7 @@ def compare(
         target, proposal, cand_doc = cmp.prepare(
             Document(text, str(path)), kernel, with_, launch, open_document, build.options(path)
         )
-    except loop.TargetError as exc:
+    except TargetError as exc:
         raise UserError(str(exc)) from exc
     rng = random.Random(seed)
     seeds = tuple(rng.randrange(1, 2**31) for _ in range(3))
@@ -871,7 +877,7 @@ def compare(
                 seeds=seeds,
                 sanitize=not no_sanitize,
             )
-    except loop.TargetError as exc:
+    except TargetError as exc:
         raise UserError(str(exc)) from exc
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
@@ -905,9 +911,9 @@ def profile(
 
     Exit status 1 when no metrics came back (no GPU, no `ncu`, counters not permitted)."""
     from agent import compare as cmp
-    from agent import loop
     from agent import profile as prof
     from agent.source import Document
+    from agent.target import TargetError, target_for
     from sandbox.contract import to_dict
     from sandbox.executor import ExecutorError
 
@@ -920,12 +926,12 @@ def profile(
 
     try:
         if with_ is None:
-            target, rewrite = loop.target_for(doc, kernel, build.options(path)), None
+            target, rewrite = target_for(doc, kernel, build.options(path)), None
         else:
             target, rewrite, _ = cmp.prepare(doc, kernel, with_, None, open_document, build.options(path))
         with _make_executor(gpu) as executor:
             report = prof.profile(target, executor, rewrite=rewrite)
-    except loop.TargetError as exc:
+    except TargetError as exc:
         raise UserError(str(exc)) from exc
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
@@ -1088,8 +1094,8 @@ def capture(
 
 
 def _compare_json(found: Any) -> dict[str, Any]:
+    from agent.attempts import size_checks
     from agent.compare import reason_text
-    from agent.loop import size_checks
     from sandbox.contract import to_dict
 
     c, base = found.candidate, found.result.baseline
@@ -1133,8 +1139,8 @@ def _compare_json(found: Any) -> dict[str, Any]:
 
 
 def _print_compare(found: Any) -> None:
+    from agent.attempts import size_checks
     from agent.compare import reason_text
-    from agent.loop import size_checks
     from sandbox.timing import measured_text
     from server.texts import SIMULATED
 
@@ -1218,6 +1224,7 @@ def suite(
     from dataclasses import asdict
 
     from agent import loop
+    from agent.proposer import parse_budget
     from agent.suite import SuiteEntry, find_targets, run_suite, summarize
     from sandbox.executor import ExecutorError
     from sandbox.scheduler import parse_gpus
@@ -1232,7 +1239,7 @@ def suite(
     if not root.is_dir():
         raise UserError(f"{directory}: no such directory")
     try:
-        limits = loop.parse_budget(budget)
+        limits = parse_budget(budget)
     except ValueError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
     if next(find_targets(root, match, build.options), None) is None:

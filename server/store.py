@@ -28,7 +28,7 @@ from typing import Any
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from agent.loop import AttemptRecord
+from agent.attempts import AttemptRecord
 from agent.source import Document, Kernel
 from sandbox.contract import ContractError, Profile, from_dict, to_dict
 

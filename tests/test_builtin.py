@@ -11,7 +11,9 @@ import pytest
 
 from agent import loop
 from agent.builtin import BuiltinProposer, Config, subject_for
+from agent.proposer import OptimizeBudget
 from agent.source import Document
+from agent.target import Target, target_for
 from agent.transforms import NotApplicable
 from agent.transforms.elementwise import Vectorize
 from agent.transforms.mechanical import FastMath
@@ -53,8 +55,8 @@ class ModelExecutor(FakeExecutor):
         return EvalResult(request.id, base, tuple(out), DEVICE)
 
 
-def target(name: str) -> loop.Target:
-    return loop.target_for(Document.from_file(KERNELS / name))
+def target(name: str) -> Target:
+    return target_for(Document.from_file(KERNELS / name))
 
 
 def run(name: str, executor: FakeExecutor, candidates: int = 80, seed: int = 0) -> loop.OptimizeResult:
@@ -62,7 +64,7 @@ def run(name: str, executor: FakeExecutor, candidates: int = 80, seed: int = 0) 
         target(name),
         BuiltinProposer(),
         executor,
-        budget=loop.OptimizeBudget(wall_s=None, candidates=candidates),
+        budget=OptimizeBudget(wall_s=None, candidates=candidates),
         seed=seed,
     )
 
@@ -179,7 +181,7 @@ def test_poor_block_vector_add_comes_back_twice_as_fast_near_the_copy_ceiling() 
             target("vadd_poor_block.cu"),
             BuiltinProposer(),
             executor,
-            budget=loop.OptimizeBudget(wall_s=60, candidates=24),
+            budget=OptimizeBudget(wall_s=60, candidates=24),
         )
     assert result.outcome is loop.Outcome.IMPROVED, result.stop_reason
     assert result.best is not None

@@ -18,7 +18,8 @@ from scripted_llm import Call, Fail, Garbage, Say, ScriptedLLM, Slow
 
 from agent.launch import LaunchChange
 from agent.llm import LLMProposer, LLMSettings, extract_code
-from agent.loop import LoopSettings, OptimizeBudget, OptimizeResult, Outcome, optimize
+from agent.loop import LoopSettings, OptimizeResult, Outcome, optimize
+from agent.proposer import OptimizeBudget
 from agent.trajectory import TrajectoryLog
 from sandbox.compiler import CompilePool
 from sandbox.testing import FakeExecutor

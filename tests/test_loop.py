@@ -11,20 +11,11 @@ from collections.abc import Sequence
 import pytest
 from loop_fakes import DATA, MarkerExecutor, ScriptedProposer, saxpy_target, variant
 
-from agent.loop import (
-    Attempt,
-    LaunchChange,
-    LoopEvent,
-    LoopSettings,
-    OptimizeBudget,
-    Outcome,
-    Proposal,
-    TargetError,
-    optimize,
-    parse_budget,
-    target_for,
-)
+from agent.loop import LaunchChange, LoopEvent, LoopSettings, Outcome, optimize
+from agent.proposal import Attempt, Proposal
+from agent.proposer import OptimizeBudget, parse_budget
 from agent.source import Document
+from agent.target import TargetError, target_for
 from agent.trajectory import REWARD_VERSION, SCHEMA, TrajectoryLog, read_trajectories, reward
 from sandbox.contract import CandidateResult, Status, Timing
 from sandbox.executor import NoGpuError

@@ -1,6 +1,6 @@
 """Source transformations of the built-in optimizer: the values they share, no transformation.
 
-A :class:`Subject` is a kernel definition (its text, as in :attr:`agent.loop.Target.definition`),
+A :class:`Subject` is a kernel definition (its text, as in :attr:`agent.target.Target.definition`),
 its spec, its standalone unit (``context``: the macros, aliases and ``__device__`` functions the
 front end resolves, :mod:`agent.transforms.frontend`) and what earlier transformations changed
 (launch configuration, assumptions).  A transformation's :meth:`Transform.apply` returns a
