@@ -51,7 +51,27 @@ class LaunchEdits:
     todo: str = ""
 
 
-def _char(doc: Document, byte: int) -> int:
+def launch_edits(
+    doc: Document, k: Kernel, spec: KernelSpec, sites: tuple[LaunchSite, ...], change: LaunchChange
+) -> LaunchEdits:
+    """What ``change`` does to ``doc``: its launch ``sites`` of ``k`` rewritten where they can be
+    and ``k``'s spec's ``launch`` line made to say the new configuration."""
+    edits, rewritten = _site_edits(doc, k, spec, sites, change)
+    new = with_launch(spec, change)
+    how = _launch_directive(new).removeprefix("launch ")
+    todo = ""
+    if not sites:
+        todo = f"no launch site of {k.name} in this file: launch it with {how}"
+    elif rewritten < len(sites):
+        todo = (
+            f"{len(sites) - rewritten} launch site(s) of {k.name} could not be rewritten: "
+            f"launch them with {how}"
+        )
+    spec_edit = _spec_launch_edit(doc.text, k, spec, new)
+    return LaunchEdits(tuple(sorted((*edits, spec_edit), key=lambda e: e.start)), rewritten, todo)
+
+
+def char_offset(doc: Document, byte: int) -> int:
     return len(doc.data[:byte].decode("utf-8", errors="replace"))
 
 
@@ -83,7 +103,7 @@ def _spec_launch_edit(text: str, k: Kernel, old: KernelSpec, new: KernelSpec) ->
     return TextEdit(at, at, f"{prefix}{spec_mod.MARKER} {directive}\n")
 
 
-def _with_launch(spec: KernelSpec, change: LaunchChange) -> KernelSpec:
+def with_launch(spec: KernelSpec, change: LaunchChange) -> KernelSpec:
     return replace(
         spec,
         grid=parse_dims(change.grid) if change.grid else spec.grid,
@@ -129,7 +149,7 @@ def _site_edits(
     each size variable must be passed to the kernel as a scalar argument (``arg n = n``) so it has
     a host expression there.  Sites that cannot be translated are left alone."""
     params = [p.name for p in k.params]
-    new = _with_launch(spec, change)
+    new = with_launch(spec, change)
     edits: list[TextEdit] = []
     rewritten = 0
     for site in sites:
@@ -162,10 +182,10 @@ def _site_edits(
         for expr, text in parts:
             if expr is None:  # no shared-memory argument at the site: insert one after the block
                 assert site.block is not None
-                at = _char(doc, site.block.span.end_byte)
+                at = char_offset(doc, site.block.span.end_byte)
                 edits.append(TextEdit(at, at, f", {text}"))
                 continue
-            start, end = _char(doc, expr.span.start_byte), _char(doc, expr.span.end_byte)
+            start, end = char_offset(doc, expr.span.start_byte), char_offset(doc, expr.span.end_byte)
             if doc.text[start:end] != text:
                 edits.append(TextEdit(start, end, text))
                 replaced.append(expr)
@@ -204,7 +224,7 @@ def _dead_declarations(
             or sum(c.type == "init_declarator" for c in decl.named_children) != 1
         ):
             continue
-        start, end = _char(doc, decl.start_byte), _char(doc, decl.end_byte)
+        start, end = char_offset(doc, decl.start_byte), char_offset(doc, decl.end_byte)
         line_start = doc.text.rfind("\n", 0, start) + 1
         line_end = doc.text.find("\n", end)
         line_end = len(doc.text) if line_end < 0 else line_end + 1

@@ -10,16 +10,7 @@ from functools import cached_property
 from pathlib import Path
 
 from agent import spec as spec_mod
-from agent.launch import (
-    LaunchChange,
-    LaunchEdits,
-    TextEdit,
-    _char,
-    _launch_directive,
-    _site_edits,
-    _spec_launch_edit,
-    _with_launch,
-)
+from agent.launch import LaunchChange, LaunchEdits, TextEdit, char_offset, launch_edits, with_launch
 from agent.proposal import Proposal
 from agent.source import Document, Kernel, Param
 from sandbox.compiler import carry_headers, parse_diagnostics
@@ -305,30 +296,18 @@ def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...
     headers, carried = carry_headers(
         unit.source, doc.path or "kernel.cu", tuple(dict.fromkeys((*unit.options, *options)))
     )
-    start = _char(doc, k.span.start_byte)
+    start = char_offset(doc, k.span.start_byte)
     definition = doc.data[k.span.start_byte : k.span.end_byte].decode("utf-8", errors="replace")
     sites = doc.launches_of(k.name)
 
     def relaunch(change: LaunchChange) -> tuple[Launch, ...]:
         try:
-            return tuple(p.launch for p in spec_mod.problems(_with_launch(spec, change)))
+            return tuple(p.launch for p in spec_mod.problems(with_launch(spec, change)))
         except spec_mod.InvalidSpec as exc:
             raise ValueError(str(exc)) from None
 
     def site_edits(change: LaunchChange) -> LaunchEdits:
-        edits, rewritten = _site_edits(doc, k, spec, sites, change)
-        new = _with_launch(spec, change)
-        how = _launch_directive(new).removeprefix("launch ")
-        todo = ""
-        if not sites:
-            todo = f"no launch site of {k.name} in this file: launch it with {how}"
-        elif rewritten < len(sites):
-            todo = (
-                f"{len(sites) - rewritten} launch site(s) of {k.name} could not be rewritten: "
-                f"launch them with {how}"
-            )
-        spec_edit = _spec_launch_edit(doc.text, k, spec, new)
-        return LaunchEdits(tuple(sorted((*edits, spec_edit), key=lambda e: e.start)), rewritten, todo)
+        return launch_edits(doc, k, spec, sites, change)
 
     return Target(
         path=doc.path,
