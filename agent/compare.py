@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent import spec as spec_mod
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.proposal import Proposal
 from agent.source import Document, Kernel
 from agent.target import Target, TargetError, signature_mismatch, target_for

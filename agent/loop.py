@@ -107,10 +107,55 @@ class Outcome(str, Enum):
     BASELINE_FAILED = "baseline_failed"  # the original kernel did not pass its own checks
 
 
+class StopKind(str, Enum):
+    """Why a run stopped."""
+
+    PROPOSER_EXHAUSTED = "proposer_exhausted"  # the proposer had nothing more to propose
+    WALL_TIME = "wall_time"  # the budget's wall time is spent
+    CANDIDATES = "candidates"  # the budget's candidates are evaluated
+    TOKENS = "tokens"  # the budget's LLM tokens are spent
+    CANCELLED = "cancelled"
+    PROPOSER_FAILED = "proposer_failed"  # the proposer raised (detail: its message)
+    EXECUTOR_FAILED = "executor_failed"  # the sandbox could not evaluate a batch (detail: why)
+    BASELINE_FAILED = "baseline_failed"  # the original kernel failed its own checks (detail: verdict)
+
+
+_STOP_TEXT = {
+    StopKind.PROPOSER_EXHAUSTED: "proposer exhausted",
+    StopKind.WALL_TIME: "budget: wall time",
+    StopKind.CANDIDATES: "budget: candidates",
+    StopKind.TOKENS: "budget: tokens",
+    StopKind.CANCELLED: "cancelled",
+    StopKind.PROPOSER_FAILED: "proposer failed",
+    StopKind.EXECUTOR_FAILED: "executor failed",
+    StopKind.BASELINE_FAILED: "baseline",
+}
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why a run stopped: ``kind``, and ``detail`` for a failure (the proposer's or executor's
+    message, the baseline's verdict).  ``str()`` is the one line shown to people."""
+
+    kind: StopKind
+    detail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """The proposer or the executor failed (rather than the run ending by its own rules)."""
+        return self.kind in (StopKind.PROPOSER_FAILED, StopKind.EXECUTOR_FAILED)
+
+    def __str__(self) -> str:
+        text = _STOP_TEXT[self.kind]
+        if not self.detail:
+            return text
+        return f"{text} {self.detail}" if self.kind is StopKind.BASELINE_FAILED else f"{text}: {self.detail}"
+
+
 @dataclass(frozen=True)
 class OptimizeResult:
     outcome: Outcome
-    stop_reason: str
+    stop: Stop
     baseline: CandidateResult
     best: Attempt | None  # the fastest verified attempt (even when not reliably faster)
     attempts: int
@@ -151,7 +196,7 @@ class OptimizeResult:
 
     @property
     def cancelled(self) -> bool:
-        return self.stop_reason == "cancelled"
+        return self.stop.kind is StopKind.CANCELLED
 
 
 # --------------------------------------------------------------------------- the loop
@@ -219,7 +264,7 @@ class _Run:
             f"{target.path}:{target.kernel}:{seed}:{time.time_ns()}".encode()
         ).hexdigest()[:12]
         self.stop = threading.Event()  # set on cancel, deadline, or the end of the run
-        self.stop_reason = ""
+        self.stopped: Stop | None = None  # why; set once, with ``stop``
         self.start = time.monotonic()
         self.search_start = math.inf  # when the baseline was measured: the wall-time budget starts
         self.queue: queue.Queue[_Batch] = queue.Queue(maxsize=max(1, settings.lookahead))
@@ -247,10 +292,10 @@ class _Run:
         if baseline.status is not Status.OK:
             return self._result(
                 Outcome.BASELINE_FAILED,
-                f"baseline {baseline.status.value}: {self.target.located(baseline)}",
+                Stop(StopKind.BASELINE_FAILED, f"{baseline.status.value}: {self.target.located(baseline)}"),
             )
         if self.user_cancel.is_set():
-            return self._result(Outcome.NOT_IMPROVED, "cancelled")
+            return self._result(Outcome.NOT_IMPROVED, Stop(StopKind.CANCELLED))
         self.info = RunInfo(
             run_id=self.run_id,
             file=self.target.path,
@@ -274,7 +319,7 @@ class _Run:
         try:
             self._consume()
         finally:
-            self._finish("finished")
+            self._finish(None)
             producer.join(timeout=10)
             watcher.join(timeout=1)
             if producer.is_alive():
@@ -283,8 +328,9 @@ class _Run:
             self._sanitize_winner()
         best = self.best
         improved = best is not None and best.result.speedup_low > 1.0
-        self._emit("finished", self.stop_reason)
-        return self._result(Outcome.IMPROVED if improved else Outcome.NOT_IMPROVED, self.stop_reason)
+        assert self.stopped is not None  # every way out of _consume sets it
+        self._emit("finished", str(self.stopped))
+        return self._result(Outcome.IMPROVED if improved else Outcome.NOT_IMPROVED, self.stopped)
 
     def _sanitize_winner(self, tries: int = 3) -> None:
         """Re-run the winner under compute-sanitizer (memcheck, racecheck) before it is reported; a
@@ -341,14 +387,15 @@ class _Run:
         deadline = self.search_start + self.budget.wall_s if self.budget.wall_s else math.inf
         while not self.stop.wait(0.02):
             if self.user_cancel.is_set():
-                self._finish("cancelled")
+                self._finish(Stop(StopKind.CANCELLED))
             elif time.monotonic() >= deadline:
-                self._finish("budget: wall time")
+                self._finish(Stop(StopKind.WALL_TIME))
 
-    def _finish(self, reason: str) -> None:
+    def _finish(self, reason: Stop | None) -> None:
+        """End the run; the first ``reason`` given stands."""
         with self.done:
-            if not self.stop_reason:
-                self.stop_reason = reason
+            if self.stopped is None:
+                self.stopped = reason
             self.stop.set()
             self.done.notify_all()
 
@@ -359,13 +406,13 @@ class _Run:
             reason = self._produce_batches(context)
         except Exception as exc:
             log.warning("proposer %s failed: %s", self.proposer.name, exc, exc_info=True)
-            reason = f"proposer failed: {exc}"
+            reason = Stop(StopKind.PROPOSER_FAILED, str(exc))
         with self.done:  # let the submitted batches finish, then end the run
             while len(self.batches_done) < self.submitted and not self.stop.is_set():
                 self.done.wait(0.1)
         self._finish(reason)
 
-    def _produce_batches(self, context: OptimizeContext) -> str:
+    def _produce_batches(self, context: OptimizeContext) -> Stop:
         observed, proposed = 0, 0
         history: list[Attempt] = []
         limit = self.budget.candidates
@@ -380,14 +427,14 @@ class _Run:
                 self._submit(_Batch(self.submitted, tuple(proposals)))
                 proposed += len(proposals)
             if self.budget.tokens is not None and self.proposer.tokens_used >= self.budget.tokens:
-                return "budget: tokens"
+                return Stop(StopKind.TOKENS)
             if limit is not None and proposed >= limit:
-                return "budget: candidates"
+                return Stop(StopKind.CANDIDATES)
             if not proposals:
                 if observed == self.submitted:
-                    return "proposer exhausted"
+                    return Stop(StopKind.PROPOSER_EXHAUSTED)
                 observed = self._observe_until(observed + 1, observed, history)
-        return "cancelled"
+        return Stop(StopKind.CANCELLED)
 
     def _observe_until(self, upto: int, observed: int, history: list[Attempt]) -> int:
         """Wait until batches < ``upto`` are evaluated, hand the new ones to the proposer."""
@@ -422,7 +469,7 @@ class _Run:
                 attempts = self._evaluate(batch)
             except ExecutorError as exc:
                 log.warning("executor failed: %s", exc)
-                self._finish(f"executor failed: {exc}")
+                self._finish(Stop(StopKind.EXECUTOR_FAILED, str(exc)))
                 return
             with self.done:
                 self.batches_done.append(attempts)
@@ -535,12 +582,12 @@ class _Run:
         except Exception:  # a broken progress bar must not end the run
             log.exception("progress callback failed")
 
-    def _result(self, outcome: Outcome, reason: str) -> OptimizeResult:
+    def _result(self, outcome: Outcome, stop: Stop) -> OptimizeResult:
         assert self.baseline is not None
         best = self.best
         res = OptimizeResult(
             outcome=outcome,
-            stop_reason=reason,
+            stop=stop,
             baseline=self.baseline,
             best=best,
             attempts=len(self.attempts),

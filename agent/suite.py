@@ -122,7 +122,7 @@ def entry(file: str, kernel: str, result: loop.OptimizeResult) -> SuiteEntry:
         attempts=result.attempts,
         seconds=result.seconds,
         baseline_seconds=result.baseline_seconds,
-        description=best.proposal.description if improved and best is not None else result.stop_reason,
+        description=best.proposal.description if improved and best is not None else str(result.stop),
         assumptions=result.assumptions if improved else (),
     )
 

@@ -223,7 +223,7 @@ def llm(executor: Executor, log: Log, mode: str) -> None:
         {
             "case": case,
             "outcome": res.outcome.value,
-            "stop_reason": res.stop_reason,
+            "stop_reason": str(res.stop),
             "speedup": res.speedup,
             "speedup_low": res.speedup_low,
             "speedup_high": res.speedup_high,

@@ -118,7 +118,7 @@ def main() -> None:
         },
         "attempts": rows,
         "outcome": res.outcome.value,
-        "stop_reason": res.stop_reason,
+        "stop_reason": str(res.stop),
         "speedup": [res.speedup_low, res.speedup, res.speedup_high],
         "verification": [(v.label, v.seeds, v.ok) for v in res.verification],
         "sanitizer": res.best.result.sanitizer if res.best else None,
@@ -135,7 +135,7 @@ def main() -> None:
         f"- date: {summary['date']}; commit {summary['commit']}; command: `{summary['command']}`",
         f"- baseline (block 32): {summary['baseline']['median_ms']:.4f} ms, {b.achieved_gbps:.0f} GB/s = {b.pct_peak_bandwidth:.1f}% of peak",
         f"- outcome: {res.outcome.value}, {res.speedup:.2f}x [{res.speedup_low:.2f}x-{res.speedup_high:.2f}x]; "
-        f"stop: {res.stop_reason}; {res.attempts} attempts in {res.seconds:.1f} s "
+        f"stop: {res.stop}; {res.attempts} attempts in {res.seconds:.1f} s "
         f"(baseline verdict after {baseline_at:.1f} s: worker start, device ceilings, compile)",
         f"- winner under compute-sanitizer (after the search): {summary['sanitizer']}",
         "",

@@ -96,7 +96,7 @@ def main() -> None:
                 {
                     "kernel": name,
                     "outcome": res.outcome.value,
-                    "stop_reason": res.stop_reason,
+                    "stop_reason": str(res.stop),
                     "speedup": [res.speedup_low, res.speedup, res.speedup_high],
                     "baseline_ms": b.timing.median_ms if b.timing else None,
                     "pct_copy_before": b.pct_peak_bandwidth,

@@ -492,9 +492,9 @@ def optimize(
     else:
         _print_optimize(target, result, show_diff, written, backup, write, show_attempts)
     if result.outcome is loop.Outcome.BASELINE_FAILED:
-        raise JobFailed(f"the original kernel failed its own checks ({result.stop_reason})")
-    if result.attempts == 0 and result.stop_reason.startswith(("proposer failed", "executor failed")):
-        raise JobFailed(result.stop_reason)
+        raise JobFailed(f"the original kernel failed its own checks ({result.stop})")
+    if result.attempts == 0 and result.stop.failed:
+        raise JobFailed(str(result.stop))
 
 
 def _make_executor(gpu: int, gpus: tuple[int, ...] = ()) -> Executor:
@@ -688,7 +688,7 @@ def _print_optimize(
     click.echo(f"  original: {measured_text(result.baseline)}")
     best = result.best
     if result.outcome is Outcome.BASELINE_FAILED:
-        click.echo(f"  the original failed its own checks: {result.stop_reason}")
+        click.echo(f"  the original failed its own checks: {result.stop}")
     elif best is None:
         click.echo("  no candidate passed verification")
     else:
@@ -725,7 +725,7 @@ def _print_optimize(
     tokens = f", {result.tokens} tokens" if result.tokens else ""
     click.echo(
         f"  {verdict_summary(result.records)} in {result.seconds:.1f} s{tokens} (measuring the original: "
-        f"{result.baseline_seconds:.1f} s); stopped: {result.stop_reason}"
+        f"{result.baseline_seconds:.1f} s); stopped: {result.stop}"
     )
     if show_attempts:
         click.echo(attempts_table(result.records))
@@ -774,7 +774,8 @@ def _optimize_json(
         "file": target.path,
         "kernel": target.kernel,
         "outcome": result.outcome.value,
-        "stop_reason": result.stop_reason,
+        "stop_reason": str(result.stop),
+        "stop_kind": result.stop.kind.value,
         "cancelled": result.cancelled,
         "speedup": result.speedup,
         "speedup_low": result.speedup_low,

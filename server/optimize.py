@@ -124,7 +124,7 @@ def rewrite_edits(target: Target, result: loop.OptimizeResult) -> tuple[lsp.Text
 def summary_of(result: loop.OptimizeResult) -> str:
     """One line: what the rewrite does, its launch, what it assumes, what the user must still do."""
     if result.best is None:
-        return result.stop_reason
+        return str(result.stop)
     p = result.best.proposal
     parts = [p.description]
     if result.launch is not None:
@@ -189,7 +189,7 @@ def optimize_record(
         date=_now(),
         summary=summary_of(result),
         attempts=result.attempts,
-        stop_reason=result.stop_reason,
+        stop_reason=str(result.stop),
         original_hash=original_hash,
         rewritten_hash=rewritten_hash,
         launch_todo=result.launch_todo,
@@ -633,9 +633,9 @@ def _record_optimize(
             f"{result.speedup:.2f}× faster, verified ({result.speedup_low:.2f}–{result.speedup_high:.2f}×)"
         )
     elif result.outcome is loop.Outcome.BASELINE_FAILED:
-        message = result.stop_reason
+        message = str(result.stop)
     else:
-        message = f"no reliably faster candidate ({verdict_summary(result.records)}; {result.stop_reason})"
+        message = f"no reliably faster candidate ({verdict_summary(result.records)}; {result.stop})"
     if improved:
         message += f"; {verdict_summary(result.records)}"
     if result.cancelled:

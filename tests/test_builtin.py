@@ -11,6 +11,7 @@ import pytest
 
 from agent import loop
 from agent.builtin import BuiltinProposer, Config, subject_for
+from agent.loop import Stop, StopKind
 from agent.proposer import OptimizeBudget
 from agent.source import Document
 from agent.target import Target, target_for
@@ -112,7 +113,7 @@ def test_same_seed_same_run_and_every_proposal_is_new() -> None:
 def test_exhausts_a_small_space_and_respects_what_does_not_apply() -> None:
     executor = FakeExecutor()
     result = run("block_sum.cu", executor, candidates=500)
-    assert result.stop_reason == "proposer exhausted"
+    assert result.stop == Stop(StopKind.PROPOSER_EXHAUSTED)
     assert 3 < result.attempts < 100
     for r in executor.requests:
         for c in r.candidates:
@@ -183,7 +184,7 @@ def test_poor_block_vector_add_comes_back_twice_as_fast_near_the_copy_ceiling() 
             executor,
             budget=OptimizeBudget(wall_s=60, candidates=24),
         )
-    assert result.outcome is loop.Outcome.IMPROVED, result.stop_reason
+    assert result.outcome is loop.Outcome.IMPROVED, result.stop
     assert result.best is not None
     print(
         f"vadd_poor_block: {result.speedup:.2f}x [{result.speedup_low:.2f}-{result.speedup_high:.2f}], "

@@ -18,7 +18,7 @@ from scripted_llm import Call, Fail, Garbage, Say, ScriptedLLM, Slow
 
 from agent.launch import LaunchChange
 from agent.llm import LLMProposer, LLMSettings, extract_code
-from agent.loop import LoopSettings, OptimizeResult, Outcome, optimize
+from agent.loop import LoopSettings, OptimizeResult, Outcome, Stop, StopKind, optimize
 from agent.proposer import OptimizeBudget
 from agent.trajectory import TrajectoryLog
 from sandbox.compiler import CompilePool
@@ -83,7 +83,7 @@ def test_tool_calls_verify_profile_and_finish(monkeypatch: pytest.MonkeyPatch, t
     assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(1.8)
     assert res.assumptions == ("x, y never alias",) and res.best is not None
     assert res.best.proposal.description == "unrolled"
-    assert res.stop_reason == "proposer exhausted"
+    assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED)
     first = server.requests[0].body
     assert server.requests[0].authorization == f"Bearer {KEY}"
     assert first["model"] == "scripted-coder"
@@ -139,7 +139,7 @@ def test_malformed_replies_are_answered_and_cost_a_turn() -> None:
     mismatch = last(server, 3)["content"]
     assert "mismatch" in mismatch and "n=4097" in mismatch and "first bad index 4096" in mismatch
     assert res.outcome is Outcome.NOT_IMPROVED and res.attempts == 1
-    assert res.stop_reason == "proposer exhausted"
+    assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED)
 
 
 def test_a_server_without_tool_calling_gets_fenced_code() -> None:
@@ -173,7 +173,9 @@ def test_a_server_without_tool_calling_gets_fenced_code() -> None:
 def test_tools_on_with_a_refusing_server_ends_the_run() -> None:
     with ScriptedLLM([Fail(400, "tool calling is not supported")]) as server:
         res = run(settings(server, tools="on"))
-    assert res.stop_reason.startswith("proposer failed: the server refuses tool calls")
+    assert res.stop.kind is StopKind.PROPOSER_FAILED and res.stop.detail.startswith(
+        "the server refuses tool calls"
+    )
 
 
 def test_a_slow_server_times_out_and_the_conversation_ends() -> None:
@@ -182,7 +184,7 @@ def test_a_slow_server_times_out_and_the_conversation_ends() -> None:
         res = run(settings(server, timeout_s=0.4))
         took = time.monotonic() - t0
     assert len(server.requests) == 2  # the request and one retry
-    assert res.stop_reason == "proposer exhausted" and res.attempts == 0
+    assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED) and res.attempts == 0
     assert took < 4.5  # two 0.4 s timeouts, not two 3 s replies
 
 
@@ -211,14 +213,16 @@ def test_an_unreachable_endpoint_ends_the_run_with_one_reason() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     res = run(LLMSettings(base_url=f"http://127.0.0.1:{port}/v1", model="m", samples=1, timeout_s=2))
-    assert res.stop_reason.startswith(f"proposer failed: cannot reach http://127.0.0.1:{port}/v1")
+    assert res.stop.kind is StopKind.PROPOSER_FAILED and res.stop.detail.startswith(
+        f"cannot reach http://127.0.0.1:{port}/v1"
+    )
     assert res.attempts == 0 and res.outcome is Outcome.NOT_IMPROVED
 
 
 def test_a_refused_key_ends_the_run() -> None:
     with ScriptedLLM([Fail(401, "invalid api key")]) as server:
         res = run(settings(server))
-    assert res.stop_reason == f"proposer failed: {server.url} refused the API key (401)"
+    assert res.stop == Stop(StopKind.PROPOSER_FAILED, f"{server.url} refused the API key (401)")
 
 
 def test_key_from_a_file_is_sent_and_never_logged(tmp_path, caplog: pytest.LogCaptureFixture) -> None:

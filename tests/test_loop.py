@@ -11,7 +11,8 @@ from collections.abc import Sequence
 import pytest
 from loop_fakes import DATA, MarkerExecutor, ScriptedProposer, saxpy_target, variant
 
-from agent.loop import LaunchChange, LoopEvent, LoopSettings, Outcome, optimize
+from agent.launch import LaunchChange
+from agent.loop import LoopEvent, LoopSettings, Outcome, Stop, StopKind, optimize
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeBudget, parse_budget
 from agent.source import Document
@@ -36,7 +37,7 @@ def test_keeps_the_fastest_verified_candidate_and_reports_a_diff() -> None:
     plan = once("speedup=1.5", "mismatch", "compile_error", "speedup=3.0", "speedup=2.0")
     res = optimize(T, ScriptedProposer(plan), MarkerExecutor(), budget=OptimizeBudget(wall_s=30))
     assert res.outcome is Outcome.IMPROVED
-    assert res.stop_reason == "proposer exhausted"
+    assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED)
     assert res.attempts == 5
     assert res.best is not None and "speedup=3.0" in res.best.proposal.code
     assert res.speedup == pytest.approx(3.0)
@@ -201,7 +202,7 @@ def test_candidate_budget_is_exact() -> None:
         settings=LoopSettings(batch_size=2),
     )
     assert res.attempts == 5
-    assert res.stop_reason == "budget: candidates"
+    assert res.stop == Stop(StopKind.CANDIDATES)
 
 
 def test_wall_time_budget_stops_a_slow_run_and_keeps_the_best() -> None:
@@ -217,7 +218,7 @@ def test_wall_time_budget_stops_a_slow_run_and_keeps_the_best() -> None:
         settings=LoopSettings(batch_size=1),
     )
     assert time.monotonic() - t0 < 3.0
-    assert res.stop_reason == "budget: wall time"
+    assert res.stop == Stop(StopKind.WALL_TIME)
     assert res.best is not None and res.outcome is Outcome.IMPROVED
 
 
@@ -234,7 +235,7 @@ def test_the_wall_time_budget_starts_once_the_original_is_measured() -> None:
         on_event=lambda e: events.append(e.message) if e.kind == "baseline" else None,
     )
     assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(4.0)
-    assert res.stop_reason == "proposer exhausted"
+    assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED)
     assert 1.0 <= res.baseline_seconds < res.seconds
     assert events == [f"baseline ok (1 ms, measured in {res.baseline_seconds:.1f} s)"]
 
@@ -251,7 +252,7 @@ def test_token_budget() -> None:
         budget=OptimizeBudget(wall_s=None, tokens=1000),
         settings=LoopSettings(batch_size=1),
     )
-    assert res.stop_reason == "budget: tokens"
+    assert res.stop == Stop(StopKind.TOKENS)
     assert res.tokens == 1200 and res.attempts == 3  # the batch that crossed the budget is still evaluated
 
 
@@ -282,7 +283,7 @@ def test_cancellation_mid_batch_returns_promptly_with_the_best_so_far() -> None:
         settings=LoopSettings(batch_size=1),
     )
     assert time.monotonic() - t0 < 3.0
-    assert res.cancelled and res.stop_reason == "cancelled"
+    assert res.cancelled and res.stop == Stop(StopKind.CANCELLED)
     assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(2.0)
     assert events[-1].kind == "finished" and events[-1].fraction == 1.0
 
@@ -311,7 +312,7 @@ def test_a_broken_baseline_stops_before_proposing() -> None:
     p = ScriptedProposer(once("speedup=2"))
     res = optimize(T, p, MarkerExecutor(baseline=Status.CRASH))
     assert res.outcome is Outcome.BASELINE_FAILED and p.calls == 0
-    assert res.stop_reason.startswith("baseline crash")
+    assert res.stop.kind is StopKind.BASELINE_FAILED and res.stop.detail.startswith("crash")
 
 
 def test_no_gpu_is_an_exception_for_the_caller() -> None:
@@ -326,7 +327,7 @@ def test_a_failing_proposer_ends_the_run_keeping_the_best() -> None:
         raise RuntimeError("model went away")
 
     res = optimize(T, ScriptedProposer(plan), MarkerExecutor(), settings=LoopSettings(batch_size=1))
-    assert res.stop_reason == "proposer failed: model went away"
+    assert res.stop == Stop(StopKind.PROPOSER_FAILED, "model went away")
     assert res.outcome is Outcome.IMPROVED
 
 
@@ -335,8 +336,16 @@ def test_an_executor_failure_mid_run_keeps_the_best() -> None:
         return proposals("speedup=2.0") if call == 0 else proposals("die") if call == 1 else []
 
     res = optimize(T, ScriptedProposer(plan), MarkerExecutor(), settings=LoopSettings(batch_size=1))
-    assert res.stop_reason.startswith("executor failed: worker died")
+    assert res.stop.kind is StopKind.EXECUTOR_FAILED and res.stop.detail.startswith("worker died")
     assert res.speedup == pytest.approx(2.0)
+
+
+def test_a_stop_reads_as_one_line_and_says_whether_something_failed() -> None:
+    assert str(Stop(StopKind.PROPOSER_EXHAUSTED)) == "proposer exhausted"
+    assert str(Stop(StopKind.WALL_TIME)) == "budget: wall time"
+    assert str(Stop(StopKind.EXECUTOR_FAILED, "worker died")) == "executor failed: worker died"
+    assert str(Stop(StopKind.BASELINE_FAILED, "crash: boom")) == "baseline crash: boom"
+    assert [k for k in StopKind if Stop(k).failed] == [StopKind.PROPOSER_FAILED, StopKind.EXECUTOR_FAILED]
 
 
 def test_trajectory_has_one_line_per_attempt_with_rewards(tmp_path) -> None:
