@@ -17,8 +17,17 @@ from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeBudget, parse_budget
 from agent.source import Document
 from agent.target import TargetError, target_for
-from agent.trajectory import REWARD_VERSION, SCHEMA, TrajectoryLog, read_trajectories, reward
-from sandbox.contract import CandidateResult, Status, Timing
+from agent.trajectory import (
+    REWARD_VERSION,
+    SCHEMA,
+    RunInfo,
+    TrajectoryLine,
+    TrajectoryLog,
+    read_trajectories,
+    reward,
+    trajectory_line,
+)
+from sandbox.contract import CandidateResult, Status, Timing, from_json, to_json
 from sandbox.executor import NoGpuError
 
 T = saxpy_target()
@@ -363,6 +372,30 @@ def test_trajectory_has_one_line_per_attempt_with_rewards(tmp_path) -> None:
     assert lines[0]["proposal"]["code"].endswith("// speedup=2.0\n}\n")
 
 
+def test_a_trajectory_line_round_trips_through_the_contract_converter(tmp_path) -> None:
+    log = TrajectoryLog(tmp_path / "t.jsonl")
+    proposal = Proposal(
+        "__global__ void saxpy() {}",
+        "launch change",
+        assumptions=("a and c never alias",),
+        launch=LaunchChange(grid="cdiv(n, block*4)"),
+        transcript=(("user", "make it fast"), ("assistant", "done")),
+    )
+    run = RunInfo("r1", "k.cu", "saxpy", "llm:m", 7, "H200", "orig", "// spec", 0.5, task="t@1")
+    attempt = Attempt(3, 1, "b1-c0", proposal, _ok(2.0), 2.5, duplicate_of="b0-c1")
+    line = trajectory_line(run, attempt, retracts="b0-c0")
+    assert from_json(TrajectoryLine, to_json(line)) == line
+    log.record(run, attempt)
+    with (tmp_path / "t.jsonl").open("a") as f:
+        f.write('not json\n{"schema": "other"}\n')
+    [back] = read_trajectories(tmp_path / "t.jsonl")  # the malformed lines are skipped
+    assert back.proposal.launch == LaunchChange(grid="cdiv(n, block*4)") and back.task == "t@1"
+    assert [(x.role, x.content) for x in back.proposal.transcript] == list(proposal.transcript)
+    assert back.result == attempt.result and back.reward == 2.5 and back.retracts == ""
+    raw = json.loads((tmp_path / "t.jsonl").read_text().splitlines()[0])
+    assert raw["proposal"]["transcript"][0] == {"role": "user", "content": "make it fast"}
+
+
 def _ok(speedup: float, spread: float = 0.01) -> CandidateResult:
     t = Timing(1 / speedup, (1 - spread) / speedup, (1 + spread) / speedup, 0.9 / speedup, 20, 2 * spread)
     return CandidateResult(
@@ -434,8 +467,8 @@ def test_the_winner_runs_under_compute_sanitizer_and_a_racy_one_gives_way(tmp_pa
     assert lines[-1]["candidate_id"] == "b0-c0-sanitized" and lines[-1]["result"]["status"] == "rejected"
     assert lines[-1]["reward"] == -2.0 and res.attempts == 4  # a hack: below every honest failure
     assert lines[-1]["retracts"] == "b0-c0" and lines[-1]["reward_version"] == REWARD_VERSION
-    retracted = next(x for x in read_trajectories(tmp_path / "t.jsonl") if x["candidate_id"] == "b0-c0")
-    assert retracted["reward"] == -2.0 and retracted["retracted_by"] == "b0-c0-sanitized"
+    retracted = next(x for x in read_trajectories(tmp_path / "t.jsonl") if x.candidate_id == "b0-c0")
+    assert retracted.reward == -2.0 and retracted.retracted_by == "b0-c0-sanitized"
 
 
 def test_sanitizing_can_be_turned_off() -> None:
