@@ -101,7 +101,9 @@ class LoopEvent:
 EventFn = Callable[[LoopEvent], None]
 
 
-class Outcome(str, Enum):
+class RunOutcome(str, Enum):
+    """How a run ended for the kernel."""
+
     IMPROVED = "improved"  # a verified candidate is faster, even pessimistically (speedup_low > 1)
     NOT_IMPROVED = "not_improved"  # nothing verified was reliably faster
     BASELINE_FAILED = "baseline_failed"  # the original kernel did not pass its own checks
@@ -154,7 +156,7 @@ class Stop:
 
 @dataclass(frozen=True)
 class OptimizeResult:
-    outcome: Outcome
+    outcome: RunOutcome
     stop: Stop
     baseline: CandidateResult
     best: Attempt | None  # the fastest verified attempt (even when not reliably faster)
@@ -291,11 +293,11 @@ class _Run:
         self._emit("baseline", f"baseline {baseline.status.value} ({timed}{took})")
         if baseline.status is not Status.OK:
             return self._result(
-                Outcome.BASELINE_FAILED,
+                RunOutcome.BASELINE_FAILED,
                 Stop(StopKind.BASELINE_FAILED, f"{baseline.status.value}: {self.target.located(baseline)}"),
             )
         if self.user_cancel.is_set():
-            return self._result(Outcome.NOT_IMPROVED, Stop(StopKind.CANCELLED))
+            return self._result(RunOutcome.NOT_IMPROVED, Stop(StopKind.CANCELLED))
         self.info = RunInfo(
             run_id=self.run_id,
             file=self.target.path,
@@ -330,7 +332,7 @@ class _Run:
         improved = best is not None and best.result.speedup_low > 1.0
         assert self.stopped is not None  # every way out of _consume sets it
         self._emit("finished", str(self.stopped))
-        return self._result(Outcome.IMPROVED if improved else Outcome.NOT_IMPROVED, self.stopped)
+        return self._result(RunOutcome.IMPROVED if improved else RunOutcome.NOT_IMPROVED, self.stopped)
 
     def _sanitize_winner(self, tries: int = 3) -> None:
         """Re-run the winner under compute-sanitizer (memcheck, racecheck) before it is reported; a
@@ -582,7 +584,7 @@ class _Run:
         except Exception:  # a broken progress bar must not end the run
             log.exception("progress callback failed")
 
-    def _result(self, outcome: Outcome, stop: Stop) -> OptimizeResult:
+    def _result(self, outcome: RunOutcome, stop: Stop) -> OptimizeResult:
         assert self.baseline is not None
         best = self.best
         res = OptimizeResult(
@@ -599,7 +601,7 @@ class _Run:
             history=tuple(self.attempts),
             records=tuple(attempt_record(self.target, a) for a in self.attempts),
         )
-        if outcome is not Outcome.IMPROVED or best is None:
+        if outcome is not RunOutcome.IMPROVED or best is None:
             return res
         change = best.proposal.launch
         launch = self.target.site_edits(change) if change and self.target.site_edits else LaunchEdits()

@@ -105,7 +105,9 @@ class TemplateParam:
 
 
 @dataclass(frozen=True)
-class LaunchBounds:
+class LaunchBoundsAttribute:
+    """A kernel's ``__launch_bounds__(max_threads, min_blocks)`` attribute as written."""
+
     max_threads: str  # expression text, e.g. "256" or "BLOCK"
     min_blocks: str = ""
 
@@ -126,7 +128,7 @@ class Kernel:
     body_span: Span | None
     params: tuple[Param, ...]
     template_params: tuple[TemplateParam, ...] = ()
-    launch_bounds: LaunchBounds | None = None
+    launch_bounds: LaunchBoundsAttribute | None = None
     extern_c: bool = False
     comment: tuple[tuple[int, str], ...] = ()
 
@@ -924,7 +926,7 @@ class _Scan:
         if bounds is not None:
             exprs = [doc.node_text(c) for c in bounds.named_children if c.type != "comment"]
             if exprs:
-                launch_bounds = LaunchBounds(exprs[0], exprs[1] if len(exprs) > 1 else "")
+                launch_bounds = LaunchBoundsAttribute(exprs[0], exprs[1] if len(exprs) > 1 else "")
         body = node.child_by_field_name("body")
         span = doc.span(outer)
         return Kernel(

@@ -49,7 +49,7 @@ EXTENSIONS = (".cu", ".cuh")
 
 @dataclass(frozen=True)
 class SuiteEntry:
-    """One kernel's row.  ``status``: an :class:`agent.loop.Outcome` value, or ``error``."""
+    """One kernel's row.  ``status``: an :class:`agent.loop.RunOutcome` value, or ``error``."""
 
     file: str
     kernel: str
@@ -68,7 +68,7 @@ class SuiteEntry:
 
     @property
     def improved(self) -> bool:
-        return self.status == loop.Outcome.IMPROVED.value
+        return self.status == loop.RunOutcome.IMPROVED.value
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def find_targets(
 
 def entry(file: str, kernel: str, result: loop.OptimizeResult) -> SuiteEntry:
     best = result.best
-    improved = result.outcome is loop.Outcome.IMPROVED and best is not None
+    improved = result.outcome is loop.RunOutcome.IMPROVED and best is not None
     kept = best.result if improved and best is not None else result.baseline
     return SuiteEntry(
         file=file,
@@ -223,7 +223,9 @@ def _optimize(
 
 def summarize(entries: tuple[SuiteEntry, ...]) -> SuiteSummary:
     n = len(entries)
-    ran = [e for e in entries if e.status in (loop.Outcome.IMPROVED.value, loop.Outcome.NOT_IMPROVED.value)]
+    ran = [
+        e for e in entries if e.status in (loop.RunOutcome.IMPROVED.value, loop.RunOutcome.NOT_IMPROVED.value)
+    ]
     geomean = math.exp(sum(math.log(e.speedup) for e in ran) / len(ran)) if ran else 0.0
     return SuiteSummary(
         kernels=n,

@@ -485,13 +485,13 @@ def optimize(
     if isinstance(result, BaseException):
         raise JobFailed(f"{type(result).__name__}: {result}")
     written = backup = None
-    if write and result.outcome is loop.Outcome.IMPROVED:
+    if write and result.outcome is loop.RunOutcome.IMPROVED:
         written, backup = write_rewrite(path, text, result.rewritten, force=force)
     if as_json:
         emit_json(_optimize_json(target, result, written, backup, log_path))
     else:
         _print_optimize(target, result, show_diff, written, backup, write, show_attempts)
-    if result.outcome is loop.Outcome.BASELINE_FAILED:
+    if result.outcome is loop.RunOutcome.BASELINE_FAILED:
         raise JobFailed(f"the original kernel failed its own checks ({result.stop})")
     if result.attempts == 0 and result.stop.failed:
         raise JobFailed(str(result.stop))
@@ -678,7 +678,7 @@ def _print_optimize(
     show_attempts: bool = False,
 ) -> None:
     from agent.attempts import verdict_summary
-    from agent.loop import Outcome
+    from agent.loop import RunOutcome
     from sandbox.timing import measured_text
     from server.texts import SIMULATED, plural
 
@@ -687,12 +687,12 @@ def _print_optimize(
     click.echo(f"{target.kernel} in {target.path} on {device}")
     click.echo(f"  original: {measured_text(result.baseline)}")
     best = result.best
-    if result.outcome is Outcome.BASELINE_FAILED:
+    if result.outcome is RunOutcome.BASELINE_FAILED:
         click.echo(f"  the original failed its own checks: {result.stop}")
     elif best is None:
         click.echo("  no candidate passed verification")
     else:
-        verdict = "faster" if result.outcome is Outcome.IMPROVED else "best verified, not reliably faster"
+        verdict = "faster" if result.outcome is RunOutcome.IMPROVED else "best verified, not reliably faster"
         click.echo(
             f"  {verdict}: {measured_text(best.result)}: {result.speedup:.2f}x "
             f"[{result.speedup_low:.2f}x-{result.speedup_high:.2f}x] ({best.proposal.description})"
@@ -1315,7 +1315,7 @@ def suite(
         f"({summary.improved}/{summary.kernels} improved, {summary.errors} not run)"
     )
     for e in entries:
-        if e.status == "error" or e.status == loop.Outcome.BASELINE_FAILED.value:
+        if e.status == "error" or e.status == loop.RunOutcome.BASELINE_FAILED.value:
             click.echo(f"  {e.kernel}: {e.description}")
 
 

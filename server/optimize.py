@@ -607,7 +607,7 @@ def _record_optimize(
     k = od.doc.kernel(run.kernel)
     original_hash = kernel_hash(od.doc, k) if k is not None else ""
     rewritten_hash = ""
-    improved = result.outcome is loop.Outcome.IMPROVED and result.best is not None
+    improved = result.outcome is loop.RunOutcome.IMPROVED and result.best is not None
     if improved:
         new_doc = Document(result.rewritten, str(od.path))
         nk = new_doc.kernel(run.kernel)
@@ -632,7 +632,7 @@ def _record_optimize(
         message = (
             f"{result.speedup:.2f}× faster, verified ({result.speedup_low:.2f}–{result.speedup_high:.2f}×)"
         )
-    elif result.outcome is loop.Outcome.BASELINE_FAILED:
+    elif result.outcome is loop.RunOutcome.BASELINE_FAILED:
         message = str(result.stop)
     else:
         message = f"no reliably faster candidate ({verdict_summary(result.records)}; {result.stop})"

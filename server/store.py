@@ -109,7 +109,7 @@ class OptimizeRecord:
     """The last optimize run of a kernel: the verified winner, if any."""
 
     run_id: str
-    outcome: str  # agent.loop.Outcome value
+    outcome: str  # agent.loop.RunOutcome value
     speedup: float
     speedup_low: float
     speedup_high: float

@@ -82,7 +82,7 @@ def keys(executor: FakeExecutor) -> list[str]:
 
 def test_finds_the_best_composition_of_vectors_block_and_restrict() -> None:
     result = run("vadd_poor_block.cu", ModelExecutor())
-    assert result.outcome is loop.Outcome.IMPROVED
+    assert result.outcome is loop.RunOutcome.IMPROVED
     best = result.best
     assert best is not None
     assert result.launch is not None and result.launch.block == "256"
@@ -184,7 +184,7 @@ def test_poor_block_vector_add_comes_back_twice_as_fast_near_the_copy_ceiling() 
             executor,
             budget=OptimizeBudget(wall_s=60, candidates=24),
         )
-    assert result.outcome is loop.Outcome.IMPROVED, result.stop
+    assert result.outcome is loop.RunOutcome.IMPROVED, result.stop
     assert result.best is not None
     print(
         f"vadd_poor_block: {result.speedup:.2f}x [{result.speedup_low:.2f}-{result.speedup_high:.2f}], "

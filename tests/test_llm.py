@@ -18,7 +18,7 @@ from scripted_llm import Call, Fail, Garbage, Say, ScriptedLLM, Slow
 
 from agent.launch import LaunchChange
 from agent.llm import LLMProposer, LLMSettings, extract_code
-from agent.loop import LoopSettings, OptimizeResult, Outcome, Stop, StopKind, optimize
+from agent.loop import LoopSettings, OptimizeResult, RunOutcome, Stop, StopKind, optimize
 from agent.proposer import OptimizeBudget
 from agent.trajectory import TrajectoryLog
 from sandbox.compiler import CompilePool
@@ -80,7 +80,7 @@ def test_tool_calls_verify_profile_and_finish(monkeypatch: pytest.MonkeyPatch, t
     log = TrajectoryLog(tmp_path / "t.jsonl")
     with ScriptedLLM(script) as server:
         res = run(settings(server), trajectory=log)
-    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(1.8)
+    assert res.outcome is RunOutcome.IMPROVED and res.speedup == pytest.approx(1.8)
     assert res.assumptions == ("x, y never alias",) and res.best is not None
     assert res.best.proposal.description == "unrolled"
     assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED)
@@ -138,7 +138,7 @@ def test_malformed_replies_are_answered_and_cost_a_turn() -> None:
     assert server.requests[2].body["messages"] == server.requests[1].body["messages"]  # the retry
     mismatch = last(server, 3)["content"]
     assert "mismatch" in mismatch and "n=4097" in mismatch and "first bad index 4096" in mismatch
-    assert res.outcome is Outcome.NOT_IMPROVED and res.attempts == 1
+    assert res.outcome is RunOutcome.NOT_IMPROVED and res.attempts == 1
     assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED)
 
 
@@ -160,7 +160,7 @@ def test_a_server_without_tool_calling_gets_fenced_code() -> None:
         res = run(settings(server, max_turns=3))
     assert "tools" in server.requests[0].body and "tools" not in server.requests[1].body
     assert "```cuda" in server.requests[1].body["messages"][0]["content"]
-    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(2.2)
+    assert res.outcome is RunOutcome.IMPROVED and res.speedup == pytest.approx(2.2)
     assert res.best is not None and res.best.proposal.launch == LaunchChange(block="256")
     assert res.best.proposal.assumptions == ("n < 2^31",)
     assert res.best.proposal.description == "Wider blocks, same work per thread."
@@ -216,7 +216,7 @@ def test_an_unreachable_endpoint_ends_the_run_with_one_reason() -> None:
     assert res.stop.kind is StopKind.PROPOSER_FAILED and res.stop.detail.startswith(
         f"cannot reach http://127.0.0.1:{port}/v1"
     )
-    assert res.attempts == 0 and res.outcome is Outcome.NOT_IMPROVED
+    assert res.attempts == 0 and res.outcome is RunOutcome.NOT_IMPROVED
 
 
 def test_a_refused_key_ends_the_run() -> None:
@@ -246,7 +246,7 @@ def test_parallel_samples_are_separate_conversations_with_their_own_seeds() -> N
         res = run(settings(server, samples=3))
     first_round = [r.body for r in server.requests if len(r.body["messages"]) == 2]
     assert len(first_round) == 3 and len({b["seed"] for b in first_round}) == 3
-    assert res.attempts == 3 and res.outcome is Outcome.IMPROVED
+    assert res.attempts == 3 and res.outcome is RunOutcome.IMPROVED
 
 
 def test_the_compile_tool_uses_the_sandbox_compile_pool() -> None:

@@ -12,7 +12,7 @@ import pytest
 from loop_fakes import DATA, MarkerExecutor, ScriptedProposer, saxpy_target, variant
 
 from agent.launch import LaunchChange
-from agent.loop import LoopEvent, LoopSettings, Outcome, Stop, StopKind, optimize
+from agent.loop import LoopEvent, LoopSettings, RunOutcome, Stop, StopKind, optimize
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeBudget, parse_budget
 from agent.source import Document
@@ -45,7 +45,7 @@ def once(*markers: str):
 def test_keeps_the_fastest_verified_candidate_and_reports_a_diff() -> None:
     plan = once("speedup=1.5", "mismatch", "compile_error", "speedup=3.0", "speedup=2.0")
     res = optimize(T, ScriptedProposer(plan), MarkerExecutor(), budget=OptimizeBudget(wall_s=30))
-    assert res.outcome is Outcome.IMPROVED
+    assert res.outcome is RunOutcome.IMPROVED
     assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED)
     assert res.attempts == 5
     assert res.best is not None and "speedup=3.0" in res.best.proposal.code
@@ -64,7 +64,7 @@ def test_keeps_the_fastest_verified_candidate_and_reports_a_diff() -> None:
 
 def test_nothing_faster_is_not_improved_and_changes_nothing() -> None:
     res = optimize(T, ScriptedProposer(once("speedup=1.0", "mismatch")), MarkerExecutor())
-    assert res.outcome is Outcome.NOT_IMPROVED
+    assert res.outcome is RunOutcome.NOT_IMPROVED
     assert res.best is not None and res.best.result.status is Status.OK  # verified, not faster
     assert res.diff == "" and res.rewritten == ""
 
@@ -154,7 +154,7 @@ def test_a_bad_launch_is_a_verdict_and_never_reaches_the_executor() -> None:
     ex = MarkerExecutor()
     res = optimize(T, ScriptedProposer(plan), ex)
     assert len(ex.requests) == 1  # the baseline only
-    assert res.outcome is Outcome.NOT_IMPROVED and res.best is None
+    assert res.outcome is RunOutcome.NOT_IMPROVED and res.best is None
     p = ScriptedProposer(plan)
     optimize(T, p, MarkerExecutor())
     assert p.observed == [["b0-c0"]]
@@ -228,7 +228,7 @@ def test_wall_time_budget_stops_a_slow_run_and_keeps_the_best() -> None:
     )
     assert time.monotonic() - t0 < 3.0
     assert res.stop == Stop(StopKind.WALL_TIME)
-    assert res.best is not None and res.outcome is Outcome.IMPROVED
+    assert res.best is not None and res.outcome is RunOutcome.IMPROVED
 
 
 def test_the_wall_time_budget_starts_once_the_original_is_measured() -> None:
@@ -243,7 +243,7 @@ def test_the_wall_time_budget_starts_once_the_original_is_measured() -> None:
         budget=OptimizeBudget(wall_s=0.6),
         on_event=lambda e: events.append(e.message) if e.kind == "baseline" else None,
     )
-    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(4.0)
+    assert res.outcome is RunOutcome.IMPROVED and res.speedup == pytest.approx(4.0)
     assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED)
     assert 1.0 <= res.baseline_seconds < res.seconds
     assert events == [f"baseline ok (1 ms, measured in {res.baseline_seconds:.1f} s)"]
@@ -293,7 +293,7 @@ def test_cancellation_mid_batch_returns_promptly_with_the_best_so_far() -> None:
     )
     assert time.monotonic() - t0 < 3.0
     assert res.cancelled and res.stop == Stop(StopKind.CANCELLED)
-    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(2.0)
+    assert res.outcome is RunOutcome.IMPROVED and res.speedup == pytest.approx(2.0)
     assert events[-1].kind == "finished" and events[-1].fraction == 1.0
 
 
@@ -320,7 +320,7 @@ def test_identical_proposals_are_evaluated_once() -> None:
 def test_a_broken_baseline_stops_before_proposing() -> None:
     p = ScriptedProposer(once("speedup=2"))
     res = optimize(T, p, MarkerExecutor(baseline=Status.CRASH))
-    assert res.outcome is Outcome.BASELINE_FAILED and p.calls == 0
+    assert res.outcome is RunOutcome.BASELINE_FAILED and p.calls == 0
     assert res.stop.kind is StopKind.BASELINE_FAILED and res.stop.detail.startswith("crash")
 
 
@@ -337,7 +337,7 @@ def test_a_failing_proposer_ends_the_run_keeping_the_best() -> None:
 
     res = optimize(T, ScriptedProposer(plan), MarkerExecutor(), settings=LoopSettings(batch_size=1))
     assert res.stop == Stop(StopKind.PROPOSER_FAILED, "model went away")
-    assert res.outcome is Outcome.IMPROVED
+    assert res.outcome is RunOutcome.IMPROVED
 
 
 def test_an_executor_failure_mid_run_keeps_the_best() -> None:
@@ -461,7 +461,7 @@ def test_the_winner_runs_under_compute_sanitizer_and_a_racy_one_gives_way(tmp_pa
     )
     sanitized = [r for r in ex.requests if r.options.sanitize]
     assert [len(r.candidates) for r in sanitized] == [1, 1] and not sanitized[0].options.time
-    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(2.0)
+    assert res.outcome is RunOutcome.IMPROVED and res.speedup == pytest.approx(2.0)
     assert res.best is not None and res.best.result.sanitizer == "memcheck: 0 errors; racecheck: 0 hazards"
     lines = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
     assert lines[-1]["candidate_id"] == "b0-c0-sanitized" and lines[-1]["result"]["status"] == "rejected"
