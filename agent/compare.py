@@ -23,7 +23,8 @@ from pathlib import Path
 from agent import spec as spec_mod
 from agent.launch import LaunchChange
 from agent.proposal import Proposal
-from agent.source import Document, Kernel
+from agent.source import Document
+from agent.syntax import Kernel
 from agent.target import Target, TargetError, signature_mismatch, target_for
 from sandbox.contract import Budget, CandidateResult, Check, EvalOptions, EvalResult, Status
 from sandbox.executor import Executor, ProgressFn

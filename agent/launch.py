@@ -13,8 +13,9 @@ from dataclasses import dataclass, replace
 import tree_sitter
 
 from agent import spec as spec_mod
-from agent.source import Document, Expr, Kernel, LaunchSite
+from agent.source import Document
 from agent.spec import KernelSpec, ScalarSpec, parse_dims
+from agent.syntax import Expr, Kernel, LaunchSite
 
 log = logging.getLogger(__name__)
 

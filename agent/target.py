@@ -12,7 +12,8 @@ from pathlib import Path
 from agent import spec as spec_mod
 from agent.launch import LaunchChange, LaunchEdits, TextEdit, char_offset, launch_edits, with_launch
 from agent.proposal import Proposal
-from agent.source import Document, Kernel, Param
+from agent.source import Document
+from agent.syntax import Kernel, Param
 from sandbox.compiler import carry_headers, parse_diagnostics
 from sandbox.contract import (
     PRECISIONS,
@@ -60,7 +61,7 @@ class Target:
     relaunch: Relauncher | None = field(default=None, compare=False, repr=False)
     site_edits: SiteEditor | None = field(default=None, compare=False, repr=False)
     # 0-based file line of each 0-based line of ``baseline.source`` (-1: generated), to place
-    # compiler messages (``agent.source.Standalone.line_map``)
+    # compiler messages (``agent.syntax.Standalone.line_map``)
     line_map: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -23,7 +23,8 @@ from lsprotocol import types as lsp
 
 from agent import compare as cmp
 from agent.proposal import Proposal
-from agent.source import Document, Kernel
+from agent.source import Document
+from agent.syntax import Kernel
 from agent.target import Target, TargetError, signature_mismatch
 from server import protocol as wire
 from server.diagnostics import compile_options

@@ -36,8 +36,9 @@ from functools import cached_property
 import tree_sitter
 
 from agent.launch import LaunchChange
-from agent.source import Document, Kernel
+from agent.source import Document
 from agent.spec import ArraySpec, KernelSpec, evaluate, parse_dims
+from agent.syntax import Kernel
 from agent.transforms.frontend import Context, context_of, normalize
 from agent.transforms.view import KernelView
 
