@@ -1,5 +1,5 @@
-"""Carrying a document's analysis over an edit: what each top-level item yielded (:class:`_Part`),
-the edit in bytes (:class:`_Edit`), the parts an edit did not touch (:class:`_Carry`) and moving
+"""Carrying a document's analysis over an edit: what each top-level item yielded (:class:`Part`),
+the edit in bytes (:class:`Edit`), the parts an edit did not touch (:class:`Carry`) and moving
 their kernels and launch sites by the lines and bytes the edit added."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from agent.syntax import Expr, Issue, Kernel, LaunchSite, Param, Span
 
 
 @dataclass(frozen=True, slots=True)
-class _Part:
+class Part:
     """What one top-level item yields, and the bytes it depends on: from the start of the line above
     it (or above its kernels' comment blocks) to its end."""
 
@@ -34,7 +34,7 @@ class _Part:
 
 
 @dataclass(frozen=True, slots=True)
-class _Edit:
+class Edit:
     """One replacement in byte offsets: ``[start, old_end)`` became ``[start, new_end)``, adding
     ``lines`` lines (negative when it removed some)."""
 
@@ -52,35 +52,35 @@ class _Edit:
 
 
 @dataclass(frozen=True, slots=True)
-class _Carry:
+class Carry:
     """A document's parts still to shift by (lines, bytes), and the byte ranges (inclusive) whose
     top-level items must be walked anew."""
 
-    parts: tuple[tuple[_Part, int, int], ...]
+    parts: tuple[tuple[Part, int, int], ...]
     dirty: tuple[tuple[int, int], ...]
 
 
-_MENTIONS = re.compile(rb"__global__|<<<")
+MENTIONS = re.compile(rb"__global__|<<<")
 
 
-def _tops(root: tree_sitter.Node, matches: Iterable[re.Match[bytes]]) -> list[tree_sitter.Node]:
+def top_nodes(root: tree_sitter.Node, matches: Iterable[re.Match[bytes]]) -> list[tree_sitter.Node]:
     """The top-level nodes that contain the matches, once each, in file order."""
     tops: dict[int, tree_sitter.Node] = {}
     for m in matches:
-        child = _child_for_byte(root, m.start())
+        child = child_for_byte(root, m.start())
         if child is not None and child.start_byte <= m.start():
             tops.setdefault(child.start_byte, child)
     return list(tops.values())
 
 
-def _child_for_byte(root: tree_sitter.Node, byte: int) -> tree_sitter.Node | None:
+def child_for_byte(root: tree_sitter.Node, byte: int) -> tree_sitter.Node | None:
     """The first child of ``root`` that ends after ``byte``; None past the last one (where
     py-tree-sitter's ``first_child_for_byte`` reads a null node and crashes)."""
     last = root.child(root.child_count - 1) if root.child_count else None
     return root.first_child_for_byte(byte) if last is not None and byte < last.end_byte else None
 
 
-def _merged(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+def merged_ranges(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     out: list[tuple[int, int]] = []
     for lo, hi in sorted(ranges):
         if out and lo <= out[-1][1]:
@@ -90,7 +90,7 @@ def _merged(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def _overlaps(nodes: list[tuple[int, int]], start: int, end: int) -> bool:
+def overlaps_any(nodes: list[tuple[int, int]], start: int, end: int) -> bool:
     """Whether the node ``[start, end)`` is, or overlaps, one of the disjoint sorted nodes."""
     i = bisect.bisect_left(nodes, (start, -1))
     if i < len(nodes) and nodes[i][0] < max(end, start + 1):
@@ -116,7 +116,7 @@ def _shift_expr(e: Expr | None, lines: int, delta: int) -> Expr | None:
 _T = TypeVar("_T")
 
 
-def _moved(
+def moved_values(
     memo: dict[tuple[int, int], tuple[_T, ...]],
     values: tuple[_T, ...],
     lines: int,
@@ -134,7 +134,7 @@ def _moved(
     return moved
 
 
-def _shift_kernels(kernels: tuple[Kernel, ...], lines: int, delta: int) -> tuple[Kernel, ...]:
+def shift_kernels(kernels: tuple[Kernel, ...], lines: int, delta: int) -> tuple[Kernel, ...]:
     """Kernels moved down by ``lines`` lines and ``delta`` bytes; columns stay (a carried part never
     shares a line with an edit)."""
     return tuple(
@@ -160,7 +160,7 @@ def _shift_kernels(kernels: tuple[Kernel, ...], lines: int, delta: int) -> tuple
     )  # fmt: skip
 
 
-def _shift_launches(sites: tuple[LaunchSite, ...], lines: int, delta: int) -> tuple[LaunchSite, ...]:
+def shift_launches(sites: tuple[LaunchSite, ...], lines: int, delta: int) -> tuple[LaunchSite, ...]:
     return tuple(
         LaunchSite(
             s.kernel,

@@ -13,9 +13,9 @@ import tree_sitter
 
 from agent.project import resolve_include
 from agent.syntax import (
-    _IDENT,
-    _NAME_QUERY,
+    IDENT,
     LANGUAGE,
+    NAME_QUERY,
     Issue,
     Kernel,
     LaunchBoundsAttribute,
@@ -83,7 +83,7 @@ class _Item:
     always: bool = False  # in every unit (`using namespace X;`)
 
 
-class _Scan:
+class Scan:
     """One pass over (part of) the top level of a document: items, kernels, macro-related issues."""
 
     def __init__(self, doc: Parsed, top_level: Iterable[tree_sitter.Node]) -> None:
@@ -140,7 +140,7 @@ class _Scan:
             return
         names = item.names
         if t == "function_definition":
-            fname = _function_name(self.doc, node)
+            fname = function_name(self.doc, node)
             names.add(fname)
             if any(c.type == "__global__" for c in node.children):
                 kernel = self._kernel(node, fname, ns, extern_c)
@@ -356,10 +356,10 @@ class _Scan:
             options = tuple(f"-I{f}" for f in dict.fromkeys([base, *_include_folders(kept)]))
         return Standalone(kernel.qualified_name, "\n".join(lines) + "\n", tuple(line_map), options)
 
-    def _entries(self, seen: set[Path]) -> list[tuple[_Scan, _Item]]:
+    def _entries(self, seen: set[Path]) -> list[tuple[Scan, _Item]]:
         """This file's items in order, with each quoted header that holds host code (which NVRTC
         cannot compile) replaced by its own items, so the unit takes only what the kernel needs."""
-        out: list[tuple[_Scan, _Item]] = []
+        out: list[tuple[Scan, _Item]] = []
         for it in self.items:
             header = (
                 resolve_include(self.doc.path, it.include.strip('"'))
@@ -375,12 +375,12 @@ class _Scan:
 
     def _references(self, node: tree_sitter.Node) -> set[str]:
         if node.type in ("preproc_def", "preproc_function_def"):
-            return set(_IDENT.findall(self.doc.node_text(node))[2:])  # skip "define" and the name
-        caps = tree_sitter.QueryCursor(_NAME_QUERY).captures(node)
+            return set(IDENT.findall(self.doc.node_text(node))[2:])  # skip "define" and the name
+        caps = tree_sitter.QueryCursor(NAME_QUERY).captures(node)
         found = {self.doc.node_text(n) for n in caps.get("name", [])}
         # Identifiers inside #if conditions and other preprocessor text are not always nodes.
         for arg in _descendants_of_type(node, "preproc_arg"):
-            found.update(_IDENT.findall(self.doc.node_text(arg)))
+            found.update(IDENT.findall(self.doc.node_text(arg)))
         return found
 
 
@@ -400,7 +400,7 @@ def _include_guard(doc: Parsed, node: tree_sitter.Node) -> bool:
     return defined is not None and doc.node_text(defined) == doc.node_text(name)
 
 
-def _host_header(path: Path, seen: set[Path]) -> _Scan | None:
+def _host_header(path: Path, seen: set[Path]) -> Scan | None:
     """The items of a quoted header next to the file when it has host code (a host function, a
     host-only include), each header once; None to keep its ``#include`` line as it is."""
     path = path.resolve()
@@ -410,7 +410,7 @@ def _host_header(path: Path, seen: set[Path]) -> _Scan | None:
         header = Parsed.from_file(path)
     except OSError:
         return None
-    scan = _Scan(header, header.tree.root_node.children)
+    scan = Scan(header, header.tree.root_node.children)
     if not any(_is_host_item(header, it) for it in scan.items):
         return None
     seen.add(path)
@@ -504,7 +504,7 @@ def _header_lines(path: Path, inlined: set[Path]) -> list[str] | None:
     return out
 
 
-def _aliases(doc: Parsed, seen: set[Path]) -> dict[str, str]:
+def type_aliases_of(doc: Parsed, seen: set[Path]) -> dict[str, str]:
     found: dict[str, str] = {}
     base = Path(doc.path).resolve().parent if doc.path else None
     stack = list(reversed(doc.tree.root_node.children))
@@ -532,12 +532,12 @@ def _aliases(doc: Parsed, seen: set[Path]) -> dict[str, str]:
                     included = Parsed(header.read_bytes().decode("utf-8", errors="replace"), str(header))
                 except OSError:
                     continue
-                for alias, value in _aliases(included, seen).items():
+                for alias, value in type_aliases_of(included, seen).items():
                     found.setdefault(alias, value)
     return found
 
 
-def _macro_kernel_issues(text: str, macros: dict[str, str]) -> list[Issue]:
+def macro_kernel_issues(text: str, macros: dict[str, str]) -> list[Issue]:
     """Uses of macros that expand to ``__global__``: kernels the model cannot see."""
     found: list[Issue] = []
     for name, body in macros.items():
@@ -571,7 +571,7 @@ def _function_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:
     return d
 
 
-def _function_name(doc: Parsed, node: tree_sitter.Node) -> str:
+def function_name(doc: Parsed, node: tree_sitter.Node) -> str:
     d = _function_declarator(node)
     name = d.child_by_field_name("declarator") if d is not None else None
     return _simple_name(doc, name) if name is not None else ""
@@ -683,7 +683,7 @@ def _comment_above(doc: Parsed, line: int) -> tuple[tuple[int, str], ...]:
     return tuple(reversed(found))
 
 
-def _syntax_issues(doc: Parsed, limit: int = 20) -> list[Issue]:
+def syntax_issues(doc: Parsed, limit: int = 20) -> list[Issue]:
     """ERROR and MISSING nodes, pruned to subtrees that contain errors, first ``limit`` of them."""
     found: list[Issue] = []
     stack = [doc.tree.root_node]

@@ -24,6 +24,9 @@ a row whose versions nobody asked about).  Line starts are shifted, not rescanne
 
 A document is never mutated after construction: ``apply_change`` returns a new one.  Parsing
 is thread-safe (one tree-sitter parser per thread).
+
+The parts: :mod:`agent.syntax` (the parser, positions, the values), :mod:`agent.scan` (the walk of
+the top level, kernels, standalone units), :mod:`agent.carry` (what an edit carries over).
 """
 
 from __future__ import annotations
@@ -35,20 +38,20 @@ from functools import cached_property
 import tree_sitter
 
 from agent.carry import (
-    _MENTIONS,
-    _Carry,
-    _child_for_byte,
-    _Edit,
-    _merged,
-    _moved,
-    _overlaps,
-    _Part,
-    _shift_kernels,
-    _shift_launches,
-    _tops,
+    MENTIONS,
+    Carry,
+    Edit,
+    Part,
+    child_for_byte,
+    merged_ranges,
+    moved_values,
+    overlaps_any,
+    shift_kernels,
+    shift_launches,
+    top_nodes,
 )
-from agent.scan import _aliases, _function_name, _macro_kernel_issues, _Scan, _syntax_issues
-from agent.syntax import _LAUNCH_QUERY, Expr, Issue, Kernel, LaunchSite, Parsed, Standalone, _parser
+from agent.scan import Scan, function_name, macro_kernel_issues, syntax_issues, type_aliases_of
+from agent.syntax import LAUNCH_QUERY, Expr, Issue, Kernel, LaunchSite, Parsed, Standalone, thread_parser
 
 # ---------------------------------------------------------------------------------------- document
 
@@ -62,7 +65,7 @@ class Document(Parsed):
         path: str = "",
         *,
         _tree: tree_sitter.Tree | None = None,
-        _carry: _Carry | None = None,
+        _carry: Carry | None = None,
         _line_starts: tuple[int, ...] | None = None,
     ) -> None:
         super().__init__(text, path, _tree=_tree, _line_starts=_line_starts)
@@ -87,14 +90,14 @@ class Document(Parsed):
             new_end_point = (start_point[0], start_point[1] + len(inserted))
         tree = self.tree.copy()
         tree.edit(start, end, start + len(inserted), start_point, old_end_point, new_end_point)
-        new_tree = _parser().parse(data, tree)
+        new_tree = thread_parser().parse(data, tree)
         starts = self._line_starts
         line_starts = (
             *starts[: start_point[0] + 1],
             *(start + m.end() for m in re.finditer(b"\n", inserted)),
             *map((len(inserted) - (end - start)).__add__, starts[old_end_point[0] + 1 :]),
         )
-        edit = _Edit(start, end, start + len(inserted), new_end_point[0] - old_end_point[0])
+        edit = Edit(start, end, start + len(inserted), new_end_point[0] - old_end_point[0])
         changed = tuple((r.start_byte, r.end_byte) for r in tree.changed_ranges(new_tree))
         return Document(
             data.decode("utf-8", errors="replace"),
@@ -111,7 +114,7 @@ class Document(Parsed):
     # ------------------------------------------------------------------ kernels
 
     @cached_property
-    def _parts(self) -> tuple[tuple[_Part, int, int], ...]:
+    def _parts(self) -> tuple[tuple[Part, int, int], ...]:
         """What the top-level items of the file yield: only items whose text mentions ``__global__``
         or ``<<<`` are walked.  After an edit, items the edit did not touch come from the previous
         version (with the lines and bytes to shift them by); only the items that intersect the edit or tree-sitter's changed ranges
@@ -119,12 +122,12 @@ class Document(Parsed):
         carry, self._carry = self._carry, None
         if carry is None:
             return tuple(
-                (p, 0, 0) for p in self._extract(_tops(self.tree.root_node, _MENTIONS.finditer(self.data)))
+                (p, 0, 0) for p in self._extract(top_nodes(self.tree.root_node, MENTIONS.finditer(self.data)))
             )
         root = self.tree.root_node
         tops: dict[int, tree_sitter.Node] = {}
         for lo, hi in carry.dirty:
-            child = _child_for_byte(root, max(lo - 1, 0))
+            child = child_for_byte(root, max(lo - 1, 0))
             while child is not None and child.start_byte <= hi:
                 tops.setdefault(child.start_byte, child)
                 child = child.next_sibling
@@ -132,21 +135,23 @@ class Document(Parsed):
             n for n in tops.values() if self._mentions(b"__global__", n) or self._mentions(b"<<<", n)
         )
         walked = sorted((n.start_byte, n.end_byte) for n in tops.values())
-        kept = [c for c in carry.parts if not _overlaps(walked, c[0].start_byte + c[2], c[0].end_byte + c[2])]
+        kept = [
+            c for c in carry.parts if not overlaps_any(walked, c[0].start_byte + c[2], c[0].end_byte + c[2])
+        ]
         return tuple(sorted((*kept, *((p, 0, 0) for p in fresh)), key=lambda c: c[0].start_byte + c[2]))
 
     def _mentions(self, word: bytes, node: tree_sitter.Node) -> bool:
         return self.data.find(word, node.start_byte, node.end_byte) >= 0
 
-    def _extract(self, top_level: Iterable[tree_sitter.Node]) -> tuple[_Part, ...]:
+    def _extract(self, top_level: Iterable[tree_sitter.Node]) -> tuple[Part, ...]:
         parts = []
         for node in top_level:
-            scan = _Scan(self, (node,) if self._mentions(b"__global__", node) else ())
+            scan = Scan(self, (node,) if self._mentions(b"__global__", node) else ())
             launches: tuple[LaunchSite, ...] = ()
             if self._mentions(b"<<<", node):
                 launches = tuple(
                     self._launch(caps["call"][0], caps["fn"][0], caps["config"][0], caps["args"][0])
-                    for _, caps in tree_sitter.QueryCursor(_LAUNCH_QUERY).matches(node)
+                    for _, caps in tree_sitter.QueryCursor(LAUNCH_QUERY).matches(node)
                 )
             if not (scan.kernels or launches or scan.issues or scan.macros):
                 continue
@@ -155,7 +160,7 @@ class Document(Parsed):
             )
             reach = self._line_starts[first - 1] if first > 0 else 0
             parts.append(
-                _Part(
+                Part(
                     node.start_byte,
                     node.end_byte,
                     min(reach, node.start_byte),
@@ -167,7 +172,7 @@ class Document(Parsed):
             )
         return tuple(parts)
 
-    def _carried(self, edit: _Edit, changed: tuple[tuple[int, int], ...]) -> _Carry | None:
+    def _carried(self, edit: Edit, changed: tuple[tuple[int, int], ...]) -> Carry | None:
         """The extraction state to hand to the version after ``edit``: parts the edit cannot have
         touched (with the line/byte shift still to apply), and the byte ranges of the new text whose
         top-level items must be walked again.  None when this version has nothing to carry."""
@@ -178,7 +183,7 @@ class Document(Parsed):
         else:
             return None
         dirty += [(edit.start, edit.new_end), *changed]
-        kept: list[tuple[_Part, int, int]] = []
+        kept: list[tuple[Part, int, int]] = []
         for p, lines, delta in parts:
             reach, begin, end = p.reach + delta, p.start_byte + delta, p.end_byte + delta
             if end < edit.start:
@@ -193,19 +198,19 @@ class Document(Parsed):
                 dirty.append((begin, end))
                 continue
             kept.append((p, lines, delta))
-        return _Carry(tuple(kept), _merged(dirty))
+        return Carry(tuple(kept), merged_ranges(dirty))
 
     @cached_property
-    def _index(self) -> _Scan:
+    def _index(self) -> Scan:
         """Every top-level item, for dependency closure (only built when a unit is cut out)."""
-        return _Scan(self, self.tree.root_node.children)
+        return Scan(self, self.tree.root_node.children)
 
     @cached_property
     def kernels(self) -> tuple[Kernel, ...]:
         return tuple(
             k
             for p, lines, delta in self._parts
-            for k in _moved(p.moved_kernels, p.kernels, lines, delta, _shift_kernels)
+            for k in moved_values(p.moved_kernels, p.kernels, lines, delta, shift_kernels)
         )
 
     def kernel(self, name: str) -> Kernel | None:
@@ -224,7 +229,7 @@ class Document(Parsed):
         return tuple(
             s
             for p, lines, delta in self._parts
-            for s in _moved(p.moved_launches, p.launches, lines, delta, _shift_launches)
+            for s in moved_values(p.moved_launches, p.launches, lines, delta, shift_launches)
         )
 
     def launches_of(self, kernel: str) -> tuple[LaunchSite, ...]:
@@ -235,18 +240,18 @@ class Document(Parsed):
         found = [
             Issue(i.line + lines, i.message, i.severity) for p, lines, _ in self._parts for i in p.issues
         ]
-        found += _macro_kernel_issues(self.text, dict(m for p, _, _ in self._parts for m in p.macros))
+        found += macro_kernel_issues(self.text, dict(m for p, _, _ in self._parts for m in p.macros))
         if "\ufffd" in self.text:
             line = self.text[: self.text.index("\ufffd")].count("\n")
             found.append(Issue(line, "the file is not valid UTF-8 here (bytes replaced by U+FFFD)"))
-        found.extend(_syntax_issues(self))
+        found.extend(syntax_issues(self))
         return tuple(sorted(found, key=lambda i: i.line))
 
     @cached_property
     def type_aliases(self) -> dict[str, str]:
         """``typedef __nv_bfloat16 floatX;`` / ``using real = float;`` of the file and of the
         headers it includes with quotes (found next to it, recursively): alias -> type text."""
-        return _aliases(self, set())
+        return type_aliases_of(self, set())
 
     # ------------------------------------------------------------------ standalone units
 
@@ -283,7 +288,7 @@ class Document(Parsed):
         p = call.parent
         while p is not None:
             if p.type == "function_definition":
-                caller, caller_span = _function_name(self, p), self.span(p)
+                caller, caller_span = function_name(self, p), self.span(p)
                 break
             p = p.parent
         return LaunchSite(

@@ -24,21 +24,21 @@ LANGUAGE = tree_sitter.Language(tree_sitter_cuda.language())
 _local = threading.local()
 
 
-def _parser() -> tree_sitter.Parser:
+def thread_parser() -> tree_sitter.Parser:
     parser: tree_sitter.Parser | None = getattr(_local, "parser", None)
     if parser is None:
         parser = _local.parser = tree_sitter.Parser(LANGUAGE)
     return parser
 
 
-_LAUNCH_QUERY = tree_sitter.Query(
+LAUNCH_QUERY = tree_sitter.Query(
     LANGUAGE,
     "(call_expression function: (_) @fn (kernel_call_syntax) @config arguments: (argument_list) @args) @call",
 )
-_NAME_QUERY = tree_sitter.Query(
+NAME_QUERY = tree_sitter.Query(
     LANGUAGE, "[(identifier) (type_identifier) (namespace_identifier) (field_identifier)] @name"
 )
-_IDENT = re.compile(r"[A-Za-z_]\w*")
+IDENT = re.compile(r"[A-Za-z_]\w*")
 
 # ---------------------------------------------------------------------------------------- values
 
@@ -184,7 +184,7 @@ class Parsed:
         self.path = path
         self.text = text
         self.data = text.encode("utf-8", errors="surrogatepass")
-        self.tree = _tree if _tree is not None else _parser().parse(self.data)
+        self.tree = _tree if _tree is not None else thread_parser().parse(self.data)
         if _line_starts is not None:
             self.__dict__["_line_starts"] = _line_starts
 
