@@ -17,7 +17,7 @@ from agent import loop
 from agent import spec as spec_mod
 from agent.source import Document
 from agent.target import Target, target_for
-from agent.transforms import NotApplicable, Rewrite, Subject, Transform, apply_all
+from agent.transforms import NotApplicable, Subject, Transform, Transformed, apply_all
 from agent.transforms.elementwise import GridStride, Vectorize
 from agent.transforms.histogram import SharedHistogram
 from agent.transforms.mechanical import (
@@ -489,7 +489,7 @@ def test_apply_all_names_the_transformation_that_failed() -> None:
     assert isinstance(ok, Subject)
     assert ok.launch == loop.LaunchChange(grid="cdiv(n, block * 4)", block="128")
     assert len(ok.applied) == 2
-    assert isinstance(Rewrite("x", "y"), Rewrite)
+    assert isinstance(Transformed("x", "y"), Transformed)
 
 
 # ------------------------------------------------------------------------------------------ GPU
