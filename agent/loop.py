@@ -9,9 +9,9 @@
     ...                                                   │
     ◀──────────────── attempts of batch k ────────────────┘  → trajectory, best, progress events
 
-A :class:`Proposer` (the built-in rewrite/autotune engine, :class:`agent.llm.LLMProposer`, or a
-test's own) turns a :class:`Target` and the history of earlier :class:`Attempt` s into
-:class:`Proposal` s.  The loop splices each proposal into the kernel's standalone translation unit,
+A :class:`~agent.proposer.Proposer` (the built-in rewrite/autotune engine, :class:`agent.llm.LLMProposer`, or a
+test's own) turns a :class:`~agent.target.Target` and the history of earlier :class:`~agent.proposal.Attempt` s
+into :class:`~agent.proposal.Proposal` s.  The loop splices each proposal into the kernel's standalone translation unit,
 sends batches to an :class:`~sandbox.executor.Executor` and feeds the verdicts back.  Proposing batch
 *k* overlaps evaluating batch *k-1*; the proposer sees exactly the results of batches up to *k-2*
 (more if it asks to wait by returning nothing), so a deterministic proposer and executor give the
@@ -19,7 +19,8 @@ same run for the same seed.
 
 Stops at the first of: the wall-time, candidate or token budget; cancellation (``cancel`` event,
 honoured between batches and passed to the executor, which returns unfinished candidates as
-``cancelled``); the proposer having nothing more to propose; the proposer or executor failing.
+``cancelled``); the proposer having nothing more to propose; the proposer or executor failing
+(the result's :class:`Stop` says which).
 The best verified candidate so far is always kept: the caller gets an :class:`OptimizeResult`.
 
 Untrusted proposals are never compiled or run here: they only travel inside ``EvalRequest`` s.

@@ -43,7 +43,7 @@ class Proposer(abc.ABC):
     more results": the loop then waits for the outstanding evaluations, calls :meth:`observe` and
     asks again; if nothing is outstanding the run ends (the proposer is exhausted).
     ``history`` holds every attempt observed so far, in order.  Raising ends the run (the best
-    candidate so far is kept) with the exception's message as the stop reason.
+    candidate so far is kept) with ``Stop(StopKind.PROPOSER_FAILED, <the exception's message>)``.
     """
 
     name: str = "proposer"
