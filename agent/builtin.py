@@ -32,8 +32,11 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from agent import spec as spec_mod
-from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer, Target
+from agent.launch import LaunchChange
+from agent.proposal import Attempt, Proposal
+from agent.proposer import OptimizeContext, Proposer
 from agent.source import Document
+from agent.target import Target
 from agent.transforms import NotApplicable, Subject, Transform, apply_all
 from agent.transforms.elementwise import GridStride, Vectorize
 from agent.transforms.histogram import SharedHistogram

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent import spec as specs
-from agent.source import Document, Kernel
+from agent.source import Document
+from agent.syntax import Kernel
 from sandbox.capture import CaptureRun, Launch
 from sandbox.errors import InputError
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent.host import launch_of
-from agent.source import Document, Issue, Kernel
+from agent.source import Document
 from agent.spec import KernelSpec, SpecError, infer, parse, split_args, template_names
+from agent.syntax import Issue, Kernel
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Diagnostic, Resources
 

@@ -2,7 +2,7 @@
 "Compare with…"): the same verification and timing as an optimize run, for one given candidate.
 
 The candidate is another ``__global__`` kernel, in the same file or another one.  It is
-evaluated as a :class:`~agent.loop.Proposal` whose ``unit`` is the candidate's own standalone
+evaluated as a :class:`~agent.proposal.Proposal` whose ``unit`` is the candidate's own standalone
 translation unit (its helpers, constants and macros come with it), launched under the
 original's spec: sizes, arguments, tolerance and problems are the original's; only the launch
 (``launch`` line), the template instantiation (``template`` line) and the lower precision it
@@ -21,15 +21,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent import spec as spec_mod
-from agent.loop import (
-    LaunchChange,
-    Proposal,
-    Target,
-    TargetError,
-    signature_mismatch,
-    target_for,
-)
-from agent.source import Document, Kernel
+from agent.launch import LaunchChange
+from agent.proposal import Proposal
+from agent.source import Document
+from agent.syntax import Kernel
+from agent.target import Target, TargetError, signature_mismatch, target_for
 from sandbox.contract import Budget, CandidateResult, Check, EvalOptions, EvalResult, Status
 from sandbox.executor import Executor, ProgressFn
 

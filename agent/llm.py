@@ -6,7 +6,7 @@ kernel with its dependencies, the spec, the device (name, SMs, measured bandwidt
 capability) and the baseline's measured time — and goes on for up to ``max_turns`` replies:
 
 - with tool calling, the model calls ``compile`` (NVRTC in the sandbox's CPU pool: errors,
-  registers, spills), ``verify_and_time`` (the candidate becomes a :class:`~agent.loop.Proposal`;
+  registers, spills), ``verify_and_time`` (the candidate becomes a :class:`~agent.proposal.Proposal`;
   the loop's verdict comes back as the tool result: mismatch detail, timings, speedup, % of peak)
   and ``profile`` (resource usage and roofline numbers of an evaluated candidate), like the seed
   system's compile / verify / profile scripts; a reply without tool calls ends the conversation;
@@ -47,7 +47,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent import spec as spec_mod
-from agent.loop import Attempt, LaunchChange, OptimizeContext, Proposal, Proposer, Target
+from agent.launch import LaunchChange
+from agent.proposal import Attempt, Proposal
+from agent.proposer import OptimizeContext, Proposer
+from agent.target import Target
 from sandbox.compile_pool import CompilePool
 from sandbox.compiler import cuda_include_dirs
 from sandbox.contract import PRECISIONS, CandidateResult, DeviceInfo, Status

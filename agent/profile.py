@@ -2,7 +2,7 @@
 editor's "Profile" lens.
 
 One evaluation through the executor, with ``EvalOptions.profile``: the original kernel is its own
-candidate (``original``), a rewrite (a :class:`~agent.loop.Proposal`, e.g. the verified winner or
+candidate (``original``), a rewrite (a :class:`~agent.proposal.Proposal`, e.g. the verified winner or
 a kernel named with ``--with``) the second.  Each is verified against the original first, then
 launched once at the bench problem under ``ncu`` in the worker's sandbox
 (:mod:`sandbox.profile`); a kernel that does not verify is not profiled and says why.
@@ -14,7 +14,8 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from agent.loop import Proposal, Target, TargetError
+from agent.proposal import Proposal
+from agent.target import Target, TargetError
 from sandbox.contract import Candidate, CandidateResult, DeviceInfo, EvalOptions, Profile, Status
 from sandbox.executor import Executor, ProgressFn
 from sandbox.profile import report_lines
@@ -74,7 +75,7 @@ def profile(
     cancel: threading.Event | None = None,
 ) -> ProfileReport:
     """Profile ``target``'s kernel (and ``rewrite``) once each under Nsight Compute. Raises
-    :class:`~agent.loop.TargetError` when the rewrite cannot be launched under the spec and
+    :class:`~agent.target.TargetError` when the rewrite cannot be launched under the spec and
     :class:`~sandbox.executor.ExecutorError` when nothing could run (no GPU, worker unreachable)."""
     candidates = [Candidate(ORIGINAL, target.baseline)]
     descriptions = [target.kernel]

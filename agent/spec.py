@@ -47,7 +47,8 @@ from typing import Literal, cast
 import tree_sitter
 
 from agent import host
-from agent.source import Document, Kernel, Param
+from agent.source import Document
+from agent.syntax import Kernel, Param
 from sandbox.contract import (
     MATH_CONSTANTS,
     PRECISIONS,

@@ -42,7 +42,9 @@ from pathlib import Path
 from agent import loop
 from agent import spec as spec_mod
 from agent.builtin import BuiltinProposer
+from agent.proposer import OptimizeBudget
 from agent.source import Document
+from agent.target import Target, TargetError, target_for
 from sandbox import scheduler
 from sandbox.contract import CandidateResult
 from sandbox.executor import Executor
@@ -54,7 +56,7 @@ EXTENSIONS = (".cu", ".cuh")
 
 @dataclass(frozen=True)
 class SuiteEntry:
-    """One kernel's row.  ``status``: an :class:`agent.loop.Outcome` value, or ``error``."""
+    """One kernel's row.  ``status``: an :class:`agent.loop.RunOutcome` value, or ``error``."""
 
     file: str
     kernel: str
@@ -74,7 +76,7 @@ class SuiteEntry:
 
     @property
     def improved(self) -> bool:
-        return self.status == loop.Outcome.IMPROVED.value
+        return self.status == loop.RunOutcome.IMPROVED.value
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def pct_of(r: CandidateResult, name: str) -> float:
 
 def find_targets(
     directory: Path, match: str = "*", options: Callable[[Path], tuple[str, ...]] | None = None
-) -> Iterator[tuple[str, str, loop.Target | str]]:
+) -> Iterator[tuple[str, str, Target | str]]:
     """(file, kernel, target or the reason it cannot be optimized) for each kernel with a spec, in
     the files of ``directory`` whose name matches the glob ``match``; ``options(path)``: each
     file's build configuration."""
@@ -121,14 +123,14 @@ def find_targets(
                 continue
             try:
                 build = options(path) if options is not None else ()
-                yield str(path), k.qualified_name, loop.target_for(doc, k.qualified_name, build)
-            except loop.TargetError as exc:
+                yield str(path), k.qualified_name, target_for(doc, k.qualified_name, build)
+            except TargetError as exc:
                 yield str(path), k.qualified_name, str(exc)
 
 
 def entry(file: str, kernel: str, result: loop.OptimizeResult) -> SuiteEntry:
     best = result.best
-    improved = result.outcome is loop.Outcome.IMPROVED and best is not None
+    improved = result.outcome is loop.RunOutcome.IMPROVED and best is not None
     kept = best.result if improved and best is not None else result.baseline
     roof = ceiling(result.baseline)
     return SuiteEntry(
@@ -144,12 +146,12 @@ def entry(file: str, kernel: str, result: loop.OptimizeResult) -> SuiteEntry:
         attempts=result.attempts,
         seconds=result.seconds,
         baseline_seconds=result.baseline_seconds,
-        description=best.proposal.description if improved and best is not None else result.stop_reason,
+        description=best.proposal.description if improved and best is not None else str(result.stop),
         assumptions=result.assumptions if improved else (),
     )
 
 
-def default_deadline(budget: loop.OptimizeBudget) -> float | None:
+def default_deadline(budget: OptimizeBudget) -> float | None:
     """Seconds a kernel may take in all: its search budget, and as long again (at least a minute)
     for the baseline and compute-sanitizer; None when the budget has no wall time."""
     return None if budget.wall_s is None else budget.wall_s + max(60.0, budget.wall_s)
@@ -159,7 +161,7 @@ def run_suite(
     directory: Path,
     executor: Executor,
     *,
-    budget: loop.OptimizeBudget,
+    budget: OptimizeBudget,
     seed: int = 0,
     match: str = "*",
     on_entry: Callable[[int, int, SuiteEntry], None] | None = None,
@@ -178,7 +180,7 @@ def run_suite(
     lock = threading.Lock()
     finished = 0
 
-    def one(position: int, file: str, kernel: str, target: loop.Target | str) -> None:
+    def one(position: int, file: str, kernel: str, target: Target | str) -> None:
         nonlocal finished
         if isinstance(target, str):
             e = SuiteEntry(file, kernel, "error", description=target)
@@ -210,9 +212,9 @@ def run_suite(
 def _optimize(
     file: str,
     kernel: str,
-    target: loop.Target,
+    target: Target,
     executor: Executor,
-    budget: loop.OptimizeBudget,
+    budget: OptimizeBudget,
     seed: int,
     deadline: float | None,
     settings: loop.LoopSettings | None = None,
@@ -245,7 +247,7 @@ def _optimize(
 
 def _ran(entries: tuple[SuiteEntry, ...]) -> list[SuiteEntry]:
     """The entries whose original passed its checks (the ones with a speedup)."""
-    return [e for e in entries if e.status in (loop.Outcome.IMPROVED.value, loop.Outcome.NOT_IMPROVED.value)]
+    return [e for e in entries if e.status in (loop.RunOutcome.IMPROVED.value, loop.RunOutcome.NOT_IMPROVED.value)]
 
 
 def summarize(entries: tuple[SuiteEntry, ...]) -> SuiteSummary:

@@ -25,8 +25,12 @@ Each line is one attempt, self-contained (schema ``cuda-agent.trajectory/1``)::
       "reward_version": "cuda-agent.reward/2",
       "duplicate_of": "",               # candidate id whose verdict an identical proposal reused
       "retracts": "",                   # candidate id of an earlier line this verdict overturns
-      "task": ""                        # the task (name@hash) when the run is over a task set
+      "task": "",                       # the task (name@hash) when the run is over a task set
+      "retracted_by": ""                # set by read_trajectories on a line a later line retracts
     }
+
+A line is a :class:`TrajectoryLine`, written and read through the sandbox contract's converter
+(:func:`sandbox.contract.to_json` / :func:`~sandbox.contract.from_json`).
 
 Reward (:func:`reward`, version :data:`REWARD_VERSION`, recorded on every line), with
 milestones like the seed system's — wrong < correct < faster than the original < much faster —
@@ -56,20 +60,17 @@ line with ``"retracts": "<candidate id>"``: that earlier line's positive reward 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from sandbox.contract import PRECISIONS, CandidateResult, Status, to_dict
-
-if TYPE_CHECKING:
-    from agent.loop import Attempt
+from agent.launch import LaunchChange
+from agent.proposal import Attempt
+from sandbox.contract import PRECISIONS, CandidateResult, ContractError, Status, from_json, to_json
 
 SCHEMA = "cuda-agent.trajectory/1"
 DEFAULT_FILE = "cuda-agent/trajectories.jsonl"  # under $XDG_DATA_HOME (default ~/.local/share)
@@ -171,6 +172,87 @@ class RunInfo:
     task: str = ""  # name@hash of the task, when the run is over a task set
 
 
+@dataclass(frozen=True)
+class Turn:
+    """One message of the chat that produced a proposal."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class LineProposal:
+    """A line's proposal (:class:`agent.proposal.Proposal`'s fields a learner needs)."""
+
+    code: str  # replaces the original definition
+    description: str
+    assumptions: tuple[str, ...] = ()
+    launch: LaunchChange | None = None
+    kernel: str | None = None  # a new name expression, if any
+    transcript: tuple[Turn, ...] = ()  # LLM proposals only
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrajectoryLine:
+    """One line of a trajectory file (the module docstring draws it)."""
+
+    schema: str = SCHEMA
+    run_id: str
+    time: str  # when the verdict came back (UTC, ISO 8601)
+    file: str
+    kernel: str
+    proposer: str
+    seed: int
+    device: str
+    original: str
+    spec: str
+    baseline_ms: float
+    step: int
+    batch: int
+    candidate_id: str
+    proposal: LineProposal
+    result: CandidateResult
+    reward: float | None
+    reward_version: str = REWARD_VERSION
+    duplicate_of: str = ""
+    retracts: str = ""
+    task: str = ""
+    retracted_by: str = ""  # set by read_trajectories: the later line that retracts this one
+
+
+def trajectory_line(run: RunInfo, attempt: Attempt, retracts: str = "") -> TrajectoryLine:
+    """``attempt`` of ``run`` as a trajectory line, timed now."""
+    p = attempt.proposal
+    return TrajectoryLine(
+        run_id=run.run_id,
+        time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        file=run.file,
+        kernel=run.kernel,
+        proposer=run.proposer,
+        seed=run.seed,
+        device=run.device,
+        original=run.original,
+        spec=run.spec,
+        baseline_ms=run.baseline_ms,
+        step=attempt.index,
+        batch=attempt.batch,
+        candidate_id=attempt.candidate_id,
+        proposal=LineProposal(
+            p.code,
+            p.description,
+            p.assumptions,
+            p.launch,
+            p.kernel,
+            tuple(Turn(role, content) for role, content in p.transcript),
+        ),
+        result=attempt.result,
+        reward=attempt.reward,
+        duplicate_of=attempt.duplicate_of,
+        retracts=retracts,
+        task=run.task,
+    )
+
+
 def default_path() -> Path:
     """Where ``cuda-agent optimize`` appends trajectories unless told otherwise."""
     root = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -187,59 +269,26 @@ class TrajectoryLog:
     def record(self, run: RunInfo, attempt: Attempt, retracts: str = "") -> None:
         """Append ``attempt``; ``retracts``: the candidate id of an earlier line of this run whose
         verdict this one overturns (a winner compute-sanitizer refused)."""
-        p = attempt.proposal
-        line = {
-            "schema": SCHEMA,
-            "run_id": run.run_id,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "file": run.file,
-            "kernel": run.kernel,
-            "proposer": run.proposer,
-            "seed": run.seed,
-            "device": run.device,
-            "original": run.original,
-            "spec": run.spec,
-            "baseline_ms": run.baseline_ms,
-            "step": attempt.index,
-            "batch": attempt.batch,
-            "candidate_id": attempt.candidate_id,
-            "proposal": {
-                "code": p.code,
-                "description": p.description,
-                "assumptions": list(p.assumptions),
-                "launch": to_dict(p.launch) if p.launch else None,
-                "kernel": p.kernel,
-                "transcript": [{"role": r, "content": c} for r, c in p.transcript],
-            },
-            "result": to_dict(attempt.result),
-            "reward": attempt.reward,
-            "reward_version": REWARD_VERSION,
-            "duplicate_of": attempt.duplicate_of,
-            "retracts": retracts,
-            "task": run.task,
-        }
-        text = json.dumps(line, separators=(",", ":")) + "\n"
+        text = to_json(trajectory_line(run, attempt, retracts)) + "\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as f:
                 f.write(text)
 
 
-def read_trajectories(path: str | Path) -> Iterator[dict[str, Any]]:
+def read_trajectories(path: str | Path) -> Iterator[TrajectoryLine]:
     """The lines of a trajectory file with retractions applied: a line that a later line of its
-    run retracts comes back with that line's reward and ``"retracted_by"`` set.  Lines that are
-    not JSON objects are skipped."""
-    lines: list[dict[str, Any]] = []
+    run retracts comes back with that line's reward and ``retracted_by`` set.  Lines that are not
+    trajectory lines (not JSON, another shape) are skipped."""
+    lines: list[TrajectoryLine] = []
     for text in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            line = json.loads(text)
-        except ValueError:
+            lines.append(from_json(TrajectoryLine, text))
+        except ContractError:
             continue
-        if isinstance(line, dict):
-            lines.append(line)
-    retracted = {(line.get("run_id"), line["retracts"]): line for line in lines if line.get("retracts")}
+    retracted = {(line.run_id, line.retracts): line for line in lines if line.retracts}
     for line in lines:
-        by = retracted.get((line.get("run_id"), line.get("candidate_id")))
+        by = retracted.get((line.run_id, line.candidate_id))
         if by is not None:
-            line = {**line, "reward": by.get("reward"), "retracted_by": by.get("candidate_id")}
+            line = replace(line, reward=by.reward, retracted_by=by.candidate_id)
         yield line

@@ -37,8 +37,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from agent import compare as cmp  # noqa: E402
 from agent.llm import LLMProposer, LLMSettings  # noqa: E402
-from agent.loop import OptimizeBudget, Target, optimize, target_for  # noqa: E402
+from agent.loop import optimize  # noqa: E402
+from agent.proposer import OptimizeBudget  # noqa: E402
 from agent.source import Document  # noqa: E402
+from agent.target import Target, target_for  # noqa: E402
 from sandbox.contract import Budget, to_dict  # noqa: E402
 from sandbox.executor import Executor  # noqa: E402
 from server.cli import _compare_json, _make_executor  # noqa: E402
@@ -221,7 +223,7 @@ def llm(executor: Executor, log: Log, mode: str) -> None:
         {
             "case": case,
             "outcome": res.outcome.value,
-            "stop_reason": res.stop_reason,
+            "stop_reason": str(res.stop),
             "speedup": res.speedup,
             "speedup_low": res.speedup_low,
             "speedup_high": res.speedup_high,

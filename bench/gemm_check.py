@@ -42,8 +42,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.builtin import subject_for  # noqa: E402
-from agent.loop import Proposal, Target, target_for  # noqa: E402
+from agent.proposal import Proposal  # noqa: E402
 from agent.source import Document  # noqa: E402
+from agent.target import Target, target_for  # noqa: E402
 from agent.transforms import NotApplicable, Subject, safe_apply  # noqa: E402
 from agent.transforms.passes import Apply  # noqa: E402
 from agent.transforms.tiled_dot import DotMatch, Tile, TiledDot  # noqa: E402

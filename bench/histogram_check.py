@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.builtin import subject_for  # noqa: E402
-from agent.loop import target_for  # noqa: E402
 from agent.source import Document  # noqa: E402
+from agent.target import target_for  # noqa: E402
 from agent.transforms import Subject, apply_all  # noqa: E402
 from agent.transforms.histogram import SharedHistogram  # noqa: E402
 from agent.transforms.mechanical import BlockSize  # noqa: E402

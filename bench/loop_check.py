@@ -23,20 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.loop import (  # noqa: E402
-    Attempt,
-    LaunchChange,
-    LoopEvent,
-    LoopSettings,
-    OptimizeBudget,
-    OptimizeContext,
-    Proposal,
-    Proposer,
-    Target,
-    optimize,
-    target_for,
-)
+from agent.launch import LaunchChange  # noqa: E402
+from agent.loop import LoopEvent, LoopSettings, optimize  # noqa: E402
+from agent.proposal import Attempt, Proposal  # noqa: E402
+from agent.proposer import OptimizeBudget, OptimizeContext, Proposer  # noqa: E402
 from agent.source import Document  # noqa: E402
+from agent.target import Target, target_for  # noqa: E402
 from agent.trajectory import TrajectoryLog  # noqa: E402
 
 KERNEL = ROOT / "tests" / "data" / "optimize" / "saxpy_poor_block.cu"
@@ -126,7 +118,7 @@ def main() -> None:
         },
         "attempts": rows,
         "outcome": res.outcome.value,
-        "stop_reason": res.stop_reason,
+        "stop_reason": str(res.stop),
         "speedup": [res.speedup_low, res.speedup, res.speedup_high],
         "verification": [(v.label, v.seeds, v.ok) for v in res.verification],
         "sanitizer": res.best.result.sanitizer if res.best else None,
@@ -143,7 +135,7 @@ def main() -> None:
         f"- date: {summary['date']}; commit {summary['commit']}; command: `{summary['command']}`",
         f"- baseline (block 32): {summary['baseline']['median_ms']:.4f} ms, {b.achieved_gbps:.0f} GB/s = {b.pct_peak_bandwidth:.1f}% of peak",
         f"- outcome: {res.outcome.value}, {res.speedup:.2f}x [{res.speedup_low:.2f}x-{res.speedup_high:.2f}x]; "
-        f"stop: {res.stop_reason}; {res.attempts} attempts in {res.seconds:.1f} s "
+        f"stop: {res.stop}; {res.attempts} attempts in {res.seconds:.1f} s "
         f"(baseline verdict after {baseline_at:.1f} s: worker start, device ceilings, compile)",
         f"- winner under compute-sanitizer (after the search): {summary['sanitizer']}",
         "",

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import tree_sitter
 
-from agent.source import LANGUAGE, Document
+from agent.source import Document
+from agent.syntax import LANGUAGE
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ("vector_ops.cu", "reduce.cu", "host_infer.cu")

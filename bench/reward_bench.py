@@ -51,7 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agent.builtin import BuiltinProposer  # noqa: E402
-from agent.loop import OptimizeBudget, OptimizeContext, Proposal  # noqa: E402
+from agent.proposal import Proposal  # noqa: E402
+from agent.proposer import OptimizeBudget, OptimizeContext  # noqa: E402
 from agent.reward.engine import Item, RewardEngine, Scored  # noqa: E402
 from agent.reward.tasks import DEFAULT_TASKS, DEFAULT_TORCH_TASKS, Task, TaskSet, TorchTask  # noqa: E402
 from agent.source import Document  # noqa: E402

@@ -26,8 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.builtin import BuiltinProposer  # noqa: E402
-from agent.loop import LoopSettings, OptimizeBudget, optimize, target_for  # noqa: E402
+from agent.loop import LoopSettings, optimize  # noqa: E402
+from agent.proposer import OptimizeBudget  # noqa: E402
 from agent.source import Document  # noqa: E402
+from agent.target import target_for  # noqa: E402
 
 KERNELS = (
     "matvec.cu",
@@ -94,7 +96,7 @@ def main() -> None:
                 {
                     "kernel": name,
                     "outcome": res.outcome.value,
-                    "stop_reason": res.stop_reason,
+                    "stop_reason": str(res.stop),
                     "speedup": [res.speedup_low, res.speedup, res.speedup_high],
                     "baseline_ms": b.timing.median_ms if b.timing else None,
                     "pct_copy_before": b.pct_peak_bandwidth,

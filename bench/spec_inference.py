@@ -35,8 +35,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import agent.source as agent_source
-from agent.source import Document, Kernel
+from agent.source import Document
 from agent.spec import InvalidSpec, KernelSpec, bench_sizes, parse, problem, spec_for
+from agent.syntax import Kernel
 from sandbox.contract import ArgSpec, Problem
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -45,6 +45,7 @@ from sandbox_bench import git_commit  # noqa: E402  (bench/ is the script's own 
 
 from agent import loop  # noqa: E402
 from agent.source import Document  # noqa: E402
+from agent.target import Target, target_for  # noqa: E402
 from sandbox.compile_pool import CompilePool  # noqa: E402
 from sandbox.contract import Candidate, EvalOptions, Status, to_dict  # noqa: E402
 from sandbox.local import LocalExecutor  # noqa: E402
@@ -66,7 +67,7 @@ class Compiling:
     processes as the executor's own) while the current ones are timed; distinct sources, so
     every one is really compiled."""
 
-    target: loop.Target
+    target: Target
     stop: threading.Event
     arch: str
     compiles: int = 0
@@ -93,7 +94,7 @@ class Compiling:
 class Verifying:
     """A second worker on the same GPU verifying ``target``'s kernel over and over until stopped."""
 
-    target: loop.Target
+    target: Target
     stop: threading.Event
     handler: str = DEFAULT_HANDLER
     evaluations: int = 0
@@ -115,7 +116,7 @@ class Verifying:
 def run_kernel(
     ex: LocalExecutor,
     name: str,
-    target: loop.Target,
+    target: Target,
     runs: int,
     until: float,
     log: Path,
@@ -273,7 +274,7 @@ def main() -> int:
         load = Load("verify" in kinds, "compile" in kinds, args.handler, arch)
         for i, (name, path, kernel) in enumerate(chosen):
             share = (deadline - time.monotonic()) / (len(chosen) - i)
-            target = loop.target_for(Document.from_file(path), kernel)
+            target = target_for(Document.from_file(path), kernel)
             print(f"{name}: {args.runs} runs within {share:.0f} s", file=sys.stderr, flush=True)
             until = time.monotonic() + share
             rows = run_kernel(ex, name, target, args.runs, until, log, load)

@@ -27,8 +27,8 @@ if str(ROOT) not in sys.path:
 
 from agent import builtin  # noqa: E402
 from agent import spec as spec_mod  # noqa: E402
-from agent.loop import Target, target_for  # noqa: E402
 from agent.source import Document  # noqa: E402
+from agent.target import Target, target_for  # noqa: E402
 from agent.transforms import NotApplicable, Subject, safe_apply  # noqa: E402
 
 

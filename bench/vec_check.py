@@ -32,8 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.builtin import subject_for  # noqa: E402
-from agent.loop import LaunchChange, Proposal, Target, target_for  # noqa: E402
+from agent.launch import LaunchChange  # noqa: E402
+from agent.proposal import Proposal  # noqa: E402
 from agent.source import Document  # noqa: E402
+from agent.target import Target, target_for  # noqa: E402
 from agent.transforms import NotApplicable, Transform, apply_all  # noqa: E402
 from agent.transforms.elementwise import Vectorize  # noqa: E402
 from agent.transforms.mechanical import BlockSize, FastMath, RestrictConst  # noqa: E402

@@ -13,7 +13,7 @@ upward import; each class stays in the module that raises it.
     │   ├── sandbox.contract.ContractError          a request breaks the contract
     │   │   └── sandbox.contract.RequestError       ...a field of it, named
     │   ├── agent.spec.InvalidSpec                  a spec line does not parse or resolve
-    │   ├── agent.loop.TargetError                  no such kernel / no spec for it
+    │   ├── agent.target.TargetError                  no such kernel / no spec for it
     │   ├── agent.capture.CaptureMismatch           a captured launch disagrees with the source
     │   ├── agent.reward.tasks.TaskError            a reward task file is malformed
     │   ├── agent.llm.NoCode                        a model reply holds no code

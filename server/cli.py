@@ -25,8 +25,11 @@ import click
 from sandbox.errors import Failed, InputError
 
 if TYPE_CHECKING:
+    from agent.attempts import AttemptRecord
     from agent.llm import LLMSettings
-    from agent.loop import AttemptRecord, LoopEvent, OptimizeResult, Proposer, Target
+    from agent.loop import LoopEvent, OptimizeResult
+    from agent.proposer import Proposer
+    from agent.target import Target
     from sandbox.contract import Budget
     from sandbox.executor import Executor
 
@@ -300,16 +303,16 @@ def bench(
     file: str, kernel: str | None, gpu: int, build: BuildFlags, as_json: bool, eval_budget: Budget | None
 ) -> None:
     """Time a kernel under its spec on the local GPU: median, spread, GB/s, % of peak."""
-    from agent import loop
     from agent.source import Document
+    from agent.target import TargetError, target_for
     from sandbox.contract import to_dict
     from sandbox.executor import ExecutorError
     from sandbox.local import bench_request
 
     path, text = read_source(file)
     try:
-        target = loop.target_for(Document(text, str(path)), kernel, build.options(path))
-    except loop.TargetError as exc:
+        target = target_for(Document(text, str(path)), kernel, build.options(path))
+    except TargetError as exc:
         raise UserError(str(exc)) from exc
     try:
         with _make_executor(gpu) as executor:
@@ -401,7 +404,9 @@ def optimize(
     import threading
 
     from agent import loop
+    from agent.proposer import parse_budget
     from agent.source import Document
+    from agent.target import TargetError, target_for
     from agent.trajectory import TrajectoryLog, default_path
     from sandbox.executor import ExecutorError
 
@@ -409,12 +414,12 @@ def optimize(
     if write and not force and (why := read_only(path)):
         raise UserError(why)
     try:
-        limits = loop.parse_budget(budget)
+        limits = parse_budget(budget)
     except ValueError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
     try:
-        target = loop.target_for(Document(text, str(path)), kernel, build.options(path))
-    except loop.TargetError as exc:
+        target = target_for(Document(text, str(path)), kernel, build.options(path))
+    except TargetError as exc:
         raise UserError(str(exc)) from exc
     if proposer == "llm":
         from agent.llm import LLMSettings
@@ -480,16 +485,16 @@ def optimize(
     if isinstance(result, BaseException):
         raise JobFailed(f"{type(result).__name__}: {result}")
     written = backup = None
-    if write and result.outcome is loop.Outcome.IMPROVED:
+    if write and result.outcome is loop.RunOutcome.IMPROVED:
         written, backup = write_rewrite(path, text, result.rewritten, force=force)
     if as_json:
         emit_json(_optimize_json(target, result, written, backup, log_path))
     else:
         _print_optimize(target, result, show_diff, written, backup, write, show_attempts)
-    if result.outcome is loop.Outcome.BASELINE_FAILED:
-        raise JobFailed(f"the original kernel failed its own checks ({result.stop_reason})")
-    if result.attempts == 0 and result.stop_reason.startswith(("proposer failed", "executor failed")):
-        raise JobFailed(result.stop_reason)
+    if result.outcome is loop.RunOutcome.BASELINE_FAILED:
+        raise JobFailed(f"the original kernel failed its own checks ({result.stop})")
+    if result.attempts == 0 and result.stop.failed:
+        raise JobFailed(str(result.stop))
 
 
 def _make_executor(gpu: int, gpus: tuple[int, ...] = ()) -> Executor:
@@ -672,7 +677,8 @@ def _print_optimize(
     write: bool,
     show_attempts: bool = False,
 ) -> None:
-    from agent.loop import Outcome, verdict_summary
+    from agent.attempts import verdict_summary
+    from agent.loop import RunOutcome
     from sandbox.timing import measured_text
     from server.texts import SIMULATED, plural
 
@@ -681,12 +687,12 @@ def _print_optimize(
     click.echo(f"{target.kernel} in {target.path} on {device}")
     click.echo(f"  original: {measured_text(result.baseline)}")
     best = result.best
-    if result.outcome is Outcome.BASELINE_FAILED:
-        click.echo(f"  the original failed its own checks: {result.stop_reason}")
+    if result.outcome is RunOutcome.BASELINE_FAILED:
+        click.echo(f"  the original failed its own checks: {result.stop}")
     elif best is None:
         click.echo("  no candidate passed verification")
     else:
-        verdict = "faster" if result.outcome is Outcome.IMPROVED else "best verified, not reliably faster"
+        verdict = "faster" if result.outcome is RunOutcome.IMPROVED else "best verified, not reliably faster"
         click.echo(
             f"  {verdict}: {measured_text(best.result)}: {result.speedup:.2f}x "
             f"[{result.speedup_low:.2f}x-{result.speedup_high:.2f}x] ({best.proposal.description})"
@@ -719,7 +725,7 @@ def _print_optimize(
     tokens = f", {result.tokens} tokens" if result.tokens else ""
     click.echo(
         f"  {verdict_summary(result.records)} in {result.seconds:.1f} s{tokens} (measuring the original: "
-        f"{result.baseline_seconds:.1f} s); stopped: {result.stop_reason}"
+        f"{result.baseline_seconds:.1f} s); stopped: {result.stop}"
     )
     if show_attempts:
         click.echo(attempts_table(result.records))
@@ -760,7 +766,7 @@ def attempts_table(records: Sequence[AttemptRecord]) -> str:
 def _optimize_json(
     target: Target, result: OptimizeResult, written: Path | None, backup: Path | None, log_path: Path | None
 ) -> dict[str, Any]:
-    from agent.loop import verdict_summary
+    from agent.attempts import verdict_summary
     from sandbox.contract import to_dict
 
     best = result.best
@@ -768,7 +774,8 @@ def _optimize_json(
         "file": target.path,
         "kernel": target.kernel,
         "outcome": result.outcome.value,
-        "stop_reason": result.stop_reason,
+        "stop_reason": str(result.stop),
+        "stop_kind": result.stop.kind.value,
         "cancelled": result.cancelled,
         "speedup": result.speedup,
         "speedup_low": result.speedup_low,
@@ -843,8 +850,8 @@ def compare(
     import random
 
     from agent import compare as cmp
-    from agent import loop
     from agent.source import Document
+    from agent.target import TargetError
     from sandbox.executor import ExecutorError
 
     path, text = read_source(file)
@@ -857,7 +864,7 @@ def compare(
         target, proposal, cand_doc = cmp.prepare(
             Document(text, str(path)), kernel, with_, launch, open_document, build.options(path)
         )
-    except loop.TargetError as exc:
+    except TargetError as exc:
         raise UserError(str(exc)) from exc
     rng = random.Random(seed)
     seeds = tuple(rng.randrange(1, 2**31) for _ in range(3))
@@ -871,7 +878,7 @@ def compare(
                 seeds=seeds,
                 sanitize=not no_sanitize,
             )
-    except loop.TargetError as exc:
+    except TargetError as exc:
         raise UserError(str(exc)) from exc
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
@@ -905,9 +912,9 @@ def profile(
 
     Exit status 1 when no metrics came back (no GPU, no `ncu`, counters not permitted)."""
     from agent import compare as cmp
-    from agent import loop
     from agent import profile as prof
     from agent.source import Document
+    from agent.target import TargetError, target_for
     from sandbox.contract import to_dict
     from sandbox.executor import ExecutorError
 
@@ -920,12 +927,12 @@ def profile(
 
     try:
         if with_ is None:
-            target, rewrite = loop.target_for(doc, kernel, build.options(path)), None
+            target, rewrite = target_for(doc, kernel, build.options(path)), None
         else:
             target, rewrite, _ = cmp.prepare(doc, kernel, with_, None, open_document, build.options(path))
         with _make_executor(gpu) as executor:
             report = prof.profile(target, executor, rewrite=rewrite)
-    except loop.TargetError as exc:
+    except TargetError as exc:
         raise UserError(str(exc)) from exc
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
@@ -1088,8 +1095,8 @@ def capture(
 
 
 def _compare_json(found: Any) -> dict[str, Any]:
+    from agent.attempts import size_checks
     from agent.compare import reason_text
-    from agent.loop import size_checks
     from sandbox.contract import to_dict
 
     c, base = found.candidate, found.result.baseline
@@ -1133,8 +1140,8 @@ def _compare_json(found: Any) -> dict[str, Any]:
 
 
 def _print_compare(found: Any) -> None:
+    from agent.attempts import size_checks
     from agent.compare import reason_text
-    from agent.loop import size_checks
     from sandbox.timing import measured_text
     from server.texts import SIMULATED
 
@@ -1218,6 +1225,7 @@ def suite(
     from dataclasses import asdict
 
     from agent import loop
+    from agent.proposer import parse_budget
     from agent.suite import SuiteEntry, families, find_targets, run_suite, summarize
     from sandbox.executor import ExecutorError
     from sandbox.scheduler import parse_gpus
@@ -1232,7 +1240,7 @@ def suite(
     if not root.is_dir():
         raise UserError(f"{directory}: no such directory")
     try:
-        limits = loop.parse_budget(budget)
+        limits = parse_budget(budget)
     except ValueError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
     if next(find_targets(root, match, build.options), None) is None:
@@ -1316,7 +1324,7 @@ def suite(
             f" {g.pct_peak_before:.0f}% -> {g.pct_peak_after:.0f}%  ({s.kernels} kernels)"
         )
     for e in entries:
-        if e.status == "error" or e.status == loop.Outcome.BASELINE_FAILED.value:
+        if e.status == "error" or e.status == loop.RunOutcome.BASELINE_FAILED.value:
             click.echo(f"  {e.kernel}: {e.description}")
 
 

@@ -2,7 +2,7 @@
 
 - Code actions on a kernel with a spec: one "Compare with NAME" per other kernel of the workspace
   (open documents and the ``.cu``/``.cuh`` files under the workspace root) whose parameter list
-  matches (:func:`agent.loop.signature_mismatch`: count, types, order; names aside).
+  matches (:func:`agent.target.signature_mismatch`: count, types, order; names aside).
 - ``cudaAgent.compare`` ``[CompareRef]`` (``{uri, kernel, with}``; ``with``: a kernel of the same
   file, or ``PATH:KERNEL``): :func:`agent.compare.compare` run in the background like Optimize
   (:func:`server.optimize.launch_run`): answers ``RunStarted`` at once, reports progress the user can
@@ -22,8 +22,10 @@ from pathlib import Path
 from lsprotocol import types as lsp
 
 from agent import compare as cmp
-from agent import loop
-from agent.source import Document, Kernel
+from agent.proposal import Proposal
+from agent.source import Document
+from agent.syntax import Kernel
+from agent.target import Target, TargetError, signature_mismatch
 from server import protocol as wire
 from server.diagnostics import compile_options
 from server.lsp import SUFFIXES, CudaLanguageServer, OpenDocument
@@ -107,7 +109,7 @@ class Comparisons:
             for other in doc.kernels:
                 if path == here and other.span == k.span:
                     continue
-                if loop.signature_mismatch(k, other, od.doc.type_aliases, doc.type_aliases):
+                if signature_mismatch(k, other, od.doc.type_aliases, doc.type_aliases):
                     continue
                 if path == here:
                     found.append(Other(path, other, other.qualified_name, other.qualified_name))
@@ -151,14 +153,14 @@ def start_compare(ls: CudaLanguageServer, od: OpenDocument, kernel: str, with_: 
     def open_document(name: str) -> Document:
         doc = comparisons.document(Path(name))
         if doc is None:
-            raise loop.TargetError(f"{name}: no such file")
+            raise TargetError(f"{name}: no such file")
         return doc
 
     try:
         target, proposal, cand_doc = cmp.prepare(
             od.doc, kernel, with_, None, open_document, compile_options(ls.settings, od.path)
         )
-    except loop.TargetError as exc:
+    except TargetError as exc:
         return wire.RunStarted("", RunKind.COMPARE, StartStatus.ERROR, str(exc))
     return launch_run(
         ls,
@@ -174,8 +176,8 @@ async def _compare(
     ls: CudaLanguageServer,
     run: ActiveRun,
     od: OpenDocument,
-    target: loop.Target,
-    proposal: loop.Proposal,
+    target: Target,
+    proposal: Proposal,
     cand_doc: Document,
     progress: Progress,
 ) -> wire.RunFinished:
@@ -192,7 +194,7 @@ async def _compare(
 
     try:
         found = await ls.loop.run_in_executor(runs.pool, work)
-    except loop.TargetError as exc:
+    except TargetError as exc:
         return run_finished(run, RunStatus.ERROR, str(exc))
     if found.result.device is not None:
         runs.device = found.result.device.name

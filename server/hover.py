@@ -6,7 +6,7 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from agent import spec as specs
-from agent.source import Kernel
+from agent.syntax import Kernel
 from server.compare import details as compare_details
 from server.hints import speedup_details
 from server.lsp import CudaLanguageServer, OpenDocument

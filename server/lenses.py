@@ -15,7 +15,7 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from agent import spec as specs
-from agent.source import Kernel
+from agent.syntax import Kernel
 from server import protocol as wire
 from server.compare import code_actions as compare_actions
 from server.hover import benchmark_line, benchmark_title

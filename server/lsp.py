@@ -37,7 +37,8 @@ from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
 from agent import spec as specs
-from agent.source import Document, Kernel
+from agent.source import Document
+from agent.syntax import Kernel
 from server import protocol as wire
 from server.settings import SECTION, Settings, parse_settings
 from server.stdio import GuardedStdin

@@ -41,7 +41,11 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
 from agent import loop
+from agent.attempts import verdict_summary
+from agent.proposal import Proposal
+from agent.proposer import OptimizeBudget, Proposer
 from agent.source import Document
+from agent.target import Target, TargetError, target_for
 from sandbox.compile_pool import CompilePool
 from sandbox.contract import CandidateResult, DeviceInfo, Tolerance, to_dict
 from sandbox.contract import Progress as EvalProgress
@@ -75,7 +79,7 @@ class Rewrite:
     edits: tuple[lsp.TextEdit, ...]  # kernel + launch-site edits, against `original`
     speedup: float
     summary: str
-    proposal: loop.Proposal | None = None  # what the run verified (a Profile run profiles it too)
+    proposal: Proposal | None = None  # what the run verified (a Profile run profiles it too)
     simulated: bool = False
 
     @property
@@ -105,7 +109,7 @@ def position_at(text: str, offset: int) -> lsp.Position:
     return lsp.Position(line, len(prefix.encode("utf-16-le")) // 2)
 
 
-def rewrite_edits(target: loop.Target, result: loop.OptimizeResult) -> tuple[lsp.TextEdit, ...]:
+def rewrite_edits(target: Target, result: loop.OptimizeResult) -> tuple[lsp.TextEdit, ...]:
     """The kernel's replacement and the launch-site edits, as LSP edits against ``target.text``."""
     assert result.best is not None
     end = target.definition_start + len(target.definition)
@@ -120,7 +124,7 @@ def rewrite_edits(target: loop.Target, result: loop.OptimizeResult) -> tuple[lsp
 def summary_of(result: loop.OptimizeResult) -> str:
     """One line: what the rewrite does, its launch, what it assumes, what the user must still do."""
     if result.best is None:
-        return result.stop_reason
+        return str(result.stop)
     p = result.best.proposal
     parts = [p.description]
     if result.launch is not None:
@@ -147,7 +151,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def roofline(target: loop.Target, device: DeviceInfo | None) -> Roofline | None:
+def roofline(target: Target, device: DeviceInfo | None) -> Roofline | None:
     """The device's measured ceilings and the bench problem's work (None without a device)."""
     if device is None:
         return None
@@ -159,7 +163,7 @@ def roofline(target: loop.Target, device: DeviceInfo | None) -> Roofline | None:
 
 def optimize_record(
     run_id: str,
-    target: loop.Target,
+    target: Target,
     result: loop.OptimizeResult,
     original_hash: str,
     rewritten_hash: str,
@@ -185,7 +189,7 @@ def optimize_record(
         date=_now(),
         summary=summary_of(result),
         attempts=result.attempts,
-        stop_reason=result.stop_reason,
+        stop_reason=str(result.stop),
         original_hash=original_hash,
         rewritten_hash=rewritten_hash,
         launch_todo=result.launch_todo,
@@ -198,7 +202,7 @@ def optimize_record(
 
 
 def benchmark_record(
-    target: loop.Target, r: CandidateResult, device: str, info: DeviceInfo | None = None
+    target: Target, r: CandidateResult, device: str, info: DeviceInfo | None = None
 ) -> BenchmarkRecord:
     t = r.timing
     assert t is not None
@@ -224,7 +228,7 @@ def benchmark_record(
 # ------------------------------------------------------------------------------------- factories
 
 
-def make_proposer(settings: Settings, compiler: Callable[[], CompilePool]) -> loop.Proposer:
+def make_proposer(settings: Settings, compiler: Callable[[], CompilePool]) -> Proposer:
     """The proposer the settings name; the LLM's ``compile`` tool uses ``compiler()``."""
     p = settings.proposer
     if p.kind == "llm":
@@ -454,17 +458,17 @@ class Progress:
         )
 
 
-def _target(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> loop.Target:
+def _target(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> Target:
     if od.doc is None:
-        raise loop.TargetError(f"{od.path.name} is too large to analyse")
-    return loop.target_for(od.doc, kernel, compile_options(ls.settings, od.path))
+        raise TargetError(f"{od.path.name} is too large to analyse")
+    return target_for(od.doc, kernel, compile_options(ls.settings, od.path))
 
 
 def start_run(ls: CudaLanguageServer, kind: RunKind, od: OpenDocument, kernel: str) -> wire.RunStarted:
     """Start an optimize or benchmark run of ``kernel`` in the background; answer at once."""
     try:
         target = _target(ls, od, kernel)
-    except loop.TargetError as exc:
+    except TargetError as exc:
         return wire.RunStarted("", kind, StartStatus.ERROR, str(exc))
     if kind is RunKind.OPTIMIZE:
         return launch_run(
@@ -549,7 +553,7 @@ async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody
 
 
 async def _optimize(
-    ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: loop.Target, progress: Progress
+    ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: Target, progress: Progress
 ) -> wire.RunFinished:
     runs = ls.runs
     assert runs is not None and ls.loop is not None
@@ -573,7 +577,7 @@ async def _optimize(
         executor = runs.executor(settings.executor)
         proposer = make_proposer(settings, runs.compiler)
         b = settings.budget
-        budget = loop.OptimizeBudget(
+        budget = OptimizeBudget(
             wall_s=b.seconds,
             candidates=b.candidates,
             tokens=b.tokens if settings.proposer.kind == "llm" else None,
@@ -593,7 +597,7 @@ def _record_optimize(
     ls: CudaLanguageServer,
     run: ActiveRun,
     od: OpenDocument,
-    target: loop.Target,
+    target: Target,
     result: loop.OptimizeResult,
 ) -> wire.RunFinished:
     runs = ls.runs
@@ -603,7 +607,7 @@ def _record_optimize(
     k = od.doc.kernel(run.kernel)
     original_hash = kernel_hash(od.doc, k) if k is not None else ""
     rewritten_hash = ""
-    improved = result.outcome is loop.Outcome.IMPROVED and result.best is not None
+    improved = result.outcome is loop.RunOutcome.IMPROVED and result.best is not None
     if improved:
         new_doc = Document(result.rewritten, str(od.path))
         nk = new_doc.kernel(run.kernel)
@@ -628,14 +632,12 @@ def _record_optimize(
         message = (
             f"{result.speedup:.2f}× faster, verified ({result.speedup_low:.2f}–{result.speedup_high:.2f}×)"
         )
-    elif result.outcome is loop.Outcome.BASELINE_FAILED:
-        message = result.stop_reason
+    elif result.outcome is loop.RunOutcome.BASELINE_FAILED:
+        message = str(result.stop)
     else:
-        message = (
-            f"no reliably faster candidate ({loop.verdict_summary(result.records)}; {result.stop_reason})"
-        )
+        message = f"no reliably faster candidate ({verdict_summary(result.records)}; {result.stop})"
     if improved:
-        message += f"; {loop.verdict_summary(result.records)}"
+        message += f"; {verdict_summary(result.records)}"
     if result.cancelled:
         message += "; cancelled, best so far kept" if improved else "; cancelled"
     if result.simulated:
@@ -660,7 +662,7 @@ def _must_act(ls: CudaLanguageServer, message: str) -> None:
 
 
 async def _benchmark(
-    ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: loop.Target, progress: Progress
+    ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: Target, progress: Progress
 ) -> wire.RunFinished:
     runs = ls.runs
     assert runs is not None and ls.loop is not None

@@ -15,8 +15,9 @@ No GPU library is imported here: the work happens in the sandbox's worker, behin
 
 from __future__ import annotations
 
-from agent import loop
 from agent import profile as prof
+from agent.proposal import Proposal
+from agent.target import Target, TargetError, target_for
 from sandbox.profile import report_lines
 from server import protocol as wire
 from server.diagnostics import compile_options
@@ -42,8 +43,8 @@ def start_profile(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> wire
             "", RunKind.PROFILE, StartStatus.ERROR, f"{od.path.name} is too large to analyse"
         )
     try:
-        target = loop.target_for(od.doc, kernel, compile_options(ls.settings, od.path))
-    except loop.TargetError as exc:
+        target = target_for(od.doc, kernel, compile_options(ls.settings, od.path))
+    except TargetError as exc:
         return wire.RunStarted("", RunKind.PROFILE, StartStatus.ERROR, str(exc))
     pending = ls.runs.pending(od, kernel) if ls.runs is not None else None
     rewrite = pending.proposal if pending is not None else None
@@ -61,8 +62,8 @@ async def _profile(
     ls: CudaLanguageServer,
     run: ActiveRun,
     od: OpenDocument,
-    target: loop.Target,
-    rewrite: loop.Proposal | None,
+    target: Target,
+    rewrite: Proposal | None,
     progress: Progress,
 ) -> wire.RunFinished:
     runs = ls.runs
@@ -76,7 +77,7 @@ async def _profile(
 
     try:
         report = await ls.loop.run_in_executor(runs.pool, work)
-    except loop.TargetError as exc:
+    except TargetError as exc:
         return run_finished(run, RunStatus.ERROR, str(exc))
     if report.device is not None:
         runs.device = report.device.name

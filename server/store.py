@@ -28,8 +28,9 @@ from typing import Any
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from agent.loop import AttemptRecord
-from agent.source import Document, Kernel
+from agent.attempts import AttemptRecord
+from agent.source import Document
+from agent.syntax import Kernel
 from sandbox.contract import ContractError, Profile, from_dict, to_dict
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,7 @@ class OptimizeRecord:
     """The last optimize run of a kernel: the verified winner, if any."""
 
     run_id: str
-    outcome: str  # agent.loop.Outcome value
+    outcome: str  # agent.loop.RunOutcome value
     speedup: float
     speedup_low: float
     speedup_high: float

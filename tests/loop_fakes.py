@@ -16,8 +16,10 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from agent.loop import Attempt, OptimizeContext, Proposal, Proposer, Target, target_for
+from agent.proposal import Attempt, Proposal
+from agent.proposer import OptimizeContext, Proposer
 from agent.source import Document
+from agent.target import Target, target_for
 from sandbox.contract import (
     CandidateResult,
     Check,

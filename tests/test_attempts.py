@@ -1,4 +1,4 @@
-"""Every candidate's verdict in a run's result (agent.loop.AttemptRecord), where errors are
+"""Every candidate's verdict in a run's result (agent.attempts.AttemptRecord), where errors are
 reported (the file's own line:col), and the CLI's summary, ``--attempts`` table and ``--json``;
 on the simulated GPU (compiles with NVRTC, no GPU needed)."""
 
@@ -15,17 +15,10 @@ import attrs
 import pytest
 from loop_fakes import SAXPY, MarkerExecutor, saxpy_target, variant
 
-from agent.loop import (
-    Attempt,
-    AttemptRecord,
-    LoopSettings,
-    OptimizeBudget,
-    OptimizeContext,
-    Proposal,
-    Proposer,
-    optimize,
-    verdict_summary,
-)
+from agent.attempts import AttemptRecord, verdict_summary
+from agent.loop import LoopSettings, optimize
+from agent.proposal import Attempt, Proposal
+from agent.proposer import OptimizeBudget, OptimizeContext, Proposer
 from sandbox.testing import FakeExecutor
 from server import protocol as wire
 from server.cli import attempts_table, main

@@ -16,7 +16,8 @@ from sandbox_fakes import kernel_file, vadd_request
 from scripted_llm import Call, Say, ScriptedLLM
 
 from agent.llm import LLMProposer, LLMSettings, scrub
-from agent.loop import LoopSettings, OptimizeBudget, optimize
+from agent.loop import LoopSettings, optimize
+from agent.proposer import OptimizeBudget
 from sandbox.boundary import check_options, preprocessor_includes
 from sandbox.compile_pool import CompilePool
 from sandbox.compiler import Compiled, carry_headers, compile_cuda, refused

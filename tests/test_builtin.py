@@ -11,7 +11,10 @@ import pytest
 
 from agent import loop
 from agent.builtin import BuiltinProposer, Config, subject_for
+from agent.loop import Stop, StopKind
+from agent.proposer import OptimizeBudget
 from agent.source import Document
+from agent.target import Target, target_for
 from agent.transforms import NotApplicable
 from agent.transforms.elementwise import Vectorize
 from agent.transforms.mechanical import FastMath
@@ -53,8 +56,8 @@ class ModelExecutor(FakeExecutor):
         return EvalResult(request.id, base, tuple(out), DEVICE)
 
 
-def target(name: str) -> loop.Target:
-    return loop.target_for(Document.from_file(KERNELS / name))
+def target(name: str) -> Target:
+    return target_for(Document.from_file(KERNELS / name))
 
 
 def run(name: str, executor: FakeExecutor, candidates: int = 80, seed: int = 0) -> loop.OptimizeResult:
@@ -62,7 +65,7 @@ def run(name: str, executor: FakeExecutor, candidates: int = 80, seed: int = 0) 
         target(name),
         BuiltinProposer(),
         executor,
-        budget=loop.OptimizeBudget(wall_s=None, candidates=candidates),
+        budget=OptimizeBudget(wall_s=None, candidates=candidates),
         seed=seed,
     )
 
@@ -79,7 +82,7 @@ def keys(executor: FakeExecutor) -> list[str]:
 
 def test_finds_the_best_composition_of_vectors_block_and_restrict() -> None:
     result = run("vadd_poor_block.cu", ModelExecutor())
-    assert result.outcome is loop.Outcome.IMPROVED
+    assert result.outcome is loop.RunOutcome.IMPROVED
     best = result.best
     assert best is not None
     assert result.launch is not None and result.launch.block == "256"
@@ -110,7 +113,7 @@ def test_same_seed_same_run_and_every_proposal_is_new() -> None:
 def test_exhausts_a_small_space_and_respects_what_does_not_apply() -> None:
     executor = FakeExecutor()
     result = run("block_sum.cu", executor, candidates=500)
-    assert result.stop_reason == "proposer exhausted"
+    assert result.stop == Stop(StopKind.PROPOSER_EXHAUSTED)
     assert 3 < result.attempts < 100
     for r in executor.requests:
         for c in r.candidates:
@@ -179,9 +182,9 @@ def test_poor_block_vector_add_comes_back_twice_as_fast_near_the_copy_ceiling() 
             target("vadd_poor_block.cu"),
             BuiltinProposer(),
             executor,
-            budget=loop.OptimizeBudget(wall_s=60, candidates=24),
+            budget=OptimizeBudget(wall_s=60, candidates=24),
         )
-    assert result.outcome is loop.Outcome.IMPROVED, result.stop_reason
+    assert result.outcome is loop.RunOutcome.IMPROVED, result.stop
     assert result.best is not None
     print(
         f"vadd_poor_block: {result.speedup:.2f}x [{result.speedup_low:.2f}-{result.speedup_high:.2f}], "

@@ -20,8 +20,9 @@ import pytest
 from test_remote import TOKEN, running_worker
 
 from agent import compare as cmp
-from agent import loop
+from agent.proposal import Proposal
 from agent.source import Document
+from agent.target import Target, TargetError, target_for
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Check, Status
 from sandbox.testing import FakeExecutor
@@ -37,9 +38,9 @@ def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return Path(shutil.copy(DATA / "vadd_pair.cu", tmp_path / "vadd_pair.cu"))
 
 
-def prepared(file: Path, with_: str, launch: str | None = None) -> tuple[loop.Target, loop.Proposal]:
+def prepared(file: Path, with_: str, launch: str | None = None) -> tuple[Target, Proposal]:
     doc = Document.from_file(file)
-    target = loop.target_for(doc, "vadd")
+    target = target_for(doc, "vadd")
     ref = cmp.CandidateRef.parse(with_, exists=(file.parent / with_).is_file() or None)
     cand_doc = doc if ref.path is None else Document.from_file(file.parent / ref.path)
     cand = cmp.find_kernel(cand_doc, ref.kernel, "--with")
@@ -47,7 +48,7 @@ def prepared(file: Path, with_: str, launch: str | None = None) -> tuple[loop.Ta
     return target, cmp.candidate_proposal(target, doc.kernel("vadd"), doc, cand_doc, cand, change)  # type: ignore[arg-type]
 
 
-def evaluated(target: loop.Target, proposal: loop.Proposal) -> tuple[cmp.Comparison, FakeExecutor]:
+def evaluated(target: Target, proposal: Proposal) -> tuple[cmp.Comparison, FakeExecutor]:
     executor = FakeExecutor()
     return cmp.compare(target, proposal, executor), executor
 
@@ -106,12 +107,12 @@ def test_a_different_parameter_list_is_refused_before_anything_runs(
 
 def test_the_loop_refuses_a_proposal_whose_signature_changed(pair: Path) -> None:
     doc = Document.from_file(pair)
-    target = loop.target_for(doc, "vadd")
+    target = target_for(doc, "vadd")
     code = target.definition.replace("int n)", "long n)")
-    cand, why = target.candidate("c0", loop.Proposal(code, "wider n"))
+    cand, why = target.candidate("c0", Proposal(code, "wider n"))
     assert cand is None and "parameter 4 `n` is `long`" in why
     cand, why = target.candidate(
-        "c1", loop.Proposal(target.definition.replace("float* c", "float* out"), "rename")
+        "c1", Proposal(target.definition.replace("float* c", "float* out"), "rename")
     )
     assert cand is not None and why == ""  # names may change
 
@@ -200,7 +201,7 @@ def test_compare_carries_the_specs_precision_allowance_and_per_output_tolerances
     """`precision allow=` and `tolerance arg=...` reach the sandbox from compare as from optimize."""
     trust = Path(__file__).parent / "data" / "trust"
     doc = Document.from_file(trust / "matmul_tf32.cu")
-    target = loop.target_for(doc, "matmul_tf32_ok")
+    target = target_for(doc, "matmul_tf32_ok")
     cand = cmp.find_kernel(doc, "matmul_tf32", "--with")
     proposal = cmp.candidate_proposal(target, doc.kernel("matmul_tf32_ok"), doc, doc, cand)  # type: ignore[arg-type]
     _, executor = evaluated(target, proposal)
@@ -211,7 +212,7 @@ def test_compare_carries_the_specs_precision_allowance_and_per_output_tolerances
         .replace("// @cuda-agent tolerance atol=1e-5 rtol=1e-5", "// @cuda-agent tolerance arg=out norm=1e-3")
     )
     tiny = Document(text, str(tmp_path / "tiny.cu"))
-    target = loop.target_for(tiny, "scale_tiny_loose")
+    target = target_for(tiny, "scale_tiny_loose")
     proposal = cmp.candidate_proposal(
         target,
         tiny.kernel("scale_tiny_loose"),
@@ -277,7 +278,7 @@ def test_the_candidates_precision_line_is_its_claim_and_allowed_for_the_comparis
     found, executor = evaluated(target, proposal)
     assert executor.requests[0].allow_precision == ("fp16",) and found.verified
     pair.write_text(text.replace("allow=fp16", "allow=fp8"))
-    with pytest.raises(loop.TargetError, match="precision: unknown precision `fp8`"):
+    with pytest.raises(TargetError, match="precision: unknown precision `fp8`"):
         prepared(pair, "vadd_x4")
 
 

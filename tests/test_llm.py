@@ -16,8 +16,10 @@ import pytest
 from loop_fakes import MarkerExecutor, saxpy_target, variant
 from scripted_llm import Call, Fail, Garbage, Say, ScriptedLLM, Slow
 
+from agent.launch import LaunchChange
 from agent.llm import LLMProposer, LLMSettings, extract_code
-from agent.loop import LaunchChange, LoopSettings, OptimizeBudget, OptimizeResult, Outcome, optimize
+from agent.loop import LoopSettings, OptimizeResult, RunOutcome, Stop, StopKind, optimize
+from agent.proposer import OptimizeBudget
 from agent.trajectory import TrajectoryLog
 from sandbox.compile_pool import CompilePool
 from sandbox.testing import FakeExecutor
@@ -78,10 +80,10 @@ def test_tool_calls_verify_profile_and_finish(monkeypatch: pytest.MonkeyPatch, t
     log = TrajectoryLog(tmp_path / "t.jsonl")
     with ScriptedLLM(script) as server:
         res = run(settings(server), trajectory=log)
-    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(1.8)
+    assert res.outcome is RunOutcome.IMPROVED and res.speedup == pytest.approx(1.8)
     assert res.assumptions == ("x, y never alias",) and res.best is not None
     assert res.best.proposal.description == "unrolled"
-    assert res.stop_reason == "proposer exhausted"
+    assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED)
     first = server.requests[0].body
     assert server.requests[0].authorization == f"Bearer {KEY}"
     assert first["model"] == "scripted-coder"
@@ -136,8 +138,8 @@ def test_malformed_replies_are_answered_and_cost_a_turn() -> None:
     assert server.requests[2].body["messages"] == server.requests[1].body["messages"]  # the retry
     mismatch = last(server, 3)["content"]
     assert "mismatch" in mismatch and "n=4097" in mismatch and "first bad index 4096" in mismatch
-    assert res.outcome is Outcome.NOT_IMPROVED and res.attempts == 1
-    assert res.stop_reason == "proposer exhausted"
+    assert res.outcome is RunOutcome.NOT_IMPROVED and res.attempts == 1
+    assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED)
 
 
 def test_a_server_without_tool_calling_gets_fenced_code() -> None:
@@ -158,7 +160,7 @@ def test_a_server_without_tool_calling_gets_fenced_code() -> None:
         res = run(settings(server, max_turns=3))
     assert "tools" in server.requests[0].body and "tools" not in server.requests[1].body
     assert "```cuda" in server.requests[1].body["messages"][0]["content"]
-    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(2.2)
+    assert res.outcome is RunOutcome.IMPROVED and res.speedup == pytest.approx(2.2)
     assert res.best is not None and res.best.proposal.launch == LaunchChange(block="256")
     assert res.best.proposal.assumptions == ("n < 2^31",)
     assert res.best.proposal.description == "Wider blocks, same work per thread."
@@ -171,7 +173,9 @@ def test_a_server_without_tool_calling_gets_fenced_code() -> None:
 def test_tools_on_with_a_refusing_server_ends_the_run() -> None:
     with ScriptedLLM([Fail(400, "tool calling is not supported")]) as server:
         res = run(settings(server, tools="on"))
-    assert res.stop_reason.startswith("proposer failed: the server refuses tool calls")
+    assert res.stop.kind is StopKind.PROPOSER_FAILED and res.stop.detail.startswith(
+        "the server refuses tool calls"
+    )
 
 
 def test_a_slow_server_times_out_and_the_conversation_ends() -> None:
@@ -180,7 +184,7 @@ def test_a_slow_server_times_out_and_the_conversation_ends() -> None:
         res = run(settings(server, timeout_s=0.4))
         took = time.monotonic() - t0
     assert len(server.requests) == 2  # the request and one retry
-    assert res.stop_reason == "proposer exhausted" and res.attempts == 0
+    assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED) and res.attempts == 0
     assert took < 4.5  # two 0.4 s timeouts, not two 3 s replies
 
 
@@ -209,14 +213,16 @@ def test_an_unreachable_endpoint_ends_the_run_with_one_reason() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     res = run(LLMSettings(base_url=f"http://127.0.0.1:{port}/v1", model="m", samples=1, timeout_s=2))
-    assert res.stop_reason.startswith(f"proposer failed: cannot reach http://127.0.0.1:{port}/v1")
-    assert res.attempts == 0 and res.outcome is Outcome.NOT_IMPROVED
+    assert res.stop.kind is StopKind.PROPOSER_FAILED and res.stop.detail.startswith(
+        f"cannot reach http://127.0.0.1:{port}/v1"
+    )
+    assert res.attempts == 0 and res.outcome is RunOutcome.NOT_IMPROVED
 
 
 def test_a_refused_key_ends_the_run() -> None:
     with ScriptedLLM([Fail(401, "invalid api key")]) as server:
         res = run(settings(server))
-    assert res.stop_reason == f"proposer failed: {server.url} refused the API key (401)"
+    assert res.stop == Stop(StopKind.PROPOSER_FAILED, f"{server.url} refused the API key (401)")
 
 
 def test_key_from_a_file_is_sent_and_never_logged(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
@@ -240,7 +246,7 @@ def test_parallel_samples_are_separate_conversations_with_their_own_seeds() -> N
         res = run(settings(server, samples=3))
     first_round = [r.body for r in server.requests if len(r.body["messages"]) == 2]
     assert len(first_round) == 3 and len({b["seed"] for b in first_round}) == 3
-    assert res.attempts == 3 and res.outcome is Outcome.IMPROVED
+    assert res.attempts == 3 and res.outcome is RunOutcome.IMPROVED
 
 
 def test_the_compile_tool_uses_the_sandbox_compile_pool() -> None:

@@ -11,22 +11,23 @@ from collections.abc import Sequence
 import pytest
 from loop_fakes import DATA, MarkerExecutor, ScriptedProposer, saxpy_target, variant
 
-from agent.loop import (
-    Attempt,
-    LaunchChange,
-    LoopEvent,
-    LoopSettings,
-    OptimizeBudget,
-    Outcome,
-    Proposal,
-    TargetError,
-    optimize,
-    parse_budget,
-    target_for,
-)
+from agent.launch import LaunchChange
+from agent.loop import LoopEvent, LoopSettings, RunOutcome, Stop, StopKind, optimize
+from agent.proposal import Attempt, Proposal
+from agent.proposer import OptimizeBudget, parse_budget
 from agent.source import Document
-from agent.trajectory import REWARD_VERSION, SCHEMA, TrajectoryLog, read_trajectories, reward
-from sandbox.contract import CandidateResult, Status, Timing
+from agent.target import TargetError, target_for
+from agent.trajectory import (
+    REWARD_VERSION,
+    SCHEMA,
+    RunInfo,
+    TrajectoryLine,
+    TrajectoryLog,
+    read_trajectories,
+    reward,
+    trajectory_line,
+)
+from sandbox.contract import CandidateResult, Status, Timing, from_json, to_json
 from sandbox.executor import NoGpuError
 
 T = saxpy_target()
@@ -44,8 +45,8 @@ def once(*markers: str):
 def test_keeps_the_fastest_verified_candidate_and_reports_a_diff() -> None:
     plan = once("speedup=1.5", "mismatch", "compile_error", "speedup=3.0", "speedup=2.0")
     res = optimize(T, ScriptedProposer(plan), MarkerExecutor(), budget=OptimizeBudget(wall_s=30))
-    assert res.outcome is Outcome.IMPROVED
-    assert res.stop_reason == "proposer exhausted"
+    assert res.outcome is RunOutcome.IMPROVED
+    assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED)
     assert res.attempts == 5
     assert res.best is not None and "speedup=3.0" in res.best.proposal.code
     assert res.speedup == pytest.approx(3.0)
@@ -63,7 +64,7 @@ def test_keeps_the_fastest_verified_candidate_and_reports_a_diff() -> None:
 
 def test_nothing_faster_is_not_improved_and_changes_nothing() -> None:
     res = optimize(T, ScriptedProposer(once("speedup=1.0", "mismatch")), MarkerExecutor())
-    assert res.outcome is Outcome.NOT_IMPROVED
+    assert res.outcome is RunOutcome.NOT_IMPROVED
     assert res.best is not None and res.best.result.status is Status.OK  # verified, not faster
     assert res.diff == "" and res.rewritten == ""
 
@@ -153,7 +154,7 @@ def test_a_bad_launch_is_a_verdict_and_never_reaches_the_executor() -> None:
     ex = MarkerExecutor()
     res = optimize(T, ScriptedProposer(plan), ex)
     assert len(ex.requests) == 1  # the baseline only
-    assert res.outcome is Outcome.NOT_IMPROVED and res.best is None
+    assert res.outcome is RunOutcome.NOT_IMPROVED and res.best is None
     p = ScriptedProposer(plan)
     optimize(T, p, MarkerExecutor())
     assert p.observed == [["b0-c0"]]
@@ -210,7 +211,7 @@ def test_candidate_budget_is_exact() -> None:
         settings=LoopSettings(batch_size=2),
     )
     assert res.attempts == 5
-    assert res.stop_reason == "budget: candidates"
+    assert res.stop == Stop(StopKind.CANDIDATES)
 
 
 def test_wall_time_budget_stops_a_slow_run_and_keeps_the_best() -> None:
@@ -226,8 +227,8 @@ def test_wall_time_budget_stops_a_slow_run_and_keeps_the_best() -> None:
         settings=LoopSettings(batch_size=1),
     )
     assert time.monotonic() - t0 < 3.0
-    assert res.stop_reason == "budget: wall time"
-    assert res.best is not None and res.outcome is Outcome.IMPROVED
+    assert res.stop == Stop(StopKind.WALL_TIME)
+    assert res.best is not None and res.outcome is RunOutcome.IMPROVED
 
 
 def test_the_wall_time_budget_starts_once_the_original_is_measured() -> None:
@@ -242,8 +243,8 @@ def test_the_wall_time_budget_starts_once_the_original_is_measured() -> None:
         budget=OptimizeBudget(wall_s=0.6),
         on_event=lambda e: events.append(e.message) if e.kind == "baseline" else None,
     )
-    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(4.0)
-    assert res.stop_reason == "proposer exhausted"
+    assert res.outcome is RunOutcome.IMPROVED and res.speedup == pytest.approx(4.0)
+    assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED)
     assert 1.0 <= res.baseline_seconds < res.seconds
     assert events == [f"baseline ok (1 ms, measured in {res.baseline_seconds:.1f} s)"]
 
@@ -260,7 +261,7 @@ def test_token_budget() -> None:
         budget=OptimizeBudget(wall_s=None, tokens=1000),
         settings=LoopSettings(batch_size=1),
     )
-    assert res.stop_reason == "budget: tokens"
+    assert res.stop == Stop(StopKind.TOKENS)
     assert res.tokens == 1200 and res.attempts == 3  # the batch that crossed the budget is still evaluated
 
 
@@ -291,8 +292,8 @@ def test_cancellation_mid_batch_returns_promptly_with_the_best_so_far() -> None:
         settings=LoopSettings(batch_size=1),
     )
     assert time.monotonic() - t0 < 3.0
-    assert res.cancelled and res.stop_reason == "cancelled"
-    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(2.0)
+    assert res.cancelled and res.stop == Stop(StopKind.CANCELLED)
+    assert res.outcome is RunOutcome.IMPROVED and res.speedup == pytest.approx(2.0)
     assert events[-1].kind == "finished" and events[-1].fraction == 1.0
 
 
@@ -319,8 +320,8 @@ def test_identical_proposals_are_evaluated_once() -> None:
 def test_a_broken_baseline_stops_before_proposing() -> None:
     p = ScriptedProposer(once("speedup=2"))
     res = optimize(T, p, MarkerExecutor(baseline=Status.CRASH))
-    assert res.outcome is Outcome.BASELINE_FAILED and p.calls == 0
-    assert res.stop_reason.startswith("baseline crash")
+    assert res.outcome is RunOutcome.BASELINE_FAILED and p.calls == 0
+    assert res.stop.kind is StopKind.BASELINE_FAILED and res.stop.detail.startswith("crash")
 
 
 def test_no_gpu_is_an_exception_for_the_caller() -> None:
@@ -335,8 +336,8 @@ def test_a_failing_proposer_ends_the_run_keeping_the_best() -> None:
         raise RuntimeError("model went away")
 
     res = optimize(T, ScriptedProposer(plan), MarkerExecutor(), settings=LoopSettings(batch_size=1))
-    assert res.stop_reason == "proposer failed: model went away"
-    assert res.outcome is Outcome.IMPROVED
+    assert res.stop == Stop(StopKind.PROPOSER_FAILED, "model went away")
+    assert res.outcome is RunOutcome.IMPROVED
 
 
 def test_an_executor_failure_mid_run_keeps_the_best() -> None:
@@ -344,8 +345,16 @@ def test_an_executor_failure_mid_run_keeps_the_best() -> None:
         return proposals("speedup=2.0") if call == 0 else proposals("die") if call == 1 else []
 
     res = optimize(T, ScriptedProposer(plan), MarkerExecutor(), settings=LoopSettings(batch_size=1))
-    assert res.stop_reason.startswith("executor failed: worker died")
+    assert res.stop.kind is StopKind.EXECUTOR_FAILED and res.stop.detail.startswith("worker died")
     assert res.speedup == pytest.approx(2.0)
+
+
+def test_a_stop_reads_as_one_line_and_says_whether_something_failed() -> None:
+    assert str(Stop(StopKind.PROPOSER_EXHAUSTED)) == "proposer exhausted"
+    assert str(Stop(StopKind.WALL_TIME)) == "budget: wall time"
+    assert str(Stop(StopKind.EXECUTOR_FAILED, "worker died")) == "executor failed: worker died"
+    assert str(Stop(StopKind.BASELINE_FAILED, "crash: boom")) == "baseline crash: boom"
+    assert [k for k in StopKind if Stop(k).failed] == [StopKind.PROPOSER_FAILED, StopKind.EXECUTOR_FAILED]
 
 
 def test_trajectory_has_one_line_per_attempt_with_rewards(tmp_path) -> None:
@@ -361,6 +370,30 @@ def test_trajectory_has_one_line_per_attempt_with_rewards(tmp_path) -> None:
     assert lines[0]["reward"] > 3.0 > 1.0 >= lines[2]["reward"] >= 0.5  # same speed: correct
     assert lines[0]["original"] == T.definition and lines[0]["kernel"] == "saxpy"
     assert lines[0]["proposal"]["code"].endswith("// speedup=2.0\n}\n")
+
+
+def test_a_trajectory_line_round_trips_through_the_contract_converter(tmp_path) -> None:
+    log = TrajectoryLog(tmp_path / "t.jsonl")
+    proposal = Proposal(
+        "__global__ void saxpy() {}",
+        "launch change",
+        assumptions=("a and c never alias",),
+        launch=LaunchChange(grid="cdiv(n, block*4)"),
+        transcript=(("user", "make it fast"), ("assistant", "done")),
+    )
+    run = RunInfo("r1", "k.cu", "saxpy", "llm:m", 7, "H200", "orig", "// spec", 0.5, task="t@1")
+    attempt = Attempt(3, 1, "b1-c0", proposal, _ok(2.0), 2.5, duplicate_of="b0-c1")
+    line = trajectory_line(run, attempt, retracts="b0-c0")
+    assert from_json(TrajectoryLine, to_json(line)) == line
+    log.record(run, attempt)
+    with (tmp_path / "t.jsonl").open("a") as f:
+        f.write('not json\n{"schema": "other"}\n')
+    [back] = read_trajectories(tmp_path / "t.jsonl")  # the malformed lines are skipped
+    assert back.proposal.launch == LaunchChange(grid="cdiv(n, block*4)") and back.task == "t@1"
+    assert [(x.role, x.content) for x in back.proposal.transcript] == list(proposal.transcript)
+    assert back.result == attempt.result and back.reward == 2.5 and back.retracts == ""
+    raw = json.loads((tmp_path / "t.jsonl").read_text().splitlines()[0])
+    assert raw["proposal"]["transcript"][0] == {"role": "user", "content": "make it fast"}
 
 
 def _ok(speedup: float, spread: float = 0.01) -> CandidateResult:
@@ -428,14 +461,14 @@ def test_the_winner_runs_under_compute_sanitizer_and_a_racy_one_gives_way(tmp_pa
     )
     sanitized = [r for r in ex.requests if r.options.sanitize]
     assert [len(r.candidates) for r in sanitized] == [1, 1] and not sanitized[0].options.time
-    assert res.outcome is Outcome.IMPROVED and res.speedup == pytest.approx(2.0)
+    assert res.outcome is RunOutcome.IMPROVED and res.speedup == pytest.approx(2.0)
     assert res.best is not None and res.best.result.sanitizer == "memcheck: 0 errors; racecheck: 0 hazards"
     lines = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
     assert lines[-1]["candidate_id"] == "b0-c0-sanitized" and lines[-1]["result"]["status"] == "rejected"
     assert lines[-1]["reward"] == -2.0 and res.attempts == 4  # a hack: below every honest failure
     assert lines[-1]["retracts"] == "b0-c0" and lines[-1]["reward_version"] == REWARD_VERSION
-    retracted = next(x for x in read_trajectories(tmp_path / "t.jsonl") if x["candidate_id"] == "b0-c0")
-    assert retracted["reward"] == -2.0 and retracted["retracted_by"] == "b0-c0-sanitized"
+    retracted = next(x for x in read_trajectories(tmp_path / "t.jsonl") if x.candidate_id == "b0-c0")
+    assert retracted.reward == -2.0 and retracted.retracted_by == "b0-c0-sanitized"
 
 
 def test_sanitizing_can_be_turned_off() -> None:

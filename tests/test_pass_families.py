@@ -18,9 +18,9 @@ import pytest
 from test_transforms import DATA as HOST_HEADER_DIR
 from test_transforms import assert_all_verified, compiles, host_program, target
 
-from agent import loop
 from agent import spec as spec_mod
 from agent.source import Document
+from agent.target import Target
 from agent.transforms import NotApplicable, Subject
 from agent.transforms.passes import Apply, Pass
 from agent.transforms.registry import PASSES
@@ -49,7 +49,7 @@ MATCHES = kernels(refused=False)
 REFUSALS = kernels(refused=True)
 
 
-def subject(t: loop.Target) -> Subject:
+def subject(t: Target) -> Subject:
     """The target's kernel under its spec, element types seen through the file's aliases."""
     doc = Document(t.text, t.path)
     k = doc.kernel_at(t.text.count("\n", 0, t.definition_start))
@@ -59,12 +59,12 @@ def subject(t: loop.Target) -> Subject:
     return Subject(t.definition, spec)
 
 
-def load(family: str, file: str) -> tuple[loop.Target, Subject, Pass[Any]]:
+def load(family: str, file: str) -> tuple[Target, Subject, Pass[Any]]:
     t = target(file, folder=FAMILIES / family)
     return t, subject(t), family_pass(family)
 
 
-def applied(t: loop.Target, s: Subject, p: Pass[Any], params: object) -> Subject:
+def applied(t: Target, s: Subject, p: Pass[Any], params: object) -> Subject:
     out = Apply(p, params).apply(s)
     assert not isinstance(out, NotApplicable), (t.path, params, out.reason)
     return s.then(out)
@@ -131,7 +131,7 @@ def test_match_computes_the_same_outputs_in_host_emulation(family: str, file: st
             emulate(t, out, tmp_path / f"emulate{k}")
 
 
-def emulate(t: loop.Target, out: Subject, stem: Path) -> None:
+def emulate(t: Target, out: Subject, stem: Path) -> None:
     """Run the original and ``out`` in host emulation; their outputs agree."""
     src = stem.with_suffix(".cpp")
     program = host_program(t, out)

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from agent import profile as prof
-from agent.loop import Proposal, target_for
+from agent.proposal import Proposal
 from agent.source import Document
+from agent.target import target_for
 from sandbox.contract import CandidateResult, DeviceInfo, EvalRequest, EvalResult, Status
 from sandbox.executor import Executor, ProgressFn
 from sandbox.profile import parse_ncu_csv, report_lines

@@ -19,7 +19,7 @@ import pytest
 from sandbox_fakes import FakeGpu, kernel_file, vadd_request
 from test_suite import run_cli
 
-from agent import loop
+from agent.proposer import parse_budget
 from agent.suite import run_suite
 from sandbox.contract import Candidate, EvalRequest, EvalResult, KernelSource, Status
 from sandbox.executor import NoGpuError, WorkerUnavailable
@@ -255,7 +255,7 @@ def suite_on(folder: Path, n: int, log: Log) -> tuple[float, list[dict[str, obje
     fakes = gpus(n, log, delay_s=0.2)
     with scheduler(fakes) as ex:
         started = time.monotonic()
-        entries = run_suite(folder, ex, budget=loop.parse_budget("3c"), seed=1)
+        entries = run_suite(folder, ex, budget=parse_budget("3c"), seed=1)
         wall = time.monotonic() - started
     assert not any(f.overlapped for f in fakes)
     return wall, [asdict(e) for e in entries]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.source import Document, Kernel
+from agent.source import Document
 from agent.spec import (
     InvalidSpec,
     KernelSpec,
@@ -25,6 +25,7 @@ from agent.spec import (
     spec_for,
     verify_sizes,
 )
+from agent.syntax import Kernel
 from sandbox.contract import Distribution
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.loop import target_for
 from agent.source import Document
 from agent.spec import infer, render_inference
+from agent.target import target_for
 from sandbox.contract import Candidate, EvalRequest, Status
 from sandbox.local import LocalExecutor, bench_request
 

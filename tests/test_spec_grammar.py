@@ -568,7 +568,7 @@ def test_merged_parts_report_the_first_failure_with_the_checks_so_far() -> None:
 def test_a_default_the_build_may_override_stays_guarded_in_the_unit() -> None:
     """``#ifndef N / #define N 4096 / #endif`` is a default, not an include guard: the standalone
     unit keeps the guard, so each problem's ``-DN=...`` wins (without it n=97 writes 4096)."""
-    from agent.loop import target_for
+    from agent.target import target_for
 
     doc = Document.from_file(Path(__file__).parent / "data" / "spec_grammar" / "fixed_size.cu")
     unit = target_for(doc, "scale_fixed").baseline.source

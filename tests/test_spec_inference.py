@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from agent.check import build_options, check_kernel
-from agent.loop import target_for
 from agent.source import Document
 from agent.spec import infer, parse, render, render_inference, roles, verify_sizes
+from agent.target import target_for
 from sandbox.compiler import compile_cuda
 
 BENCH = Path(__file__).parent.parent / "bench" / "spec_inference.py"

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from agent.check import check_kernel
-from agent.loop import target_for
 from agent.project import project_of, resolve_include
 from agent.source import Document
 from agent.spec import bench_sizes, infer, problem, render_inference, verify_sizes
+from agent.target import target_for
 from sandbox.compiler import CompilerUnavailable
 from server.hover import inferred_markdown
 

@@ -213,7 +213,7 @@ def test_suite_deadline_reaches_compute_sanitizer(
     candidate is 2x faster, a stand-in compute-sanitizer that hangs)."""
     from sandbox_fakes import HANGING_SANITIZER, fake_sanitizer
 
-    from agent import loop
+    from agent.proposer import OptimizeBudget
     from agent.suite import run_suite
     from sandbox.local import LocalExecutor
 
@@ -227,6 +227,6 @@ def test_suite_deadline_reaches_compute_sanitizer(
     with LocalExecutor(handler="sandbox_fakes:FasterHandler", sandbox=False, compile_workers=2) as ex:
         ex.device_info()  # as the CLI does before the first kernel
         started = time.monotonic()
-        (e,) = run_suite(only, ex, budget=loop.OptimizeBudget(wall_s=None, candidates=2), deadline_s=4.0)
+        (e,) = run_suite(only, ex, budget=OptimizeBudget(wall_s=None, candidates=2), deadline_s=4.0)
     assert time.monotonic() - started < 20
     assert e.status == "improved" and "stopped at its 4 s deadline" in e.description

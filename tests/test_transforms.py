@@ -16,7 +16,8 @@ import pytest
 from agent import loop
 from agent import spec as spec_mod
 from agent.source import Document
-from agent.transforms import NotApplicable, Rewrite, Subject, Transform, apply_all
+from agent.target import Target, target_for
+from agent.transforms import NotApplicable, Subject, Transform, Transformed, apply_all
 from agent.transforms.elementwise import GridStride, Vectorize
 from agent.transforms.histogram import SharedHistogram
 from agent.transforms.mechanical import (
@@ -41,11 +42,11 @@ DATA = Path(__file__).parent / "data" / "transforms"
 TRANSPOSE = Apply(TiledTranspose(), (32, 8))
 
 
-def target(name: str, kernel: str | None = None, folder: Path = KERNELS) -> loop.Target:
-    return loop.target_for(Document.from_file(folder / name), kernel)
+def target(name: str, kernel: str | None = None, folder: Path = KERNELS) -> Target:
+    return target_for(Document.from_file(folder / name), kernel)
 
 
-def case(name: str) -> loop.Target:
+def case(name: str) -> Target:
     """A case's kernel: ``file.cu`` of bench/kernels/ or tests/data/transforms/ (its first kernel),
     or ``file.cu:kernel``."""
     file, _, kernel = name.partition(":")
@@ -53,7 +54,7 @@ def case(name: str) -> loop.Target:
     return target(file, kernel or ("scale" if file == "edge_forms.cu" else None), folder)
 
 
-def subject(t: loop.Target) -> Subject:
+def subject(t: Target) -> Subject:
     doc = Document(t.text, t.path)
     k = doc.kernel_at(t.text.count("\n", 0, t.definition_start))
     assert k is not None
@@ -62,7 +63,7 @@ def subject(t: loop.Target) -> Subject:
     return Subject(t.definition, spec)
 
 
-def rewrite(t: loop.Target, *transforms: Transform) -> Subject:
+def rewrite(t: Target, *transforms: Transform) -> Subject:
     out = apply_all(subject(t), transforms)
     assert isinstance(out, Subject), out
     return out
@@ -74,7 +75,7 @@ def tiled(*tile: int) -> Apply:
     return Apply(TiledDot(), Tile(*tile) if tile else TiledDot.space[0])
 
 
-def compiles(t: loop.Target, code: str) -> None:
+def compiles(t: Target, code: str) -> None:
     out = compile_cuda(t.unit_with(code), name_expressions=(t.kernel,), options=t.baseline.options)
     assert out.result.ok, out.result.log
 
@@ -488,7 +489,7 @@ def test_apply_all_names_the_transformation_that_failed() -> None:
     assert isinstance(ok, Subject)
     assert ok.launch == loop.LaunchChange(grid="cdiv(n, block * 4)", block="128")
     assert len(ok.applied) == 2
-    assert isinstance(Rewrite("x", "y"), Rewrite)
+    assert isinstance(Transformed("x", "y"), Transformed)
 
 
 # ------------------------------------------------------------------------------------------ GPU
@@ -663,7 +664,7 @@ def _host_value(dtype: str, i: str, dist_kind: str, low: float, high: float, val
     return f"({t})({low!r} + ({high - low!r}) * (double)(({i} * 7919 + 13) % 1000) / 1000.0)"
 
 
-def host_program(t: loop.Target, out: Subject) -> str:
+def host_program(t: Target, out: Subject) -> str:
     """A C++ program that runs the original and the rewrite on every verify problem, twice: with
     the rewrite's arrays aligned (its vector path) and shifted by one element (its scalar path),
     and prints the largest difference of any output."""

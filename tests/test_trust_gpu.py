@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from agent import compare as cmp
-from agent import loop
 from agent.source import Document
+from agent.target import target_for
 from sandbox.contract import Candidate, CandidateResult, EvalResult, Status
 from sandbox.local import LocalExecutor
 
@@ -35,7 +35,7 @@ def executor() -> Iterator[LocalExecutor]:
 def compared(ex: LocalExecutor, file: str, kernel: str, rewrite: str) -> cmp.Comparison:
     """``cuda-agent compare tests/data/trust/FILE -k KERNEL --with REWRITE --no-sanitize``."""
     doc = Document.from_file(TRUST / file)
-    target = loop.target_for(doc, kernel)
+    target = target_for(doc, kernel)
     original = doc.kernel(kernel)
     assert original is not None
     proposal = cmp.candidate_proposal(target, original, doc, doc, cmp.find_kernel(doc, rewrite, "--with"))
@@ -46,7 +46,7 @@ def compared(ex: LocalExecutor, file: str, kernel: str, rewrite: str) -> cmp.Com
 
 def against_itself(ex: LocalExecutor, file: str, kernel: str) -> EvalResult:
     """The kernel verified and timed against itself (as an optimize candidate would be)."""
-    target = loop.target_for(Document.from_file(TRUST / file), kernel)
+    target = target_for(Document.from_file(TRUST / file), kernel)
     result = ex.evaluate(target.request(f"self-{kernel}", (Candidate("self", target.baseline),)))
     assert result.baseline.status == Status.OK, result.baseline.message
     return result

@@ -8,7 +8,7 @@ for the optimize loop's fenced reply format (:data:`agent.llm.FENCED_HOWTO`).
 A completion is text (or chat messages, whose last assistant message counts) holding either a
 ``verify_and_time`` tool call (OpenAI ``tool_calls``, or ``<tool_call>{json}</tool_call>`` in the
 text as Hermes/Qwen templates write it) or a fenced ```cuda block.  It becomes a
-:class:`~agent.loop.Proposal` through the same functions the LLM proposer uses, or a
+:class:`~agent.proposal.Proposal` through the same functions the LLM proposer uses, or a
 :class:`NoCode` with the reason.  For a PyTorch task the answer is the last ```python block (or
 the ``code`` of a ``verify_and_time`` call) that parses and defines ``class ModelNew`` at its top
 level (:func:`parse_torch`).  Completions are only ever parsed here, never run.
@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.llm import FENCED_HOWTO, SYSTEM, NoCode, describe_device, fenced_arguments, proposal_from_arguments
-from agent.loop import Proposal
+from agent.proposal import Proposal
 from agent.reward.tasks import AnyTask, Task, TorchTask
 from agent.source import Document
 from sandbox.contract import DeviceInfo

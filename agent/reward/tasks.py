@@ -30,8 +30,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.loop import Target, TargetError, target_for
 from agent.source import Document
+from agent.target import Target, TargetError, target_for
 from sandbox.errors import InputError
 
 TASK_SCHEMA = "cuda-agent.task/1"

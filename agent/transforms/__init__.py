@@ -1,10 +1,10 @@
 """Source transformations of the built-in optimizer: the values they share, no transformation.
 
-A :class:`Subject` is a kernel definition (its text, as in :attr:`agent.loop.Target.definition`),
+A :class:`Subject` is a kernel definition (its text, as in :attr:`agent.target.Target.definition`),
 its spec, its standalone unit (``context``: the macros, aliases and ``__device__`` functions the
 front end resolves, :mod:`agent.transforms.frontend`) and what earlier transformations changed
 (launch configuration, assumptions).  A transformation's :meth:`Transform.apply` returns a
-:class:`Rewrite` (new definition text, and optionally a :class:`~agent.loop.LaunchChange` in the
+:class:`Transformed` (new definition text, and optionally a :class:`~agent.launch.LaunchChange` in the
 spec's vocabulary) or :class:`NotApplicable` with the reason.  ``subject.then(rewrite)`` chains
 them, so the search in :mod:`agent.builtin` composes any sequence.
 
@@ -35,9 +35,10 @@ from functools import cached_property
 
 import tree_sitter
 
-from agent.loop import LaunchChange
-from agent.source import Document, Kernel
+from agent.launch import LaunchChange
+from agent.source import Document
 from agent.spec import ArraySpec, KernelSpec, evaluate, parse_dims
+from agent.syntax import Kernel
 from agent.transforms.frontend import Context, context_of, normalize
 from agent.transforms.view import KernelView
 
@@ -105,7 +106,7 @@ class Subject:
         params = {p.name for p in self.kernel.params if p.pointer == 1}
         return {a.name: a for a in self.spec.args if isinstance(a, ArraySpec) and a.name in params}
 
-    def then(self, rewrite: Rewrite) -> Subject:
+    def then(self, rewrite: Transformed) -> Subject:
         """This subject with ``rewrite`` applied (launch changes merge, later fields win)."""
         new = rewrite.launch or LaunchChange()
         launch = LaunchChange(
@@ -125,7 +126,9 @@ class Subject:
 
 
 @dataclass(frozen=True)
-class Rewrite:
+class Transformed:
+    """A transform's result: the kernel's new definition, what changed, and its launch change."""
+
     code: str
     description: str
     launch: LaunchChange | None = None
@@ -137,7 +140,7 @@ class NotApplicable:
     reason: str
 
 
-Outcome = Rewrite | NotApplicable
+Outcome = Transformed | NotApplicable
 
 
 class Transform(abc.ABC):
@@ -259,4 +262,4 @@ def apply_all(subject: Subject, transforms: tuple[Transform, ...]) -> Subject | 
     return subject
 
 
-__all__ = ["NotApplicable", "Outcome", "Rewrite", "Subject", "Transform", "apply_all", "safe_apply"]
+__all__ = ["NotApplicable", "Outcome", "Subject", "Transform", "Transformed", "apply_all", "safe_apply"]

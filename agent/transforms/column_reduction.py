@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
 from agent.transforms.stencil import over_block
 from agent.transforms.view import KernelView, Loop, Reduction, poly_split, statements, walk

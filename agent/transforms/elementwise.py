@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import tree_sitter
 
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.spec import ScalarSpec, dtype_bytes, evaluate
 from agent.transforms import NotApplicable, Outcome, Subject, _block_names, _inside, _pack, _Scale
 from agent.transforms.passes import PAD, Emitter, Match, Parameterized

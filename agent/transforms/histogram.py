@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import tree_sitter
 
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.spec import dtype_bytes, evaluate
 from agent.transforms import NotApplicable, Outcome
 from agent.transforms.elementwise import GridStride, _capped

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.spec import ScalarSpec
 from agent.transforms import _constant_product
-from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass, Rewrite
+from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass, Transformed
 from agent.transforms.row_parallel import RowParallel
 from agent.transforms.view import POSITION, KernelView, Loop, Poly, statements, walk
 
@@ -168,7 +168,7 @@ class LaunchFill(Pass[FillMatch]):
     def guess(self, match: FillMatch) -> Hashable:
         """The row-parallel pass's own guess on the thread-per-row kernel, else a thread per row."""
         per_row = self.rewrite(match, "thread")
-        if match.form == "blocks" or not isinstance(per_row, Rewrite):
+        if match.form == "blocks" or not isinstance(per_row, Transformed):
             return "thread"
         found = RowParallel().match(match.view.subject.then(per_row).view)
         guess = RowParallel().guess(found) if not isinstance(found, NotApplicable) else "thread"
@@ -179,7 +179,7 @@ class LaunchFill(Pass[FillMatch]):
         if match.form == "blocks":
             if params != "thread":
                 return NotApplicable("the rows are already a block's each")
-            return Rewrite(view.subject.code, "a block per row", LaunchChange(grid=match.rows))
+            return Transformed(view.subject.code, "a block per row", LaunchChange(grid=match.rows))
         e = Emitter(view)
         for d in match.dropped:
             e.replace(d, "")
@@ -215,4 +215,4 @@ class LaunchFill(Pass[FillMatch]):
         merged = LaunchChange(
             grid=new.grid or launch.grid, block=new.block or launch.block, shared=new.shared
         )
-        return Rewrite(out.code, f"a thread per row, then {out.description}", merged, out.assumptions)
+        return Transformed(out.code, f"a thread per row, then {out.description}", merged, out.assumptions)

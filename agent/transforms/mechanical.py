@@ -10,14 +10,14 @@ from dataclasses import dataclass, replace
 
 import tree_sitter
 
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.spec import ArraySpec, render_dims
 from agent.transforms import (
     NotApplicable,
     Outcome,
-    Rewrite,
     Subject,
     Transform,
+    Transformed,
     _block_names,
     _constant_block,
 )
@@ -61,7 +61,7 @@ class BlockSize(Transform):
         block = render_dims(tuple(str(b) for b in self.block))
         if block == render_dims(subject.block):
             return NotApplicable(f"the block is already {block}")
-        return Rewrite(subject.code, f"block {block}", LaunchChange(block=block))
+        return Transformed(subject.code, f"block {block}", LaunchChange(block=block))
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ A pass is one file holding a :class:`Pass` subclass:
 - ``match(view) -> Match | NotApplicable(reason)`` decides on the read-only
   :class:`~agent.transforms.view.KernelView` whether (and where) the rewrite applies; a
   :class:`Match` carries what ``rewrite`` needs (nodes of the view, names, reductions);
-- ``rewrite(match, params) -> Rewrite | NotApplicable`` instantiates the rewrite for one point of
+- ``rewrite(match, params) -> Transformed | NotApplicable`` instantiates the rewrite for one point of
   the pass's declared parameter space ``space`` (best guess first: the search tries it in the
   first batch) through an :class:`Emitter`;
 - ``space_for(device)`` may widen the space for the device (e.g. a grid capped at a few blocks
@@ -31,8 +31,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import tree_sitter
 
-from agent.loop import LaunchChange
-from agent.transforms import NotApplicable, Outcome, Rewrite, Subject, Transform, _rebuild
+from agent.launch import LaunchChange
+from agent.transforms import NotApplicable, Outcome, Subject, Transform, Transformed, _rebuild
 from agent.transforms.view import KernelView
 from sandbox.contract import DeviceInfo
 
@@ -171,8 +171,8 @@ class Emitter:
         out.append(data[pos:])
         return b"".join(out).decode("utf-8", errors="replace")
 
-    def rewrite(self, description: str, launch: LaunchChange | None = None) -> Rewrite:
-        return Rewrite(self.code(), description, launch)
+    def rewrite(self, description: str, launch: LaunchChange | None = None) -> Transformed:
+        return Transformed(self.code(), description, launch)
 
 
 class Parameterized(Pass[M], Transform):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.spec import ScalarSpec
 from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
 from agent.transforms.stencil import facts_at, upper_bound

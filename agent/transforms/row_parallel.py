@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.spec import ScalarSpec, canonical_dtype, dtype_bytes, evaluate, render_dims
 from agent.transforms import _PACKS, NotApplicable, Outcome, _block_names, _rebuild
 from agent.transforms.passes import PAD, Emitter, Match, Pass

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from agent.transforms import NotApplicable, Outcome, Rewrite, _constant_block
+from agent.transforms import NotApplicable, Outcome, Transformed, _constant_block
 from agent.transforms.passes import Emitter, Match, Pass
 from agent.transforms.view import KernelView, Loop, statements, unparenthesized
 from agent.transforms.warp_reduction import WarpReduction
@@ -150,4 +150,4 @@ class SameLayoutReduction(Pass[TreeMatch]):
         shuffled = WarpReduction().apply(view.subject.then(sequential))
         if isinstance(shuffled, NotApplicable):
             return shuffled
-        return Rewrite(shuffled.code, "sequential-addressing tree reduction, last warp with shuffles")
+        return Transformed(shuffled.code, "sequential-addressing tree reduction, last warp with shuffles")

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.spec import evaluate
 from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
 from agent.transforms.view import (

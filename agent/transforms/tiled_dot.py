@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.spec import InvalidSpec, ScalarSpec, bench_sizes, evaluate
 from agent.transforms import NotApplicable, Outcome, _block_names
 from agent.transforms.passes import Emitter, Match, Pass

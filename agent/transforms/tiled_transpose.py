@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from agent.loop import LaunchChange
+from agent.launch import LaunchChange
 from agent.spec import ScalarSpec
 from agent.transforms import NotApplicable, Outcome, _inside
 from agent.transforms.passes import PAD, Emitter, Match, Pass
