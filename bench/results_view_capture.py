@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
-from agent.loop import parse_budget  # noqa: E402
+from agent.proposer import parse_budget  # noqa: E402
 from server import protocol as wire  # noqa: E402
 
 LOGGED = (

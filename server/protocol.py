@@ -86,7 +86,7 @@ class StartStatus(str, enum.Enum):
 class RunStatus(str, enum.Enum):
     """How a run ended: ``ok`` (benchmark or profile measured, capture inserted its spec, compare
     verified, or optimize has a verified faster rewrite ready), ``not_improved`` and
-    ``baseline_failed`` (optimize: ``agent.loop.Outcome``), ``unavailable`` (profile: no profiler
+    ``baseline_failed`` (optimize: ``agent.loop.RunOutcome``), ``unavailable`` (profile: no profiler
     counters), ``error`` (the run could not go on; ``message`` says why), or the sandbox's verdict
     (``sandbox.contract.Status``) of a benchmark's or compare's kernel that did not pass."""
 
@@ -164,7 +164,7 @@ class RunStarted:
 
 @attrs.define(frozen=True)
 class AttemptRecord:
-    """One candidate's verdict (``agent.loop.AttemptRecord``, field for field).  ``status``: ok,
+    """One candidate's verdict (``agent.attempts.AttemptRecord``, field for field).  ``status``: ok,
     compile_error, launch_error, crash, timeout, mismatch, rejected, cancelled, implausible;
     ``rule``: the rule a rejected/implausible candidate broke; the check fields (``problem``,
     ``output``, ``firstBadIndex`` (-1: none), ``values``, ``errorRatio``) describe the failing

@@ -10,7 +10,7 @@ import pytest
 from lsprotocol import types as lsp
 from pygls.protocol import default_converter
 
-from agent.loop import Outcome
+from agent.loop import RunOutcome
 from sandbox.contract import Status
 from server import protocol as wire
 from server.lsp import create_server
@@ -102,7 +102,7 @@ def test_every_command_the_server_registers_is_declared() -> None:
 def test_run_status_names_every_status_the_server_sends() -> None:
     """Optimize sends ``ok`` for an improvement, else its outcome; benchmark and compare the sandbox's
     verdict; profile ``unavailable``; every run ``error``."""
-    sent = {s.value for s in Status} | {o.value for o in Outcome if o is not Outcome.IMPROVED}
+    sent = {s.value for s in Status} | {o.value for o in RunOutcome if o is not RunOutcome.IMPROVED}
     assert {s.value for s in wire.RunStatus} == sent | {"error", "unavailable"}
 
 

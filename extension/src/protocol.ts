@@ -39,7 +39,7 @@ export type RunKind = "optimize" | "benchmark" | "compare" | "profile" | "captur
 /** How a run request was answered: `started` (a RunFinished follows), `busy` (this kernel already has a run: `runId` is that run's), `error` (nothing started; `message` says why). */
 export type StartStatus = "started" | "busy" | "error";
 
-/** How a run ended: `ok` (benchmark or profile measured, capture inserted its spec, compare verified, or optimize has a verified faster rewrite ready), `not_improved` and `baseline_failed` (optimize: `agent.loop.Outcome`), `unavailable` (profile: no profiler counters), `error` (the run could not go on; `message` says why), or the sandbox's verdict (`sandbox.contract.Status`) of a benchmark's or compare's kernel that did not pass. */
+/** How a run ended: `ok` (benchmark or profile measured, capture inserted its spec, compare verified, or optimize has a verified faster rewrite ready), `not_improved` and `baseline_failed` (optimize: `agent.loop.RunOutcome`), `unavailable` (profile: no profiler counters), `error` (the run could not go on; `message` says why), or the sandbox's verdict (`sandbox.contract.Status`) of a benchmark's or compare's kernel that did not pass. */
 export type RunStatus = "ok" | "not_improved" | "baseline_failed" | "unavailable" | "error" | "compile_error" | "launch_error" | "crash" | "timeout" | "mismatch" | "rejected" | "cancelled" | "implausible";
 
 /** Why an edit was or was not applied: `applied`; `stale` (the document changed or was closed since the run began: nothing overwritten, and the server has said so in a warning); `no_rewrite` (no verified rewrite for that run: already applied, or the server restarted); `declined` (the client did not apply the edit: the user declined, or the editor refused it; `message` has its reason); `too_large` (the document is too large to analyse). */
@@ -77,7 +77,7 @@ export interface RunStarted {
   message: string;
 }
 
-/** One candidate's verdict (`agent.loop.AttemptRecord`, field for field). `status`: ok, compile_error, launch_error, crash, timeout, mismatch, rejected, cancelled, implausible; `rule`: the rule a rejected/implausible candidate broke; the check fields (`problem`, `output`, `firstBadIndex` (-1: none), `values`, `errorRatio`) describe the failing check, else the one closest to its bound; `compileLine`/`compileColumn` (1-based, 0: none) place the first compile error in the candidate's file (the original file with the candidate in place of the kernel), `compileLog` is the compiler's log from there; `reward` is absent for a cancelled candidate. Numbers a verdict lacks are 0. */
+/** One candidate's verdict (`agent.attempts.AttemptRecord`, field for field). `status`: ok, compile_error, launch_error, crash, timeout, mismatch, rejected, cancelled, implausible; `rule`: the rule a rejected/implausible candidate broke; the check fields (`problem`, `output`, `firstBadIndex` (-1: none), `values`, `errorRatio`) describe the failing check, else the one closest to its bound; `compileLine`/`compileColumn` (1-based, 0: none) place the first compile error in the candidate's file (the original file with the candidate in place of the kernel), `compileLog` is the compiler's log from there; `reward` is absent for a cancelled candidate. Numbers a verdict lacks are 0. */
 export interface AttemptRecord {
   index: number;
   candidateId: string;
