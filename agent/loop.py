@@ -48,6 +48,7 @@ from typing import Literal
 import tree_sitter
 
 from agent import spec as spec_mod
+from agent.dtypes import canonical_dtype
 from agent.source import Document, Expr, Kernel, LaunchSite, Param
 from agent.spec import KernelSpec, ScalarSpec, parse_dims
 from agent.trajectory import RunInfo, TrajectoryLog, hack_rule, reward
@@ -311,7 +312,7 @@ def signature_mismatch(
 
 def _param_type(p: Param, aliases: Mapping[str, str] | None) -> tuple[str, int, bool]:
     base = " ".join(p.base_type.split())
-    return (spec_mod.canonical_dtype(base, aliases) or base, p.pointer, p.reference)
+    return (canonical_dtype(base, aliases) or base, p.pointer, p.reference)
 
 
 def _signature(k: Kernel) -> str:
