@@ -25,6 +25,7 @@ from agent.host.values import (
     _p,
 )
 from agent.source import Document
+from sandbox.expr import FUNCTIONS, number
 
 _INT_TYPES = re.compile(r"\b(int|long|short|char|unsigned|signed|size_t|ssize_t|u?int\d+_t|uint|auto|dim3)\b")
 _FLOAT_TYPES = re.compile(r"\b(float|double|half|__half)\b")
@@ -59,17 +60,7 @@ def names(expr: str) -> set[str]:
         tree = ast.parse(expr, mode="eval")
     except (SyntaxError, ValueError, RecursionError):
         return {"?"}
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - {
-        "min",
-        "max",
-        "cdiv",
-        "pow",
-        "sqrt",
-        "exp",
-        "log",
-        "log2",
-        "abs",
-    }
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(FUNCTIONS)
 
 
 class _Interp:
@@ -97,10 +88,8 @@ class _Interp:
         return self.at or _where(doc, node)
 
     def value_of(self, expr: str) -> int | float | None:
-        from agent.spec import evaluate
-
         try:
-            return evaluate(expr, self.run.env(), finite=False)
+            return number(expr, self.run.env(), finite=False)
         except ValueError:
             return None
 

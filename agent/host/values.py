@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from sandbox.expr import number
+
 
 @dataclass(frozen=True)
 class Num:
@@ -105,12 +107,10 @@ class HostRun:
 
     def env(self) -> dict[str, int | float]:
         """Root values, for evaluating expressions."""
-        from agent.spec import evaluate
-
         out: dict[str, int | float] = {}
         for r in self.roots.values():
             try:
-                out[r.name] = evaluate(r.value, out, finite=False)
+                out[r.name] = number(r.value, out, finite=False)
             except ValueError:
                 continue
         return out

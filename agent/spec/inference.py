@@ -12,7 +12,6 @@ import tree_sitter
 from agent import host
 from agent.dtypes import canonical_dtype, is_float
 from agent.source import Document, Kernel
-from agent.spec.expressions import Number
 from agent.spec.from_run import _infer_from_run
 from agent.spec.grammar import default_dist, parse
 from agent.spec.model import (
@@ -30,6 +29,7 @@ from agent.spec.model import (
 from agent.spec.pointers import _body_node, _walk, roles
 from agent.spec.resolve import problems
 from agent.spec.sites import _allocation_count, _host_definitions, _host_value, _launch_from_site, _translate
+from sandbox.expr import Number
 
 # ---------------------------------------------------------------------------------------- inference
 

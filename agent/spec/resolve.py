@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 
 from agent.dtypes import dtype_bytes, is_float
-from agent.spec.expressions import CONSTANTS, Number, _eval_int, _rename, evaluate
+from agent.spec.expressions import CONSTANTS, _eval_int, _rename, evaluate
 from agent.spec.model import ArraySpec, CompareSpec, DistSpec, InvalidSpec, KernelSpec, ScalarSpec, SpecError
 from sandbox.contract import (
     ArgSpec,
@@ -16,8 +16,8 @@ from sandbox.contract import (
     Launch,
     Problem,
     Region,
-    expression_error,
 )
+from sandbox.expr import Number, expression_error
 
 MAX_GRID = (2**31 - 1, 65535, 65535)  # CUDA's grid limits (compute capability >= 3.0)
 MAX_SHARED_BYTES = 227 * 1024  # the most dynamic shared memory a block may opt into (sm_80/sm_90)

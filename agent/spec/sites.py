@@ -7,8 +7,9 @@ from collections.abc import Mapping
 
 from agent import host
 from agent.dtypes import canonical_dtype, dtype_bytes
-from agent.spec.expressions import _FUNCS, Number, evaluate
+from agent.spec.expressions import evaluate
 from agent.spec.grammar import _split_top
+from sandbox.expr import FUNCTIONS, Number
 
 _CAST = re.compile(
     r"\(\s*(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|long long|size_t|int64_t|uint64_t|unsigned)\s*\)"
@@ -48,7 +49,7 @@ def _translate(text: str, names: Mapping[str, str], defs: Mapping[str, str], dep
             return "cdiv"
         if word in names:
             return names[word]
-        if word in defs and depth < 6 and word not in _FUNCS:
+        if word in defs and depth < 6 and word not in FUNCTIONS:
             inner = _translate(defs[word], names, defs, depth + 1)
             return inner if re.fullmatch(r"[\w.]+|\(.*\)", inner) and _balanced(inner) else f"({inner})"
         return word
