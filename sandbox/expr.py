@@ -26,6 +26,7 @@ import ast
 import functools
 import math
 import operator
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -98,6 +99,7 @@ _NODES = (
     ast.Gt,
     ast.GtE,
 )
+_SIMPLE = re.compile(r"[\w.]+")  # a name or a number
 _ALLOWED = "numbers, names, + - * / // % << >>, comparisons, and/or/not, `a if c else b`, " + ", ".join(
     FUNCTIONS
 )
@@ -144,6 +146,12 @@ def _parse(text: str, names: Iterable[str], constants: Mapping[str, Number]) -> 
         ):
             raise ValueError(f"unknown name `{node.id[:40]}` (known: {', '.join(sorted(known)) or 'none'})")
     return tree.body
+
+
+def operand(text: str) -> str:
+    """``text`` ready to be an operand of a larger expression: a name or number as it is, anything
+    else in parentheses."""
+    return text if _SIMPLE.fullmatch(text) else f"({text})"
 
 
 def expression_error(text: str, names: Iterable[str]) -> str:

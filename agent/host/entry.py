@@ -10,9 +10,10 @@ from agent import pyhost
 from agent.dtypes import canonical_dtype, dtype_bytes
 from agent.host.interp import _Break, _Interp
 from agent.host.program import _Budget, _Func, _Program, _Return
-from agent.host.values import Buffer, Dims, HostRun, LaunchEvent, Num, Root, Tensor, Value, _p
+from agent.host.values import Buffer, Dims, HostRun, LaunchEvent, Num, Root, Tensor, Value
 from agent.project import project_of
 from agent.source import Document
+from sandbox.expr import operand
 
 # ---------------------------------------------------------------------------------------- entry points
 
@@ -161,7 +162,9 @@ def _tuner_launch(
         if n is None or any(d is None for d in divisors):
             grid.append(None)
             continue
-        grid.append(Num(f"cdiv({n.expr}, {'*'.join(_p(d.expr) for d in divisors if d)})") if divisors else n)
+        grid.append(
+            Num(f"cdiv({n.expr}, {'*'.join(operand(d.expr) for d in divisors if d)})") if divisors else n
+        )
     k = doc.kernel(kernel)
     elems = [
         dtype_bytes(canonical_dtype(p.base_type, doc.type_aliases) or "float32")
@@ -171,7 +174,7 @@ def _tuner_launch(
     for i, a in enumerate(call.args):
         if isinstance(a, pyhost.Array):
             dims = [num(d) for d in a.dims]
-            count = "*".join(_p(d.expr) for d in dims if d is not None) if all(dims) and dims else ""
+            count = "*".join(operand(d.expr) for d in dims if d is not None) if all(dims) and dims else ""
             elem = a.itemsize or (elems[i] if i < len(elems) else 4)
             args.append(Buffer(count, elem, call.where, fill="0" if a.zero else "") if count else None)
         elif isinstance(a, pyhost.Scalar):

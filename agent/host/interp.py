@@ -22,10 +22,9 @@ from agent.host.values import (
     SymbolCopy,
     Tensor,
     Value,
-    _p,
 )
 from agent.source import Document
-from sandbox.expr import FUNCTIONS, number
+from sandbox.expr import FUNCTIONS, number, operand
 
 _INT_TYPES = re.compile(r"\b(int|long|short|char|unsigned|signed|size_t|ssize_t|u?int\d+_t|uint|auto|dim3)\b")
 _FLOAT_TYPES = re.compile(r"\b(float|double|half|__half)\b")
@@ -149,7 +148,7 @@ class _Interp:
             known = self.value_of(cond_value.expr) if isinstance(cond_value, Num) else None
             truth = None if known is None else bool(known)
             if isinstance(cond_value, Num) and then is not None and _exits(doc, then):
-                self.require(f"not {_p(cond_value.expr)}", self.where(doc, node))
+                self.require(f"not {operand(cond_value.expr)}", self.where(doc, node))
             branches = [then] if truth is True else [other] if truth is False else [then, other]
             if truth is None:
                 self.notes.append(f"both branches of the `if` at {self.where(doc, node)} (condition unknown)")
@@ -381,7 +380,7 @@ class _Interp:
             return pointee if isinstance(pointee, FuncRef) else None
         if t == "parenthesized_expression":
             inner = self.expr(doc, node.named_children[0] if node.named_children else None, scopes)
-            return Num(_p(inner.expr), inner.sized, inner.is_float) if isinstance(inner, Num) else inner
+            return Num(operand(inner.expr), inner.sized, inner.is_float) if isinstance(inner, Num) else inner
         if t == "binary_expression":
             return self.binary(doc, node, scopes)
         if t == "sizeof_expression":
@@ -407,9 +406,9 @@ class _Interp:
             arg = self.expr(doc, node.child_by_field_name("argument"), scopes)
             op = doc.node_text(node.child_by_field_name("operator") or node)
             if isinstance(arg, Num) and op in ("-", "+"):
-                return Num(f"{op}{_p(arg.expr)}", None, arg.is_float)
+                return Num(f"{op}{operand(arg.expr)}", None, arg.is_float)
             if isinstance(arg, Num) and op == "!":
-                return Num(f"not {_p(arg.expr)}") if self.value_of(arg.expr) is not None else None
+                return Num(f"not {operand(arg.expr)}") if self.value_of(arg.expr) is not None else None
             return None
         if t == "field_expression":
             base = self.expr(doc, node.child_by_field_name("argument"), scopes)
@@ -472,14 +471,17 @@ class _Interp:
             if self.value_of(left.expr) is None or self.value_of(right.expr) is None:
                 return None
             word = {"&&": "and", "||": "or"}.get(op, op)  # kept symbolic: a condition may become a `require`
-            return Num(f"{_p(left.expr)} {word} {_p(right.expr)}")
+            return Num(f"{operand(left.expr)} {word} {operand(right.expr)}")
         return self.arith(left, op, right)
 
     def arith(self, left: Value, op: str, right: Value) -> Value:
         if isinstance(left, Buffer) and isinstance(right, Num) and op in ("+", "-"):
-            off = right.expr if op == "+" else f"-{_p(right.expr)}"
+            off = right.expr if op == "+" else f"-{operand(right.expr)}"
             return Buffer(
-                left.count, left.elem, left.where, off if left.offset == "0" else f"{left.offset} + {_p(off)}"
+                left.count,
+                left.elem,
+                left.where,
+                off if left.offset == "0" else f"{left.offset} + {operand(off)}",
             )
         if (
             not isinstance(left, Num)
@@ -488,16 +490,20 @@ class _Interp:
         ):
             return None
         is_float = left.is_float or right.is_float
-        expr = f"{_p(left.expr)} {op} {_p(right.expr)}" if op != "*" else f"{_p(left.expr)}*{_p(right.expr)}"
+        expr = (
+            f"{operand(left.expr)} {op} {operand(right.expr)}"
+            if op != "*"
+            else f"{operand(left.expr)}*{operand(right.expr)}"
+        )
         sized = None
         if op == "*" and left.sized and not right.sized:
             sized = (
-                right.expr if left.sized[0] == "1" else f"{_p(left.sized[0])}*{_p(right.expr)}",
+                right.expr if left.sized[0] == "1" else f"{operand(left.sized[0])}*{operand(right.expr)}",
                 left.sized[1],
             )
         elif op == "*" and right.sized and not left.sized:
             sized = (
-                left.expr if right.sized[0] == "1" else f"{_p(left.expr)}*{_p(right.sized[0])}",
+                left.expr if right.sized[0] == "1" else f"{operand(left.expr)}*{operand(right.sized[0])}",
                 right.sized[1],
             )
         num = Num(expr, sized, is_float)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-from sandbox.expr import number
+from sandbox.expr import number, operand
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ class Tensor:
     def numel(self) -> Num | None:
         if not self.dims or any(d is None for d in self.dims):
             return None
-        return Num("*".join(_p(d.expr) for d in self.dims if d is not None))
+        return Num("*".join(operand(d.expr) for d in self.dims if d is not None))
 
 
 Value = Num | Dims | Buffer | Items | FuncRef | Tensor | None
@@ -114,10 +113,3 @@ class HostRun:
             except ValueError:
                 continue
         return out
-
-
-_SIMPLE = re.compile(r"[\w.]+")
-
-
-def _p(expr: str) -> str:
-    return expr if _SIMPLE.fullmatch(expr) else f"({expr})"

@@ -4,7 +4,6 @@ this package's constants; renamed and parenthesised as text when specs are built
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Mapping
 
 from sandbox import expr
@@ -33,10 +32,6 @@ def _eval_int(text: str, env: Mapping[str, Number], what: str) -> int:
     if abs(v) > LIMIT:
         raise ValueError("value out of range (more than 2^62)")
     return v
-
-
-def _paren(e: str) -> str:
-    return e if re.fullmatch(r"[\w.]+", e) else f"({e})"
 
 
 def _rename(expr: str, mapping: Mapping[str, str]) -> str:

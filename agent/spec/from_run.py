@@ -9,7 +9,7 @@ from dataclasses import replace
 from agent import host
 from agent.dtypes import canonical_dtype, dtype_bytes, is_float
 from agent.source import Document, Kernel, Param
-from agent.spec.expressions import CONSTANTS, _paren, _rename, evaluate
+from agent.spec.expressions import CONSTANTS, _rename, evaluate
 from agent.spec.grammar import default_dist
 from agent.spec.model import (
     ArraySpec,
@@ -25,6 +25,7 @@ from agent.spec.model import (
 from agent.spec.pointers import _body_identifiers, _body_node, _index_ranges, _walk, roles
 from agent.spec.rendering import render_dims
 from agent.spec.resolve import _names_in, problems
+from sandbox.expr import operand
 
 
 def _infer_from_run(
@@ -60,10 +61,10 @@ def _infer_from_run(
                 count = (
                     v.count
                     if v.elem == dtype_bytes(dtype)
-                    else f"{_paren(v.count)}*{v.elem}/{dtype_bytes(dtype)}"
+                    else f"{operand(v.count)}*{v.elem}/{dtype_bytes(dtype)}"
                 )
                 if v.offset != "0":
-                    count = f"{_paren(count)} - {_paren(v.offset)}"
+                    count = f"{operand(count)} - {operand(v.offset)}"
                 reasons.append(f"count of {p.name} from its allocation at {v.where}")
                 evidence.append(Evidence(f"arg {p.name}", v.where, "high"))
             else:
@@ -292,7 +293,7 @@ def _exact_divisions(grid: tuple[str, ...], sizes: set[str]) -> list[str]:
         left_names = {n.id for n in ast.walk(left) if isinstance(n, ast.Name)}
         right_names = {n.id for n in ast.walk(right) if isinstance(n, ast.Name)}
         if products and left_names and left_names <= sizes and not right_names & sizes:
-            out.append(f"{_paren(ast.unparse(left))} % {_paren(ast.unparse(right))} == 0")
+            out.append(f"{operand(ast.unparse(left))} % {operand(ast.unparse(right))} == 0")
     return out
 
 

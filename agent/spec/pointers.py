@@ -11,8 +11,9 @@ import tree_sitter
 
 from agent.dtypes import is_float
 from agent.source import Document, Kernel
-from agent.spec.expressions import _paren, _rename
+from agent.spec.expressions import _rename
 from agent.spec.model import ArrayRole, ArraySpec, DistSpec, ScalarSpec
+from sandbox.expr import operand
 
 
 def _body_identifiers(doc: Document, kernel: Kernel) -> set[str]:
@@ -295,5 +296,5 @@ def _divide(count: str, stride: list[str]) -> str:
             rest.remove(s)
         else:
             leftover.append(s)
-    expr = "*".join(_paren(r) for r in rest) or "1"
+    expr = "*".join(operand(r) for r in rest) or "1"
     return f"({expr}) / ({'*'.join(leftover)})" if leftover else expr
