@@ -22,12 +22,13 @@ Grammar (one directive per ``// @cuda-agent`` line, directly above the kernel; s
                                                 so no time is refused as implausible
     DIST:     uniform(lo, hi) | normal | randint(lo, hi) | const(v) | arange | copy(ARG) | values(EXPR)
 
-Expressions are integer arithmetic over the size variables (and, in ``launch``/``work``/counts,
-``block``, ``block_x``, ``block_y``, ``block_z``): ``+ - * / // % << >>``, parentheses,
-``min``, ``max``, ``cdiv``.  ``/`` divides like C (integer division on integers).  They are
+Expressions are arithmetic over the size variables (and, in ``launch``/``work``/counts,
+``block``, ``block_x``, ``block_y``, ``block_z``) in the one grammar of :mod:`sandbox.expr`:
+``+ - * / // % << >>``, parentheses, comparisons, ``and``/``or``/``not``, ``a if c else b``,
+``min``, ``max``, ``cdiv``...  ``/`` divides like C (integer division on integers).  They are
 evaluated by walking a Python AST against that whitelist; nothing is ever ``eval``'d.  Element
 expressions (``compare ... where``, ``values``) are resolved with the sizes substituted and evaluated
-by the worker over index arrays (:mod:`sandbox.expr`).
+by the worker over index arrays, in the same grammar.
 
 Positions (``line``) are 0-based lines of the file, like :mod:`agent.source`.
 
