@@ -1,5 +1,5 @@
 """Spec expressions over sizes: evaluated to numbers in :mod:`sandbox.expr`'s grammar, with
-this package's constants; renamed and parenthesised as text when specs are built."""
+this package's constants (``NULL``); renamed as text when specs are built."""
 
 from __future__ import annotations
 
@@ -34,12 +34,12 @@ def _eval_int(text: str, env: Mapping[str, Number], what: str) -> int:
     return v
 
 
-def _rename(expr: str, mapping: Mapping[str, str]) -> str:
-    """``expr`` with names replaced (each by a name or a number), re-printed."""
+def _rename(text: str, mapping: Mapping[str, str]) -> str:
+    """``text`` with names replaced (each by a name or a number), re-printed."""
     try:
-        tree = ast.parse(expr, mode="eval")
+        tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, RecursionError):
-        return expr
+        return text
 
     class _T(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.AST:
