@@ -188,7 +188,7 @@ def _walk(node: ast.AST, env: Mapping[str, V], constants: Mapping[str, Number], 
     def walk(n: ast.AST) -> V:
         return _walk(n, env, constants, ev)
 
-    if isinstance(node, ast.Constant):
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
         return ev.number(node.value)
     if isinstance(node, ast.Name):
         return env[node.id] if node.id in env else ev.number(constants[node.id])
