@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent import dtypes
 from agent import spec as specs
 from agent.source import Document
 from agent.syntax import Kernel
@@ -242,7 +243,7 @@ def spec_from_launch(doc: Document, kernel: Kernel, launch: Launch) -> Captured:
     for p, v in zip(kernel.params, launch.params, strict=True):
         if p.pointer:
             continue
-        dtype = specs.canonical_dtype(p.base_type, aliases)
+        dtype = dtypes.canonical_dtype(p.base_type, aliases)
         value = _scalar(v.raw, dtype) if dtype else None
         if value is None:
             notes.append(
@@ -263,7 +264,7 @@ def spec_from_launch(doc: Document, kernel: Kernel, launch: Launch) -> Captured:
     saved: dict[str, str] = {}
     for p, v in zip(kernel.params, launch.params, strict=True):
         if p.pointer:
-            dtype = specs.canonical_dtype(p.base_type, aliases) if p.pointer == 1 else "uint64"
+            dtype = dtypes.canonical_dtype(p.base_type, aliases) if p.pointer == 1 else "uint64"
             raw = int.from_bytes(v.raw, "little") if v.raw else 0
             if v.pointer is None:
                 if raw == 0:
@@ -276,7 +277,7 @@ def spec_from_launch(doc: Document, kernel: Kernel, launch: Launch) -> Captured:
             if dtype is None:
                 notes.append(f"{p.name}: element type `{p.base_type}` unknown; bytes counted as uint8")
                 dtype = "uint8"
-            size = specs.dtype_bytes(dtype)
+            size = dtypes.dtype_bytes(dtype)
             count = v.pointer.region_size // size
             offset = v.pointer.offset // size
             if v.pointer.offset % size or v.pointer.region_size % size:
@@ -303,7 +304,7 @@ def spec_from_launch(doc: Document, kernel: Kernel, launch: Launch) -> Captured:
             if v.pointer.saved:
                 saved[p.name] = v.pointer.saved
         elif p.name in scalars:
-            dtype = specs.canonical_dtype(p.base_type, aliases) or "int32"
+            dtype = dtypes.canonical_dtype(p.base_type, aliases) or "int32"
             args.append(specs.ScalarSpec(p.name, dtype, scalars[p.name]))
 
     block = _trim(launch.block)

@@ -247,7 +247,9 @@ def _optimize(
 
 def _ran(entries: tuple[SuiteEntry, ...]) -> list[SuiteEntry]:
     """The entries whose original passed its checks (the ones with a speedup)."""
-    return [e for e in entries if e.status in (loop.RunOutcome.IMPROVED.value, loop.RunOutcome.NOT_IMPROVED.value)]
+    return [
+        e for e in entries if e.status in (loop.RunOutcome.IMPROVED.value, loop.RunOutcome.NOT_IMPROVED.value)
+    ]
 
 
 def summarize(entries: tuple[SuiteEntry, ...]) -> SuiteSummary:

@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 
 from agent import spec as spec_mod
+from agent.dtypes import canonical_dtype
 from agent.launch import LaunchChange, LaunchEdits, TextEdit, char_offset, launch_edits, with_launch
 from agent.proposal import Proposal
 from agent.source import Document
@@ -232,7 +233,7 @@ def signature_mismatch(
 
 def _param_type(p: Param, aliases: Mapping[str, str] | None) -> tuple[str, int, bool]:
     base = " ".join(p.base_type.split())
-    return (spec_mod.canonical_dtype(base, aliases) or base, p.pointer, p.reference)
+    return (canonical_dtype(base, aliases) or base, p.pointer, p.reference)
 
 
 def _signature(k: Kernel) -> str:

@@ -14,11 +14,9 @@ as a :class:`CandidateResult` with a :class:`Status` and a message, never as an 
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal, TypeVar
@@ -27,6 +25,7 @@ import cattrs
 import cattrs.v
 
 from sandbox.errors import InputError
+from sandbox.expr import MATH_CONSTANTS, expression_error
 
 SCHEMA_VERSION = 1
 
@@ -77,109 +76,6 @@ def element_bytes(dtype: str) -> int | None:
     if base in VECTOR_BASES and lanes in ("1", "2", "3", "4"):
         return SCALAR_BYTES[VECTOR_BASES[base]] * int(lanes)
     return None
-
-
-# --------------------------------------------------------------------------- element expressions
-
-# What a per-element formula of a request (``Distribution.expr``, ``Region.where``) may use; it is
-# text evaluated by ``sandbox.expr`` walking its syntax tree against this whitelist, never eval'd.
-# name -> (minimum, maximum) arguments
-EXPRESSION_FUNCTIONS: dict[str, tuple[int, int]] = {
-    "min": (2, 16),
-    "max": (2, 16),
-    "cdiv": (2, 2),
-    "pow": (2, 2),
-    "sqrt": (1, 1),
-    "abs": (1, 1),
-    "exp": (1, 1),
-    "log": (1, 1),
-    "log2": (1, 1),
-    "pow2": (1, 1),
-    "sin": (1, 1),
-    "cos": (1, 1),
-}
-# constants of <cmath>/<cfloat>/<climits> an expression may name
-MATH_CONSTANTS: dict[str, int | float] = {
-    "INFINITY": math.inf,
-    "NAN": math.nan,
-    "M_PI": math.pi,
-    "M_E": math.e,
-    "FLT_MAX": 3.4028234663852886e38,
-    "FLT_MIN": 1.1754943508222875e-38,
-    "FLT_EPSILON": 1.1920928955078125e-07,
-    "DBL_MAX": 1.7976931348623157e308,
-    "INT_MAX": 2**31 - 1,
-    "INT_MIN": -(2**31),
-    "UINT_MAX": 2**32 - 1,
-}
-MAX_EXPRESSION_CHARS = 500
-_EXPRESSION_NODES = (
-    ast.Expression,
-    ast.Constant,
-    ast.Name,
-    ast.Load,
-    ast.BinOp,
-    ast.UnaryOp,
-    ast.BoolOp,
-    ast.Compare,
-    ast.Call,
-    ast.IfExp,
-    ast.Add,
-    ast.Sub,
-    ast.Mult,
-    ast.Div,
-    ast.FloorDiv,
-    ast.Mod,
-    ast.LShift,
-    ast.RShift,
-    ast.USub,
-    ast.UAdd,
-    ast.Not,
-    ast.And,
-    ast.Or,
-    ast.Eq,
-    ast.NotEq,
-    ast.Lt,
-    ast.LtE,
-    ast.Gt,
-    ast.GtE,
-)
-
-
-def expression_error(text: str, names: Iterable[str]) -> str:
-    """Why ``text`` is not an element expression over ``names`` ('' when it is): numbers, those
-    names, :data:`MATH_CONSTANTS`, ``+ - * / // % << >>``, comparisons, ``and``/``or``/``not``,
-    ``a if c else b`` and :data:`EXPRESSION_FUNCTIONS`."""
-    if len(text) > MAX_EXPRESSION_CHARS:
-        return f"longer than {MAX_EXPRESSION_CHARS} characters"
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return f"`{text.strip()[:80]}` is not an expression"
-    known = set(names)
-    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    for node in ast.walk(tree):
-        if not isinstance(node, _EXPRESSION_NODES):
-            shown = ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__
-            return f"`{shown[:80]}` is not allowed in an element expression"
-        if isinstance(node, ast.Constant) and (
-            isinstance(node.value, bool)
-            or not isinstance(node.value, int | float)
-            or abs(node.value) >= 2**62
-        ):
-            return f"`{node.value!r}`"[:80] + " is not a number in range"
-        if isinstance(node, ast.Call):
-            arity = EXPRESSION_FUNCTIONS.get(node.func.id) if isinstance(node.func, ast.Name) else None
-            if arity is None or node.keywords or not arity[0] <= len(node.args) <= arity[1]:
-                return f"`{ast.unparse(node)[:80]}` is not a call of {', '.join(EXPRESSION_FUNCTIONS)}"
-        elif (
-            isinstance(node, ast.Name)
-            and id(node) not in called
-            and node.id not in known
-            and node.id not in MATH_CONSTANTS
-        ):
-            return f"unknown name `{node.id[:40]}` (known: {', '.join(sorted(known)) or 'none'})"
-    return ""
 
 
 class Status(str, Enum):

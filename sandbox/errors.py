@@ -12,8 +12,8 @@ upward import; each class stays in the module that raises it.
     ├── InputError                     the input is wrong: fix it and retry     exit 2, -32602
     │   ├── sandbox.contract.ContractError          a request breaks the contract
     │   │   └── sandbox.contract.RequestError       ...a field of it, named
-    │   ├── agent.spec.InvalidSpec                  a spec line does not parse or resolve
-    │   ├── agent.target.TargetError                  no such kernel / no spec for it
+    │   ├── agent.spec.model.InvalidSpec            a spec line does not parse or resolve
+    │   ├── agent.target.TargetError                no such kernel / no spec for it
     │   ├── agent.capture.CaptureMismatch           a captured launch disagrees with the source
     │   ├── agent.reward.tasks.TaskError            a reward task file is malformed
     │   ├── agent.llm.NoCode                        a model reply holds no code

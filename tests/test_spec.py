@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from agent.dtypes import canonical_dtype, dtype_bytes
 from agent.source import Document
 from agent.spec import (
     InvalidSpec,
     KernelSpec,
     ScalarSpec,
-    canonical_dtype,
-    dtype_bytes,
     evaluate,
     infer,
     misplaced,

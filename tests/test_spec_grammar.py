@@ -220,7 +220,7 @@ def test_the_request_carries_the_additions_through_json() -> None:
         (
             ArgSpec("y", "in", "float32", 16, Distribution("values", expr="9" * 40)),
             "dist.expr",
-            "not a number in range",
+            "out of range",
         ),
     ],
 )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import loop
+from agent import dtypes, loop
 from agent import spec as spec_mod
 from agent.source import Document
 from agent.target import Target, target_for
@@ -658,7 +658,7 @@ def _host_value(dtype: str, i: str, dist_kind: str, low: float, high: float, val
     t = HOST_TYPES[dtype]
     if dist_kind == "const":
         return f"({t})({value!r})"
-    if dist_kind == "randint" or not spec_mod.is_float(dtype):
+    if dist_kind == "randint" or not dtypes.is_float(dtype):
         lo, span = int(low), max(1, int(high - low))
         return f"({t})({lo} + ({i} * 7919 + 13) % {span})"
     return f"({t})({low!r} + ({high - low!r}) * (double)(({i} * 7919 + 13) % 1000) / 1000.0)"

@@ -16,8 +16,9 @@ from typing import ClassVar
 
 import tree_sitter
 
+from agent.dtypes import dtype_bytes
 from agent.launch import LaunchChange
-from agent.spec import ScalarSpec, dtype_bytes, evaluate
+from agent.spec import ScalarSpec, evaluate
 from agent.transforms import NotApplicable, Outcome, Subject, _block_names, _inside, _pack, _Scale
 from agent.transforms.passes import PAD, Emitter, Match, Parameterized
 from agent.transforms.view import KernelView, global_index, statements, unparenthesized, walk, written

@@ -9,8 +9,9 @@ from typing import ClassVar
 
 import tree_sitter
 
+from agent.dtypes import dtype_bytes
 from agent.launch import LaunchChange
-from agent.spec import dtype_bytes, evaluate
+from agent.spec import evaluate
 from agent.transforms import NotApplicable, Outcome
 from agent.transforms.elementwise import GridStride, _capped
 from agent.transforms.passes import PAD, Emitter, Match, Parameterized

@@ -33,8 +33,9 @@ from dataclasses import dataclass
 
 import tree_sitter
 
+from agent.dtypes import canonical_dtype, dtype_bytes
 from agent.launch import LaunchChange
-from agent.spec import ScalarSpec, canonical_dtype, dtype_bytes, evaluate, render_dims
+from agent.spec import ScalarSpec, evaluate, render_dims
 from agent.transforms import _PACKS, NotApplicable, Outcome, _block_names, _rebuild
 from agent.transforms.passes import PAD, Emitter, Match, Pass
 from agent.transforms.view import (

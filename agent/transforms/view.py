@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 
 import tree_sitter
 
-from agent.spec import canonical_dtype, evaluate
+from agent.dtypes import canonical_dtype
+from agent.spec import evaluate
 
 if TYPE_CHECKING:
     from agent.transforms import Subject

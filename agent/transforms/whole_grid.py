@@ -25,8 +25,9 @@ from dataclasses import dataclass
 
 import tree_sitter
 
+from agent.dtypes import canonical_dtype, dtype_bytes
 from agent.launch import LaunchChange
-from agent.spec import ArraySpec, canonical_dtype, dtype_bytes, evaluate
+from agent.spec import ArraySpec, evaluate
 from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
 from agent.transforms.view import KernelView, global_index, statements, unparenthesized, walk
 

@@ -1,38 +1,30 @@
-"""The host program, evaluated from ``main()`` to each kernel launch, for spec inference.
-
-A small abstract interpreter over the tree-sitter tree of a ``.cu`` program and the headers it
-includes with quotes: it runs ``main()`` (or, for a launch not reached from ``main``, the function
-around it) statement by statement and records, for every ``kernel<<<grid, block, smem>>>(args)``
-it reaches, what each argument and configuration value is.  Values are spec expressions
-(:mod:`agent.spec`) over the program's *roots*: integer variables (and object-like macros)
-initialised with a constant, such as ``int B = 8;``.  Everything else is computed from them, so
-``const int N = B * T * C;`` in a launcher is ``B * T * C`` at the launch.
-
-What it understands: declarations, assignments, ``dim3``, arithmetic and casts, ``sizeof`` (with
-the file's typedefs), ``ceil_div``/``CEIL_DIV``/``cdiv``-like helpers, ``min``/``max``/``pow``/...,
-object- and function-like macros, calls into the program's own functions (arguments bound to
-parameters, return values, each scope its own), ``#if``/``#ifdef`` branches (with the ``-D``
-defines given), ``if``/``?:`` with a known condition (both branches otherwise), ``switch``, loops
-(the first iteration: a launch inside a loop says so), array initialisers, and the buffers
-behind pointers: ``cudaMalloc``/``cudaMallocManaged``/``malloc``/``new T[n]``/``std::vector``/
-local arrays, pointer offsets, and ``cudaMemcpyToSymbol`` into ``__constant__`` arrays.
-Anything else is *unknown*, never guessed here (:func:`agent.spec.infer` decides what to do).
-"""
+"""The interpreter: statements and expressions of the host program, run to each kernel launch."""
 
 from __future__ import annotations
 
 import ast
 import re
-import weakref
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 
 import tree_sitter
 
-from agent import pyhost
-from agent.project import project_of, resolve_include
+from agent.dtypes import canonical_dtype, dtype_bytes
+from agent.host.program import _active, _Budget, _decl_name, _Func, _Program, _Return, _where
+from agent.host.values import (
+    Buffer,
+    Dims,
+    FuncRef,
+    HostRun,
+    Items,
+    LaunchEvent,
+    Num,
+    Root,
+    SymbolCopy,
+    Tensor,
+    Value,
+)
 from agent.source import Document
+from sandbox.expr import FUNCTIONS, number, operand
 
 _INT_TYPES = re.compile(r"\b(int|long|short|char|unsigned|signed|size_t|ssize_t|u?int\d+_t|uint|auto|dim3)\b")
 _FLOAT_TYPES = re.compile(r"\b(float|double|half|__half)\b")
@@ -54,352 +46,11 @@ _MAX_STEPS = 20000  # statements per run: a hostile program cannot hang the serv
 _MAX_ITERATIONS = 256  # a loop of a helper run to its end...
 _MAX_ITERATION_STEPS = 2000  # ...within this many statements
 
-
-@dataclass(frozen=True)
-class Num:
-    """A number: a spec expression over roots.  ``sized``: the value is ``count * elem_bytes``
-    (a byte count built with ``sizeof``), so a buffer's element count can be read back."""
-
-    expr: str
-    sized: tuple[str, int] | None = None
-    is_float: bool = False
-
-
-@dataclass(frozen=True)
-class Dims:
-    dims: tuple[Num | None, ...]  # None: unknown
-
-
-@dataclass(frozen=True)
-class Buffer:
-    """Memory behind a pointer: ``count`` elements of ``elem`` bytes (a byte count when ``elem`` is
-    1), ``offset`` elements in; ``where`` is the allocation's file:line."""
-
-    count: str
-    elem: int
-    where: str
-    offset: str = "0"
-    fill: str = ""  # "0" once cudaMemset to zero
-
-
-@dataclass(frozen=True)
-class Items:
-    """An array initialiser ``{a, b, c}``."""
-
-    items: tuple[Value, ...]
-
-
-@dataclass(frozen=True)
-class FuncRef:
-    """A kernel named as a value: ``auto k = kernel;``, ``&kernel``, ``kernel<float, 128>``."""
-
-    name: str
-    template_args: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Tensor:
-    """A PyTorch tensor handed to an extension's launcher: its sizes (None: unknown)."""
-
-    dims: tuple[Num | None, ...]
-
-    def numel(self) -> Num | None:
-        if not self.dims or any(d is None for d in self.dims):
-            return None
-        return Num("*".join(_p(d.expr) for d in self.dims if d is not None))
-
-
-Value = Num | Dims | Buffer | Items | FuncRef | Tensor | None
-
-
-@dataclass(frozen=True)
-class Root:
-    name: str  # unique in the run
-    value: str  # the constant expression it was initialised with
-    where: str  # file:line
-    symbol: str = ""  # the file-scope name it stands for (a macro, a global constant): compiled into kernels
-
-
-@dataclass(frozen=True)
-class LaunchEvent:
-    kernel: str
-    template_args: tuple[str, ...]
-    grid: Value
-    block: Value
-    smem: Value
-    args: tuple[Value, ...]
-    where: str
-    notes: tuple[str, ...] = ()  # loops taken once, branches taken both ways, ...
-    defines: tuple[tuple[str, Num], ...] = ()  # macros the launcher compiles the kernel with
-
-
-@dataclass(frozen=True)
-class SymbolCopy:
-    """``cudaMemcpyToSymbol(symbol, src, bytes)``."""
-
-    symbol: str
-    bytes: Num | None
-    where: str
-
-
-@dataclass
-class HostRun:
-    """What running the program found: every launch (first one per kernel), roots, symbol copies."""
-
-    launches: dict[str, LaunchEvent] = field(default_factory=dict)
-    roots: dict[str, Root] = field(default_factory=dict)
-    copies: dict[str, SymbolCopy] = field(default_factory=dict)
-    constants: dict[str, tuple[str, str]] = field(default_factory=dict)  # __constant__ name -> (type, count)
-    requires: dict[str, str] = field(default_factory=dict)  # condition over roots -> file:line
-
-    def env(self) -> dict[str, int | float]:
-        """Root values, for evaluating expressions."""
-        from agent.spec import evaluate
-
-        out: dict[str, int | float] = {}
-        for r in self.roots.values():
-            try:
-                out[r.name] = evaluate(r.value, out, finite=False)
-            except ValueError:
-                continue
-        return out
-
-
-class _Return(Exception):
-    def __init__(self, value: Value) -> None:
-        self.value = value
-
-
-class _Budget(Exception):
-    pass
-
-
-@dataclass
-class _Func:
-    doc: Document
-    node: tree_sitter.Node
-    params: tuple[str, ...]
-    defaults: tuple[tree_sitter.Node | None, ...] = ()  # C++ default arguments, by parameter
-    template_params: tuple[str, ...] = ()
-    tensors: tuple[bool, ...] = ()  # which parameters are torch/ATen tensors
-
-
-class _Program:
-    """The functions, macros and globals of a file and its quoted headers."""
-
-    def __init__(self, doc: Document, defines: Mapping[str, str], aliases: Mapping[str, str]) -> None:
-        self.funcs: dict[str, _Func] = {}
-        self.kernels: set[str] = set()  # __global__ functions, which a variable may point to
-        self.macros: dict[str, tuple[tuple[str, ...] | None, str, str]] = {}  # name -> (params, body, where)
-        self.globals: list[tuple[Document, tree_sitter.Node]] = []
-        self.constants: dict[str, tuple[str, str]] = {}
-        self.defines = dict(defines)
-        self.aliases = aliases
-        self._seen: set[str] = set()
-        self._load(doc)
-
-    def _load(self, doc: Document) -> None:
-        key = str(Path(doc.path).resolve()) if doc.path else id(doc).__str__()
-        if key in self._seen or len(self._seen) > 32:
-            return
-        self._seen.add(key)
-        for node in _active(doc, doc.tree.root_node.children, self):
-            self._top(doc, node)
-
-    def _top(self, doc: Document, node: tree_sitter.Node, tparams: tuple[str, ...] = ()) -> None:
-        t = node.type
-        if t in ("namespace_definition", "linkage_specification", "declaration_list", "template_declaration"):
-            body = node.child_by_field_name("body")
-            kids = body.children if body is not None and t != "template_declaration" else node.children
-            if t == "template_declaration":
-                plist = node.child_by_field_name("parameters")
-                tparams = tuple(
-                    _decl_name(doc, p) for p in (plist.named_children if plist is not None else ())
-                )
-            for c in _active(doc, kids, self):
-                self._top(doc, c, tparams)
-        elif t == "function_definition":
-            decl = _function_declarator(node)
-            if decl is None:
-                return
-            name_node = decl.child_by_field_name("declarator")
-            name = doc.node_text(name_node).split("::")[-1] if name_node is not None else ""
-            if any(c.type == "__global__" for c in node.children):
-                self.kernels.add(name)
-                return
-            plist = decl.child_by_field_name("parameters")
-            decls = [
-                p
-                for p in (plist.named_children if plist is not None else ())
-                if p.type in ("parameter_declaration", "optional_parameter_declaration")
-            ]
-            self.funcs.setdefault(
-                name,
-                _Func(
-                    doc,
-                    node,
-                    tuple(_decl_name(doc, p.child_by_field_name("declarator")) for p in decls),
-                    tuple(p.child_by_field_name("default_value") for p in decls),
-                    tparams,
-                    tuple(_is_tensor(doc, p) for p in decls),
-                ),
-            )
-        elif t in ("preproc_def", "preproc_function_def"):
-            name_node, value = node.child_by_field_name("name"), node.child_by_field_name("value")
-            if name_node is None:
-                return
-            name = doc.node_text(name_node)
-            formals: tuple[str, ...] | None = None
-            if t == "preproc_function_def":
-                plist = node.child_by_field_name("parameters")
-                formals = tuple(doc.node_text(f) for f in plist.named_children) if plist is not None else ()
-            text = doc.node_text(value).strip() if value is not None else ""
-            self.macros.setdefault(name, (formals, text, _where(doc, node)))
-            self.defines.setdefault(name, text)
-        elif t == "preproc_include":
-            path = node.child_by_field_name("path")
-            written = doc.node_text(path).strip() if path is not None else ""
-            if written.startswith('"') and doc.path:
-                header = resolve_include(doc.path, written.strip('"'))
-                if header is not None:
-                    try:
-                        self._load(Document.from_file(header))
-                    except OSError:
-                        return
-        elif t == "declaration":
-            text = doc.node_text(node)
-            if "__constant__" in text or "__device__" in text:
-                type_node = node.child_by_field_name("type")
-                for d in node.children_by_field_name("declarator"):
-                    if d.type == "array_declarator":
-                        size = d.child_by_field_name("size")
-                        self.constants[_decl_name(doc, d)] = (
-                            doc.node_text(type_node) if type_node is not None else "",
-                            doc.node_text(size) if size is not None else "",
-                        )
-            else:
-                self.globals.append((doc, node))
-
-
-def _is_tensor(doc: Document, param: tree_sitter.Node) -> bool:
-    type_node = param.child_by_field_name("type")
-    return type_node is not None and doc.node_text(type_node).split("::")[-1].strip() == "Tensor"
-
-
-def _where(doc: Document, node: tree_sitter.Node) -> str:
-    return f"{Path(doc.path).name if doc.path else 'file'}:{node.start_point.row + 1}"
-
-
-def _function_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:
-    d = node.child_by_field_name("declarator")
-    while d is not None and d.type != "function_declarator":
-        d = d.child_by_field_name("declarator")
-    return d
-
-
-def _decl_name(doc: Document, node: tree_sitter.Node | None) -> str:
-    while node is not None and node.type not in ("identifier", "field_identifier"):
-        node = node.child_by_field_name("declarator") or (
-            node.named_children[0] if node.named_children else None
-        )
-    return doc.node_text(node) if node is not None else ""
-
-
-def _active(doc: Document, nodes: list[tree_sitter.Node], prog: _Program) -> Iterator[tree_sitter.Node]:
-    """``nodes`` with ``#if``/``#ifdef`` blocks replaced by the children of the branch taken."""
-    for node in nodes:
-        branch = _branch(doc, node, prog)
-        if branch is None:
-            yield node
-        else:
-            yield from _active(doc, branch, prog)
-
-
-def _branch(doc: Document, node: tree_sitter.Node, prog: _Program) -> list[tree_sitter.Node] | None:
-    t = node.type
-    if t not in ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_else"):
-        return None
-    if t == "preproc_else":
-        return [c for c in node.children if c.is_named]
-    alternative = node.child_by_field_name("alternative")
-    if t == "preproc_ifdef":
-        name = node.child_by_field_name("name")
-        negate = node.children[0].type == "#ifndef"
-        taken = (doc.node_text(name) in prog.defines) != negate if name is not None else True
-    else:
-        cond = node.child_by_field_name("condition")
-        taken = _pp_condition(doc.node_text(cond) if cond is not None else "1", prog.defines)
-    skip = {
-        n.id
-        for n in (alternative, node.child_by_field_name("condition"), node.child_by_field_name("name"))
-        if n
-    }
-    body = [c for c in node.children if c.is_named and c.id not in skip]
-    if taken:
-        return body
-    return (_branch(doc, alternative, prog) or []) if alternative is not None else []
-
-
-def _pp_condition(text: str, defines: Mapping[str, str]) -> bool:
-    """A ``#if`` condition with ``defined(X)`` and macros; unknown names are 0, like cpp."""
-    t = re.sub(
-        r"\bdefined\s*\(\s*(\w+)\s*\)|\bdefined\s+(\w+)",
-        lambda m: "1" if (m[1] or m[2]) in defines else "0",
-        text,
-    )
-    for _ in range(4):
-        t = re.sub(r"[A-Za-z_]\w*", lambda m: defines.get(m[0], "0") or "1", t)
-    t = t.replace("&&", " and ").replace("||", " or ").replace("!", " not ").replace(" not =", "!=")
-    try:
-        return bool(_pp_node(ast.parse(re.sub(r"(\d+)[uUlL]+\b", r"\1", t), mode="eval").body))
-    except (ValueError, SyntaxError, KeyError, RecursionError):
-        return True
-
-
-def _pp_node(n: ast.AST) -> int:
-    if isinstance(n, ast.Constant) and isinstance(n.value, int):
-        return n.value
-    if isinstance(n, ast.BoolOp):
-        vals = [_pp_node(v) for v in n.values]
-        return int(all(vals) if isinstance(n.op, ast.And) else any(vals))
-    if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
-        return int(not _pp_node(n.operand))
-    if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
-        return -_pp_node(n.operand)
-    if isinstance(n, ast.Compare) and len(n.ops) == 1:
-        a, b = _pp_node(n.left), _pp_node(n.comparators[0])
-        ops = {
-            ast.Eq: a == b,
-            ast.NotEq: a != b,
-            ast.Lt: a < b,
-            ast.LtE: a <= b,
-            ast.Gt: a > b,
-            ast.GtE: a >= b,
-        }
-        return int(ops[type(n.ops[0])])
-    if isinstance(n, ast.BinOp):
-        a, b = _pp_node(n.left), _pp_node(n.right)
-        if isinstance(n.op, ast.Add):
-            return a + b
-        if isinstance(n.op, ast.Sub):
-            return a - b
-        if isinstance(n.op, ast.Mult):
-            return a * b
-    raise ValueError("not a preprocessor expression")
-
-
 # ---------------------------------------------------------------------------------------- interpreter
 
 
 class _Break(Exception):
     pass
-
-
-_SIMPLE = re.compile(r"[\w.]+")
-
-
-def _p(expr: str) -> str:
-    return expr if _SIMPLE.fullmatch(expr) else f"({expr})"
 
 
 def names(expr: str) -> set[str]:
@@ -408,17 +59,7 @@ def names(expr: str) -> set[str]:
         tree = ast.parse(expr, mode="eval")
     except (SyntaxError, ValueError, RecursionError):
         return {"?"}
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - {
-        "min",
-        "max",
-        "cdiv",
-        "pow",
-        "sqrt",
-        "exp",
-        "log",
-        "log2",
-        "abs",
-    }
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(FUNCTIONS)
 
 
 class _Interp:
@@ -446,10 +87,8 @@ class _Interp:
         return self.at or _where(doc, node)
 
     def value_of(self, expr: str) -> int | float | None:
-        from agent.spec import evaluate
-
         try:
-            return evaluate(expr, self.run.env(), finite=False)
+            return number(expr, self.run.env(), finite=False)
         except ValueError:
             return None
 
@@ -473,8 +112,6 @@ class _Interp:
             self.run.requires.setdefault(condition, where)
 
     def bytes_of(self, type_text: str) -> int | None:
-        from agent.spec import canonical_dtype, dtype_bytes
-
         t = type_text.strip()
         if t.endswith("*"):
             return 8
@@ -511,7 +148,7 @@ class _Interp:
             known = self.value_of(cond_value.expr) if isinstance(cond_value, Num) else None
             truth = None if known is None else bool(known)
             if isinstance(cond_value, Num) and then is not None and _exits(doc, then):
-                self.require(f"not {_p(cond_value.expr)}", self.where(doc, node))
+                self.require(f"not {operand(cond_value.expr)}", self.where(doc, node))
             branches = [then] if truth is True else [other] if truth is False else [then, other]
             if truth is None:
                 self.notes.append(f"both branches of the `if` at {self.where(doc, node)} (condition unknown)")
@@ -743,7 +380,7 @@ class _Interp:
             return pointee if isinstance(pointee, FuncRef) else None
         if t == "parenthesized_expression":
             inner = self.expr(doc, node.named_children[0] if node.named_children else None, scopes)
-            return Num(_p(inner.expr), inner.sized, inner.is_float) if isinstance(inner, Num) else inner
+            return Num(operand(inner.expr), inner.sized, inner.is_float) if isinstance(inner, Num) else inner
         if t == "binary_expression":
             return self.binary(doc, node, scopes)
         if t == "sizeof_expression":
@@ -769,9 +406,9 @@ class _Interp:
             arg = self.expr(doc, node.child_by_field_name("argument"), scopes)
             op = doc.node_text(node.child_by_field_name("operator") or node)
             if isinstance(arg, Num) and op in ("-", "+"):
-                return Num(f"{op}{_p(arg.expr)}", None, arg.is_float)
+                return Num(f"{op}{operand(arg.expr)}", None, arg.is_float)
             if isinstance(arg, Num) and op == "!":
-                return Num(f"not {_p(arg.expr)}") if self.value_of(arg.expr) is not None else None
+                return Num(f"not {operand(arg.expr)}") if self.value_of(arg.expr) is not None else None
             return None
         if t == "field_expression":
             base = self.expr(doc, node.child_by_field_name("argument"), scopes)
@@ -834,14 +471,17 @@ class _Interp:
             if self.value_of(left.expr) is None or self.value_of(right.expr) is None:
                 return None
             word = {"&&": "and", "||": "or"}.get(op, op)  # kept symbolic: a condition may become a `require`
-            return Num(f"{_p(left.expr)} {word} {_p(right.expr)}")
+            return Num(f"{operand(left.expr)} {word} {operand(right.expr)}")
         return self.arith(left, op, right)
 
     def arith(self, left: Value, op: str, right: Value) -> Value:
         if isinstance(left, Buffer) and isinstance(right, Num) and op in ("+", "-"):
-            off = right.expr if op == "+" else f"-{_p(right.expr)}"
+            off = right.expr if op == "+" else f"-{operand(right.expr)}"
             return Buffer(
-                left.count, left.elem, left.where, off if left.offset == "0" else f"{left.offset} + {_p(off)}"
+                left.count,
+                left.elem,
+                left.where,
+                off if left.offset == "0" else f"{left.offset} + {operand(off)}",
             )
         if (
             not isinstance(left, Num)
@@ -850,16 +490,20 @@ class _Interp:
         ):
             return None
         is_float = left.is_float or right.is_float
-        expr = f"{_p(left.expr)} {op} {_p(right.expr)}" if op != "*" else f"{_p(left.expr)}*{_p(right.expr)}"
+        expr = (
+            f"{operand(left.expr)} {op} {operand(right.expr)}"
+            if op != "*"
+            else f"{operand(left.expr)}*{operand(right.expr)}"
+        )
         sized = None
         if op == "*" and left.sized and not right.sized:
             sized = (
-                right.expr if left.sized[0] == "1" else f"{_p(left.sized[0])}*{_p(right.expr)}",
+                right.expr if left.sized[0] == "1" else f"{operand(left.sized[0])}*{operand(right.expr)}",
                 left.sized[1],
             )
         elif op == "*" and right.sized and not left.sized:
             sized = (
-                left.expr if right.sized[0] == "1" else f"{_p(left.expr)}*{_p(right.sized[0])}",
+                left.expr if right.sized[0] == "1" else f"{operand(left.expr)}*{operand(right.sized[0])}",
                 right.sized[1],
             )
         num = Num(expr, sized, is_float)
@@ -1171,189 +815,3 @@ def _declarator_types(node: tree_sitter.Node) -> set[str]:
         if d is not None:
             stack.append(d)
     return out
-
-
-# ---------------------------------------------------------------------------------------- entry points
-
-_RUNS: weakref.WeakKeyDictionary[Document, HostRun] = weakref.WeakKeyDictionary()
-_MAX_HOSTS = 256  # files of the project read when looking for a kernel's launch
-
-
-def run(doc: Document, defines: Mapping[str, str] | None = None) -> HostRun:
-    """Run ``doc``'s program from ``main()`` (and each function that launches a kernel not reached
-    from it).  Cached per document."""
-    cached = _RUNS.get(doc)
-    if cached is not None and not defines:
-        return cached
-    result = HostRun()
-    try:
-        prog = _Program(doc, defines or {}, doc.type_aliases)
-        interp = _Interp(prog, result)
-        result.constants = dict(prog.constants)
-        entries = ["main"] + [s.caller for s in doc.launches if s.caller and s.caller != "main"]
-        for name in dict.fromkeys(entries):
-            func = prog.funcs.get(name)
-            launched = {s.kernel.split("::")[-1] for s in doc.launches if s.caller == name}
-            if func is None or (name != "main" and launched <= set(result.launches)):
-                continue
-            interp.depth = 0
-            interp.notes = []
-            interp.steps = 0
-            try:
-                interp.call(func, _entry_args(doc, name, func, interp))
-            except (_Budget, _Return, _Break, RecursionError):
-                continue
-    except RecursionError:
-        pass
-    if not defines:
-        _RUNS[doc] = result
-    return result
-
-
-def _entry_args(doc: Document, name: str, func: _Func, interp: _Interp) -> list[Value]:
-    """The arguments a launcher is entered with: for a PyTorch extension's function, tensors of
-    the shapes the Python code that calls it passes (through its ``m.def`` binding)."""
-    if not any(func.tensors) or not doc.path:
-        return []
-    bound = _python_names(doc, name) or [name]
-    scripts = [p for p in project_of(doc.path).sources if p.suffix == ".py"]
-    shapes: list[pyhost.Shape | None] = []
-    for py_name in bound:
-        shapes = pyhost.call_shapes(scripts, py_name) or []
-        if shapes:
-            break
-    args: list[Value] = []
-    for i, (param, is_tensor) in enumerate(zip(func.params, func.tensors, strict=False)):
-        shape = shapes[i] if i < len(shapes) else None
-        if not is_tensor:
-            args.append(None)
-            continue
-        args.append(
-            Tensor(
-                tuple(
-                    interp.root(d.name or f"{param}_{axis}", Num(str(d.value)), d.where)
-                    if d is not None
-                    else None
-                    for axis, d in enumerate(shape or ())
-                )
-            )
-        )
-    return args
-
-
-def _python_names(doc: Document, function: str) -> list[str]:
-    """The Python names ``m.def("name", &function, ...)`` binds ``function`` to."""
-    out: list[str] = []
-    stack = [doc.tree.root_node]
-    while stack:
-        node = stack.pop()
-        stack.extend(node.named_children)
-        if node.type != "call_expression":
-            continue
-        fn = node.child_by_field_name("function")
-        field_node = (
-            fn.child_by_field_name("field") if fn is not None and fn.type == "field_expression" else None
-        )
-        args = node.child_by_field_name("arguments")
-        if field_node is None or doc.node_text(field_node) != "def" or args is None:
-            continue
-        parts = args.named_children
-        if len(parts) >= 2 and parts[0].type == "string_literal":
-            target = doc.node_text(parts[1]).lstrip("&").strip().split("::")[-1]
-            if target == function:
-                out.append(doc.node_text(parts[0]).strip('"'))
-    return out
-
-
-def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Document] | None:
-    """The first launch of ``kernel`` found by running ``doc``'s program or, for a kernel in a
-    header, the programs next to it that include it."""
-    found = run(doc)
-    if kernel in found.launches:
-        return found.launches[kernel], found, doc
-    if not doc.path:
-        return None
-    here = Path(doc.path).resolve()
-    for path in [p for p in project_of(here).sources if p.suffix != ".py" and p != here][:_MAX_HOSTS]:
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        if kernel not in text:
-            continue
-        host = Document(text, str(path))
-        found = run(host)
-        if kernel in found.launches:
-            return found.launches[kernel], found, host
-    scripts = [p for p in project_of(here).sources if p.suffix == ".py"][:_MAX_HOSTS]
-    call = pyhost.tuner_call(scripts, kernel)
-    return _tuner_launch(doc, kernel, call) if call is not None else None
-
-
-def _tuner_launch(
-    doc: Document, kernel: str, call: pyhost.TunerCall
-) -> tuple[LaunchEvent, HostRun, Document]:
-    """Kernel Tuner's first launch of ``kernel``: block from ``block_size_x/y/z`` (256, 1, 1 when
-    not tuned), grid the problem size divided by ``grid_div_x/y/z`` (by default the block), every
-    tunable parameter a ``#define`` at its first value."""
-    from agent.spec import canonical_dtype, dtype_bytes
-
-    found = HostRun()
-
-    def num(d: pyhost.Dim | None) -> Num | None:
-        if d is None:
-            return None
-        if not d.name:
-            return Num(str(d.value))
-        found.roots.setdefault(d.name, Root(d.name, str(d.value), d.where))
-        return Num(d.name)
-
-    params = {d.name: num(d) for d in call.params}
-    tuned = [a for a in "xyz" if f"block_size_{a}" in params] or ["x"]
-    axes = "xyz"[: "xyz".index(tuned[-1]) + 1]  # (x), (x, y) or (x, y, z), as far as tuned
-    block = tuple(params.get(f"block_size_{a}") or Num("256" if a == "x" else "1") for a in axes)
-    grid: list[Num | None] = []
-    for axis, size in zip("xyz", call.problem, strict=False):
-        names = call.grid_div["xyz".index(axis)]
-        if names is None:
-            names = (f"block_size_{axis}",) if f"block_size_{axis}" in params else ()
-        divisors = [params.get(n) for n in names]
-        n = num(size)
-        if n is None or any(d is None for d in divisors):
-            grid.append(None)
-            continue
-        grid.append(Num(f"cdiv({n.expr}, {'*'.join(_p(d.expr) for d in divisors if d)})") if divisors else n)
-    k = doc.kernel(kernel)
-    elems = [
-        dtype_bytes(canonical_dtype(p.base_type, doc.type_aliases) or "float32")
-        for p in (k.params if k else ())
-    ]
-    args: list[Value] = []
-    for i, a in enumerate(call.args):
-        if isinstance(a, pyhost.Array):
-            dims = [num(d) for d in a.dims]
-            count = "*".join(_p(d.expr) for d in dims if d is not None) if all(dims) and dims else ""
-            elem = a.itemsize or (elems[i] if i < len(elems) else 4)
-            args.append(Buffer(count, elem, call.where, fill="0" if a.zero else "") if count else None)
-        elif isinstance(a, pyhost.Scalar):
-            args.append(
-                num(a.dim)
-                if a.dim is not None
-                else Num(repr(a.value), is_float=True)
-                if a.value is not None
-                else None
-            )
-        else:
-            args.append(None)
-    event = LaunchEvent(
-        kernel,
-        (),
-        Dims(tuple(grid)) if grid else None,
-        Dims(block),
-        Num("0"),
-        tuple(args),
-        call.where,
-        defines=tuple((name, value) for name, value in params.items() if value is not None),
-    )
-    found.launches[kernel] = event
-    return event, found, doc
