@@ -1,3 +1,4 @@
+// composes: LaunchFill + Vectorize
 // An elementwise kernel launched as one block whose threads stride over the elements: a launch
 // fill (a thread per element), then the elementwise rewrites (packs, grid-stride loop) compose.
 // @cuda-agent sizes n=1<<22 verify n=1000,4099
