@@ -28,7 +28,8 @@ Matching works on the normalized tree-sitter tree through the view, so spellings
   ``$name`` standing for captured names (``{("$s",): 2}`` is ``2 * s``); names listed in ``free``
   (captured loop variables) are atoms of their own;
 - :class:`Var` binds an identifier's text the first time and must see the same text after
-  (unification); ``pattern @ "name"`` captures the node a pattern matched;
+  (unification); ``pattern @ "name"`` captures the node a pattern matched; :class:`Sub` is an
+  access ``array[index]`` (``Sub(Var("x"), Poly({("threadIdx.x",): 1}))``);
 - :class:`For` matches the view's :class:`~agent.transforms.view.Loop` (a loop variable declared
   by the loop or before it, ``while`` loops normalized into ``for`` loops by the front end) and
   captures it as ``loop``; :data:`BARRIER` is a block barrier in any spelling the view knows.
@@ -212,6 +213,24 @@ class Assign(Pattern):
             return None
         out = self.left.match(view, left, caps)
         return self.right.match(view, right, out) if out is not None else None
+
+
+@dataclass(frozen=True)
+class Sub(Pattern):
+    """``array[index]``."""
+
+    array: Pattern
+    index: Pattern
+
+    def match(self, view: KernelView, node: Node | None, caps: Captures) -> Captures | None:
+        node = unparenthesized(node)
+        if node is None or node.type != "subscript_expression":
+            return None
+        indices = node.child_by_field_name("indices")
+        if indices is None or indices.named_child_count != 1:
+            return None
+        out = self.array.match(view, node.child_by_field_name("argument"), caps)
+        return self.index.match(view, indices.named_children[0], out) if out is not None else None
 
 
 @dataclass(frozen=True)
