@@ -11,8 +11,9 @@ transformation the search uses (:func:`transformations`) is applied to it.  Coun
   ``NotApplicable("internal error: ...")`` (bugs to fix; listed by transformation and message).
 
 The transformations include every structural pass of :data:`agent.transforms.registry.PASSES`
-with every value of its parameter space on a 132-SM device (``registry.candidates(device)``), and
-the mechanical arms (:mod:`agent.transforms.mechanical`).
+with every value of its parameter space on a 132-SM device (``registry.candidates(device)``),
+every composition of two passes (:class:`agent.transforms.compose.Chain`, each pass at its first
+value), and the mechanical arms (:mod:`agent.transforms.mechanical`).
 
 Usage: ``python bench/transform_fuzz.py [--applications 50000] [--seed 0] [--out FILE]``;
 writes ``bench/results/transform_fuzz.json`` and prints a summary.  The CPU test
@@ -40,6 +41,7 @@ from agent.builtin import BLOCKS_1D, BLOCKS_2D
 from agent.source import Document
 from agent.spec import KernelSpec
 from agent.transforms import NotApplicable, Subject, Transform, safe_apply
+from agent.transforms.compose import Chain
 from agent.transforms.mechanical import (
     BlockSize,
     FastMath,
@@ -67,7 +69,11 @@ def transformations(sm_count: int = 132) -> tuple[Transform, ...]:
     device = DeviceInfo("fuzz", "9.0", sm_count, 0, 0)
     blocks = tuple(BlockSize(b) for b in (*BLOCKS_1D, *BLOCKS_2D))
     mechanical = (RestrictConst(), ReadOnlyLoads(), FastMath(), Unroll(4), LaunchBounds())
-    return (*candidates(device), *blocks, *mechanical)
+    structural = candidates(device)
+    # compositions: each pass's first value followed by another pass's (agent.transforms.compose)
+    firsts = [a for k, a in enumerate(structural) if all(b.name != a.name for b in structural[:k])]
+    chains = tuple(Chain((a, b)) for a in firsts for b in firsts if a.name != b.name)
+    return (*structural, *chains, *blocks, *mechanical)
 
 
 def seeds() -> list[tuple[str, str, KernelSpec]]:
