@@ -17,6 +17,7 @@ from agent import loop
 from agent import spec as spec_mod
 from agent.source import Document
 from agent.transforms import NotApplicable, Rewrite, Subject, Transform, apply_all
+from agent.transforms.compose import Chain
 from agent.transforms.elementwise import GridStride, Vectorize
 from agent.transforms.histogram import SharedHistogram
 from agent.transforms.mechanical import (
@@ -39,6 +40,8 @@ from sandbox.contract import Candidate, EvalOptions, EvalRequest, EvalResult, St
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
 DATA = Path(__file__).parent / "data" / "transforms"
 TRANSPOSE = Apply(TiledTranspose(), (32, 8))
+# sequential addressing, then the last warp with shuffles: two passes composed in one rewrite
+SHUFFLED = Chain((Apply(SameLayoutReduction(), "sequential"), Apply(WarpReduction(), WarpReduction())))
 
 
 def target(name: str, kernel: str | None = None, folder: Path = KERNELS) -> loop.Target:
@@ -135,8 +138,8 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("attention_scores.cu", (tiled(),)),
     *((name, (Apply(RowParallel(), rows),)) for name in ROWS for rows in RowParallel.space),
     ("softmax.cu", (Apply(RowParallel(), Rows("warp", 128)), RestrictConst(), FastMath())),
-    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
-    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False), RestrictConst())),
+    ("reduce_interleaved.cu", (SHUFFLED,)),
+    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), "sequential"), RestrictConst())),
     *NARROW,
     ("row_max.cu", (Apply(StridedRowVectors(), 16), RestrictConst(), Unroll(2))),
 ]
@@ -641,8 +644,8 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("row_batched.cu", (Apply(RowParallel(), Rows("warp", 128)),)),
     ("row_batched.cu", (Apply(RowParallel(), Rows("block", 256)),)),
     ("row_batched.cu", (Apply(RowParallel(), Rows("block", 128, 4)),)),
-    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
-    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False),)),
+    ("reduce_interleaved.cu", (SHUFFLED,)),
+    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), "sequential"),)),
     *NARROW,
     ("row_max.cu", (Apply(StridedRowVectors(), 16),)),
 ]

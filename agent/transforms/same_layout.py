@@ -13,9 +13,10 @@ with ``tid`` the thread index, ``X`` a ``__shared__`` array read after the loop 
 threads.  The step may be any statement writing ``X[tid]`` from ``X[tid]`` and ``X[tid + s]``.
 
 Rewrite: the same steps with sequential addressing (``s`` from ``blockDim.x / 2`` down, active
-threads ``tid < s``: whole warps retire, no bank conflicts); with ``shuffles`` (the first guess)
-the last five steps also become warp shuffles (:class:`~agent.transforms.warp_reduction.WarpReduction`).  The
-order of the additions changes, the layout of the partial results does not.
+threads ``tid < s``: whole warps retire, no bank conflicts), a tree the warp-shuffle pass
+(:class:`~agent.transforms.warp_reduction.WarpReduction`) matches: the search composes the two
+(:mod:`agent.transforms.compose`), its last five steps then warp shuffles.  The order of the
+additions changes, the layout of the partial results does not.
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from agent.transforms import NotApplicable, Outcome, Rewrite, _constant_block
+from agent.transforms import NotApplicable, Outcome, _constant_block
 from agent.transforms.passes import Emitter, Match, Pass
 from agent.transforms.patterns import ANY, BARRIER, Assign, Bin, Block, Captures, For, If, Lit, Poly, Var
 from agent.transforms.view import KernelView, Loop
-from agent.transforms.warp_reduction import WarpReduction
 
 Node = tree_sitter.Node
 _THREAD = {("threadIdx.x",): 1}
@@ -57,7 +57,7 @@ class TreeMatch(Match):
 
 class SameLayoutReduction(Pass[TreeMatch]):
     name = "SameLayoutReduction"
-    space = (True, False)  # shuffles for the last warp, or sequential addressing alone
+    space = ("sequential",)
 
     def match(self, view: KernelView) -> TreeMatch | NotApplicable:
         threads = _constant_block(view.subject)
@@ -120,10 +120,4 @@ class SameLayoutReduction(Pass[TreeMatch]):
             f"{ind}    __syncthreads();\n"
             f"{ind}}}",
         )
-        sequential = e.rewrite("sequential-addressing tree reduction")
-        if not params:
-            return sequential
-        shuffled = WarpReduction().apply(view.subject.then(sequential))
-        if isinstance(shuffled, NotApplicable):
-            return shuffled
-        return Rewrite(shuffled.code, "sequential-addressing tree reduction, last warp with shuffles")
+        return e.rewrite("sequential-addressing tree reduction")
