@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 
 MAX_STEPS = 3  # passes in one candidate
 MAX_CHAINS = 16  # compositions the search keeps per kernel
-MAX_REWRITES = 48  # rewrites tried while extending (the enumeration's budget)
+MAX_REWRITES = 48  # rewrites tried while extending (the enumeration's budget) ...
+MAX_EXTENDED = 8  # ... and rewritten kernels analysed to be extended
 
 
 @dataclass(frozen=True)
@@ -84,12 +85,14 @@ def compositions(
     *,
     limit: int = MAX_CHAINS,
     budget: int = MAX_REWRITES,
+    extended: int = MAX_EXTENDED,
     steps: int = MAX_STEPS,
 ) -> list[Chain]:
     """Chains of ``passes`` that apply to ``base``, best prior first (at most ``limit``): each
     starts with one of ``firsts`` (a structural rewrite that applies to ``base``, with its result)
     and adds, one step at a time, every pass not yet in it that matches the result.  At most
-    ``budget`` rewrites are tried; each refusal is logged with its reason."""
+    ``budget`` rewrites are tried and ``extended`` chains are extended (each costs an analysis
+    of its result); each refusal is logged with its reason."""
     order = {p.name: k for k, p in enumerate(passes)}
     ranks: dict[str, list[Hashable]] = {}
     for p in passes:
@@ -104,10 +107,11 @@ def compositions(
         heapq.heappush(heap, (rank, 1, order.get(step.name, 0), tie, (step,), after))
     found: list[tuple[int, int, int, int, Chain]] = []
     tie = len(firsts)
-    while heap and budget > 0 and len(found) < limit:
+    while heap and budget > 0 and extended > 0 and len(found) < limit:
         prior, n, _, _, chain, subject = heapq.heappop(heap)
         if n >= steps:
             continue
+        extended -= 1
         used = {s.name for s in chain}
         for p in passes:
             if p.name in used:
