@@ -101,10 +101,10 @@ def compositions(
             ranks[p.name] = ranked
     # (prior, steps, registry position of the last pass, tie) -> chain and its result
     heap: list[tuple[int, int, int, int, tuple[Apply, ...], Subject]] = []
-    for tie, (step, after) in enumerate(firsts):
-        values = ranks.get(step.name, [])
-        rank = values.index(step.params) if step.params in values else len(values)
-        heapq.heappush(heap, (rank, 1, order.get(step.name, 0), tie, (step,), after))
+    for tie, (first, result) in enumerate(firsts):
+        values = ranks.get(first.name, [])
+        rank = values.index(first.params) if first.params in values else len(values)
+        heapq.heappush(heap, (rank, 1, order.get(first.name, 0), tie, (first,), result))
     found: list[tuple[int, int, int, int, Chain]] = []
     tie = len(firsts)
     while heap and budget > 0 and extended > 0 and len(found) < limit:

@@ -31,7 +31,7 @@ from agent.transforms.patterns import ANY, BARRIER, Assign, Bin, Block, Captures
 from agent.transforms.view import KernelView, Loop
 
 Node = tree_sitter.Node
-_THREAD = {("threadIdx.x",): 1}
+_THREAD: dict[tuple[str, ...], int] = {("threadIdx.x",): 1}
 # for (s = 1; s < blockDim.x; s *= 2) { if (tid % (2 * s) == 0) STEP; BARRIER; }
 INTERLEAVED = For(
     "s",

@@ -36,7 +36,7 @@ from agent.transforms.patterns import (
 from agent.transforms.view import KernelView, Loop
 
 Node = tree_sitter.Node
-_TID = {("threadIdx.x",): 1}
+_TID: dict[tuple[str, ...], int] = {("threadIdx.x",): 1}
 
 
 @dataclass(frozen=True)
