@@ -59,7 +59,6 @@ HALVES = (
 # for (s = START; s > 0; HALVES) { if (tid < s) STEP; BARRIER; }
 TREE = For(
     "s",
-    start=ANY @ "start",
     cond=Bin(">", Var("s"), Poly({})),
     update=HALVES,
     body=Block(
