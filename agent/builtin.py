@@ -1,17 +1,21 @@
 """The built-in proposer: composes :mod:`agent.transforms` and learns which to try from measurements.
 
 No LLM, no network.  A candidate is a :class:`Config`: one value per *arm* (transformation
-family) — the structural rewrite (grid-stride loop, vector width and coarsening, warp-shuffle
-reduction, tiled transpose), the block size, ``__restrict__``/``const``, ``__ldg``, fast math,
+family) — the structural rewrite (a registered pass with one parameter value, or a
+composition of passes, each matched on the previous one's result: :mod:`agent.transforms.compose`),
+the block size, ``__restrict__``/``const``, ``__ldg``, fast math,
 ``#pragma unroll`` and ``__launch_bounds__``.  Rendering a config applies its transformations in
 that order to the original kernel (:func:`agent.transforms.apply_all`).
 
 The search, seeded and deterministic for the same results:
 
 1. **Probe.**  Each arm's values are tried on the original kernel; those that do not apply are
-   dropped (the reason is logged).  The first batch is a composite guess alone (the first
+   dropped (the reason is logged); the structural rewrites that apply are extended into
+   compositions (the passes that match each result, best prior first, within a budget), which
+   join the structural arm's values.  The first batch is a composite guess alone (the first
    structural rewrite that applies — each registered pass that matches (:mod:`agent.transforms.registry`)
-   with its guessed parameters, else a histogram, widest vectors, shuffles —, block 256,
+   with its guessed parameters, and the best composition building on that guess, else a
+   histogram, widest vectors, shuffles —, block 256,
    restrict: a batch this small is measured within seconds, so even a short budget gets it); the
    next ones hold every arm's values on their own.
 2. **Climb.**  Afterwards the incumbent is the fastest verified config.  Each batch proposes its
@@ -38,6 +42,7 @@ from agent.proposer import OptimizeContext, Proposer
 from agent.source import Document
 from agent.target import Target
 from agent.transforms import NotApplicable, Subject, Transform, apply_all
+from agent.transforms.compose import Chain, compositions
 from agent.transforms.elementwise import GridStride, Vectorize
 from agent.transforms.histogram import SharedHistogram
 from agent.transforms.mechanical import (
@@ -176,6 +181,7 @@ class BuiltinProposer(Proposer):
     def _start(self, context: OptimizeContext) -> None:
         self._base = base = subject_for(context.target)
         self._rng = random.Random(context.seed)
+        structural: list[tuple[Apply, Subject]] = []  # the passes that apply, with their results
         for arm in ARMS:
             kept: list[object] = []
             for value in _values(arm, len(base.spec.block), context.device):
@@ -187,7 +193,12 @@ class BuiltinProposer(Proposer):
                     )
                 else:
                     kept.append(value)
+                    if isinstance(value, Apply):
+                        structural.append((value, outcome))
             self._arms[arm] = tuple(kept)
+        chains = compositions(base, structural, PASSES, context.device)
+        self._arms["shape"] += tuple(chains)
+        log.info("%s: compositions %s", context.target.kernel, ", ".join(map(repr, chains)) or "none")
         log.info(
             "%s: arms %s",
             context.target.kernel,
@@ -223,8 +234,9 @@ class BuiltinProposer(Proposer):
 
     def _firsts(self) -> list[Config]:
         """The first batch: for each structural pass of the registry that matches, a composite
-        guess with its best guessed parameters; otherwise the composite guess of the mechanical
-        rewrites."""
+        guess with its best guessed parameters, and one with the best composition that starts
+        with that guess (:mod:`agent.transforms.compose`); otherwise the composite guess of the
+        mechanical rewrites."""
         assert self._base is not None
         shapes = self._arms.get("shape", ())
         families: list[tuple[object, ...]] = []
@@ -241,6 +253,9 @@ class BuiltinProposer(Proposer):
             if not isinstance(found, NotApplicable):
                 best = Apply(p, p.guess(found))
                 families.append((best, *(v for v in shapes if isinstance(v, Apply) and v.name == p.name)))
+                # and the best composition that builds on the guess (compositions are in prior order)
+                composed = next((c for c in shapes if isinstance(c, Chain) and c.steps[0] == best), None)
+                families += [(composed,)] if composed is not None else []
         guesses = [self._guess(family) for family in families if family]
         guesses = [g for g in guesses if g.shape is not None]
         return list(dict.fromkeys(guesses)) or [self._guess(())]

@@ -11,8 +11,10 @@ transformation the search uses (:func:`transformations`) is applied to it.  Coun
   ``NotApplicable("internal error: ...")`` (bugs to fix; listed by transformation and message).
 
 The transformations include every structural pass of :data:`agent.transforms.registry.PASSES`
-with every value of its parameter space on a 132-SM device (``registry.candidates(device)``), and
-the mechanical arms (:mod:`agent.transforms.mechanical`).
+with every value of its parameter space on a 132-SM device (``registry.candidates(device)``),
+and the mechanical arms (:mod:`agent.transforms.mechanical`); after them, each mutant gets one
+composition of two passes (:func:`chains`: :class:`agent.transforms.compose.Chain`, each pass at
+its first value).
 
 Usage: ``python bench/transform_fuzz.py [--applications 50000] [--seed 0] [--out FILE]``;
 writes ``bench/results/transform_fuzz.json`` and prints a summary.  The CPU test
@@ -40,6 +42,7 @@ from agent.builtin import BLOCKS_1D, BLOCKS_2D
 from agent.source import Document
 from agent.spec import KernelSpec
 from agent.transforms import NotApplicable, Subject, Transform, safe_apply
+from agent.transforms.compose import Chain
 from agent.transforms.mechanical import (
     BlockSize,
     FastMath,
@@ -68,6 +71,13 @@ def transformations(sm_count: int = 132) -> tuple[Transform, ...]:
     blocks = tuple(BlockSize(b) for b in (*BLOCKS_1D, *BLOCKS_2D))
     mechanical = (RestrictConst(), ReadOnlyLoads(), FastMath(), Unroll(4), LaunchBounds())
     return (*candidates(device), *blocks, *mechanical)
+
+
+def chains(sm_count: int = 132) -> tuple[Chain, ...]:
+    """Every composition of two passes (:mod:`agent.transforms.compose`), each at its first value."""
+    structural = candidates(DeviceInfo("fuzz", "9.0", sm_count, 0, 0))
+    firsts = [a for k, a in enumerate(structural) if all(b.name != a.name for b in structural[:k])]
+    return tuple(Chain((a, b)) for a in firsts for b in firsts if a.name != b.name)
 
 
 def seeds() -> list[tuple[str, str, KernelSpec]]:
@@ -124,10 +134,10 @@ def run(applications: int, seed: int = 0, deadline_s: float | None = None) -> Ta
     """Apply transformations to mutants until ``applications`` applications (or the deadline)."""
     rng = random.Random(seed)
     kernels = seeds()
-    passes = transformations()
+    passes, pairs = transformations(), chains()
     tally = Tally()
     stop = time.monotonic() + deadline_s if deadline_s else None
-    for name, code, spec, t in _stream(rng, kernels, passes):
+    for name, code, spec, t in _stream(rng, kernels, passes, pairs):
         if tally.applications >= applications or (stop is not None and time.monotonic() > stop):
             break
         tally.applications += 1
@@ -146,14 +156,18 @@ def run(applications: int, seed: int = 0, deadline_s: float | None = None) -> Ta
 
 
 def _stream(
-    rng: random.Random, kernels: list[tuple[str, str, KernelSpec]], passes: tuple[Transform, ...]
+    rng: random.Random,
+    kernels: list[tuple[str, str, KernelSpec]],
+    passes: tuple[Transform, ...],
+    pairs: tuple[Chain, ...],
 ) -> Iterator[tuple[str, str, KernelSpec, Transform]]:
+    """Per mutant: 8 transformations, then one composition."""
     while True:
         name, code, spec = rng.choice(kernels)
         mutant = mutate(code, rng, rng.choice((1, 1, 2, 3, 6)))
         if not Document(mutant).kernels:
             continue  # no kernel left: the search never gets such code (it has no spec)
-        for t in rng.sample(passes, k=min(8, len(passes))):
+        for t in (*rng.sample(passes, k=min(8, len(passes))), rng.choice(pairs)):
             yield name, mutant, spec, t
 
 

@@ -18,6 +18,7 @@ from agent import spec as spec_mod
 from agent.source import Document
 from agent.target import Target, target_for
 from agent.transforms import NotApplicable, Subject, Transform, Transformed, apply_all
+from agent.transforms.compose import Chain
 from agent.transforms.elementwise import GridStride, Vectorize
 from agent.transforms.histogram import SharedHistogram
 from agent.transforms.mechanical import (
@@ -40,6 +41,8 @@ from sandbox.contract import Candidate, EvalOptions, EvalRequest, EvalResult, St
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
 DATA = Path(__file__).parent / "data" / "transforms"
 TRANSPOSE = Apply(TiledTranspose(), (32, 8))
+# sequential addressing, then the last warp with shuffles: two passes composed in one rewrite
+SHUFFLED = Chain((Apply(SameLayoutReduction(), "sequential"), Apply(WarpReduction(), WarpReduction())))
 
 
 def target(name: str, kernel: str | None = None, folder: Path = KERNELS) -> Target:
@@ -136,8 +139,8 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("attention_scores.cu", (tiled(),)),
     *((name, (Apply(RowParallel(), rows),)) for name in ROWS for rows in RowParallel.space),
     ("softmax.cu", (Apply(RowParallel(), Rows("warp", 128)), RestrictConst(), FastMath())),
-    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
-    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False), RestrictConst())),
+    ("reduce_interleaved.cu", (SHUFFLED,)),
+    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), "sequential"), RestrictConst())),
     *NARROW,
     ("row_max.cu", (Apply(StridedRowVectors(), 16), RestrictConst(), Unroll(2))),
 ]
@@ -642,8 +645,8 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("row_batched.cu", (Apply(RowParallel(), Rows("warp", 128)),)),
     ("row_batched.cu", (Apply(RowParallel(), Rows("block", 256)),)),
     ("row_batched.cu", (Apply(RowParallel(), Rows("block", 128, 4)),)),
-    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), True),)),
-    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), False),)),
+    ("reduce_interleaved.cu", (SHUFFLED,)),
+    ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), "sequential"),)),
     *NARROW,
     ("row_max.cu", (Apply(StridedRowVectors(), 16),)),
 ]

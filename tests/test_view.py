@@ -12,12 +12,14 @@ from agent import spec as spec_mod
 from agent.builtin import BuiltinProposer
 from agent.source import Document
 from agent.transforms import NotApplicable, Subject
+from agent.transforms.compose import Chain
 from agent.transforms.passes import Apply, Emitter
 from agent.transforms.registry import candidates
 from agent.transforms.row_parallel import RowParallel, Rows, StridedRowVectors
 from agent.transforms.same_layout import SameLayoutReduction
 from agent.transforms.tiled_transpose import TiledTranspose
 from agent.transforms.view import global_index
+from agent.transforms.warp_reduction import WarpReduction
 
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
 
@@ -319,7 +321,8 @@ def test_same_layout_reduction_matches_interleaved_trees_only(
     update: str, cond: str, read: str, applies: bool
 ) -> None:
     code = TREE.format(update=update, cond=cond, read=read)
-    out = Apply(SameLayoutReduction(), True).apply(subject_of("reduce_interleaved.cu", code))
+    steps = (Apply(SameLayoutReduction(), "sequential"), Apply(WarpReduction(), WarpReduction()))
+    out = Chain(steps).apply(subject_of("reduce_interleaved.cu", code))
     assert isinstance(out, NotApplicable) != applies, out
     if applies:
         assert not isinstance(out, NotApplicable)
@@ -328,11 +331,11 @@ def test_same_layout_reduction_matches_interleaved_trees_only(
 
 
 def test_same_layout_reduction_needs_a_power_of_two_block() -> None:
-    out = Apply(SameLayoutReduction(), False).apply(subject_of("block_sum.cu"))
+    out = Apply(SameLayoutReduction(), "sequential").apply(subject_of("block_sum.cu"))
     assert isinstance(out, NotApplicable) and "no `for (s = 1" in out.reason
     odd = subject_of("reduce_interleaved.cu")
     odd = Subject(odd.code, odd.spec.__class__(**{**odd.spec.__dict__, "block": ("96",)}))
-    out = Apply(SameLayoutReduction(), False).apply(odd)
+    out = Apply(SameLayoutReduction(), "sequential").apply(odd)
     assert isinstance(out, NotApplicable) and "power of two" in out.reason
 
 

@@ -4,7 +4,9 @@ loop (:class:`GridStride`) and 8/16-byte packs (:class:`Vectorize`).
 :func:`_elementwise` recognises ``[declarations;] T i = <global x index>; [declarations;]`` then
 ``if (i < BOUND) BODY``, ``if (i >= BOUND) return; BODY``, a grid-stride loop ``for (T i = <global
 x index>; i < BOUND; i += blockDim.x * gridDim.x) BODY``, or ``BODY`` alone when the spec's launch
-covers exactly the written array (grid x block is the domain, no bounds check).
+covers exactly the written array (grid x block is the domain, no bounds check); the guard and
+the grid-stride loop are patterns (:data:`IN_BOUNDS`, :data:`OUT_OF_BOUNDS`, :data:`GRID_STRIDE`:
+:mod:`agent.transforms.patterns`) over the global index's canonical polynomial.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from agent.launch import LaunchChange
 from agent.spec import ScalarSpec, evaluate
 from agent.transforms import NotApplicable, Outcome, Subject, _block_names, _inside, _pack, _Scale
 from agent.transforms.passes import PAD, Emitter, Match, Parameterized
+from agent.transforms.patterns import ANY, Assign, Bin, For, Poly, Var
 from agent.transforms.view import KernelView, global_index, statements, unparenthesized, walk, written
 from sandbox.contract import DeviceInfo
 
@@ -58,56 +61,40 @@ def _index_declaration(view: KernelView, s: Node) -> tuple[str, str] | None:
     return view.text(name), "long long" if index_type == "auto" else index_type
 
 
+_GX = Poly(global_index("x"))  # the global x index, in any spelling
+_STRIDE = Poly({("blockDim.x", "gridDim.x"): 1})
+IN_BOUNDS = Bin("<", _GX, ANY @ "bound")  # i < N, N > i
+OUT_OF_BOUNDS = Bin(">=", _GX, ANY @ "bound")  # i >= N, N <= i
+# for (T i = <global x index>; i < BOUND; i += blockDim.x * gridDim.x) (or i = i + stride)
+GRID_STRIDE = For(
+    "i",
+    start=_GX,
+    cond=Bin("<", Var("i"), ANY @ "bound"),
+    update=Assign("+=", Var("i"), _STRIDE) | Assign("=", Var("i"), Bin("+", Var("i"), _STRIDE)),
+)
+
+
 def _guard(view: KernelView, s: Node) -> tuple[bool, Node] | None:
-    """(in_bounds, bound) for ``if (i < BOUND)`` / ``if (BOUND > i)`` (True) or ``i >= BOUND`` /
-    ``BOUND <= i`` (False), ``i`` any form of the global x index."""
+    """(in_bounds, bound) for ``if (i < BOUND)`` (True) or ``if (i >= BOUND)`` (False), either
+    way round, ``i`` any form of the global x index."""
     clause = s.child_by_field_name("condition")
-    cond = unparenthesized(clause.child_by_field_name("value") if clause is not None else None)
-    if cond is None or cond.type != "binary_expression":
-        return None
-    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
-    op = view.text(cond.children[1])
-    if left is None or right is None:
-        return None
-    gx = global_index("x")
-    if view.poly(left) == gx and op in ("<", ">="):
-        return op == "<", right
-    if view.poly(right) == gx and op in (">", "<="):
-        return op == ">", left
+    cond = clause.child_by_field_name("value") if clause is not None else None
+    for in_bounds, pattern in ((True, IN_BOUNDS), (False, OUT_OF_BOUNDS)):
+        caps = pattern.match(view, cond, {})
+        if caps is not None:
+            return in_bounds, caps["bound"]
     return None
 
 
 def _grid_stride_loop(view: KernelView, s: Node) -> tuple[str, str, Node, Node] | None:
-    """(i, its type, BOUND, BODY) for ``for (T i = <global x index>; i < BOUND; i += blockDim.x *
-    gridDim.x) BODY`` (or ``i = i + gridDim.x * blockDim.x``, either operand order)."""
-    loop = view.loop_of(s)
-    init, update = s.child_by_field_name("initializer"), s.child_by_field_name("update")
+    """(i, its type, BOUND, BODY) for a loop :data:`GRID_STRIDE` matches that declares ``i``."""
+    caps = GRID_STRIDE.match(view, s, {})
+    init = s.child_by_field_name("initializer")
     ty = init.child_by_field_name("type") if init is not None else None
-    if loop is None or not loop.var or loop.start is None or loop.op != "<" or loop.bound is None:
-        return None
-    if ty is None or update is None or update.type != "assignment_expression":
-        return None
-    if view.poly(loop.start) != global_index("x"):
-        return None
-    op, right = view.text(update.children[1]), unparenthesized(update.child_by_field_name("right"))
-    step = None
-    if op == "+=" and right is not None:
-        step = right
-    elif (
-        op == "="
-        and right is not None
-        and right.type == "binary_expression"
-        and view.text(right.children[1]) == "+"
-    ):
-        sides = [unparenthesized(right.child_by_field_name(f)) for f in ("left", "right")]
-        rest = [
-            x for x in sides if x is not None and not (x.type == "identifier" and view.text(x) == loop.var)
-        ]
-        step = rest[0] if len(rest) == 1 else None
-    if step is None or view.poly(step) != {("blockDim.x", "gridDim.x"): 1}:
+    if caps is None or ty is None:
         return None
     index_type = " ".join(view.text(ty).split())
-    return loop.var, "long long" if index_type == "auto" else index_type, loop.bound, loop.body
+    return caps["i"], "long long" if index_type == "auto" else index_type, caps["bound"], caps["loop"].body
 
 
 def _elementwise(view: KernelView) -> _Elementwise | NotApplicable:

@@ -14,12 +14,13 @@ statement, the only place that reads the thread's position, in one of three form
 - *blocks stride*: ``START`` is ``blockIdx.x`` and ``STEP`` ``gridDim.x`` (the block cooperates on
   each row: shared memory and barriers are fine).
 
-Rewrite (params ``"thread"`` or a :class:`~agent.transforms.row_parallel.Rows`): the first two
-forms become ``r = START0 + blockIdx.x * blockDim.x + threadIdx.x; if (r < N) { body }`` on a grid
-of ``cdiv(N - START0, block)`` blocks of 256 threads (the spec's block when it is wider than a
-warp) — a thread-per-row kernel, which the row-parallel pass then turns into a warp or a block
-per row (a :class:`Rows` value); the blocks-stride form keeps its code and gets a grid of ``N``
-blocks (its loop runs once per block).
+Rewrite (one value, ``"thread"``): the first two forms become ``r = START0 + blockIdx.x *
+blockDim.x + threadIdx.x; if (r < N) { body }`` on a grid of ``cdiv(N - START0, block)`` blocks of
+256 threads (the spec's block when it is wider than a warp) — a thread-per-row kernel, which a
+later pass of the same candidate (:mod:`agent.transforms.compose`) turns into a warp or a block per
+row (the row-parallel pass) or, when the rows are single elements, into packs (the vectorizer);
+the blocks-stride form keeps its code and gets a grid of ``N`` blocks (its loop runs once per
+block).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from agent.launch import LaunchChange
 from agent.spec import ScalarSpec
 from agent.transforms import _constant_product
 from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass, Transformed
-from agent.transforms.row_parallel import RowParallel
 from agent.transforms.view import POSITION, KernelView, Loop, Poly, statements, walk
 
 Node = tree_sitter.Node
@@ -53,7 +53,7 @@ class FillMatch(Match):
 
 class LaunchFill(Pass[FillMatch]):
     name = "LaunchFill"
-    space = ("thread", *RowParallel.space)
+    space = ("thread",)
 
     def match(self, view: KernelView) -> FillMatch | NotApplicable:
         subject = view.subject
@@ -165,20 +165,9 @@ class LaunchFill(Pass[FillMatch]):
         right = update.child_by_field_name("right")
         return view.poly(right) if right is not None else None
 
-    def guess(self, match: FillMatch) -> Hashable:
-        """The row-parallel pass's own guess on the thread-per-row kernel, else a thread per row."""
-        per_row = self.rewrite(match, "thread")
-        if match.form == "blocks" or not isinstance(per_row, Transformed):
-            return "thread"
-        found = RowParallel().match(match.view.subject.then(per_row).view)
-        guess = RowParallel().guess(found) if not isinstance(found, NotApplicable) else "thread"
-        return guess if guess in self.space else "thread"
-
     def rewrite(self, match: FillMatch, params: Hashable) -> Outcome:
         view, loop = match.view, match.loop
         if match.form == "blocks":
-            if params != "thread":
-                return NotApplicable("the rows are already a block's each")
             return Transformed(view.subject.code, "a block per row", LaunchChange(grid=match.rows))
         e = Emitter(view)
         for d in match.dropped:
@@ -201,18 +190,4 @@ class LaunchFill(Pass[FillMatch]):
         threads = _constant_product(view.subject.block) or 1
         block = str(threads) if threads >= 64 and len(view.subject.block) == 1 else "256"
         launch = LaunchChange(grid=f"cdiv({match.rows}, block)", block=block)
-        per_row = e.rewrite("a thread per row", launch)
-        if params == "thread":
-            return per_row
-        then = view.subject.then(per_row)
-        found = RowParallel().match(then.view)
-        if isinstance(found, NotApplicable):
-            return NotApplicable(f"a thread per row, then RowParallel: {found.reason}")
-        out = RowParallel().rewrite(found, params)
-        if isinstance(out, NotApplicable):
-            return out
-        new = out.launch or LaunchChange()
-        merged = LaunchChange(
-            grid=new.grid or launch.grid, block=new.block or launch.block, shared=new.shared
-        )
-        return Transformed(out.code, f"a thread per row, then {out.description}", merged, out.assumptions)
+        return e.rewrite("a thread per row", launch)

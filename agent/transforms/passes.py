@@ -18,8 +18,10 @@ so it sees one spelling of each computation, and reads element types through
 ``view.element_type(name)``.
 
 :class:`Apply` (a pass with one parameter value) is a :class:`~agent.transforms.Transform`, so
-passes compose with every other transformation, and an exception inside a pass becomes
-``NotApplicable("internal error: ...")`` through :func:`agent.transforms.safe_apply`.
+passes compose with every other transformation — and with each other: a
+:class:`~agent.transforms.compose.Chain` applies several, each matched on the previous one's
+result —, and an exception inside a pass becomes ``NotApplicable("internal error: ...")``
+through :func:`agent.transforms.safe_apply`.
 """
 
 from __future__ import annotations

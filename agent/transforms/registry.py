@@ -3,7 +3,10 @@
 Adding a pass: write it in one file of this package (a :class:`~agent.transforms.passes.Pass`
 subclass: ``match``, ``rewrite``, ``space``; ``space_for(device)`` to widen it for the device) and
 add one instance here; tests/data/variants/<family>/ holds the spellings it must match
-(tests/test_variants.py reads the folder).
+(tests/test_variants.py reads the folder).  Write its matcher as a pattern where the code has a
+shape (:mod:`agent.transforms.patterns`).  A pass composes with the others with no more work: the
+search tries it after any pass whose result it matches (:mod:`agent.transforms.compose`), so a
+pass does one rewrite and leaves the next to the pass that owns it.
 """
 
 from __future__ import annotations

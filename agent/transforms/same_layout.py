@@ -1,7 +1,7 @@
 """Same-layout reduction: an interleaved-addressing shared-memory tree becomes sequential addressing.
 
-Matches (on the :class:`~agent.transforms.view.KernelView`) the loop of NVIDIA's first reduction
-kernel::
+Matches (on the :class:`~agent.transforms.view.KernelView`, by the pattern :data:`INTERLEAVED` of
+:mod:`agent.transforms.patterns`) the loop of NVIDIA's first reduction kernel::
 
     for (unsigned int s = 1; s < blockDim.x; s *= 2) {
         if (tid % (2 * s) == 0) X[tid] OP= X[tid + s];
@@ -13,9 +13,10 @@ with ``tid`` the thread index, ``X`` a ``__shared__`` array read after the loop 
 threads.  The step may be any statement writing ``X[tid]`` from ``X[tid]`` and ``X[tid + s]``.
 
 Rewrite: the same steps with sequential addressing (``s`` from ``blockDim.x / 2`` down, active
-threads ``tid < s``: whole warps retire, no bank conflicts); with ``shuffles`` (the first guess)
-the last five steps also become warp shuffles (:class:`~agent.transforms.warp_reduction.WarpReduction`).  The
-order of the additions changes, the layout of the partial results does not.
+threads ``tid < s``: whole warps retire, no bank conflicts), a tree the warp-shuffle pass
+(:class:`~agent.transforms.warp_reduction.WarpReduction`) matches: the search composes the two
+(:mod:`agent.transforms.compose`), its last five steps then warp shuffles.  The order of the
+additions changes, the layout of the partial results does not.
 """
 
 from __future__ import annotations
@@ -24,13 +25,27 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from agent.transforms import NotApplicable, Outcome, Transformed, _constant_block
+from agent.transforms import NotApplicable, Outcome, _constant_block
 from agent.transforms.passes import Emitter, Match, Pass
-from agent.transforms.view import KernelView, Loop, statements, unparenthesized
-from agent.transforms.warp_reduction import WarpReduction
+from agent.transforms.patterns import ANY, BARRIER, Assign, Bin, Block, Captures, For, If, Lit, Poly, Var
+from agent.transforms.view import KernelView, Loop
 
 Node = tree_sitter.Node
-_DOUBLING = {("*=", "2"), ("<<=", "1")}
+_THREAD: dict[tuple[str, ...], int] = {("threadIdx.x",): 1}
+# for (s = 1; s < blockDim.x; s *= 2) { if (tid % (2 * s) == 0) STEP; BARRIER; }
+INTERLEAVED = For(
+    "s",
+    start=Poly({(): 1}),
+    cond=Bin("<", Var("s"), Lit("blockDim.x")),
+    update=Assign("*=", Var("s"), Poly({(): 2})) | Assign("<<=", Var("s"), Poly({(): 1})),
+    body=Block(
+        If(
+            Bin("==", Bin("%", Poly(_THREAD, free=("s",)), Poly({("$s",): 2}, free=("s",))), Poly({})),
+            then=Block(ANY @ "step"),
+        ),
+        BARRIER,
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -42,7 +57,7 @@ class TreeMatch(Match):
 
 class SameLayoutReduction(Pass[TreeMatch]):
     name = "SameLayoutReduction"
-    space = (True, False)  # shuffles for the last warp, or sequential addressing alone
+    space = ("sequential",)
 
     def match(self, view: KernelView) -> TreeMatch | NotApplicable:
         threads = _constant_block(view.subject)
@@ -56,66 +71,27 @@ class SameLayoutReduction(Pass[TreeMatch]):
             for n in [n.child_by_field_name("declarator") or n]
         }
         for loop in view.loops:
-            found = self._tree(view, loop, shared)
-            if isinstance(found, TreeMatch):
+            caps = INTERLEAVED.match(view, loop.node, {})
+            found = self._tree(view, caps, shared) if caps is not None else None
+            if found is not None:
                 return found
         return NotApplicable(
             "no `for (s = 1; s < blockDim.x; s *= 2) { if (tid % (2 * s) == 0) X[tid] += X[tid + s]; "
             "__syncthreads(); }` over a __shared__ array"
         )
 
-    def _tree(self, view: KernelView, loop: Loop, shared: set[str]) -> TreeMatch | None:
-        s = loop.var
-        if (
-            not s
-            or loop.start is None
-            or view.text(loop.start) != "1"
-            or loop.op != "<"
-            or loop.bound is None
-        ):
-            return None
-        if view.text(loop.bound).replace(" ", "") != "blockDim.x":
-            return None
-        update = loop.node.child_by_field_name("update")
-        if update is None or update.type != "assignment_expression":
-            return None
-        right = update.child_by_field_name("right")
-        if right is None or (view.text(update.children[1]), view.text(right)) not in _DOUBLING:
-            return None
-        body = statements(loop.body)
-        if len(body) != 2 or not view.block_barrier(body[1]):
-            return None
-        guard = body[0]
-        if guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:
-            return None
-        clause = guard.child_by_field_name("condition")
-        cond = unparenthesized(clause.child_by_field_name("value") if clause is not None else None)
-        if cond is None or cond.type != "binary_expression" or view.text(cond.children[1]) != "==":
-            return None
-        mod, zero = (unparenthesized(cond.child_by_field_name(f)) for f in ("left", "right"))
-        if mod is not None and view.text(mod) == "0":
-            mod, zero = zero, mod
-        if mod is None or zero is None or view.text(zero) != "0" or mod.type != "binary_expression":
-            return None
-        tid_node, period = mod.child_by_field_name("left"), mod.child_by_field_name("right")
-        free = frozenset({s})
-        if view.text(mod.children[1]) != "%" or tid_node is None or period is None:
-            return None
-        thread = {("threadIdx.x",): 1}
-        if view.poly(tid_node, free) != thread or view.poly(period, free) != {(s,): 2}:
-            return None
-        conseq = guard.child_by_field_name("consequence")
-        steps = statements(conseq) if conseq is not None else []
-        if len(steps) != 1:
-            return None
-        step = steps[0]
+    @staticmethod
+    def _tree(view: KernelView, caps: Captures, shared: set[str]) -> TreeMatch | None:
+        """The step writes ``X[tid]`` of a ``__shared__`` array from ``X[tid]`` and ``X[tid + s]``,
+        and only ``X[0]`` is read after the loop."""
+        loop, step, s = caps["loop"], caps["step"], caps["s"]
         inside = [a for a in view.accesses if step.start_byte <= a.node.start_byte < step.end_byte]
         writes = [a for a in inside if a.written]
-        if len(writes) != 1 or writes[0].array not in shared or writes[0].index != thread:
+        if len(writes) != 1 or writes[0].array not in shared or writes[0].index != _THREAD:
             return None
         x = writes[0].array
-        far = {**thread, (s,): 1}
-        if any(a.array == x and a.index not in (thread, far) for a in inside):
+        far = {**_THREAD, (s,): 1}
+        if any(a.array == x and a.index not in (_THREAD, far) for a in inside):
             return None
         if not any(a.array == x and a.index == far for a in inside):
             return None
@@ -144,10 +120,4 @@ class SameLayoutReduction(Pass[TreeMatch]):
             f"{ind}    __syncthreads();\n"
             f"{ind}}}",
         )
-        sequential = e.rewrite("sequential-addressing tree reduction")
-        if not params:
-            return sequential
-        shuffled = WarpReduction().apply(view.subject.then(sequential))
-        if isinstance(shuffled, NotApplicable):
-            return shuffled
-        return Transformed(shuffled.code, "sequential-addressing tree reduction, last warp with shuffles")
+        return e.rewrite("sequential-addressing tree reduction")

@@ -1,6 +1,7 @@
 """A shared-memory tree reduction's last steps as warp shuffles (:class:`WarpReduction`).
 
-Matched on the view, in any spelling of the tree::
+Matched on the view by a pattern (:data:`TREE`, :mod:`agent.transforms.patterns`), in any
+spelling of the tree::
 
     for (s = blockDim.x / 2; s > 0; s >>= 1) { if (tid < s) X[tid] OP= X[tid + s]; BARRIER; }
 
@@ -19,10 +20,23 @@ import tree_sitter
 
 from agent.transforms import NotApplicable, Outcome
 from agent.transforms.passes import Emitter, Match, Parameterized
-from agent.transforms.view import KernelView, Loop, statements, unparenthesized
+from agent.transforms.patterns import (
+    ANY,
+    BARRIER,
+    Assign,
+    Bin,
+    Block,
+    Captures,
+    For,
+    If,
+    Poly,
+    Stmt,
+    Var,
+)
+from agent.transforms.view import KernelView, Loop
 
 Node = tree_sitter.Node
-_TID = {("threadIdx.x",): 1}
+_TID: dict[tuple[str, ...], int] = {("threadIdx.x",): 1}
 
 
 @dataclass(frozen=True)
@@ -35,67 +49,35 @@ class Tree(Match):
     array: str  # X as written
 
 
-def _halves(view: KernelView, lp: Loop) -> bool:
-    """Whether the loop's update halves its variable."""
-    u = unparenthesized(lp.node.child_by_field_name("update"))
-    if u is None or u.type != "assignment_expression":
-        return False
-    left, right, op = (u.child_by_field_name(f) for f in ("left", "right", "operator"))
-    if left is None or right is None or op is None or view.text(left) != lp.var:
-        return False
-    o, r = view.text(op), unparenthesized(right)
-    if o in (">>=", "/=") and r is not None:
-        return view.poly(r) == {(): 1 if o == ">>=" else 2}
-    if o == "=" and r is not None and r.type == "binary_expression":
-        a, b, ro = (
-            r.child_by_field_name("left"),
-            r.child_by_field_name("right"),
-            r.child_by_field_name("operator"),
-        )
-        if a is None or b is None or ro is None or view.text(unparenthesized(a) or a) != lp.var:
-            return False
-        return (view.text(ro), view.poly(b)) in ((">>", {(): 1}), ("/", {(): 2}))
-    return False
+# `s >>= 1`, `s /= 2`, `s = s >> 1`, `s = s / 2`
+HALVES = (
+    Assign(">>=", Var("s"), Poly({(): 1}))
+    | Assign("/=", Var("s"), Poly({(): 2}))
+    | Assign("=", Var("s"), Bin(">>", Var("s"), Poly({(): 1})))
+    | Assign("=", Var("s"), Bin("/", Var("s"), Poly({(): 2})))
+)
+# for (s = START; s > 0; HALVES) { if (tid < s) STEP; BARRIER; }
+TREE = For(
+    "s",
+    cond=Bin(">", Var("s"), Poly({})),
+    update=HALVES,
+    body=Block(
+        If(Bin("<", Poly(_TID, free=("s",)) @ "tid", Var("s")), then=Block(Stmt(ANY) @ "step")),
+        BARRIER,
+    ),
+)
 
 
-def _tree(view: KernelView, lp: Loop) -> Tree | None:
-    if not lp.var or lp.op != ">" or lp.bound is None or view.poly(lp.bound) != {} or lp.start is None:
-        return None
-    if not _halves(view, lp):
-        return None
-    body = statements(lp.body)
-    if len(body) != 2 or not view.block_barrier(body[1]):
-        return None
-    guard = body[0]
-    if guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:
-        return None
-    clause = guard.child_by_field_name("condition")
-    cond = unparenthesized(clause.child_by_field_name("value") if clause is not None else None)
-    if cond is None or cond.type != "binary_expression":
-        return None
-    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
-    op = view.text(cond.children[1])
-    if left is None or right is None:
-        return None
-    if op == ">":
-        left, right = right, left
-    elif op != "<":
-        return None
-    free = frozenset({lp.var})
-    if view.text(right) != lp.var or view.poly(left, free) != _TID:
-        return None
-    conseq = guard.child_by_field_name("consequence")
-    steps = statements(conseq) if conseq is not None else []
-    if len(steps) != 1 or steps[0].type != "expression_statement":
-        return None
-    step = steps[0]
+def _tree(view: KernelView, caps: Captures) -> Tree | None:
+    """The step's accesses: ``X[tid]`` and ``X[tid + s]`` of one array, nothing else."""
+    lp, step = caps["loop"], caps["step"]
     inside = [a for a in view.accesses if step.start_byte <= a.node.start_byte < step.end_byte]
     near = {a.node.id for a in inside if a.index == _TID}
     far = {a.node.id for a in inside if a.index == {**_TID, (lp.var,): 1}}
     arrays = {a.via for a in inside}
     if not near or not far or len(arrays) != 1 or len(near) + len(far) != len(inside):
         return None
-    return Tree(view, lp, left, step, frozenset(near), frozenset(far), arrays.pop())
+    return Tree(view, lp, caps["tid"], step, frozenset(near), frozenset(far), arrays.pop())
 
 
 @dataclass(frozen=True)
@@ -108,7 +90,8 @@ class WarpReduction(Parameterized[Tree]):
 
     def match(self, view: KernelView) -> Tree | NotApplicable:
         for lp in view.loops:
-            found = _tree(view, lp)
+            caps = TREE.match(view, lp.node, {})
+            found = _tree(view, caps) if caps is not None else None
             if found is not None:
                 return found
         return NotApplicable(
