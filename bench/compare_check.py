@@ -8,7 +8,7 @@ Appends one JSON line per case to ``DIR/compare_check.jsonl`` as it goes, and st
 (a) ``adversarial``: every kernel of ``tests/data/adversarial/`` compared with its honest original
     (``tests/data/compare/vadd_spec.cu``, ``block_sum_spec.cu``: the sandbox's ``vadd.cu`` and
     ``block_sum.cu`` under a spec) through the CLI's own functions (``agent.compare.prepare`` /
-    ``compare``, ``server.cli._compare_json``), with the status next to the ones
+    ``compare``, ``server.cli.render._compare_json``), with the status next to the ones
     ``tests/test_sandbox_gpu.py`` asserts;
 (b) ``softmax``: ``tests/data/compare/softmax_pair.cu``: the naive thread-per-row softmax against
     the hand-written block-per-row ``softmax_rows`` (dynamic shared memory from its own launch
@@ -41,7 +41,8 @@ from agent.loop import OptimizeBudget, Target, optimize, target_for  # noqa: E40
 from agent.source import Document  # noqa: E402
 from sandbox.contract import Budget, to_dict  # noqa: E402
 from sandbox.executor import Executor  # noqa: E402
-from server.cli import _compare_json, _make_executor  # noqa: E402
+from server.cli.common import _make_executor  # noqa: E402
+from server.cli.render import _compare_json  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 ADV = DATA / "adversarial"

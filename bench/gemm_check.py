@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError as e:
             print(f"gemm_check: needs CuPy and a GPU: {e}", file=sys.stderr)
             return 2
-    from server.cli import _make_executor
+    from server.cli.common import _make_executor
 
     try:
         with _make_executor(0) as executor:

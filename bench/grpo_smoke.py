@@ -225,7 +225,7 @@ def main() -> int:
 
         executor: Executor = FakeExecutor()
     else:
-        from server.cli import _make_executor
+        from server.cli.common import _make_executor
 
         executor = _make_executor(args.gpu)
     tasks = TaskSet.load([DEFAULT_TASKS])

@@ -381,7 +381,7 @@ def main() -> int:
 
         executor: Executor = FakeExecutor()
     else:
-        from server.cli import _make_executor
+        from server.cli.common import _make_executor
 
         executor = _make_executor(args.gpu)
     try:
