@@ -31,8 +31,8 @@ from agent.source import Document
 from sandbox.capture import CaptureError, CaptureRun, Launch, run_program
 from server import protocol as wire
 from server.lsp import MAX_DOCUMENT_BYTES, CudaLanguageServer, OpenDocument
-from server.optimize import ActiveRun, Progress, launch_run, run_finished
 from server.protocol import RunKind
+from server.runs import ActiveRun, Progress, launch_run, run_finished
 
 ANNOTATION = "cuda-agent.captured-spec"  # change annotation of a captured spec's edit
 ANY_KERNEL = "(any kernel)"  # the run's kernel when the command names none

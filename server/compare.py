@@ -27,7 +27,8 @@ from agent.source import Document, Kernel
 from server import protocol as wire
 from server.diagnostics import compile_options
 from server.lsp import SUFFIXES, CudaLanguageServer, OpenDocument
-from server.optimize import (
+from server.protocol import RunKind, StartStatus
+from server.runs import (
     ActiveRun,
     Progress,
     _now,
@@ -35,7 +36,6 @@ from server.optimize import (
     launch_run,
     run_finished,
 )
-from server.protocol import RunKind, StartStatus
 from server.store import STORE_DIR, CompareRecord, kernel_hash
 from server.texts import SIMULATED, markdown_text
 

@@ -21,7 +21,8 @@ from sandbox.profile import report_lines
 from server import protocol as wire
 from server.diagnostics import compile_options
 from server.lsp import CudaLanguageServer, OpenDocument
-from server.optimize import (
+from server.protocol import RunKind, StartStatus
+from server.runs import (
     ActiveRun,
     Progress,
     _now,
@@ -29,7 +30,6 @@ from server.optimize import (
     launch_run,
     run_finished,
 )
-from server.protocol import RunKind, StartStatus
 from server.store import ProfiledKernel, ProfileRecord, kernel_hash
 from server.texts import markdown_text
 

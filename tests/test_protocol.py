@@ -11,7 +11,7 @@ from lsprotocol import types as lsp
 from pygls.protocol import default_converter
 
 from server import protocol as wire
-from server.lsp import create_server
+from server.app import create_server
 
 PROTOCOL_TS = Path(__file__).parent.parent / "extension" / "src" / "protocol.ts"
 

@@ -21,7 +21,7 @@ def serve(tcp: str | None) -> None:
         _, sep, port = tcp.rpartition(":")
         if not sep or not port.isdigit() or not 0 < int(port) < 65536:
             raise UserError(f"--tcp {tcp}: expected HOST:PORT, e.g. 127.0.0.1:2087")
-    from server.lsp import serve as run_server
+    from server.app import serve as run_server
 
     run_server(tcp)
 
