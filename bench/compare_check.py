@@ -41,7 +41,7 @@ from agent.loop import OptimizeBudget, Target, optimize, target_for  # noqa: E40
 from agent.source import Document  # noqa: E402
 from sandbox.contract import Budget, to_dict  # noqa: E402
 from sandbox.executor import Executor  # noqa: E402
-from server.cli.common import _make_executor  # noqa: E402
+from server.cli.common import open_executor  # noqa: E402
 from server.cli.render import _compare_json  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
@@ -244,7 +244,7 @@ def main() -> int:
     parser.add_argument("--deadline", type=float, default=200.0, help="seconds for the whole run")
     args = parser.parse_args()
     log = Log(args.out, args.deadline)
-    with _make_executor(0) as executor:
+    with open_executor(0) as executor:
         log.write({"case": "device", "device": to_dict(executor.device_info())})
         softmax(executor, log)
         llm(executor, log, "tools")

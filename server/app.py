@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lsprotocol import types as lsp
 
+from server import capture, compare, diagnostics, hints, hover, lenses, optimize, profile, runs, symbols
 from server.lsp import GC_YOUNG_THRESHOLD, CudaLanguageServer, install_logging
 from server.settings import SECTION
 from server.stdio import GuardedStdin
@@ -22,11 +23,9 @@ log = logging.getLogger(__name__)
 
 def create_server() -> CudaLanguageServer:
     """The server with every feature registered."""
-    from server import capture, compare, diagnostics, hints, hover, lenses, optimize, profile, symbols
-
     ls = CudaLanguageServer()
     _setup_lifecycle(ls)
-    for feature in (symbols, lenses, hints, hover, diagnostics, optimize, compare, profile, capture):
+    for feature in (runs, symbols, lenses, hints, hover, diagnostics, optimize, compare, profile, capture):
         feature.setup(ls)
     return ls
 
@@ -57,8 +56,8 @@ def _setup_lifecycle(ls: CudaLanguageServer) -> None:
         # default thresholds turned typing into full collections (~10 ms each) inside requests.
         gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
         await _pull_configuration(ls)
-        if ls.runs is not None:
-            ls.runs.status()
+        for fn in ls.on_ready:
+            fn()
 
     @ls.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(
@@ -87,8 +86,8 @@ def _setup_lifecycle(ls: CudaLanguageServer) -> None:
     @ls.feature(lsp.SHUTDOWN)
     async def shutdown(ls: CudaLanguageServer, params: None) -> None:
         ls.shut_down = True
-        if ls.runs is not None:  # answer in-flight commands before pygls cancels what is left
-            await ls.runs.cancel_all(timeout_s=5.0)
+        for fn in ls.on_shutdown:  # e.g. answer in-flight commands before pygls cancels what is left
+            await fn()
         ls.stop()
 
 

@@ -32,7 +32,7 @@ from sandbox.capture import CaptureError, CaptureRun, Launch, run_program
 from server import protocol as wire
 from server.lsp import MAX_DOCUMENT_BYTES, CudaLanguageServer, OpenDocument
 from server.protocol import RunKind
-from server.runs import ActiveRun, Progress, launch_run, run_finished
+from server.runs import ActiveRun, Progress, Runs, launch_run, run_finished
 
 ANNOTATION = "cuda-agent.captured-spec"  # change annotation of a captured spec's edit
 ANY_KERNEL = "(any kernel)"  # the run's kernel when the command names none
@@ -102,8 +102,8 @@ async def _capture(
     cwd: Path,
     progress: Progress,
 ) -> wire.RunFinished:
-    runs = ls.runs
-    assert runs is not None and ls.loop is not None
+    runs = ls.need(Runs)
+    assert ls.loop is not None
     await progress.begin(f"running {' '.join(ref.command)}")
     runs.status()
     pattern = kernel_pattern(ref.kernel) if ref.kernel else None

@@ -31,6 +31,7 @@ from server.protocol import RunKind, StartStatus
 from server.runs import (
     ActiveRun,
     Progress,
+    Runs,
     _now,
     begin_evaluation,
     launch_run,
@@ -123,7 +124,8 @@ class Comparisons:
 
 def code_actions(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> list[lsp.CodeAction]:
     """ "Compare with NAME" for each matching kernel of the workspace (``k`` needs a spec)."""
-    if ls.comparisons is None or od.spec(k).spec is None:
+    comparisons = ls.part(Comparisons)
+    if comparisons is None or od.spec(k).spec is None:
         return []
     return [
         lsp.CodeAction(
@@ -135,14 +137,13 @@ def code_actions(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> list[ls
                 arguments=[{"uri": od.uri, "kernel": k.qualified_name, "with": o.ref}],
             ),
         )
-        for o in ls.comparisons.others(od, k)[:MAX_ACTIONS]
+        for o in comparisons.others(od, k)[:MAX_ACTIONS]
     ]
 
 
 def start_compare(ls: CudaLanguageServer, od: OpenDocument, kernel: str, with_: str) -> wire.RunStarted:
     """Start comparing ``kernel`` with the rewrite ``with_`` in the background; answer at once."""
-    comparisons = ls.comparisons
-    assert comparisons is not None
+    comparisons = ls.need(Comparisons)
     if od.doc is None:
         return wire.RunStarted(
             "", RunKind.COMPARE, StartStatus.ERROR, f"{od.path.name} is too large to analyse"
@@ -179,8 +180,8 @@ async def _compare(
     cand_doc: Document,
     progress: Progress,
 ) -> wire.RunFinished:
-    runs = ls.runs
-    assert runs is not None and ls.loop is not None
+    runs = ls.need(Runs)
+    assert ls.loop is not None
     settings = ls.settings
     on_progress = await begin_evaluation(ls, run, progress)
 
@@ -283,7 +284,7 @@ def details(rec: CompareRecord) -> str:
 
 
 def setup(ls: CudaLanguageServer) -> None:
-    ls.comparisons = Comparisons(ls)
+    ls.add_part(Comparisons(ls))
 
     @ls.command(wire.COMPARE_COMMAND)
     async def compare(ls: CudaLanguageServer, ref: wire.CompareRef) -> wire.RunStarted:

@@ -14,10 +14,10 @@ import asyncio
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import cattrs
 from lsprotocol import types as lsp
@@ -37,11 +37,6 @@ from agent.source import Document, Kernel
 from server import protocol as wire
 from server.settings import SECTION, Settings, parse_settings
 from server.store import Changes, ResultStore, Watcher
-
-if TYPE_CHECKING:
-    from server.compare import Comparisons
-    from server.diagnostics import Checker
-    from server.runs import Runs
 
 log = logging.getLogger(__name__)
 
@@ -219,10 +214,29 @@ class CudaLanguageServer(LanguageServer):
         self.on_document: list[Callable[[OpenDocument, str], None]] = []  # (doc, "open"|"change"|"save")
         self.on_close: list[Callable[[str], None]] = []
         self.on_outside_change: list[Callable[[Changes], None]] = []
+        self.on_ready: list[Callable[[], None]] = []  # the client sent `initialized`
+        self.on_shutdown: list[Callable[[], Awaitable[None]]] = []  # awaited before the answer to `shutdown`
         self.on_stop: list[Callable[[], None]] = []
-        self.checks: Checker | None = None  # set by server.diagnostics.setup
-        self.runs: Runs | None = None  # set by server.optimize.setup
-        self.comparisons: Comparisons | None = None  # set by server.compare.setup
+        self._parts: dict[type, object] = {}
+
+    # ------------------------------------------------------------------ features' parts
+
+    def add_part(self, part: object) -> None:
+        """Keep the state object a feature's ``setup`` made (the runs, the checker...), one per type:
+        other features find it by its type (:meth:`part`), so this module imports none of them."""
+        self._parts[type(part)] = part
+
+    def part(self, kind: type[T]) -> T | None:
+        """The part of type ``kind``, None when its feature is not set up."""
+        found = self._parts.get(kind)
+        return found if isinstance(found, kind) else None
+
+    def need(self, kind: type[T]) -> T:
+        """The part of type ``kind``, which the caller's feature cannot work without."""
+        found = self.part(kind)
+        if found is None:
+            raise LookupError(f"no {kind.__name__}: its feature is not set up")
+        return found
 
     # ------------------------------------------------------------------ documents
 

@@ -230,8 +230,8 @@ def start_run(ls: CudaLanguageServer, kind: RunKind, od: OpenDocument, kernel: s
 async def _optimize(
     ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: loop.Target, progress: Progress
 ) -> wire.RunFinished:
-    runs = ls.runs
-    assert runs is not None and ls.loop is not None
+    runs = ls.need(Runs)
+    assert ls.loop is not None
     settings = ls.settings
     await progress.begin(f"{describe_executor(settings.executor)}: measuring the original")
     runs.status()
@@ -275,8 +275,8 @@ def _record_optimize(
     target: loop.Target,
     result: loop.OptimizeResult,
 ) -> wire.RunFinished:
-    runs = ls.runs
-    assert runs is not None and od.doc is not None
+    runs = ls.need(Runs)
+    assert od.doc is not None
     if result.device is not None:
         runs.device = result.device.name
     k = od.doc.kernel(run.kernel)
@@ -336,8 +336,8 @@ def _record_optimize(
 async def _benchmark(
     ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: loop.Target, progress: Progress
 ) -> wire.RunFinished:
-    runs = ls.runs
-    assert runs is not None and ls.loop is not None
+    runs = ls.need(Runs)
+    assert ls.loop is not None
     settings = ls.settings
     await progress.begin(describe_executor(settings.executor))
     runs.status()
@@ -374,8 +374,7 @@ async def _benchmark(
 async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> wire.ApplyResult:
     """The one apply path: the rewrite of ``run_id`` as one versioned, annotated workspace edit,
     refused when the document changed since the run began."""
-    runs = ls.runs
-    assert runs is not None
+    runs = ls.need(Runs)
     rw = runs.rewrites.get(run_id)
     if rw is None:
         raise JsonRpcInvalidParams(f"no verified rewrite for run {run_id!r}")
@@ -414,7 +413,8 @@ async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> wire.ApplyResult
 
 
 def rewrite_payload(ls: CudaLanguageServer, run_id: str) -> wire.Rewrite:
-    rw = ls.runs.rewrites.get(run_id) if ls.runs is not None else None
+    runs = ls.part(Runs)
+    rw = runs.rewrites.get(run_id) if runs is not None else None
     if rw is None:
         raise JsonRpcInvalidParams(f"no verified rewrite for run {run_id!r}")
     return wire.Rewrite(
@@ -453,11 +453,6 @@ def results_payload(ls: CudaLanguageServer, uri: str | None) -> wire.Results:
 
 
 def setup(ls: CudaLanguageServer) -> None:
-    runs = Runs(ls)
-    ls.runs = runs
-    ls.on_stop.append(runs.close)
-    ls.on_settings.append(lambda s: runs.status())
-
     @ls.command(wire.OPTIMIZE_COMMAND)
     async def optimize(ls: CudaLanguageServer, ref: wire.KernelRef) -> wire.RunStarted:
         od, k = ls.kernel_ref(ref)
@@ -467,11 +462,6 @@ def setup(ls: CudaLanguageServer) -> None:
     async def benchmark(ls: CudaLanguageServer, ref: wire.KernelRef) -> wire.RunStarted:
         od, k = ls.kernel_ref(ref)
         return start_run(ls, RunKind.BENCHMARK, od, k.qualified_name)
-
-    @ls.command(wire.CANCEL_COMMAND)
-    def cancel(ls: CudaLanguageServer, ref: wire.RunRef) -> wire.CancelResult:
-        assert ls.runs is not None
-        return ls.runs.cancel(ref.run_id)
 
     @ls.command(wire.APPLY_REWRITE_COMMAND)
     async def apply(ls: CudaLanguageServer, ref: wire.RunRef) -> wire.ApplyResult:

@@ -25,6 +25,7 @@ from server.protocol import RunKind, StartStatus
 from server.runs import (
     ActiveRun,
     Progress,
+    Runs,
     _now,
     begin_evaluation,
     launch_run,
@@ -45,7 +46,8 @@ def start_profile(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> wire
         target = loop.target_for(od.doc, kernel, compile_options(ls.settings, od.path))
     except loop.TargetError as exc:
         return wire.RunStarted("", RunKind.PROFILE, StartStatus.ERROR, str(exc))
-    pending = ls.runs.pending(od, kernel) if ls.runs is not None else None
+    runs = ls.part(Runs)
+    pending = runs.pending(od, kernel) if runs is not None else None
     rewrite = pending.proposal if pending is not None else None
     return launch_run(
         ls,
@@ -65,8 +67,8 @@ async def _profile(
     rewrite: loop.Proposal | None,
     progress: Progress,
 ) -> wire.RunFinished:
-    runs = ls.runs
-    assert runs is not None and ls.loop is not None
+    runs = ls.need(Runs)
+    assert ls.loop is not None
     settings = ls.settings
     on_progress = await begin_evaluation(ls, run, progress)
 

@@ -75,8 +75,7 @@ async def begin_evaluation(
 ) -> Callable[[EvalProgress], None]:
     """Start ``run``'s progress ("compiling" on its executor) and return the callback an executor
     thread calls with each evaluation step: it shows the step on the run and its progress."""
-    runs = ls.runs
-    assert runs is not None
+    runs = ls.need(Runs)
     await progress.begin(f"{describe_executor(ls.settings.executor)}: compiling")
     runs.status()
 
@@ -286,8 +285,7 @@ def launch_run(
 ) -> wire.RunStarted:
     """Run ``body`` in the background as ``kind`` on ``kernel`` (one run per kernel at a time),
     with progress titled ``title``; answer at once with the run id."""
-    runs = ls.runs
-    assert runs is not None
+    runs = ls.need(Runs)
     busy = runs.running(uri, kernel)
     if busy is not None:
         return wire.RunStarted(
@@ -316,8 +314,7 @@ def run_finished(run: ActiveRun, status: str, message: str, **numbers: Any) -> w
 
 async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody) -> None:
     """A run from start to end: progress, the work, the record, the ``runFinished`` notification."""
-    runs = ls.runs
-    assert runs is not None
+    runs = ls.need(Runs)
     progress = Progress(ls, run, title)
     shown: str | None = None
     try:
@@ -354,3 +351,22 @@ async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody
 def _must_act(ls: CudaLanguageServer, message: str) -> None:
     """A pop-up: only for errors the user must act on (no GPU, unreachable worker, bad token)."""
     ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=message))
+
+
+def setup(ls: CudaLanguageServer) -> None:
+    """The runs every run feature (optimize, benchmark, compare, profile, capture) starts on, and the
+    command that cancels any of them."""
+    runs = Runs(ls)
+    ls.add_part(runs)
+    ls.on_stop.append(runs.close)
+    ls.on_settings.append(lambda s: runs.status())
+    ls.on_ready.append(runs.status)
+
+    async def cancel_all() -> None:
+        await runs.cancel_all(timeout_s=5.0)
+
+    ls.on_shutdown.append(cancel_all)
+
+    @ls.command(wire.CANCEL_COMMAND)
+    def cancel(ls: CudaLanguageServer, ref: wire.RunRef) -> wire.CancelResult:
+        return runs.cancel(ref.run_id)

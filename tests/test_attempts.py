@@ -28,7 +28,7 @@ from agent.loop import (
 )
 from sandbox.testing import FakeExecutor
 from server import protocol as wire
-from server.cli import main
+from server.cli.main import main
 from server.cli.render import attempts_table
 
 T = saxpy_target()

@@ -9,7 +9,7 @@ import pytest
 
 from agent.check import check_document, compile_commands_options
 from agent.source import Document
-from server.cli import main
+from server.cli.main import main
 
 
 def line_of(path: Path, needle: str) -> int:

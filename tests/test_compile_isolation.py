@@ -28,7 +28,7 @@ from sandbox.contract import Candidate, KernelSource, Status, to_json
 from sandbox.remote import RemoteExecutor
 from sandbox.testing import FakeExecutor
 from sandbox.worker import CompileJob, Reply, WorkerProcess
-from server.cli import main
+from server.cli.main import main
 
 SECRET = "zz_planted_secret_5c1e"
 KERNEL = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.f; }\n'

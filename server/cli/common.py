@@ -101,7 +101,7 @@ def memory_option(f: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def _make_executor(gpu: int, gpus: tuple[int, ...] = ()) -> Executor:
+def open_executor(gpu: int, gpus: tuple[int, ...] = ()) -> Executor:
     """The local GPUs' sandbox (``gpus``, else ``gpu``: one worker per GPU), a Ray cluster when
     ``CUDA_AGENT_RAY_ADDRESS`` is set, or a remote worker when ``CUDA_AGENT_WORKER_URL`` is set
     (token in ``CUDA_AGENT_TOKEN``); ``CUDA_AGENT_TEST_EXECUTOR=1`` swaps in the simulated GPU (one

@@ -8,11 +8,11 @@ import click
 
 if TYPE_CHECKING:
     from sandbox.contract import Budget
+from server.cli import common
 from server.cli.common import (
     BuildFlags,
     JobFailed,
     UserError,
-    _make_executor,
     build_flags,
     executor_failed,
     json_option,
@@ -45,7 +45,7 @@ def bench(
     except loop.TargetError as exc:
         raise UserError(str(exc)) from exc
     try:
-        with _make_executor(gpu) as executor:
+        with common.open_executor(gpu) as executor:
             result = executor.evaluate(
                 bench_request(target.baseline, target.bench_problem, budget=eval_budget)
             )
@@ -136,7 +136,7 @@ def compare(
     rng = random.Random(seed)
     seeds = tuple(rng.randrange(1, 2**31) for _ in range(3))
     try:
-        with _make_executor(gpu) as executor:
+        with common.open_executor(gpu) as executor:
             found = cmp.compare(
                 target,
                 proposal,
@@ -197,7 +197,7 @@ def profile(
             target, rewrite = loop.target_for(doc, kernel, build.options(path)), None
         else:
             target, rewrite, _ = cmp.prepare(doc, kernel, with_, None, open_document, build.options(path))
-        with _make_executor(gpu) as executor:
+        with common.open_executor(gpu) as executor:
             report = prof.profile(target, executor, rewrite=rewrite)
     except loop.TargetError as exc:
         raise UserError(str(exc)) from exc

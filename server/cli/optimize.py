@@ -15,11 +15,11 @@ if TYPE_CHECKING:
     from agent.llm import LLMSettings
     from agent.loop import LoopEvent, Proposer
     from sandbox.contract import Budget
+from server.cli import common
 from server.cli.common import (
     BuildFlags,
     JobFailed,
     UserError,
-    _make_executor,
     build_flags,
     executor_failed,
     json_option,
@@ -122,7 +122,7 @@ def optimize(
 
         def work() -> None:
             try:
-                with _make_executor(gpu) as executor:
+                with common.open_executor(gpu) as executor:
                     search = _make_proposer(proposer, llm if proposer == "llm" else None)
                     try:
                         outcome.append(
@@ -282,7 +282,7 @@ def suite(
         )
 
     try:
-        with _make_executor(devices[0], devices) as executor:
+        with common.open_executor(devices[0], devices) as executor:
             info = executor.device_info()
             device, simulated = info.name, info.simulated
             entries = run_suite(

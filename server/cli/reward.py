@@ -9,11 +9,11 @@ import click
 
 if TYPE_CHECKING:
     from sandbox.executor import Executor
+from server.cli import common
 from server.cli.common import (
     JobFailed,
     UserError,
     _exit_on_signal,
-    _make_executor,
     executor_failed,
     json_option,
 )
@@ -89,7 +89,7 @@ def reward_score(task: str, file: str, task_paths: tuple[str, ...], gpu: int, as
         text = f"```cuda\n{text}\n```"
     elif path.suffix == ".py":  # a PyTorch task's ModelNew module itself
         text = f"```python\n{text}\n```"
-    with _make_executor(gpu) as executor:
+    with common.open_executor(gpu) as executor:
         engine = RewardEngine(executor, tasks)
         try:
             scored = engine.score([Item(path.name, task, text)])[0]
@@ -176,7 +176,7 @@ def reward_serve(
 
         executor: Executor = FakeExecutor.from_env()
     else:
-        executor = _make_executor(indices[0], indices)
+        executor = common.open_executor(indices[0], indices)
     engine = RewardEngine(executor, tasks, workers=workers or 2 * len(indices))
     limits = RewardLimits(max_per_client=max_per_client, max_items=max_items)
     app = RewardService(engine, token=token, limits=limits)
