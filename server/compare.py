@@ -31,11 +31,14 @@ from server.protocol import RunKind, StartStatus
 from server.runs import (
     ActiveRun,
     Progress,
+    Report,
     Runs,
-    _now,
-    begin_evaluation,
+    describe_executor,
+    evaluation_steps,
     launch_run,
+    record_date,
     run_finished,
+    run_with_progress,
 )
 from server.store import STORE_DIR, CompareRecord, kernel_hash
 from server.texts import SIMULATED, markdown_text
@@ -181,18 +184,18 @@ async def _compare(
     progress: Progress,
 ) -> wire.RunFinished:
     runs = ls.need(Runs)
-    assert ls.loop is not None
     settings = ls.settings
-    on_progress = await begin_evaluation(ls, run, progress)
 
-    def work() -> cmp.Comparison:
+    def work(report: Report) -> cmp.Comparison:
         executor = runs.executor(settings.executor)
+        steps = evaluation_steps(report)
         return cmp.compare(
-            target, proposal, executor, candidate_path=cand_doc.path, progress=on_progress, cancel=run.cancel
+            target, proposal, executor, candidate_path=cand_doc.path, progress=steps, cancel=run.cancel
         )
 
     try:
-        found = await ls.loop.run_in_executor(runs.pool, work)
+        begin = f"{describe_executor(settings.executor)}: compiling"
+        found = await run_with_progress(ls, run, progress, begin, work)
     except loop.TargetError as exc:
         return run_finished(run, "error", str(exc))
     if found.result.device is not None:
@@ -242,7 +245,7 @@ def _store(
         original_ms=base.timing.median_ms if base.timing else 0.0,
         rewrite_ms=c.timing.median_ms if c.timing else 0.0,
         device=found.result.device.name if found.result.device else "",
-        date=_now(),
+        date=record_date(),
         simulated=found.result.device is not None and found.result.device.simulated,
     )
     for doc, k, role, other, other_doc in (

@@ -15,6 +15,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +35,7 @@ from pygls.uris import to_fs_path
 
 from agent import spec as specs
 from agent.source import Document, Kernel
+from sandbox.errors import CudaAgentError
 from server import protocol as wire
 from server.settings import SECTION, Settings, parse_settings
 from server.store import Changes, ResultStore, Watcher
@@ -149,6 +151,18 @@ class _Protocol(LanguageServerProtocol):
             self._send_response(data["id"], error=refused.to_response_error())
             raise refused
         return message
+
+    def _send_handler_result(self, future: Future[Any], *, msg_id: Any) -> None:
+        """A request that failed with one of our errors answers with the code its branch of the
+        tree gives (:attr:`~sandbox.errors.CudaAgentError.rpc_code`: InvalidParams for an
+        :class:`~sandbox.errors.InputError`) and its message; anything else as pygls answers it."""
+        error = None if future.cancelled() else future.exception()
+        if isinstance(error, CudaAgentError):
+            self._request_futures.pop(msg_id, None)
+            reply = JsonRpcException(str(error), code=error.rpc_code)
+            self._send_response(msg_id, error=reply.to_response_error())
+            return
+        super()._send_handler_result(future, msg_id=msg_id)
 
     @lsp_method(lsp.WORKSPACE_EXECUTE_COMMAND)
     def lsp_workspace__execute_command(self, params: lsp.ExecuteCommandParams) -> Generator[Any, Any, Any]:

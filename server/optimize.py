@@ -44,12 +44,14 @@ from server.protocol import RunKind, StartStatus
 from server.runs import (
     ActiveRun,
     Progress,
+    Report,
     Rewrite,
     Runs,
-    _now,
     describe_executor,
     launch_run,
+    record_date,
     run_finished,
+    run_with_progress,
 )
 from server.settings import Settings
 from server.store import BenchmarkRecord, OptimizeRecord, Roofline, kernel_hash, text_hash
@@ -142,7 +144,7 @@ def optimize_record(
         seeds=seeds,
         tolerance=_tolerance(target.tolerance),
         device=result.device.name if result.device else "",
-        date=_now(),
+        date=record_date(),
         summary=summary_of(result),
         attempts=result.attempts,
         stop_reason=result.stop_reason,
@@ -172,7 +174,7 @@ def benchmark_record(
         pct_peak=r.pct_peak_bandwidth,
         problem=target.bench_problem.label,
         device=device,
-        date=_now(),
+        date=record_date(),
         registers=res.registers if res else 0,
         spill_bytes=(res.spill_stores + res.spill_loads) if res else 0,
         gflops=r.achieved_gflops,
@@ -231,24 +233,15 @@ async def _optimize(
     ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: loop.Target, progress: Progress
 ) -> wire.RunFinished:
     runs = ls.need(Runs)
-    assert ls.loop is not None
     settings = ls.settings
-    await progress.begin(f"{describe_executor(settings.executor)}: measuring the original")
-    runs.status()
 
-    def on_event(ev: loop.LoopEvent) -> None:  # loop thread
-        ls.call_soon(show, ev)
+    def work(report: Report) -> loop.OptimizeResult:
+        def on_event(ev: loop.LoopEvent) -> None:
+            best = f" · best {ev.best_speedup:.2f}× so far" if ev.best_speedup else ""
+            now = f" · {ev.message}" if ev.kind == "evaluating" and ev.message else ""
+            told = f"{plural(ev.evaluated, 'candidate')} tried{best}{now}"
+            report(int(100 * (ev.fraction or 0.0)), told, ev.kind == "improved")
 
-    def show(ev: loop.LoopEvent) -> None:
-        run.percent = int(100 * (ev.fraction or 0.0))
-        best = f" · best {ev.best_speedup:.2f}× so far" if ev.best_speedup else ""
-        now = f" · {ev.message}" if ev.kind == "evaluating" and ev.message else ""
-        progress.report(
-            run.percent, f"{plural(ev.evaluated, 'candidate')} tried{best}{now}", force=ev.kind == "improved"
-        )
-        runs.status()
-
-    def work() -> loop.OptimizeResult:
         executor = runs.executor(settings.executor)
         proposer = make_proposer(settings, runs.compiler)
         b = settings.budget
@@ -264,7 +257,8 @@ async def _optimize(
         finally:
             proposer.close()
 
-    result = await ls.loop.run_in_executor(runs.pool, work)
+    begin = f"{describe_executor(settings.executor)}: measuring the original"
+    result = await run_with_progress(ls, run, progress, begin, work)
     return _record_optimize(ls, run, od, target, result)
 
 
@@ -337,17 +331,14 @@ async def _benchmark(
     ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: loop.Target, progress: Progress
 ) -> wire.RunFinished:
     runs = ls.need(Runs)
-    assert ls.loop is not None
     settings = ls.settings
-    await progress.begin(describe_executor(settings.executor))
-    runs.status()
     request = target.request(run.run_id, ())
 
-    def work() -> tuple[CandidateResult, DeviceInfo | None]:
+    def work(report: Report) -> tuple[CandidateResult, DeviceInfo | None]:
         result = runs.executor(settings.executor).evaluate(request, cancel=run.cancel)
         return result.baseline, result.device
 
-    baseline, info = await ls.loop.run_in_executor(runs.pool, work)
+    baseline, info = await run_with_progress(ls, run, progress, describe_executor(settings.executor), work)
     device, simulated = (info.name, info.simulated) if info is not None else ("", False)
     runs.device = device or runs.device
     if baseline.timing is None:

@@ -25,11 +25,14 @@ from server.protocol import RunKind, StartStatus
 from server.runs import (
     ActiveRun,
     Progress,
+    Report,
     Runs,
-    _now,
-    begin_evaluation,
+    describe_executor,
+    evaluation_steps,
     launch_run,
+    record_date,
     run_finished,
+    run_with_progress,
 )
 from server.store import ProfiledKernel, ProfileRecord, kernel_hash
 from server.texts import markdown_text
@@ -68,16 +71,16 @@ async def _profile(
     progress: Progress,
 ) -> wire.RunFinished:
     runs = ls.need(Runs)
-    assert ls.loop is not None
     settings = ls.settings
-    on_progress = await begin_evaluation(ls, run, progress)
 
-    def work() -> prof.ProfileReport:
+    def work(report: Report) -> prof.ProfileReport:
         executor = runs.executor(settings.executor)
-        return prof.profile(target, executor, rewrite=rewrite, progress=on_progress, cancel=run.cancel)
+        steps = evaluation_steps(report)
+        return prof.profile(target, executor, rewrite=rewrite, progress=steps, cancel=run.cancel)
 
     try:
-        report = await ls.loop.run_in_executor(runs.pool, work)
+        begin = f"{describe_executor(settings.executor)}: compiling"
+        report = await run_with_progress(ls, run, progress, begin, work)
     except loop.TargetError as exc:
         return run_finished(run, "error", str(exc))
     if report.device is not None:
@@ -88,7 +91,7 @@ async def _profile(
         run_id=run.run_id,
         problem=report.problem,
         device=report.device.name if report.device else "",
-        date=_now(),
+        date=record_date(),
         kernels=tuple(ProfiledKernel(p.label, p.description, p.profile) for p in report.kernels),
         kernel_hash=kernel_hash(od.doc, k) if k is not None else "",
     )

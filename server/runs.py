@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from lsprotocol import types as lsp
 
@@ -66,28 +66,42 @@ class ActiveRun:
     task: asyncio.Task[None] | None = None
 
 
-def _now() -> str:
+def record_date() -> str:
+    """A stored record's date: now, to the minute, in UTC."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-async def begin_evaluation(
-    ls: CudaLanguageServer, run: ActiveRun, progress: Progress
-) -> Callable[[EvalProgress], None]:
-    """Start ``run``'s progress ("compiling" on its executor) and return the callback an executor
-    thread calls with each evaluation step: it shows the step on the run and its progress."""
+Report = Callable[[int, str, bool], None]
+"""How a run's work tells its step from its own thread: (percent, message, force: shown even if
+the last report was moments ago)."""
+
+T = TypeVar("T")
+
+
+async def run_with_progress(
+    ls: CudaLanguageServer, run: ActiveRun, progress: Progress, begin: str, work: Callable[[Report], T]
+) -> T:
+    """The body of every run: begin ``progress`` with ``begin``, run ``work`` on the runs' pool, and
+    show each step it reports on the run, its progress and the status line; ``work``'s result."""
     runs = ls.need(Runs)
-    await progress.begin(f"{describe_executor(ls.settings.executor)}: compiling")
+    assert ls.loop is not None
+    await progress.begin(begin)
     runs.status()
 
-    def show(p: EvalProgress) -> None:
-        run.percent = int(100 * p.done / max(p.total, 1))
-        progress.report(run.percent, p.message or f"{p.done}/{p.total}")
+    def show(percent: int, message: str, force: bool) -> None:
+        run.percent = percent
+        progress.report(percent, message, force=force)
         runs.status()
 
-    def on_progress(p: EvalProgress) -> None:  # executor thread
-        ls.call_soon(show, p)
+    def report(percent: int, message: str, force: bool) -> None:  # work's thread
+        ls.call_soon(show, percent, message, force)
 
-    return on_progress
+    return await ls.loop.run_in_executor(runs.pool, work, report)
+
+
+def evaluation_steps(report: Report) -> Callable[[EvalProgress], None]:
+    """The executor's progress callback, reporting each evaluation step (compile, check, time...)."""
+    return lambda p: report(int(100 * p.done / max(p.total, 1)), p.message or f"{p.done}/{p.total}", False)
 
 
 def describe_executor(s: ExecutorSettings) -> str:
