@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     pass
 from server.cli.common import JobFailed, UserError, json_option
 from server.cli.files import write_rewrite
-from server.cli.render import emit_json
+from server.cli.render import emit_json, print_capture
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -63,24 +63,22 @@ def capture(
     import re
 
     from agent import capture as cap
-    from sandbox.capture import CaptureError, run_program
+    from sandbox.capture import run_program
+    from server.cli.reports import capture_report
 
     if kernel_re:
         try:
             re.compile(kernel_re)
         except re.error as exc:
             raise UserError(f"--kernel {kernel_re}: not a regular expression ({exc})") from exc
-    try:
-        run = run_program(
-            program,
-            kernel=kernel_re,
-            launch=launch_index,
-            max_launches=max_launches,
-            save_dir=save_inputs,
-            timeout=timeout,
-        )
-    except CaptureError as exc:
-        raise JobFailed(str(exc)) from exc
+    run = run_program(
+        program,
+        kernel=kernel_re,
+        launch=launch_index,
+        max_launches=max_launches,
+        save_dir=save_inputs,
+        timeout=timeout,
+    )
     if not run.launches:
         raise JobFailed(cap.nothing_captured(program[0], run))
     try:
@@ -88,59 +86,14 @@ def capture(
     except cap.CaptureMismatch as exc:
         recorded = ", ".join(sorted({x.kernel for x in run.launches}))
         raise JobFailed(f"{exc} (recorded: {recorded}; --source names the kernel's files)") from exc
-    launch, doc, captured, new_text, errors = (
-        found.launch,
-        found.doc,
-        found.captured,
-        found.new_text,
-        found.errors,
-    )
-    path = Path(doc.path or "")
+    errors = found.errors
+    path = Path(found.doc.path or "")
     written = backup = None
     if write and not errors:
-        written, backup = write_rewrite(path, doc.text, new_text)
+        written, backup = write_rewrite(path, found.doc.text, found.new_text)
     if as_json:
-        emit_json(
-            {
-                "program": list(program),
-                "exit_status": run.returncode,
-                "seconds": run.seconds,
-                "kernels": dict(run.kernels),
-                "launch": {
-                    "index": launch.index,
-                    "api": launch.api,
-                    "kernel": launch.kernel,
-                    "grid": launch.grid,
-                    "block": launch.block,
-                    "smem": launch.smem,
-                },
-                "file": str(path),
-                "kernel": captured.kernel.qualified_name,
-                "spec": captured.text,
-                "notes": list(captured.notes),
-                "errors": list(errors),
-                "saved_inputs": {k: str(Path(run.save_dir) / v) for k, v in captured.saved.items()},
-                "diff": found.diff,
-                "written": str(written) if written else None,
-                "backup": str(backup) if backup else None,
-            }
-        )
+        emit_json(capture_report(program, run, found, written, backup))
     else:
-        g, b = launch.grid, launch.block
-        click.echo(
-            f"{launch.kernel}: launch {launch.index} of {run.kernels.get(launch.kernel, 1)}, grid {g}, "
-            f"block {b}, smem {launch.smem} ({run.seconds:.1f} s, exit status {run.returncode})"
-        )
-        for note in captured.notes:
-            click.echo(f"  note: {note}")
-        for name, file in captured.saved.items():
-            click.echo(f"  input {name} saved: {Path(run.save_dir) / file}")
-        for err in errors:
-            click.echo(f"  spec error: {err}")
-        click.echo(found.diff, nl=False)
-        if written is not None:
-            click.echo(f"wrote {written} (backup: {backup})")
-        elif not write:
-            click.echo(f"(not written: --write applies it to {path})")
+        print_capture(run, found, written, backup, write)
     if errors:
         raise JobFailed(f"the captured spec does not resolve: {errors[0]}")

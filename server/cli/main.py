@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from sandbox.errors import CudaAgentError
 from server.cli.capture import capture
 from server.cli.check import check, kernels
 from server.cli.measure import bench, compare, profile
@@ -31,14 +32,20 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("cuda-agent: aborted", err=True)
         return 130
-    except click.ClickException as exc:
-        msg = exc.format_message().splitlines()[0] if exc.format_message() else type(exc).__name__
-        click.echo(f"cuda-agent: error: {msg}", err=True)
+    except CudaAgentError as exc:  # ours: the exit status is its branch's (sandbox/errors.py)
+        _error_line(str(exc) or type(exc).__name__)
+        return exc.exit_code
+    except click.ClickException as exc:  # click's own: a usage mistake (2)
+        _error_line(exc.format_message() or type(exc).__name__)
         return exc.exit_code
     except KeyboardInterrupt:
         click.echo("cuda-agent: interrupted", err=True)
         return 130
     return rv if isinstance(rv, int) else 0
+
+
+def _error_line(message: str) -> None:
+    click.echo(f"cuda-agent: error: {message.splitlines()[0] if message.strip() else message}", err=True)
 
 
 if __name__ == "__main__":

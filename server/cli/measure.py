@@ -12,14 +12,13 @@ from server.cli import common
 from server.cli.common import (
     BuildFlags,
     JobFailed,
-    UserError,
     build_flags,
     executor_failed,
     json_option,
     memory_option,
 )
 from server.cli.files import read_source
-from server.cli.render import _compare_json, _print_compare, emit_json
+from server.cli.render import emit_json, print_bench, print_compare, print_profile
 
 
 @click.command()
@@ -35,15 +34,12 @@ def bench(
     """Time a kernel under its spec on the local GPU: median, spread, GB/s, % of peak."""
     from agent import loop
     from agent.source import Document
-    from sandbox.contract import to_dict
     from sandbox.executor import ExecutorError
     from sandbox.worker import bench_request
+    from server.cli.reports import bench_report
 
     path, text = read_source(file)
-    try:
-        target = loop.target_for(Document(text, str(path)), kernel, build.options(path))
-    except loop.TargetError as exc:
-        raise UserError(str(exc)) from exc
+    target = loop.target_for(Document(text, str(path)), kernel, build.options(path))
     try:
         with common.open_executor(gpu) as executor:
             result = executor.evaluate(
@@ -52,28 +48,10 @@ def bench(
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
     r = result.baseline
-    simulated = result.device is not None and result.device.simulated
     if as_json:
-        emit_json(
-            {
-                "path": str(path),
-                "kernel": target.kernel,
-                "problem": target.bench_problem.label,
-                "device": to_dict(result.device),
-                "simulated": simulated,
-                "result": to_dict(r),
-            }
-        )
+        emit_json(bench_report(str(path), target, result))
     else:
-        from sandbox.timing import measured_text
-        from server.texts import SIMULATED
-
-        device = result.device.name if result.device else "GPU"
-        device = f"the {SIMULATED}" if simulated else device
-        click.echo(f"{target.kernel} at {target.bench_problem.label} on {device}: {r.status.value}")
-        click.echo(f"  {measured_text(r, detail=True)}")
-        if r.message:
-            click.echo(f"  {target.located(r)}")
+        print_bench(target, result)
     if r.status.value != "ok":
         raise JobFailed(f"{target.kernel} did not pass its own checks: {r.status.value}")
 
@@ -117,9 +95,9 @@ def compare(
     import random
 
     from agent import compare as cmp
-    from agent import loop
     from agent.source import Document
     from sandbox.executor import ExecutorError
+    from server.cli.reports import compare_report
 
     path, text = read_source(file)
 
@@ -127,12 +105,9 @@ def compare(
         cand_path, cand_text = read_source(name)
         return Document(cand_text, str(cand_path))
 
-    try:
-        target, proposal, cand_doc = cmp.prepare(
-            Document(text, str(path)), kernel, with_, launch, open_document, build.options(path)
-        )
-    except loop.TargetError as exc:
-        raise UserError(str(exc)) from exc
+    target, proposal, cand_doc = cmp.prepare(
+        Document(text, str(path)), kernel, with_, launch, open_document, build.options(path)
+    )
     rng = random.Random(seed)
     seeds = tuple(rng.randrange(1, 2**31) for _ in range(3))
     try:
@@ -145,14 +120,12 @@ def compare(
                 seeds=seeds,
                 sanitize=not no_sanitize,
             )
-    except loop.TargetError as exc:
-        raise UserError(str(exc)) from exc
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
     if as_json:
-        emit_json(_compare_json(found))
+        emit_json(compare_report(found))
     else:
-        _print_compare(found)
+        print_compare(found)
     if not found.verified:
         raise JobFailed(
             f"{proposal.kernel} did not verify against {target.kernel}: {found.candidate.status.value}"
@@ -182,8 +155,8 @@ def profile(
     from agent import loop
     from agent import profile as prof
     from agent.source import Document
-    from sandbox.contract import to_dict
     from sandbox.executor import ExecutorError
+    from server.cli.reports import profile_report
 
     path, text = read_source(file)
     doc = Document(text, str(path))
@@ -192,38 +165,19 @@ def profile(
         other_path, other_text = read_source(name)
         return Document(other_text, str(other_path))
 
+    if with_ is None:
+        target, rewrite = loop.target_for(doc, kernel, build.options(path)), None
+    else:
+        target, rewrite, _ = cmp.prepare(doc, kernel, with_, None, open_document, build.options(path))
     try:
-        if with_ is None:
-            target, rewrite = loop.target_for(doc, kernel, build.options(path)), None
-        else:
-            target, rewrite, _ = cmp.prepare(doc, kernel, with_, None, open_document, build.options(path))
         with common.open_executor(gpu) as executor:
             report = prof.profile(target, executor, rewrite=rewrite)
-    except loop.TargetError as exc:
-        raise UserError(str(exc)) from exc
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
     if as_json:
-        emit_json(
-            {
-                "path": str(path),
-                "kernel": report.kernel,
-                "problem": report.problem,
-                "device": to_dict(report.device),
-                "kernels": [
-                    {
-                        "label": k.label,
-                        "description": k.description,
-                        "status": k.result.status.value,
-                        "message": k.result.message,
-                        "profile": to_dict(k.profile),
-                    }
-                    for k in report.kernels
-                ],
-            }
-        )
+        emit_json(profile_report(str(path), report))
     else:
-        click.echo("\n".join(report.lines()))
+        print_profile(report)
     if not report.available:
         why = next(k.profile.message for k in report.kernels if not k.profile.available)
         raise JobFailed(f"no Nsight Compute metrics for {report.kernel}: {why}")

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from sandbox.errors import CudaAgentError
+
 if TYPE_CHECKING:
     from agent.llm import LLMSettings
     from agent.loop import LoopEvent, Proposer
@@ -26,7 +28,7 @@ from server.cli.common import (
     memory_option,
 )
 from server.cli.files import read_only, read_regular_file, read_source, write_rewrite
-from server.cli.render import _optimize_json, _print_optimize, emit_json
+from server.cli.render import emit_json, print_optimize, print_suite, print_suite_entry
 
 
 @click.command()
@@ -88,6 +90,7 @@ def optimize(
     from agent.source import Document
     from agent.trajectory import TrajectoryLog, default_path
     from sandbox.executor import ExecutorError
+    from server.cli.reports import optimize_report
 
     path, text = read_source(file)
     if write and not force and (why := read_only(path)):
@@ -96,10 +99,7 @@ def optimize(
         limits = loop.parse_budget(budget)
     except ValueError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
-    try:
-        target = loop.target_for(Document(text, str(path)), kernel, build.options(path))
-    except loop.TargetError as exc:
-        raise UserError(str(exc)) from exc
+    target = loop.target_for(Document(text, str(path)), kernel, build.options(path))
     if proposer == "llm":
         from agent.llm import LLMSettings
 
@@ -159,17 +159,17 @@ def optimize(
     result = outcome[0]
     if isinstance(result, ExecutorError):
         raise executor_failed(result)
-    if isinstance(result, click.ClickException):
+    if isinstance(result, CudaAgentError | click.ClickException):  # its exit status is its own
         raise result
-    if isinstance(result, BaseException):
+    if isinstance(result, BaseException):  # unexpected: one line, never a traceback
         raise JobFailed(f"{type(result).__name__}: {result}")
     written = backup = None
     if write and result.outcome is loop.Outcome.IMPROVED:
         written, backup = write_rewrite(path, text, result.rewritten, force=force)
     if as_json:
-        emit_json(_optimize_json(target, result, written, backup, log_path))
+        emit_json(optimize_report(target, result, written, backup, log_path))
     else:
-        _print_optimize(target, result, show_diff, written, backup, write, show_attempts)
+        print_optimize(target, result, show_diff, written, backup, write, show_attempts)
     if result.outcome is loop.Outcome.BASELINE_FAILED:
         raise JobFailed(f"the original kernel failed its own checks ({result.stop_reason})")
     if result.attempts == 0 and result.stop_reason.startswith(("proposer failed", "executor failed")):
@@ -249,12 +249,12 @@ def suite(
 ) -> None:
     """Optimize every kernel with a spec in DIRECTORY and print a table with fast_1, fast_1.5, geomean.
     One progress line per kernel goes to stderr as it finishes."""
-    from dataclasses import asdict
 
     from agent import loop
-    from agent.suite import SuiteEntry, find_targets, run_suite, summarize
+    from agent.suite import find_targets, run_suite, summarize
     from sandbox.executor import ExecutorError
     from sandbox.scheduler import parse_gpus
+    from server.cli.reports import SuiteReport
 
     if gpu is not None and gpus is not None:
         raise UserError("give --gpu or --gpus, not both")
@@ -272,15 +272,6 @@ def suite(
     if next(find_targets(root, match, build.options), None) is None:
         raise UserError(f"{directory}: no kernel with a `// @cuda-agent` spec in its {match} .cu/.cuh files")
 
-    def progress(done: int, total: int, e: SuiteEntry) -> None:
-        speed = f" {e.speedup:.2f}x [{e.speedup_low:.2f}-{e.speedup_high:.2f}]" if e.status != "error" else ""
-        why = f" ({e.description})" if e.status == "error" or "deadline" in e.description else ""
-        on = f" on GPU {','.join(map(str, e.gpus))}" if e.gpus else ""
-        click.echo(
-            f"[{done}/{total}] {Path(e.file).name} {e.kernel}: {e.status}{speed} in {e.seconds:.1f} s{on}{why}",
-            err=True,
-        )
-
     try:
         with common.open_executor(devices[0], devices) as executor:
             info = executor.device_info()
@@ -291,7 +282,7 @@ def suite(
                 budget=limits,
                 seed=seed,
                 match=match,
-                on_entry=progress,
+                on_entry=print_suite_entry,
                 jsonl=Path(jsonl) if jsonl else None,
                 deadline_s=deadline,
                 options=build.options,
@@ -299,47 +290,18 @@ def suite(
             )
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
-    summary = summarize(entries)
+    report = SuiteReport(
+        directory=str(root),
+        device=device,
+        simulated=simulated,
+        gpus=tuple(sorted({g for e in entries for g in e.gpus})),
+        budget=budget,
+        seed=seed,
+        match=match,
+        kernels=tuple(entries),
+        summary=summarize(entries),
+    )
     if as_json:
-        emit_json(
-            {
-                "directory": str(root),
-                "device": device,
-                "simulated": simulated,
-                "gpus": sorted({g for e in entries for g in e.gpus}),
-                "budget": budget,
-                "seed": seed,
-                "match": match,
-                "kernels": [asdict(e) for e in entries],
-                "summary": asdict(summary),
-            }
-        )
-        return
-    header = (
-        f"{'kernel':<28} {'status':<15} {'speedup':>22} {'% peak before':>14} {'% peak after':>13} {'gpu':>4}"
-    )
-    used = sorted({g for e in entries for g in e.gpus})
-    where = f" (GPU{'s' if len(used) > 1 else ''} {','.join(map(str, used))})" if used else ""
-    if simulated:
-        from server.texts import SIMULATED
-
-        device = f"the {SIMULATED} (every number below is made up)"
-    click.echo(f"{root} on {device}{where}, budget {budget} per kernel, seed {seed}")
-    click.echo(header)
-    for e in entries:
-        name = f"{Path(e.file).stem}:{e.kernel}" if Path(e.file).stem != e.kernel else e.kernel
-        spread = (
-            f"{e.speedup:.2f}x [{e.speedup_low:.2f}-{e.speedup_high:.2f}]" if e.status != "error" else "-"
-        )
-        gpu_col = ",".join(map(str, e.gpus)) or "-"
-        click.echo(
-            f"{name[:28]:<28} {e.status:<15} {spread:>22} {e.pct_peak_before:>13.0f}% {e.pct_peak_after:>12.0f}%"
-            f" {gpu_col:>4}"
-        )
-    click.echo(
-        f"fast_1 {summary.fast_1:.0%}  fast_1.5 {summary.fast_1_5:.0%}  geomean {summary.geomean:.2f}x  "
-        f"({summary.improved}/{summary.kernels} improved, {summary.errors} not run)"
-    )
-    for e in entries:
-        if e.status == "error" or e.status == loop.Outcome.BASELINE_FAILED.value:
-            click.echo(f"  {e.kernel}: {e.description}")
+        emit_json(report)
+    else:
+        print_suite(report)

@@ -5,19 +5,107 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 if TYPE_CHECKING:
+    from agent import profile as prof
+    from agent.capture import CaptureEdit
+    from agent.check import FileCheck
+    from agent.compare import Comparison
     from agent.loop import AttemptRecord, OptimizeResult, Target
+    from agent.reward.engine import Scored
+    from agent.source import Document
+    from agent.suite import SuiteEntry
+    from sandbox.capture import CaptureRun
+    from sandbox.contract import EvalResult
+    from server.cli.reports import KernelsReport, SuiteReport
 
 
-def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+def emit_json(report: object) -> None:
+    """A command's typed report (:mod:`server.cli.reports`) as JSON, through the contract's converter."""
+    from sandbox.contract import to_dict
+
+    click.echo(json.dumps(to_dict(report), indent=2))
 
 
-def _print_optimize(
+def print_kernels(doc: Document, report: KernelsReport) -> None:
+    path = report.path
+    click.echo(f"{path}: {len(doc.kernels)} kernel(s), {len(doc.launches)} launch site(s)")
+    for listing in report.kernels:
+        k, spec = listing.kernel, listing.spec
+        params = ", ".join(f"{p.type_text} {p.name}".strip() for p in k.params)
+        templ = f"template <{', '.join(t.name for t in k.template_params)}> " if k.template_params else ""
+        click.echo(
+            f"\n{templ}{k.qualified_name}({params})  lines {k.span.start_line + 1}-{k.span.end_line + 1}"
+        )
+        if k.launch_bounds:
+            click.echo(
+                f"  __launch_bounds__({k.launch_bounds.max_threads}{', ' + k.launch_bounds.min_blocks if k.launch_bounds.min_blocks else ''})"
+            )
+        for site in listing.launches:
+            config = ", ".join(e.text for e in (site.grid, site.block, site.shared, site.stream) if e)
+            targs = f"<{', '.join(site.template_args)}>" if site.template_args else ""
+            args = ", ".join(a.text for a in site.args)
+            click.echo(
+                f"  launched at line {site.span.start_line + 1}: {site.kernel}{targs}<<<{config}>>>({args})"
+            )
+        how = "parsed" if spec.source == "parsed" else f"inferred, {spec.confidence} confidence"
+        click.echo(f"  spec ({how}):")
+        for line in spec.text.splitlines():
+            click.echo(f"    {line}")
+        for reason in spec.reasons:
+            click.echo(f"    - {reason}")
+        for e in spec.errors:
+            click.echo(f"  spec error, line {e.line + 1}: {e.message}")
+    for issue in report.issues:
+        click.echo(f"{path}:{issue.line + 1}: {issue.severity}: {issue.message}")
+
+
+def print_check(path: Path, result: FileCheck) -> None:
+    for issue in result.issues:
+        click.echo(f"{path}:{issue.line + 1}: {issue.severity}: {issue.message}")
+    for d in result.diagnostics:
+        click.echo(f"{d.file}:{d.line}:{d.column}: {d.severity}: {d.message}")
+    for k in result.kernels:
+        for e in k.spec_errors:
+            click.echo(f"{path}:{e.line + 1}: error: spec of {k.kernel}: {e.message}")
+    if not result.kernels:
+        click.echo(f"{path}: no CUDA kernels (`__global__` functions) found")
+    for k in result.kernels:
+        r = k.resources
+        usage = (
+            f"{r.registers} registers, {r.spill_stores}/{r.spill_loads} bytes spilled (st/ld), "
+            f"{r.shared_bytes} bytes smem, {r.stack_bytes} bytes stack"
+            if r
+            else "no resource report"
+        )
+        name = k.name_expression or k.kernel
+        click.echo(
+            f"{'ok  ' if k.ok and not k.spec_errors else 'FAIL'} {name}: {usage}"
+            + (f" ({k.note})" if k.note else "")
+        )
+
+
+def print_bench(target: Target, result: EvalResult) -> None:
+    from sandbox.timing import measured_text
+    from server.texts import SIMULATED
+
+    r = result.baseline
+    device = result.device.name if result.device else "GPU"
+    device = f"the {SIMULATED}" if result.device is not None and result.device.simulated else device
+    click.echo(f"{target.kernel} at {target.bench_problem.label} on {device}: {r.status.value}")
+    click.echo(f"  {measured_text(r, detail=True)}")
+    if r.message:
+        click.echo(f"  {target.located(r)}")
+
+
+def print_profile(report: prof.ProfileReport) -> None:
+    click.echo("\n".join(report.lines()))
+
+
+def print_optimize(
     target: Target,
     result: OptimizeResult,
     show_diff: bool,
@@ -111,99 +199,7 @@ def attempts_table(records: Sequence[AttemptRecord]) -> str:
     )
 
 
-def _optimize_json(
-    target: Target, result: OptimizeResult, written: Path | None, backup: Path | None, log_path: Path | None
-) -> dict[str, Any]:
-    from agent.loop import verdict_summary
-    from sandbox.contract import to_dict
-
-    best = result.best
-    return {
-        "file": target.path,
-        "kernel": target.kernel,
-        "outcome": result.outcome.value,
-        "stop_reason": result.stop_reason,
-        "cancelled": result.cancelled,
-        "speedup": result.speedup,
-        "speedup_low": result.speedup_low,
-        "speedup_high": result.speedup_high,
-        "baseline": to_dict(result.baseline),
-        "best": None
-        if best is None
-        else {
-            "candidate_id": best.candidate_id,
-            "description": best.proposal.description,
-            "code": best.proposal.code,
-            "kernel": best.proposal.kernel,
-            "result": to_dict(best.result),
-        },
-        "assumptions": list(result.assumptions),
-        "verification": to_dict(result.verification),
-        "launch": to_dict(result.launch) if result.launch else None,
-        "launch_edits": to_dict(result.launch_edits),
-        "launch_sites": result.launch_sites,
-        "launch_todo": result.launch_todo,
-        "diff": result.diff,
-        "candidates": result.attempts,
-        "verdicts": verdict_summary(result.records),
-        "attempts": to_dict(result.records),
-        "simulated": result.simulated,
-        "tokens": result.tokens,
-        "seconds": result.seconds,
-        "baseline_seconds": result.baseline_seconds,
-        "device": to_dict(result.device) if result.device else None,
-        "written": str(written) if written else None,
-        "backup": str(backup) if backup else None,
-        "trajectory": str(log_path) if log_path else None,
-    }
-
-
-def _compare_json(found: Any) -> dict[str, Any]:
-    from agent.compare import reason_text
-    from agent.loop import size_checks
-    from sandbox.contract import to_dict
-
-    c, base = found.candidate, found.result.baseline
-    bad = found.first_failure
-
-    def side(r: Any) -> dict[str, Any]:
-        res = r.resources
-        return {
-            "status": r.status.value,
-            "median_ms": r.timing.median_ms if r.timing else None,
-            "gbps": r.achieved_gbps,
-            "pct_peak_bandwidth": r.pct_peak_bandwidth,
-            "pct_peak_flops": r.pct_peak_flops,
-            "registers": res.registers if res else None,
-            "spill_bytes": (res.spill_stores + res.spill_loads) if res else None,
-        }
-
-    return {
-        "file": found.target.path,
-        "kernel": found.target.kernel,
-        "candidate": {"file": found.candidate_path, "kernel": found.proposal.kernel},
-        "verified": found.verified,
-        "status": c.status.value,
-        "message": c.message,
-        "reason": reason_text(found),
-        "first_failure": to_dict(bad) if bad else None,
-        "speedup": c.speedup,
-        "speedup_low": c.speedup_low,
-        "speedup_high": c.speedup_high,
-        "original": side(base),
-        "rewrite": side(c),
-        "launch": to_dict(found.proposal.launch) if found.proposal.launch else None,
-        "precision": {"claimed": list(found.proposal.precision), "detected": c.precision},
-        "verification": to_dict(size_checks(c)),
-        "sanitizer": c.sanitizer,
-        "baseline": to_dict(base),
-        "result": to_dict(c),
-        "device": to_dict(found.result.device) if found.result.device else None,
-        "simulated": found.result.device is not None and found.result.device.simulated,
-    }
-
-
-def _print_compare(found: Any) -> None:
+def print_compare(found: Comparison) -> None:
     from agent.compare import reason_text
     from agent.loop import size_checks
     from sandbox.timing import measured_text
@@ -246,3 +242,79 @@ def _print_compare(found: Any) -> None:
             f"{k}={v}" for k, v in (("grid", lc.grid), ("block", lc.block), ("smem", lc.shared)) if v
         )
         click.echo(f"  rewrite launched with {parts}")
+
+
+def print_capture(
+    run: CaptureRun, found: CaptureEdit, written: Path | None, backup: Path | None, write: bool
+) -> None:
+    launch, captured = found.launch, found.captured
+    g, b = launch.grid, launch.block
+    click.echo(
+        f"{launch.kernel}: launch {launch.index} of {run.kernels.get(launch.kernel, 1)}, grid {g}, "
+        f"block {b}, smem {launch.smem} ({run.seconds:.1f} s, exit status {run.returncode})"
+    )
+    for note in captured.notes:
+        click.echo(f"  note: {note}")
+    for name, file in captured.saved.items():
+        click.echo(f"  input {name} saved: {Path(run.save_dir) / file}")
+    for err in found.errors:
+        click.echo(f"  spec error: {err}")
+    click.echo(found.diff, nl=False)
+    if written is not None:
+        click.echo(f"wrote {written} (backup: {backup})")
+    elif not write:
+        click.echo(f"(not written: --write applies it to {found.doc.path or ''})")
+
+
+def print_suite_entry(done: int, total: int, e: SuiteEntry) -> None:
+    """One kernel's line on stderr as it finishes."""
+    speed = f" {e.speedup:.2f}x [{e.speedup_low:.2f}-{e.speedup_high:.2f}]" if e.status != "error" else ""
+    why = f" ({e.description})" if e.status == "error" or "deadline" in e.description else ""
+    on = f" on GPU {','.join(map(str, e.gpus))}" if e.gpus else ""
+    click.echo(
+        f"[{done}/{total}] {Path(e.file).name} {e.kernel}: {e.status}{speed} in {e.seconds:.1f} s{on}{why}",
+        err=True,
+    )
+
+
+def print_suite(report: SuiteReport) -> None:
+    from agent.loop import Outcome
+    from server.texts import SIMULATED
+
+    header = (
+        f"{'kernel':<28} {'status':<15} {'speedup':>22} {'% peak before':>14} {'% peak after':>13} {'gpu':>4}"
+    )
+    used = report.gpus
+    where = f" (GPU{'s' if len(used) > 1 else ''} {','.join(map(str, used))})" if used else ""
+    device = f"the {SIMULATED} (every number below is made up)" if report.simulated else report.device
+    click.echo(
+        f"{report.directory} on {device}{where}, budget {report.budget} per kernel, seed {report.seed}"
+    )
+    click.echo(header)
+    for e in report.kernels:
+        name = f"{Path(e.file).stem}:{e.kernel}" if Path(e.file).stem != e.kernel else e.kernel
+        spread = (
+            f"{e.speedup:.2f}x [{e.speedup_low:.2f}-{e.speedup_high:.2f}]" if e.status != "error" else "-"
+        )
+        gpu_col = ",".join(map(str, e.gpus)) or "-"
+        click.echo(
+            f"{name[:28]:<28} {e.status:<15} {spread:>22} {e.pct_peak_before:>13.0f}% {e.pct_peak_after:>12.0f}%"
+            f" {gpu_col:>4}"
+        )
+    summary = report.summary
+    click.echo(
+        f"fast_1 {summary.fast_1:.0%}  fast_1.5 {summary.fast_1_5:.0%}  geomean {summary.geomean:.2f}x  "
+        f"({summary.improved}/{summary.kernels} improved, {summary.errors} not run)"
+    )
+    for e in report.kernels:
+        if e.status == "error" or e.status == Outcome.BASELINE_FAILED.value:
+            click.echo(f"  {e.kernel}: {e.description}")
+
+
+def print_score(scored: Scored) -> None:
+    value = "none" if scored.reward is None else f"{scored.reward:+.3f}"
+    rule = f" ({scored.rule})" if scored.rule else ""
+    speed = f", speedup {scored.speedup:.2f}x (low {scored.speedup_low:.2f}x)" if scored.speedup else ""
+    click.echo(f"{scored.task}: reward {value}, {scored.milestone or 'not scored'}{rule}{speed}")
+    if scored.message or scored.reason:
+        click.echo(f"  {scored.message or scored.reason}")

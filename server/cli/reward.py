@@ -18,16 +18,13 @@ from server.cli.common import (
     json_option,
 )
 from server.cli.files import read_source, read_token
-from server.cli.render import emit_json
+from server.cli.render import emit_json, print_score
 
 
 def _task_set(paths: tuple[str, ...]) -> Any:
-    from agent.reward.tasks import DEFAULT_TASKS, TaskError, TaskSet
+    from agent.reward.tasks import DEFAULT_TASKS, TaskSet
 
-    try:
-        tasks = TaskSet.load(paths or (DEFAULT_TASKS,))
-    except TaskError as exc:
-        raise UserError(str(exc)) from exc
+    tasks = TaskSet.load(paths or (DEFAULT_TASKS,))
     if not len(tasks):
         raise UserError(f"no task in {', '.join(paths) or DEFAULT_TASKS}: " + "; ".join(tasks.skipped[:3]))
     return tasks
@@ -76,14 +73,10 @@ def reward_score(task: str, file: str, task_paths: tuple[str, ...], gpu: int, as
     """Score one completion: FILE holds a model's answer (a .cu/.cuh file is the kernel itself, a
     .py file a PyTorch task's ModelNew module)."""
     from agent.reward.engine import Item, RewardEngine
-    from agent.reward.tasks import TaskError
     from sandbox.executor import ExecutorError
 
     tasks = _task_set(task_paths)
-    try:
-        tasks.resolve(task)
-    except TaskError as exc:
-        raise UserError(str(exc)) from exc
+    tasks.resolve(task)
     path, text = read_source(file)
     if path.suffix in (".cu", ".cuh"):
         text = f"```cuda\n{text}\n```"
@@ -98,14 +91,9 @@ def reward_score(task: str, file: str, task_paths: tuple[str, ...], gpu: int, as
         finally:
             engine.close()
     if as_json:
-        emit_json(scored.to_dict())
+        emit_json(scored)
     else:
-        value = "none" if scored.reward is None else f"{scored.reward:+.3f}"
-        rule = f" ({scored.rule})" if scored.rule else ""
-        speed = f", speedup {scored.speedup:.2f}x (low {scored.speedup_low:.2f}x)" if scored.speedup else ""
-        click.echo(f"{scored.task}: reward {value}, {scored.milestone or 'not scored'}{rule}{speed}")
-        if scored.message or scored.reason:
-            click.echo(f"  {scored.message or scored.reason}")
+        print_score(scored)
     if scored.reward is None:
         raise JobFailed(scored.reason)
 
