@@ -432,10 +432,10 @@ def results_payload(ls: CudaLanguageServer, uri: str | None) -> wire.Results:
             wire.KernelResults(
                 f,
                 k,
-                wire.camel_keys(to_dict(r.benchmark)) if r.benchmark is not None else None,
-                wire.camel_keys(to_dict(r.optimize)) if r.optimize is not None else None,
-                wire.camel_keys(to_dict(r.compare)) if r.compare is not None else None,
-                wire.camel_keys(to_dict(r.profile)) if r.profile is not None else None,
+                wire.row(wire.BenchmarkRow, to_dict(r.benchmark)) if r.benchmark is not None else None,
+                wire.row(wire.OptimizeRow, to_dict(r.optimize)) if r.optimize is not None else None,
+                wire.row(wire.CompareRow, to_dict(r.compare)) if r.compare is not None else None,
+                wire.row(wire.ProfileRow, to_dict(r.profile)) if r.profile is not None else None,
             )
             for f, per_file in sorted(files.items())
             for k, r in sorted(per_file.items())
