@@ -136,7 +136,10 @@ def test_cli_kernels_json(data_dir: Path, capsys: pytest.CaptureFixture[str]) ->
     assert kernels["gather"]["spec"]["source"] == "inferred"
     assert kernels["gather"]["spec"]["confidence"] in ("high", "medium", "low")
     assert kernels["gather"]["spec"]["text"].startswith("// @cuda-agent sizes")
-    assert kernels["vadd"]["kernel"]["name_span"]["start_line"] == line_of(data_dir / "vector_ops.cu", "void vadd(") - 1
+    assert (
+        kernels["vadd"]["kernel"]["name_span"]["start_line"]
+        == line_of(data_dir / "vector_ops.cu", "void vadd(") - 1
+    )
 
 
 def test_cli_kernels_human_lists_spec_errors_and_issues(
