@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    pass
 from server.cli.common import JobFailed, UserError, json_option
 from server.cli.files import write_rewrite
 from server.cli.render import emit_json, print_capture

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
 
-if TYPE_CHECKING:
-    pass
 from server.cli.common import BuildFlags, JobFailed, build_flags, json_option
 from server.cli.files import read_source
 from server.cli.render import emit_json, print_check, print_kernels

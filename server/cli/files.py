@@ -5,10 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    pass
 from server.cli.common import JobFailed, UserError
 
 MAX_SOURCE_BYTES = 16 << 20

@@ -6,8 +6,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    from sandbox.contract import Budget
 from server.cli import common
 from server.cli.common import (
     BuildFlags,
@@ -19,6 +17,9 @@ from server.cli.common import (
 )
 from server.cli.files import read_source
 from server.cli.render import emit_json, print_bench, print_compare, print_profile
+
+if TYPE_CHECKING:
+    from sandbox.contract import Budget
 
 
 @click.command()

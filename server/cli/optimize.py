@@ -12,11 +12,6 @@ from typing import TYPE_CHECKING
 import click
 
 from sandbox.errors import CudaAgentError
-
-if TYPE_CHECKING:
-    from agent.llm import LLMSettings
-    from agent.loop import LoopEvent, Proposer
-    from sandbox.contract import Budget
 from server.cli import common
 from server.cli.common import (
     BuildFlags,
@@ -29,6 +24,11 @@ from server.cli.common import (
 )
 from server.cli.files import read_only, read_regular_file, read_source, write_rewrite
 from server.cli.render import emit_json, print_optimize, print_suite, print_suite_entry
+
+if TYPE_CHECKING:
+    from agent.llm import LLMSettings
+    from agent.loop import LoopEvent, Proposer
+    from sandbox.contract import Budget
 
 
 @click.command()

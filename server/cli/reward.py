@@ -7,8 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-if TYPE_CHECKING:
-    from sandbox.executor import Executor
 from server.cli import common
 from server.cli.common import (
     JobFailed,
@@ -19,6 +17,9 @@ from server.cli.common import (
 )
 from server.cli.files import read_source, read_token
 from server.cli.render import emit_json, print_score
+
+if TYPE_CHECKING:
+    from sandbox.executor import Executor
 
 
 def _task_set(paths: tuple[str, ...]) -> Any:

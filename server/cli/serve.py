@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    from sandbox.executor import Executor
 from server.cli.common import JobFailed, UserError, _exit_on_signal
 from server.cli.files import read_token
+
+if TYPE_CHECKING:
+    from sandbox.executor import Executor
 
 
 @click.command()
