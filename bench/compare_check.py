@@ -8,7 +8,7 @@ Appends one JSON line per case to ``DIR/compare_check.jsonl`` as it goes, and st
 (a) ``adversarial``: every kernel of ``tests/data/adversarial/`` compared with its honest original
     (``tests/data/compare/vadd_spec.cu``, ``block_sum_spec.cu``: the sandbox's ``vadd.cu`` and
     ``block_sum.cu`` under a spec) through the CLI's own functions (``agent.compare.prepare`` /
-    ``compare``, ``server.cli._compare_json``), with the status next to the ones
+    ``compare``, ``server.cli.render._compare_json``), with the status next to the ones
     ``tests/test_sandbox_gpu.py`` asserts;
 (b) ``softmax``: ``tests/data/compare/softmax_pair.cu``: the naive thread-per-row softmax against
     the hand-written block-per-row ``softmax_rows`` (dynamic shared memory from its own launch
@@ -43,7 +43,8 @@ from agent.source import Document  # noqa: E402
 from agent.target import Target, target_for  # noqa: E402
 from sandbox.contract import Budget, to_dict  # noqa: E402
 from sandbox.executor import Executor  # noqa: E402
-from server.cli import _compare_json, _make_executor  # noqa: E402
+from server.cli.common import open_executor  # noqa: E402
+from server.cli.render import _compare_json  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 ADV = DATA / "adversarial"
@@ -245,7 +246,7 @@ def main() -> int:
     parser.add_argument("--deadline", type=float, default=200.0, help="seconds for the whole run")
     args = parser.parse_args()
     log = Log(args.out, args.deadline)
-    with _make_executor(0) as executor:
+    with open_executor(0) as executor:
         log.write({"case": "device", "device": to_dict(executor.device_info())})
         softmax(executor, log)
         llm(executor, log, "tools")

@@ -276,10 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError as e:
             print(f"gemm_check: needs CuPy and a GPU: {e}", file=sys.stderr)
             return 2
-    from server.cli import _make_executor
+    from server.cli.common import open_executor
 
     try:
-        with _make_executor(0) as executor:
+        with open_executor(0) as executor:
             device = executor.device_info()
             log.write(
                 {

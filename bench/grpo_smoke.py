@@ -228,9 +228,9 @@ def main() -> int:
 
         executor: Executor = FakeExecutor()
     else:
-        from server.cli import _make_executor
+        from server.cli.common import open_executor
 
-        executor = _make_executor(args.gpu)
+        executor = open_executor(args.gpu)
     tasks = TaskSet.load([DEFAULT_TASKS])
     status = 0
     server = None

@@ -382,9 +382,9 @@ def main() -> int:
 
         executor: Executor = FakeExecutor()
     else:
-        from server.cli import _make_executor
+        from server.cli.common import open_executor
 
-        executor = _make_executor(args.gpu)
+        executor = open_executor(args.gpu)
     try:
         out.write({"phase": "device", "device": to_dict(executor.device_info())})
         if args.torch_only:

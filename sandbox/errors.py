@@ -17,7 +17,7 @@ upward import; each class stays in the module that raises it.
     │   ├── agent.capture.CaptureMismatch           a captured launch disagrees with the source
     │   ├── agent.reward.tasks.TaskError            a reward task file is malformed
     │   ├── agent.llm.NoCode                        a model reply holds no code
-    │   └── server.cli.UserError                    a command-line mistake
+    │   └── server.cli.common.UserError             a command-line mistake
     ├── Unavailable                    this machine lacks something            exit 1, -32603
     │   ├── sandbox.executor.ExecutorError          the GPU side cannot serve the request
     │   │   ├── sandbox.executor.NoGpuError         ...no usable GPU
@@ -34,7 +34,7 @@ upward import; each class stays in the module that raises it.
     └── Failed                         the work ran and failed                 exit 1, -32603
         ├── sandbox.runtime.CudaError               a CUDA call returned an error
         ├── sandbox.runtime.MemoryCapExceeded       a run asked for more than its memory cap
-        └── server.cli.JobFailed                    a CLI job's verdict is a failure
+        └── server.cli.common.JobFailed             a CLI job's verdict is a failure
 
 Built-in bases are kept beside the branch where callers catch them (``InvalidSpec`` is still a
 ``ValueError``); ``tests/test_errors.py`` checks that every public exception class of the three

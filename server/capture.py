@@ -31,8 +31,8 @@ from agent.source import Document
 from sandbox.capture import CaptureError, CaptureRun, Launch, run_program
 from server import protocol as wire
 from server.lsp import MAX_DOCUMENT_BYTES, CudaLanguageServer, OpenDocument
-from server.optimize import ActiveRun, Progress, launch_run, run_finished
 from server.protocol import RunKind, RunStatus
+from server.runs import ActiveRun, Progress, Report, Runs, launch_run, run_finished, run_with_progress
 
 ANNOTATION = "cuda-agent.captured-spec"  # change annotation of a captured spec's edit
 ANY_KERNEL = "(any kernel)"  # the run's kernel when the command names none
@@ -102,17 +102,15 @@ async def _capture(
     cwd: Path,
     progress: Progress,
 ) -> wire.RunFinished:
-    runs = ls.runs
-    assert runs is not None and ls.loop is not None
-    await progress.begin(f"running {' '.join(ref.command)}")
-    runs.status()
+    runs = ls.need(Runs)
+    assert ls.loop is not None
     pattern = kernel_pattern(ref.kernel) if ref.kernel else None
 
-    def watch() -> CaptureRun:
+    def watch(report: Report) -> CaptureRun:
         return run_program(ref.command, kernel=pattern, cwd=str(cwd), interactive=False, cancel=run.cancel)
 
     try:
-        done = await ls.loop.run_in_executor(runs.pool, watch)
+        done = await run_with_progress(ls, run, progress, f"running {' '.join(ref.command)}", watch)
     except CaptureError as exc:
         return run_finished(run, RunStatus.ERROR, str(exc))
     launches = [x for x in done.launches if pattern is None or re.search(pattern, x.kernel)]

@@ -29,15 +29,19 @@ from agent.target import Target, TargetError, signature_mismatch
 from server import protocol as wire
 from server.diagnostics import compile_options
 from server.lsp import SUFFIXES, CudaLanguageServer, OpenDocument
-from server.optimize import (
+from server.protocol import RunKind, RunStatus, StartStatus
+from server.runs import (
     ActiveRun,
     Progress,
-    _now,
-    begin_evaluation,
+    Report,
+    Runs,
+    describe_executor,
+    evaluation_steps,
     launch_run,
+    record_date,
     run_finished,
+    run_with_progress,
 )
-from server.protocol import RunKind, RunStatus, StartStatus
 from server.store import STORE_DIR, CompareRecord, kernel_hash
 from server.texts import SIMULATED, markdown_text
 
@@ -125,7 +129,8 @@ class Comparisons:
 
 def code_actions(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> list[lsp.CodeAction]:
     """ "Compare with NAME" for each matching kernel of the workspace (``k`` needs a spec)."""
-    if ls.comparisons is None or od.spec(k).spec is None:
+    comparisons = ls.part(Comparisons)
+    if comparisons is None or od.spec(k).spec is None:
         return []
     return [
         lsp.CodeAction(
@@ -137,14 +142,13 @@ def code_actions(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> list[ls
                 arguments=[{"uri": od.uri, "kernel": k.qualified_name, "with": o.ref}],
             ),
         )
-        for o in ls.comparisons.others(od, k)[:MAX_ACTIONS]
+        for o in comparisons.others(od, k)[:MAX_ACTIONS]
     ]
 
 
 def start_compare(ls: CudaLanguageServer, od: OpenDocument, kernel: str, with_: str) -> wire.RunStarted:
     """Start comparing ``kernel`` with the rewrite ``with_`` in the background; answer at once."""
-    comparisons = ls.comparisons
-    assert comparisons is not None
+    comparisons = ls.need(Comparisons)
     if od.doc is None:
         return wire.RunStarted(
             "", RunKind.COMPARE, StartStatus.ERROR, f"{od.path.name} is too large to analyse"
@@ -181,19 +185,19 @@ async def _compare(
     cand_doc: Document,
     progress: Progress,
 ) -> wire.RunFinished:
-    runs = ls.runs
-    assert runs is not None and ls.loop is not None
+    runs = ls.need(Runs)
     settings = ls.settings
-    on_progress = await begin_evaluation(ls, run, progress)
 
-    def work() -> cmp.Comparison:
+    def work(report: Report) -> cmp.Comparison:
         executor = runs.executor(settings.executor)
+        steps = evaluation_steps(report)
         return cmp.compare(
-            target, proposal, executor, candidate_path=cand_doc.path, progress=on_progress, cancel=run.cancel
+            target, proposal, executor, candidate_path=cand_doc.path, progress=steps, cancel=run.cancel
         )
 
     try:
-        found = await ls.loop.run_in_executor(runs.pool, work)
+        begin = f"{describe_executor(settings.executor)}: compiling"
+        found = await run_with_progress(ls, run, progress, begin, work)
     except TargetError as exc:
         return run_finished(run, RunStatus.ERROR, str(exc))
     if found.result.device is not None:
@@ -243,7 +247,7 @@ def _store(
         original_ms=base.timing.median_ms if base.timing else 0.0,
         rewrite_ms=c.timing.median_ms if c.timing else 0.0,
         device=found.result.device.name if found.result.device else "",
-        date=_now(),
+        date=record_date(),
         simulated=found.result.device is not None and found.result.device.simulated,
     )
     for doc, k, role, other, other_doc in (
@@ -285,7 +289,7 @@ def details(rec: CompareRecord) -> str:
 
 
 def setup(ls: CudaLanguageServer) -> None:
-    ls.comparisons = Comparisons(ls)
+    ls.add_part(Comparisons(ls))
 
     @ls.command(wire.COMPARE_COMMAND)
     async def compare(ls: CudaLanguageServer, ref: wire.CompareRef) -> wire.RunStarted:

@@ -466,7 +466,7 @@ class Checker:
 
 def setup(ls: CudaLanguageServer) -> None:
     checker = Checker(ls)
-    ls.checks = checker
+    ls.add_part(checker)
 
     def on_document(od: OpenDocument, why: str) -> None:
         checker.schedule(od.uri, 0.0 if why in ("open", "save") else ls.settings.diagnostics_delay_ms / 1000)

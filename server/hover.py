@@ -8,6 +8,7 @@ from lsprotocol import types as lsp
 from agent import spec as specs
 from agent.syntax import Kernel
 from server.compare import details as compare_details
+from server.diagnostics import Checker
 from server.hints import speedup_details
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.profile import details as profile_details
@@ -74,7 +75,8 @@ def hover_markdown(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> str:
     rec = ls.store.get(od.path, k.qualified_name)
     if rec.benchmark is not None:
         parts.append("**Last benchmark** " + benchmark_line(rec.benchmark))
-    checked = ls.checks.resources(od, k.qualified_name) if ls.checks is not None else None
+    checks = ls.part(Checker)
+    checked = checks.resources(od, k.qualified_name) if checks is not None else None
     if checked is not None:
         res, arch = checked
         spills = res.spill_stores + res.spill_loads

@@ -20,6 +20,7 @@ from server import protocol as wire
 from server.compare import code_actions as compare_actions
 from server.hover import benchmark_line, benchmark_title
 from server.lsp import CudaLanguageServer, OpenDocument
+from server.runs import Runs
 from server.store import OptimizeRecord, kernel_hash
 
 log = logging.getLogger(__name__)
@@ -28,11 +29,12 @@ log = logging.getLogger(__name__)
 def code_lenses(ls: CudaLanguageServer, od: OpenDocument) -> list[lsp.CodeLens]:
     results = ls.store.for_file(od.path)
     lenses: list[lsp.CodeLens] = []
+    runs = ls.part(Runs)
     for k in od.kernels:
         rng = lsp.Range(lsp.Position(k.span.start_line, 0), lsp.Position(k.span.start_line, 0))
         arg: dict[str, Any] = {"uri": od.uri, "kernel": k.qualified_name}
         view = od.spec(k)
-        running = ls.runs.running(od.uri, k.qualified_name) if ls.runs is not None else None
+        running = runs.running(od.uri, k.qualified_name) if runs is not None else None
         if running is not None:
             title = f"⏹ Cancel {running.kind.value} (running)"
             lenses.append(_lens(rng, title, wire.CANCEL_COMMAND, {"runId": running.run_id}))
@@ -52,7 +54,7 @@ def code_lenses(ls: CudaLanguageServer, od: OpenDocument) -> list[lsp.CodeLens]:
         todo = _launch_todo(od, k, rec.optimize if rec is not None else None)
         if todo:
             lenses.append(_lens(rng, f"⚠ {todo}", "", None))
-        rewrite = ls.runs.pending(od, k.qualified_name) if ls.runs is not None else None
+        rewrite = runs.pending(od, k.qualified_name) if runs is not None else None
         if rewrite is not None:
             title = f"✓ Apply verified rewrite ({rewrite.speedup_text})"
             lenses.append(_lens(rng, title, wire.APPLY_REWRITE_COMMAND, {"runId": rewrite.run_id}))
@@ -124,8 +126,9 @@ def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[l
     view = od.spec(k)
     name = k.qualified_name
     arg = {"uri": od.uri, "kernel": name}
-    rewrite = ls.runs.pending(od, name) if ls.runs is not None else None
-    running = ls.runs.running(od.uri, name) if ls.runs is not None else None
+    runs = ls.part(Runs)
+    rewrite = runs.pending(od, name) if runs is not None else None
+    running = runs.running(od.uri, name) if runs is not None else None
     actions = []
     if rewrite is not None:
         title = f"Apply verified rewrite of {name} ({rewrite.speedup_text})"
@@ -215,7 +218,8 @@ def setup(ls: CudaLanguageServer) -> None:
         od = ls.document(params.text_document.uri)
         if od is None:
             return []
-        pending = ls.runs.generation if ls.runs is not None else 0  # runs and pending rewrites
+        runs = ls.part(Runs)
+        pending = runs.generation if runs is not None else 0  # runs and pending rewrites
         return od.cached(f"lenses:{ls.generation}:{pending}", lambda: code_lenses(ls, od))
 
     @ls.feature(

@@ -11,17 +11,14 @@ Features (one module each) register their handlers in a ``setup(ls)`` function c
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
-import os
-import signal
-import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import cattrs
 from lsprotocol import types as lsp
@@ -39,15 +36,10 @@ from pygls.uris import to_fs_path
 from agent import spec as specs
 from agent.source import Document
 from agent.syntax import Kernel
+from sandbox.errors import CudaAgentError
 from server import protocol as wire
 from server.settings import SECTION, Settings, parse_settings
-from server.stdio import GuardedStdin
 from server.store import Changes, ResultStore, Watcher
-
-if TYPE_CHECKING:
-    from server.compare import Comparisons
-    from server.diagnostics import Checker
-    from server.optimize import Runs
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +153,18 @@ class _Protocol(LanguageServerProtocol):
             raise refused
         return message
 
+    def _send_handler_result(self, future: Future[Any], *, msg_id: Any) -> None:
+        """A request that failed with one of our errors answers with the code its branch of the
+        tree gives (:attr:`~sandbox.errors.CudaAgentError.rpc_code`: InvalidParams for an
+        :class:`~sandbox.errors.InputError`) and its message; anything else as pygls answers it."""
+        error = None if future.cancelled() else future.exception()
+        if isinstance(error, CudaAgentError):
+            self._request_futures.pop(msg_id, None)
+            reply = JsonRpcException(str(error), code=error.rpc_code)
+            self._send_response(msg_id, error=reply.to_response_error())
+            return
+        super()._send_handler_result(future, msg_id=msg_id)
+
     @lsp_method(lsp.WORKSPACE_EXECUTE_COMMAND)
     def lsp_workspace__execute_command(self, params: lsp.ExecuteCommandParams) -> Generator[Any, Any, Any]:
         """pygls' command dispatch (typed arguments), with errors that say which argument is wrong
@@ -225,10 +229,29 @@ class CudaLanguageServer(LanguageServer):
         self.on_document: list[Callable[[OpenDocument, str], None]] = []  # (doc, "open"|"change"|"save")
         self.on_close: list[Callable[[str], None]] = []
         self.on_outside_change: list[Callable[[Changes], None]] = []
+        self.on_ready: list[Callable[[], None]] = []  # the client sent `initialized`
+        self.on_shutdown: list[Callable[[], Awaitable[None]]] = []  # awaited before the answer to `shutdown`
         self.on_stop: list[Callable[[], None]] = []
-        self.checks: Checker | None = None  # set by server.diagnostics.setup
-        self.runs: Runs | None = None  # set by server.optimize.setup
-        self.comparisons: Comparisons | None = None  # set by server.compare.setup
+        self._parts: dict[type, object] = {}
+
+    # ------------------------------------------------------------------ features' parts
+
+    def add_part(self, part: object) -> None:
+        """Keep the state object a feature's ``setup`` made (the runs, the checker...), one per type:
+        other features find it by its type (:meth:`part`), so this module imports none of them."""
+        self._parts[type(part)] = part
+
+    def part(self, kind: type[T]) -> T | None:
+        """The part of type ``kind``, None when its feature is not set up."""
+        found = self._parts.get(kind)
+        return found if isinstance(found, kind) else None
+
+    def need(self, kind: type[T]) -> T:
+        """The part of type ``kind``, which the caller's feature cannot work without."""
+        found = self.part(kind)
+        if found is None:
+            raise LookupError(f"no {kind.__name__}: its feature is not set up")
+        return found
 
     # ------------------------------------------------------------------ documents
 
@@ -455,134 +478,3 @@ def install_logging(ls: CudaLanguageServer, level: int = logging.INFO) -> None:
 
 
 # ------------------------------------------------------------------------------------- wiring
-
-
-def create_server() -> CudaLanguageServer:
-    """The server with every feature registered."""
-    from server import capture, compare, diagnostics, hints, hover, lenses, optimize, profile, symbols
-
-    ls = CudaLanguageServer()
-    _setup_lifecycle(ls)
-    for feature in (symbols, lenses, hints, hover, diagnostics, optimize, compare, profile, capture):
-        feature.setup(ls)
-    return ls
-
-
-def _setup_lifecycle(ls: CudaLanguageServer) -> None:
-    @ls.feature(lsp.INITIALIZE)
-    def initialize(ls: CudaLanguageServer, params: lsp.InitializeParams) -> None:
-        ls.loop = asyncio.get_running_loop()
-        options = params.initialization_options
-        if isinstance(options, dict) and isinstance(options.get(SECTION), dict):
-            options = options[SECTION]
-        ls.initialization_options = options if isinstance(options, dict) else {}
-        ls.apply_settings(None)
-        root = ls.workspace.root_path
-        ls.open_workspace(Path(root) if root else None)
-
-    @ls.feature(lsp.INITIALIZED)
-    async def initialized(ls: CudaLanguageServer, params: lsp.InitializedParams) -> None:
-        caps = ls.client_capabilities.workspace
-        dcc = caps.did_change_configuration if caps else None
-        if dcc is not None and dcc.dynamic_registration:
-            reg = lsp.Registration(id="cuda-agent-config", method=lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
-            ls.client_register_capability(lsp.RegistrationParams(registrations=[reg]))
-        ls.ready = True
-        gc.collect()
-        gc.freeze()  # what start-up built lives forever: keep it out of every later collection
-        # Fewer, younger collections: a document version is thousands of small objects, and the
-        # default thresholds turned typing into full collections (~10 ms each) inside requests.
-        gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
-        await _pull_configuration(ls)
-        if ls.runs is not None:
-            ls.runs.status()
-
-    @ls.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    async def did_change_configuration(
-        ls: CudaLanguageServer, params: lsp.DidChangeConfigurationParams
-    ) -> None:
-        pushed = params.settings.get(SECTION) if isinstance(params.settings, dict) else None
-        if not await _pull_configuration(ls) and pushed is not None:
-            ls.apply_settings(pushed)
-
-    @ls.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(ls: CudaLanguageServer, params: lsp.DidOpenTextDocumentParams) -> None:
-        ls.open(params.text_document)
-
-    @ls.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(ls: CudaLanguageServer, params: lsp.DidChangeTextDocumentParams) -> None:
-        ls.change(params)
-
-    @ls.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(ls: CudaLanguageServer, params: lsp.DidSaveTextDocumentParams) -> None:
-        ls.saved(params.text_document.uri)
-
-    @ls.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(ls: CudaLanguageServer, params: lsp.DidCloseTextDocumentParams) -> None:
-        ls.close(params.text_document.uri)
-
-    @ls.feature(lsp.SHUTDOWN)
-    async def shutdown(ls: CudaLanguageServer, params: None) -> None:
-        ls.shut_down = True
-        if ls.runs is not None:  # answer in-flight commands before pygls cancels what is left
-            await ls.runs.cancel_all(timeout_s=5.0)
-        ls.stop()
-
-
-async def _pull_configuration(ls: CudaLanguageServer) -> bool:
-    """Ask the client for the ``cudaAgent`` section; False when it cannot answer."""
-    caps = ls.client_capabilities.workspace
-    if caps is None or not caps.configuration:
-        return False
-    try:
-        result = await ls.workspace_configuration_async(
-            lsp.ConfigurationParams(items=[lsp.ConfigurationItem(section=SECTION)])
-        )
-    except Exception as exc:
-        log.warning("workspace/configuration failed: %s", exc)
-        return False
-    if result and result[0] is not None:
-        ls.apply_settings(result[0])
-    return True
-
-
-def serve(tcp: str | None = None) -> None:
-    """Run the server on stdio (or on ``HOST:PORT`` for debugging).
-
-    On stdio, LSP gets a private duplicate of the stdout descriptor and descriptor 1 becomes
-    stderr: a stray print here, or in any process the server spawns (compiler, GPU workers), can
-    never corrupt the protocol stream.  Frames come through :class:`~server.stdio.GuardedStdin`;
-    ``exit``, stdin closing and SIGTERM all end the server and its checker process within moments,
-    whatever they are doing.
-    """
-    ls = create_server()
-    install_logging(ls)
-    try:
-        if tcp:
-            host, _, port = tcp.rpartition(":")
-            ls.start_tcp(host or "127.0.0.1", int(port))
-        else:
-            lsp_out = os.fdopen(os.dup(1), "wb", buffering=0)
-            os.dup2(2, 1)
-            sys.stdout = sys.stderr
-            stdin = GuardedStdin(sys.stdin.fileno())
-
-            exited: list[int] = []
-
-            @ls.feature(lsp.EXIT)
-            def on_exit(ls: CudaLanguageServer, params: None) -> None:
-                exited.append(0 if ls.shut_down else 1)  # the LSP spec: 1 without `shutdown` first
-                ls.stop()
-                stdin.close()
-
-            def on_sigterm(signum: int, frame: object) -> None:
-                ls.stop()
-                stdin.close()
-                raise SystemExit(128 + signum)
-
-            signal.signal(signal.SIGTERM, on_sigterm)
-            ls.start_io(stdin, lsp_out)  # type: ignore[arg-type]
-            if exited and exited[0]:
-                raise SystemExit(exited[0])
-    finally:
-        ls.stop()

@@ -24,17 +24,10 @@ Each finished run is recorded in the workspace's result store; lenses and hints 
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
-import time
-import uuid
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
@@ -42,63 +35,35 @@ from pygls.uris import to_fs_path
 
 from agent import loop
 from agent.attempts import verdict_summary
-from agent.proposal import Proposal
 from agent.proposer import OptimizeBudget, Proposer
 from agent.source import Document
 from agent.target import Target, TargetError, target_for
 from sandbox.compile_pool import CompilePool
 from sandbox.contract import CandidateResult, DeviceInfo, Tolerance, to_dict
-from sandbox.contract import Progress as EvalProgress
-from sandbox.executor import Executor, ExecutorError, NoGpuError
 from server import protocol as wire
 from server.diagnostics import compile_options
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.protocol import ApplyReason, RunKind, RunStatus, StartStatus
-from server.settings import ExecutorSettings, Settings, make_executor
+from server.runs import (
+    ActiveRun,
+    Progress,
+    Report,
+    Rewrite,
+    Runs,
+    describe_executor,
+    launch_run,
+    record_date,
+    run_finished,
+    run_with_progress,
+)
+from server.settings import Settings
 from server.store import BenchmarkRecord, OptimizeRecord, Roofline, kernel_hash, text_hash
 from server.texts import SIMULATED, plural, spread_text
 
 log = logging.getLogger(__name__)
 
-LATE_STATUS_S = 0.3  # see Runs.late_status
-
 
 # ------------------------------------------------------------------------------------- values
-
-
-@dataclass(frozen=True)
-class Rewrite:
-    """A verified rewrite of one kernel, computed against one version of a document."""
-
-    run_id: str
-    uri: str
-    version: int
-    kernel: str
-    original: str  # the whole document as the run saw it
-    rewritten: str
-    edits: tuple[lsp.TextEdit, ...]  # kernel + launch-site edits, against `original`
-    speedup: float
-    summary: str
-    proposal: Proposal | None = None  # what the run verified (a Profile run profiles it too)
-    simulated: bool = False
-
-    @property
-    def speedup_text(self) -> str:
-        """``2.00× faster`` (``2.00× faster, simulated GPU, not measured``)."""
-        return f"{self.speedup:.2f}× faster" + (f", {SIMULATED}" if self.simulated else "")
-
-
-@dataclass
-class ActiveRun:
-    """A run in progress (event loop only)."""
-
-    run_id: str
-    kind: RunKind
-    uri: str
-    kernel: str
-    cancel: threading.Event
-    percent: int = 0
-    task: asyncio.Task[None] | None = None
 
 
 def position_at(text: str, offset: int) -> lsp.Position:
@@ -147,10 +112,6 @@ def _tolerance(t: Tolerance | None) -> str:
     return t.text() if t is not None else "calibrated"
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def roofline(target: Target, device: DeviceInfo | None) -> Roofline | None:
     """The device's measured ceilings and the bench problem's work (None without a device)."""
     if device is None:
@@ -186,7 +147,7 @@ def optimize_record(
         seeds=seeds,
         tolerance=_tolerance(target.tolerance),
         device=result.device.name if result.device else "",
-        date=_now(),
+        date=record_date(),
         summary=summary_of(result),
         attempts=result.attempts,
         stop_reason=str(result.stop),
@@ -216,7 +177,7 @@ def benchmark_record(
         pct_peak=r.pct_peak_bandwidth,
         problem=target.bench_problem.label,
         device=device,
-        date=_now(),
+        date=record_date(),
         registers=res.registers if res else 0,
         spill_bytes=(res.spill_stores + res.spill_loads) if res else 0,
         gflops=r.achieved_gflops,
@@ -247,215 +208,7 @@ def make_proposer(settings: Settings, compiler: Callable[[], CompilePool]) -> Pr
     return BuiltinProposer()
 
 
-async def begin_evaluation(
-    ls: CudaLanguageServer, run: ActiveRun, progress: Progress
-) -> Callable[[EvalProgress], None]:
-    """Start ``run``'s progress ("compiling" on its executor) and return the callback an executor
-    thread calls with each evaluation step: it shows the step on the run and its progress."""
-    runs = ls.runs
-    assert runs is not None
-    await progress.begin(f"{describe_executor(ls.settings.executor)}: compiling")
-    runs.status()
-
-    def show(p: EvalProgress) -> None:
-        run.percent = int(100 * p.done / max(p.total, 1))
-        progress.report(run.percent, p.message or f"{p.done}/{p.total}")
-        runs.status()
-
-    def on_progress(p: EvalProgress) -> None:  # executor thread
-        ls.call_soon(show, p)
-
-    return on_progress
-
-
-def describe_executor(s: ExecutorSettings) -> str:
-    return {
-        "local": f"local GPU{'s' if len(s.gpus) > 1 else ''} {','.join(map(str, s.gpus or (s.gpu,)))}",
-        "remote": f"remote {s.url}",
-        "ray": f"ray {s.ray_address or '(auto)'}",
-        "test": "test (simulated GPU)",
-    }[s.kind]
-
-
 # ------------------------------------------------------------------------------------- runs
-
-
-class Runs:
-    """Runs in progress, verified rewrites waiting for the user, and the executor (event loop only,
-    except :meth:`executor`, which background threads call)."""
-
-    def __init__(self, ls: CudaLanguageServer) -> None:
-        self.ls = ls
-        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cuda-agent-run")
-        self.active: dict[str, ActiveRun] = {}
-        self.rewrites: dict[str, Rewrite] = {}
-        self.generation = 0  # bumped when runs start or end, or pending rewrites change
-        self.device = ""
-        self._lock = threading.Lock()
-        self._executor: tuple[ExecutorSettings, Executor] | None = None
-        self._compiler: CompilePool | None = None
-        self._late: asyncio.TimerHandle | None = None  # see late_status
-
-    def compiler(self) -> CompilePool:
-        """The CPU compile pool LLM proposers compile drafts in (made on first use, kept)."""
-        with self._lock:
-            if self._compiler is None:
-                self._compiler = CompilePool(workers=2)
-            return self._compiler
-
-    def executor(self, settings: ExecutorSettings) -> Executor:
-        """The executor for ``settings``, made on first use and kept (call from a worker thread)."""
-        with self._lock:
-            if self._executor is not None and self._executor[0] == settings:
-                return self._executor[1]
-            old, self._executor = self._executor, None
-            if old is not None:
-                old[1].close()
-            executor = make_executor(settings)
-            self._executor = (settings, executor)
-            return executor
-
-    def pending(self, od: OpenDocument, kernel: str) -> Rewrite | None:
-        """The latest rewrite of ``kernel`` computed against exactly this text of the document."""
-        found = [
-            r
-            for r in self.rewrites.values()
-            if r.uri == od.uri and r.kernel == kernel and r.original == od.text
-        ]
-        return found[-1] if found else None
-
-    def running(self, uri: str, kernel: str) -> ActiveRun | None:
-        return next((r for r in self.active.values() if r.uri == uri and r.kernel == kernel), None)
-
-    def changed(self) -> None:
-        """Runs started or ended, or pending rewrites changed: lenses and code actions refresh."""
-        self.generation += 1
-        self.ls.results_changed()
-
-    def status(self) -> None:
-        if not self.ls.ready:
-            return
-        run = next(iter(self.active.values()), None)
-        running = wire.RunningStatus(run.run_id, run.kind, run.kernel, run.percent) if run else None
-        status = wire.ServerStatus(describe_executor(self.ls.settings.executor), self.device, running)
-        self.ls.protocol.notify(wire.STATUS_NOTIFICATION, status)
-
-    def late_status(self) -> None:
-        """The status again, :data:`LATE_STATUS_S` after the end of a run, in a read of its own.
-
-        Emacs 28's jsonrpc (1.0.14, under eglot) leaves the messages that arrive in the same read
-        as the reply to a synchronous request (``eglot-execute-command``) unprocessed until more
-        output arrives.  A run's end often lands right behind such a reply (the reply to
-        ``cudaAgent.cancel``), and the server is idle after it: this late message makes the
-        client process them."""
-        if self.ls.loop is None:
-            return
-        if self._late is not None:
-            self._late.cancel()
-        self._late = self.ls.loop.call_later(LATE_STATUS_S, self.status)
-
-    def cancel(self, run_id: str) -> wire.CancelResult:
-        run = self.active.get(run_id)
-        if run is None:
-            return wire.CancelResult(False, f"no run {run_id!r} in progress")
-        run.cancel.set()
-        log.info("cancelling the %s run of %s (%s)", run.kind.value, run.kernel, run_id)
-        return wire.CancelResult(True, f"cancelling the {run.kind.value} run of {run.kernel}")
-
-    async def cancel_all(self, timeout_s: float) -> None:
-        """Cancel every run and wait (up to ``timeout_s``) until each has ended and reported."""
-        for run in self.active.values():
-            run.cancel.set()
-        deadline = time.monotonic() + timeout_s
-        while self.active and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-
-    def close(self) -> None:
-        if self._late is not None:
-            self._late.cancel()
-        for run in self.active.values():
-            run.cancel.set()
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        with self._lock:
-            if self._executor is not None:
-                self._executor[1].close()
-                self._executor = None
-            if self._compiler is not None:
-                self._compiler.close()
-                self._compiler = None
-
-
-class Progress:
-    """A run's progress as the client can show it: server-initiated work-done progress with cancel
-    where the client supports it, else log lines (``window/logMessage``) and a message
-    (``window/showMessage``) at the start and the end."""
-
-    LOG_EVERY_S = 2.0
-
-    def __init__(self, ls: CudaLanguageServer, run: ActiveRun, title: str) -> None:
-        self.ls = ls
-        self.run = run
-        self.title = title
-        self.token = f"cuda-agent/{run.run_id}"
-        self.enabled = False
-        self.last = 0.0
-
-    async def begin(self, message: str) -> None:
-        window = self.ls.client_capabilities.window
-        if window is not None and window.work_done_progress:
-            try:
-                await self.ls.work_done_progress.create_async(self.token)
-            except Exception as exc:
-                log.info("no progress bar: %s", exc)
-            else:
-                self.enabled = True
-                self.ls.work_done_progress.begin(
-                    self.token,
-                    lsp.WorkDoneProgressBegin(
-                        title=self.title, message=message, percentage=0, cancellable=True
-                    ),
-                )
-                # pygls cancels this future on window/workDoneProgress/cancel
-                self.ls.work_done_progress.tokens[self.token].add_done_callback(
-                    lambda _: self.run.cancel.set()
-                )
-                return
-        self._show(
-            f"{self.title} (run {self.run.run_id}): {message}; "
-            f"cancel with the command {wire.CANCEL_COMMAND} or the code action on the kernel"
-        )
-
-    def report(self, percent: int, message: str, force: bool = False) -> None:
-        now = time.monotonic()
-        every = 0.1 if self.enabled else self.LOG_EVERY_S
-        if not force and now - self.last < every:
-            return
-        self.last = now
-        if self.enabled:
-            self.ls.work_done_progress.report(
-                self.token, lsp.WorkDoneProgressReport(message=message, percentage=percent)
-            )
-        else:
-            self.ls.window_log_message(
-                lsp.LogMessageParams(
-                    type=lsp.MessageType.Info, message=f"{self.title}: {percent}% · {message}"
-                )
-            )
-
-    def end(self, message: str, shown: str | None = None) -> None:
-        """End the progress with ``message``; clients without progress get ``shown`` (or
-        ``message``) as a message."""
-        if self.enabled:
-            self.ls.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd(message=message))
-            self.ls.work_done_progress.tokens.pop(self.token, None)
-            self.enabled = False
-        else:
-            self._show(f"{self.title}: {shown or message}")
-
-    def _show(self, message: str) -> None:
-        self.ls.window_show_message(
-            lsp.ShowMessageParams(type=lsp.MessageType.Info, message=f"CUDA Agent: {message}")
-        )
 
 
 def _target(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> Target:
@@ -479,101 +232,19 @@ def start_run(ls: CudaLanguageServer, kind: RunKind, od: OpenDocument, kernel: s
     )
 
 
-RunBody = Callable[["ActiveRun", "Progress"], Awaitable[wire.RunFinished]]
-
-
-def launch_run(
-    ls: CudaLanguageServer, kind: RunKind, uri: str, kernel: str, title: str, body: RunBody
-) -> wire.RunStarted:
-    """Run ``body`` in the background as ``kind`` on ``kernel`` (one run per kernel at a time),
-    with progress titled ``title``; answer at once with the run id."""
-    runs = ls.runs
-    assert runs is not None
-    busy = runs.running(uri, kernel)
-    if busy is not None:
-        return wire.RunStarted(
-            busy.run_id, busy.kind, StartStatus.BUSY, f"{kernel} is already running ({busy.kind.value})"
-        )
-    run = ActiveRun(uuid.uuid4().hex[:12], kind, uri, kernel, threading.Event())
-    runs.active[run.run_id] = run
-    runs.changed()
-    run.task = asyncio.ensure_future(_run(ls, run, title, body))
-    return wire.RunStarted(run.run_id, kind, StartStatus.STARTED, title[0].lower() + title[1:])
-
-
-def run_finished(run: ActiveRun, status: RunStatus, message: str, **numbers: Any) -> wire.RunFinished:
-    values: dict[str, Any] = {
-        "cancelled": run.cancel.is_set(),
-        "rewrite_ready": False,
-        **{k: 0.0 for k in ("speedup", "speedup_low", "speedup_high", "median_ms", "rel_spread")},
-        "gbps": 0.0,
-        "pct_peak": 0.0,
-        "attempts": [],
-        "simulated": False,
-        **numbers,
-    }
-    return wire.RunFinished(run.run_id, run.kind, run.uri, run.kernel, status, message, **values)
-
-
-async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody) -> None:
-    """A run from start to end: progress, the work, the record, the ``runFinished`` notification."""
-    runs = ls.runs
-    assert runs is not None
-    progress = Progress(ls, run, title)
-    shown: str | None = None
-    try:
-        finished = await body(run, progress)
-        if finished.rewrite_ready:
-            shown = (
-                f"{finished.message}; apply it with the code action or lens "
-                f"“Apply verified rewrite” on {run.kernel}"
-            )
-    except NoGpuError as exc:
-        _must_act(
-            ls,
-            f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}. Ways forward: a GPU here (an NVIDIA "
-            "driver and the `gpu` extra in the server's Python) or a remote `cuda-agent worker` "
-            "(executor.kind remote); or the simulated GPU to try the flow (executor.kind test)",
-        )
-        finished = run_finished(run, RunStatus.ERROR, f"failed: {exc}")
-    except ExecutorError as exc:
-        _must_act(ls, f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}")
-        finished = run_finished(run, RunStatus.ERROR, f"failed: {exc}")
-    except Exception as exc:
-        log.exception("%s %s failed", run.kind.value, run.kernel)
-        finished = run_finished(run, RunStatus.ERROR, f"failed: {exc}")
-    finally:
-        runs.active.pop(run.run_id, None)
-    log.info("%s %s: %s", run.kind.value, run.kernel, finished.message)
-    progress.end(finished.message, shown)
-    runs.changed()
-    runs.status()
-    ls.protocol.notify(wire.RUN_FINISHED_NOTIFICATION, finished)
-    runs.late_status()
-
-
 async def _optimize(
     ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: Target, progress: Progress
 ) -> wire.RunFinished:
-    runs = ls.runs
-    assert runs is not None and ls.loop is not None
+    runs = ls.need(Runs)
     settings = ls.settings
-    await progress.begin(f"{describe_executor(settings.executor)}: measuring the original")
-    runs.status()
 
-    def on_event(ev: loop.LoopEvent) -> None:  # loop thread
-        ls.call_soon(show, ev)
+    def work(report: Report) -> loop.OptimizeResult:
+        def on_event(ev: loop.LoopEvent) -> None:
+            best = f" · best {ev.best_speedup:.2f}× so far" if ev.best_speedup else ""
+            now = f" · {ev.message}" if ev.kind == "evaluating" and ev.message else ""
+            told = f"{plural(ev.evaluated, 'candidate')} tried{best}{now}"
+            report(int(100 * (ev.fraction or 0.0)), told, ev.kind == "improved")
 
-    def show(ev: loop.LoopEvent) -> None:
-        run.percent = int(100 * (ev.fraction or 0.0))
-        best = f" · best {ev.best_speedup:.2f}× so far" if ev.best_speedup else ""
-        now = f" · {ev.message}" if ev.kind == "evaluating" and ev.message else ""
-        progress.report(
-            run.percent, f"{plural(ev.evaluated, 'candidate')} tried{best}{now}", force=ev.kind == "improved"
-        )
-        runs.status()
-
-    def work() -> loop.OptimizeResult:
         executor = runs.executor(settings.executor)
         proposer = make_proposer(settings, runs.compiler)
         b = settings.budget
@@ -589,7 +260,8 @@ async def _optimize(
         finally:
             proposer.close()
 
-    result = await ls.loop.run_in_executor(runs.pool, work)
+    begin = f"{describe_executor(settings.executor)}: measuring the original"
+    result = await run_with_progress(ls, run, progress, begin, work)
     return _record_optimize(ls, run, od, target, result)
 
 
@@ -600,8 +272,8 @@ def _record_optimize(
     target: Target,
     result: loop.OptimizeResult,
 ) -> wire.RunFinished:
-    runs = ls.runs
-    assert runs is not None and od.doc is not None
+    runs = ls.need(Runs)
+    assert od.doc is not None
     if result.device is not None:
         runs.device = result.device.name
     k = od.doc.kernel(run.kernel)
@@ -635,7 +307,7 @@ def _record_optimize(
     elif result.outcome is loop.RunOutcome.BASELINE_FAILED:
         message = str(result.stop)
     else:
-        message = f"no reliably faster candidate ({verdict_summary(result.records)}; {result.stop})"
+        message = f"no reliably faster candidate ({verdict_summary(result.records)}; {result.stop!s})"
     if improved:
         message += f"; {verdict_summary(result.records)}"
     if result.cancelled:
@@ -656,26 +328,18 @@ def _record_optimize(
     )
 
 
-def _must_act(ls: CudaLanguageServer, message: str) -> None:
-    """A pop-up: only for errors the user must act on (no GPU, unreachable worker, bad token)."""
-    ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=message))
-
-
 async def _benchmark(
     ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: Target, progress: Progress
 ) -> wire.RunFinished:
-    runs = ls.runs
-    assert runs is not None and ls.loop is not None
+    runs = ls.need(Runs)
     settings = ls.settings
-    await progress.begin(describe_executor(settings.executor))
-    runs.status()
     request = target.request(run.run_id, ())
 
-    def work() -> tuple[CandidateResult, DeviceInfo | None]:
+    def work(report: Report) -> tuple[CandidateResult, DeviceInfo | None]:
         result = runs.executor(settings.executor).evaluate(request, cancel=run.cancel)
         return result.baseline, result.device
 
-    baseline, info = await ls.loop.run_in_executor(runs.pool, work)
+    baseline, info = await run_with_progress(ls, run, progress, describe_executor(settings.executor), work)
     device, simulated = (info.name, info.simulated) if info is not None else ("", False)
     runs.device = device or runs.device
     if baseline.timing is None:
@@ -702,8 +366,7 @@ async def _benchmark(
 async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> wire.ApplyResult:
     """The one apply path: the rewrite of ``run_id`` as one versioned, annotated workspace edit,
     refused when the document changed since the run began."""
-    runs = ls.runs
-    assert runs is not None
+    runs = ls.need(Runs)
     rw = runs.rewrites.get(run_id)
     if rw is None:
         return wire.ApplyResult(
@@ -744,7 +407,8 @@ async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> wire.ApplyResult
 
 
 def rewrite_payload(ls: CudaLanguageServer, run_id: str) -> wire.Rewrite:
-    rw = ls.runs.rewrites.get(run_id) if ls.runs is not None else None
+    runs = ls.part(Runs)
+    rw = runs.rewrites.get(run_id) if runs is not None else None
     if rw is None:
         raise JsonRpcInvalidParams(f"no verified rewrite for run {run_id!r}")
     return wire.Rewrite(
@@ -772,10 +436,10 @@ def results_payload(ls: CudaLanguageServer, uri: str | None) -> wire.Results:
             wire.KernelResults(
                 f,
                 k,
-                wire.camel_keys(to_dict(r.benchmark)) if r.benchmark is not None else None,
-                wire.camel_keys(to_dict(r.optimize)) if r.optimize is not None else None,
-                wire.camel_keys(to_dict(r.compare)) if r.compare is not None else None,
-                wire.camel_keys(to_dict(r.profile)) if r.profile is not None else None,
+                wire.row(wire.BenchmarkRow, to_dict(r.benchmark)) if r.benchmark is not None else None,
+                wire.row(wire.OptimizeRow, to_dict(r.optimize)) if r.optimize is not None else None,
+                wire.row(wire.CompareRow, to_dict(r.compare)) if r.compare is not None else None,
+                wire.row(wire.ProfileRow, to_dict(r.profile)) if r.profile is not None else None,
             )
             for f, per_file in sorted(files.items())
             for k, r in sorted(per_file.items())
@@ -784,11 +448,6 @@ def results_payload(ls: CudaLanguageServer, uri: str | None) -> wire.Results:
 
 
 def setup(ls: CudaLanguageServer) -> None:
-    runs = Runs(ls)
-    ls.runs = runs
-    ls.on_stop.append(runs.close)
-    ls.on_settings.append(lambda s: runs.status())
-
     @ls.command(wire.OPTIMIZE_COMMAND)
     async def optimize(ls: CudaLanguageServer, ref: wire.KernelRef) -> wire.RunStarted:
         od, k = ls.kernel_ref(ref)
@@ -798,11 +457,6 @@ def setup(ls: CudaLanguageServer) -> None:
     async def benchmark(ls: CudaLanguageServer, ref: wire.KernelRef) -> wire.RunStarted:
         od, k = ls.kernel_ref(ref)
         return start_run(ls, RunKind.BENCHMARK, od, k.qualified_name)
-
-    @ls.command(wire.CANCEL_COMMAND)
-    def cancel(ls: CudaLanguageServer, ref: wire.RunRef) -> wire.CancelResult:
-        assert ls.runs is not None
-        return ls.runs.cancel(ref.run_id)
 
     @ls.command(wire.APPLY_REWRITE_COMMAND)
     async def apply(ls: CudaLanguageServer, ref: wire.RunRef) -> wire.ApplyResult:

@@ -22,15 +22,19 @@ from sandbox.profile import report_lines
 from server import protocol as wire
 from server.diagnostics import compile_options
 from server.lsp import CudaLanguageServer, OpenDocument
-from server.optimize import (
+from server.protocol import RunKind, RunStatus, StartStatus
+from server.runs import (
     ActiveRun,
     Progress,
-    _now,
-    begin_evaluation,
+    Report,
+    Runs,
+    describe_executor,
+    evaluation_steps,
     launch_run,
+    record_date,
     run_finished,
+    run_with_progress,
 )
-from server.protocol import RunKind, RunStatus, StartStatus
 from server.store import ProfiledKernel, ProfileRecord, kernel_hash
 from server.texts import markdown_text
 
@@ -46,7 +50,8 @@ def start_profile(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> wire
         target = target_for(od.doc, kernel, compile_options(ls.settings, od.path))
     except TargetError as exc:
         return wire.RunStarted("", RunKind.PROFILE, StartStatus.ERROR, str(exc))
-    pending = ls.runs.pending(od, kernel) if ls.runs is not None else None
+    runs = ls.part(Runs)
+    pending = runs.pending(od, kernel) if runs is not None else None
     rewrite = pending.proposal if pending is not None else None
     return launch_run(
         ls,
@@ -66,17 +71,17 @@ async def _profile(
     rewrite: Proposal | None,
     progress: Progress,
 ) -> wire.RunFinished:
-    runs = ls.runs
-    assert runs is not None and ls.loop is not None
+    runs = ls.need(Runs)
     settings = ls.settings
-    on_progress = await begin_evaluation(ls, run, progress)
 
-    def work() -> prof.ProfileReport:
+    def work(report: Report) -> prof.ProfileReport:
         executor = runs.executor(settings.executor)
-        return prof.profile(target, executor, rewrite=rewrite, progress=on_progress, cancel=run.cancel)
+        steps = evaluation_steps(report)
+        return prof.profile(target, executor, rewrite=rewrite, progress=steps, cancel=run.cancel)
 
     try:
-        report = await ls.loop.run_in_executor(runs.pool, work)
+        begin = f"{describe_executor(settings.executor)}: compiling"
+        report = await run_with_progress(ls, run, progress, begin, work)
     except TargetError as exc:
         return run_finished(run, RunStatus.ERROR, str(exc))
     if report.device is not None:
@@ -87,7 +92,7 @@ async def _profile(
         run_id=run.run_id,
         problem=report.problem,
         device=report.device.name if report.device else "",
-        date=_now(),
+        date=record_date(),
         kernels=tuple(ProfiledKernel(p.label, p.description, p.profile) for p in report.kernels),
         kernel_hash=kernel_hash(od.doc, k) if k is not None else "",
     )

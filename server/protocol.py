@@ -270,15 +270,153 @@ class ResultsParams:
 
 
 @attrs.define(frozen=True)
+class Roofline:
+    """The device's measured ceilings (0: not measured) and the bench problem's work from the spec
+    (``server.store.Roofline``): arithmetic intensity is ``flops / bytesMoved``."""
+
+    peak_gbps: float
+    peak_gflops: float
+    peak_tensor_gflops: float
+    bytes_moved: int
+    flops: int
+
+
+@attrs.define(frozen=True)
+class BenchmarkRow:
+    """The last benchmark of a kernel (``server.store.BenchmarkRecord``, field for field);
+    ``pctPeak`` is of the device's measured copy bandwidth."""
+
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    rel_spread: float
+    gbps: float
+    pct_peak: float
+    problem: str
+    device: str
+    date: str
+    registers: int
+    spill_bytes: int
+    gflops: float
+    simulated: bool
+    roofline: Roofline | None = None
+
+
+@attrs.define(frozen=True)
+class OptimizeRow:
+    """The last optimize run of a kernel (``server.store.OptimizeRecord``, field for field):
+    ``outcome`` is the loop's (``improved``...), ``attempts`` the number of candidates and
+    ``history`` their verdicts in evaluation order."""
+
+    run_id: str
+    outcome: str
+    speedup: float
+    speedup_low: float
+    speedup_high: float
+    baseline_ms: float
+    baseline_spread: float
+    candidate_ms: float
+    candidate_spread: float
+    sizes: list[str]
+    seeds: int
+    tolerance: str
+    device: str
+    date: str
+    summary: str
+    attempts: int
+    stop_reason: str
+    original_hash: str
+    rewritten_hash: str
+    launch_todo: str
+    baseline_gbps: float
+    baseline_gflops: float
+    simulated: bool
+    history: list[AttemptRecord]
+    roofline: Roofline | None = None
+
+
+@attrs.define(frozen=True)
+class CompareRow:
+    """The last "Compare with…" a kernel took part in (``server.store.CompareRecord``, field for
+    field): ``role`` ``original`` or ``rewrite``, ``other`` the other kernel, ``status`` the
+    rewrite's, ``speedup`` the rewrite's over the original's."""
+
+    run_id: str
+    role: str
+    other: str
+    verified: bool
+    status: str
+    headline: str
+    speedup: float
+    speedup_low: float
+    speedup_high: float
+    original_ms: float
+    rewrite_ms: float
+    device: str
+    date: str
+    kernel_hash: str
+    simulated: bool
+
+
+@attrs.define(frozen=True)
+class Stall:
+    """A warp stall reason: average warps stalled for it per issued instruction."""
+
+    reason: str
+    per_issue: float
+
+
+@attrs.define(frozen=True)
+class ProfileMetrics:
+    """Nsight Compute's view of one launch (``sandbox.contract.Profile``, field for field), or why
+    there is none (``available`` false); percentages are of the device's peak."""
+
+    available: bool
+    message: str
+    memory_pct: float
+    dram_pct: float
+    compute_pct: float
+    achieved_occupancy_pct: float
+    l2_hit_pct: float
+    duration_us: float
+    stalls: list[Stall]
+    theoretical_occupancy_pct: float
+    occupancy_limiter: str
+    dram_bytes: float
+    l2_bytes: float
+
+
+@attrs.define(frozen=True)
+class ProfiledKernel:
+    """One kernel of a profile run: ``original`` or ``rewrite``."""
+
+    label: str
+    description: str
+    profile: ProfileMetrics
+
+
+@attrs.define(frozen=True)
+class ProfileRow:
+    """The last Nsight Compute profile of a kernel (``server.store.ProfileRecord``, field for field)."""
+
+    run_id: str
+    problem: str
+    device: str
+    date: str
+    kernels: list[ProfiledKernel]
+    kernel_hash: str
+
+
+@attrs.define(frozen=True)
 class KernelResults:
-    """One kernel's stored results: ``server.store`` records, camelCase keys."""
+    """One kernel's stored results (``server.store``), absent where it has none."""
 
     file: str
     kernel: str
-    benchmark: dict[str, Any] | None
-    optimize: dict[str, Any] | None
-    compare: dict[str, Any] | None
-    profile: dict[str, Any] | None = None
+    benchmark: BenchmarkRow | None = None
+    optimize: OptimizeRow | None = None
+    compare: CompareRow | None = None
+    profile: ProfileRow | None = None
 
 
 @attrs.define(frozen=True)
@@ -338,6 +476,14 @@ WIRE_TYPES: list[type] = [
     ApplyResult,
     Rewrite,
     ResultsParams,
+    Roofline,
+    BenchmarkRow,
+    OptimizeRow,
+    CompareRow,
+    Stall,
+    ProfileMetrics,
+    ProfiledKernel,
+    ProfileRow,
     KernelResults,
     Results,
     RunningStatus,
@@ -388,13 +534,14 @@ def camel(name: str) -> str:
     return head + "".join(p.title() for p in rest)
 
 
-def camel_keys(value: Any) -> Any:
-    """A JSON value with every object key in the wire's casing."""
-    if isinstance(value, dict):
-        return {camel(k): camel_keys(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [camel_keys(v) for v in value]
-    return value
+_records = cattrs.Converter()
+Row = typing.TypeVar("Row")
+
+
+def row(cls: type[Row], record: Any) -> Row:
+    """A stored record (``server.store``, as :func:`sandbox.contract.to_dict` gives it) as its
+    results-view row ``cls`` (snake_case here; camelCase on the wire, as every type)."""
+    return _records.structure(record, cls)
 
 
 # ------------------------------------------------------------------------------------- TypeScript

@@ -21,7 +21,8 @@ from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeBudget, OptimizeContext, Proposer
 from sandbox.testing import FakeExecutor
 from server import protocol as wire
-from server.cli import attempts_table, main
+from server.cli.main import main
+from server.cli.render import attempts_table
 
 T = saxpy_target()
 HELPER = "__device__ float twice(float v) {\n    return 2.0f * v;\n}\n\n"

@@ -340,7 +340,7 @@ def test_cli_capture_shows_a_diff_and_writes_only_with_write(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The CLI end to end, with a stand-in program that writes the library's records itself."""
-    from server.cli import main
+    from server.cli.main import main
 
     project = tmp_path / "proj"
     (project / "inc").mkdir(parents=True)

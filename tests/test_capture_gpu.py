@@ -46,7 +46,7 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def capture(program: Path, capsys: pytest.CaptureFixture[str], *args: str) -> dict:
-    from server.cli import main
+    from server.cli.main import main
 
     rc = main(["capture", "--json", "--source", str(program.parent), *args, "--", str(program)])
     out = capsys.readouterr().out

@@ -9,7 +9,7 @@ import pytest
 
 from agent.check import check_document, compile_commands_options
 from agent.source import Document
-from server.cli import main
+from server.cli.main import main
 
 
 def line_of(path: Path, needle: str) -> int:
@@ -129,14 +129,17 @@ def test_cli_check_bad_compile_commands_is_a_user_error(
 def test_cli_kernels_json(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["kernels", str(data_dir / "vector_ops.cu"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    kernels = {k["name"]: k for k in out["kernels"]}
+    kernels = {k["kernel"]["name"]: k for k in out["kernels"]}
     assert list(kernels) == ["vadd", "saxpy4", "poly_eval", "gather"]
     assert kernels["vadd"]["spec"]["source"] == "parsed"
     assert [len(s["args"]) for s in kernels["vadd"]["launches"]] == [4, 4]
     assert kernels["gather"]["spec"]["source"] == "inferred"
     assert kernels["gather"]["spec"]["confidence"] in ("high", "medium", "low")
     assert kernels["gather"]["spec"]["text"].startswith("// @cuda-agent sizes")
-    assert kernels["vadd"]["name_span"]["start_line"] == line_of(data_dir / "vector_ops.cu", "void vadd(") - 1
+    assert (
+        kernels["vadd"]["kernel"]["name_span"]["start_line"]
+        == line_of(data_dir / "vector_ops.cu", "void vadd(") - 1
+    )
 
 
 def test_cli_kernels_human_lists_spec_errors_and_issues(

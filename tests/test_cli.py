@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from server.cli import main
+from server.cli.main import main
 
 VADD = Path(__file__).resolve().parents[1] / "bench" / "kernels" / "vadd_poor_block.cu"
 SUBCOMMANDS = ("serve", "kernels", "check", "bench", "optimize", "suite", "worker")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from server.cli import JobFailed, write_rewrite
+from server.cli.common import JobFailed
+from server.cli.files import write_rewrite
 
 SAXPY = (Path(__file__).parent.parent / "bench" / "kernels" / "saxpy.cu").read_text()
 

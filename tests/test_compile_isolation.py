@@ -30,7 +30,7 @@ from sandbox.process import WorkerProcess
 from sandbox.remote import RemoteExecutor
 from sandbox.testing import FakeExecutor
 from sandbox.wire import CompileJob, Reply
-from server.cli import main
+from server.cli.main import main
 
 SECRET = "zz_planted_secret_5c1e"
 KERNEL = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.f; }\n'

@@ -11,7 +11,7 @@ import pytest
 from loop_fakes import SAXPY, saxpy_target, variant
 from scripted_llm import Call, Say, ScriptedLLM
 
-from server.cli import main
+from server.cli.main import main
 
 T = saxpy_target()
 SCRIPT = [

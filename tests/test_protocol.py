@@ -13,7 +13,7 @@ from pygls.protocol import default_converter
 from agent.loop import RunOutcome
 from sandbox.contract import Status
 from server import protocol as wire
-from server.lsp import create_server
+from server.app import create_server
 from server.texts import SIMULATED
 
 PROTOCOL_TS = Path(__file__).parent.parent / "extension" / "src" / "protocol.ts"
@@ -70,10 +70,6 @@ def test_camel_case_on_the_wire_both_ways() -> None:
     assert converter.unstructure(rewrite)["simulated"] is True
     assert converter.structure({"runId": "r1"}, wire.RunRef) == wire.RunRef("r1")
     assert converter.structure({"uri": "file:///a.cu"}, wire.KernelRef) == wire.KernelRef("file:///a.cu")
-    assert wire.camel_keys({"median_ms": 1, "nested": [{"stop_reason": "x"}]}) == {
-        "medianMs": 1,
-        "nested": [{"stopReason": "x"}],
-    }
 
 
 @pytest.mark.parametrize(

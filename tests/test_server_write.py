@@ -1,4 +1,4 @@
-"""`optimize --write`'s file handling (server.cli.write_rewrite): symlinks, exact bytes, backups
+"""`optimize --write`'s file handling (server.cli.files.write_rewrite): symlinks, exact bytes, backups
 that never write through a link, mode and owner kept, one clear line and nothing left on failure."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from server.cli import JobFailed, write_rewrite
+from server.cli.common import JobFailed
+from server.cli.files import write_rewrite
 
 RAW = b"// caf\xe9 (latin-1 byte)\n__global__ void k(int* a) {\n    a[0] = 1;\n}\n// \xff end\n"
 ORIGINAL = RAW.decode("utf-8", errors="replace")

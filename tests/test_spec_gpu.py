@@ -135,7 +135,7 @@ def test_each_problem_compiles_with_its_own_defines(executor: LocalExecutor) -> 
 
 
 def test_max_memory_gb_caps_a_real_evaluation(capsys: pytest.CaptureFixture[str]) -> None:
-    from server.cli import main
+    from server.cli.main import main
 
     path = str(DATA / "padded_stencil.cu")  # 2 arrays of 2^22 + 2 floats: 32 MiB
     assert main(["bench", path, "--kernel", "smooth3", "--max-memory-gb", "0.01"]) != 0

@@ -597,7 +597,7 @@ def test_max_memory_gb_reaches_every_request(
     command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from sandbox.testing import FakeExecutor
-    from server import cli
+    from server.cli.main import main
 
     seen: list[EvalRequest] = []
 
@@ -606,17 +606,17 @@ def test_max_memory_gb_reaches_every_request(
             seen.append(request)
             return super().evaluate(request, **kw)
 
-    monkeypatch.setattr(cli, "_make_executor", lambda *a, **k: Recording())
+    monkeypatch.setattr("server.cli.common.open_executor", lambda *a, **k: Recording())
     source = Path(__file__).resolve().parents[1] / "bench" / "kernels" / "vadd_poor_block.cu"
     (tmp_path / "vadd.cu").write_text(source.read_text())
     target = str(tmp_path if command == "suite" else tmp_path / "vadd.cu")
     extra = ["--budget", "2c"] if command != "bench" else []
-    assert cli.main([command, target, "--max-memory-gb", "0.5", *extra]) in (0, 1), capsys.readouterr().err
+    assert main([command, target, "--max-memory-gb", "0.5", *extra]) in (0, 1), capsys.readouterr().err
     assert seen and {r.budget.gpu_memory_bytes for r in seen} == {1 << 29}
     seen.clear()
-    cli.main([command, target, *extra])
+    main([command, target, *extra])
     assert seen and {r.budget.gpu_memory_bytes for r in seen} == {4 << 30}  # the default
-    rc = cli.main([command, target, "--max-memory-gb", "0"])
+    rc = main([command, target, "--max-memory-gb", "0"])
     assert rc == 2 and "--max-memory-gb" in capsys.readouterr().err
 
 

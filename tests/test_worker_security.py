@@ -44,7 +44,7 @@ from sandbox.executor import ExecutorError, WorkerUnavailable
 from sandbox.local import LocalExecutor
 from sandbox.remote import RemoteExecutor
 from sandbox.service import Limits
-from server.cli import main
+from server.cli.main import main
 
 SCRIPTED = "sandbox_fakes:ScriptedHandler"
 DATA = Path(__file__).parent / "data"

@@ -62,6 +62,11 @@ export function parseAttempts(value: unknown): Attempt[] {
   return out;
 }
 
+/** The attempts a stored record carries (typed on the wire: every field present but `reward`). */
+export function attemptsOf(records: AttemptRecord[]): Attempt[] {
+  return records.map((a) => ({ ...a, reward: a.reward ?? 0, diff: "" }));
+}
+
 /** Verified and timed: a point on the roofline. */
 export function isVerified(a: Attempt): boolean {
   return a.status === "ok" && a.speedup > 0;

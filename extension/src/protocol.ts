@@ -155,14 +155,129 @@ export interface ResultsParams {
   uri?: string;
 }
 
-/** One kernel's stored results: `server.store` records, camelCase keys. */
+/** The device's measured ceilings (0: not measured) and the bench problem's work from the spec (`server.store.Roofline`): arithmetic intensity is `flops / bytesMoved`. */
+export interface Roofline {
+  peakGbps: number;
+  peakGflops: number;
+  peakTensorGflops: number;
+  bytesMoved: number;
+  flops: number;
+}
+
+/** The last benchmark of a kernel (`server.store.BenchmarkRecord`, field for field); `pctPeak` is of the device's measured copy bandwidth. */
+export interface BenchmarkRow {
+  medianMs: number;
+  q1Ms: number;
+  q3Ms: number;
+  relSpread: number;
+  gbps: number;
+  pctPeak: number;
+  problem: string;
+  device: string;
+  date: string;
+  registers: number;
+  spillBytes: number;
+  gflops: number;
+  simulated: boolean;
+  roofline?: Roofline;
+}
+
+/** The last optimize run of a kernel (`server.store.OptimizeRecord`, field for field): `outcome` is the loop's (`improved`...), `attempts` the number of candidates and `history` their verdicts in evaluation order. */
+export interface OptimizeRow {
+  runId: string;
+  outcome: string;
+  speedup: number;
+  speedupLow: number;
+  speedupHigh: number;
+  baselineMs: number;
+  baselineSpread: number;
+  candidateMs: number;
+  candidateSpread: number;
+  sizes: string[];
+  seeds: number;
+  tolerance: string;
+  device: string;
+  date: string;
+  summary: string;
+  attempts: number;
+  stopReason: string;
+  originalHash: string;
+  rewrittenHash: string;
+  launchTodo: string;
+  baselineGbps: number;
+  baselineGflops: number;
+  simulated: boolean;
+  history: AttemptRecord[];
+  roofline?: Roofline;
+}
+
+/** The last "Compare with…" a kernel took part in (`server.store.CompareRecord`, field for field): `role` `original` or `rewrite`, `other` the other kernel, `status` the rewrite's, `speedup` the rewrite's over the original's. */
+export interface CompareRow {
+  runId: string;
+  role: string;
+  other: string;
+  verified: boolean;
+  status: string;
+  headline: string;
+  speedup: number;
+  speedupLow: number;
+  speedupHigh: number;
+  originalMs: number;
+  rewriteMs: number;
+  device: string;
+  date: string;
+  kernelHash: string;
+  simulated: boolean;
+}
+
+/** A warp stall reason: average warps stalled for it per issued instruction. */
+export interface Stall {
+  reason: string;
+  perIssue: number;
+}
+
+/** Nsight Compute's view of one launch (`sandbox.contract.Profile`, field for field), or why there is none (`available` false); percentages are of the device's peak. */
+export interface ProfileMetrics {
+  available: boolean;
+  message: string;
+  memoryPct: number;
+  dramPct: number;
+  computePct: number;
+  achievedOccupancyPct: number;
+  l2HitPct: number;
+  durationUs: number;
+  stalls: Stall[];
+  theoreticalOccupancyPct: number;
+  occupancyLimiter: string;
+  dramBytes: number;
+  l2Bytes: number;
+}
+
+/** One kernel of a profile run: `original` or `rewrite`. */
+export interface ProfiledKernel {
+  label: string;
+  description: string;
+  profile: ProfileMetrics;
+}
+
+/** The last Nsight Compute profile of a kernel (`server.store.ProfileRecord`, field for field). */
+export interface ProfileRow {
+  runId: string;
+  problem: string;
+  device: string;
+  date: string;
+  kernels: ProfiledKernel[];
+  kernelHash: string;
+}
+
+/** One kernel's stored results (`server.store`), absent where it has none. */
 export interface KernelResults {
   file: string;
   kernel: string;
-  benchmark: Record<string, unknown> | null;
-  optimize: Record<string, unknown> | null;
-  compare: Record<string, unknown> | null;
-  profile?: Record<string, unknown>;
+  benchmark?: BenchmarkRow;
+  optimize?: OptimizeRow;
+  compare?: CompareRow;
+  profile?: ProfileRow;
 }
 
 export interface Results {

@@ -4,82 +4,12 @@
 // the copy ceiling; the attempts of its last run; its last Nsight Compute profile. Plain SVG and
 // <details>: no scripts, no external resources; the page's CSP allows only its own nonce-tagged style.
 
-import { type Attempt, attemptsHtml, isVerified, parseAttempts } from "./attempts";
+import { type Attempt, attemptsHtml, attemptsOf, isVerified, parseAttempts } from "./attempts";
 import { escapeHtml } from "./html";
 import { formatSpeedup } from "./preview";
 import { SIMULATED } from "./protocol";
-import { arithmeticIntensity, boundBy, type Ceilings, pctOfRoof, type RooflineModel, type RooflinePoint, rooflineSvg } from "./roofline";
-
-/** The device's ceilings and the spec's work, as a record carries them (server/store.py Roofline). */
-export interface RooflineRow extends Ceilings {
-  bytesMoved: number;
-  flops: number;
-}
-
-export interface BenchmarkRow {
-  gflops: number;
-  roofline?: RooflineRow;
-  medianMs: number;
-  relSpread: number;
-  gbps: number;
-  pctPeak: number;
-  problem: string;
-  device: string;
-  date: string;
-}
-
-export interface OptimizeRow {
-  baselineGbps: number;
-  baselineGflops: number;
-  roofline?: RooflineRow;
-  /** The stored attempts, when the record carries them as a list. */
-  attempts: Attempt[];
-  outcome: string;
-  speedup: number;
-  speedupLow: number;
-  speedupHigh: number;
-  baselineMs: number;
-  candidateMs: number;
-  summary: string;
-  device: string;
-  date: string;
-}
-
-/** The last "Compare with…" this kernel took part in (server/store.py CompareRecord). */
-export interface CompareRow {
-  role: string; // "original" or "rewrite"
-  other: string;
-  verified: boolean;
-  status: string;
-  headline: string;
-  speedup: number;
-  device: string;
-  date: string;
-}
-
-export interface ProfileMetrics {
-  available: boolean;
-  message: string;
-  memoryPct: number;
-  dramPct: number;
-  computePct: number;
-  achievedOccupancyPct: number;
-  theoreticalOccupancyPct: number;
-  occupancyLimiter: string;
-  l2HitPct: number;
-  durationUs: number;
-  dramBytes: number;
-  l2Bytes: number;
-  stalls: { reason: string; perIssue: number }[];
-}
-
-/** The last Nsight Compute profile of a kernel (server/store.py ProfileRecord). */
-export interface ProfileRow {
-  problem: string;
-  device: string;
-  date: string;
-  kernels: { label: string; description: string; profile: ProfileMetrics }[];
-}
+import type { BenchmarkRow, CompareRow, KernelResults, OptimizeRow, ProfileMetrics, ProfileRow, Roofline } from "./protocol";
+import { arithmeticIntensity, boundBy, pctOfRoof, type RooflineModel, type RooflinePoint, rooflineSvg } from "./roofline";
 
 /** What this session saw of a kernel's last run (its `cudaAgent/runFinished`). */
 export interface SessionRun {
@@ -89,6 +19,7 @@ export interface SessionRun {
   simulated?: unknown;
 }
 
+/** One kernel's stored results (the wire's rows, generated in ./protocol) with its last run's attempts. */
 export interface KernelRow {
   file: string;
   kernel: string;
@@ -100,120 +31,6 @@ export interface KernelRow {
   attempts: Attempt[];
   /** Measured on the simulated GPU: the numbers are not measurements. */
   simulated: boolean;
-}
-
-type Json = Record<string, unknown>;
-
-function obj(value: unknown): Json | undefined {
-  return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Json) : undefined;
-}
-function num(record: Json, key: string): number {
-  const value = record[key];
-  return typeof value === "number" && Number.isFinite(value) ? value : 0;
-}
-function str(record: Json, key: string): string {
-  const value = record[key];
-  return typeof value === "string" ? value : "";
-}
-
-function rooflineRow(data: unknown): RooflineRow | undefined {
-  const r = obj(data);
-  return (
-    r && {
-      peakGbps: num(r, "peakGbps"),
-      peakGflops: num(r, "peakGflops"),
-      peakTensorGflops: num(r, "peakTensorGflops"),
-      bytesMoved: num(r, "bytesMoved"),
-      flops: num(r, "flops"),
-    }
-  );
-}
-
-function benchmarkRow(data: unknown): BenchmarkRow | undefined {
-  const r = obj(data);
-  return (
-    r && {
-      gflops: num(r, "gflops"),
-      roofline: rooflineRow(r.roofline),
-      medianMs: num(r, "medianMs"),
-      relSpread: num(r, "relSpread"),
-      gbps: num(r, "gbps"),
-      pctPeak: num(r, "pctPeak"),
-      problem: str(r, "problem"),
-      device: str(r, "device"),
-      date: str(r, "date"),
-    }
-  );
-}
-
-function optimizeRow(data: unknown): OptimizeRow | undefined {
-  const r = obj(data);
-  return (
-    r && {
-      baselineGbps: num(r, "baselineGbps"),
-      baselineGflops: num(r, "baselineGflops"),
-      roofline: rooflineRow(r.roofline),
-      attempts: parseAttempts(r.attempts),
-      outcome: str(r, "outcome"),
-      speedup: num(r, "speedup"),
-      speedupLow: num(r, "speedupLow"),
-      speedupHigh: num(r, "speedupHigh"),
-      baselineMs: num(r, "baselineMs"),
-      candidateMs: num(r, "candidateMs"),
-      summary: str(r, "summary"),
-      device: str(r, "device"),
-      date: str(r, "date"),
-    }
-  );
-}
-
-function compareRow(data: unknown): CompareRow | undefined {
-  const r = obj(data);
-  return (
-    r && {
-      role: str(r, "role"),
-      other: str(r, "other"),
-      verified: r.verified === true,
-      status: str(r, "status"),
-      headline: str(r, "headline"),
-      speedup: num(r, "speedup"),
-      device: str(r, "device"),
-      date: str(r, "date"),
-    }
-  );
-}
-
-function profileMetrics(data: unknown): ProfileMetrics {
-  const r = obj(data) ?? {};
-  const stalls = Array.isArray(r.stalls) ? r.stalls.map(obj).filter((s): s is Json => s !== undefined) : [];
-  return {
-    available: r.available === true,
-    message: str(r, "message"),
-    memoryPct: num(r, "memoryPct"),
-    dramPct: num(r, "dramPct"),
-    computePct: num(r, "computePct"),
-    achievedOccupancyPct: num(r, "achievedOccupancyPct"),
-    theoreticalOccupancyPct: num(r, "theoreticalOccupancyPct"),
-    occupancyLimiter: str(r, "occupancyLimiter"),
-    l2HitPct: num(r, "l2HitPct"),
-    durationUs: num(r, "durationUs"),
-    dramBytes: num(r, "dramBytes"),
-    l2Bytes: num(r, "l2Bytes"),
-    stalls: stalls.map((s) => ({ reason: str(s, "reason"), perIssue: num(s, "perIssue") })),
-  };
-}
-
-function profileRow(data: unknown): ProfileRow | undefined {
-  const r = obj(data);
-  const kernels = r && Array.isArray(r.kernels) ? r.kernels.map(obj).filter((k): k is Json => k !== undefined) : [];
-  return (
-    r && {
-      problem: str(r, "problem"),
-      device: str(r, "device"),
-      date: str(r, "date"),
-      kernels: kernels.map((k) => ({ label: str(k, "label"), description: str(k, "description"), profile: profileMetrics(k.profile) })),
-    }
-  );
 }
 
 /** Whether `uri` (a document's) is the store's `file` (workspace-relative or absolute path). */
@@ -228,17 +45,15 @@ export function sameFile(uri: string, file: string): boolean {
  * simulated label), latest last. Entries of another shape are skipped.
  */
 export function kernelRows(response: unknown, runs: SessionRun[] = []): KernelRow[] {
-  const entries = obj(response)?.results;
+  const entries = typeof response === "object" && response !== null ? (response as { results?: unknown }).results : undefined;
   const rows: KernelRow[] = [];
-  for (const entry of Array.isArray(entries) ? entries : []) {
-    const r = obj(entry);
-    if (r && typeof r.file === "string" && typeof r.kernel === "string") {
-      const file = r.file;
-      const kernel = r.kernel;
-      const benchmark = benchmarkRow(r.benchmark);
-      const optimize = optimizeRow(r.optimize);
-      const compare = compareRow(r.compare);
-      const profile = profileRow(r.profile);
+  for (const entry of Array.isArray(entries) ? (entries as KernelResults[]) : []) {
+    if (typeof entry?.file === "string" && typeof entry.kernel === "string") {
+      const { file, kernel } = entry;
+      const benchmark = entry.benchmark ?? undefined;
+      const optimize = entry.optimize ?? undefined;
+      const compare = entry.compare ?? undefined;
+      const profile = entry.profile ?? undefined;
       const run = runs.filter((s) => s.kernel === kernel && sameFile(s.uri, file)).pop();
       const devices = [benchmark?.device, optimize?.device, compare?.device, profile?.device];
       rows.push({
@@ -248,8 +63,8 @@ export function kernelRows(response: unknown, runs: SessionRun[] = []): KernelRo
         optimize,
         compare,
         profile,
-        attempts: optimize?.attempts.length ? optimize.attempts : parseAttempts(run?.attempts),
-        simulated: run?.simulated === true || devices.some((d) => d?.toLowerCase().includes("simulated")),
+        attempts: optimize?.history.length ? attemptsOf(optimize.history) : parseAttempts(run?.attempts),
+        simulated: run?.simulated === true || [benchmark, optimize, compare].some((r) => r?.simulated) || devices.some((d) => d?.toLowerCase().includes("simulated")),
       });
     }
   }
@@ -407,7 +222,7 @@ function chart(row: KernelRow): string {
   return bandwidthSvg(row, points) + (why ? `<p class="muted">${escapeHtml(why)}</p>` : "");
 }
 
-function rooflineRowOf(row: KernelRow): RooflineRow | undefined {
+function rooflineRowOf(row: KernelRow): Roofline | undefined {
   return row.optimize?.roofline ?? row.benchmark?.roofline;
 }
 

@@ -4,14 +4,10 @@
 // and SVG text: no vscode import (unit-tested under node).
 
 import { escapeHtml } from "./html";
+import type { Roofline } from "./protocol";
 
-/** The device's ceilings as the server's store records them (server/store.py Roofline). */
-export interface Ceilings {
-  peakGbps: number;
-  peakGflops: number;
-  /** 0 when the device's tensor-core rate was not measured. */
-  peakTensorGflops: number;
-}
+/** The device's ceilings of a stored record's roofline (the wire's Roofline; 0: not measured). */
+export type Ceilings = Pick<Roofline, "peakGbps" | "peakGflops" | "peakTensorGflops">;
 
 export type PointRole = "original" | "candidate" | "winner";
 

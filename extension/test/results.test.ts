@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { attempts } from "./fixtures";
+import type { AttemptRecord, BenchmarkRow, CompareRow, OptimizeRow, ProfileMetrics, ProfileRow } from "../src/protocol";
 import { bandwidthSvg, chartPoints, kernelRows, resultsHtml, rooflineModel, sameFile } from "../src/results";
 
-// What `cudaAgent/results` returns: the records of the server's result store (server/store.py), camelCase keys.
-const benchmark = {
+// What `cudaAgent/results` returns: the rows of the server's result store (server/protocol.py), camelCase keys.
+const benchmark: BenchmarkRow = {
   medianMs: 0.5,
   q1Ms: 0.49,
   q3Ms: 0.51,
@@ -14,18 +15,36 @@ const benchmark = {
   problem: "n=16777216",
   device: "NVIDIA H200",
   date: "2026-12-02T10:00:00Z",
+  registers: 16,
+  spillBytes: 0,
+  gflops: 0,
+  simulated: false,
 };
-const optimize = {
+const optimize: OptimizeRow = {
   runId: "r1",
   outcome: "improved",
   speedup: 2.5,
   speedupLow: 2.4,
   speedupHigh: 2.6,
   baselineMs: 0.5,
+  baselineSpread: 0.02,
   candidateMs: 0.2,
+  candidateSpread: 0.02,
+  sizes: ["n=16777216", "n=1000"],
+  seeds: 3,
+  tolerance: "calibrated",
   summary: "block 32 -> 256",
   device: "NVIDIA H200",
   date: "2026-12-02T10:05:00Z",
+  attempts: 4,
+  stopReason: "budget",
+  originalHash: "",
+  rewrittenHash: "",
+  launchTodo: "",
+  baselineGbps: 1290,
+  baselineGflops: 0,
+  simulated: false,
+  history: [],
 };
 const store = {
   results: [
@@ -79,7 +98,21 @@ test("the page is self-contained, CSP-tagged and escapes what it shows", () => {
 });
 
 test("a Compare with… result shows on both kernels of the pair", () => {
-  const compare = { run_id: "c1", verified: true, status: "ok", headline: "verified, 2.10x [2.05-2.15x]", speedup: 2.1, device: "NVIDIA H200", date: "2026-12-03" };
+  const compare: Omit<CompareRow, "role" | "other"> = {
+    runId: "c1",
+    verified: true,
+    status: "ok",
+    headline: "verified, 2.10x [2.05-2.15x]",
+    speedup: 2.1,
+    speedupLow: 2.05,
+    speedupHigh: 2.15,
+    originalMs: 0.5,
+    rewriteMs: 0.24,
+    device: "NVIDIA H200",
+    date: "2026-12-03",
+    kernelHash: "",
+    simulated: false,
+  };
   const rows = kernelRows({
     results: [
       { file: "a.cu", kernel: "vadd", compare: { ...compare, role: "original", other: "vadd_x4" } },
@@ -98,7 +131,7 @@ test("a Compare with… result shows on both kernels of the pair", () => {
 
 test("with the spec's flops and the device's ceilings, the kernel is on the roofline with each verified candidate", () => {
   const roofline = { peakGbps: 4300, peakGflops: 60_000, peakTensorGflops: 0, bytesMoved: 12 * 2 ** 24, flops: 2 * 2 ** 24 };
-  const withRoof = { results: [{ file: "src/vadd.cu", kernel: "vadd", benchmark: { ...benchmark, gflops: 215, roofline }, optimize: { ...optimize, baselineGflops: 200, roofline, attempts } }] };
+  const withRoof = { results: [{ file: "src/vadd.cu", kernel: "vadd", benchmark: { ...benchmark, gflops: 215, roofline }, optimize: { ...optimize, baselineGflops: 200, roofline, history: attempts.slice(0, 4) as AttemptRecord[] } }] };
   const [row] = kernelRows(withRoof);
   const model = rooflineModel(row);
   assert.ok(model);
@@ -137,8 +170,9 @@ test("this session's run gives the attempts and the simulated label when the sto
 });
 
 test("the last profile is a table per profiled kernel, or says why there are no metrics", () => {
-  const metrics = { available: true, message: "", memoryPct: 88.4, dramPct: 88.4, computePct: 14.7, achievedOccupancyPct: 83.3, theoreticalOccupancyPct: 100, occupancyLimiter: "warps (block size)", l2HitPct: 50, durationUs: 121.95, dramBytes: 402_735_104, l2Bytes: 811_452_416, stalls: [{ reason: "long_scoreboard", perIssue: 21.64 }] };
-  const profile = { runId: "p", problem: "n=33554432", device: "NVIDIA H200", date: "2026-12-04", kernels: [{ label: "original", description: "saxpy", profile: metrics }, { label: "rewrite", description: "float4", profile: { available: false, message: "not profiled: mismatch" } }] };
+  const metrics: ProfileMetrics = { available: true, message: "", memoryPct: 88.4, dramPct: 88.4, computePct: 14.7, achievedOccupancyPct: 83.3, theoreticalOccupancyPct: 100, occupancyLimiter: "warps (block size)", l2HitPct: 50, durationUs: 121.95, dramBytes: 402_735_104, l2Bytes: 811_452_416, stalls: [{ reason: "long_scoreboard", perIssue: 21.64 }] };
+  const unavailable: ProfileMetrics = { ...metrics, available: false, message: "not profiled: mismatch", memoryPct: 0, stalls: [] };
+  const profile: ProfileRow = { runId: "p", problem: "n=33554432", device: "NVIDIA H200", date: "2026-12-04", kernelHash: "", kernels: [{ label: "original", description: "saxpy", profile: metrics }, { label: "rewrite", description: "float4", profile: unavailable }] };
   const html = resultsHtml({ results: [{ file: "a.cu", kernel: "saxpy", profile }] }, "n");
   assert.match(html, /<th>original<\/th><th>rewrite<\/th>/);
   assert.match(html, /<td>SOL memory<\/td><td>88% \(DRAM 88%\)<\/td><td>–<\/td>/);

@@ -1,0 +1,131 @@
+"""What every command shares: the user-facing errors, the build and memory options, the executor."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from sandbox.errors import Failed, InputError
+
+if TYPE_CHECKING:
+    from sandbox.executor import Executor
+
+
+class UserError(InputError, click.ClickException):
+    """A mistake the user can fix; printed as one line, exit status 2 (from :class:`InputError`)."""
+
+
+class JobFailed(Failed, click.ClickException):
+    """The job ran and failed (no GPU, compile errors found...); exit status 1 (from :class:`Failed`)."""
+
+
+def executor_failed(exc: Exception) -> JobFailed:
+    """The executor could not run (no GPU, worker unreachable...): one line, with the way out."""
+    from sandbox.executor import NoGpuError
+
+    if isinstance(exc, NoGpuError):
+        return JobFailed(
+            f"{exc}. Ways forward: a GPU here (an NVIDIA driver and the `gpu` extra: pip install "
+            "'cuda-agent[gpu]') or elsewhere (CUDA_AGENT_WORKER_URL and CUDA_AGENT_TOKEN of a `cuda-agent worker`); "
+            "or, to try the flow without one, the simulated GPU (CUDA_AGENT_TEST_EXECUTOR=1)"
+        )
+    return JobFailed(str(exc))
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildFlags:
+    """``-I``/``-D``/``--compile-commands`` as given: one build configuration for every command."""
+
+    include: tuple[str, ...] = ()
+    define: tuple[str, ...] = ()
+    compile_commands: str | None = None
+
+    def options(self, source: Path) -> tuple[str, ...]:
+        from agent.check import build_options
+
+        try:
+            return build_options(source, self.include, self.define, self.compile_commands)
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+
+
+def build_flags(f: Callable[..., None]) -> Callable[..., None]:
+    """Adds ``-I``, ``-D`` and ``--compile-commands``, handed to the command as ``build: BuildFlags``."""
+
+    @functools.wraps(f)
+    def command(
+        *args: Any, include: tuple[str, ...], define: tuple[str, ...], compile_commands: str | None, **kw: Any
+    ) -> None:
+        f(*args, build=BuildFlags(include, define, compile_commands), **kw)
+
+    for option in (
+        click.option(
+            "--compile-commands", type=click.Path(), help="compile_commands.json to take -I/-D from."
+        ),
+        click.option(
+            "-D", "define", multiple=True, help="Preprocessor definition NAME[=VALUE] (repeatable)."
+        ),
+        click.option("-I", "include", multiple=True, help="Include directory (repeatable)."),
+    ):
+        command = option(command)
+    return command
+
+
+def memory_option(f: Callable[..., None]) -> Callable[..., None]:
+    """Adds ``--max-memory-gb``: the GPU memory one evaluation may allocate (``Budget.gpu_memory_bytes``),
+    handed to the command as ``eval_budget`` (None: the default cap)."""
+
+    @click.option(
+        "--max-memory-gb",
+        type=click.FloatRange(min=0, min_open=True),
+        help="GPU memory one evaluation may allocate, in GiB (default 4; a worker allows up to its own limit).",
+    )
+    @functools.wraps(f)
+    def wrapper(*args: Any, max_memory_gb: float | None, **kw: Any) -> None:
+        from sandbox.contract import Budget
+
+        cap = (
+            None if max_memory_gb is None else Budget(gpu_memory_bytes=max(1, int(max_memory_gb * (1 << 30))))
+        )
+        f(*args, eval_budget=cap, **kw)
+
+    return wrapper
+
+
+def open_executor(gpu: int, gpus: tuple[int, ...] = ()) -> Executor:
+    """The local GPUs' sandbox (``gpus``, else ``gpu``: one worker per GPU), a Ray cluster when
+    ``CUDA_AGENT_RAY_ADDRESS`` is set, or a remote worker when ``CUDA_AGENT_WORKER_URL`` is set
+    (token in ``CUDA_AGENT_TOKEN``); ``CUDA_AGENT_TEST_EXECUTOR=1`` swaps in the simulated GPU (one
+    per GPU index: tests, demos)."""
+
+    from server.settings import ExecutorSettings, Secret, make_executor
+
+    url = os.environ.get("CUDA_AGENT_WORKER_URL")
+    if os.environ.get("CUDA_AGENT_TEST_EXECUTOR") == "1":
+        if not url:
+            return make_executor(ExecutorSettings(kind="test", gpu=gpu, gpus=gpus))
+        click.echo(
+            f"cuda-agent: CUDA_AGENT_WORKER_URL is set: evaluating on the worker at {url}, not on a local "
+            "simulated GPU (to simulate there: `cuda-agent worker --simulate`)",
+            err=True,
+        )
+    if address := os.environ.get("CUDA_AGENT_RAY_ADDRESS"):
+        return make_executor(ExecutorSettings(kind="ray", ray_address=address))
+    if url:
+        if not os.environ.get("CUDA_AGENT_TOKEN"):
+            raise UserError("CUDA_AGENT_WORKER_URL is set but CUDA_AGENT_TOKEN is not")
+        return make_executor(ExecutorSettings(kind="remote", url=url, token=Secret("env:CUDA_AGENT_TOKEN")))
+    return make_executor(ExecutorSettings(kind="local", gpu=gpu, gpus=gpus))
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)

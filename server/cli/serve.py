@@ -1,0 +1,191 @@
+"""``serve`` and ``worker``: the language server, and this machine's GPUs served over HTTP."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import click
+
+from server.cli.common import JobFailed, UserError, _exit_on_signal
+from server.cli.files import read_token
+
+if TYPE_CHECKING:
+    from sandbox.executor import Executor
+
+
+@click.command()
+@click.option("--tcp", metavar="HOST:PORT", help="Listen on TCP instead of stdio (for debugging).")
+def serve(tcp: str | None) -> None:
+    """Run the language server on stdio."""
+    if tcp is not None:
+        _, sep, port = tcp.rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UserError(f"--tcp {tcp}: expected HOST:PORT, e.g. 127.0.0.1:2087")
+    from server.app import serve as run_server
+
+    run_server(tcp)
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--token-file",
+    type=click.Path(),
+    help="File holding the bearer token clients must send (required off loopback).",
+)
+@click.option("--tls-cert", type=click.Path(), help="PEM certificate (chain): serve HTTPS.")
+@click.option("--tls-key", type=click.Path(), help="PEM private key of --tls-cert.")
+@click.option(
+    "--gpus", default="0", show_default=True, help="Comma-separated GPU indices to serve, one queue each."
+)
+@click.option(
+    "--max-per-client",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Evaluations in flight per client.",
+)
+@click.option(
+    "--max-timeout",
+    default=600.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Longest per-candidate timeout a request may ask for (seconds).",
+)
+@click.option(
+    "--max-memory-gb",
+    default=64.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Largest GPU memory cap a request may ask for.",
+)
+@click.option(
+    "--max-candidates",
+    default=64,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Candidates per request.",
+)
+@click.option(
+    "--trusted-proxy",
+    multiple=True,
+    help="Address of a proxy whose X-Forwarded-For names the client (repeatable; default: none).",
+)
+@click.option(
+    "--simulate",
+    is_flag=True,
+    help="Serve simulated GPUs (no GPU used; code is still compiled): to try the remote flow anywhere.",
+)
+@click.option(
+    "--unsafe-no-isolation",
+    is_flag=True,
+    help="Serve even where compiles cannot be isolated from this host (no bubblewrap, no Landlock): "
+    "a request could then read any file this user can.",
+)
+def worker(
+    host: str,
+    port: int,
+    token_file: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    gpus: str,
+    max_per_client: int,
+    max_timeout: float,
+    max_memory_gb: float,
+    max_candidates: int,
+    trusted_proxy: tuple[str, ...],
+    simulate: bool,
+    unsafe_no_isolation: bool,
+) -> None:
+    """Serve this machine's GPUs to remote editors and optimizers over HTTP."""
+    import logging
+    import signal
+
+    try:
+        from sandbox import service
+    except ImportError as exc:
+        raise UserError(
+            f"the worker needs the `worker` extra: pip install 'cuda-agent[worker]' ({exc})"
+        ) from exc
+    from sandbox.compile_pool import compile_isolation
+    from sandbox.contract import RequestLimits
+    from sandbox.executor import ExecutorError
+    from sandbox.remote import local_gpu_executor
+    from server.texts import plural
+
+    token = read_token(token_file) if token_file else None
+    why = service.check_listen_policy(host, token) or service.check_tls(tls_cert, tls_key)
+    if why:
+        raise UserError(why)
+    try:
+        indices = [int(g) for g in gpus.split(",")]
+    except ValueError:
+        raise UserError(f"--gpus {gpus!r}: expected comma-separated GPU indices such as 0,1") from None
+    isolation = compile_isolation()
+    if isolation == "none" and not unsafe_no_isolation:
+        raise UserError(
+            "refusing to serve: compiles cannot be isolated from this host here (no usable bubblewrap, "
+            "no Landlock), so a request could read this host's files through the compiler; install "
+            "bubblewrap (or use Linux 5.13+ with Landlock), or pass --unsafe-no-isolation to serve anyway"
+        )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("cuda_agent.worker")
+    try:
+        sock = service.listen(host, port)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    request_limits = RequestLimits(
+        max_timeout_s=max_timeout, max_memory_bytes=int(max_memory_gb * 2**30), max_candidates=max_candidates
+    )
+    limits = service.Limits(
+        max_per_client=max_per_client, request=request_limits, trusted_proxies=trusted_proxy
+    )
+    executors: list[Executor] = []
+    try:
+        handler = os.environ.get("CUDA_AGENT_WORKER_HANDLER", "")  # tests: a scripted GPU handler
+        for index in indices:
+            if simulate:
+                from sandbox.testing import FakeExecutor
+
+                executors.append(FakeExecutor.from_env())
+            else:
+                executors.append(local_gpu_executor(index, request_limits, handler))
+        app = service.WorkerService(
+            executors, token=token, limits=limits, simulated=simulate, isolation=isolation
+        )
+        server = service.make_server(app.app, tls_cert=tls_cert, tls_key=tls_key, limits=limits)
+        scheme = "https" if tls_cert else "http"
+        # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
+        # it found: make that handler an exit, so the pools below are stopped, not orphaned.
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+        where = f"{scheme}://{host}:{sock.getsockname()[1]}"
+        if simulate:
+            log.info("serving %s on %s (no GPU is used)", plural(len(indices), "simulated GPU"), where)
+        else:
+            try:
+                names = [e.device_info().name for e in executors]
+            except ExecutorError as exc:
+                log.warning(
+                    "serving GPUs %s on %s, but no usable GPU (%s); /health says so", gpus, where, exc
+                )
+            else:
+                log.info("serving GPUs %s (%s) on %s", gpus, ", ".join(names), where)
+        if isolation == "none":
+            log.warning(
+                "--unsafe-no-isolation: compiles are NOT isolated; a request can read any file this user can"
+            )
+        else:
+            log.info("compiles are isolated from this host by %s", isolation)
+        if not token:
+            log.warning("no --token-file: any user of this machine can run kernels on its GPUs")
+        elif not tls_cert and not service.is_loopback(host):
+            log.warning("no TLS: the token crosses the network in clear; use --tls-cert or an SSH tunnel")
+        server.run(sockets=[sock])
+    except ExecutorError as exc:
+        raise JobFailed(str(exc)) from exc
+    finally:
+        for executor in executors:
+            executor.close()
+        sock.close()
