@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.builtin import Config, subject_for  # noqa: E402
-from agent.loop import Proposal, target_for  # noqa: E402
+from agent.proposal import Proposal  # noqa: E402
 from agent.source import Document  # noqa: E402
+from agent.target import target_for  # noqa: E402
 from agent.transforms import Subject, apply_all, safe_apply  # noqa: E402
 from agent.transforms.compose import compositions  # noqa: E402
 from agent.transforms.registry import PASSES, candidates  # noqa: E402

@@ -21,6 +21,7 @@ from test_transforms import assert_all_verified, compiles, target
 
 from agent import loop
 from agent.builtin import BuiltinProposer, Config
+from agent.target import Target
 from agent.transforms import NotApplicable, Outcome, Subject, apply_all, safe_apply
 from agent.transforms.compose import Chain, compositions
 from agent.transforms.elementwise import Vectorize
@@ -36,7 +37,7 @@ FOLDER = Path(__file__).parent / "data" / "compose"
 KERNELS = sorted(f.name for f in FOLDER.glob("*.cu"))
 
 
-def found(file: str) -> tuple[loop.Target, Subject, list[Chain]]:
+def found(file: str) -> tuple[Target, Subject, list[Chain]]:
     """The kernel, its subject and the compositions the search enumerates for it, best first."""
     t = target(file, folder=FOLDER)
     s = subject(t)
@@ -50,7 +51,7 @@ def declared(file: str) -> list[str]:
     return first.removeprefix("// composes: ").split(" + ")
 
 
-def nvrtc(t: loop.Target, code: str) -> None:
+def nvrtc(t: Target, code: str) -> None:
     try:
         compiles(t, code)
     except Exception as exc:  # the compiler itself is missing, not a compile error

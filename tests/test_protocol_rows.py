@@ -9,7 +9,7 @@ import attrs
 import pytest
 from pygls.protocol import default_converter
 
-from agent.loop import AttemptRecord
+from agent.attempts import AttemptRecord
 from sandbox.contract import Profile, Stall, to_dict
 from server import protocol as wire
 from server import store

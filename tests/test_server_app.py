@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent.loop import TargetError
+from agent.target import TargetError
 from sandbox.executor import NoGpuError
 from server.app import create_server
 from server.compare import Comparisons
