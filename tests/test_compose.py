@@ -170,7 +170,7 @@ def test_compositions_respect_the_budget_and_order_by_prior() -> None:
 def test_every_composition_is_equivalent_on_the_gpu() -> None:
     """Each composition found for each kernel of tests/data/compose/, with launch bounds,
     verified against the original by the sandbox at the spec's verify sizes."""
-    from sandbox.worker import LocalExecutor
+    from sandbox.local import LocalExecutor
 
     with LocalExecutor() as executor:
         for file in KERNELS:

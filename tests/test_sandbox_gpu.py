@@ -322,6 +322,7 @@ def test_the_physics_floor_refuses_a_planted_no_work_kernel_under_a_weakened_com
     """With the comparisons weakened to always pass (verification and the timed re-check), only
     the floor stands between a kernel that does nothing on the timed problem and a huge speedup:
     it is refused as ``implausible`` with the numbers; the honest kernel is not."""
+    import sandbox.gpu_handler
     import sandbox.verify
     from sandbox.compiler import compile_cuda
     from sandbox.contract import CandidateResult
@@ -341,6 +342,7 @@ def test_the_physics_floor_refuses_a_planted_no_work_kernel_under_a_weakened_com
 
     monkeypatch.setattr(sandbox.verify.Verifier, "verify", lambda self, *a, **k: Verdict(None))
     monkeypatch.setattr(sandbox.verify, "compare", lambda *a, **k: Comparison(True, norm_bound=np.inf))
+    monkeypatch.setattr(sandbox.gpu_handler, "compare", lambda *a, **k: Comparison(True, norm_bound=np.inf))
     baseline_source = (HONEST / "vadd.cu").read_text()
     honest = kernel_file(HONEST / "vadd.cu", "vadd")
     planted = KernelSource(PLANTED, "vadd", filename="planted.cu")
