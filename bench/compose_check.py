@@ -47,7 +47,7 @@ def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / "compose_check.jsonl"
-    from sandbox.worker import LocalExecutor
+    from sandbox.local import LocalExecutor
 
     t0 = time.monotonic()
     with LocalExecutor((0,)) as ex, out.open("a", encoding="utf-8") as sink:
