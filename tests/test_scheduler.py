@@ -291,7 +291,7 @@ def test_suite_cli_with_gpus(folder: Path) -> None:
     assert len(progress) == len(SUITE) and all(" on GPU " in line for line in progress)
     table = run_cli("suite", str(folder), "--budget", "1c", "--gpus", "0,1")
     assert table.returncode == 0, table.stderr
-    assert "(GPUs 0,1)" in table.stdout.splitlines()[0] and table.stdout.splitlines()[1].split()[-1] == "gpu"
+    assert "(GPUs 0,1)" in table.stdout.splitlines()[0] and table.stdout.splitlines()[1].split()[-2:] == ["gpu", "ceiling"]
 
 
 @pytest.mark.parametrize(

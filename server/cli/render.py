@@ -286,7 +286,7 @@ def print_suite(report: SuiteReport) -> None:
 
     header = (
         f"{'kernel':<28} {'status':<15} {'speedup':>22} {'% peak before':>14} {'% peak after':>13} {'gpu':>4}"
-        " of"
+        " ceiling"
     )
     used = report.gpus
     where = f" (GPU{'s' if len(used) > 1 else ''} {','.join(map(str, used))})" if used else ""
