@@ -16,6 +16,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
+from polling import poll_until
 from sandbox_fakes import FakeGpu, kernel_file, vadd_request
 from test_suite import run_cli
 
@@ -175,13 +176,14 @@ def test_cancel_while_waiting_for_a_busy_gpu() -> None:
     cancel = threading.Event()
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(ex.evaluate, request(0, 0))
-        time.sleep(0.1)
+        poll_until(lambda: log, 10, "the first request to start on the GPU")
         second = pool.submit(ex.evaluate, request(0, 1), cancel=cancel)
-        time.sleep(0.1)
+        poll_until(lambda: ex.lanes[0].queued == 2, 10, "the second request to wait for the GPU")
         cancel.set()
         waited = second.result(timeout=0.5)  # answered long before the GPU is free
         assert not first.done()
     assert all(c.status is Status.CANCELLED for c in waited.candidates)
+    assert waited.candidates[0].message == "cancelled while waiting for a GPU"
     assert [rid for _, rid, _ in log] == ["k0-b0"]
 
 
