@@ -3,13 +3,13 @@ and a standalone NVRTC compile of every kernel there."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import spec_scores
 
 from agent.check import build_options, check_kernel
 from agent.loop import target_for
@@ -17,38 +17,26 @@ from agent.source import Document
 from agent.spec import infer, parse, render, render_inference, roles, verify_sizes
 from sandbox.compiler import compile_cuda
 
-BENCH = Path(__file__).parent.parent / "bench" / "spec_inference.py"
 REALCODE = Path(__file__).parent / "data" / "realcode"
 
 
-def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("spec_inference", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["spec_inference"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_inferred_specs_match_the_expected_ones() -> None:
-    bench = _bench()
-    scores, missing = bench.measure(REALCODE)
+    scores, missing = spec_scores.measure(REALCODE)
     assert not missing
     assert len(scores) >= 10
     fields = sum(s.fields for s in scores)
     matched = sum(s.matched for s in scores)
-    assert 100.0 * matched / fields >= bench.THRESHOLD, [m for s in scores for m in s.mismatches]
+    assert 100.0 * matched / fields >= spec_scores.THRESHOLD, [m for s in scores for m in s.mismatches]
 
 
 def test_a_wrong_expectation_is_counted_as_a_mismatch(tmp_path: Path) -> None:
-    bench = _bench()
     doc = Document.from_file(REALCODE / "matmul.cu")
     k = doc.kernel("sgemm_naive")
     assert k is not None
     wrong = tmp_path / "wrong.spec"
     text = (REALCODE / "expected" / "sgemm_naive.spec").read_text().replace("M=4096", "M=4000")
     wrong.write_text(text)
-    s = bench.score(k.name, "matmul.cu", bench.expected_spec(doc, k, wrong), infer(doc, k).spec)
+    s = spec_scores.score(k.name, "matmul.cu", spec_scores.expected_spec(doc, k, wrong), infer(doc, k).spec)
     assert any(m.startswith("size M") for m in s.mismatches)
     assert s.matched < s.fields
 

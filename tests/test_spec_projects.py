@@ -5,11 +5,10 @@ falls back on its own; every kernel compiles standalone with the project's heade
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+import spec_scores
 
 from agent.check import check_kernel
 from agent.loop import target_for
@@ -20,16 +19,6 @@ from sandbox.compiler import CompilerUnavailable
 from server.hover import inferred_markdown
 
 PROJECTS = Path(__file__).parent / "data" / "projects"
-BENCH = Path(__file__).parent.parent / "bench" / "spec_inference.py"
-
-
-def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("spec_inference_projects", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["spec_inference_projects"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _infer(relative: str, kernel: str):  # type: ignore[no-untyped-def]
@@ -49,7 +38,7 @@ def _resolved(inference) -> dict[str, object]:  # type: ignore[no-untyped-def]
 
 
 def test_every_expected_field_is_inferred() -> None:
-    scores, missing = _bench().measure(PROJECTS)
+    scores, missing = spec_scores.measure(PROJECTS)
     assert not missing
     assert {s.kernel for s in scores} >= {
         "scale_rows", "axpy", "count_positive", "block_sum", "scale_partial", "transpose_tiled",
