@@ -281,6 +281,7 @@ def test_suite_on_three_gpus_same_verdicts_one_gpu_per_kernel_and_faster(folder:
     assert three_wall < 0.6 * one_wall, (one_wall, three_wall)
 
 
+@pytest.mark.slow  # three CLI runs; the default run has the in-process suite on three GPUs and the flags' errors
 def test_suite_cli_with_gpus(folder: Path) -> None:
     three = run_cli("suite", str(folder), "--budget", "2c", "--json", "--gpus", "0,1,2")
     one = run_cli("suite", str(folder), "--budget", "2c", "--json", "--gpu", "0")
