@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -104,10 +105,10 @@ def test_every_realcode_kernel_compiles_standalone(file: str, name: str) -> None
     assert result.ok, [d.message for d in result.diagnostics]
 
 
-def test_guessed_fields_are_marked_and_certain_ones_carry_their_evidence() -> None:
-    doc = Document(
+def test_guessed_fields_are_marked_and_certain_ones_carry_their_evidence(tmp_path: Path) -> None:
+    doc = Document(  # alone in its folder (not in this repository, whose every file the search reads)
         "__global__ void k(float* x, float a, int n) { int i = threadIdx.x; if (i < n) x[i] = a; }\n",
-        "lonely.cu",
+        str(tmp_path / "lonely.cu"),
     )
     k = doc.kernel("k")
     assert k is not None
@@ -161,7 +162,8 @@ def test_one_build_configuration_reaches_the_target_and_every_command(tmp_path: 
     # every command resolves it before it needs a GPU: a bad compile_commands.json is a one-line mistake
     bad = tmp_path / "compile_commands.json"
     bad.write_text("{}")
-    for command in ("check", "bench", "optimize", "compare", "suite"):
+
+    def run(command: str) -> subprocess.CompletedProcess[str]:
         args = [
             command,
             str(path.parent) if command == "suite" else str(path),
@@ -172,16 +174,21 @@ def test_one_build_configuration_reaches_the_target_and_every_command(tmp_path: 
             args += ["--with", "scaled"]
         if command == "suite":
             args += ["--match", "needs_define.cu"]
-        out = subprocess.run(
+        return subprocess.run(
             [sys.executable, "-m", "server", *args], capture_output=True, text=True, timeout=120
         )
+
+    commands = ("check", "bench", "optimize", "compare", "suite")
+    with ThreadPoolExecutor(len(commands)) as pool:  # independent processes: both cores at once
+        outs = list(pool.map(run, commands))
+    for command, out in zip(commands, outs, strict=True):
         assert out.returncode == 2 and "expected a JSON list of compile commands" in out.stderr, (
             command,
             out.stderr,
         )
 
 
-def test_hostile_host_programs_end_quickly() -> None:
+def test_hostile_host_programs_end_quickly(tmp_path: Path) -> None:
     text = (
         "#define A (A + A)\n"
         "#define F(x) F(F(x))\n"
@@ -195,7 +202,7 @@ def test_hostile_host_programs_end_quickly() -> None:
         "  return main();\n"
         "}\n"
     )
-    doc = Document(text, "hostile.cu")
+    doc = Document(text, str(tmp_path / "hostile.cu"))  # alone: no file of this repository is searched
     k = doc.kernel("k")
     assert k is not None
     inf = infer(doc, k)  # bounded: no hang, no exception
