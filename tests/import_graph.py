@@ -13,6 +13,7 @@ or moved alone.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,11 +42,20 @@ def modules(root: Path = ROOT, packages: Iterable[str] = PACKAGES) -> dict[str, 
     return found
 
 
-def imported(path: Path, name: str) -> Iterator[tuple[str, int]]:
+def imported(path: Path, name: str) -> tuple[tuple[str, int], ...]:
     """(absolute dotted name, line) of every import statement anywhere in the file of module
     ``name``; ``from X import a`` yields ``X`` and ``X.a`` (the caller knows which is a module)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    return _imported(path.read_text(encoding="utf-8"), str(path), package)
+
+
+@functools.cache  # by the text: each file is parsed once however many checks read it
+def _imported(text: str, filename: str, package: str) -> tuple[tuple[str, int], ...]:
+    return tuple(_statements(ast.parse(text, filename), package))
+
+
+def _statements(tree: ast.Module, package: str) -> Iterator[tuple[str, int]]:
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno
