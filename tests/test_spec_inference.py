@@ -106,9 +106,9 @@ def test_every_realcode_kernel_compiles_standalone(file: str, name: str) -> None
 
 
 def test_guessed_fields_are_marked_and_certain_ones_carry_their_evidence(tmp_path: Path) -> None:
-    doc = Document(  # alone in its folder (not in this repository, whose every file the search reads)
+    doc = Document(  # alone in its project (its folder's parent: not this repository, not other tests')
         "__global__ void k(float* x, float a, int n) { int i = threadIdx.x; if (i < n) x[i] = a; }\n",
-        str(tmp_path / "lonely.cu"),
+        str(tmp_path / "alone" / "lonely.cu"),
     )
     k = doc.kernel("k")
     assert k is not None
@@ -202,7 +202,7 @@ def test_hostile_host_programs_end_quickly(tmp_path: Path) -> None:
         "  return main();\n"
         "}\n"
     )
-    doc = Document(text, str(tmp_path / "hostile.cu"))  # alone: no file of this repository is searched
+    doc = Document(text, str(tmp_path / "alone" / "hostile.cu"))  # no other test's file is searched
     k = doc.kernel("k")
     assert k is not None
     inf = infer(doc, k)  # bounded: no hang, no exception

@@ -5,6 +5,7 @@ falls back on its own; every kernel compiles standalone with the project's heade
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -165,6 +166,21 @@ def test_project_root_and_include_folders() -> None:
     assert resolve_include(main, "missing.h") is None
     tree = project_of(PROJECTS / "tmpl_launcher" / "src" / "launch.cu")  # no compile_commands: the tree
     assert (PROJECTS / "tmpl_launcher" / "include").resolve() in tree.include_dirs
+
+
+def test_a_fifo_in_the_project_is_no_source_and_blocks_nothing(tmp_path: Path) -> None:
+    """A named pipe beside the kernel (another test's, a tool's) is never opened: reading one waits
+    for a writer forever."""
+    (tmp_path / "Makefile").write_text("")
+    (tmp_path / "src").mkdir()
+    kernel = tmp_path / "src" / "k.cu"
+    kernel.write_text("__global__ void k(float* x, int n) { x[threadIdx.x] = 1.0f; }\n")
+    os.mkfifo(tmp_path / "src" / "main.cu")
+    project = project_of(kernel)
+    assert project.root == tmp_path and project.sources == (kernel,)
+    doc = Document.from_file(kernel)
+    k = doc.kernel("k")
+    assert k is not None and infer(doc, k).spec.block  # a guess, without waiting on the pipe
 
 
 def test_standalone_unit_drops_host_headers_reached_through_project_headers() -> None:
