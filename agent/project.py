@@ -85,6 +85,8 @@ def _scan(root: Path, stamp: int, period: int) -> Project:
             if seen > _MAX_FILES:
                 break
             p = Path(folder) / name
+            if not p.is_file():  # a FIFO or a device would block whoever reads it
+                continue
             if p.suffix in HEADER_SUFFIXES:
                 headers.append(p)
             elif p.suffix in HOST_SUFFIXES:

@@ -135,26 +135,25 @@ async def test_without_a_kernel_the_first_launched_kernel_of_an_unopened_file_ge
     )
 
 
-@pytest.mark.parametrize(
-    ("args", "why"),
-    [
-        ({"command": []}, "command"),
-        ({"command": "python run.py"}, "arguments.command"),
-        ({"command": ["python", 3]}, "arguments.command"),
-        ({"command": ["python"], "kernel": "nope"}, "no kernel 'nope'"),
-        ({"command": ["python"], "cwd": "missing/folder"}, "not a folder"),
-        ({"command": ["python"], "uri": "file:///nowhere/k.cu"}, "not a file"),
-    ],
-)
-async def test_bad_arguments_are_invalid_params(
-    client: LanguageClient, workspace: Workspace, args: dict[str, Any], why: str
-) -> None:
+BAD_ARGUMENTS = [
+    ({"command": []}, "command"),
+    ({"command": "python run.py"}, "arguments.command"),
+    ({"command": ["python", 3]}, "arguments.command"),
+    ({"command": ["python"], "kernel": "nope"}, "no kernel 'nope'"),
+    ({"command": ["python"], "cwd": "missing/folder"}, "not a folder"),
+    ({"command": ["python"], "uri": "file:///nowhere/k.cu"}, "not a file"),
+]
+
+
+async def test_bad_arguments_are_invalid_params(client: LanguageClient, workspace: Workspace) -> None:
+    """Each mistake refused in turn by one server (a server per case costs a start each)."""
     header, _ = project(workspace)
-    with pytest.raises(Exception, match=why) as refused:
-        await client.workspace_execute_command_async(
-            lsp.ExecuteCommandParams("cudaAgent.capture", [{"uri": header.as_uri(), **args}])
-        )
-    assert getattr(refused.value, "code", None) == -32602
+    for args, why in BAD_ARGUMENTS:
+        with pytest.raises(Exception, match=why) as refused:
+            await client.workspace_execute_command_async(
+                lsp.ExecuteCommandParams("cudaAgent.capture", [{"uri": header.as_uri(), **args}])
+            )
+        assert getattr(refused.value, "code", None) == -32602, args
     assert workspace.applied == [] and workspace.finished == {}
 
 

@@ -60,9 +60,12 @@ def test_a_device_given_as_the_file_is_one_line(device: str, tmp_path: Path) -> 
 def test_a_fifo_given_as_the_file_is_one_line_not_a_hang(tmp_path: Path) -> None:
     fifo = tmp_path / "kernel.cu"
     os.mkfifo(fifo)
-    one_clear_line(cli("kernels", str(fifo), cwd=tmp_path), "not a regular file")
-    worker = ("worker", "--simulate", "--unsafe-no-isolation", "--token-file", str(fifo))
-    one_clear_line(cli(*worker, cwd=tmp_path), "not a regular file")
+    try:
+        one_clear_line(cli("kernels", str(fifo), cwd=tmp_path), "not a regular file")
+        worker = ("worker", "--simulate", "--unsafe-no-isolation", "--token-file", str(fifo))
+        one_clear_line(cli(*worker, cwd=tmp_path), "not a regular file")
+    finally:
+        fifo.unlink()  # no other test's project scan meets it
 
 
 ORIGINAL = "__global__ void k(float* x) {\n    x[0] = 1.f;\n}\n"

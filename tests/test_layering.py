@@ -1,12 +1,13 @@
-"""server -> agent -> sandbox, never upward; the language server never loads GPU libraries.
+"""server -> agent -> sandbox, never upward; the language server never loads GPU libraries; no
+import circle; no file over 1,000 lines.
 
-Each rule is checked in a fresh interpreter (what a real `import` pulls in, transitively)
-and statically over the package's source (imports hidden inside functions count too).
+Each layering rule is checked in a fresh interpreter (what a real `import` pulls in, transitively)
+and statically over the package's source (imports hidden inside functions count too).  Circles
+and file sizes come from :mod:`import_graph` (``bench/code_health.py`` prints the same).
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from import_graph import MAX_LINES, PACKAGES, circles, describe, edges, imported, line_counts, modules
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,15 +52,12 @@ def loaded_after_import(module: str, forbidden: tuple[str, ...], path: Path = RO
 
 def static_imports(package_dir: Path) -> set[tuple[str, str]]:
     """(file, top-level module) for every import statement anywhere in the package's source."""
-    found: set[tuple[str, str]] = set()
-    for py in package_dir.rglob("*.py"):
-        tree = ast.parse(py.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                found |= {(py.name, a.name.split(".")[0]) for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.add((py.name, node.module.split(".")[0]))
-    return found
+    known = modules(package_dir.parent, (package_dir.name,))
+    return {
+        (path.name, target.split(".")[0])
+        for name, path in known.items()
+        for target, _ in imported(path, name)
+    }
 
 
 def all_submodules(package: str) -> list[str]:
@@ -103,3 +102,45 @@ def test_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
     assert loaded_after_import("leaky", ("csv", "colorsys"), tmp_path) == ["csv"]
     assert ("inner.py", "colorsys") in static_imports(pkg)
     assert ("inner.py", "csv") in static_imports(pkg)
+
+
+CLOSING_IMPORTS = {
+    "module level": "from pkg.a import A\n",
+    "relative, module level": "from .a import A\n",
+    "inside a function": "def f():\n    from pkg import a\n    return a\n",
+    "under TYPE_CHECKING": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.a\n",
+}
+
+
+@pytest.mark.parametrize("closing", sorted(CLOSING_IMPORTS))
+def test_checker_catches_an_import_circle(tmp_path: Path, closing: str) -> None:
+    """A planted circle pkg.a -> pkg.b -> pkg.c -> pkg.a is found whatever kind of import closes
+    it; without the closing import there is none (so the check can fail both ways)."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.sub import b\nA = 1\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "b.py").write_text("import pkg.c as c\nimport json\n")
+    (pkg / "c.py").write_text("X = 2\n")
+    assert circles(edges(modules(tmp_path, ("pkg",)))) == []
+    (pkg / "c.py").write_text(CLOSING_IMPORTS[closing] + "X = 2\n")
+    known = modules(tmp_path, ("pkg",))
+    graph = edges(known)
+    assert circles(graph) == [["pkg.a", "pkg.c", "pkg.sub.b"]]
+    assert describe(graph, ["pkg.a", "pkg.c", "pkg.sub.b"], known, tmp_path).startswith(
+        "3 modules: pkg.a, pkg.c, pkg.sub.b; e.g. pkg.a (pkg/a.py:1) -> pkg.sub.b (pkg/sub/b.py:1) -> pkg.c"
+    )
+
+
+def test_no_import_circle_in_any_package() -> None:
+    """agent, sandbox and server: no module imports (at any depth, in any way) one that imports it."""
+    known = modules()
+    graph = edges(known)
+    found = [describe(graph, c, known) for c in circles(graph)]
+    assert not found, "import circles:\n" + "\n".join(found)
+
+
+def test_no_file_over_1000_lines() -> None:
+    long = [f"{p.relative_to(ROOT)}: {n} lines" for n, p in line_counts(ROOT, PACKAGES) if n > MAX_LINES]
+    assert not long, f"files over {MAX_LINES} lines:\n" + "\n".join(long)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import pytest
 from loop_fakes import DATA, MarkerExecutor, ScriptedProposer, saxpy_target, variant
+from polling import set_when
 
 from agent.launch import LaunchChange
 from agent.loop import LoopEvent, LoopSettings, RunOutcome, Stop, StopKind, optimize
@@ -276,17 +277,21 @@ def test_cancellation_mid_batch_returns_promptly_with_the_best_so_far() -> None:
         )
 
     events: list[LoopEvent] = []
+    executor = MarkerExecutor()
+
+    def slow_one_running() -> bool:
+        return any("delay=30" in c.kernel.source for r in executor.requests for c in r.candidates)
 
     def on_event(e: LoopEvent) -> None:
         events.append(e)
         if e.kind == "evaluating" and "batch 1" in e.message:
-            threading.Timer(0.2, cancel.set).start()
+            set_when(slow_one_running, cancel)  # mid batch: the executor has the slow candidate
 
     t0 = time.monotonic()
     res = optimize(
         T,
         ScriptedProposer(plan),
-        MarkerExecutor(),
+        executor,
         cancel=cancel,
         on_event=on_event,
         settings=LoopSettings(batch_size=1),

@@ -625,8 +625,9 @@ def test_worker_command_refuses_unsafe_or_impossible_setups(tmp_path: Path, busy
         (("--gpus", "zero"), "expected comma-separated GPU indices"),
         (("--token-file", str(token), "--port", str(busy_port)), f"cannot listen on 127.0.0.1:{busy_port}"),
     ]
-    for args, needle in cases:
-        out = run_worker_cli(*args)
+    with ThreadPoolExecutor(len(cases)) as pool:  # independent processes: both cores at once
+        outs = list(pool.map(lambda case: run_worker_cli(*case[0]), cases))
+    for (args, needle), out in zip(cases, outs, strict=True):
         lines = out.stderr.strip().splitlines()
         assert out.returncode == 2, (args, out.stderr)
         assert len(lines) == 1 and lines[0].startswith("cuda-agent: error:"), (args, out.stderr)

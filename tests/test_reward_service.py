@@ -11,12 +11,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+from polling import poll_until
 from reward_fakes import MarkedExecutor
 
 pytest.importorskip("starlette")
@@ -81,13 +82,6 @@ def running(
 def svc() -> Iterator[Running]:
     with running() as r:
         yield r
-
-
-def until(check: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
 
 
 # --------------------------------------------------------------------------- the contract
@@ -189,10 +183,10 @@ def test_413_and_429() -> None:
         answers: list[httpx.Response] = []
         worker = threading.Thread(target=lambda: answers.append(svc.post("/reward", slow)))
         worker.start()
-        until(lambda: len(svc.executor.requests) == 1, "the first request did not reach the sandbox")
+        poll_until(lambda: len(svc.executor.requests) == 1, 20, "the first request to reach the sandbox")
         refused = svc.post("/reward", slow)
         assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
-        until(lambda: not worker.is_alive(), "the slow request did not end")
+        poll_until(lambda: not worker.is_alive(), 20, "the slow request to end")
         assert answers[0].status_code == 200 and answers[0].json()["results"][0]["reward"] is None
 
 

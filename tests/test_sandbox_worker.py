@@ -7,13 +7,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
 import pytest
+from polling import poll_until, set_when
 from sandbox_fakes import HANGING_SANITIZER, fake_sanitizer, kernel_file, vadd_request
 
 from sandbox.contract import (
@@ -65,15 +66,6 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def poll_until(condition: Callable[[], object], timeout_s: float, what: str) -> None:
-    """Poll ``condition`` until it holds; fail after ``timeout_s`` (a loaded machine is slow)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.05)
-
-
 def cmdline(proc: Path) -> bytes:
     try:
         return (proc / "cmdline").read_bytes()
@@ -107,8 +99,8 @@ def test_hang_is_killed_with_its_process_group_and_worker_serves_on(
     assert "deadline" in result.candidates[1].message
     assert time.monotonic() - start < 30
     grandchild = int(marker.read_text())
-    time.sleep(0.2)
-    assert not alive(grandchild)  # the hung job's own child went down with the process group
+    # the hung job's own child went down with the process group
+    poll_until(lambda: not alive(grandchild), 10, f"the hung job's child {grandchild} to end")
     assert pid_of(result.candidates[0].message) != pid_of(result.candidates[2].message)
 
 
@@ -169,12 +161,14 @@ def test_cancel_stops_a_running_candidate(
 ) -> None:
     cancel = threading.Event()
 
+    marker = tmp_path / "pid"  # the hanging candidate writes its child's pid there once it runs
+
     def on_progress(p: Progress) -> None:
-        if p.done == 1:  # baseline done: cancel while the hanging candidate runs
-            threading.Timer(0.5, cancel.set).start()
+        if p.done == 1:  # baseline done: cancel once the hanging candidate runs
+            set_when(marker.exists, cancel)
 
     cands = tuple(Candidate(cid, vadd) for cid in ("hang", "ok1"))
-    request = vadd_request(vadd, cands, budget=Budget(timeout_s=60.0), request_id=str(tmp_path / "pid"))
+    request = vadd_request(vadd, cands, budget=Budget(timeout_s=60.0), request_id=str(marker))
     start = time.monotonic()
     result = executor.evaluate(request, progress=on_progress, cancel=cancel)
     assert [c.status for c in result.candidates] == [Status.CANCELLED, Status.CANCELLED]
@@ -194,10 +188,8 @@ def test_bwrap_worker_has_no_network_and_is_still_killed_at_deadline(
         net, hang, ok = ex.evaluate(request).candidates
     assert net.message == "interfaces lo"
     assert hang.status == Status.TIMEOUT and ok.status == Status.OK
-    deadline = time.monotonic() + 5  # the pid namespace's processes die with it, not instantly on a busy host
-    while not set(sleepers(b"600")) <= before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert set(sleepers(b"600")) <= before
+    # the pid namespace's processes die with it, not instantly on a busy host
+    poll_until(lambda: set(sleepers(b"600")) <= before, 5, "the sandbox's hanging processes to end")
 
 
 FAKE_SANITIZER = """#!/bin/sh
@@ -375,22 +367,24 @@ def test_cancel_stops_compute_sanitizer(
         "PATH", f"{fake_sanitizer(tmp_path, HANGING_SANITIZER)}{os.pathsep}{os.environ['PATH']}"
     )
     cancel = threading.Event()
+    before = set(sleepers(b"601"))
 
     def on_progress(p: Progress) -> None:
         if p.done == 1:  # baseline done: the candidate answers at once, then the sanitizer hangs
-            threading.Timer(1.0, cancel.set).start()
+            set_when(sanitizer_hangs, cancel)
+
+    def sanitizer_hangs() -> bool:
+        return bool(set(sleepers(b"601")) - before)
 
     request = replace(
         vadd_request(vadd, (Candidate("ok1", vadd),), request_id="san-cancel"),
         options=EvalOptions(sanitize=True),
     )
-    before = set(sleepers(b"601"))
     start = time.monotonic()
     (result,) = executor.evaluate(request, progress=on_progress, cancel=cancel).candidates
     assert time.monotonic() - start < 15
     assert result.status == Status.CANCELLED and result.sanitizer.startswith("skipped: cancelled")
-    time.sleep(0.2)
-    assert set(sleepers(b"601")) <= before  # the sanitizer's process group was killed
+    poll_until(lambda: set(sleepers(b"601")) <= before, 10, "the sanitizer's process group to be killed")
 
 
 PARENT = """

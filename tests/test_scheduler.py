@@ -16,6 +16,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
+from polling import poll_until
 from sandbox_fakes import FakeGpu, kernel_file, vadd_request
 from test_suite import run_cli
 
@@ -175,13 +176,14 @@ def test_cancel_while_waiting_for_a_busy_gpu() -> None:
     cancel = threading.Event()
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(ex.evaluate, request(0, 0))
-        time.sleep(0.1)
+        poll_until(lambda: log, 10, "the first request to start on the GPU")
         second = pool.submit(ex.evaluate, request(0, 1), cancel=cancel)
-        time.sleep(0.1)
+        poll_until(lambda: ex.lanes[0].queued == 2, 10, "the second request to wait for the GPU")
         cancel.set()
         waited = second.result(timeout=0.5)  # answered long before the GPU is free
         assert not first.done()
     assert all(c.status is Status.CANCELLED for c in waited.candidates)
+    assert waited.candidates[0].message == "cancelled while waiting for a GPU"
     assert [rid for _, rid, _ in log] == ["k0-b0"]
 
 
@@ -279,6 +281,7 @@ def test_suite_on_three_gpus_same_verdicts_one_gpu_per_kernel_and_faster(folder:
     assert three_wall < 0.6 * one_wall, (one_wall, three_wall)
 
 
+@pytest.mark.slow  # three CLI runs; the default run has the in-process suite on three GPUs and the flags' errors
 def test_suite_cli_with_gpus(folder: Path) -> None:
     three = run_cli("suite", str(folder), "--budget", "2c", "--json", "--gpus", "0,1,2")
     one = run_cli("suite", str(folder), "--budget", "2c", "--json", "--gpu", "0")
@@ -291,7 +294,10 @@ def test_suite_cli_with_gpus(folder: Path) -> None:
     assert len(progress) == len(SUITE) and all(" on GPU " in line for line in progress)
     table = run_cli("suite", str(folder), "--budget", "1c", "--gpus", "0,1")
     assert table.returncode == 0, table.stderr
-    assert "(GPUs 0,1)" in table.stdout.splitlines()[0] and table.stdout.splitlines()[1].split()[-2:] == ["gpu", "ceiling"]
+    assert "(GPUs 0,1)" in table.stdout.splitlines()[0] and table.stdout.splitlines()[1].split()[-2:] == [
+        "gpu",
+        "ceiling",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -77,13 +77,23 @@ async def busy_checker(proc: asyncio.subprocess.Process, conn: RawConnection, tm
             {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}}
         ).encode()
     )
-    deadline = time.monotonic() + 30
-    while not (kids := children(proc.pid)):
-        assert time.monotonic() < deadline, "no checker process started"
+    # the checker is the child (multiprocessing also starts a resource tracker) that is started,
+    # imported, and well into the file: a second of its own CPU time (not of the wall clock,
+    # which a loaded machine stretches)
+    deadline = time.monotonic() + 60
+    while not (busy := [k for k in children(proc.pid) if cpu_seconds(k) >= 1.0]):
+        assert time.monotonic() < deadline, f"no busy checker among {children(proc.pid)}"
         await asyncio.sleep(0.05)
-    await asyncio.sleep(3)  # started, imported, and well into the file
-    assert alive(kids[0])
-    return kids[0]
+    return busy[0]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def gone_within(proc: asyncio.subprocess.Process, checker: int, seconds: float) -> float:

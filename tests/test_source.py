@@ -300,7 +300,7 @@ def test_typing_at_the_end_of_the_file(data_dir: Path) -> None:
     assert edited.kernels == Document(edited.text).kernels
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", [0, *(pytest.param(s, marks=pytest.mark.slow) for s in range(1, 6))])
 def test_random_edits_match_a_fresh_parse(data_dir: Path, seed: int) -> None:
     """Kernels, launches and issues carried over incrementally equal those extracted afresh, after
     every edit or after several edits in a row (versions nobody asked about).

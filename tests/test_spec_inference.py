@@ -3,13 +3,14 @@ and a standalone NVRTC compile of every kernel there."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import spec_scores
 
 from agent.check import build_options, check_kernel
 from agent.source import Document
@@ -17,38 +18,26 @@ from agent.spec import infer, parse, render, render_inference, roles, verify_siz
 from agent.target import target_for
 from sandbox.compiler import compile_cuda
 
-BENCH = Path(__file__).parent.parent / "bench" / "spec_inference.py"
 REALCODE = Path(__file__).parent / "data" / "realcode"
 
 
-def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("spec_inference", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["spec_inference"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_inferred_specs_match_the_expected_ones() -> None:
-    bench = _bench()
-    scores, missing = bench.measure(REALCODE)
+    scores, missing = spec_scores.measure(REALCODE)
     assert not missing
     assert len(scores) >= 10
     fields = sum(s.fields for s in scores)
     matched = sum(s.matched for s in scores)
-    assert 100.0 * matched / fields >= bench.THRESHOLD, [m for s in scores for m in s.mismatches]
+    assert 100.0 * matched / fields >= spec_scores.THRESHOLD, [m for s in scores for m in s.mismatches]
 
 
 def test_a_wrong_expectation_is_counted_as_a_mismatch(tmp_path: Path) -> None:
-    bench = _bench()
     doc = Document.from_file(REALCODE / "matmul.cu")
     k = doc.kernel("sgemm_naive")
     assert k is not None
     wrong = tmp_path / "wrong.spec"
     text = (REALCODE / "expected" / "sgemm_naive.spec").read_text().replace("M=4096", "M=4000")
     wrong.write_text(text)
-    s = bench.score(k.name, "matmul.cu", bench.expected_spec(doc, k, wrong), infer(doc, k).spec)
+    s = spec_scores.score(k.name, "matmul.cu", spec_scores.expected_spec(doc, k, wrong), infer(doc, k).spec)
     assert any(m.startswith("size M") for m in s.mismatches)
     assert s.matched < s.fields
 
@@ -116,10 +105,10 @@ def test_every_realcode_kernel_compiles_standalone(file: str, name: str) -> None
     assert result.ok, [d.message for d in result.diagnostics]
 
 
-def test_guessed_fields_are_marked_and_certain_ones_carry_their_evidence() -> None:
-    doc = Document(
+def test_guessed_fields_are_marked_and_certain_ones_carry_their_evidence(tmp_path: Path) -> None:
+    doc = Document(  # alone in its project (its folder's parent: not this repository, not other tests')
         "__global__ void k(float* x, float a, int n) { int i = threadIdx.x; if (i < n) x[i] = a; }\n",
-        "lonely.cu",
+        str(tmp_path / "alone" / "lonely.cu"),
     )
     k = doc.kernel("k")
     assert k is not None
@@ -173,7 +162,8 @@ def test_one_build_configuration_reaches_the_target_and_every_command(tmp_path: 
     # every command resolves it before it needs a GPU: a bad compile_commands.json is a one-line mistake
     bad = tmp_path / "compile_commands.json"
     bad.write_text("{}")
-    for command in ("check", "bench", "optimize", "compare", "suite"):
+
+    def run(command: str) -> subprocess.CompletedProcess[str]:
         args = [
             command,
             str(path.parent) if command == "suite" else str(path),
@@ -184,16 +174,21 @@ def test_one_build_configuration_reaches_the_target_and_every_command(tmp_path: 
             args += ["--with", "scaled"]
         if command == "suite":
             args += ["--match", "needs_define.cu"]
-        out = subprocess.run(
+        return subprocess.run(
             [sys.executable, "-m", "server", *args], capture_output=True, text=True, timeout=120
         )
+
+    commands = ("check", "bench", "optimize", "compare", "suite")
+    with ThreadPoolExecutor(len(commands)) as pool:  # independent processes: both cores at once
+        outs = list(pool.map(run, commands))
+    for command, out in zip(commands, outs, strict=True):
         assert out.returncode == 2 and "expected a JSON list of compile commands" in out.stderr, (
             command,
             out.stderr,
         )
 
 
-def test_hostile_host_programs_end_quickly() -> None:
+def test_hostile_host_programs_end_quickly(tmp_path: Path) -> None:
     text = (
         "#define A (A + A)\n"
         "#define F(x) F(F(x))\n"
@@ -207,7 +202,7 @@ def test_hostile_host_programs_end_quickly() -> None:
         "  return main();\n"
         "}\n"
     )
-    doc = Document(text, "hostile.cu")
+    doc = Document(text, str(tmp_path / "alone" / "hostile.cu"))  # no other test's file is searched
     k = doc.kernel("k")
     assert k is not None
     inf = infer(doc, k)  # bounded: no hang, no exception

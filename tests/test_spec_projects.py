@@ -5,11 +5,11 @@ falls back on its own; every kernel compiles standalone with the project's heade
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import os
 from pathlib import Path
 
 import pytest
+import spec_scores
 
 from agent.check import check_kernel
 from agent.project import project_of, resolve_include
@@ -20,16 +20,6 @@ from sandbox.compiler import CompilerUnavailable
 from server.hover import inferred_markdown
 
 PROJECTS = Path(__file__).parent / "data" / "projects"
-BENCH = Path(__file__).parent.parent / "bench" / "spec_inference.py"
-
-
-def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("spec_inference_projects", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["spec_inference_projects"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _infer(relative: str, kernel: str):  # type: ignore[no-untyped-def]
@@ -49,7 +39,7 @@ def _resolved(inference) -> dict[str, object]:  # type: ignore[no-untyped-def]
 
 
 def test_every_expected_field_is_inferred() -> None:
-    scores, missing = _bench().measure(PROJECTS)
+    scores, missing = spec_scores.measure(PROJECTS)
     assert not missing
     assert {s.kernel for s in scores} >= {
         "scale_rows", "axpy", "count_positive", "block_sum", "scale_partial", "transpose_tiled",
@@ -176,6 +166,21 @@ def test_project_root_and_include_folders() -> None:
     assert resolve_include(main, "missing.h") is None
     tree = project_of(PROJECTS / "tmpl_launcher" / "src" / "launch.cu")  # no compile_commands: the tree
     assert (PROJECTS / "tmpl_launcher" / "include").resolve() in tree.include_dirs
+
+
+def test_a_fifo_in_the_project_is_no_source_and_blocks_nothing(tmp_path: Path) -> None:
+    """A named pipe beside the kernel (another test's, a tool's) is never opened: reading one waits
+    for a writer forever."""
+    (tmp_path / "Makefile").write_text("")
+    (tmp_path / "src").mkdir()
+    kernel = tmp_path / "src" / "k.cu"
+    kernel.write_text("__global__ void k(float* x, int n) { x[threadIdx.x] = 1.0f; }\n")
+    os.mkfifo(tmp_path / "src" / "main.cu")
+    project = project_of(kernel)
+    assert project.root == tmp_path and project.sources == (kernel,)
+    doc = Document.from_file(kernel)
+    k = doc.kernel("k")
+    assert k is not None and infer(doc, k).spec.block  # a guess, without waiting on the pipe
 
 
 def test_standalone_unit_drops_host_headers_reached_through_project_headers() -> None:

@@ -3,13 +3,12 @@ through every transformation the search uses (bench/transform_fuzz.py runs >= 50
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import transform_mutants
 
 from agent import spec as spec_mod
 from agent.source import Document
@@ -17,23 +16,11 @@ from agent.transforms import NotApplicable, Outcome, Subject, Transform, safe_ap
 from agent.transforms.passes import Apply
 from agent.transforms.tiled_transpose import TiledTranspose
 
-FUZZ = Path(__file__).parent.parent / "bench" / "transform_fuzz.py"
-
-
-def _engine():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("transform_fuzz", FUZZ)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["transform_fuzz"] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.mark.slow
 def test_thousands_of_mutants_raise_nothing(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.ERROR, logger="agent.transforms")
-    fuzz = _engine()
-    tally = fuzz.run(3000, seed=3)
+    tally = transform_mutants.run(3000, seed=3)
     assert tally.applications == 3000
     assert tally.escaped == []
     assert tally.rewrites > 300 and tally.not_applicable > 300  # the mutants exercise both verdicts
