@@ -30,7 +30,7 @@ import abc
 import ast
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import tree_sitter
@@ -39,7 +39,7 @@ from agent.launch import LaunchChange
 from agent.source import Document
 from agent.spec import ArraySpec, KernelSpec, evaluate, parse_dims
 from agent.syntax import Kernel
-from agent.transforms.frontend import Context, context_of, normalize
+from agent.transforms.frontend import Context, context_of, normalized_code
 from agent.transforms.view import KernelView
 
 Node = tree_sitter.Node
@@ -77,7 +77,7 @@ class Subject:
         return self.doc.tree.root_node.named_descendant_for_byte_range(span.start_byte, span.end_byte)
 
     @cached_property
-    def view(self) -> KernelView:
+    def view(self) -> KernelView[Subject]:
         """The kernel's read-only analysis (:mod:`agent.transforms.view`), built once."""
         return KernelView(self)
 
@@ -89,8 +89,16 @@ class Subject:
     @cached_property
     def normalized(self) -> Subject:
         """This subject with its definition normalized (device functions inlined, loops in
-        canonical form); passes match and rewrite it (:func:`agent.transforms.frontend.normalize`)."""
-        return normalize(self)
+        canonical form; :func:`agent.transforms.frontend.normalized_code`); passes match and rewrite it."""
+        code = normalized_code(self)
+        if code == self.code:
+            return self
+        out = replace(self, code=code)
+        try:
+            out.kernel  # noqa: B018 - a normalization that lost the kernel is not used
+        except ValueError:
+            return self
+        return out
 
     @property
     def block(self) -> tuple[str, ...]:

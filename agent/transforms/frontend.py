@@ -28,16 +28,14 @@ from __future__ import annotations
 import functools
 import textwrap
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import tree_sitter
 
 from agent.source import Document
-from agent.spec import evaluate
-
-if TYPE_CHECKING:
-    from agent.transforms import Subject
+from agent.spec import KernelSpec, evaluate
+from agent.syntax import Kernel
 
 Node = tree_sitter.Node
 _EFFECTS = ("call_expression", "assignment_expression", "update_expression")
@@ -156,7 +154,23 @@ def _bare(type_text: str) -> str:
     return " ".join(w for w in words if w not in drop).removeprefix("std::")
 
 
-def context_of(subject: Subject) -> Context:
+class Unit(Protocol):
+    """What the front end reads of a kernel under rewrite (:class:`agent.transforms.Subject` is one;
+    a protocol, so that this module does not import the one that builds on it)."""
+
+    @property
+    def code(self) -> str: ...
+    @property
+    def context(self) -> str: ...
+    @property
+    def spec(self) -> KernelSpec: ...
+    @property
+    def kernel(self) -> Kernel: ...
+    @property
+    def front(self) -> Context: ...
+
+
+def context_of(subject: Unit) -> Context:
     """The :class:`Context` of ``subject``: its unit (``subject.context``, else its own code) and
     its kernel's template parameters bound to the spec's ``template`` arguments."""
     unit = _unit_context(subject.context or subject.code)
@@ -284,10 +298,11 @@ def _device_function(doc: Document, n: Node) -> Function | None:
 # --------------------------------------------------------------------------------------- text
 
 
-def normalize(subject: Subject) -> Subject:
-    """``subject`` with its definition normalized (device functions inlined, loop variables
-    declared by their loops, ``while`` loops as ``for`` loops); ``subject`` itself when nothing
-    changes.  Each step keeps the kernel's meaning."""
+def normalized_code(subject: Unit) -> str:
+    """``subject``'s definition normalized (device functions inlined, loop variables declared by
+    their loops, ``while`` loops as ``for`` loops); its own code when nothing changes.  Each step
+    keeps the kernel's meaning (:attr:`agent.transforms.Subject.normalized` keeps the result only
+    where it still holds the kernel)."""
     ctx = subject.front
     code = subject.code
     for _ in range(MAX_INLINE):
@@ -295,14 +310,7 @@ def normalize(subject: Subject) -> Subject:
         if new == code:
             break
         code = new
-    if code == subject.code:
-        return subject
-    out = replace(subject, code=code)
-    try:
-        out.kernel  # noqa: B018 - a normalization that lost the kernel is not used
-    except ValueError:
-        return subject
-    return out
+    return code
 
 
 def _normalized_once(code: str, ctx: Context) -> str:

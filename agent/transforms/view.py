@@ -28,15 +28,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
 import tree_sitter
 
 from agent.dtypes import canonical_dtype
+from agent.source import Document
 from agent.spec import evaluate
-
-if TYPE_CHECKING:
-    from agent.transforms import Subject
+from agent.syntax import Kernel
+from agent.transforms.frontend import Context
 
 Node = tree_sitter.Node
 
@@ -132,11 +132,30 @@ def global_index(axis: str) -> Poly:
     return {tuple(sorted((f"blockIdx.{axis}", f"blockDim.{axis}"))): 1, (f"threadIdx.{axis}",): 1}
 
 
+class Analysed(Protocol):
+    """What the view reads of a kernel under rewrite (:class:`agent.transforms.Subject` is one; a
+    protocol, so that this module does not import the one that builds on it)."""
+
+    @property
+    def doc(self) -> Document: ...
+    @property
+    def kernel(self) -> Kernel: ...
+    @property
+    def body(self) -> Node | None: ...
+    @property
+    def front(self) -> Context: ...
+    @property
+    def block(self) -> tuple[str, ...]: ...
+
+
+S = TypeVar("S", bound=Analysed)
+
+
 @dataclass
 class Expander:
     """Expands expressions through single-assignment locals into polynomials over atoms."""
 
-    subject: Subject
+    subject: Analysed
     defs: dict[str, Node]
     params: set[str]
     atoms: dict[str, str] = field(default_factory=dict)  # atom key -> C text
@@ -300,11 +319,12 @@ def written(node: Node) -> bool:
     return p.type == "pointer_expression" and p.children[0].type == "&"
 
 
-class KernelView:
-    """The read-only analysis of one kernel definition (see the module docstring)."""
+class KernelView(Generic[S]):
+    """The read-only analysis of one kernel definition (see the module docstring); ``subject`` is
+    what it was built from."""
 
-    def __init__(self, subject: Subject) -> None:
-        self.subject = subject
+    def __init__(self, subject: S) -> None:
+        self.subject: S = subject
         self.kernel = subject.kernel
         body = subject.body
         if body is None:
