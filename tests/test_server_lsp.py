@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -824,6 +826,26 @@ class RawConnection:
                 return msg  # type: ignore[no-any-return]
             if "method" in msg and "id" in msg:  # a request from the server: answer it
                 self.send(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": None}).encode())
+
+
+@contextlib.asynccontextmanager
+async def raw_server() -> AsyncIterator[tuple[asyncio.subprocess.Process, RawConnection]]:
+    """``cuda-agent serve`` started, initialized over a :class:`RawConnection`, killed after."""
+    proc = await asyncio.create_subprocess_exec(
+        *SERVER, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=ENV
+    )
+    conn = RawConnection(proc)
+    try:
+        init = await asyncio.wait_for(
+            conn.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}}), 30
+        )
+        assert "capabilities" in init["result"]
+        conn.send(b'{"jsonrpc": "2.0", "method": "initialized", "params": {}}')
+        yield proc, conn
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
 
 
 async def test_malformed_messages_get_errors_and_the_server_lives(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from test_server_lsp import ENV, SERVER, RawConnection
+from test_server_lsp import RawConnection, raw_server
 
 KERNEL = """// @cuda-agent sizes n=1<<20
 // @cuda-agent arg x in float[n]
@@ -50,21 +50,8 @@ def alive(pid: int) -> bool:
 
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[asyncio.subprocess.Process, RawConnection]]:
-    proc = await asyncio.create_subprocess_exec(
-        *SERVER, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=ENV
-    )
-    conn = RawConnection(proc)
-    try:
-        init = await asyncio.wait_for(
-            conn.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}}), 30
-        )
-        assert "capabilities" in init["result"]
-        conn.send(b'{"jsonrpc": "2.0", "method": "initialized", "params": {}}')
-        yield proc, conn
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+    async with raw_server() as started:
+        yield started
 
 
 async def busy_checker(proc: asyncio.subprocess.Process, conn: RawConnection, tmp_path: Path) -> int:
