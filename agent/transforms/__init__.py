@@ -29,6 +29,7 @@ from __future__ import annotations
 import abc
 import ast
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -206,9 +207,9 @@ def _constant_block(subject: Subject) -> int | None:
     return _constant_product(subject.block)
 
 
-def _constant_product(dims: tuple[str, ...]) -> int | None:
-    """The product of launch dimensions when every one is a positive integer constant."""
-    total = 1
+def constant_dims(dims: tuple[str, ...]) -> tuple[int, ...] | None:
+    """Launch dimensions as integers when every one is a positive integer constant."""
+    out = []
     for d in dims:
         try:
             v = evaluate(d, {})
@@ -216,8 +217,14 @@ def _constant_product(dims: tuple[str, ...]) -> int | None:
             return None
         if not isinstance(v, int) or v <= 0:
             return None
-        total *= v
-    return total
+        out.append(v)
+    return tuple(out)
+
+
+def _constant_product(dims: tuple[str, ...]) -> int | None:
+    """The product of launch dimensions when every one is a positive integer constant."""
+    values = constant_dims(dims)
+    return math.prod(values) if values is not None else None
 
 
 def _inside(node: Node, outer: Node) -> bool:

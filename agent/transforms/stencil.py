@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import tree_sitter
 
 from agent.launch import LaunchChange
-from agent.spec import evaluate
+from agent.transforms import constant_dims
 from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
 from agent.transforms.view import (
     Expander,
@@ -97,16 +97,7 @@ class BlockExpander(Expander):
 
 def constant_block(view: KernelView) -> tuple[int, ...] | None:
     """The spec's block dimensions when all of them are integer constants."""
-    dims = []
-    for d in view.subject.block:
-        try:
-            v = evaluate(d, {})
-        except ValueError:
-            return None
-        if not isinstance(v, int) or v <= 0:
-            return None
-        dims.append(v)
-    return tuple(dims)
+    return constant_dims(view.subject.block)
 
 
 def over_block(expr: str) -> bool:
