@@ -30,6 +30,8 @@ view, the view imports it).
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -82,16 +84,17 @@ class Problem:
 @dataclass(frozen=True)
 class Relation:
     """One access at one problem: ``dims`` (the thread's point and the iterators of its loops,
-    outermost first), the index as ISL text and the domain's constraints."""
+    outermost first) and its pieces, each the index as ISL text and the domain's constraints (one
+    piece, or one per value of the iterators whose steps scale them, ``s >>= 1``, where an index
+    divides by one: ``tid % (2 * s)``)."""
 
     dims: tuple[str, ...]
-    index: str
-    domain: str
+    pieces: tuple[tuple[str, str], ...]
 
     def map(self, dims: tuple[str, ...] | None = None) -> isl.Map:
         """The access as a map over ``dims`` (its own by default; extra dimensions unconstrained)."""
         names = ", ".join(dims or self.dims)
-        return isl.Map(f"{{ [{names}] -> [{self.index}] : {self.domain} }}")
+        return isl.Map("{ " + "; ".join(f"[{names}] -> [{i}] : {d}" for i, d in self.pieces) + " }")
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,7 @@ class Unmapped(Exception):
 class _Lift:
     """Reads expressions of one access as ISL text at one problem."""
 
-    def __init__(self, maps: AccessMaps, problem: Problem, loop_dims: Mapping[str, str]) -> None:
+    def __init__(self, maps: AccessMaps, problem: Problem, loop_dims: Mapping[str, Expr]) -> None:
         self.view = maps.view
         self.constants = maps.constants
         self.problem = problem
@@ -373,21 +376,53 @@ class AccessMaps:
         dims = (*THREAD, *(self._dim(lp) for lp in loops))
         out = []
         for problem in problems:
-            names = {lp.var: self._dim(lp) for lp in loops if lp.var}
-            lift = _Lift(self, problem, names)
             try:
-                index = self._index(lift, access) if access is not None else "0"
-                domain = " and ".join(self._domain(lift, node, loops))
+                out.append(Relation(dims, self._pieces(problem, node, access, loops)))
             except Unmapped as exc:
                 return str(exc)
             except RecursionError:
                 return "the expression nests too deeply"
-            out.append(Relation(dims, index, domain))
         try:  # the text parses (ISL's own limits, e.g. coefficients beyond its integers)
             out[-1].map()
         except isl.Error as exc:
             return f"ISL refused the map: {exc}"
         return tuple(out)
+
+    def _pieces(
+        self, problem: Problem, node: Node, access: Any, loops: list[Any]
+    ) -> tuple[tuple[str, str], ...]:
+        names: dict[str, Expr] = {lp.var: self._dim(lp) for lp in loops if lp.var}
+        try:
+            return (self._piece(_Lift(self, problem, names), node, access, loops),)
+        except Unmapped as first:
+            scaled = []  # loops whose values are few: pin each value as a constant
+            for lp in loops:
+                plain = _Lift(self, problem, names)
+                try:
+                    self._step(plain, lp)
+                except Unmapped:
+                    try:
+                        values = self._values(plain, lp, plain.expr(lp.start), plain.expr(lp.bound))
+                    except Unmapped:
+                        values = None
+                    if values is not None:
+                        scaled.append((lp, values))
+            if not scaled or math.prod(len(v) for _, v in scaled) > 256:
+                raise first from None
+            pieces = []
+            for combo in itertools.product(*(v for _, v in scaled)):
+                pinned = dict(names)
+                pinned.update({lp.var: value for (lp, _), value in zip(scaled, combo, strict=True)})
+                index, domain = self._piece(_Lift(self, problem, pinned), node, access, loops)
+                fixed = " and ".join(
+                    f"{self._dim(lp)} = {v}" for (lp, _), v in zip(scaled, combo, strict=True)
+                )
+                pieces.append((index, f"{domain} and {fixed}"))
+            return tuple(pieces)
+
+    def _piece(self, lift: _Lift, node: Node, access: Any, loops: list[Any]) -> tuple[str, str]:
+        index = self._index(lift, access) if access is not None else "0"
+        return index, " and ".join(self._domain(lift, node, loops))
 
     def _index(self, lift: _Lift, access: Any) -> str:
         sub = access.node
@@ -446,8 +481,15 @@ class AccessMaps:
         d = self._dim(lp)
         if not lp.var or lp.start is None or lp.bound is None or lp.op not in ("<", "<=", ">", ">=", "!="):
             raise Unmapped(f"the loop `{lift.text(lp.node).splitlines()[0]}` has no affine bounds")
-        step = self._step(lift, lp)
         start, bound = lift.expr(lp.start), lift.expr(lp.bound)
+        try:
+            step = self._step(lift, lp)
+        except Unmapped:
+            values = self._values(lift, lp, start, bound)
+            if values is None:
+                raise
+            yield "(" + (" or ".join(f"{d} = {v}" for v in values) or "1 = 0") + ")"
+            return
         op = "<" if lp.op == "!=" and step > 0 else ">" if lp.op == "!=" else lp.op
         if (op in ("<", "<=")) != (step > 0):
             raise Unmapped("the loop's step runs away from its bound")
@@ -455,6 +497,35 @@ class AccessMaps:
         yield f"{d} {'>=' if step > 0 else '<='} ({start})"
         if abs(step) != 1:
             yield f"exists (e{d}: {d} = ({start}) + {step} * e{d})"
+
+    def _values(self, lift: _Lift, lp: Any, start: Expr, bound: Expr) -> list[int] | None:
+        """The iterator's values, when its start and bound are constants at this problem and its
+        update scales it (``s >>= 1``, ``s /= 2``, ``s *= 2``, ``s = s / 2`` ...): a tree's strides."""
+        update = lp.node.child_by_field_name("update")
+        if not isinstance(start, int) or not isinstance(bound, int) or update is None:
+            return None
+        if update.type != "assignment_expression":
+            return None
+        o, right = lift.text(update.children[1]), update.child_by_field_name("right")
+        if o == "=" and right is not None and right.type == "binary_expression":
+            a = right.child_by_field_name("left")
+            if a is None or lift.text(a) != lp.var:
+                return None
+            o, right = lift.text(right.children[1]) + "=", right.child_by_field_name("right")
+        k = lift.expr(right)
+        if not isinstance(k, int) or o not in (">>=", "<<=", "*=", "/="):
+            return None
+        holds = {"<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__, "!=": int.__ne__}[
+            lp.op
+        ]
+        out, v = [], start
+        while holds(v, bound) and len(out) < 64:
+            out.append(v)
+            nxt = _fold(o[:-1], v, k, lift.text(update))
+            if nxt == v:
+                return None
+            v = nxt
+        return out if not holds(v, bound) else None
 
     def _step(self, lift: _Lift, lp: Any) -> int:
         update = lp.node.child_by_field_name("update")
@@ -477,33 +548,37 @@ class AccessMaps:
         raise Unmapped(f"the loop over `{var}` has no constant step")
 
     def _guards(self, lift: _Lift, node: Node) -> Iterator[str]:
-        """The conditions under which ``node`` runs: enclosing ``if``s, and ``if (c) return;`` or
-        ``continue`` before it in an enclosing block (as far as the kernel's body)."""
+        """The conditions under which ``node`` runs: enclosing ``if``s and ``?:``, and ``if (c)
+        return;`` or ``continue`` before it in an enclosing block (as far as the kernel's body).
+        A condition that is not affine (a test of data, ``x[i] > 0``) is left out: the domain is
+        then larger than the truth, and every fact of this module holds on any part of a domain
+        where it holds."""
         child, up = node, node.parent
         body = self.view.body
         while up is not None and child != body:
-            if up.type == "if_statement":
-                clause = up.child_by_field_name("condition")
-                value = clause.child_by_field_name("value") if clause is not None else None
-                if child == up.child_by_field_name("consequence"):
-                    yield lift.cond(value)
-                elif child == up.child_by_field_name("alternative"):
-                    yield lift.cond(value, negate=True)
-            elif up.type == "compound_statement":
-                for s in up.named_children:
-                    if s.start_byte >= child.start_byte:
-                        break
-                    if s.type == "if_statement" and _leaves(s):
-                        clause = s.child_by_field_name("condition")
-                        yield lift.cond(
-                            clause.child_by_field_name("value") if clause is not None else None, True
-                        )
-            elif up.type == "conditional_expression":
+            tests: list[tuple[Node | None, bool]] = []
+            if up.type in ("if_statement", "conditional_expression"):
                 cond = up.child_by_field_name("condition")
+                if up.type == "if_statement" and cond is not None:
+                    cond = cond.child_by_field_name("value")
                 if child == up.child_by_field_name("consequence"):
-                    yield lift.cond(cond)
+                    tests.append((cond, False))
                 elif child == up.child_by_field_name("alternative"):
-                    yield lift.cond(cond, negate=True)
+                    tests.append((cond, True))
+            elif up.type == "compound_statement":
+                for st in up.named_children:
+                    if st.start_byte >= child.start_byte:
+                        break
+                    if st.type == "if_statement" and _leaves(st):
+                        clause = st.child_by_field_name("condition")
+                        tests.append(
+                            (clause.child_by_field_name("value") if clause is not None else None, True)
+                        )
+            for cond, negate in tests:
+                try:
+                    yield lift.cond(cond, negate)
+                except Unmapped:
+                    continue
             child, up = up, up.parent
 
     # ------------------------------------------------------------------------------- facts
