@@ -76,6 +76,7 @@ class Problem:
     """One concrete size: the values of the scalar parameters, the launch, the label."""
 
     label: str
+    sizes: Mapping[str, int]  # the spec's sizes
     scalars: Mapping[str, int]
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
@@ -330,7 +331,7 @@ class AccessMaps:
                 return f"the launch does not resolve at {dict(sizes)}: {exc}"
             gx, gy, gz = (*grid, 1, 1, 1)[:3]
             label = ", ".join(f"{k}={v}" for k, v in sizes)
-            out.append(Problem(label, scalars, (gx, gy, gz), (bx, by, bz)))
+            out.append(Problem(label, dict(sizes), scalars, (gx, gy, gz), (bx, by, bz)))
         return tuple(out)
 
     def _loops_of(self, node: Node) -> list[Any]:
@@ -518,7 +519,8 @@ class AccessMaps:
         holds = {"<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__, "!=": int.__ne__}[
             lp.op
         ]
-        out, v = [], start
+        out: list[int] = []
+        v = start
         while holds(v, bound) and len(out) < 64:
             out.append(v)
             nxt = _fold(o[:-1], v, k, lift.text(update))
@@ -581,6 +583,62 @@ class AccessMaps:
                     continue
             child, up = up, up.parent
 
+    def evaluate(self, node: Node) -> tuple[int, ...] | str:
+        """The value of an expression the same for every thread (sizes, constants) at each problem."""
+        problems = self.problems
+        if isinstance(problems, str):
+            return problems
+        out = []
+        for problem in problems:
+            try:
+                v = _Lift(self, problem, {}).expr(node)
+            except Unmapped as exc:
+                return str(exc)
+            if not isinstance(v, int):
+                return f"`{self.view.text(node)}` differs between threads"
+            out.append(v)
+        return tuple(out)
+
+    def span(self, node: Node, expr: Node) -> tuple[tuple[int, int], ...] | str:
+        """The least and greatest value of ``expr`` where ``node`` runs, at each problem."""
+        problems = self.problems
+        if isinstance(problems, str):
+            return problems
+        loops = self._loops_of(node)
+        dims = ", ".join((*THREAD, *(self._dim(lp) for lp in loops)))
+        out = []
+        for problem in problems:
+            lift = _Lift(self, problem, {lp.var: self._dim(lp) for lp in loops if lp.var})
+            try:
+                value, domain = lift.expr(expr), " and ".join(self._domain(lift, node, loops))
+            except Unmapped as exc:
+                return str(exc)
+            rng = isl.Map(f"{{ [{dims}] -> [{value}] : {domain} }}").range()
+            if rng.is_empty() or not rng.is_bounded():
+                return f"`{self.view.text(expr)}` takes no bounded range of values"
+            out.append((rng.dim_min_val(0).to_python(), rng.dim_max_val(0).to_python()))
+        return tuple(out)
+
+    def once_per_thread(self, loop: Any) -> bool:
+        """Whether every thread runs ``loop``'s body at most once, at every problem (a grid-stride
+        loop on a grid that covers its range)."""
+        problems = self.problems
+        if isinstance(problems, str):
+            return False
+        loops = list(dict.fromkeys([*self._loops_of(loop.node), loop]))
+        d = self._dim(loop)
+        outer = [self._dim(lp) for lp in loops if lp is not loop]
+        for problem in problems:
+            lift = _Lift(self, problem, {lp.var: self._dim(lp) for lp in loops if lp.var})
+            try:
+                domain = " and ".join(self._domain(lift, loop.body, loops))
+            except Unmapped:
+                return False
+            m = isl.Map(f"{{ [{', '.join((*THREAD, *outer))}] -> [{d}] : {domain} }}")
+            if not m.is_single_valued():
+                return False
+        return True
+
     # ------------------------------------------------------------------------------- facts
 
     def permutation(self, dst: Any, src: Any) -> Permutation | str:
@@ -620,9 +678,27 @@ class AccessMaps:
             taps.append(frozenset(_points(offsets)))
         return Translation(read, center, loops, tuple(taps))
 
-    def strides(self, access: Any, dim: str) -> tuple[frozenset[int], ...] | str:
+    def deltas_along(self, base: Any, other: Any, steps: tuple[int, ...]) -> tuple[frozenset[int], ...] | str:
+        """How ``other``'s index moves when ``base``'s index moves by ``steps[k]`` (at problem
+        ``k``), over the points where both run: the other side of a copy seen along a step of
+        the contiguous side (at most 64 distinct moves reported)."""
+        bb, oo = self.relations(base), self.relations(other)
+        if isinstance(bb, str) or isinstance(oo, str):
+            return bb if isinstance(bb, str) else str(oo)
+        out = []
+        for bp, op, step in zip(bb, oo, steps, strict=True):
+            dims = _union(bp.dims, op.dims)
+            along = bp.map(dims).reverse().apply_range(op.map(dims))  # base index -> other index
+            shift = isl.Map(f"{{ [i] -> [i + {step}] }}")
+            moved = shift.apply_range(along).sum(along.neg()).range()
+            if moved.is_empty() or not moved.is_bounded():
+                return "the other side does not move boundedly along the step"
+            out.append(frozenset(_points(moved, 64)))
+        return tuple(out)
+
+    def strides(self, access: Any, dim: str, warp: bool = False) -> tuple[frozenset[int], ...] | str:
         """How the index of ``access`` moves when ``dim`` steps by one (the loop's step for a
-        loop iterator), at each problem."""
+        loop iterator), at each problem; ``warp``: only between lanes of one warp (``tx``)."""
         rel = self.relations(access)
         if isinstance(rel, str):
             return rel
@@ -641,7 +717,8 @@ class AccessMaps:
                     return str(exc)
             names = ", ".join(rp.dims)
             moved = ", ".join(f"{d} + {step}" if d == dim else d for d in rp.dims)
-            shift = isl.Map(f"{{ [{names}] -> [{moved}] }}")
+            lanes = " : tx mod 32 < 31" if warp and dim == "tx" else ""
+            shift = isl.Map(f"{{ [{names}] -> [{moved}]{lanes} }}")
             m = rp.map()
             delta = shift.apply_range(m).sum(m.neg())
             rng = delta.range()
@@ -653,9 +730,10 @@ class AccessMaps:
             out.append(frozenset(_points(rng)))
         return tuple(out)
 
-    def contiguous(self, access: Any) -> bool:
-        """Neighbouring threads along ``threadIdx.x`` touch neighbouring elements, at every problem."""
-        s = self.strides(access, "tx")
+    def contiguous(self, access: Any, warp: bool = False) -> bool:
+        """Neighbouring threads along ``threadIdx.x`` touch neighbouring elements, at every problem
+        (``warp``: the lanes of each warp do — the warp's access is one coalesced run)."""
+        s = self.strides(access, "tx", warp)
         return not isinstance(s, str) and all(x <= {1} and x for x in s)
 
     def reduction_axis(self, loop: Any) -> ReductionAxis | str:

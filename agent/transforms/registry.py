@@ -16,6 +16,7 @@ from typing import Any
 from agent.transforms.block_scan import BlockScan
 from agent.transforms.column_reduction import ColumnReduction
 from agent.transforms.elementwise import GridStride, Vectorize
+from agent.transforms.flat_permute import FlatPermute
 from agent.transforms.histogram import SharedHistogram
 from agent.transforms.launch_fill import LaunchFill
 from agent.transforms.passes import Apply, Pass
@@ -41,6 +42,7 @@ PASSES: tuple[Pass[Any], ...] = (
     WholeGridPacks(),
     BlockScan(),
     TiledPermute(),
+    FlatPermute(),
     # rewrites that are no family's first guess alone (``leads`` False): the fallbacks of the
     # composite guess, and every arm value of the search
     Vectorize(),
