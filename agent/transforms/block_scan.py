@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import tree_sitter
 
+from agent.transforms.guards import at_least_zero, conjuncts, constant_block
 from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
-from agent.transforms.stencil import at_least_zero, conjuncts, constant_block
 from agent.transforms.view import KernelView, Loop, poly_add, unparenthesized
 
 Node = tree_sitter.Node

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import tree_sitter
 
 from agent.launch import LaunchChange
+from agent.transforms.guards import over_block
 from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
-from agent.transforms.stencil import over_block
 from agent.transforms.view import KernelView, Loop, Reduction, poly_split, statements, walk
 
 Node = tree_sitter.Node

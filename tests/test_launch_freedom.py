@@ -1,0 +1,58 @@
+"""Launches as free as the spec allows: a grid written with numbers (``grid=cdiv(rows, 64)
+block=64``) follows a new block like one written over ``block``; a constant grid keeps its
+number."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent import spec as spec_mod
+from agent.source import Document
+from agent.transforms import NotApplicable, Subject, grid_over_block
+from agent.transforms.mechanical import BlockSize
+from agent.transforms.passes import Apply
+from agent.transforms.row_parallel import RowParallel, Rows
+
+KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
+
+
+def softmax(launch: str) -> Subject:
+    text = (KERNELS / "softmax.cu").read_text().replace("launch grid=cdiv(rows, block) block=128", launch)
+    doc = Document(text)
+    spec, errors = spec_mod.parse(doc.kernels[0], doc.type_aliases)
+    assert spec is not None and not errors, errors
+    return Subject(doc.text_in(doc.kernels[0].span), spec, context=doc.text)
+
+
+def test_a_grid_written_with_the_block_size_is_written_grid_over_block() -> None:
+    assert grid_over_block(("cdiv(rows, 64)",), ("64",)) == ("cdiv(rows, block)",)
+    assert grid_over_block(("cdiv(w, 16)", "cdiv(h, 16)", "b"), ("16", "16")) == (
+        "cdiv(w, block_x)",
+        "cdiv(h, block_y)",
+        "b",
+    )
+    assert grid_over_block(("cdiv(n, 64 * 4)",), ("64",)) == ("cdiv(n, block * 4)",)
+
+
+def test_a_constant_grid_or_one_over_block_is_kept() -> None:
+    assert grid_over_block(("64",), ("64",)) == ("64",)  # a fixed number of blocks
+    assert grid_over_block(("cdiv(n, block)",), ("64",)) == ("cdiv(n, block)",)
+    assert grid_over_block(("cdiv(n, 64)",), ("BLOCK",)) == ("cdiv(n, 64)",)  # no constant block: unknown
+
+
+def test_the_row_pass_rewrites_a_launch_written_with_numbers() -> None:
+    out = Apply(RowParallel(), Rows("warp", 256)).apply(softmax("launch grid=cdiv(rows, 64) block=64"))
+    assert not isinstance(out, NotApplicable), out.reason
+    assert out.launch is not None and (out.launch.grid, out.launch.block) == ("cdiv(rows, block / 32)", "256")
+
+
+def test_a_new_block_size_follows_a_grid_written_with_numbers() -> None:
+    out = BlockSize((256,)).apply(softmax("launch grid=cdiv(rows, 64) block=64"))
+    assert not isinstance(out, NotApplicable), out.reason
+    fixed = BlockSize((256,)).apply(softmax("launch grid=64 block=64"))
+    assert isinstance(fixed, NotApplicable) and "not written over `block`" in fixed.reason
+
+
+def test_a_grid_whose_number_is_also_an_output_layout_keeps_it() -> None:
+    # one partial sum per block of 256: a new block would change what `partial` holds
+    assert grid_over_block(("cdiv(n, 256)",), ("256",), ("n", "cdiv(n, 256)")) == ("cdiv(n, 256)",)
