@@ -45,7 +45,7 @@ def kernels() -> list[tuple[Path, Subject]]:
         for path in sorted((ROOT / folder).rglob("*.cu")):
             doc = Document.from_file(path)
             for k in doc.kernels:
-                spec, errors = spec_mod.parse(k, doc.type_aliases)
+                spec, errors = spec_mod.parse(k, doc.type_aliases, doc.integer_constants)
                 if spec is not None and not errors:
                     out.append((path, Subject(doc.text_in(k.span), spec, context=doc.text)))
     return out

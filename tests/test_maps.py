@@ -17,7 +17,7 @@ KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
 
 def view_of(name: str | None = None, code: str | None = None) -> KernelView[Subject]:
     doc = Document(code) if code is not None else Document.from_file(KERNELS / str(name))
-    spec, errors = spec_mod.parse(doc.kernels[0], doc.type_aliases)
+    spec, errors = spec_mod.parse(doc.kernels[0], doc.type_aliases, doc.integer_constants)
     assert spec is not None and not errors, errors
     return Subject(doc.text_in(doc.kernels[0].span), spec, context=doc.text).normalized.view
 
