@@ -57,13 +57,14 @@ EMULATED = [
 
 
 def subject(t: Target) -> Subject:
-    """The target's kernel under its spec, element types seen through the file's aliases."""
+    """The target's kernel under its spec and its unit (the file's aliases, macros and constants),
+    as the built-in search builds it."""
     doc = Document(t.text, t.path)
     k = doc.kernel_at(t.text.count("\n", 0, t.definition_start))
     assert k is not None
     spec, errors = spec_mod.parse(k, doc.type_aliases, doc.integer_constants)
     assert spec is not None and not errors, errors
-    return Subject(t.definition, spec)
+    return Subject(t.definition, spec, context=t.baseline.source)
 
 
 def load(family: str, file: str) -> tuple[Target, Subject, Pass[Any]]:

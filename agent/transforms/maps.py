@@ -137,11 +137,18 @@ class Unmapped(Exception):
 class _Lift:
     """Reads expressions of one access as ISL text at one problem."""
 
-    def __init__(self, maps: AccessMaps, problem: Problem, loop_dims: Mapping[str, Expr]) -> None:
+    def __init__(
+        self,
+        maps: AccessMaps,
+        problem: Problem,
+        loop_dims: Mapping[str, Expr],
+        moved: Mapping[str, str] | None = None,
+    ) -> None:
         self.view = maps.view
         self.constants = maps.constants
         self.problem = problem
         self.loop_dims = loop_dims  # loop variable -> its dimension (the enclosing loops')
+        self.moved = moved or {}  # a thread index read as another expression ("ty" -> "(ty + k0)")
         self.stack: set[int] = set()
 
     def text(self, n: Node) -> str:
@@ -185,7 +192,7 @@ class _Lift:
             raise Unmapped(f"`{self.text(n)}` is not a position")
         k = "xyz".index(axis)
         if base in _POSITION:
-            return _POSITION[base] + axis
+            return self.moved.get(_POSITION[base] + axis, _POSITION[base] + axis)
         if base == "blockDim":
             return self.problem.block[k]
         if base == "gridDim":
@@ -695,6 +702,45 @@ class AccessMaps:
                 return "the other side does not move boundedly along the step"
             out.append(frozenset(_points(moved, 64)))
         return tuple(out)
+
+    def loop_step(self, loop: Any) -> int | None:
+        """``loop``'s constant step, the same at every problem (None otherwise)."""
+        problems = self.problems
+        if isinstance(problems, str):
+            return None
+        try:
+            steps = {self._step(_Lift(self, p, {}), loop) for p in problems}
+        except Unmapped:
+            return None
+        return steps.pop() if len(steps) == 1 else None
+
+    def through(self, access: Any, loop: Any, axis: str = "y") -> bool:
+        """Whether ``access`` depends on ``threadIdx.<axis>`` and on ``loop``'s iterator only
+        through their sum (``y + j`` with ``y = blockIdx.y * T + threadIdx.y``): the access at
+        every point equals the access with the thread index moved by the iterator and the
+        iterator at 0, at every problem."""
+        rel = self.relations(access)
+        problems = self.problems
+        if isinstance(rel, str) or isinstance(problems, str) or not loop.var:
+            return False
+        d = self._dim(loop)
+        loops = self._loops_of(access.node)
+        if loop not in loops:
+            return False
+        for problem, rp in zip(problems, rel, strict=True):
+            if len(rp.pieces) != 1:
+                return False
+            names: dict[str, Expr] = {lp.var: self._dim(lp) for lp in loops if lp.var}
+            names[loop.var] = 0
+            lift = _Lift(self, problem, names, {f"t{axis}": f"(t{axis} + {d})"})
+            try:
+                index = self._index(lift, access)
+            except Unmapped:
+                return False
+            moved = Relation(rp.dims, tuple((index, dom) for _, dom in rp.pieces))
+            if not rp.map().is_equal(moved.map()):
+                return False
+        return True
 
     def strides(self, access: Any, dim: str, warp: bool = False) -> tuple[frozenset[int], ...] | str:
         """How the index of ``access`` moves when ``dim`` steps by one (the loop's step for a

@@ -24,6 +24,7 @@ from agent.transforms.elementwise import GridStride, Vectorize
 from agent.transforms.flat_permute import FlatPermute
 from agent.transforms.histogram import SharedHistogram
 from agent.transforms.launch_fill import LaunchFill
+from agent.transforms.looped_transpose import LoopedTranspose
 from agent.transforms.passes import Apply, Pass
 from agent.transforms.permute import TiledPermute
 from agent.transforms.row_parallel import RowParallel, StridedRowVectors
@@ -48,6 +49,7 @@ PASSES: tuple[Pass[Any], ...] = (
     BlockScan(),
     TiledPermute(),
     FlatPermute(),
+    LoopedTranspose(),
     # rewrites that are no family's first guess alone (``leads`` False): the fallbacks of the
     # composite guess, and every arm value of the search
     Vectorize(),
