@@ -57,13 +57,15 @@ EMULATED = [
 
 
 def subject(t: Target) -> Subject:
-    """The target's kernel under its spec, element types seen through the file's aliases."""
+    """The target's kernel under its spec in its unit (as the search builds it: the file's macros,
+    aliases, device functions and shared-memory wrappers known), element types seen through the
+    file's aliases."""
     doc = Document(t.text, t.path)
     k = doc.kernel_at(t.text.count("\n", 0, t.definition_start))
     assert k is not None
     spec, errors = spec_mod.parse(k, doc.type_aliases)
     assert spec is not None and not errors, errors
-    return Subject(t.definition, spec)
+    return Subject(t.definition, spec, context=t.baseline.source)
 
 
 def load(family: str, file: str) -> tuple[Target, Subject, Pass[Any]]:

@@ -652,9 +652,38 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
 ]
 
 
+HOST_DYNAMIC_SHARED = 16384  # elements of an `extern __shared__ T x[]` array in host emulation
+
+
 def _host_unit(source: str, namespace: str) -> str:
-    body = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#include"))
+    body = "\n".join(
+        line
+        for line in _sized_dynamic_shared(source).splitlines()
+        if not line.lstrip().startswith("#include")
+    )
     return f"namespace {namespace} {{\n{body}\n}}\n"
+
+
+def _sized_dynamic_shared(source: str) -> str:
+    """``extern __shared__ T x[];`` (dynamic shared memory, sized by the launch) as a block-shared
+    array of :data:`HOST_DYNAMIC_SHARED` elements, which the host emulation can declare."""
+    doc = Document(source)
+    edits = []
+    stack = [doc.tree.root_node]
+    while stack:
+        n = stack.pop()
+        stack.extend(n.children)
+        if n.type != "declaration":
+            continue
+        words = [doc.node_text(c) for c in n.children]
+        if "extern" not in words or "__shared__" not in words:
+            continue
+        text = doc.node_text(n).replace("extern", "", 1).replace("[]", f"[{HOST_DYNAMIC_SHARED}]")
+        edits.append((n.start_byte, n.end_byte, text))
+    data = source.encode()
+    for start, end, text in sorted(edits, reverse=True):
+        data = data[:start] + text.encode() + data[end:]
+    return data.decode()
 
 
 def _host_value(dtype: str, i: str, dist_kind: str, low: float, high: float, value: float) -> str:

@@ -148,6 +148,13 @@ class Emitter:
         line = self.view.subject.doc.line_bytes(node.start_point.row).decode("utf-8", errors="replace")
         return line[: len(line) - len(line.lstrip())]
 
+    def unit(self, outer: Node, inner: Node) -> str:
+        """The file's indentation step: what ``inner`` (a statement nested one level in
+        ``outer``) is indented by beyond ``outer`` (a tab, two or four spaces ...); four spaces
+        when the two share a line."""
+        a, b = self.indent(outer), self.indent(inner)
+        return b[len(a) :] if b.startswith(a) and len(b) > len(a) else PAD
+
     def replace(self, node: Node, text: str) -> None:
         self.edits.append((node.start_byte, node.end_byte, text))
 

@@ -8,12 +8,16 @@ Matches (on the :class:`~agent.transforms.view.KernelView`, by the pattern :data
         __syncthreads();
     }
 
-with ``tid`` the thread index, ``X`` a ``__shared__`` array read after the loop only at ``X[0]``
-(where the block's result lies, in both forms), and a constant power-of-two block of at least 64
-threads.  The step may be any statement writing ``X[tid]`` from ``X[tid]`` and ``X[tid + s]``.
+with ``tid`` the thread index, ``X`` a ``__shared__`` array (``__shared__ T X[N]``, ``extern
+__shared__ T X[]``, or a pointer from a wrapper of it: ``T* X = SharedMemory<T>();``) read after
+the loop only at ``X[0]`` (where the block's result lies, in both forms), and a constant
+power-of-two block of at least 64 threads; the bound may be ``blockDim.x`` or the block's size
+under any name (``s < blockSize``, a template parameter).  The step may be any statement writing
+``X[tid]`` from ``X[tid]`` and ``X[tid + s]``.
 
 Rewrite: the same steps with sequential addressing (``s`` from ``blockDim.x / 2`` down, active
-threads ``tid < s``: whole warps retire, no bank conflicts), a tree the warp-shuffle pass
+threads ``tid < s``: whole warps retire, no bank conflicts; the loop's own bound, step and barrier
+as the user wrote them), a tree the warp-shuffle pass
 (:class:`~agent.transforms.warp_reduction.WarpReduction`) matches: the search composes the two
 (:mod:`agent.transforms.compose`), its last five steps then warp shuffles.  The order of the
 additions changes, the layout of the partial results does not.
@@ -27,20 +31,28 @@ import tree_sitter
 
 from agent.transforms import NotApplicable, Outcome, _constant_block
 from agent.transforms.passes import Emitter, Match, Pass
-from agent.transforms.patterns import ANY, BARRIER, Assign, Bin, Block, Captures, For, If, Lit, Poly, Var
-from agent.transforms.view import KernelView, Loop
+from agent.transforms.patterns import ANY, BARRIER, Assign, Bin, Block, Captures, For, If, Poly, Var
+from agent.transforms.view import KernelView, Loop, statements
 
 Node = tree_sitter.Node
 _THREAD: dict[tuple[str, ...], int] = {("threadIdx.x",): 1}
-# for (s = 1; s < blockDim.x; s *= 2) { if (tid % (2 * s) == 0) STEP; BARRIER; }
+# for (s = 1; s < blockDim.x; s *= 2) { if (tid % (2 * s) == 0) STEP; BARRIER; }  (or `s << 1`)
 INTERLEAVED = For(
     "s",
     start=Poly({(): 1}),
-    cond=Bin("<", Var("s"), Lit("blockDim.x")),
+    cond=Bin("<", Var("s"), ANY @ "bound"),
     update=Assign("*=", Var("s"), Poly({(): 2})) | Assign("<<=", Var("s"), Poly({(): 1})),
     body=Block(
         If(
-            Bin("==", Bin("%", Poly(_THREAD, free=("s",)), Poly({("$s",): 2}, free=("s",))), Poly({})),
+            Bin(
+                "==",
+                Bin(
+                    "%",
+                    Poly(_THREAD, free=("s",)),
+                    Poly({("$s",): 2}, free=("s",)) | Bin("<<", Var("s"), Poly({(): 1})),
+                ),
+                Poly({}),
+            ),
             then=Block(ANY @ "step"),
         ),
         BARRIER,
@@ -53,6 +65,8 @@ class TreeMatch(Match):
     loop: Loop
     tid: str  # the thread index as the step writes it
     step: Node  # the statement of one step
+    bound: Node  # the loop's bound (``blockDim.x`` or the block's size under a name)
+    barrier: Node  # the loop's barrier statement, kept as written
 
 
 class SameLayoutReduction(Pass[TreeMatch]):
@@ -63,15 +77,20 @@ class SameLayoutReduction(Pass[TreeMatch]):
         threads = _constant_block(view.subject)
         if threads is None or threads < 64 or threads & (threads - 1) or len(view.subject.block) != 1:
             return NotApplicable("the block is not a constant 1-D power of two of at least 64 threads")
-        shared = {
-            view.text(n)
-            for d in view.shared
-            for n in d.children_by_field_name("declarator")
-            if n.type == "array_declarator"
-            for n in [n.child_by_field_name("declarator") or n]
-        }
+        shared = set()
+        for d in view.shared:  # `X[N]`, `X[]`, and `*X = SharedMemory<T>()`
+            for n in d.children_by_field_name("declarator"):
+                while n.type in ("init_declarator", "pointer_declarator", "array_declarator"):
+                    inner = n.child_by_field_name("declarator")
+                    if inner is None:
+                        break
+                    n = inner
+                shared.add(view.text(n))
+        block = ({("blockDim.x",): 1}, {(): threads})
         for loop in view.loops:
             caps = INTERLEAVED.match(view, loop.node, {})
+            if caps is not None and view.poly(caps["bound"]) not in block:
+                caps = None
             found = self._tree(view, caps, shared) if caps is not None else None
             if found is not None:
                 return found
@@ -100,7 +119,8 @@ class SameLayoutReduction(Pass[TreeMatch]):
             return None
         index = writes[0].node.child_by_field_name("indices")
         assert index is not None and index.named_child_count == 1
-        return TreeMatch(view, loop, view.text(index.named_children[0]), step)
+        barrier = statements(loop.body)[-1]
+        return TreeMatch(view, loop, view.text(index.named_children[0]), step, caps["bound"], barrier)
 
     def rewrite(self, match: TreeMatch, params: object) -> Outcome:
         view = match.view
@@ -108,16 +128,18 @@ class SameLayoutReduction(Pass[TreeMatch]):
         loop = match.loop
         init = loop.node.child_by_field_name("initializer")
         assert init is not None
-        kind = view.text(init.child_by_field_name("type") or init)
+        kind = view.text(init.child_by_field_name("type") or init) if init.type == "declaration" else ""
         s, tid, ind = loop.var, match.tid, e.indent(loop.node)
+        head = f"{kind} {s}".strip()
+        u = e.unit(loop.node, match.barrier)
         e.replace(
             loop.node,
             f"// cuda-agent: sequential addressing: active threads are contiguous, whole warps retire\n"
-            f"{ind}for ({kind} {s} = blockDim.x / 2; {s} > 0; {s} >>= 1) {{\n"
-            f"{ind}    if ({tid} < {s}) {{\n"
-            f"{ind}        {view.text(match.step)}\n"
-            f"{ind}    }}\n"
-            f"{ind}    __syncthreads();\n"
+            f"{ind}for ({head} = {view.text(match.bound)} / 2; {s} > 0; {s} >>= 1) {{\n"
+            f"{ind}{u}if ({tid} < {s}) {{\n"
+            f"{ind}{u}{u}{view.text(match.step)}\n"
+            f"{ind}{u}}}\n"
+            f"{ind}{u}{view.text(match.barrier)}\n"
             f"{ind}}}",
         )
         return e.rewrite("sequential-addressing tree reduction")
