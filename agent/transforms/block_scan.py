@@ -304,9 +304,9 @@ def _buffered(view: KernelView, loop: Loop, shared: dict[str, str]) -> BufferedS
         return None
     # the buffer variables, each as (entry variable, negated) of the values they held at the step's start
     state: dict[str, tuple[str, bool]] = {}
-    for _, (a, b, negate) in flips:
-        base, neg = state.get(b, (b, False))
-        state[a] = (base, neg != negate)
+    for _, (dst, src, negate) in flips:
+        base, neg = state.get(src, (src, False))
+        state[dst] = (base, neg != negate)
     name = f"`{view.text(loop.node).split(')')[0]})`"
     inside = [a for a in view.accesses if loop.node.start_byte <= a.node.start_byte < loop.node.end_byte]
     written = {a.array for a in inside if a.written}
