@@ -27,13 +27,16 @@ through :func:`agent.transforms.safe_apply`.
 from __future__ import annotations
 
 import abc
+import difflib
+import functools
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Generic, TypeVar
 
 import tree_sitter
 
 from agent.launch import LaunchChange
+from agent.source import Document
 from agent.transforms import NotApplicable, Outcome, Subject, Transform, Transformed, _rebuild
 from agent.transforms.view import KernelView
 from sandbox.contract import DeviceInfo
@@ -91,15 +94,105 @@ class Apply(Transform):
         object.__setattr__(self, "name", self.pass_.name)
 
     def apply(self, subject: Subject) -> Outcome:
-        found = self.pass_.match(subject.normalized.view)
+        normalized = subject.normalized
+        found = self.pass_.match(normalized.view)
         if isinstance(found, NotApplicable):
             return found
         if not self.pass_.accepts(self.params):
             return NotApplicable(f"{self.params!r} is not in the parameter space of {self.name}")
-        return self.pass_.rewrite(found, self.params)
+        out = self.pass_.rewrite(found, self.params)
+        if isinstance(out, NotApplicable) or normalized is subject:
+            return out
+        code = lifted(subject.code, normalized.code, out.code)
+        return replace(out, code=code) if code is not None else out
 
     def __repr__(self) -> str:
         return repr(self.params) if isinstance(self.params, Pass) else f"{self.name}({self.params!r})"
+
+
+# names a fresh name is never spelled as: C++ keywords and the CUDA built-ins a rewrite may call
+_RESERVED = frozenset(
+    [
+        "auto",
+        "bool",
+        "break",
+        "case",
+        "char",
+        "const",
+        "constexpr",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extern",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "register",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "struct",
+        "switch",
+        "typedef",
+        "union",
+        "unsigned",
+        "void",
+        "volatile",
+        "while",
+        "new",
+        "delete",
+        "this",
+        "template",
+        "typename",
+        "namespace",
+        "using",
+        "class",
+        "public",
+        "private",
+        "true",
+        "false",
+        "nullptr",
+        "threadIdx",
+        "blockIdx",
+        "blockDim",
+        "gridDim",
+        "warpSize",
+        "min",
+        "max",
+        "abs",
+        "exp",
+        "log",
+        "sqrt",
+        "pow",
+        "floor",
+        "ceil",
+        "fma",
+    ]
+)
+
+
+@functools.lru_cache(maxsize=16)
+def _unit_names(text: str) -> frozenset[str]:
+    """Every name the kernel's unit spells (macros, types, functions, globals)."""
+    if not text:
+        return frozenset()
+    doc = Document(text)
+    out, stack = set(), [doc.tree.root_node]
+    while stack:
+        n = stack.pop()
+        stack.extend(n.children)
+        if n.type in ("identifier", "field_identifier", "type_identifier"):
+            out.add(doc.node_text(n))
+    return frozenset(out)
 
 
 class Emitter:
@@ -108,13 +201,20 @@ class Emitter:
 
     def __init__(self, view: KernelView) -> None:
         self.view = view
-        self.taken = set(view.identifiers)
+        context = getattr(view.subject, "context", "")
+        self.taken = (
+            set(view.identifiers) | _unit_names(context if isinstance(context, str) else "") | _RESERVED
+        )
         self.helpers: dict[str, str] = {}  # name -> definition, in emission order
         self.edits: list[tuple[int, int, str]] = []
 
     def fresh(self, stem: str) -> str:
-        """``ca_<stem>`` (or ``ca_<stem>_2`` ...) not used in the code."""
-        name, k = f"ca_{stem}", 2
+        """A name a person would write: ``stem`` itself (``tile``, ``lane``) where no name of the
+        kernel or its unit is spelled so; ``ca_<stem>`` (then ``ca_<stem>_2`` ...) only where it
+        would clash."""
+        name, k = stem, 2
+        if name in self.taken:
+            name = f"ca_{stem}"
         while name in self.taken:
             name, k = f"ca_{stem}_{k}", k + 1
         self.taken.add(name)
@@ -197,3 +297,47 @@ class Parameterized(Pass[M], Transform):
 
     @abc.abstractmethod
     def rewrite(self, match: M, params: Hashable) -> Outcome: ...
+
+
+def lifted(original: str, normalized: str, rewritten: str) -> str | None:
+    """``rewritten`` (a pass's edits of ``normalized``, the front end's normalization of
+    ``original``) as edits of ``original``, so that the normalization never reaches the diff: the
+    user's device-function calls, loop declarations and ``while`` loops stay as written wherever
+    the pass did not change them.  None where an edit touches a line the normalization changed, or
+    brings in a name only the normalization introduced (an inlined function's locals): the
+    rewrite then keeps the normalized text, as the pass wrote it.
+
+    Lines are aligned by a diff (``difflib``): ``original`` -> ``normalized`` gives which lines of
+    the normalized text are the user's, ``normalized`` -> ``rewritten`` the pass's hunks."""
+    o_lines = original.splitlines(keepends=True)
+    n_lines = normalized.splitlines(keepends=True)
+    r_lines = rewritten.splitlines(keepends=True)
+    user: dict[int, int] = {}  # line of normalized -> the same line of original
+    for tag, i1, i2, j1, _ in difflib.SequenceMatcher(None, o_lines, n_lines, autojunk=False).get_opcodes():
+        if tag == "equal":
+            user.update({j1 + k: i1 + k for k in range(i2 - i1)})
+    user[len(n_lines)] = len(o_lines)
+    introduced = _unit_names(normalized) - _unit_names(original)
+    out: list[str] = []
+    pos = 0  # next line of original to copy
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, n_lines, r_lines, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        span = range(i1, i2)
+        if any(i not in user for i in span):
+            return None  # the pass changed what the normalization wrote
+        if i1 == i2:  # an insertion: before the user's line i1, or after the user's line i1 - 1
+            at = user.get(i1, user[i1 - 1] + 1 if i1 - 1 in user else None)
+        else:
+            at = user[i1]
+            if [user[i] for i in span] != list(range(at, at + len(span))):
+                return None
+        if at is None or at < pos:
+            return None
+        new = "".join(r_lines[j1:j2])
+        if introduced & _unit_names(new):
+            return None
+        out += [*o_lines[pos:at], new]
+        pos = at + len(span)
+    out += o_lines[pos:]
+    return "".join(out)
