@@ -41,6 +41,7 @@ from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome,
 from agent.transforms.view import (
     Expander,
     KernelView,
+    Loop,
     Poly,
     global_index,
     poly_add,
@@ -49,9 +50,35 @@ from agent.transforms.view import (
     poly_uniform,
     statements,
     unparenthesized,
+    walk,
 )
 
 Node = tree_sitter.Node
+
+
+@dataclass(frozen=True)
+class Span:
+    """The offsets a tap takes over its loops along one axis, ``lo`` to ``hi`` (uniform)."""
+
+    lo: Poly
+    hi: Poly
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """Where the threads that run an unguarded tap read (a "valid" convolution:
+    ``in[(y + i) * W + x + j]`` with no bounds check of its own): the active threads' rows and
+    columns lie between the bounds of their guards (``gy >= lo`` for each of ``rows_lo``, ``gy <
+    hi`` for each of ``rows_hi``; the same for columns) and every offset between the spans' ends
+    is read; ``uniform``: the guards that are the same for the whole block, as written."""
+
+    rows: Span | None
+    cols: Span
+    rows_lo: tuple[Poly, ...]
+    rows_hi: tuple[Poly, ...]
+    cols_lo: tuple[Poly, ...]
+    cols_hi: tuple[Poly, ...]
+    uniform: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -59,17 +86,20 @@ class Tap:
     node: Node  # the subscript expression ``in[...]``
     row: Poly | None  # offset of the row from the thread's row (None: a 1-D stencil)
     col: Poly  # offset of the column from the thread's column
+    spans: tuple[Span | None, Span] | None = None  # the (row, col) offsets its loops reach (constant ends)
+    footprint: Footprint | None = None  # an unguarded tap: where its threads read
 
 
 @dataclass(frozen=True)
 class StencilMatch(Match):
     src: str  # the input array read through the tile
     width: str  # W, the row stride and the column bound (C text)
-    height: str  # H, the row bound ("" for a 1-D stencil)
+    height: str  # H, the row bound ("" for a 1-D stencil without guarded taps)
     taps: tuple[Tap, ...]
     atoms: tuple[tuple[str, str], ...]  # atom key -> C text of the offsets
     radius: int  # the largest offset when the filter loops have literal bounds (0: unknown)
     literal: bool = False  # the indices use the block's size as a number: keep the spec's block
+    two_d: bool = True  # the taps have rows
 
 
 @dataclass
@@ -177,7 +207,8 @@ def at_least_zero(expand: Expander, view: KernelView, term: Node, negate: bool =
 
 def guards(view: KernelView, node: Node) -> list[tuple[Node, bool]]:
     """The comparisons that hold where ``node`` runs, each with whether it holds negated: the
-    enclosing conditions, and the terms of ``if (a || b) return;`` before its statement."""
+    enclosing conditions, and the terms of ``if (a || b) return;`` (or ``continue;`` inside a loop)
+    before its statement in any enclosing block."""
     out = [(t, False) for t in conjuncts(view, node, view.body)]
     child, up = node, node.parent
     while up is not None and child != view.body:  # in an `else`: each term of the `||` is false
@@ -187,19 +218,25 @@ def guards(view: KernelView, node: Node) -> list[tuple[Node, bool]]:
             value = clause.child_by_field_name("value") if clause is not None else None
             out += [(t, True) for t in split(view, value, "||")]
         child, up = up, up.parent
-    top = node
-    while top.parent is not None and top.parent != view.body:
-        top = top.parent
-    for s in view.body.named_children:
-        if s.start_byte >= top.start_byte:
-            break
-        conseq = s.child_by_field_name("consequence") if s.type == "if_statement" else None
-        if conseq is None or s.child_by_field_name("alternative") is not None:
-            continue
-        if [c.type for c in statements(conseq)] != ["return_statement"]:
-            continue
-        clause = s.child_by_field_name("condition")
-        out += [(t, True) for t in split(view, clause.child_by_field_name("value") if clause else None, "||")]
+    child = node
+    while child.parent is not None and child != view.body:  # `if (a || b) return;` (or `continue;`) before it
+        block = child.parent
+        if block.type == "compound_statement":
+            for s in block.named_children:
+                if s.start_byte >= child.start_byte:
+                    break
+                conseq = s.child_by_field_name("consequence") if s.type == "if_statement" else None
+                if conseq is None or s.child_by_field_name("alternative") is not None:
+                    continue
+                leaves = [c.type for c in statements(conseq)]
+                if leaves != ["return_statement"] and (
+                    leaves != ["continue_statement"] or block == view.body
+                ):
+                    continue
+                clause = s.child_by_field_name("condition")
+                value = clause.child_by_field_name("value") if clause else None
+                out += [(t, True) for t in split(view, value, "||")]
+        child = block
     return out
 
 
@@ -247,6 +284,153 @@ def _free_names(view: KernelView) -> frozenset[str]:
     return frozenset(loop_vars | outside)
 
 
+def _loops_of(view: KernelView, node: Node) -> list[Loop]:
+    """The loops enclosing ``node``, innermost first."""
+    out = []
+    for lp in view.loops:
+        if lp.body.start_byte <= node.start_byte and node.end_byte <= lp.body.end_byte:
+            out.append(lp)
+    return sorted(out, key=lambda lp: -lp.node.start_byte)
+
+
+def _span(view: KernelView, off: Poly, loops: list[Loop]) -> tuple[Span, frozenset[str]] | None:
+    """The ends of ``off`` (an offset over loop variables with unit coefficients) as its loops run
+    (each loop ``for (v = S; v < B; ++v)`` or ``v <= B``, bounds uniform), and the variables it
+    uses; None when it is not such an offset."""
+    lo, hi, rest, used = {}, {}, dict(off), set()
+    for lp in loops:
+        if not lp.var or lp.var not in {a for m in rest for a in m}:
+            continue
+        coeff, rest = poly_split(rest, lp.var)
+        if set(coeff) != {()} or abs(coeff[()]) != 1 or lp.step != 1 or lp.start is None or lp.bound is None:
+            return None
+        names = frozenset(x.var for x in loops if x.var)
+        start, bound = view.poly(lp.start, names), view.poly(lp.bound, names)
+        if start is None or bound is None or lp.op not in ("<", "<="):
+            return None
+        if (
+            not poly_uniform(start)
+            or not poly_uniform(bound)
+            or any(a in names for m in (*start, *bound) for a in m)
+        ):
+            return None
+        end = poly_add(bound, {(): -1}) if lp.op == "<" else bound
+        first, last = (
+            (start, end)
+            if coeff[()] > 0
+            else ({m: -c for m, c in end.items()}, {m: -c for m, c in start.items()})
+        )
+        lo, hi = poly_add(lo, first), poly_add(hi, last)
+        used.add(lp.var)
+    if not poly_uniform(rest) or any(lp.var in m for lp in loops for m in rest if lp.var):
+        return None
+    return Span(poly_add(lo, rest), poly_add(hi, rest)), frozenset(used)
+
+
+def _spans(view: KernelView, n: Node, tap: Tap) -> tuple[Span | None, Span] | None:
+    """The row and column spans of a tap whose axes run over different loop variables."""
+    loops = _loops_of(view, n)
+    col = _span(view, tap.col, loops)
+    row = _span(view, tap.row, loops) if tap.row is not None else None
+    if col is None or (tap.row is not None and row is None):
+        return None
+    if row is not None and row[1] & col[1]:
+        return None  # a diagonal: its footprint is no rectangle
+    return (row[0] if row is not None else None), col[0]
+
+
+def _unconditional(view: KernelView, n: Node, outer: Node) -> bool:
+    """Whether ``n`` runs on every iteration of the loops up to ``outer``: no condition, jump or
+    short-circuit between them."""
+    child, up = n, n.parent
+    while up is not None and child != outer:
+        if up.type in ("if_statement", "conditional_expression", "switch_statement", "while_statement"):
+            cond = up.child_by_field_name("condition")
+            if cond is None or not (cond.start_byte <= child.start_byte < cond.end_byte):
+                return False
+        if up.type == "binary_expression" and view.text(up.children[1]) in ("&&", "||"):
+            return False
+        child, up = up, up.parent
+    return not any(
+        x.type in ("continue_statement", "break_statement", "return_statement", "goto_statement")
+        for x in walk(outer)
+    )
+
+
+def _footprint(view: KernelView, expand: Expander, n: Node, tap: Tap) -> Footprint | NotApplicable:
+    """Where the threads that run the unguarded tap ``n`` read (:class:`Footprint`)."""
+    loops = _loops_of(view, n)
+    if tap.spans is None or not loops:
+        return NotApplicable("its offsets are not loop variables over uniform ranges")
+    if not _unconditional(view, n, loops[-1].node):
+        return NotApplicable("it does not run on every iteration of its loops")
+    bounds: dict[str, tuple[list[Poly], list[Poly]]] = {"y": ([], []), "x": ([], [])}
+    uniform = []
+    for term, neg in guards(view, loops[-1].node):
+        q = at_least_zero(expand, view, term, neg)
+        found = False
+        for axis in ("y", "x") if q is not None else ():
+            g = global_index(axis)
+            assert q is not None
+            if poly_uniform(low := poly_add(q, g, -1)):  # g + u >= 0: g >= -u
+                bounds[axis][0].append({m: -c for m, c in low.items()})
+                found = True
+            elif poly_uniform(high := poly_add(q, g)):  # u - g >= 0: g < u + 1
+                bounds[axis][1].append(poly_add(high, {(): 1}))
+                found = True
+        if found:
+            continue
+        if view.uniform(term):
+            uniform.append(f"{'!' if neg else ''}({view.text(term)})")
+            continue
+        return NotApplicable(f"its guard `{view.text(term)}` is not a bound of the thread's row or column")
+    rows, cols = tap.spans
+    return Footprint(
+        rows,
+        cols,
+        tuple(bounds["y"][0]),
+        tuple(bounds["y"][1]),
+        tuple(bounds["x"][0]),
+        tuple(bounds["x"][1]),
+        tuple(uniform),
+    )
+
+
+def _ends(span: Span) -> tuple[int, ...]:
+    """The span's ends when both are constants, else ()."""
+    if set(span.lo) <= {()} and set(span.hi) <= {()}:
+        return span.lo.get((), 0), span.hi.get((), 0)
+    return ()
+
+
+def _read(fp: Footprint, r: str, c: str, block: tuple[int, int], atoms: dict[str, str]) -> str:
+    """The C condition that the element at row ``r``, column ``c`` is read by the unguarded tap
+    of ``fp`` in this block: its threads' rows run from the largest of their lower bounds to the
+    smallest of their upper ones (at least one thread, at least one offset), the offsets from
+    the span's ``lo`` to ``hi``."""
+
+    def text(p: Poly) -> str:
+        return f"({poly_render(p, atoms, False)})"
+
+    def plus(p: Poly) -> str:
+        return f" + {text(p)}" if p else ""
+
+    terms = []
+    axes = [("x", c, fp.cols, fp.cols_lo, fp.cols_hi, block[0])]
+    if fp.rows is not None:
+        axes.append(("y", r, fp.rows, fp.rows_lo, fp.rows_hi, block[1]))
+    for axis, at, span, lows, highs, size in axes:
+        start = f"(int)(blockIdx.{axis} * {size})"
+        firsts = [start, *(text(p) for p in lows)]
+        ends = [f"{start} + {size}", *(text(p) for p in highs)]
+        terms += [f"{at} >= {f}{plus(span.lo)}" for f in firsts]
+        terms += [f"{at} < {e}{plus(span.hi)}" for e in ends]
+        terms += [f"{f} < {e}" for f in firsts[1:] for e in ends] + [f"{start} < {e}" for e in ends[1:]]
+        if not _ends(span) or _ends(span)[0] > _ends(span)[1]:
+            terms.append(f"{text(span.lo)} <= {text(span.hi)}")
+    return " && ".join(terms + list(fp.uniform))
+
+
 class StencilTile(Pass[StencilMatch]):
     name = "StencilTile"
     space = ((32, 8, 8), (32, 8, 2), (32, 8, 4), (16, 16, 8), (32, 16, 8), (64, 4, 8), (32, 4, 16))
@@ -274,6 +458,7 @@ class StencilTile(Pass[StencilMatch]):
                 why.append(f"{src}: {found.reason}")
                 continue
             width, height, taps = found
+            reach = [abs(c) for t in taps for sp in (t.spans or ()) if sp is not None for c in _ends(sp)]
             return StencilMatch(
                 view,
                 src,
@@ -281,8 +466,9 @@ class StencilTile(Pass[StencilMatch]):
                 height,
                 taps,
                 tuple(expand.atoms.items()),
-                self._radius(view),
+                max(reach) if taps and all(t.spans for t in taps) and reach else self._radius(view),
                 expand.literal,
+                any(t.row is not None for t in taps),
             )
         return NotApplicable("; ".join(why) or "no input array is read at offsets of the thread's position")
 
@@ -290,7 +476,7 @@ class StencilTile(Pass[StencilMatch]):
         self, view: KernelView, expand: Expander, src: str, nodes: list[Node]
     ) -> tuple[str, str, tuple[Tap, ...]] | NotApplicable:
         taps: list[Tap] = []
-        widths, heights = set(), set()
+        widths, heights, strides = set(), set(), set()
         for n in nodes:
             idx = view._index_node(n)
             p = expand.poly(idx) if idx is not None else None
@@ -307,36 +493,57 @@ class StencilTile(Pass[StencilMatch]):
                 tap, width = Tap(n, None, c), ""
             if tap is None:
                 return NotApplicable(f"no tap: `{view.text(n)}` is not at an offset of the thread's position")
-            rowp = poly_add(global_index("y"), tap.row) if tap.row is not None else None
-            colp = poly_add(global_index("x"), tap.col)
-            lows, highs = set(), set()
-            for q in facts_at(view, expand, n):
-                for axis, pos in (("row", rowp), ("col", colp)):
-                    if pos is None:
-                        continue
-                    slack = poly_add(pos, q, -1)  # pos = q + slack
-                    if set(slack) <= {()} and slack.get((), 0) >= 0:
-                        lows.add(axis)
-                    if (bound := upper_bound(q, pos)) and self._size(view, bound):
-                        highs.add((axis, bound))
-            col_bound = {b for axis, b in highs if axis == "col" and b}
-            row_bound = {b for axis, b in highs if axis == "row" and b}
-            need = ["col"] + (["row"] if tap.row is not None else [])
-            if any(axis not in lows for axis in need) or (width and width not in col_bound) or not col_bound:
-                return NotApplicable(f"the tap `{view.text(n)}` is not bounds-checked inside the image")
-            if tap.row is not None and not row_bound:
-                return NotApplicable(f"the tap `{view.text(n)}` has no row bound")
-            widths.add(width or min(col_bound))
-            heights.add(min(row_bound) if tap.row is not None else "")
+            spans = _spans(view, n, tap)
+            tap = Tap(n, tap.row, tap.col, spans)
+            bounds = self._bounds(view, expand, n, tap, width)
+            if isinstance(bounds, NotApplicable):
+                fp = _footprint(view, expand, n, tap)
+                if isinstance(fp, NotApplicable) or (not width and tap.row is not None):
+                    why = fp.reason if isinstance(fp, NotApplicable) else "no row stride"
+                    return NotApplicable(f"{bounds.reason}, and unguarded: {why}")
+                tap = Tap(n, tap.row, tap.col, spans, fp)
+                strides.add(width)
+            else:
+                widths.add(bounds[0])
+                heights.add(bounds[1])
+                strides.add(width or bounds[0])
             taps.append(tap)
-        if len(widths) != 1 or len(heights) != 1:
+        if len(widths) > 1 or len(heights) > 1 or len(strides) != 1:
             return NotApplicable("the taps do not share one image size")
+        if widths and widths != strides:
+            return NotApplicable("the guarded taps' column bound is not the row stride")
         offsets = {(tuple(sorted((t.row or {}).items())), tuple(sorted(t.col.items()))) for t in taps}
         if len(offsets) < 2 and all(set(t.col) <= {()} and set(t.row or {}) <= {()} for t in taps):
             return NotApplicable(
                 f"`{src}` is read at one position per thread: there is no neighbourhood to share"
             )
-        return widths.pop(), heights.pop(), tuple(taps)
+        return strides.pop(), heights.pop() if heights else "", tuple(taps)
+
+    def _bounds(
+        self, view: KernelView, expand: Expander, n: Node, tap: Tap, width: str
+    ) -> tuple[str, str] | NotApplicable:
+        """(W, H) where the tap ``n`` is guarded inside the image ``0 <= row < H``, ``0 <= col < W``
+        (H "" for a 1-D tap)."""
+        rowp = poly_add(global_index("y"), tap.row) if tap.row is not None else None
+        colp = poly_add(global_index("x"), tap.col)
+        lows, highs = set(), set()
+        for q in facts_at(view, expand, n):
+            for axis, pos in (("row", rowp), ("col", colp)):
+                if pos is None:
+                    continue
+                slack = poly_add(pos, q, -1)  # pos = q + slack
+                if set(slack) <= {()} and slack.get((), 0) >= 0:
+                    lows.add(axis)
+                if (bound := upper_bound(q, pos)) and self._size(view, bound):
+                    highs.add((axis, bound))
+        col_bound = {b for axis, b in highs if axis == "col" and b}
+        row_bound = {b for axis, b in highs if axis == "row" and b}
+        need = ["col"] + (["row"] if tap.row is not None else [])
+        if any(axis not in lows for axis in need) or (width and width not in col_bound) or not col_bound:
+            return NotApplicable(f"the tap `{view.text(n)}` is not bounds-checked inside the image")
+        if tap.row is not None and not row_bound:
+            return NotApplicable(f"the tap `{view.text(n)}` has no row bound")
+        return width or min(col_bound), min(row_bound) if tap.row is not None else ""
 
     @staticmethod
     def _size(view: KernelView, atom: str) -> bool:
@@ -365,12 +572,16 @@ class StencilTile(Pass[StencilMatch]):
         assert isinstance(params, tuple)
         bx, by, halo = params
         view = match.view
-        two_d = bool(match.height)
+        two_d = match.two_d
         if not two_d:
             bx, by = bx * by, 1
         launch = None
         fixed = constant_block(view)
-        if match.literal or not grid_follows_block(view):  # the spec's own block, with this halo
+        unbounded = any(  # threads no guard bounds read by the launch: keep it
+            t.footprint is not None and (not t.footprint.cols_hi or (two_d and not t.footprint.rows_hi))
+            for t in match.taps
+        )
+        if match.literal or unbounded or not grid_follows_block(view):  # the spec's own block, with this halo
             shape = (*fixed, 1)[:2] if fixed is not None else None
             if shape is None or (not two_d and shape[1] != 1):
                 return NotApplicable("the spec's grid does not follow its block, which is not a constant")
@@ -383,11 +594,14 @@ class StencilTile(Pass[StencilMatch]):
         th, tw = (by + 2 * halo, bx + 2 * halo) if two_d else (1, bx + 2 * halo)
         atoms = dict(match.atoms)
         r, c = f"({y0} + {k} / {tw})", f"({x0} + {k} % {tw})"
-        inside = f"{c} >= 0 && {c} < {match.width}"
-        load = f"{match.src}[{c}]"
-        if two_d:
-            inside = f"{r} >= 0 && {r} < {match.height} && " + inside
-            load = f"{match.src}[(size_t){r} * {match.width} + {c}]"
+        load = f"{match.src}[(size_t){r} * {match.width} + {c}]" if two_d else f"{match.src}[{c}]"
+        reads = []  # where some tap reads: inside the image (guarded taps), the footprints of the others
+        if any(t.footprint is None for t in match.taps):
+            inside = f"{c} >= 0 && {c} < {match.width}"
+            reads.append(f"{r} >= 0 && {r} < {match.height} && " + inside if two_d else inside)
+        for fp in {repr(t.footprint): t.footprint for t in match.taps if t.footprint is not None}.values():
+            reads.append(_read(fp, r, c, (bx, by), atoms))
+        inside = reads[0] if len(reads) == 1 else " || ".join(f"({x})" for x in reads)
         lines = [
             f"// cuda-agent: {th}x{tw} shared input tile (halo {halo}) loaded once per {bx}x{by} block",
             f"__shared__ {elem} {tile}[{th}][{tw}];",
@@ -410,6 +624,12 @@ class StencilTile(Pass[StencilMatch]):
                 if tap.row is not None
                 else "0"
             )
+            if tap.spans is not None and all(
+                sp is None or (_ends(sp) and all(-halo <= end <= halo for end in _ends(sp)))
+                for sp in tap.spans
+            ):  # every offset its loops take lies in the tile: no check, no global fallback
+                e.replace(tap.node, f"{tile}[{ly}][{lx}]")
+                continue
             check = f"(unsigned)({lx}) < {tw}u" + (f" && (unsigned)({ly}) < {th}u" if two_d else "")
             e.replace(tap.node, f"({check} ? {tile}[{ly}][{lx}] : {view.text(tap.node)})")
         return e.rewrite(f"shared input tile with a halo of {halo} ({bx}x{by} block)", launch)
