@@ -297,7 +297,9 @@ def _span(view: KernelView, off: Poly, loops: list[Loop]) -> tuple[Span, frozens
     """The ends of ``off`` (an offset over loop variables with unit coefficients) as its loops run
     (each loop ``for (v = S; v < B; ++v)`` or ``v <= B``, bounds uniform), and the variables it
     uses; None when it is not such an offset."""
-    lo, hi, rest, used = {}, {}, dict(off), set()
+    lo: Poly = {}
+    hi: Poly = {}
+    rest, used = dict(off), set()
     for lp in loops:
         if not lp.var or lp.var not in {a for m in rest for a in m}:
             continue
