@@ -104,7 +104,9 @@ class Apply(Transform):
         if isinstance(out, NotApplicable) or normalized is subject:
             return out
         code = lifted(subject.code, normalized.code, out.code)
-        return replace(out, code=code) if code is not None else out
+        return replace(
+            out, code=code if code is not None else restored(subject.code, normalized.code, out.code)
+        )
 
     def __repr__(self) -> str:
         return repr(self.params) if isinstance(self.params, Pass) else f"{self.name}({self.params!r})"
@@ -341,3 +343,33 @@ def lifted(original: str, normalized: str, rewritten: str) -> str | None:
         pos = at + len(span)
     out += o_lines[pos:]
     return "".join(out)
+
+
+INLINED = "// cuda-agent: "  # the front end's mark on a device function it inlined (``... f inlined``)
+
+
+def restored(original: str, normalized: str, rewritten: str) -> str:
+    """``rewritten`` with every device-function call the front end inlined put back as the user
+    wrote it, where the pass carried the inlined block over unchanged (only its indentation may
+    differ): a rewrite that re-emits the whole body (a grid-stride loop around it) still calls
+    the user's helper."""
+    o_lines = original.splitlines(keepends=True)
+    n_lines = normalized.splitlines(keepends=True)
+    r_lines = rewritten.splitlines(keepends=True)
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, o_lines, n_lines, autojunk=False).get_opcodes():
+        block = n_lines[j1:j2]
+        if tag != "replace" or not any(INLINED in x and x.rstrip().endswith("inlined") for x in block):
+            continue
+        want = [x.strip() for x in block]
+        for at in range(len(r_lines) - len(block) + 1):
+            if [x.strip() for x in r_lines[at : at + len(block)]] != want:
+                continue
+            have, was = r_lines[at], block[0]
+            extra = _indent(have)[len(_indent(was)) :] if _indent(have).startswith(_indent(was)) else ""
+            r_lines[at : at + len(block)] = [extra + x if x.strip() else x for x in o_lines[i1:i2]]
+            break
+    return "".join(r_lines)
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
