@@ -1,5 +1,4 @@
-// refused: no `for (s = 1; s < blockDim.x; s *= 2)
-// origin: NTNU-HPC-Lab/LS-CAT, data/kernels/15641/16/reduce_v1.cu (the strided-index form: already no modulo)
+// origin: NTNU-HPC-Lab/LS-CAT, data/kernels/15641/16/reduce_v1.cu (the strided-index form `index = 2*s*tx`: no modulo, but bank conflicts)
 // license: LS-CAT dataset (kernels collected from public repositories); the kernel as stored there, THEAD_MAX defined here
 #define THEAD_MAX 256
 // @cuda-agent sizes n=1<<20 verify n=1000,4097
