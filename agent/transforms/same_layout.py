@@ -86,7 +86,7 @@ class SameLayoutReduction(Pass[TreeMatch]):
                         break
                     n = inner
                 shared.add(view.text(n))
-        block = ({("blockDim.x",): 1}, {(): threads})
+        block: tuple[PolyValue, ...] = ({("blockDim.x",): 1}, {(): threads})
         why = (
             "no `for (s = 1; s < blockDim.x; s *= 2) { if (tid % (2 * s) == 0) X[tid] += X[tid + s]; "
             "__syncthreads(); }` (or `index = 2 * s * tid; if (index < blockDim.x) X[index] += X[index + s];`) "
