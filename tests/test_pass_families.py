@@ -96,7 +96,7 @@ def test_every_family_folder_has_a_registered_pass_four_matches_and_a_refusal() 
 @pytest.mark.parametrize("family, file", MATCHES)
 def test_match_rewrites_compile_with_nvrtc_for_every_parameter(family: str, file: str) -> None:
     t, s, p = load(family, file)
-    found = p.match(s.view)
+    found = p.match(s.normalized.view)
     assert not isinstance(found, NotApplicable), found.reason
     assert p.guess(found) in p.space
     applied(t, s, p, p.guess(found))  # the guess applies; other values may not fit this match
@@ -120,7 +120,7 @@ def test_refusal_gives_its_reason(family: str, file: str) -> None:
     _, s, p = load(family, file)
     first = (FAMILIES / family / file).read_text().splitlines()[0]
     assert first.startswith("// refused: "), "a refused kernel's first line names the reason"
-    found = p.match(s.view)
+    found = p.match(s.normalized.view)
     assert isinstance(found, NotApplicable)
     assert first.removeprefix("// refused: ") in found.reason
 
@@ -131,7 +131,7 @@ def test_match_computes_the_same_outputs_in_host_emulation(family: str, file: st
     """The best guess and the last parameter value, on the CPU (tests/data/transforms/host_cuda.h,
     a std::thread per CUDA thread), at the spec's verify sizes, aligned and misaligned arrays."""
     t, s, p = load(family, file)
-    found = p.match(s.view)
+    found = p.match(s.normalized.view)
     assert not isinstance(found, NotApplicable), found.reason
     guess = applied(t, s, p, p.guess(found))
     for k, params in enumerate(dict.fromkeys((p.guess(found), p.space[-1]))):
@@ -219,7 +219,7 @@ def test_the_family_bench_kernel_is_matched_and_its_guess_compiles_and_emulates(
 ) -> None:
     t = target(file)
     s, p = subject(t), family_pass(family)
-    found = p.match(s.view)
+    found = p.match(s.normalized.view)
     assert not isinstance(found, NotApplicable), found.reason
     out = applied(t, s, p, p.guess(found))
     compiles(t, out.code)
