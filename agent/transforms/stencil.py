@@ -10,18 +10,27 @@ writes) are all *taps* ``in[row * W + col]`` where, in canonical form,
   the block (filter loop variables, constants, macros, uniform locals: ``in[(y + i - R) * w + x + j - R]``
   through any locals, casts or operand order), ``W`` a scalar parameter (a 1-D stencil,
   ``in[x + j - R]``, has no row);
-- each tap is guarded — enclosing ``if`` conditions or ``?:`` conjunctions — by bounds that keep
-  it inside the image, ``0 <= row < H`` and ``0 <= col < W`` (any comparison spelling:
-  ``yy >= 0``, ``0 <= yy``, ``yy > -1``, ``yy < h``, ``h > yy`` ...), ``H`` uniform.
+- each tap is either *guarded* — enclosing ``if`` conditions, ``?:`` conjunctions, or an earlier
+  ``if (outside) return;`` / ``continue;`` — by bounds that keep it inside the image, ``0 <= row
+  < H`` and ``0 <= col < W`` (any comparison spelling: ``yy >= 0``, ``0 <= yy``, ``yy > -1``,
+  ``yy < h``, ``h > yy`` ...), ``H`` uniform; or *unguarded* (a "valid" convolution,
+  ``in[(y + r) * W + x + c]``): its offsets are loop variables over uniform ranges (rows and
+  columns over different loops), it runs on every iteration of its loops, and the guards around
+  the loops bound the thread's row and column (``row < H - K + 1``) or are the same for the whole
+  block.  An unguarded tap's :class:`Footprint` is where its threads read: from the first active
+  row plus the smallest offset to the last active row plus the largest, the same for columns.
 
 Filter weights (``filt[i * K + j]``, ``__constant__`` arrays) are read by every thread at the same
 index: they stay as they are (one broadcast per warp).
 
 Rewrite (params ``(bx, by, halo)``: the block and the tile's halo on each side): before anything
 else, the block's threads load ``(by + 2 halo) x (bx + 2 halo)`` input elements (zero outside the
-image) into ``__shared__ T tile[...]`` and synchronise; every tap then reads the tile when its
-position lies in it and the original global element otherwise, so the result is the same for any
-halo (one that covers the filter's radius never falls back).  The body is otherwise unchanged —
+image; for unguarded taps, every element some thread of the block reads and no other) into
+``__shared__ T tile[...]`` and synchronise; every tap then reads the tile when its position lies
+in it and the original global element otherwise, so the result is the same for any halo (one that
+covers the filter's radius never falls back).  A tap whose loops have constant ends that the halo
+covers (``for (fy = 0; fy < FILTER_WIDTH; ++fy)``, ``y = row + fy - FILTER_RADIUS``) reads the tile
+directly: no check, no fallback.  The body is otherwise unchanged —
 same taps in the same order, bit-identical results.  The block becomes ``(bx, by)`` when the
 spec's grid follows the block (``cdiv(w, block_x)``...); otherwise the spec's own constant block
 is kept (with the halo of the parameter value).
