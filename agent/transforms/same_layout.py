@@ -66,7 +66,7 @@ class TreeMatch(Match):
     bound: Node  # the loop's bound (``blockDim.x`` or the block's size under a name)
     barrier: Node  # the loop's barrier statement, kept as written
     near: PolyValue  # the index the step writes: ``tid`` (modulo form) or ``2 * s * tid`` (strided form)
-    kept: tuple[Node, ...]  # the step's other conditions (a tail check), kept with ``near`` -> ``tid``
+    kept: tuple[Node, ...]  # the step's tail checks of the far element, kept with ``near`` -> ``tid``
 
 
 class SameLayoutReduction(Pass[TreeMatch]):
@@ -145,13 +145,14 @@ class SameLayoutReduction(Pass[TreeMatch]):
                 continue
             if op == "<" and rp in block and lp == {**_THREAD, (s,): 1}:
                 continue  # the far element lies in the block: always so in the sequential form
-            if view.uniform(term) or (
-                op == "<" and lp is not None and rp is not None and poly_uniform(rp) and _far_global(lp, s)
-            ):
-                kept.append(term)
+            if op == "<" and lp is not None and rp is not None and poly_uniform(rp) and _far_global(lp, s):
+                kept.append(
+                    term
+                )  # the far element exists (`i + s < n`): the same pairs are skipped in both forms
                 continue
             return NotApplicable(
-                f"the step's condition `{view.text(term)}` is not one the sequential form keeps"
+                f"the step's condition `{view.text(term)}` is not one the sequential form keeps (a tail check "
+                "that does not test the far element lets the tree read elements the block never loaded)"
             )
         if near is None:
             return NotApplicable(
