@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import tree_sitter
 
 from agent.launch import LaunchChange
+from agent.spec import ArraySpec, InvalidSpec, bench_sizes, evaluate, verify_sizes
 from agent.transforms import constant_dims
 from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
 from agent.transforms.view import (
@@ -91,6 +92,18 @@ class Footprint:
 
 
 @dataclass(frozen=True)
+class Filter:
+    """An array every thread of the block reads at the same indices (filter weights), all of them
+    between ``lo`` and ``hi`` (constants, inside the spec's extent of the array): staged in shared
+    memory with the tile."""
+
+    array: str
+    lo: int
+    hi: int
+    reads: tuple[Node, ...]  # the subscripts that read it
+
+
+@dataclass(frozen=True)
 class Tap:
     node: Node  # the subscript expression ``in[...]``
     row: Poly | None  # offset of the row from the thread's row (None: a 1-D stencil)
@@ -109,6 +122,7 @@ class StencilMatch(Match):
     radius: int  # the largest offset when the filter loops have literal bounds (0: unknown)
     literal: bool = False  # the indices use the block's size as a number: keep the spec's block
     two_d: bool = True  # the taps have rows
+    filters: tuple[Filter, ...] = ()  # arrays every thread reads at the same indices (the weights)
 
 
 @dataclass
@@ -335,7 +349,20 @@ def _span(view: KernelView, off: Poly, loops: list[Loop]) -> tuple[Span, frozens
         used.add(lp.var)
     if not poly_uniform(rest) or any(lp.var in m for lp in loops for m in rest if lp.var):
         return None
-    return Span(poly_add(lo, rest), poly_add(hi, rest)), frozenset(used)
+    fold = view.front.constants  # macros kept as atoms for the rewrite's text: their values here
+    return Span(_folded(poly_add(lo, rest), fold), _folded(poly_add(hi, rest), fold)), frozenset(used)
+
+
+def _folded(p: Poly, constants: dict[str, int]) -> Poly:
+    """``p`` with the atoms that are the unit's integer constants replaced by their values."""
+    out: Poly = {}
+    for mono, c in p.items():
+        rest = tuple(a for a in mono if a not in constants)
+        for a in mono:
+            if a in constants:
+                c *= constants[a]
+        out = poly_add(out, {rest: c})
+    return out
 
 
 def _spans(view: KernelView, n: Node, tap: Tap) -> tuple[Span | None, Span] | None:
@@ -442,6 +469,45 @@ def _read(fp: Footprint, r: str, c: str, block: tuple[int, int], atoms: dict[str
     return " && ".join(terms + list(fp.uniform))
 
 
+MAX_FILTER = 4096  # elements of a filter staged in shared memory
+
+
+def _filter(view: KernelView, name: str, reads: list[Node]) -> Filter | None:
+    """``name`` as a :class:`Filter` when every read of it is at an index the same for every thread,
+    over loop variables whose loops have constant ends (or constants), all of the indices inside the
+    spec's extent of the array."""
+    if view.params[name].pointer != 1:
+        return None
+    loops = {lp.var: lp for lp in view.loops if lp.var}
+    lo = hi = None
+    for n in reads:
+        idx = view._index_node(n)
+        p = view.poly(idx, frozenset(loops)) if idx is not None else None
+        if p is None or not poly_uniform(p):
+            return None
+        low = high = p.pop((), 0)
+        for mono, c in p.items():
+            lp = loops.get(mono[0]) if len(mono) == 1 else None
+            span = _span(view, {mono: 1}, [lp]) if lp is not None else None
+            ends = _ends(span[0]) if span is not None else ()
+            if not ends:
+                return None
+            low, high = low + min(c * ends[0], c * ends[1]), high + max(c * ends[0], c * ends[1])
+        lo, hi = (low, high) if lo is None or hi is None else (min(lo, low), max(hi, high))
+    if lo is None or hi is None or lo < 0 or hi - lo + 1 > MAX_FILTER:
+        return None
+    spec = next((a for a in view.subject.spec.args if isinstance(a, ArraySpec) and a.name == name), None)
+    if spec is None:
+        return None
+    try:
+        every = [bench_sizes(view.subject.spec), *verify_sizes(view.subject.spec)]
+        if any(evaluate(spec.count, dict(z)) <= hi for z in every):
+            return None
+    except (InvalidSpec, ValueError, TypeError):
+        return None
+    return Filter(name, lo, hi, tuple(reads))
+
+
 class StencilTile(Pass[StencilMatch]):
     name = "StencilTile"
     space = ((32, 8, 8), (32, 8, 2), (32, 8, 4), (16, 16, 8), (32, 16, 8), (64, 4, 8), (32, 4, 16))
@@ -469,6 +535,11 @@ class StencilTile(Pass[StencilMatch]):
                 why.append(f"{src}: {found.reason}")
                 continue
             width, height, taps = found
+            filters = tuple(
+                f
+                for name, reads_of in reads.items()
+                if name != src and name not in written and (f := _filter(view, name, reads_of)) is not None
+            )
             reach = [abs(c) for t in taps for sp in (t.spans or ()) if sp is not None for c in _ends(sp)]
             return StencilMatch(
                 view,
@@ -480,6 +551,7 @@ class StencilTile(Pass[StencilMatch]):
                 max(reach) if taps and all(t.spans for t in taps) and reach else self._radius(view),
                 expand.literal,
                 any(t.row is not None for t in taps),
+                filters,
             )
         return NotApplicable("; ".join(why) or "no input array is read at offsets of the thread's position")
 
@@ -620,14 +692,28 @@ class StencilTile(Pass[StencilMatch]):
             f"const int {x0} = (int)(blockIdx.x * {bx}) - {halo};",
             f"for (int {k} = threadIdx.y * {bx} + threadIdx.x; {k} < {th * tw}; {k} += {bx * by})",
             f"{PAD}{tile}[{k} / {tw}][{k} % {tw}] = ({inside}) ? {load} : ({elem})0;",
-            "__syncthreads();",
         ]
+        staged = {}
+        for f in match.filters:  # the weights every thread reads, staged beside the tile
+            staged[f.array] = name = e.fresh(f"{f.array}_s")
+            size, at = f.hi - f.lo + 1, f" + {f.lo}" if f.lo else ""
+            lines += [
+                f"__shared__ {view.params[f.array].base_type} {name}[{size}];  // `{f.array}`, read alike by every thread",
+                f"for (int {k} = threadIdx.y * {bx} + threadIdx.x; {k} < {size}; {k} += {bx * by})",
+                f"{PAD}{name}[{k}] = {f.array}[{k}{at}];",
+            ]
+        lines.append("__syncthreads();")
         first = view.body.named_children[0] if view.body.named_child_count else None
         pad = e.indent(first) if first is not None else PAD
         text = "\n".join(lines[:1] + [pad + s for s in lines[1:]]) + "\n" + pad
         if first is None:
             return NotApplicable("the kernel body is empty")
         e.insert_before(first, text)
+        for f in match.filters:
+            for read in f.reads:
+                idx = view._index_node(read)
+                assert idx is not None
+                e.replace(read, f"{staged[f.array]}[{view.text(idx)}{f' - {f.lo}' if f.lo else ''}]")
         for tap in match.taps:
             lx = f"(int)threadIdx.x + {halo} + ({poly_render(tap.col, atoms, False)})"
             ly = (
