@@ -157,7 +157,9 @@ def emulate(t: Target, out: Subject, stem: Path) -> None:
     assert build.returncode == 0, build.stderr[:3000]
     run = subprocess.run([str(stem)], capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
-    assert float(run.stdout) <= 1e-5, f"{out.applied}: outputs differ by {run.stdout.strip()}"
+    # sums may differ in the last bits where a rewrite changes the order of additions (a scan)
+    allowed = max(1e-5, (t.tolerance.atol or 0.0) if t.tolerance else 0.0)
+    assert float(run.stdout) <= allowed, f"{out.applied}: outputs differ by {run.stdout.strip()}"
 
 
 @pytest.mark.gpu

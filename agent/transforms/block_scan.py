@@ -49,11 +49,12 @@ from dataclasses import dataclass
 import tree_sitter
 
 from agent.transforms.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
-from agent.transforms.stencil import at_least_zero, conjuncts, constant_block
+from agent.transforms.stencil import at_least_zero, conjuncts, constant_block, guards
 from agent.transforms.view import (
     Expander,
     KernelView,
     Loop,
+    global_index,
     poly_add,
     poly_render,
     poly_split,
@@ -92,14 +93,35 @@ class BufferedScan(Match):
     barrier: Node  # a barrier of the loop, as written
 
 
-class BlockScan(Pass[ScanMatch | BufferedScan]):
+@dataclass(frozen=True)
+class NaivePrefix(Match):
+    """A thread-per-output prefix sum: ``acc`` adds ``in[0..i]`` for the thread's global index ``i``
+    (``for (j = 0; j <= i; ++j) acc += in[j];`` or ``for (o = 0; o < L; ++o) if (i - o >= 0) acc +=
+    in[i - o];``, the latter a whole prefix only where ``i < L``)."""
+
+    loop: Loop
+    acc: str
+    array: str
+    elem: str
+    active: tuple[Node, ...]  # the guards of the threads that run the loop (``i < n``)
+    bound: Node | None  # the window ``L`` of the offset form (None: the whole prefix always)
+    statement: Node  # the kernel's top-level statement that holds the loop
+    covered: bool  # the guards keep ``i < L``: no thread needs the window
+    limits: tuple[str, ...]  # the guards' bounds of ``i`` (C text): no element at or past them is read
+
+
+class BlockScan(Pass[ScanMatch | BufferedScan | NaivePrefix]):
     name = "BlockScan"
     space = ("shuffle",)
 
-    def match(self, view: KernelView) -> ScanMatch | BufferedScan | NotApplicable:
+    def match(self, view: KernelView) -> ScanMatch | BufferedScan | NaivePrefix | NotApplicable:
         block = constant_block(view)
         if block is not None and (len(block) != 1 or block[0] > 1024):
             return NotApplicable("the block is not 1-D")
+        if len(view.loops) == 1 and not view.cooperation and len(view.subject.block) == 1:
+            naive = _naive(view, view.loops[0])
+            if naive is not None:
+                return naive
         threads = block[0] if block is not None else 0
         shared = self._shared(view)
         why = "no Hillis-Steele scan loop `for (s = 1; s < blockDim.x; s <<= 1)` over a __shared__ array"
@@ -198,9 +220,11 @@ class BlockScan(Pass[ScanMatch | BufferedScan]):
         )
         return any(side is not None and view.tokens(side) == view.tokens(sub) for side in sides)
 
-    def rewrite(self, match: ScanMatch | BufferedScan, params: Hashable) -> Outcome:
+    def rewrite(self, match: ScanMatch | BufferedScan | NaivePrefix, params: Hashable) -> Outcome:
         if isinstance(match, BufferedScan):
             return _buffered_rewrite(match)
+        if isinstance(match, NaivePrefix):
+            return _prefix_rewrite(match)
         view = match.view
         e = Emitter(view)
         v, o, n, lane, warp, totals, w = (
@@ -529,33 +553,10 @@ def _buffered_rewrite(match: BufferedScan) -> Outcome:
     t, x, p = match.elem, match.array, match.out_var
     stride = match.stride if match.stride.replace("_", "").replace(".", "").isalnum() else f"({match.stride})"
     bar = view.text(match.barrier) + ("" if view.text(match.barrier).endswith(";") else ";")
-    v, o, n, lane, warp, warps, lanes, mask, totals, w = (
-        e.fresh(stem) for stem in ("v", "o", "n", "lane", "warp", "warps", "lanes", "mask", "totals", "w")
-    )
+    v = e.fresh("v")
     head = view.text(loop.node)[: loop.body.start_byte - loop.node.start_byte].rstrip()
     flips = " ".join(view.text(f) for f in match.flips)
-    scan = [
-        f"__shared__ {t} {totals}[32];",
-        f"const unsigned {lane} = threadIdx.x % 32, {warp} = threadIdx.x / 32, {warps} = (blockDim.x + 31) / 32;",
-        f"const unsigned {lanes} = blockDim.x - {warp} * 32 < 32 ? blockDim.x - {warp} * 32 : 32;  // the last warp may be partial",
-        f"const unsigned {mask} = {lanes} == 32 ? 0xffffffffu : (1u << {lanes}) - 1u;",
-        f"for (unsigned {o} = 1; {o} < 32; {o} <<= 1) {{",
-        f"{u}const {t} {n} = __shfl_up_sync({mask}, {v}, {o});",
-        f"{u}if ({lane} >= {o}) {v} += {n};",
-        "}",
-        f"if ({lane} == {lanes} - 1) {totals}[{warp}] = {v};",
-        bar,
-        f"if ({warp} == 0) {{",
-        f"{u}{t} {w} = {lane} < {warps} ? {totals}[{lane}] : ({t})0;",
-        f"{u}for (unsigned {o} = 1; {o} < 32; {o} <<= 1) {{",
-        f"{u}{u}const {t} {n} = __shfl_up_sync({mask}, {w}, {o});",
-        f"{u}{u}if ({lane} >= {o}) {w} += {n};",
-        f"{u}}}",
-        f"{u}if ({lane} < {warps}) {totals}[{lane}] = {w};",
-        "}",
-        bar,
-        f"if ({warp} > 0) {v} += {totals}[{warp} - 1];",
-    ]
+    scan = _warp_scan(e, t, v, u, bar)
     lines = ["// cuda-agent: the double-buffered scan as a work-efficient block scan (warp shuffles)", "{"]
     if match.checked:
         saved = {var: e.fresh(f"{var}0") for var in match.entry}
@@ -592,3 +593,152 @@ def _dedented(view: KernelView, node: Node) -> list[str]:
     first = view.subject.doc.line_bytes(node.start_point.row).decode("utf-8", errors="replace")
     cut = len(first) - len(first.lstrip())
     return [line[cut:] if line[:cut].strip() == "" else line.lstrip() for line in view.text(node).split("\n")]
+
+
+def _warp_scan(e: Emitter, t: str, v: str, u: str, bar: str) -> list[str]:
+    """Lines that turn each thread's ``v`` into the inclusive sum of ``v`` over the block's threads
+    up to it, for a 1-D block of any size (the last warp may be partial): ``__shfl_up_sync`` within
+    each warp, the warps' totals scanned by the first warp through shared memory."""
+    o, n, lane, warp, warps, lanes, mask, totals, w = (
+        e.fresh(stem) for stem in ("o", "n", "lane", "warp", "warps", "lanes", "mask", "totals", "w")
+    )
+    return [
+        f"__shared__ {t} {totals}[32];",
+        f"const unsigned {lane} = threadIdx.x % 32, {warp} = threadIdx.x / 32, {warps} = (blockDim.x + 31) / 32;",
+        f"const unsigned {lanes} = blockDim.x - {warp} * 32 < 32 ? blockDim.x - {warp} * 32 : 32;  // the last warp may be partial",
+        f"const unsigned {mask} = {lanes} == 32 ? 0xffffffffu : (1u << {lanes}) - 1u;",
+        f"for (unsigned {o} = 1; {o} < 32; {o} <<= 1) {{",
+        f"{u}const {t} {n} = __shfl_up_sync({mask}, {v}, {o});",
+        f"{u}if ({lane} >= {o}) {v} += {n};",
+        "}",
+        f"if ({lane} == {lanes} - 1) {totals}[{warp}] = {v};",
+        bar,
+        f"if ({warp} == 0) {{",
+        f"{u}{t} {w} = {lane} < {warps} ? {totals}[{lane}] : ({t})0;",
+        f"{u}for (unsigned {o} = 1; {o} < 32; {o} <<= 1) {{",
+        f"{u}{u}const {t} {n} = __shfl_up_sync({mask}, {w}, {o});",
+        f"{u}{u}if ({lane} >= {o}) {w} += {n};",
+        f"{u}}}",
+        f"{u}if ({lane} < {warps}) {totals}[{lane}] = {w};",
+        "}",
+        bar,
+        f"if ({warp} > 0) {v} += {totals}[{warp} - 1];",
+        f"{bar}  // {totals} is free again",
+    ]
+
+
+# --------------------------------------------------------------------------- the thread-per-output prefix
+
+
+def _naive(view: KernelView, loop: Loop) -> NaivePrefix | NotApplicable | None:
+    """The thread-per-output prefix sum (:class:`NaivePrefix`), None when ``loop`` is no prefix."""
+    sums = [c for c in loop.carried if c.reduction is not None and c.reduction.kind == "sum"]
+    body = statements(loop.body)
+    while len(body) == 1 and body[0].type == "compound_statement":
+        body = statements(body[0])
+    if len(loop.carried) != 1 or len(sums) != 1 or len(body) != 1 or loop.step != 1 or loop.start is None:
+        return None
+    acc = sums[0].name
+    stmt, cond = body[0], None
+    if stmt.type == "if_statement" and stmt.child_by_field_name("alternative") is None:
+        clause = stmt.child_by_field_name("condition")
+        cond = unparenthesized(clause.child_by_field_name("value") if clause is not None else None)
+        inner = statements(stmt.child_by_field_name("consequence") or stmt)
+        if len(inner) != 1:
+            return None
+        stmt = inner[0]
+    reads = [a for a in view.accesses if _inside(a.node, stmt)]
+    if len(reads) != 1 or reads[0].written or reads[0].array not in view.params or reads[0].index is None:
+        return None
+    read = reads[0]
+    if any(a.written and a.array == read.array for a in view.accesses):
+        return None
+    g = global_index("x")
+    o = loop.var
+    idx = view.poly(view._index_node(read.node), frozenset({o}))  # type: ignore[arg-type]
+    start = view.poly(loop.start)
+    bound = view.poly(loop.bound, frozenset({o})) if loop.bound is not None else None
+    expand = view.expander(frozenset({o}))
+    window: Node | None = None
+    if idx == {(o,): 1} and cond is None and start == {}:  # for (j = 0; j <= i; ++j) acc += in[j]
+        if not ((loop.op == "<=" and bound == g) or (loop.op == "<" and bound == poly_add(g, {(): 1}))):
+            return None
+    elif idx == poly_add(g, {(o,): 1}, -1) and start == {} and cond is not None and loop.op == "<":
+        if at_least_zero(expand, view, cond) != idx:  # if (i - o >= 0): the offset form, window L
+            return None
+        if bound is None or not poly_uniform(bound):
+            return None
+        window = loop.bound
+    else:
+        return None
+    top = loop.node
+    while top.parent is not None and top.parent != view.body:
+        top = top.parent
+    if any(r.start_byte < loop.node.end_byte for r in view.returns):
+        return NotApplicable("a `return` before the prefix loop: the block scan needs every thread")
+    active, limits = [], []
+    covered = window is None
+    for term, neg in guards(view, loop.node):
+        q = at_least_zero(expand, view, term, neg)
+        if neg or q is None or not poly_uniform(high := poly_add(q, g)):  # i <= high: i < high + 1
+            return NotApplicable(
+                f"the prefix loop runs under `{view.text(term)}`, not a bound of the thread's index"
+            )
+        active.append(term)
+        limits.append(poly_render(poly_add(high, {(): 1}), expand.atoms, False))
+        if window is not None and poly_add(high, {(): 1}) == bound:
+            covered = True
+    elem = view.element_type(read.array)
+    if elem not in ("float", "double", "int", "unsigned int", "long long") or view.element_type(acc) != elem:
+        return NotApplicable(
+            "the prefix sums an element type the shuffles do not carry, or into another type"
+        )
+    return NaivePrefix(view, loop, acc, read.array, elem, tuple(active), window, top, covered, tuple(limits))
+
+
+def _prefix_rewrite(match: NaivePrefix) -> Outcome:
+    view, loop = match.view, match.loop
+    e = Emitter(view)
+    ind = e.indent(match.statement)
+    u = e.unit(match.statement, loop.node) if match.statement != loop.node else "    "
+    t, x = match.elem, match.array
+    prefix, v, before, start, j, k, lanes_sum = (
+        e.fresh(stem) for stem in ("prefix", "v", "before", "start", "j", "k", "partials")
+    )
+    active = " && ".join(f"({view.text(a)})" for a in match.active)
+    upto = start
+    for limit in match.limits:  # a block past the guards' bound reads no further than it
+        upto = f"({upto} < ({limit}) ? {upto} : (long long)({limit}))"
+    own = f"{x}[{start} + threadIdx.x]"
+    bar = "__syncthreads();"
+    lines = [
+        "// cuda-agent: the prefix sum as a block scan (warp shuffles) plus the sum of the blocks before this one",
+        f"{t} {prefix};",
+        "{",
+        f"{u}const long long {start} = (long long)blockIdx.x * blockDim.x;",
+        f"{u}{t} {v} = ({active}) ? {own} : ({t})0;" if active else f"{u}{t} {v} = {own};",
+        f"{u}{t} {before} = 0;  // the elements of the blocks before this one",
+        f"{u}for (long long {j} = threadIdx.x; {j} < {upto}; {j} += blockDim.x) {before} += {x}[{j}];",
+        *(f"{u}{line}" for line in _warp_scan(e, t, v, u, bar)),
+        f"{u}__shared__ {t} {lanes_sum}[1024];",
+        f"{u}{lanes_sum}[threadIdx.x] = {before};",
+        f"{u}{bar}",
+        f"{u}{before} = 0;",
+        f"{u}for (unsigned {k} = 0; {k} < blockDim.x; ++{k}) {before} += {lanes_sum}[{k}];",
+        f"{u}{prefix} = {before} + {v};",
+        "}",
+    ]
+    e.insert_before(
+        match.statement,
+        "\n".join(lines[:1] + [ind + line if line.strip() else "" for line in lines[1:]]) + "\n" + ind,
+    )
+    if match.bound is None or match.covered:
+        e.replace(loop.node, f"{match.acc} += {prefix};")
+    else:
+        gi = "((long long)blockIdx.x * blockDim.x + threadIdx.x)"
+        e.replace(
+            loop.node,
+            f"if ({gi} < ({view.text(match.bound)})) {match.acc} += {prefix};  // the whole prefix\n"
+            f"{e.indent(loop.node)}else {view.text(loop.node)}",
+        )
+    return e.rewrite(f"prefix sum of {x} as a block scan plus the blocks before")
