@@ -36,18 +36,19 @@ Per candidate, in order:
 
 from __future__ import annotations
 
-import ast
 import os
 import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
 
 from sandbox.contract import (
+    Budget,
     CandidateResult,
     Check,
     DeviceInfo,
@@ -57,206 +58,30 @@ from sandbox.contract import (
     TorchRequest,
 )
 from sandbox.runtime import Runtime
-from sandbox.timing import Flusher, Gate, bench, paired
+from sandbox.screen import screen
+from sandbox.timing import PLAUSIBLE_PCT, Flusher, Sampled, bench, implausible, paired, percent_of_peak
+from sandbox.torch_trust import (
+    Guard,
+    TorchClock,
+    Work,
+    ceilings,
+    nbytes,
+    pin,
+    pinned,
+    poison,
+    poisoned,
+    ready,
+    same_bytes,
+    wall_ms,
+    work,
+)
 from sandbox.verify import PERTURBATION, Calibration, Comparison, checked, compare
 from sandbox.wire import InfoJob, Reply, TorchJob
 
 TORCH_HANDLER = "sandbox.torch_eval:TorchHandler"
 # on top of the budget's timeout: importing torch, load_inline's nvcc, torch.compile
 BUILD_ALLOWANCE_S = 180.0
-ALLOWED_MODULES = frozenset(
-    {
-        "torch",
-        "math",
-        "typing",
-        "functools",
-        "itertools",
-        "collections",
-        "dataclasses",
-        "numbers",
-        "__future__",
-    }
-)
-FORBIDDEN_NAMES = frozenset(
-    {
-        "exec",
-        "eval",
-        "compile",
-        "open",
-        "__import__",
-        "globals",
-        "locals",
-        "vars",
-        "getattr",
-        "setattr",
-        "delattr",
-        "breakpoint",
-        "memoryview",
-        "type",
-        "object",
-    }
-)
 MESSAGE_CHARS = 600
-
-
-# --------------------------------------------------------------------------- the screen (no torch)
-
-# the answer languages: a package is allowed where the worker can import it (else compile_error)
-KERNEL_LANGUAGES = frozenset({"triton", "cutlass", "tilelang"})  # Triton, CuTe DSL, TileLang
-# attribute names refused on any object: ways out of the answer's own objects into the
-# interpreter (``torch.os``, ``torch.sys.modules``...), global dispatch and hook registries
-# that would change the reference, and the harness's stream
-REFUSED_ATTRIBUTES = frozenset(
-    {
-        "os",
-        "sys",
-        "subprocess",
-        "builtins",
-        "ctypes",
-        "importlib",
-        "inspect",
-        "gc",
-        "threading",
-        "multiprocessing",
-        "library",
-        "overrides",
-        "set_stream",
-        "register_module_forward_hook",
-        "register_module_forward_pre_hook",
-        "register_module_backward_hook",
-        "register_module_full_backward_hook",
-        "register_module_full_backward_pre_hook",
-        "register_module_buffer_registration_hook",
-        "register_module_module_registration_hook",
-        "register_module_parameter_registration_hook",
-    }
-)
-
-
-def screen(source: str) -> tuple[Status | None, str]:
-    """Whether an answer may run: (None, "") or the status and why not (a syntax error is a
-    ``compile_error``; a construct that reaches past the answer's own objects is ``rejected``).
-
-    An attribute may be written (assigned, deleted, the target of a loop or a ``with``) only
-    through the first parameter of a method of a class the answer defines, in that method's own
-    body, where the parameter is never rebound: ``self.NAME = ...`` in ``ModelNew.__init__``,
-    never ``self.NAME`` in a helper function, a nested function or after ``self = torch.cuda``,
-    and never through another name (an alias of a torch module, say).  A method is never reached
-    through its class (``Helper.set(torch.cuda, ...)``), ``super`` takes no arguments, and
-    private (``_x``) attributes are the answer's own objects' only."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        return Status.COMPILE_ERROR, f"syntax error, line {exc.lineno}: {exc.msg}"
-    except ValueError as exc:  # NUL bytes
-        return Status.COMPILE_ERROR, f"not Python source: {exc}"
-    classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
-    refusal = _Screen(classes).refusal(tree)
-    if refusal:
-        return Status.REJECTED, f"refused: {refusal}"
-    defines = any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
-    if not defines:
-        return Status.COMPILE_ERROR, "no class ModelNew is defined at the top level"
-    return None, ""
-
-
-Function = ast.FunctionDef | ast.AsyncFunctionDef
-
-
-class _Screen:
-    """One walk over an answer's syntax tree, knowing in each scope which name (if any) is the
-    answer's own object (a method's unrebound first parameter)."""
-
-    def __init__(self, classes: set[str]) -> None:
-        self.classes = classes
-
-    def refusal(self, tree: ast.AST) -> str:
-        stack: list[tuple[ast.AST, str]] = [(tree, "")]
-        while stack:
-            node, own = stack.pop()
-            why = self._check(node, own)
-            if why:
-                return f"{why} (line {getattr(node, 'lineno', 0)})"
-            for child in ast.iter_child_nodes(node):
-                stack.append((child, self._scope(node, child, own)))
-        return ""
-
-    def _scope(self, parent: ast.AST, child: ast.AST, own: str) -> str:
-        """The own name inside ``child`` (a child of ``parent``, where the own name is ``own``)."""
-        if isinstance(child, Function):
-            return _own_parameter(child) if isinstance(parent, ast.ClassDef) else ""
-        if isinstance(child, ast.Lambda | ast.ClassDef):
-            return ""
-        return own
-
-    def _check(self, node: ast.AST, own: str) -> str:
-        if isinstance(node, ast.Import):
-            bad = [a.name for a in node.names if not _allowed_module(a.name)]
-            return f"import of {bad[0]}" if bad else ""
-        if isinstance(node, ast.ImportFrom):
-            if node.level or not _allowed_module(node.module or ""):
-                return f"import from {'.' * node.level}{node.module or ''}"
-            return ""
-        if isinstance(node, Function | ast.ClassDef) and node.name.startswith("__") and node.name != "__init__":
-            return f"definition of {node.name}"
-        if isinstance(node, ast.Name) and (node.id in FORBIDDEN_NAMES or node.id.startswith("__")):
-            return f"use of {node.id}"
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super":
-            return "super with arguments" if node.args or node.keywords else ""
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
-            base: ast.expr = node
-            while isinstance(base, ast.Subscript):
-                base = base.value
-            if isinstance(base, ast.Attribute) and not _through(base, own):
-                return f"assignment to {ast.unparse(base)[:80]} (attributes only of self, in its methods)"
-            return ""
-        if not isinstance(node, ast.Attribute):
-            return ""
-        if node.attr.startswith("__") and node.attr != "__init__":
-            return f"attribute {node.attr}"
-        if isinstance(node.ctx, ast.Store | ast.Del) and not _through(node, own):
-            return f"assignment to {ast.unparse(node)[:80]} (attributes only of self, in its methods)"
-        if node.attr in REFUSED_ATTRIBUTES:
-            return f"attribute {node.attr}"
-        if node.attr.startswith("_") and node.attr != "__init__" and not _through(node, own):
-            return f"private attribute {node.attr} of {ast.unparse(node.value)[:60]}"
-        if isinstance(node.value, ast.Name) and node.value.id in self.classes:
-            return f"{node.value.id}.{node.attr}: a class's attributes are reached through its instances"
-        return ""
-
-
-def _allowed_module(name: str) -> bool:
-    root = name.partition(".")[0]
-    return root in ALLOWED_MODULES or root in KERNEL_LANGUAGES
-
-
-def _through(node: ast.Attribute, own: str) -> bool:
-    """Whether ``node`` is ``own.NAME`` (an attribute of the answer's own object)."""
-    return bool(own) and isinstance(node.value, ast.Name) and node.value.id == own
-
-
-def _own_parameter(fn: Function) -> str:
-    """The name of a method's first parameter when it is the instance (not a ``staticmethod`` or
-    ``classmethod``) and is bound nowhere else in the method; else ''."""
-    params = [*fn.args.posonlyargs, *fn.args.args]
-    decorators = {ast.unparse(d) for d in fn.decorator_list}
-    if not params or decorators & {"staticmethod", "classmethod"}:
-        return ""
-    name = params[0].arg
-    for node in ast.walk(fn):
-        if node is params[0]:
-            continue
-        rebinds = (
-            (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store | ast.Del))
-            or (isinstance(node, ast.arg) and node.arg == name)
-            or (isinstance(node, ast.Global | ast.Nonlocal) and name in node.names)
-            or (isinstance(node, ast.alias) and (node.asname or node.name) == name)
-            or (isinstance(node, ast.ExceptHandler) and node.name == name)
-            or (isinstance(node, Function | ast.ClassDef) and node.name == name)
-        )
-        if rebinds:
-            return ""
-    return name
 
 
 # --------------------------------------------------------------------------- comparison
@@ -291,11 +116,22 @@ def raw(t: Any) -> Any:
     return arr.view(np.uint16) if name == "bfloat16" else arr
 
 
+CHUNK = 1 << 24  # output elements compared at once (the comparison's float64 temporaries stay ~1.5 GB)
+
+
 def compare_outputs(
-    label: str, seed: int, ref: Sequence[Any], moved: Sequence[Any], got: Sequence[Any], n: int
+    label: str,
+    seed: int,
+    ref: Sequence[Any],
+    moved: Sequence[Any],
+    got: Sequence[Any],
+    n: int,
+    device: Any = None,
 ) -> Check:
-    """``got`` against the reference's outputs ``ref`` (``moved``: on perturbed inputs): the same
-    count, shapes and dtypes, then :func:`sandbox.verify.compare` per output."""
+    """``got`` (on ``device``; None: where ``ref`` is) against the reference's outputs ``ref``
+    (``moved``: on perturbed inputs; both may be kept on the host): the same count, shapes and
+    dtypes, then :func:`sandbox.verify.compare` per output, in pieces of :data:`CHUNK` elements
+    for larger outputs (each piece calibrated on its own: the statistics of 2^24 elements)."""
     if len(got) != len(ref):
         return Check(label, seed, False, detail=f"{len(got)} outputs where the reference has {len(ref)}")
     worst: Check | None = None
@@ -304,15 +140,22 @@ def compare_outputs(
         if tuple(g.shape) != tuple(r.shape) or g.dtype != r.dtype:
             detail = f"{arg} is {g.dtype} {tuple(g.shape)}, the reference's {r.dtype} {tuple(r.shape)}"
             return Check(label, seed, False, arg=arg, detail=detail)
-        if g.device != r.device:
-            return Check(label, seed, False, arg=arg, detail=f"{arg} is on {g.device}, not {r.device}")
-        calib = Calibration(perturbed=raw(m), rho=PERTURBATION, n=n)  # compare moves it where ``ref`` is
-        cmp: Comparison = compare(raw(r), raw(g), dtype_name(r), calib)
-        check = checked(label, seed, cmp.ok, cmp.detail, arg, cmp)
-        if not cmp.ok:
-            return check
-        if worst is None or check.error_ratio > worst.error_ratio:
-            worst = check
+        where = r.device if device is None else device
+        if g.device != where:
+            return Check(label, seed, False, arg=arg, detail=f"{arg} is on {g.device}, not {where}")
+        flat_r, flat_m, flat_g = (t.detach().contiguous().reshape(-1) for t in (r, m, g))
+        for start in range(0, max(1, flat_r.numel()), CHUNK):
+            part = slice(start, start + CHUNK)
+            # compare moves the reference's pieces where ``got`` is
+            calib = Calibration(perturbed=raw(flat_m[part]), rho=PERTURBATION, n=n)
+            cmp: Comparison = compare(raw(flat_r[part]), raw(flat_g[part]), dtype_name(r), calib)
+            if cmp.first_bad_index >= 0:
+                cmp = replace(cmp, first_bad_index=cmp.first_bad_index + start)
+            check = checked(label, seed, cmp.ok, cmp.detail, arg, cmp)
+            if not cmp.ok:
+                return check
+            if worst is None or check.error_ratio > worst.error_ratio:
+                worst = check
     return worst or Check(label, seed, True)
 
 
@@ -326,67 +169,16 @@ def outputs_of(value: Any) -> list[Any] | str:
     return items
 
 
-# --------------------------------------------------------------------------- timing
-
-
-class TorchClock:
-    """What :func:`sandbox.timing.bench` and its :class:`~sandbox.timing.Flusher` use of a
-    :class:`~sandbox.runtime.Runtime`, over torch: CUDA events on a GPU, the host clock on the CPU
-    (where every call returns when its work is done)."""
-
-    def __init__(self, device: Any) -> None:
-        self.torch = _torch()
-        self.device = device
-        self.cuda = device.type == "cuda"
-        self._buffers: dict[int, Any] = {}
-
-    def event(self) -> Any:
-        return self.torch.cuda.Event(enable_timing=True) if self.cuda else [0.0]
-
-    def record(self, event: Any) -> None:
-        if self.cuda:
-            event.record()
-        else:
-            event[0] = time.perf_counter()
-
-    def elapsed_ms(self, start: Any, end: Any) -> float:
-        return float(start.elapsed_time(end)) if self.cuda else (end[0] - start[0]) * 1e3
-
-    def synchronize(self) -> None:
-        if self.cuda:
-            self.torch.cuda.synchronize(self.device)
-
-    def alloc(self, nbytes: int) -> int:
-        buf = self.torch.empty(nbytes, dtype=self.torch.uint8, device=self.device)
-        self._buffers[buf.data_ptr()] = buf
-        return int(buf.data_ptr())
-
-    def memset_async(self, ptr: int, byte: int, nbytes: int) -> None:
-        self._buffers[ptr][:nbytes].fill_(byte)
-
-    def free(self, ptr: int) -> None:
-        self._buffers.pop(ptr, None)
-
-
-GATE_CYCLES = 20_000_000  # about 10 ms at boost clock: longer than the host takes to enqueue a round
-
-
-class SleepGate:
-    """:class:`sandbox.timing.Gate` over torch: a spinning kernel (``torch.cuda._sleep``) queued
-    before each round of samples, so the round is enqueued behind it and a host hiccup (another
-    process compiling) does not stretch a sample.  It opens by itself after ``GATE_CYCLES``."""
-
-    def __init__(self) -> None:
-        self.torch = _torch()
-
-    def close(self) -> None:
-        self.torch.cuda._sleep(GATE_CYCLES)
-
-    def open(self) -> None:
-        pass
-
-
 # --------------------------------------------------------------------------- the handler
+
+FRESH_STEP = 2.0**-16  # timed sample k's float inputs: the first seed's, scaled by 1 + k * FRESH_STEP
+REFERENCE_BUDGET = Budget(min_samples=10, max_samples=40, time_budget_ms=150.0)
+DRIFT = 1.5  # the reference may not run this much slower in the pairs than before the answer was loaded
+DRIFT_FLOOR_MS = 0.02  # ...nor by less than this (the host's launch jitter on tiny tasks)
+RETIME_FROM = 1.5  # a speedup from here on is re-timed by the host clock
+WALL_AGREE = 2.0  # the events' speedup may exceed the host clock's by at most this factor
+WALL_TARGET_MS = 100.0  # host-clock time per side and round of the re-timing
+WALL_ROUNDS = 3
 
 
 def _torch() -> Any:
@@ -412,19 +204,46 @@ def _why(exc: BaseException) -> str:
 
 @dataclass
 class _Case:
+    """One input set: ``make()`` regenerates its inputs on the device (seeded: the same bytes
+    every time); the reference's outputs ``ref`` and on perturbed inputs ``moved`` are kept on
+    the host."""
+
     label: str
     seed: int
-    inputs: list[Any]
-    kept: list[Any]  # the inputs' bytes before the candidate ran
+    make: Callable[[], list[Any]]
     ref: list[Any]
     moved: list[Any]
     n: int
 
-    def changed(self) -> int:
-        """The first input that no longer holds the bytes it held (-1: none)."""
-        return next(
-            (i for i, (a, b) in enumerate(zip(self.inputs, self.kept, strict=True)) if not _same(a, b)), -1
-        )
+
+@dataclass
+class _Bench:
+    """What timing needs, set up before the answer is imported: the clock, the first seed's
+    benchmark inputs (``base``) and the tensors the timed calls read (``live``), the reference's
+    work and the device's ceilings, and the reference's time alone."""
+
+    clock: TorchClock
+    base: list[Any]
+    live: list[Any]
+    work: Work
+    bandwidth_gbps: float
+    gflops: float
+    alone: Timing | None = None
+    fresh: int = 0
+
+    def refill(self, _slot: int) -> None:
+        """The next sample's inputs, in place: ``base`` scaled by a factor no sample repeats
+        (an answer that skips work when its inputs repeat, or keys a cache by pointer or shape,
+        computes every sample); integer inputs copied."""
+        self.fresh += 1
+        scale = 1.0 + self.fresh * FRESH_STEP
+        torch = self.clock.torch
+        for dst, src in zip(self.live, self.base, strict=True):
+            if isinstance(dst, torch.Tensor):
+                if dst.is_floating_point():
+                    torch.mul(src, scale, out=dst)
+                else:
+                    dst.copy_(src)
 
 
 class TorchHandler:
@@ -441,26 +260,15 @@ class TorchHandler:
                 raise RuntimeError("torch sees no CUDA device")
             self.device = torch.device("cuda", device)
             torch.cuda.set_device(self.device)
-        os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(tempfile.gettempdir(), "torch-extensions"))
-        self._pin()
-
-    def _pin(self) -> None:
-        torch = self.torch
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        torch.set_float32_matmul_precision("highest")
-
-    def _pinned(self) -> bool:
-        torch = self.torch
-        return (
-            not torch.backends.cuda.matmul.allow_tf32
-            and not torch.backends.cudnn.allow_tf32
-            and torch.get_float32_matmul_precision() == "highest"
-        )
+        tmp = tempfile.gettempdir()
+        os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(tmp, "torch-extensions"))
+        os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(tmp, "triton-cache"))
+        pin(torch)
+        self.cuda = self.device.type == "cuda"
 
     def describe(self) -> DeviceInfo:
         torch = self.torch
-        if self.device.type != "cuda":
+        if not self.cuda:
             return DeviceInfo("cpu", "", os.cpu_count() or 1, 0, 0)
         p = torch.cuda.get_device_properties(self.device)
         return DeviceInfo(
@@ -476,9 +284,14 @@ class TorchHandler:
         l2 = self.describe().l2_bytes
         return 2 * l2 if l2 else 64 << 20
 
+    def _sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
     def evaluate(self, job: TorchJob) -> TorchCandidateResult:
         start = time.perf_counter()
         cid, req = job.candidate.id, job.request
+        memory: dict[str, Any] = {}
 
         def verdict(
             status: Status, message: str, checks: tuple[Any, ...] = (), **kw: Any
@@ -490,22 +303,29 @@ class TorchHandler:
                 checks=tuple(checks),
                 seconds=time.perf_counter() - start,
             )
-            return TorchCandidateResult(result, **kw)
+            if self.cuda:
+                memory["peak_memory_bytes"] = int(self.torch.cuda.max_memory_allocated(self.device))
+            return TorchCandidateResult(result, **memory, **kw)
 
         status, why = screen(job.candidate.source)
         if status is not None:
             return verdict(status, why)
         torch = self.torch
         with torch.no_grad():
+            if self.cuda:
+                torch.cuda.reset_peak_memory_stats(self.device)
             try:  # trusted: the task; nothing of the answer has run yet
                 task = _module(req.task, "task.py")
                 init = list(task["get_init_inputs"]())
                 torch.manual_seed(req.seeds[0])
                 model = task["Model"](*init).to(self.device).eval()
                 cases = self._cases(task, model, req.seeds)
+                memory["footprint_bytes"] = self._footprint(model, cases[0])
+                prepared = self._prepare(model, cases[0]) if req.time else None
             except Exception as exc:
                 msg = f"the task's model failed: {type(exc).__name__}: {exc}"
                 return verdict(Status.CRASH, msg, task_error=msg[:MESSAGE_CHARS])
+            guard = Guard(torch, self.device)  # the last moment before any answer code runs
             try:
                 answer = _module(job.candidate.source, "answer.py")
                 cls = answer.get("ModelNew")
@@ -514,74 +334,138 @@ class TorchHandler:
                 torch.manual_seed(req.seeds[0])
                 new = cls(*init).to(self.device).eval()
             except Exception as exc:
+                if tampered := self._tampered(guard):
+                    return verdict(Status.REJECTED, tampered)
                 return verdict(Status.COMPILE_ERROR, f"building ModelNew failed: {_why(exc)}")
             checks: list[Check] = []
-            for case in cases:
-                try:
-                    got = outputs_of(new(*case.inputs))
-                    self._sync()
-                except Exception as exc:
+            for i, case in enumerate(cases):
+                inputs = case.make()
+                check, refusal = self._check(new, inputs, case, guard, case.label, cases[:i])
+                if refusal:
+                    return verdict(Status.REJECTED, refusal, checks=tuple(checks))
+                if check is None:
                     return verdict(
-                        Status.CRASH, f"{case.label} seed {case.seed}: {_why(exc)}", checks=tuple(checks)
+                        Status.CRASH, f"{case.label} seed {case.seed}: {self._crash}", tuple(checks)
                     )
-                if not self._pinned():
-                    return verdict(Status.REJECTED, "the answer turned TF32 or a lower matmul precision on")
-                if (changed := case.changed()) >= 0:
-                    msg = f"input {changed} modified ({case.label}, seed {case.seed})"
-                    return verdict(Status.REJECTED, msg, checks=tuple(checks))
-                check = (
-                    Check(case.label, case.seed, False, detail=got)
-                    if isinstance(got, str)
-                    else compare_outputs(case.label, case.seed, case.ref, case.moved, got, case.n)
-                )
                 checks.append(check)
                 if not check.ok:
-                    return verdict(
-                        Status.MISMATCH,
-                        f"{case.label} seed {case.seed}: {check.detail}",
-                        checks=tuple(checks),
-                    )
-            if not req.time:
+                    msg = f"{case.label} seed {case.seed}: {check.detail}"
+                    return verdict(Status.MISMATCH, msg, checks=tuple(checks))
+                poison(torch, inputs)
+                del inputs
+            if prepared is None:
                 return verdict(Status.OK, "verified (not timed)", checks=tuple(checks))
             try:
-                return self._timed(model, new, cases, req, verdict, tuple(checks))
+                return self._timed(model, new, cases, req, prepared, guard, verdict, tuple(checks))
             except Exception as exc:
                 return verdict(Status.CRASH, f"while timing: {_why(exc)}", checks=tuple(checks))
 
+    _crash = ""
+
+    def _check(
+        self, new: Any, inputs: list[Any], case: _Case, guard: Guard, label: str, earlier: Sequence[_Case]
+    ) -> tuple[Check | None, str]:
+        """The answer on ``inputs`` (which hold ``case``'s inputs): (its check against the
+        reference, '') or (None, why it is refused) -- (None, '') when it raised
+        (``self._crash`` says what).  A wrong output that is right for one of the ``earlier``
+        input sets is a result kept across calls: refused."""
+        torch = self.torch
+        try:
+            got = outputs_of(new(*inputs))
+            late = -1 if isinstance(got, str) else ready(torch, got, self._sync)
+        except Exception as exc:
+            self._crash = _why(exc)
+            return None, ""
+        where = f"{label}, seed {case.seed}"
+        if tampered := self._tampered(guard):
+            return None, tampered
+        if isinstance(got, str):
+            return Check(label, case.seed, False, detail=got), ""
+        if late >= 0:
+            return None, (
+                f"output {late} was not complete on the caller's stream when forward returned "
+                f"({where}): work left running on another stream"
+            )
+        for i, o in enumerate(got):
+            if type(o) not in (torch.Tensor, torch.nn.Parameter):
+                return None, f"output {i} is a {type(o).__name__}, a subclass of torch.Tensor ({where})"
+            if poisoned(torch, o):
+                return None, (
+                    f"output {i} was not written ({where}): it holds the pattern the harness "
+                    "wrote into memory it freed"
+                )
+        fresh = case.make()
+        changed = next(
+            (i for i, (a, b) in enumerate(zip(inputs, fresh, strict=True)) if not _same(torch, a, b)), -1
+        )
+        poison(torch, fresh)
+        if changed >= 0:
+            return None, f"input {changed} was modified ({where})"
+        check = compare_outputs(label, case.seed, case.ref, case.moved, got, case.n, self.device)
+        for other in earlier if not check.ok else ():
+            if compare_outputs(label, other.seed, other.ref, other.moved, got, other.n, self.device).ok:
+                return None, (
+                    f"its output on {case.label} seed {case.seed} is its output on {other.label} seed "
+                    f"{other.seed}: a result kept from an earlier call"
+                )
+        return check, ""
+
+    def _tampered(self, guard: Guard) -> str:
+        """What the answer changed of what the evaluation trusts ('' if nothing)."""
+        if not pinned(self.torch):
+            return "the answer turned TF32 or a lower matmul precision on"
+        changed = guard.changed()
+        return f"the answer changed torch or the timer: {changed}" if changed else ""
+
     def _cases(self, task: dict[str, Any], model: Any, seeds: Sequence[int]) -> list[_Case]:
         """The reference's outputs on every input set: ``get_inputs()`` then each set of
-        ``get_verify_inputs()``, per seed (the bench inputs of the first seed are timed)."""
+        ``get_verify_inputs()``, per seed, kept on the host; every tensor freed on the device is
+        poisoned first (:func:`~sandbox.torch_trust.poison`)."""
         torch = self.torch
-        params = list(model.parameters())
+        params = [*model.parameters(), *model.buffers()]
         cases = []
         for seed in seeds:
             sets: list[tuple[str, Callable[[], Any]]] = [("bench", lambda: [task["get_inputs"]()])]
             if "get_verify_inputs" in task:
                 sets.append(("verify", task["get_verify_inputs"]))
-            for label, make in sets:
-                torch.manual_seed(seed)
-                with torch.device(self.device):
-                    groups = make()
-                for j, group in enumerate(groups):
-                    inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in group]
+            for label, make_all in sets:
+                count = len(self._inputs(make_all, seed, None))
+                for j in range(count):
+                    make = partial(self._inputs, make_all, seed, j)
+                    inputs = make()
                     ref = outputs_of(model(*inputs))
                     if isinstance(ref, str):
                         raise ValueError(f"the reference's {ref}")
-                    moved = outputs_of(model(*self._perturbed(inputs, seed)))
+                    nudged = self._perturbed(inputs, seed)
+                    moved = cast(list[Any], outputs_of(model(*nudged)))
                     tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+                    n = reduction_length(tensors, params, ref)
+                    host_ref, host_moved = _host(ref), _host(moved)
+                    poison(torch, [*ref, *moved, *nudged, *inputs], keep=[*params, *inputs])
+                    del ref, moved, nudged, inputs, tensors
                     cases.append(
                         _Case(
                             label if label == "bench" else f"{label}[{j}]",
                             seed,
-                            inputs,
-                            [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs],
-                            ref,
-                            cast(list[Any], moved),
-                            reduction_length(tensors, params, ref),
+                            make,
+                            host_ref,
+                            host_moved,
+                            n,
                         )
                     )
         self._sync()
         return cases
+
+    def _inputs(self, make_all: Callable[[], Any], seed: int, j: int | None) -> list[Any]:
+        """Input set ``j`` of what ``make_all`` returns under ``seed`` (on the device); None:
+        every set (to count them)."""
+        torch = self.torch
+        torch.manual_seed(seed)
+        with torch.device(self.device):
+            groups = list(make_all())
+        if j is None:
+            return groups
+        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in groups[j]]
 
     def _perturbed(self, inputs: Sequence[Any], seed: int) -> list[Any]:
         """Float inputs with each element scaled by ``1 ± rho`` (signs from ``seed``)."""
@@ -595,101 +479,96 @@ class TorchHandler:
             out.append(x)
         return out
 
+    def _footprint(self, model: Any, case: _Case) -> int:
+        """The task's own device memory: its benchmark inputs, outputs and parameters."""
+        torch = self.torch
+        inputs = case.make()
+        size = nbytes(torch, inputs) + nbytes(torch, case.ref)
+        del inputs
+        return size + nbytes(torch, [*model.parameters(), *model.buffers()])
+
+    def _prepare(self, model: Any, case: _Case) -> _Bench:
+        """Before the answer is imported: the clock, the timed inputs, the reference's work (its
+        bytes and FLOPs), the device's ceilings and the reference's time alone."""
+        torch = self.torch
+        clock = TorchClock(torch, self.device)
+        base = case.make()
+        live = [x.clone() if isinstance(x, torch.Tensor) else x for x in base]
+        counted, outs = work(torch, model, live)
+        poison(torch, outs, keep=[*live, *model.parameters(), *model.buffers()])
+        del outs
+        bandwidth = gflops = 0.0
+        if self.cuda:
+            dtypes = {t.dtype for t in [*live, *model.parameters()] if isinstance(t, torch.Tensor)}
+            bandwidth, gflops = ceilings(torch, self.device, clock, dtypes)
+        prepared = _Bench(clock, base, live, counted, bandwidth, gflops)
+        prepared.alone = self._sample(prepared, [lambda _: model(*live)], REFERENCE_BUDGET).timings[0]
+        return prepared
+
+    def _sample(self, b: _Bench, calls: Sequence[Callable[[int], Any]], budget: Budget) -> Sampled:
+        flusher = Flusher(cast(Runtime, b.clock), self.flush_bytes())
+        try:
+            return bench(
+                cast(Runtime, b.clock), calls, 1, flusher, budget, reset=b.refill, settle=b.clock.settle
+            )
+        finally:
+            flusher.close()
+
     def _timed(
         self,
         model: Any,
         new: Any,
         cases: Sequence[_Case],
         req: TorchRequest,
+        b: _Bench,
+        guard: Guard,
         verdict: Callable[..., TorchCandidateResult],
         checks: tuple[Check, ...],
     ) -> TorchCandidateResult:
-        """Time ``new`` against eager ``model``, then against ``torch.compile(model)``.  Before
-        every sample the timed input tensors are refilled, in place, with the next seed's benchmark
-        inputs (outside the timed region); after each timing, :func:`honest` checks the answer on
-        every seed's inputs in those same tensors, which an output cached by tensor (pointer,
-        shape) fails."""
+        """Time ``new`` against eager ``model``, then against ``torch.compile(model)``: each sample
+        on fresh inputs (:meth:`_Bench.refill`), ended by a device-wide synchronize.  Then, in
+        order: the answer checked again on every seed's inputs in the timed tensors
+        (``rejected``: a cache by tensor, work that stops once verified); the reference's time in
+        the pairs against its time before the answer was loaded (``rejected``: the answer slowed
+        the reference down); the physics floor and, for a speedup of :data:`RETIME_FROM` or more,
+        the host clock's agreement (``implausible``)."""
         torch = self.torch
-        sets = [c for c in cases if c.label == "bench"]
-        live = [x.clone() if isinstance(x, torch.Tensor) else x for x in sets[0].inputs]
-        at = [0]  # which set ``live`` holds
+        bench_cases = [c for c in cases if c.label == "bench"]
 
-        def refill_with(case: _Case) -> None:
-            for dst, src in zip(live, case.inputs, strict=True):
-                if isinstance(dst, torch.Tensor):
-                    dst.copy_(src)
-
-        def refill(_: int) -> None:
-            at[0] = (at[0] + 1) % len(sets)
-            refill_with(sets[at[0]])
-
-        def honest(what: str) -> TorchCandidateResult | None:
-            """After timing: the timed tensors refilled with each seed's inputs in turn, the
-            answer's output must be that seed's output (a cached one fits at most one seed) and
-            the inputs intact."""
-            for case in sets:
-                refill_with(case)
-                got = outputs_of(new(*live))
-                check = (
-                    Check("timed", case.seed, False, detail=got)
-                    if isinstance(got, str)
-                    else compare_outputs("timed", case.seed, case.ref, case.moved, got, case.n)
-                )
+        def honest(what: str) -> str:
+            for i, case in enumerate(bench_cases):
+                fresh = case.make()
+                for dst, src in zip(b.live, fresh, strict=True):
+                    if isinstance(dst, torch.Tensor):
+                        dst.copy_(src)
+                poison(torch, fresh)
+                others = bench_cases[:i] + bench_cases[i + 1 :]
+                check, refusal = self._check(new, b.live, case, guard, "timed", others)
+                if refusal:
+                    return f"{what}: {refusal}"
+                if check is None:
+                    return f"{what}: it raised once timed ({self._crash})"
                 if not check.ok:
-                    why = f"{what}: once timed, its output is not the output of its inputs ({check.detail})"
-                    return verdict(Status.REJECTED, why, checks=checks)
-                changed = next(
-                    (i for i, (a, b) in enumerate(zip(live, case.inputs, strict=True)) if not _same(a, b)), -1
-                )
-                if changed >= 0:
-                    return verdict(
-                        Status.REJECTED, f"{what}: input {changed} modified while timed", checks=checks
-                    )
-            return None
+                    return f"{what}: once timed, its output is not the output of its inputs ({check.detail})"
+            return ""
 
         def timed(reference: Callable[[], Any]) -> tuple[list[Timing], tuple[float, float, float], int]:
-            flusher = Flusher(cast(Runtime, clock), self.flush_bytes())
-            try:
-                sampled = bench(
-                    cast(Runtime, clock),
-                    [lambda _: reference(), lambda _: new(*live)],
-                    1,
-                    flusher,
-                    req.budget,
-                    reset=refill,
-                    gate=cast(Gate, SleepGate()) if clock.cuda and hasattr(torch.cuda, "_sleep") else None,
-                )
-            finally:
-                flusher.close()
+            sampled = self._sample(b, [lambda _: reference(), lambda _: new(*b.live)], req.budget)
             return sampled.timings, paired(sampled.ratios), len(sampled.ratios)
 
-        clock = TorchClock(self.device)
-        timings, (speed, low, high), pairs = timed(lambda: model(*live))
+        timings, (speed, low, high), pairs = timed(lambda: model(*b.live))
         if refused := honest("against eager"):
-            return refused
-        compiled: dict[str, Any] = {}
-        note = ""
-        fast = None
-        if req.compiled:
-            try:
-                fast = torch.compile(model)
-                fast(*live)
-            except Exception as exc:
-                note = f"torch.compile(Model) failed: {_why(exc)}"
-                fast = None
-        if fast is not None:
-            c_timings, (c_speed, c_low, c_high), _ = timed(lambda: fast(*live))
-            if refused := honest("against torch.compile"):
-                return refused
-            compiled = {
-                "compiled_speedup": c_speed,
-                "compiled_speedup_low": c_low,
-                "compiled_speedup_high": c_high,
-                "compiled_timing": c_timings[0],
-            }
-        message = "verified; timed against eager" + (" and torch.compile" if compiled else "")
+            return verdict(Status.REJECTED, refused, checks=checks)
+        alone = b.alone.median_ms if b.alone else 0.0
+        paired_ref = timings[0].median_ms
+        if alone > 0 and paired_ref > DRIFT * alone and paired_ref - alone > DRIFT_FLOOR_MS:
+            why = (
+                f"the reference ran {paired_ref / alone:.2f}x slower beside the answer ({paired_ref:.4g} ms) "
+                f"than before the answer was loaded ({alone:.4g} ms): the answer changed the reference"
+            )
+            return verdict(Status.REJECTED, why, checks=checks)
         result = replace(
-            verdict(Status.OK, message).result,
+            verdict(Status.OK, "verified; timed against eager").result,
             checks=checks,
             timing=timings[1],
             baseline_timing=timings[0],
@@ -697,13 +576,94 @@ class TorchHandler:
             speedup_low=low,
             speedup_high=high,
             pairs=pairs,
-            note=note,
         )
-        return TorchCandidateResult(result, **compiled)
+        result = self._floor(result, b)
+        extra: dict[str, Any] = {}
+        if result.status is Status.OK and speed >= RETIME_FROM:
+            wall = self._wall(b, model, new)
+            extra["wall_speedup"] = wall
+            if speed > WALL_AGREE * wall:
+                why = (
+                    f"implausible: the events measure {speed:.2f}x, the host clock over many calls "
+                    f"{wall:.2f}x (they may differ by {WALL_AGREE:g}x at most): work must have "
+                    "escaped the timed region"
+                )
+                result = replace(result, status=Status.IMPLAUSIBLE, message=why)
+        if result.status is not Status.OK:
+            return TorchCandidateResult(result, **extra, **self._memory(b))
+        if req.compiled:
+            compiled, note = self._compiled(model, new, b, timed, honest)
+            if isinstance(compiled, str):
+                return verdict(Status.REJECTED, compiled, checks=checks)
+            extra.update(compiled)
+            message = "verified; timed against eager" + (" and torch.compile" if compiled else "")
+            result = replace(result, message=message, note=note)
+        return TorchCandidateResult(result, **extra, **self._memory(b))
 
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            self.torch.cuda.synchronize(self.device)
+    def _memory(self, b: _Bench) -> dict[str, Any]:
+        if not self.cuda:
+            return {}
+        return {"peak_memory_bytes": int(self.torch.cuda.max_memory_allocated(self.device))}
+
+    def _compiled(
+        self, model: Any, new: Any, b: _Bench, timed: Callable[..., Any], honest: Callable[[str], str]
+    ) -> tuple[dict[str, Any] | str, str]:
+        """The speedup against ``torch.compile(model)`` (fields of the result), or why the answer
+        is refused once timed against it; and a note when torch.compile failed."""
+        try:
+            fast = self.torch.compile(model)
+            fast(*b.live)
+        except Exception as exc:
+            return {}, f"torch.compile(Model) failed: {_why(exc)}"
+        c_timings, (c_speed, c_low, c_high), _ = timed(lambda: fast(*b.live))
+        if refused := honest("against torch.compile"):
+            return refused, ""
+        return {
+            "compiled_speedup": c_speed,
+            "compiled_speedup_low": c_low,
+            "compiled_speedup_high": c_high,
+            "compiled_timing": c_timings[0],
+        }, ""
+
+    def _floor(self, result: CandidateResult, b: _Bench) -> CandidateResult:
+        """``result`` with its throughput for the reference's work against the device's measured
+        ceilings, ``implausible`` beyond them (:func:`sandbox.timing.implausible`).  A floor the
+        reference itself breaks (a FLOP count above what the library executes: Winograd, FFT) is
+        not applied."""
+        if not self.cuda or result.timing is None or result.timing.median_ms <= 0:
+            return result
+        nbytes_, flops = b.work.nbytes, b.work.flops
+        alone = b.alone.median_ms if b.alone else 0.0
+        if alone > 0 and flops / (alone * 1e-3) / 1e9 > b.gflops * PLAUSIBLE_PCT / 100:
+            flops = 0
+        seconds = result.timing.median_ms * 1e-3
+        gbps, gflops = nbytes_ / seconds / 1e9, flops / seconds / 1e9
+        measured = replace(
+            result,
+            achieved_gbps=gbps,
+            achieved_gflops=gflops,
+            pct_peak_bandwidth=percent_of_peak(gbps, b.bandwidth_gbps),
+            pct_peak_flops=percent_of_peak(gflops, b.gflops),
+        )
+        why = implausible(measured)
+        return replace(measured, status=Status.IMPLAUSIBLE, message=why) if why else measured
+
+    def _wall(self, b: _Bench, model: Any, new: Any) -> float:
+        """The speedup by the host clock: each side called back to back for about
+        :data:`WALL_TARGET_MS`, ending in a device-wide synchronize, alternating, the median of
+        :data:`WALL_ROUNDS` ratios."""
+        ref_calls = self._calls(b, lambda: model(*b.live))
+        new_calls = self._calls(b, lambda: new(*b.live))
+        ratios = []
+        for _ in range(WALL_ROUNDS):
+            ref_ms = wall_ms(b.clock, lambda: model(*b.live), ref_calls)
+            new_ms = wall_ms(b.clock, lambda: new(*b.live), new_calls)
+            ratios.append(ref_ms / new_ms if new_ms > 0 else 0.0)
+        return float(np.median(ratios))
+
+    def _calls(self, b: _Bench, fn: Callable[[], Any]) -> int:
+        once = max(wall_ms(b.clock, fn, 1), 1e-3)
+        return max(3, min(10_000, int(WALL_TARGET_MS / once)))
 
     def __call__(self, job: Any) -> Any:
         if isinstance(job, InfoJob):
@@ -713,11 +673,11 @@ class TorchHandler:
         return Reply(self.evaluate(job))
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Whether an input still holds the bytes it held (NaN payloads included; not a tensor: yes)."""
-    torch = _torch()
-    if not isinstance(a, torch.Tensor):
-        return True
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    return bool(torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)))
+def _host(tensors: Sequence[Any]) -> list[Any]:
+    """Copies on the host (never the tensors themselves: the device's are poisoned)."""
+    return [t.detach().to("cpu", copy=True) for t in tensors]
+
+
+def _same(torch: Any, a: Any, b: Any) -> bool:
+    """Whether an input still holds the bytes it held (not a tensor: yes)."""
+    return not isinstance(a, torch.Tensor) or same_bytes(torch, a, b)

@@ -39,7 +39,7 @@ from sandbox.contract import (
 )
 from sandbox.executor import ProgressFn
 from sandbox.testing import DEVICE, FakeExecutor
-from sandbox.torch_eval import screen
+from sandbox.screen import screen
 
 DEFINITION_OF = {
     "HACK_INPUT": (Status.REJECTED, "n=1000 seed 1: input `x` was modified"),

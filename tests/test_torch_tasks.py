@@ -147,14 +147,14 @@ def test_the_cache_key_ignores_layout_and_comments_only() -> None:
     ],
 )
 def test_the_screen_refuses_what_reaches_past_model_new(body: str, why: str) -> None:
-    from sandbox.torch_eval import screen
+    from sandbox.screen import screen
 
     status, message = screen("import torch\n" + body)
     assert status is Status.REJECTED and why in message
 
 
 def test_the_screen_lets_an_ordinary_answer_through() -> None:
-    from sandbox.torch_eval import screen
+    from sandbox.screen import screen
 
     inline = """
     import torch
@@ -310,11 +310,12 @@ def test_the_evaluation_on_the_cpu_gives_each_answer_its_verdict() -> None:
     assert got["wrong"].result.status is Status.MISMATCH
     assert (
         got["in_place"].result.status is Status.REJECTED
-        and "input 0 modified" in got["in_place"].result.message
+        and "input 0 was modified" in got["in_place"].result.message
     )
     assert got["raises"].result.status is Status.CRASH and "not written yet" in got["raises"].result.message
     cached = got["cached"].result  # verified (fresh tensors every time), caught once timed
-    assert cached.status is Status.REJECTED and "not the output of its inputs" in cached.message
+    assert cached.status is Status.REJECTED  # on the verification's reused memory, or once timed
+    assert "a result kept from an earlier call" in cached.message or "not the output of its inputs" in cached.message
 
 
 GPU_ANSWERS = {  # per task: a correct ModelNew (pure torch), a wrong one, one that writes its input

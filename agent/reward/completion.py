@@ -28,7 +28,7 @@ from agent.proposal import Proposal
 from agent.reward.tasks import AnyTask, Task, TorchTask
 from agent.source import Document
 from sandbox.contract import DeviceInfo
-from sandbox.torch_eval import ALLOWED_MODULES, FORBIDDEN_NAMES
+from sandbox.screen import ALLOWED_MODULES, FORBIDDEN_NAMES
 
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 TOOL_NAME = "verify_and_time"
