@@ -482,8 +482,8 @@ class TorchCandidateResult:
     against ``torch.compile(Model)`` (0: not timed).  ``task_error``: the task's own model failed
     here (no verdict on the candidate).  ``footprint_bytes``: the task's own device memory (its
     benchmark inputs, outputs and parameters); ``peak_memory_bytes``: the most the evaluation
-    held on the device (0: on the CPU); ``wall_speedup``: the speedup by the host clock, measured
-    for speedups of 1.5 or more (0: not measured)."""
+    held on the device (0: on the CPU); ``wall_ms``: the answer's median time per call by the host
+    clock, measured for speedups of 1.5 or more (0: not measured)."""
 
     result: CandidateResult
     compiled_speedup: float = 0.0
@@ -493,7 +493,7 @@ class TorchCandidateResult:
     task_error: str = ""
     footprint_bytes: int = 0
     peak_memory_bytes: int = 0
-    wall_speedup: float = 0.0
+    wall_ms: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -176,9 +176,13 @@ REFERENCE_BUDGET = Budget(min_samples=10, max_samples=40, time_budget_ms=150.0)
 DRIFT = 1.5  # the reference may not run this much slower in the pairs than before the answer was loaded
 DRIFT_FLOOR_MS = 0.02  # ...nor by less than this (the host's launch jitter on tiny tasks)
 RETIME_FROM = 1.5  # a speedup from here on is re-timed by the host clock
-WALL_AGREE = 2.0  # the events' speedup may exceed the host clock's by at most this factor
-WALL_TARGET_MS = 100.0  # host-clock time per side and round of the re-timing
-WALL_ROUNDS = 3
+# the host clock brackets the interval the events bracket, from the same device-wide synchronize
+# to the next: it adds only the host's wake-up and launch latency (a launch + synchronize round
+# trip is ~10 us on an H100), so an answer whose host-clock median exceeds its event median by
+# more than WALL_AGREE times plus WALL_SLACK_MS ran work the events did not see
+WALL_AGREE = 1.5
+WALL_SLACK_MS = 0.05
+WALL_CALLS = 30
 
 
 def _torch() -> Any:
@@ -579,13 +583,16 @@ class TorchHandler:
         )
         result = self._floor(result, b)
         extra: dict[str, Any] = {}
-        if result.status is Status.OK and speed >= RETIME_FROM:
-            wall = self._wall(b, model, new)
-            extra["wall_speedup"] = wall
-            if speed > WALL_AGREE * wall:
+        if (
+            self.cuda and result.status is Status.OK and speed >= RETIME_FROM
+        ):  # on the CPU both are the host clock
+            wall, events = self._wall(b, new), timings[1].median_ms
+            extra["wall_ms"] = wall
+            if wall > WALL_AGREE * events + WALL_SLACK_MS:
                 why = (
-                    f"implausible: the events measure {speed:.2f}x, the host clock over many calls "
-                    f"{wall:.2f}x (they may differ by {WALL_AGREE:g}x at most): work must have "
+                    f"implausible: the events measure {events:.4g} ms per call, the host clock "
+                    f"{wall:.4g} ms over {WALL_CALLS} calls each ended by a device-wide synchronize "
+                    f"(at most {WALL_AGREE:g}x + {WALL_SLACK_MS * 1e3:.0f} us apart): work must have "
                     "escaped the timed region"
                 )
                 result = replace(result, status=Status.IMPLAUSIBLE, message=why)
@@ -648,22 +655,13 @@ class TorchHandler:
         why = implausible(measured)
         return replace(measured, status=Status.IMPLAUSIBLE, message=why) if why else measured
 
-    def _wall(self, b: _Bench, model: Any, new: Any) -> float:
-        """The speedup by the host clock: each side called back to back for about
-        :data:`WALL_TARGET_MS`, ending in a device-wide synchronize, alternating, the median of
-        :data:`WALL_ROUNDS` ratios."""
-        ref_calls = self._calls(b, lambda: model(*b.live))
-        new_calls = self._calls(b, lambda: new(*b.live))
-        ratios = []
-        for _ in range(WALL_ROUNDS):
-            ref_ms = wall_ms(b.clock, lambda: model(*b.live), ref_calls)
-            new_ms = wall_ms(b.clock, lambda: new(*b.live), new_calls)
-            ratios.append(ref_ms / new_ms if new_ms > 0 else 0.0)
-        return float(np.median(ratios))
-
-    def _calls(self, b: _Bench, fn: Callable[[], Any]) -> int:
-        once = max(wall_ms(b.clock, fn, 1), 1e-3)
-        return max(3, min(10_000, int(WALL_TARGET_MS / once)))
+    def _wall(self, b: _Bench, new: Any) -> float:
+        """The answer's median host-clock time per call (:func:`~sandbox.torch_trust.wall_ms`)."""
+        flusher = Flusher(cast(Runtime, b.clock), self.flush_bytes())
+        try:
+            return wall_ms(b.clock, lambda: (b.refill(0), flusher.flush()), lambda: new(*b.live), WALL_CALLS)
+        finally:
+            flusher.close()
 
     def __call__(self, job: Any) -> Any:
         if isinstance(job, InfoJob):

@@ -301,12 +301,16 @@ def ceilings(torch: Any, device: Any, clock: TorchClock, dtypes: Iterable[Any]) 
     return copy(), max(gemm(d) for d in floats)
 
 
-def wall_ms(clock: TorchClock, fn: Callable[[], Any], calls: int) -> float:
-    """Host-clock milliseconds per call over ``calls`` calls back to back, ending in a
-    device-wide synchronize."""
-    clock.settle()
-    start = clock.now()
+def wall_ms(clock: TorchClock, prepare: Callable[[], None], fn: Callable[[], Any], calls: int) -> float:
+    """The median host-clock milliseconds of ``calls`` calls of ``fn``, each after ``prepare``
+    (fresh inputs, a flushed L2) and a device-wide synchronize, each ended by another: the
+    interval the events bracket, read from the host's clock."""
+    samples = []
     for _ in range(calls):
+        prepare()
+        clock.settle()
+        start = clock.now()
         fn()
-    clock.settle()
-    return (clock.now() - start) * 1e3 / calls
+        clock.settle()
+        samples.append((clock.now() - start) * 1e3)
+    return float(np.median(samples))

@@ -409,6 +409,12 @@ class FakeTensor:
     def cpu(self) -> FakeTensor:
         return self
 
+    def reshape(self, *shape: int) -> FakeTensor:
+        return FakeTensor(self.a.reshape(*shape))
+
+    def __getitem__(self, part: slice) -> FakeTensor:
+        return FakeTensor(self.a[part])
+
     def numpy(self) -> Any:
         return self.a
 
@@ -439,6 +445,28 @@ def test_outputs_are_compared_with_the_sandboxs_tolerance_model() -> None:
     assert not wrong_type.ok and "float64" in wrong_type.detail
     extra = compare_outputs("bench", 1, [T(ref)], [T(moved)], [T(ref), T(ref)], n)
     assert not extra.ok and "2 outputs" in extra.detail
+
+
+def test_large_outputs_are_compared_in_pieces_with_the_same_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sandbox.torch_eval as torch_eval
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((256, 512)).astype(np.float32)
+    ref, moved = np.tanh(x), np.tanh(x * np.float32(1 + 2**-10))
+    bad = ref.copy()
+    bad[200, 7] += 0.01
+    T = FakeTensor
+
+    def check(got: Any) -> Any:
+        return torch_eval.compare_outputs("bench", 1, [T(ref)], [T(moved)], [T(got)], 1)
+
+    whole = check(bad)
+    monkeypatch.setattr(torch_eval, "CHUNK", 4096)  # 32 pieces
+    assert check(ref).ok and check(np.tanh(x.astype(np.float64)).astype(np.float32)).ok
+    pieces = check(bad)
+    assert not whole.ok and not pieces.ok
+    # the same element found; its bound from its own piece's statistics
+    assert pieces.detail.split(" (")[0] == whole.detail.split(" (")[0] and "expected" in pieces.detail
 
 
 def test_each_answer_runs_in_a_fresh_process_and_a_hang_or_a_death_is_its_verdict(
