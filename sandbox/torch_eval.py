@@ -192,14 +192,21 @@ def _torch() -> Any:
 
 
 def _module(source: str, filename: str) -> dict[str, Any]:
-    namespace: dict[str, Any] = {"__name__": filename.removesuffix(".py")}
-    exec(compile(source, filename, "exec"), namespace)
+    """Run ``source`` as a module from a file of its own (Triton's ``@jit``, CuTe DSL and
+    TileLang read their kernels' source back through ``inspect``)."""
+    path = os.path.join(tempfile.mkdtemp(prefix="torch-eval-"), filename)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(source)
+    namespace: dict[str, Any] = {"__name__": filename.removesuffix(".py"), "__file__": path}
+    exec(compile(source, path, "exec"), namespace)
     return namespace
 
 
 def _why(exc: BaseException) -> str:
     """An exception in one line, where in the answer it was raised first."""
-    where = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "answer.py"]
+    where = [
+        f for f in traceback.extract_tb(exc.__traceback__) if os.path.basename(f.filename) == "answer.py"
+    ]
     at = f" (answer line {where[-1].lineno})" if where else ""
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}{at}"[
         :MESSAGE_CHARS
@@ -445,7 +452,8 @@ class TorchHandler:
                     tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
                     n = reduction_length(tensors, params, ref)
                     host_ref, host_moved = _host(ref), _host(moved)
-                    poison(torch, [*ref, *moved, *nudged, *inputs], keep=[*params, *inputs])
+                    poison(torch, [*ref, *moved], keep=[*params, *inputs, *nudged])
+                    poison(torch, [*nudged, *inputs], keep=params)
                     del ref, moved, nudged, inputs, tensors
                     cases.append(
                         _Case(
@@ -482,6 +490,31 @@ class TorchHandler:
                 x = x * torch.where(up, 1.0 + PERTURBATION, 1.0 - PERTURBATION).to(x.dtype)
             out.append(x)
         return out
+
+    def _swapped(self, model: Any, case: _Case) -> _Case:
+        """``case``'s inputs but for two elements of its first float input swapped (the same
+        shape, sum and most elements: what a cheap fingerprint of the inputs cannot tell apart),
+        with the reference's outputs on them."""
+        torch = self.torch
+
+        def make() -> list[Any]:
+            inputs = case.make()
+            x = next((t for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()), None)
+            if x is not None and x.numel() >= 3:
+                flat = x.view(-1)
+                i, j = flat.numel() // 3, 2 * flat.numel() // 3
+                flat[i], flat[j] = flat[j].clone(), flat[i].clone()
+            return inputs
+
+        inputs = make()
+        ref = cast(list[Any], outputs_of(model(*inputs)))
+        nudged = self._perturbed(inputs, case.seed)
+        moved = cast(list[Any], outputs_of(model(*nudged)))
+        swapped = _Case("swapped", case.seed, make, _host(ref), _host(moved), case.n)
+        params = [*model.parameters(), *model.buffers()]
+        poison(torch, [*ref, *moved], keep=[*params, *inputs, *nudged])
+        poison(torch, [*nudged, *inputs], keep=params)
+        return swapped
 
     def _footprint(self, model: Any, case: _Case) -> int:
         """The task's own device memory: its benchmark inputs, outputs and parameters."""
@@ -540,13 +573,17 @@ class TorchHandler:
         bench_cases = [c for c in cases if c.label == "bench"]
 
         def honest(what: str) -> str:
-            for i, case in enumerate(bench_cases):
+            if tampered := self._tampered(guard):  # before the reference runs on the swapped inputs
+                return f"{what}: {tampered}"
+            rounds = [(case, bench_cases[:i] + bench_cases[i + 1 :]) for i, case in enumerate(bench_cases)]
+            rounds.append((self._swapped(model, bench_cases[0]), bench_cases[:1]))
+            for case, others in rounds:
                 fresh = case.make()
                 for dst, src in zip(b.live, fresh, strict=True):
                     if isinstance(dst, torch.Tensor):
                         dst.copy_(src)
                 poison(torch, fresh)
-                others = bench_cases[:i] + bench_cases[i + 1 :]
+                del fresh
                 check, refusal = self._check(new, b.live, case, guard, "timed", others)
                 if refusal:
                     return f"{what}: {refusal}"

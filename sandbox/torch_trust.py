@@ -119,7 +119,6 @@ def _watched(torch: Any) -> list[tuple[str, Any]]:
         ("torch.nn.Module", torch.nn.Module),
         ("torch.cuda.Event", torch.cuda.Event),
         ("torch.cuda.Stream", torch.cuda.Stream),
-        ("torch.utils.flop_counter", torch.utils.flop_counter),
         ("time", clock_module),
     ]
 
