@@ -430,8 +430,9 @@ class TorchHandler:
 
     def _cases(self, task: dict[str, Any], model: Any, seeds: Sequence[int]) -> list[_Case]:
         """The reference's outputs on every input set: ``get_inputs()`` then each set of
-        ``get_verify_inputs()``, per seed, kept on the host; every tensor freed on the device is
-        poisoned first (:func:`~sandbox.torch_trust.poison`)."""
+        ``get_verify_inputs()``, per seed, and the first seed's benchmark inputs with two
+        elements swapped (:func:`_swapped`); kept on the host; every tensor freed on the device
+        is poisoned first (:func:`~sandbox.torch_trust.poison`)."""
         torch = self.torch
         params = [*model.parameters(), *model.buffers()]
         cases = []
@@ -441,30 +442,29 @@ class TorchHandler:
                 sets.append(("verify", task["get_verify_inputs"]))
             for label, make_all in sets:
                 count = len(self._inputs(make_all, seed, None))
-                for j in range(count):
-                    make = partial(self._inputs, make_all, seed, j)
+                makes = [
+                    (label if label == "bench" else f"{label}[{j}]", partial(self._inputs, make_all, seed, j))
+                    for j in range(count)
+                ]
+                if label == "bench" and seed == seeds[0]:
+                    makes.append(("swapped", partial(_swapped, torch, makes[0][1])))
+                for name, make in makes:
                     inputs = make()
                     ref = outputs_of(model(*inputs))
                     if isinstance(ref, str):
                         raise ValueError(f"the reference's {ref}")
-                    nudged = self._perturbed(inputs, seed)
-                    moved = cast(list[Any], outputs_of(model(*nudged)))
+                    host_ref = _host(ref)
                     tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
                     n = reduction_length(tensors, params, ref)
-                    host_ref, host_moved = _host(ref), _host(moved)
-                    poison(torch, [*ref, *moved], keep=[*params, *inputs, *nudged])
+                    poison(torch, ref, keep=[*params, *inputs])
+                    del ref
+                    nudged = self._perturbed(inputs, seed)
+                    moved = cast(list[Any], outputs_of(model(*nudged)))
+                    host_moved = _host(moved)
+                    poison(torch, moved, keep=[*params, *inputs, *nudged])
                     poison(torch, [*nudged, *inputs], keep=params)
-                    del ref, moved, nudged, inputs, tensors
-                    cases.append(
-                        _Case(
-                            label if label == "bench" else f"{label}[{j}]",
-                            seed,
-                            make,
-                            host_ref,
-                            host_moved,
-                            n,
-                        )
-                    )
+                    del moved, nudged, inputs, tensors
+                    cases.append(_Case(name, seed, make, host_ref, host_moved, n))
         self._sync()
         return cases
 
@@ -491,31 +491,6 @@ class TorchHandler:
             out.append(x)
         return out
 
-    def _swapped(self, model: Any, case: _Case) -> _Case:
-        """``case``'s inputs but for two elements of its first float input swapped (the same
-        shape, sum and most elements: what a cheap fingerprint of the inputs cannot tell apart),
-        with the reference's outputs on them."""
-        torch = self.torch
-
-        def make() -> list[Any]:
-            inputs = case.make()
-            x = next((t for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()), None)
-            if x is not None and x.numel() >= 3:
-                flat = x.view(-1)
-                i, j = flat.numel() // 3, 2 * flat.numel() // 3
-                flat[i], flat[j] = flat[j].clone(), flat[i].clone()
-            return inputs
-
-        inputs = make()
-        ref = cast(list[Any], outputs_of(model(*inputs)))
-        nudged = self._perturbed(inputs, case.seed)
-        moved = cast(list[Any], outputs_of(model(*nudged)))
-        swapped = _Case("swapped", case.seed, make, _host(ref), _host(moved), case.n)
-        params = [*model.parameters(), *model.buffers()]
-        poison(torch, [*ref, *moved], keep=[*params, *inputs, *nudged])
-        poison(torch, [*nudged, *inputs], keep=params)
-        return swapped
-
     def _footprint(self, model: Any, case: _Case) -> int:
         """The task's own device memory: its benchmark inputs, outputs and parameters."""
         torch = self.torch
@@ -540,6 +515,7 @@ class TorchHandler:
             bandwidth, gflops = ceilings(torch, self.device, clock, dtypes)
         prepared = _Bench(clock, base, live, counted, bandwidth, gflops)
         prepared.alone = self._sample(prepared, [lambda _: model(*live)], REFERENCE_BUDGET).timings[0]
+        prepared.base, prepared.live = [], []  # made again for timing: not held while verifying
         return prepared
 
     def _sample(self, b: _Bench, calls: Sequence[Callable[[int], Any]], budget: Budget) -> Sampled:
@@ -571,12 +547,14 @@ class TorchHandler:
         the host clock's agreement (``implausible``)."""
         torch = self.torch
         bench_cases = [c for c in cases if c.label == "bench"]
+        b.base = bench_cases[0].make()
+        b.live = [x.clone() if isinstance(x, torch.Tensor) else x for x in b.base]
 
         def honest(what: str) -> str:
             if tampered := self._tampered(guard):  # before the reference runs on the swapped inputs
                 return f"{what}: {tampered}"
             rounds = [(case, bench_cases[:i] + bench_cases[i + 1 :]) for i, case in enumerate(bench_cases)]
-            rounds.append((self._swapped(model, bench_cases[0]), bench_cases[:1]))
+            rounds += [(case, bench_cases[:1]) for case in cases if case.label == "swapped"]
             for case, others in rounds:
                 fresh = case.make()
                 for dst, src in zip(b.live, fresh, strict=True):
@@ -707,6 +685,19 @@ class TorchHandler:
         if not isinstance(job, TorchJob):
             return Reply(None, unavailable="a PyTorch worker serves PyTorch jobs only")
         return Reply(self.evaluate(job))
+
+
+def _swapped(torch: Any, make: Callable[[], list[Any]]) -> list[Any]:
+    """The inputs ``make`` gives but for two elements of the first float input swapped: the same
+    shape, sum and nearly every element (what a cheap fingerprint of the inputs cannot tell
+    apart), a different output for most tasks."""
+    inputs = make()
+    x = next((t for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()), None)
+    if x is not None and x.numel() >= 3:
+        flat = x.view(-1)
+        i, j = flat.numel() // 3, 2 * flat.numel() // 3
+        flat[i], flat[j] = flat[j].clone(), flat[i].clone()
+    return inputs
 
 
 def _host(tensors: Sequence[Any]) -> list[Any]:

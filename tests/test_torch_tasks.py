@@ -305,7 +305,7 @@ def test_the_evaluation_on_the_cpu_gives_each_answer_its_verdict() -> None:
     got = {c.id: handler.evaluate(TorchJob(request, i)) for i, c in enumerate(request.candidates)}
     ok = got["ok"].result
     assert ok.status is Status.OK, ok.message
-    assert len(ok.checks) == 4 and all(c.ok for c in ok.checks)  # (bench + verify size) x 2 seeds
+    assert len(ok.checks) == 5 and all(c.ok for c in ok.checks)  # (bench + verify size) x 2 seeds, swapped
     assert ok.pairs > 0 and ok.speedup > 0 and ok.baseline_timing is not None
     assert got["wrong"].result.status is Status.MISMATCH
     assert (
