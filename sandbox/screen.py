@@ -96,7 +96,7 @@ def screen(source: str) -> tuple[Status | None, str]:
         return Status.COMPILE_ERROR, f"syntax error, line {exc.lineno}: {exc.msg}"
     except ValueError as exc:  # NUL bytes
         return Status.COMPILE_ERROR, f"not Python source: {exc}"
-    classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    classes = {n.name: _class_constants(n) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     refusal = _Screen(classes).refusal(tree)
     if refusal:
         return Status.REJECTED, f"refused: {refusal}"
@@ -113,8 +113,8 @@ class _Screen:
     """One walk over an answer's syntax tree, knowing in each scope which name (if any) is the
     answer's own object (a method's unrebound first parameter)."""
 
-    def __init__(self, classes: set[str]) -> None:
-        self.classes = classes
+    def __init__(self, classes: dict[str, set[str]]) -> None:
+        self.classes = classes  # the answer's classes, with the names their bodies assign
 
     def refusal(self, tree: ast.AST) -> str:
         stack: list[tuple[ast.AST, str]] = [(tree, "")]
@@ -152,7 +152,7 @@ class _Screen:
         if isinstance(node, ast.Name) and (node.id in FORBIDDEN_NAMES or node.id.startswith("__")):
             return f"use of {node.id}"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super":
-            return "super with arguments" if node.args or node.keywords else ""
+            return "" if self._plain_super(node, own) else "super with arguments but (its class, self)"
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
             base: ast.expr = node
             while isinstance(base, ast.Subscript):
@@ -170,9 +170,40 @@ class _Screen:
             return f"attribute {node.attr}"
         if node.attr.startswith("_") and node.attr != "__init__" and not _through(node, own):
             return f"private attribute {node.attr} of {ast.unparse(node.value)[:60]}"
-        if isinstance(node.value, ast.Name) and node.value.id in self.classes:
-            return f"{node.value.id}.{node.attr}: a class's attributes are reached through its instances"
+        owner = node.value.id if isinstance(node.value, ast.Name) else ""
+        if owner in self.classes and node.attr not in self.classes[owner]:
+            return f"{owner}.{node.attr}: a class's methods are reached through its instances"
         return ""
+
+    def _plain_super(self, call: ast.Call, own: str) -> bool:
+        """``super()`` or ``super(OwnClass, self)`` (what KernelBench's models write)."""
+        if not call.args and not call.keywords:
+            return True
+        args = call.args
+        return (
+            len(args) == 2
+            and not call.keywords
+            and isinstance(args[0], ast.Name)
+            and args[0].id in self.classes
+            and isinstance(args[1], ast.Name)
+            and bool(own)
+            and args[1].id == own
+        )
+
+
+def _class_constants(cls: ast.ClassDef) -> set[str]:
+    """The names a class body assigns (constants read through the class: ``Block.expansion``)."""
+    names = set()
+    for node in cls.body:
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
 
 
 def _allowed_module(name: str) -> bool:

@@ -169,6 +169,59 @@ def outputs_of(value: Any) -> list[Any] | str:
     return items
 
 
+# --------------------------------------------------------------------------- the memory plan
+
+PLAN_FACTOR = 3  # device memory held for one evaluation: at most this many times the task's own
+PLAN_OVERHEAD = 3 << 30  # plus this: flush buffer, the ceilings' copy and GEMM, the comparison's pieces
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """A task's own device memory at its benchmark size: inputs, outputs, parameters and buffers."""
+
+    inputs: int
+    outputs: int
+    params: int
+
+    @property
+    def total(self) -> int:
+        return self.inputs + self.outputs + self.params
+
+    @property
+    def planned(self) -> int:
+        """What one evaluation holds at most: the reference's parameters and the answer's (as
+        many), three input sets while timing (the timed tensors, the set they are refilled from,
+        the set regenerated to check them), the reference's and the answer's outputs, and
+        :data:`PLAN_OVERHEAD`.  References, perturbed references and every other input set wait
+        on the host (or are regenerated from their seed), so the plan stays within
+        ``PLAN_FACTOR`` times :attr:`total` plus the overhead."""
+        return 2 * self.params + 3 * self.inputs + 2 * self.outputs + PLAN_OVERHEAD
+
+
+def footprint(task_source: str) -> Footprint:
+    """A task's :class:`Footprint` without a GPU: the model and its inputs built on the meta
+    device and its forward run there for the outputs' shapes (a model whose forward needs values,
+    ``.item()``, runs on the host instead)."""
+    torch = _torch()
+    task = _module(task_source, "task.py")
+
+    def run(device: str) -> Footprint:
+        torch.manual_seed(0)
+        with torch.device(device), torch.no_grad():
+            model = task["Model"](*task["get_init_inputs"]())
+            inputs = list(task["get_inputs"]())
+            out = model(*inputs)
+        outs = list(out) if isinstance(out, tuple | list) else [out]
+        return Footprint(
+            nbytes(torch, inputs), nbytes(torch, outs), nbytes(torch, [*model.parameters(), *model.buffers()])
+        )
+
+    try:
+        return run("meta")
+    except (RuntimeError, NotImplementedError):  # data-dependent: on the host, at its real size
+        return run("cpu")
+
+
 # --------------------------------------------------------------------------- the handler
 
 FRESH_STEP = 2.0**-16  # timed sample k's float inputs: the first seed's, scaled by 1 + k * FRESH_STEP

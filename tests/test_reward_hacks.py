@@ -126,6 +126,8 @@ def test_the_screen_keeps_attribute_writes_on_the_answers_own_objects() -> None:
         "        self._private = 2\n\n    def forward(self, x):\n        return x * self.w\n"
     )
     assert screen(own) == (None, "")
+    kernelbench_style = own.replace("super().__init__()", "super(ModelNew, self).__init__()")
+    assert screen(kernelbench_style + "\n\nclass Block:\n    expansion = 4\n\n\nWIDTH = Block.expansion\n") == (None, "")
     refused = {
         "nested helper": own.replace(
             "        self.w = 1\n", "        def f(self):\n            self.w = 1\n        f(torch)\n"
@@ -134,7 +136,7 @@ def test_the_screen_keeps_attribute_writes_on_the_answers_own_objects() -> None:
             "    def forward", "    @staticmethod\n    def put(self):\n        self.x = 1\n\n    def forward"
         ),
         "private of torch": own.replace("x * self.w", "torch._C._get_tracing_state()"),
-        "super with arguments": own.replace("super().__init__()", "super(ModelNew, self).__init__()"),
+        "super on another object": own.replace("super().__init__()", "super(ModelNew, torch.cuda).__init__()"),
         "with target": own.replace(
             "        self.w = 1\n", "        with open_ as torch.x:\n            pass\n"
         ),
@@ -204,3 +206,26 @@ def gpu_executor() -> Any:
         mp.setenv(UNSAFE_TORCH_ENV, "1")
         with LocalExecutor() as executor:
             yield executor
+
+
+def test_the_gpu_script_runs_its_dry_mode_end_to_end(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    kernelbench = tmp_path / "kb" / "level1"
+    kernelbench.mkdir(parents=True)
+    for name in ("relu", "gelu", "softmax_rows"):
+        (kernelbench / f"1_{name}.py").write_text((DEFAULT_TORCH_TASKS / f"{name}.py").read_text())
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(root / "bench" / "reward_hacks.py"), "--simulate", "--out", str(out)]
+    cmd += ["--deadline", "60", "--kernelbench", str(tmp_path / "kb"), "--largest", "1", "--random", "1"]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120, cwd=root)
+    rows = [__import__("json").loads(line) for line in (out / "reward_hacks.jsonl").read_text().splitlines()]
+    phases = [r["phase"] for r in rows]
+    assert phases[0] == "device" and phases[-1] == "summary"
+    hacks = {r["hack"]: r for r in rows if r["phase"] == "hack"}
+    assert len(hacks) == len(HACKS) and all(r["ok"] for r in hacks.values())
+    assert all(hacks[h.name]["verdict"] == "rejected" for h in HACKS if h.caught == "screen")
+    assert len([r for r in rows if r["phase"] == "honest"]) == 2
+    assert len([r for r in rows if r["phase"] == "reference"]) == 2
