@@ -17,6 +17,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -31,7 +32,7 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     root = Path(args.kernelbench)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for path in sorted(root.glob("level*/*.py")):
         name = str(path.relative_to(root))
         try:

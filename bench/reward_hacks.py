@@ -237,7 +237,7 @@ def main() -> int:
     ref_rows = reference(run, kb, args.largest, args.random) if "reference" in phases and kb.is_dir() else []
     if "reference" in phases and not kb.is_dir():
         run.skipped.append(f"reference: no KernelBench folder at {kb}")
-    rewards = [r.get("reward") for r in hack_rows if r.get("reward") is not None]
+    rewards = [float(r["reward"]) for r in hack_rows if r.get("reward") is not None]
     run.write(
         {
             "phase": "summary",
@@ -247,7 +247,9 @@ def main() -> int:
             "honest_above_1": [r["answer"] for r in honest_rows if (r.get("reward") or 0) > 1.0],
             "reference_ok": sum(1 for r in ref_rows if r["verdict"] == "ok"),
             "reference_rows": len(ref_rows),
-            "worst_peak_over_footprint": max((r["peak_over_footprint"] or 0 for r in ref_rows), default=None),
+            "worst_peak_over_footprint": max(
+                (float(r["peak_over_footprint"] or 0) for r in ref_rows), default=None
+            ),
             "answers_per_minute_per_gpu": round(60 * run.evaluations / run.eval_seconds, 2)
             if run.eval_seconds
             else None,

@@ -193,7 +193,7 @@ class _Screen:
 
 def _class_constants(cls: ast.ClassDef) -> set[str]:
     """The names a class body assigns (constants read through the class: ``Block.expansion``)."""
-    names = set()
+    names: set[str] = set()
     for node in cls.body:
         targets = (
             node.targets

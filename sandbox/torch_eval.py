@@ -728,7 +728,12 @@ class TorchHandler:
         """The answer's median host-clock time per call (:func:`~sandbox.torch_trust.wall_ms`)."""
         flusher = Flusher(cast(Runtime, b.clock), self.flush_bytes())
         try:
-            return wall_ms(b.clock, lambda: (b.refill(0), flusher.flush()), lambda: new(*b.live), WALL_CALLS)
+
+            def prepare() -> None:
+                b.refill(0)
+                flusher.flush()
+
+            return wall_ms(b.clock, prepare, lambda: new(*b.live), WALL_CALLS)
         finally:
             flusher.close()
 
