@@ -9,29 +9,37 @@ GPU worker process of its own (``sandbox.local.LocalExecutor.evaluate_torch`` st
 per candidate, with the GPU workers' isolation: ``bwrap``, clean environment, own process group,
 killed at the deadline; a crash, a hang or an exception is that candidate's verdict).
 
-Per candidate, in order:
+Per candidate, in order (what the answer could do about each step: :mod:`sandbox.torch_trust`):
 
-1. the answer is screened (:func:`screen`): imports only of torch and a few standard modules, no
-   ``exec``/``open``/``getattr``..., no dunder names or attributes but ``__init__``, no assignment
-   to an attribute but ``self.NAME`` (patching torch, the timer, the reference) -- ``rejected``;
+1. the answer is screened (:func:`sandbox.screen.screen`): imports of torch, the kernel languages
+   (Triton, CuTe DSL, TileLang) and a few standard modules; attributes written only through the
+   answer's own objects; no dunders, no private attributes of others -- ``rejected``;
 2. before any answer code runs, the reference ``Model`` (weights seeded) computes its outputs on
-   fresh inputs per seed (``get_inputs()`` seeded, and each set of ``get_verify_inputs()``), and
-   on the same inputs perturbed by ``1 ± rho`` (the calibration of ``sandbox.verify``'s tolerance
-   model: the bound follows fp32 roundoff, the reduction length and the reference's scale and
-   sensitivity);
-3. ``ModelNew`` is built with the same init inputs and the same seed; fp32 stays fp32 (TF32 off
-   for matmul and cuDNN, ``highest`` matmul precision) and an answer that changes that is
-   ``rejected``;
-4. each input set: outputs compared by :func:`sandbox.verify.compare` (shapes and dtypes must
-   match, NaN/Inf in the same places, elementwise and norm bounds, a constant output where the
-   reference varies refused) -- ``mismatch``; inputs must hold the bytes they held -- ``rejected``;
-5. timing (``sandbox.timing.bench``: CUDA events, each round of samples queued behind a spinning
-   kernel, the L2 flushed before every sample, eager and
-   ``ModelNew`` in interleaved pairs, median and quartiles of the paired ratios), then again
-   against ``torch.compile(Model)``; before every sample the timed input tensors are refilled in
-   place with the next seed's inputs; afterwards, refilled with each seed's inputs in turn, the
-   answer's output must be that seed's output and the inputs intact (an answer that caches outputs
-   by tensor, or stops working once verified, is ``rejected``; this needs two seeds or more).
+   fresh inputs per seed (``get_inputs()`` seeded, each set of ``get_verify_inputs()``, and the
+   first seed's inputs with two elements swapped), and on the same inputs perturbed by
+   ``1 ± rho`` (the calibration of ``sandbox.verify``'s tolerance model).  Outputs go to the
+   host; inputs are regenerated from their seed when needed; every tensor freed on the device is
+   poisoned first.  When timed: the reference's bytes and FLOPs, the device's copy bandwidth and
+   GEMM rate at the pinned precision, and the reference's time alone; then the
+   :class:`~sandbox.torch_trust.Guard` captures torch and the timer;
+3. ``ModelNew`` is built with the same init inputs and the same seed;
+4. each input set: the outputs must be plain tensors, complete on the caller's stream when
+   ``forward`` returns, hold none of the poison, leave the inputs' bytes alone, and torch, the
+   timer and the precision flags must be as captured -- ``rejected``; then compared by
+   :func:`sandbox.verify.compare` (in pieces of 2^24 elements) -- ``mismatch``, or ``rejected``
+   when the output is right for an earlier input set (a result kept across calls);
+5. timing (``sandbox.timing.bench``: CUDA events, each sample ended by a device-wide synchronize
+   so the work of every stream counts, the L2 flushed before every sample, eager and
+   ``ModelNew`` in interleaved pairs, median and quartiles of the paired ratios; each sample's
+   float inputs scaled by a factor no sample repeats), then again against
+   ``torch.compile(Model)``.  Afterwards the answer is checked again on every seed's inputs and
+   the swapped ones in the timed tensors (``rejected``: a cache by pointer, shape or fingerprint,
+   work that stops once verified); the reference's time beside the answer against its time
+   alone (``rejected`` when the answer slowed it down); the physics floor, and for a speedup of
+   1.5 or more the host clock's agreement (``implausible``).
+
+Device memory held: at most :attr:`Footprint.planned` (three input sets, two output sets, the
+parameters twice, a fixed overhead): within three times the task's own footprint.
 """
 
 from __future__ import annotations
@@ -367,9 +375,7 @@ class TorchHandler:
                 checks=tuple(checks),
                 seconds=time.perf_counter() - start,
             )
-            if self.cuda:
-                memory["peak_memory_bytes"] = int(self.torch.cuda.max_memory_allocated(self.device))
-            return TorchCandidateResult(result, **memory, **kw)
+            return TorchCandidateResult(result, **memory, **self._memory(), **kw)
 
         status, why = screen(job.candidate.source)
         if status is not None:
@@ -420,7 +426,8 @@ class TorchHandler:
             if prepared is None:
                 return verdict(Status.OK, "verified (not timed)", checks=tuple(checks))
             try:
-                return self._timed(model, new, cases, req, prepared, guard, verdict, tuple(checks))
+                timed = self._timed(model, new, cases, req, prepared, guard, verdict, tuple(checks))
+                return replace(timed, **memory, **self._memory())
             except Exception as exc:
                 return verdict(Status.CRASH, f"while timing: {_why(exc)}", checks=tuple(checks))
 
@@ -666,7 +673,7 @@ class TorchHandler:
                 )
                 result = replace(result, status=Status.IMPLAUSIBLE, message=why)
         if result.status is not Status.OK:
-            return TorchCandidateResult(result, **extra, **self._memory(b))
+            return TorchCandidateResult(result, **extra)
         if req.compiled:
             compiled, note = self._compiled(model, new, b, timed, honest)
             if isinstance(compiled, str):
@@ -674,9 +681,9 @@ class TorchHandler:
             extra.update(compiled)
             message = "verified; timed against eager" + (" and torch.compile" if compiled else "")
             result = replace(result, message=message, note=note)
-        return TorchCandidateResult(result, **extra, **self._memory(b))
+        return TorchCandidateResult(result, **extra)
 
-    def _memory(self, b: _Bench) -> dict[str, Any]:
+    def _memory(self) -> dict[str, Any]:
         if not self.cuda:
             return {}
         return {"peak_memory_bytes": int(self.torch.cuda.max_memory_allocated(self.device))}
@@ -704,14 +711,16 @@ class TorchHandler:
     def _floor(self, result: CandidateResult, b: _Bench) -> CandidateResult:
         """``result`` with its throughput for the reference's work against the device's measured
         ceilings, ``implausible`` beyond them (:func:`sandbox.timing.implausible`).  A floor the
-        reference itself breaks (a FLOP count above what the library executes: Winograd, FFT) is
-        not applied."""
+        reference itself breaks (a FLOP count above what the library executes: Winograd, FFT; an
+        output that is a view of an input) is not applied."""
         if not self.cuda or result.timing is None or result.timing.median_ms <= 0:
             return result
         nbytes_, flops = b.work.nbytes, b.work.flops
-        alone = b.alone.median_ms if b.alone else 0.0
-        if alone > 0 and flops / (alone * 1e-3) / 1e9 > b.gflops * PLAUSIBLE_PCT / 100:
+        alone = b.alone.median_ms * 1e-3 if b.alone else 0.0
+        if alone > 0 and flops / alone / 1e9 > b.gflops * PLAUSIBLE_PCT / 100:
             flops = 0
+        if alone > 0 and nbytes_ / alone / 1e9 > b.bandwidth_gbps * PLAUSIBLE_PCT / 100:
+            nbytes_ = 0  # the reference moves less than its inputs and outputs (a view, a cached value)
         seconds = result.timing.median_ms * 1e-3
         gbps, gflops = nbytes_ / seconds / 1e9, flops / seconds / 1e9
         measured = replace(

@@ -233,7 +233,11 @@ def poisoned(torch: Any, t: Any) -> bool:
     raw = _bytes(torch, t)
     if raw.numel() < 4 or raw.numel() % 4:
         return False
-    return bool((raw.view(torch.int32) == POISON).any())
+    try:
+        words = raw.view(torch.int32)
+    except RuntimeError:  # a byte view at an offset no word view can start from
+        words = raw.clone().view(torch.int32)
+    return bool((words == POISON).any())
 
 
 # --------------------------------------------------------------------------- the physics floor
