@@ -5,6 +5,8 @@ is installed (on the CPU), and on the GPU (``gpu`` marker)."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -315,7 +317,10 @@ def test_the_evaluation_on_the_cpu_gives_each_answer_its_verdict() -> None:
     assert got["raises"].result.status is Status.CRASH and "not written yet" in got["raises"].result.message
     cached = got["cached"].result  # verified (fresh tensors every time), caught once timed
     assert cached.status is Status.REJECTED  # on the verification's reused memory, or once timed
-    assert "a result kept from an earlier call" in cached.message or "not the output of its inputs" in cached.message
+    assert (
+        "a result kept from an earlier call" in cached.message
+        or "not the output of its inputs" in cached.message
+    )
 
 
 GPU_ANSWERS = {  # per task: a correct ModelNew (pure torch), a wrong one, one that writes its input
@@ -517,3 +522,43 @@ def test_without_bubblewrap_answers_are_refused_unless_the_operator_says_so(
         pytest.raises(ExecutorError, match="bubblewrap"),
     ):
         executor.evaluate_torch(request)
+
+
+MEMORY_TABLE = Path(__file__).resolve().parents[1] / "bench" / "results" / "kernelbench_memory.json"
+KERNELBENCH = Path(os.environ.get("KERNELBENCH_DIR", "/work/shared/kernelbench"))
+H100_BYTES = 80 * 10**9
+
+
+def test_every_kernelbench_file_fits_an_80gb_h100_under_the_memory_plan() -> None:
+    """The committed table (``bench/kernelbench_memory.py``: shapes from the meta device) holds all
+    250 files, each planned within 3x its footprint plus the overhead, and within 80 GB; the plan
+    is the code's (a stale table fails)."""
+    from sandbox.torch_eval import PLAN_FACTOR, PLAN_OVERHEAD, Footprint
+
+    rows = json.loads(MEMORY_TABLE.read_text())["rows"]
+    assert len(rows) == 250 and all("planned" in r for r in rows), [r for r in rows if "planned" not in r]
+    for r in rows:
+        fp = Footprint(r["inputs"], r["outputs"], r["params"])
+        assert fp.planned == r["planned"] and fp.total == r["footprint"], r["file"]
+        assert fp.planned <= PLAN_FACTOR * fp.total + PLAN_OVERHEAD, r["file"]
+        assert fp.planned <= H100_BYTES, r["file"]
+    relu = next(r for r in rows if r["file"] == "level1/19_ReLU.py")
+    assert relu["inputs"] == relu["outputs"] == 4096 * 393216 * 4  # the 6 GiB input that OOMed
+
+
+@needs_torch
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not KERNELBENCH.is_dir(), reason=f"no KernelBench task files at {KERNELBENCH} (KERNELBENCH_DIR)"
+)
+def test_the_memory_plan_recomputed_from_every_kernelbench_file_matches_the_table() -> None:
+    from sandbox.torch_eval import footprint
+
+    rows = {r["file"]: r for r in json.loads(MEMORY_TABLE.read_text())["rows"]}
+    files = sorted(KERNELBENCH.glob("level*/*.py"))
+    assert len(files) == 250
+    for path in files:
+        fp = footprint(path.read_text())
+        row = rows[str(path.relative_to(KERNELBENCH))]
+        assert (fp.inputs, fp.outputs, fp.params) == (row["inputs"], row["outputs"], row["params"]), path.name
+        assert fp.planned <= H100_BYTES
