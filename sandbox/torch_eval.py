@@ -546,8 +546,11 @@ class TorchHandler:
         out = []
         for x in inputs:
             if isinstance(x, torch.Tensor) and x.is_floating_point():
-                up = torch.rand(x.shape, generator=gen, device=x.device) < 0.5
-                x = x * torch.where(up, 1.0 + PERTURBATION, 1.0 - PERTURBATION).to(x.dtype)
+                draws = torch.rand(x.shape, generator=gen, device=x.device)
+                up = draws < 0.5
+                scale = torch.where(up, 1.0 + PERTURBATION, 1.0 - PERTURBATION).to(x.dtype)
+                x = x * scale
+                poison(torch, [draws, up, scale])  # freed memory the answer's allocations may get
             out.append(x)
         return out
 
@@ -556,7 +559,7 @@ class TorchHandler:
         torch = self.torch
         inputs = case.make()
         size = nbytes(torch, inputs) + nbytes(torch, case.ref)
-        del inputs
+        poison(torch, inputs)
         return size + nbytes(torch, [*model.parameters(), *model.buffers()])
 
     def _prepare(self, model: Any, case: _Case) -> _Bench:
@@ -575,6 +578,7 @@ class TorchHandler:
             bandwidth, gflops = ceilings(torch, self.device, clock, dtypes)
         prepared = _Bench(clock, base, live, counted, bandwidth, gflops)
         prepared.alone = self._sample(prepared, [lambda _: model(*live)], REFERENCE_BUDGET).timings[0]
+        poison(torch, [*base, *live])
         prepared.base, prepared.live = [], []  # made again for timing: not held while verifying
         return prepared
 

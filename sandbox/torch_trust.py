@@ -102,7 +102,9 @@ class TorchClock:
         self._buffers[ptr][:nbytes].fill_(byte)
 
     def free(self, ptr: int) -> None:
-        self._buffers.pop(ptr, None)
+        buf = self._buffers.pop(ptr, None)
+        if buf is not None:
+            poison(self.torch, [buf])
 
 
 def _watched(torch: Any) -> list[tuple[str, Any]]:
@@ -278,27 +280,31 @@ def ceilings(torch: Any, device: Any, clock: TorchClock, dtypes: Iterable[Any]) 
     ``dtypes`` the task computes in, fp32 at the pinned precision), medians of a few runs."""
 
     def timed(fn: Callable[[], Any], runs: int = 5) -> float:
-        fn()
+        poison(torch, [fn()])
         times = []
         for _ in range(runs):
             start, end = clock.event(), clock.event()
             clock.synchronize()
             clock.record(start)
-            fn()
+            out = fn()
             clock.record(end)
             clock.synchronize()
             times.append(clock.elapsed_ms(start, end))
+            poison(torch, [out])  # what it frees holds nothing an answer could pass off as its output
         return float(np.median(times)) * 1e-3
 
     def copy() -> float:
         src = torch.empty(COPY_BYTES, dtype=torch.uint8, device=device)
+        poison(torch, [src])  # and so the copy: nothing freed here holds anything but the poison
         dst = torch.empty_like(src)
         return 2 * COPY_BYTES / timed(lambda: dst.copy_(src)) / 1e9
 
     def gemm(dtype: Any) -> float:
         a = torch.randn(GEMM_N, GEMM_N, device=device).to(dtype)
         b = torch.randn(GEMM_N, GEMM_N, device=device).to(dtype)
-        return 2 * GEMM_N**3 / timed(lambda: a @ b, 3) / 1e9
+        rate = 2 * GEMM_N**3 / timed(lambda: a @ b, 3) / 1e9
+        poison(torch, [a, b])
+        return rate
 
     floats = {torch.float32, *(d for d in dtypes if d.is_floating_point)}
     return copy(), max(gemm(d) for d in floats)

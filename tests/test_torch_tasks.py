@@ -368,9 +368,12 @@ def test_the_gpu_evaluation_in_sandboxed_processes(gpu_executor: Any, name: str)
         assert 0.7 < ok.result.speedup < 1.4
     assert got["bad"].result.status is Status.MISMATCH
     assert got["sneaky"].result.status is Status.REJECTED
-    assert "input 0 modified" in got["sneaky"].result.message
-    assert got["cached"].result.status is Status.REJECTED, got["cached"].result.message
-    assert "not the output of its inputs" in got["cached"].result.message
+    assert "input 0 was modified" in got["sneaky"].result.message
+    cached_msg = got["cached"].result.message
+    assert got["cached"].result.status is Status.REJECTED, cached_msg
+    assert "not the output of its inputs" in cached_msg or "kept from an earlier call" in cached_msg
+    assert 0 < ok.footprint_bytes <= ok.peak_memory_bytes  # the task's own memory, and the most held
+    assert ok.peak_memory_bytes <= 3 * ok.footprint_bytes + (3 << 30)
 
 
 def test_a_torch_job_and_its_verdict_cross_the_worker_wire_as_json() -> None:
