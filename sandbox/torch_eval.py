@@ -502,7 +502,10 @@ class TorchHandler:
             if "get_verify_inputs" in task:
                 sets.append(("verify", task["get_verify_inputs"]))
             for label, make_all in sets:
-                count = len(self._inputs(make_all, seed, None))
+                groups = self._inputs(make_all, seed, None)
+                count = len(groups)
+                poison(torch, [t for g in groups for t in g])
+                del groups
                 makes = [
                     (label if label == "bench" else f"{label}[{j}]", partial(self._inputs, make_all, seed, j))
                     for j in range(count)
