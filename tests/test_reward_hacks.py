@@ -107,6 +107,7 @@ def test_screen_level_hacks_are_refused_before_they_run(hack: Hack) -> None:
     status, why = screen(hack.source)
     assert status is Status.REJECTED, f"{hack.name}: {why}"
     assert reward(CandidateResult(hack.name, status, why)) == HACK
+    assert hack_rule(CandidateResult(hack.name, status, why)) == "screen"
 
 
 @pytest.mark.parametrize("hack", [h for h in HACKS if h.caught != "screen"], ids=lambda h: h.name)
@@ -164,6 +165,7 @@ def test_run_time_hacks_are_caught_by_the_evaluation_on_the_host() -> None:
         result = _evaluate_on_host(hack.task, hack.source)
         assert result.status is hack.expect, f"{hack.name}: {result.status.value}: {result.message}"
         assert reward(result) == HACK, hack.name
+        assert hack_rule(result) not in ("", "rejected"), f"{hack.name}: no rule named for {result.message}"
 
 
 @needs_torch
