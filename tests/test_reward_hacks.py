@@ -128,7 +128,9 @@ def test_the_screen_keeps_attribute_writes_on_the_answers_own_objects() -> None:
     )
     assert screen(own) == (None, "")
     kernelbench_style = own.replace("super().__init__()", "super(ModelNew, self).__init__()")
-    assert screen(kernelbench_style + "\n\nclass Block:\n    expansion = 4\n\n\nWIDTH = Block.expansion\n") == (None, "")
+    assert screen(
+        kernelbench_style + "\n\nclass Block:\n    expansion = 4\n\n\nWIDTH = Block.expansion\n"
+    ) == (None, "")
     refused = {
         "nested helper": own.replace(
             "        self.w = 1\n", "        def f(self):\n            self.w = 1\n        f(torch)\n"
@@ -137,7 +139,9 @@ def test_the_screen_keeps_attribute_writes_on_the_answers_own_objects() -> None:
             "    def forward", "    @staticmethod\n    def put(self):\n        self.x = 1\n\n    def forward"
         ),
         "private of torch": own.replace("x * self.w", "torch._C._get_tracing_state()"),
-        "super on another object": own.replace("super().__init__()", "super(ModelNew, torch.cuda).__init__()"),
+        "super on another object": own.replace(
+            "super().__init__()", "super(ModelNew, torch.cuda).__init__()"
+        ),
         "with target": own.replace(
             "        self.w = 1\n", "        with open_ as torch.x:\n            pass\n"
         ),
@@ -231,3 +235,36 @@ def test_the_gpu_script_runs_its_dry_mode_end_to_end(tmp_path: Path) -> None:
     assert all(hacks[h.name]["verdict"] == "rejected" for h in HACKS if h.caught == "screen")
     assert len([r for r in rows if r["phase"] == "honest"]) == 2
     assert len([r for r in rows if r["phase"] == "reference"]) == 2
+
+
+@needs_torch
+@pytest.mark.slow
+def test_the_guard_names_what_native_or_python_code_replaced_and_the_poison_is_recognised() -> None:
+    """What the screen cannot see (code that writes the interpreter's memory) still shows as a
+    replaced object once the answer has run; freed memory holds a pattern no output computes."""
+    import torch
+
+    from sandbox.torch_trust import Guard, poison, poisoned
+
+    guard = Guard(torch, torch.device("cpu"))
+    assert guard.changed() == ""
+    original = torch.nn.functional.relu
+    try:
+        torch.nn.functional.relu = lambda x, inplace=False: x  # what a native patch would do
+        assert guard.changed() == "torch.nn.functional.relu was replaced"
+    finally:
+        torch.nn.functional.relu = original
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, a, o: o)
+    try:
+        assert "global module hook" in guard.changed()
+    finally:
+        handle.remove()
+    assert guard.changed() == ""
+    x = torch.randn(100)
+    assert not poisoned(torch, x)
+    view = x[10:20]
+    poison(torch, [x.clone(), view], keep=[x])  # a view of a kept tensor is spared
+    assert not poisoned(torch, x)
+    freed = torch.randn(64)
+    poison(torch, [freed])
+    assert poisoned(torch, freed) and torch.isnan(freed).all()
