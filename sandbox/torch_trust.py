@@ -10,9 +10,10 @@ inside the answer's own objects; this module holds what does not depend on the s
   synchronize, so work on any stream (streams the answer creates, library handles on other
   streams, CUDA graphs it replays, work still running when ``forward`` returns) is inside it;
 - :class:`Guard`: the public functions and classes of the torch modules the reference and the
-  timer run through (and ``time``), the current stream, the precision flags and the global hook
-  registries, as they were before the answer was imported; after the answer ran, anything
-  replaced is a ``rejected`` verdict;
+  timer run through (and ``time``), the current stream, the global hook registries, the torch
+  function and dispatch mode stacks and torch's global switches (deterministic algorithms,
+  cuDNN, reduced-precision reductions, default dtype), as they were before the answer was
+  imported; after the answer ran, anything changed is a ``rejected`` verdict;
 - :func:`ready`: an output must be complete on the caller's stream when ``forward`` returns (a
   copy enqueued there right away holds what the output holds once the device is idle);
 - :data:`POISON`: memory the harness frees (the reference's outputs, perturbed copies) is
@@ -149,6 +150,21 @@ class Guard:
         self.stream = torch.cuda.current_stream(device) if self.cuda else None
         self.hooks = {name: len(getattr(torch.nn.modules.module, name, {})) for name in HOOK_REGISTRIES}
         self.modes = self._modes()
+        self.settings = self._settings()
+
+    def _settings(self) -> dict[str, Any]:
+        """torch's global switches that change how the reference computes or how fast."""
+        t = self.torch
+        return {
+            "deterministic algorithms": t.are_deterministic_algorithms_enabled(),
+            "cudnn.enabled": t.backends.cudnn.enabled,
+            "cudnn.benchmark": t.backends.cudnn.benchmark,
+            "cudnn.deterministic": t.backends.cudnn.deterministic,
+            "fp16 reduced-precision reduction": t.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+            "bf16 reduced-precision reduction": t.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+            "default dtype": t.get_default_dtype(),
+            "grad mode": t.is_grad_enabled(),
+        }
 
     def _modes(self) -> tuple[int, int]:
         c = self.torch._C
@@ -166,6 +182,9 @@ class Guard:
                 return f"a global module hook was registered ({name})"
         if self._modes() != self.modes:
             return "a torch function or dispatch mode was left active"
+        now = self._settings()
+        if changed := [k for k, v in self.settings.items() if now[k] != v]:
+            return f"torch's global setting {changed[0]} was changed"
         if self.stream is not None and self.torch.cuda.current_stream(self.stream.device) != self.stream:
             return "the current CUDA stream was changed"
         return ""
