@@ -720,12 +720,15 @@ class TorchHandler:
 
     def _floor(self, result: CandidateResult, b: _Bench) -> CandidateResult:
         """``result`` with its throughput for the reference's work against the device's measured
-        ceilings, ``implausible`` beyond them (:func:`sandbox.timing.implausible`).  A floor the
+        ceilings, ``implausible`` beyond them (:func:`sandbox.timing.implausible`); the bytes
+        counted are the reference's inputs, outputs and parameters less one L2 (writes the cache
+        still holds when the sample ends).  A floor the
         reference itself breaks (a FLOP count above what the library executes: Winograd, FFT; an
         output that is a view of an input) is not applied."""
         if not self.cuda or result.timing is None or result.timing.median_ms <= 0:
             return result
-        nbytes_, flops = b.work.nbytes, b.work.flops
+        # up to an L2's worth of the traffic (the last writes) may still sit in the cache at the end
+        nbytes_, flops = max(0, b.work.nbytes - self.describe().l2_bytes), b.work.flops
         alone = b.alone.median_ms * 1e-3 if b.alone else 0.0
         if alone > 0 and flops / alone / 1e9 > b.gflops * PLAUSIBLE_PCT / 100:
             flops = 0
