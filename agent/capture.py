@@ -2,7 +2,7 @@
 
 :mod:`sandbox.capture` runs the user's program and records each launch (kernel, grid, block,
 dynamic shared memory, every parameter's bytes, each pointer's allocation and whether the launch
-changed it).  Here one :class:`~sandbox.capture.Launch` becomes a :class:`~agent.spec.KernelSpec`
+changed it).  Here one :class:`~sandbox.capture.Launch` becomes a :class:`~cudasrc.specs.KernelSpec`
 for the kernel's definition in the source (matched by name and, for a template, instantiation):
 
 - integer scalars (4 or 8 bytes) become sizes, named after their parameter, at their values;
@@ -28,12 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent import dtypes
-from agent import spec as specs
-from agent.source import Document
-from agent.syntax import Kernel
+from base.errors import InputError
+from cudasrc import dtypes
+from cudasrc import specs as specs
+from cudasrc.source import Document
+from cudasrc.syntax import Kernel
 from sandbox.capture import CaptureRun, Launch
-from sandbox.errors import InputError
 
 _STRUCT = {
     "int8": "b",
@@ -328,7 +328,7 @@ def spec_from_launch(doc: Document, kernel: Kernel, launch: Launch) -> Captured:
 
 
 def render(spec: specs.KernelSpec) -> str:
-    """:func:`agent.spec.render`, less a ``sizes`` line without sizes (a kernel with none)."""
+    """:func:`cudasrc.specs.render`, less a ``sizes`` line without sizes (a kernel with none)."""
     text = specs.render(spec)
     if spec.sizes:
         return text

@@ -1,6 +1,6 @@
 """Compile each kernel of a file on its own with NVRTC and map what the compiler says back to the file.
 
-Every kernel is cut out with its dependencies (:meth:`agent.source.Document.standalone`) and
+Every kernel is cut out with its dependencies (:meth:`cudasrc.source.Document.standalone`) and
 compiled through :func:`sandbox.compiler.compile_cuda` — no GPU or driver needed.  Diagnostics
 come back at lines of the user's file; ptxas' registers, spills and shared memory per kernel;
 each written spec's mistakes at their lines (a broken spec fails the check).
@@ -17,10 +17,10 @@ import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from agent.host import launch_of
-from agent.source import Document
-from agent.spec import KernelSpec, SpecError, infer, parse, split_args, template_names
-from agent.syntax import Issue, Kernel
+from cudasrc.host import launch_of
+from cudasrc.source import Document
+from cudasrc.specs import KernelSpec, SpecError, infer, parse, split_args, template_names
+from cudasrc.syntax import Issue, Kernel
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Diagnostic, Resources
 

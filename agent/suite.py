@@ -40,11 +40,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from agent import loop
-from agent import spec as spec_mod
 from agent.builtin import BuiltinProposer
 from agent.proposer import OptimizeBudget
-from agent.source import Document
 from agent.target import Target, TargetError, target_for
+from cudasrc import specs as spec_mod
+from cudasrc.source import Document
 from sandbox import scheduler
 from sandbox.contract import CandidateResult
 from sandbox.executor import Executor

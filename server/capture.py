@@ -27,7 +27,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path, to_fs_path
 
 from agent import capture as cap
-from agent.source import Document
+from cudasrc.source import Document
 from sandbox.capture import CaptureError, CaptureRun, Launch, run_program
 from server import protocol as wire
 from server.lsp import MAX_DOCUMENT_BYTES, CudaLanguageServer, OpenDocument

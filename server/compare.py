@@ -23,9 +23,9 @@ from lsprotocol import types as lsp
 
 from agent import compare as cmp
 from agent.proposal import Proposal
-from agent.source import Document
-from agent.syntax import Kernel
 from agent.target import Target, TargetError, signature_mismatch
+from cudasrc.source import Document
+from cudasrc.syntax import Kernel
 from server import protocol as wire
 from server.diagnostics import compile_options
 from server.lsp import SUFFIXES, CudaLanguageServer, OpenDocument

@@ -25,10 +25,10 @@ from pathlib import Path
 import tree_sitter
 from lsprotocol import types as lsp
 
-from agent import spec as specs
 from agent.check import FileCheck, KernelCheck, build_options, check_document
-from agent.source import Document
-from agent.syntax import LANGUAGE, Kernel
+from cudasrc import specs as specs
+from cudasrc.source import Document
+from cudasrc.syntax import LANGUAGE, Kernel
 from sandbox.compiler import CompilerUnavailable
 from sandbox.contract import Diagnostic, Problem, Resources
 from server.lsp import CudaLanguageServer, OpenDocument, spec_view

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
-from agent.syntax import Kernel
+from cudasrc.syntax import Kernel
 from server.compare import details as compare_details
 from server.compare import hint_label as compare_label
 from server.lsp import CudaLanguageServer, OpenDocument

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
-from agent import spec as specs
-from agent.syntax import Kernel
+from cudasrc import specs as specs
+from cudasrc.syntax import Kernel
 from server.compare import details as compare_details
 from server.diagnostics import Checker
 from server.hints import speedup_details

@@ -14,8 +14,8 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from agent import spec as specs
-from agent.syntax import Kernel
+from cudasrc import specs as specs
+from cudasrc.syntax import Kernel
 from server import protocol as wire
 from server.compare import code_actions as compare_actions
 from server.hover import benchmark_line, benchmark_title

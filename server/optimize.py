@@ -36,8 +36,8 @@ from pygls.uris import to_fs_path
 from agent import loop
 from agent.attempts import verdict_summary
 from agent.proposer import OptimizeBudget, Proposer
-from agent.source import Document
 from agent.target import Target, TargetError, target_for
+from cudasrc.source import Document
 from sandbox.compile_pool import CompilePool
 from sandbox.contract import CandidateResult, DeviceInfo, Tolerance, to_dict
 from server import protocol as wire

@@ -29,8 +29,8 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from agent.attempts import AttemptRecord
-from agent.source import Document
-from agent.syntax import Kernel
+from cudasrc.source import Document
+from cudasrc.syntax import Kernel
 from sandbox.contract import ContractError, Profile, from_dict, to_dict
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from agent.source import Document
-from agent.syntax import Kernel, Span
+from cudasrc.source import Document
+from cudasrc.syntax import Kernel, Span
 from server.lsp import CudaLanguageServer, OpenDocument
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("agent", "sandbox", "server")
+PACKAGES = ("base", "sandbox", "cudasrc", "engine", "agent", "learning", "server")  # bottom layer first
 MAX_LINES = 1000  # the longest a file of PACKAGES may be
 
 
@@ -166,3 +166,22 @@ def line_counts(root: Path = ROOT, packages: Iterable[str] = PACKAGES) -> list[t
     """(lines, file) of every Python file of ``packages``, longest first."""
     counts = [(len(p.read_text(encoding="utf-8").splitlines()), p) for p in modules(root, packages).values()]
     return sorted(counts, key=lambda c: (-c[0], c[1]))
+
+
+def private_imports(known: dict[str, Path]) -> list[Edge]:
+    """Every ``from X import _name`` where ``X`` is in another top-level package than the importer:
+    a private name is its package's own business (``target`` is ``X._name``)."""
+    found: list[Edge] = []
+    tops = {name.split(".")[0] for name in known}
+    for name, path in known.items():
+        for target, line in imported(path, name):
+            module, _, last = target.rpartition(".")
+            top = module.split(".")[0]
+            if (
+                last.startswith("_")
+                and not last.startswith("__")
+                and top in tops
+                and top != name.split(".")[0]
+            ):
+                found.append(Edge(name, target, line))
+    return sorted(found, key=lambda e: (e.source, e.target))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.check import check_document, compile_commands_options
-from agent.source import Document
+from cudasrc.source import Document
 from server.cli.main import main
 
 

@@ -12,11 +12,9 @@ import pytest
 from loop_fakes import DATA, MarkerExecutor, ScriptedProposer, saxpy_target, variant
 from polling import set_when
 
-from agent.launch import LaunchChange
 from agent.loop import LoopEvent, LoopSettings, RunOutcome, Stop, StopKind, optimize
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeBudget, parse_budget
-from agent.source import Document
 from agent.target import TargetError, target_for
 from agent.trajectory import (
     REWARD_VERSION,
@@ -28,6 +26,8 @@ from agent.trajectory import (
     reward,
     trajectory_line,
 )
+from cudasrc.launch import LaunchChange
+from cudasrc.source import Document
 from sandbox.contract import CandidateResult, Status, Timing, from_json, to_json
 from sandbox.executor import NoGpuError
 

@@ -16,8 +16,8 @@ import pytest
 
 from agent import profile as prof
 from agent.proposal import Proposal
-from agent.source import Document
 from agent.target import target_for
+from cudasrc.source import Document
 from sandbox.contract import CandidateResult, DeviceInfo, EvalRequest, EvalResult, Status
 from sandbox.executor import Executor, ProgressFn
 from sandbox.profile import parse_ncu_csv, report_lines

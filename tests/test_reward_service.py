@@ -23,11 +23,11 @@ from reward_fakes import MarkedExecutor
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
-from agent.reward import client as adapters
-from agent.reward.engine import RewardEngine
-from agent.reward.service import RewardLimits, RewardService
-from agent.reward.tasks import DEFAULT_TASKS, TaskSet
 from agent.trajectory import FAILED, HACK
+from learning import client as adapters
+from learning.engine import RewardEngine
+from learning.service import RewardLimits, RewardService
+from learning.tasks import DEFAULT_TASKS, TaskSet
 from sandbox import service as worker_service
 
 TASKS = TaskSet.load([DEFAULT_TASKS / "saxpy.cu", DEFAULT_TASKS / "relu_double.cu"])

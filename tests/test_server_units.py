@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.source import Document
+from cudasrc.source import Document
 from sandbox.contract import (
     Budget,
     Candidate,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox.errors import Unavailable
+from base.errors import Unavailable
 
 SOURCE = Path(__file__).with_name("inject.cpp")
 LIBRARY_NAME = "libcuda_agent_capture.so"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sandbox.errors import Failed, InputError
+from base.errors import Failed, InputError
 
 if TYPE_CHECKING:
     from sandbox.executor import Executor

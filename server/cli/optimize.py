@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from sandbox.errors import CudaAgentError
+from base.errors import CudaAgentError
 from server.cli import common
 from server.cli.common import (
     BuildFlags,
@@ -89,9 +89,9 @@ def optimize(
 
     from agent import loop
     from agent.proposer import parse_budget
-    from agent.source import Document
     from agent.target import target_for
     from agent.trajectory import TrajectoryLog, default_path
+    from cudasrc.source import Document
     from sandbox.executor import ExecutorError
     from server.cli.reports import optimize_report
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def _task_set(paths: tuple[str, ...]) -> Any:
-    from agent.reward.tasks import DEFAULT_TASKS, TaskSet
+    from learning.tasks import DEFAULT_TASKS, TaskSet
 
     tasks = TaskSet.load(paths or (DEFAULT_TASKS,))
     if not len(tasks):
@@ -51,7 +51,7 @@ def reward() -> None:
 @click.option("--prompts", is_flag=True, help="JSON lines {task, split, prompt}: a dataset for a trainer.")
 def reward_tasks(task_paths: tuple[str, ...], split: str | None, prompts: bool) -> None:
     """List the tasks (name@hash, split, kernel)."""
-    from agent.reward.completion import prompt_messages
+    from learning.completion import prompt_messages
 
     for task in _task_set(task_paths):
         if split and task.split != split:
@@ -73,7 +73,7 @@ def reward_tasks(task_paths: tuple[str, ...], split: str | None, prompts: bool) 
 def reward_score(task: str, file: str, task_paths: tuple[str, ...], gpu: int, as_json: bool) -> None:
     """Score one completion: FILE holds a model's answer (a .cu/.cuh file is the kernel itself, a
     .py file a PyTorch task's ModelNew module)."""
-    from agent.reward.engine import Item, RewardEngine
+    from learning.engine import Item, RewardEngine
     from sandbox.executor import ExecutorError
 
     tasks = _task_set(task_paths)
@@ -138,8 +138,8 @@ def reward_serve(
     import signal
 
     try:
-        from agent.reward.engine import RewardEngine
-        from agent.reward.service import RewardLimits, RewardService
+        from learning.engine import RewardEngine
+        from learning.service import RewardLimits, RewardService
         from sandbox import service
     except ImportError as exc:
         raise UserError(
