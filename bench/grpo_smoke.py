@@ -40,12 +40,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from reward_bench import engine_rewrites, fenced  # noqa: E402
 
+from base.asgi import make_server  # noqa: E402
+from base.http import listen  # noqa: E402
 from learning.client import trl_async_reward_func, trl_reward_func  # noqa: E402
 from learning.completion import prompt_text  # noqa: E402
 from learning.engine import RewardEngine  # noqa: E402
 from learning.service import RewardService  # noqa: E402
 from learning.tasks import DEFAULT_TASKS, TaskSet  # noqa: E402
-from sandbox import service as http  # noqa: E402
 from sandbox.executor import Executor  # noqa: E402
 
 TOKEN = "grpo-smoke-token"
@@ -68,8 +69,8 @@ class Out:
 def serve(executor: Executor, tasks: TaskSet) -> tuple[str, Any]:
     engine = RewardEngine(executor, tasks, workers=2)
     app = RewardService(engine, token=TOKEN)
-    sock = http.listen("127.0.0.1", 0)
-    server = http.make_server(app.app, log_level="warning")
+    sock = listen("127.0.0.1", 0)
+    server = make_server(app.app, log_level="warning")
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

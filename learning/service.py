@@ -1,7 +1,7 @@
 """``cuda-agent reward serve``: the reward engine over HTTP, for RL trainers.
 
 Endpoints (JSON; every one but ``/health`` needs ``Authorization: Bearer <token>`` when the
-service has a token — the worker's own middleware, :mod:`sandbox.service`)::
+service has a token — the toolkit's middleware, :class:`base.asgi.BearerAuth`)::
 
     POST /reward    {"id": "...", "deadline_s": 300,
                      "items": [{"key": "...", "task": "name@hash", "completion": "..." | [messages],
@@ -43,14 +43,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from agent.trajectory import FAILED, HACK, MILESTONE_LEVEL, REWARD_VERSION
+from base.asgi import BearerAuth, error_response, read_body
+from base.http import HEALTH_PATH
 from learning.completion import prompt_messages
 from learning.engine import Item, RewardEngine, Scored
 from learning.tasks import TaskError
 from sandbox.contract import to_dict
 from sandbox.executor import ExecutorError
-from sandbox.service import _BearerAuth, _error, _read_body
-
-HEALTH_PATH = "/health"  # the worker's middleware leaves this path open
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,7 @@ class RewardService:
             ],
             lifespan=self._lifespan,
         )
-        self.app: ASGIApp = _BearerAuth(app, token) if token else app
+        self.app: ASGIApp = BearerAuth(app, token) if token else app
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -177,13 +176,13 @@ class RewardService:
         """The client and the JSON object body, or the refusal (429, 413, 400)."""
         client = request.client.host if request.client else "unknown"
         if self.clients.get(client, 0) >= self.limits.max_per_client:
-            return _error(
+            return error_response(
                 429,
                 f"{self.limits.max_per_client} reward requests from {client} are already in flight",
                 headers={"Retry-After": "1"},
             )
         self.clients[client] = self.clients.get(client, 0) + 1
-        raw = await _read_body(request, self.limits.max_body_bytes)
+        raw = await read_body(request, self.limits.max_body_bytes)
         if isinstance(raw, Response):
             self._leave(client)
             return raw
@@ -191,7 +190,7 @@ class RewardService:
             body = json.loads(raw)
         except (ValueError, RecursionError) as exc:
             self._leave(client)
-            return _error(400, f"body is not JSON: {str(exc)[:200]}")
+            return error_response(400, f"body is not JSON: {str(exc)[:200]}")
         if not isinstance(body, dict):
             self._leave(client)
             return JSONResponse({"error": "body: must be a JSON object", "field": "body"}, status_code=422)
@@ -251,7 +250,9 @@ class RewardService:
                     return JSONResponse(render(request_id, done[1]))
                 running = self.running.get(request_id)
                 if running is not None and running[0] != digest:
-                    return _error(409, f"request id {request_id!r} is in use by a different running request")
+                    return error_response(
+                        409, f"request id {request_id!r} is in use by a different running request"
+                    )
                 if running is not None:
                     return JSONResponse(render(request_id, await asyncio.shield(running[1])))
             future = asyncio.ensure_future(run_in_threadpool(self.engine.score, items, deadline))
@@ -260,7 +261,7 @@ class RewardService:
             try:
                 results = await asyncio.shield(future)
             except ExecutorError as exc:
-                return _error(503, str(exc))
+                return error_response(503, str(exc))
             finally:
                 if request_id:
                     self.running.pop(request_id, None)

@@ -27,6 +27,8 @@ from simulated_worker import free_port, simulated_worker
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from base.asgi import make_server
+from base.http import listen
 from sandbox.compile_pool import compile_isolation
 from sandbox.contract import (
     ArgSpec,
@@ -44,7 +46,7 @@ from sandbox.contract import (
 )
 from sandbox.executor import AuthError, Executor, ExecutorError, NoGpuError, ProgressFn, WorkerUnavailable
 from sandbox.remote import CONNECT_TIMEOUT_S, RemoteExecutor
-from sandbox.service import Limits, WorkerService, listen, make_server
+from sandbox.service import Limits, WorkerService
 from sandbox.testing import FakeExecutor
 
 TOKEN = "test-token-3f9a"
