@@ -169,19 +169,41 @@ def line_counts(root: Path = ROOT, packages: Iterable[str] = PACKAGES) -> list[t
 
 
 def private_imports(known: dict[str, Path]) -> list[Edge]:
-    """Every ``from X import _name`` where ``X`` is in another top-level package than the importer:
-    a private name is its package's own business (``target`` is ``X._name``)."""
-    found: list[Edge] = []
+    """Every private name (``_x``) a module takes from another top-level package than its own:
+    ``from X import _name``, or ``m._name`` where ``m`` names a module of that package
+    (``import X as m``, ``from P import m``).  ``target`` is ``X._name``; a private name is its
+    package's own business."""
+    found: set[Edge] = set()
     tops = {name.split(".")[0] for name in known}
     for name, path in known.items():
+        home = name.split(".")[0]
+
+        def foreign(module: str, home: str = home) -> bool:
+            return module.split(".")[0] in tops and module.split(".")[0] != home
+
         for target, line in imported(path, name):
             module, _, last = target.rpartition(".")
-            top = module.split(".")[0]
+            if last.startswith("_") and not last.startswith("__") and foreign(module):
+                found.add(Edge(name, target, line))
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    aliases[alias.asname or alias.name.split(".")[0]] = (
+                        alias.name if alias.asname else alias.name.split(".")[0]
+                    )
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    if f"{node.module}.{alias.name}" in known:
+                        aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        for node in ast.walk(tree):
             if (
-                last.startswith("_")
-                and not last.startswith("__")
-                and top in tops
-                and top != name.split(".")[0]
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and foreign(aliases.get(node.value.id, ""))
             ):
-                found.append(Edge(name, target, line))
+                found.add(Edge(name, f"{aliases[node.value.id]}.{node.attr}", node.lineno))
     return sorted(found, key=lambda e: (e.source, e.target))

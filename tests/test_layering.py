@@ -181,7 +181,7 @@ def test_no_private_name_imported_across_packages() -> None:
 
 
 def test_checker_catches_a_private_import(tmp_path: Path) -> None:
-    """``from other import _x`` is caught; the same import inside its own package is not."""
+    """``from other import _x`` and ``module._x`` are caught; the same inside its own package is not."""
     for pkg in ("low", "high"):
         (tmp_path / pkg).mkdir()
         (tmp_path / pkg / "__init__.py").write_text("")
@@ -191,3 +191,5 @@ def test_checker_catches_a_private_import(tmp_path: Path) -> None:
     assert private_imports(modules(tmp_path, ("low", "high"))) == []
     (tmp_path / "high" / "c.py").write_text("from low.a import _hidden, shown\n")
     assert private_imports(modules(tmp_path, ("low", "high"))) == [Edge("high.c", "low.a._hidden", 1)]
+    (tmp_path / "high" / "c.py").write_text("from low import a\nimport low.b as b\nx = a._hidden + b.y\n")
+    assert private_imports(modules(tmp_path, ("low", "high"))) == [Edge("high.c", "low.a._hidden", 3)]
