@@ -25,7 +25,6 @@ Each finished run is recorded in the workspace's result store; lenses and hints 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -35,10 +34,10 @@ from pygls.uris import to_fs_path
 
 from agent import loop
 from agent.attempts import verdict_summary
-from agent.proposer import OptimizeBudget, Proposer
+from agent.proposer import OptimizeBudget
+from agent.proposers import make_proposer
 from agent.target import Target, TargetError, target_for
 from cudasrc.source import Document
-from sandbox.compile_pool import CompilePool
 from sandbox.contract import CandidateResult, DeviceInfo, Tolerance, to_dict
 from server import protocol as wire
 from server.diagnostics import compile_options
@@ -56,7 +55,6 @@ from server.runs import (
     run_finished,
     run_with_progress,
 )
-from server.settings import Settings
 from server.store import BenchmarkRecord, OptimizeRecord, Roofline, kernel_hash, text_hash
 from server.texts import SIMULATED, plural, spread_text
 
@@ -186,28 +184,6 @@ def benchmark_record(
     )
 
 
-# ------------------------------------------------------------------------------------- factories
-
-
-def make_proposer(settings: Settings, compiler: Callable[[], CompilePool]) -> Proposer:
-    """The proposer the settings name; the LLM's ``compile`` tool uses ``compiler()``."""
-    p = settings.proposer
-    if p.kind == "llm":
-        from agent.llm import LLMProposer, LLMSettings
-
-        kind, _, where = p.api_key.source.partition(":")
-        llm = LLMSettings.from_env(
-            base_url=p.endpoint or None,
-            model=p.model or None,
-            api_key_env=where if kind == "env" else None,
-            api_key_file=where if kind == "file" else None,
-        )
-        return LLMProposer(llm, compiler=compiler())
-    from agent.builtin import BuiltinProposer
-
-    return BuiltinProposer()
-
-
 # ------------------------------------------------------------------------------------- runs
 
 
@@ -246,7 +222,7 @@ async def _optimize(
             report(int(100 * (ev.fraction or 0.0)), told, ev.kind == "improved")
 
         executor = runs.executor(settings.executor)
-        proposer = make_proposer(settings, runs.compiler)
+        proposer = make_proposer(settings.proposer.kind, settings.proposer.llm(), runs.compiler)
         b = settings.budget
         budget = OptimizeBudget(
             wall_s=b.seconds,

@@ -19,10 +19,10 @@ from agent.proposal import Proposal
 from sandbox.compile_pool import CompilePool
 from sandbox.contract import Progress as EvalProgress
 from sandbox.executor import Executor, ExecutorError, NoGpuError
+from sandbox.executors import ExecutorSettings, make_executor
 from server import protocol as wire
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, RunStatus, StartStatus
-from server.settings import ExecutorSettings, make_executor
 from server.texts import SIMULATED
 
 log = logging.getLogger(__name__)

@@ -603,7 +603,7 @@ def test_the_remote_flow_on_loopback_with_a_simulated_worker(tmp_path: Path) -> 
             env={**client_env, "CUDA_AGENT_TEST_EXECUTOR": "1"},
             timeout=60,
         )
-        assert both.returncode == 0 and f"evaluating on the worker at {url}" in both.stderr
+        assert both.returncode == 0 and f"so is the remote worker {url}: evaluating there" in both.stderr
         before = worker.log.read_text().count(": done")
         assert before >= 5  # every request of the three runs and the two benchmarks
     log = worker.log.read_text()

@@ -315,7 +315,8 @@ def test_suite_cli_gpu_mistakes(folder: Path, args: tuple[str, ...], needle: str
 
 
 def test_editor_setting_gpus() -> None:
-    from server.settings import ExecutorSettings, make_executor, parse_settings
+    from sandbox.executors import ExecutorSettings, make_executor
+    from server.settings import parse_settings
 
     settings, problems = parse_settings({"executor": {"kind": "test", "gpus": [2, 0, 2]}}, env={})
     assert settings.executor.gpus == (2, 0) and not problems

@@ -25,7 +25,8 @@ from sandbox.contract import (
 from sandbox.testing import FakeExecutor
 from server.lenses import _snippet
 from server.optimize import position_at
-from server.settings import Secret, parse_settings
+from base.secrets import Secret
+from server.settings import parse_settings
 from server.store import STORE_DIR, BenchmarkRecord, Changes, ResultStore, Watcher, kernel_hash
 
 

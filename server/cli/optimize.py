@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from agent.proposers import PROPOSER_KINDS, ProposerKind
 from base.errors import CudaAgentError
 from server.cli import common
 from server.cli.common import (
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 @click.command()
 @click.argument("file")
 @click.option("--kernel", "-k", "kernel", help="Kernel name (default: the only kernel in FILE).")
-@click.option("--proposer", type=click.Choice(["builtin", "llm"]), default="builtin", show_default=True)
+@click.option("--proposer", type=click.Choice(PROPOSER_KINDS), default="builtin", show_default=True)
 @click.option("--llm-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (vllm serve).")
 @click.option("--model", help="Model name at the endpoint.")
 @click.option("--api-key-file", type=click.Path(), help="File holding the endpoint's API key.")
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
 def optimize(
     file: str,
     kernel: str | None,
-    proposer: str,
+    proposer: ProposerKind,
     llm_url: str | None,
     model: str | None,
     api_key_file: str | None,
@@ -179,17 +180,14 @@ def optimize(
         raise JobFailed(str(result.stop))
 
 
-def _make_proposer(kind: str, llm: LLMSettings | None) -> Proposer:
-    if llm is not None:
-        from agent.llm import LLMProposer
-        from sandbox.compile_pool import CompilePool
+def _make_proposer(kind: ProposerKind, llm: LLMSettings | None) -> Proposer:
+    from agent.proposers import make_proposer
+    from sandbox.compile_pool import CompilePool
 
-        return LLMProposer(llm, compiler=CompilePool(workers=2))
     try:
-        from agent.builtin import BuiltinProposer
+        return make_proposer(kind, llm, lambda: CompilePool(workers=2))
     except ImportError as exc:
-        raise JobFailed(f"the built-in engine is not available ({exc}); try --proposer llm") from exc
-    return BuiltinProposer()
+        raise JobFailed(f"the {kind} proposer is not available ({exc})") from exc
 
 
 @contextlib.contextmanager
