@@ -27,7 +27,6 @@ from agent.target import Target, TargetError, signature_mismatch
 from cudasrc.source import Document
 from cudasrc.syntax import Kernel
 from server import protocol as wire
-from server.diagnostics import compile_options
 from server.lsp import SUFFIXES, CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, RunStatus, StartStatus
 from server.runs import (
@@ -42,8 +41,9 @@ from server.runs import (
     run_finished,
     run_with_progress,
 )
+from server.settings import compile_options
 from server.store import STORE_DIR, CompareRecord, kernel_hash
-from server.texts import SIMULATED, markdown_text
+from server.texts import SIMULATED
 
 log = logging.getLogger(__name__)
 
@@ -262,34 +262,9 @@ def _store(
     ls.results_changed()
 
 
-# ------------------------------------------------------------------------------------- views
-
-
-def hint_label(rec: CompareRecord, current_hash: str) -> str:
-    """``⇄ vadd_x4: 2.10× verified`` on the original, ``⇄ vs vadd: ...`` on the rewrite."""
-    verdict = f"{rec.speedup:.2f}× verified" if rec.verified else rec.status
-    verdict += f" ({SIMULATED})" if rec.simulated else ""
-    label = f"⇄ {rec.other}: {verdict}" if rec.role == "original" else f"⇄ vs {rec.other}: {verdict}"
-    return label + (" (edited since)" if current_hash != rec.kernel_hash else "")
-
-
-def details(rec: CompareRecord) -> str:
-    """Markdown for hovers and hint tooltips."""
-    pair = (
-        f"compared with the rewrite **{markdown_text(rec.other)}**"
-        if rec.role == "original"
-        else f"as a rewrite of **{markdown_text(rec.other)}**"
-    )
-    simulated = f" **{SIMULATED}**:" if rec.simulated else ""
-    lines = [f"**Compare** ({pair}):{simulated} {markdown_text(rec.headline)}"]
-    if rec.rewrite_ms:
-        lines.append(f"- original {rec.original_ms:.4g} ms, rewrite {rec.rewrite_ms:.4g} ms median")
-    lines.append(f"- {markdown_text(rec.device)}, {rec.date}")
-    return "\n".join(lines)
-
-
 def setup(ls: CudaLanguageServer) -> None:
     ls.add_part(Comparisons(ls))
+    ls.kernel_actions.append(lambda od, k: code_actions(ls, od, k))
 
     @ls.command(wire.COMPARE_COMMAND)
     async def compare(ls: CudaLanguageServer, ref: wire.CompareRef) -> wire.RunStarted:

@@ -36,7 +36,8 @@ from pygls.uris import to_fs_path
 from base.errors import CudaAgentError
 from cudasrc import specs as specs
 from cudasrc.source import Document
-from cudasrc.syntax import Kernel
+from cudasrc.syntax import Kernel, Span
+from sandbox.contract import Resources
 from server import protocol as wire
 from server.settings import SECTION, Settings, parse_settings
 from server.store import Changes, ResultStore, Watcher
@@ -123,6 +124,20 @@ class KernelSpecView:
     spec: specs.KernelSpec | None
     errors: tuple[specs.SpecError, ...]
     written: bool
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What the last check of a document compiled: each kernel's ptxas resources, for ``arch``
+    (written by the diagnostics, read by the hover)."""
+
+    arch: str
+    resources: Mapping[str, Resources]  # kernel -> ptxas resources
+
+
+def lsp_range(span: Span) -> lsp.Range:
+    """A source-model span as an LSP range."""
+    return lsp.Range(lsp.Position(span.start_line, span.start_col), lsp.Position(span.end_line, span.end_col))
 
 
 class _Protocol(LanguageServerProtocol):
@@ -232,6 +247,9 @@ class CudaLanguageServer(LanguageServer):
         self.on_ready: list[Callable[[], None]] = []  # the client sent `initialized`
         self.on_shutdown: list[Callable[[], Awaitable[None]]] = []  # awaited before the answer to `shutdown`
         self.on_stop: list[Callable[[], None]] = []
+        # what each feature offers on a kernel under the cursor (textDocument/codeAction), in order
+        self.kernel_actions: list[Callable[[OpenDocument, Kernel], list[lsp.CodeAction]]] = []
+        self.compiled: dict[str, Compiled] = {}  # uri -> what the last check compiled (diagnostics)
         self._parts: dict[type, object] = {}
 
     # ------------------------------------------------------------------ features' parts

@@ -40,7 +40,6 @@ from agent.target import Target, TargetError, target_for
 from cudasrc.source import Document
 from sandbox.contract import CandidateResult, DeviceInfo, Tolerance, to_dict
 from server import protocol as wire
-from server.diagnostics import compile_options
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.protocol import ApplyReason, RunKind, RunStatus, StartStatus
 from server.runs import (
@@ -55,6 +54,7 @@ from server.runs import (
     run_finished,
     run_with_progress,
 )
+from server.settings import compile_options
 from server.store import BenchmarkRecord, OptimizeRecord, Roofline, kernel_hash, text_hash
 from server.texts import SIMULATED, plural, spread_text
 

@@ -18,9 +18,7 @@ from __future__ import annotations
 from agent import profile as prof
 from agent.proposal import Proposal
 from agent.target import Target, TargetError, target_for
-from sandbox.profile import report_lines
 from server import protocol as wire
-from server.diagnostics import compile_options
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, RunStatus, StartStatus
 from server.runs import (
@@ -35,8 +33,9 @@ from server.runs import (
     run_finished,
     run_with_progress,
 )
+from server.settings import compile_options
 from server.store import ProfiledKernel, ProfileRecord, kernel_hash
-from server.texts import markdown_text
+from server.texts import profile_summary
 
 
 def start_profile(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> wire.RunStarted:
@@ -97,24 +96,9 @@ async def _profile(
         kernel_hash=kernel_hash(od.doc, k) if k is not None else "",
     )
     ls.store.put(od.path, run.kernel, profile=record)
-    return run_finished(run, RunStatus.OK if report.available else RunStatus.UNAVAILABLE, summary(record))
-
-
-def summary(rec: ProfileRecord) -> str:
-    """One line per run's end: each kernel's speed of light and occupancy, or why it has none."""
-    return "; ".join(f"{k.label}: {', '.join(report_lines(k.profile)[:2])}" for k in rec.kernels)
-
-
-def details(rec: ProfileRecord, current_hash: str) -> str:
-    """Markdown for the hover: each kernel's metrics, with where and when they were taken."""
-    edited = " (edited since)" if rec.kernel_hash and current_hash != rec.kernel_hash else ""
-    lines = [f"**Last profile**{edited} (Nsight Compute, one launch at {markdown_text(rec.problem)})"]
-    for k in rec.kernels:
-        head = f"{k.label}: {k.description}" if k.description and k.label != "original" else k.label
-        lines.append(f"- {markdown_text(head)}")
-        lines += [f"  - {markdown_text(line)}" for line in report_lines(k.profile)]
-    lines.append(f"- {markdown_text(rec.device)}, {rec.date}")
-    return "\n".join(lines)
+    return run_finished(
+        run, RunStatus.OK if report.available else RunStatus.UNAVAILABLE, profile_summary(record)
+    )
 
 
 def setup(ls: CudaLanguageServer) -> None:

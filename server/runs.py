@@ -23,7 +23,7 @@ from sandbox.executors import ExecutorSettings, make_executor
 from server import protocol as wire
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, RunStatus, StartStatus
-from server.texts import SIMULATED
+from server.texts import SIMULATED, describe_executor
 
 log = logging.getLogger(__name__)
 
@@ -102,15 +102,6 @@ async def run_with_progress(
 def evaluation_steps(report: Report) -> Callable[[EvalProgress], None]:
     """The executor's progress callback, reporting each evaluation step (compile, check, time...)."""
     return lambda p: report(int(100 * p.done / max(p.total, 1)), p.message or f"{p.done}/{p.total}", False)
-
-
-def describe_executor(s: ExecutorSettings) -> str:
-    return {
-        "local": f"local GPU{'s' if len(s.gpus) > 1 else ''} {','.join(map(str, s.gpus or (s.gpu,)))}",
-        "remote": f"remote {s.url}",
-        "ray": f"ray {s.ray_address or '(auto)'}",
-        "test": "test (simulated GPU)",
-    }[s.kind]
 
 
 class Runs:

@@ -177,8 +177,8 @@ def test_the_readme_shows_what_the_command_prints_for_the_recorded_profile() -> 
 
 
 def test_the_hover_lists_each_kernels_metrics_and_says_when_the_kernel_changed_since() -> None:
-    from server.profile import details
     from server.store import ProfiledKernel, ProfileRecord
+    from server.texts import profile_details as details
 
     p = parse_ncu_csv(RECORDED.read_text())
     kernels = (

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from base.secrets import Secret
 from cudasrc.source import Document
 from sandbox.contract import (
     Budget,
@@ -25,7 +26,6 @@ from sandbox.contract import (
 from sandbox.testing import FakeExecutor
 from server.lenses import _snippet
 from server.optimize import position_at
-from base.secrets import Secret
 from server.settings import parse_settings
 from server.store import STORE_DIR, BenchmarkRecord, Changes, ResultStore, Watcher, kernel_hash
 
