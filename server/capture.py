@@ -32,7 +32,17 @@ from sandbox.capture import CaptureError, CaptureRun, Launch, run_program
 from server import protocol as wire
 from server.lsp import MAX_DOCUMENT_BYTES, CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, RunStatus
-from server.runs import ActiveRun, Progress, Report, Runs, launch_run, run_finished, run_with_progress
+from server.runs import (
+    ActiveRun,
+    Plan,
+    Progress,
+    Report,
+    Runs,
+    RunType,
+    add_run_type,
+    run_finished,
+    run_with_progress,
+)
 
 ANNOTATION = "cuda-agent.captured-spec"  # change annotation of a captured spec's edit
 ANY_KERNEL = "(any kernel)"  # the run's kernel when the command names none
@@ -81,12 +91,10 @@ def _read(path: Path) -> Document | None:
     )
 
 
-def start_capture(ls: CudaLanguageServer, ref: wire.CaptureRef) -> wire.RunStarted:
+def plan_capture(ls: CudaLanguageServer, ref: wire.CaptureRef) -> Plan:
     path, cwd = _check(ls, ref)
     program = Path(ref.command[0]).name
-    return launch_run(
-        ls,
-        RunKind.CAPTURE,
+    return Plan(
         ref.uri,
         ref.kernel or ANY_KERNEL,
         f"Capturing a spec from a run of {program}",
@@ -185,6 +193,4 @@ async def _send(
 
 
 def setup(ls: CudaLanguageServer) -> None:
-    @ls.command(wire.CAPTURE_COMMAND)
-    async def capture(ls: CudaLanguageServer, ref: wire.CaptureRef) -> wire.RunStarted:
-        return start_capture(ls, ref)
+    add_run_type(ls, RunType(RunKind.CAPTURE, wire.CAPTURE_COMMAND, wire.CaptureRef, plan_capture))

@@ -2,7 +2,7 @@
 editor.
 
 - ``cudaAgent.profile`` ``[KernelRef]`` (the **Profile** code lens): :func:`agent.profile.profile`
-  run in the background like Optimize (:func:`server.optimize.launch_run`: the executor is called
+  run in the background like Optimize (:func:`server.runs.start_run`: the executor is called
   off the event loop in the runs' thread pool; progress the user can cancel); answers
   ``RunStarted`` at once and ends with ``cudaAgent/runFinished`` (kind ``profile``; ``status``
   ``ok`` when every kernel has metrics, else ``unavailable`` with the reason in ``message``).
@@ -17,44 +17,37 @@ from __future__ import annotations
 
 from agent import profile as prof
 from agent.proposal import Proposal
-from agent.target import Target, TargetError, target_for
+from agent.target import Target, TargetError
 from server import protocol as wire
 from server.lsp import CudaLanguageServer, OpenDocument
-from server.protocol import RunKind, RunStatus, StartStatus
+from server.protocol import RunKind, RunStatus
 from server.runs import (
     ActiveRun,
+    Plan,
     Progress,
     Report,
     Runs,
-    describe_executor,
+    RunType,
+    add_run_type,
     evaluation_steps,
-    launch_run,
     record_date,
     run_finished,
     run_with_progress,
+    target_of,
 )
-from server.settings import compile_options
 from server.store import ProfiledKernel, ProfileRecord, kernel_hash
-from server.texts import profile_summary
+from server.texts import describe_executor, profile_summary
 
 
-def start_profile(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> wire.RunStarted:
-    """Start profiling ``kernel`` (and the verified rewrite of it waiting for this text of the
-    document, if any) in the background; answer at once."""
-    if od.doc is None:
-        return wire.RunStarted(
-            "", RunKind.PROFILE, StartStatus.ERROR, f"{od.path.name} is too large to analyse"
-        )
-    try:
-        target = target_for(od.doc, kernel, compile_options(ls.settings, od.path))
-    except TargetError as exc:
-        return wire.RunStarted("", RunKind.PROFILE, StartStatus.ERROR, str(exc))
+def plan_profile(ls: CudaLanguageServer, ref: wire.KernelRef) -> Plan:
+    """Profile the kernel (and the verified rewrite of it waiting for this text of the document, if any)."""
+    od, k = ls.kernel_ref(ref)
+    kernel = k.qualified_name
+    target = target_of(ls, od, kernel)
     runs = ls.part(Runs)
     pending = runs.pending(od, kernel) if runs is not None else None
     rewrite = pending.proposal if pending is not None else None
-    return launch_run(
-        ls,
-        RunKind.PROFILE,
+    return Plan(
         od.uri,
         kernel,
         f"Profiling {kernel}" + (" and its verified rewrite" if rewrite is not None else ""),
@@ -102,7 +95,4 @@ async def _profile(
 
 
 def setup(ls: CudaLanguageServer) -> None:
-    @ls.command(wire.PROFILE_COMMAND)
-    async def profile(ls: CudaLanguageServer, ref: wire.KernelRef) -> wire.RunStarted:
-        od, k = ls.kernel_ref(ref)
-        return start_profile(ls, od, k.qualified_name)
+    add_run_type(ls, RunType(RunKind.PROFILE, wire.PROFILE_COMMAND, wire.KernelRef, plan_profile))
