@@ -97,7 +97,7 @@ def prompt_text(task: AnyTask, device: DeviceInfo | None = None) -> str:
 
 
 @dataclass(frozen=True)
-class Parsed:
+class ParsedCompletion:
     """A completion read: the proposal (``source``: a PyTorch task's ``ModelNew`` module), or
     why there is none (``no_code``)."""
 
@@ -106,7 +106,7 @@ class Parsed:
     source: str = ""
 
 
-def parse_torch(completion: Completion) -> Parsed:
+def parse_torch(completion: Completion) -> ParsedCompletion:
     """The ``ModelNew`` module in ``completion`` for a PyTorch task: the ``code`` of the last
     ``verify_and_time`` call, else the last fenced block that parses and defines ``class ModelNew``."""
     text, calls = _content(completion)
@@ -119,15 +119,19 @@ def parse_torch(completion: Completion) -> Parsed:
             try:
                 args = json.loads(args)
             except ValueError:
-                return Parsed(None, f"no code: the {TOOL_NAME} arguments are not JSON")
+                return ParsedCompletion(None, f"no code: the {TOOL_NAME} arguments are not JSON")
         code = args.get("code") if isinstance(args, dict) else None
         if isinstance(code, str) and _defines_model_new(code):
-            return Parsed(None, source=code)
-        return Parsed(None, f"no code: the {TOOL_NAME} call holds no Python defining class ModelNew")
+            return ParsedCompletion(None, source=code)
+        return ParsedCompletion(
+            None, f"no code: the {TOOL_NAME} call holds no Python defining class ModelNew"
+        )
     blocks = [b for b in _PY_FENCE.findall(text) if _defines_model_new(b)]
     if not blocks:
-        return Parsed(None, "no code: no fenced Python block that parses and defines class ModelNew")
-    return Parsed(None, source=blocks[-1].strip() + "\n")
+        return ParsedCompletion(
+            None, "no code: no fenced Python block that parses and defines class ModelNew"
+        )
+    return ParsedCompletion(None, source=blocks[-1].strip() + "\n")
 
 
 def _defines_model_new(code: str) -> bool:
@@ -145,7 +149,7 @@ def torch_cache_key(task: TorchTask, source: str) -> str:
     return hashlib.sha256(repr((task.ref, tree)).encode()).hexdigest()
 
 
-def parse(completion: Completion, task: Task) -> Parsed:
+def parse(completion: Completion, task: Task) -> ParsedCompletion:
     """The candidate in ``completion`` for ``task``: the last ``verify_and_time`` tool call, else
     the last fenced block defining a ``__global__`` kernel."""
     text, calls = _content(completion)
@@ -159,19 +163,19 @@ def parse(completion: Completion, task: Task) -> Parsed:
             try:
                 args = json.loads(args)
             except ValueError:
-                return Parsed(None, f"no code: the {TOOL_NAME} arguments are not JSON")
+                return ParsedCompletion(None, f"no code: the {TOOL_NAME} arguments are not JSON")
         if not isinstance(args, dict):
-            return Parsed(None, f"no code: the {TOOL_NAME} arguments are not a JSON object")
+            return ParsedCompletion(None, f"no code: the {TOOL_NAME} arguments are not a JSON object")
         proposal, why = proposal_from_arguments(kernel, args)
-        return Parsed(proposal, "" if proposal else f"no code: {why}")
+        return ParsedCompletion(proposal, "" if proposal else f"no code: {why}")
     try:
         args = fenced_arguments(text)
     except NoCode as exc:
-        return Parsed(None, f"no code: {exc}")
+        return ParsedCompletion(None, f"no code: {exc}")
     except ValueError as exc:
-        return Parsed(None, f"no code: the launch line does not parse ({exc})")
+        return ParsedCompletion(None, f"no code: the launch line does not parse ({exc})")
     proposal, why = proposal_from_arguments(kernel, args)
-    return Parsed(proposal, "" if proposal else f"no code: {why}")
+    return ParsedCompletion(proposal, "" if proposal else f"no code: {why}")
 
 
 def _content(completion: Completion) -> tuple[str, list[dict[str, Any]]]:

@@ -16,8 +16,8 @@ from server.protocol import RunKind, RunStatus
 from server.runs import (
     ActiveRun,
     Plan,
-    Progress,
     Report,
+    RunProgress,
     Runs,
     RunType,
     add_run_type,
@@ -67,7 +67,7 @@ def plan_benchmark(ls: CudaLanguageServer, ref: wire.KernelRef) -> Plan:
 
 
 async def _benchmark(
-    ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: Target, progress: Progress
+    ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: Target, progress: RunProgress
 ) -> wire.RunFinished:
     runs = ls.need(Runs)
     settings = ls.settings

@@ -28,15 +28,15 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from agent import capture as cap
 from cudasrc.source import Document
-from sandbox.capture import CaptureError, CaptureRun, Launch, run_program
+from sandbox.capture import CaptureError, CaptureRun, RecordedLaunch, run_program
 from server import protocol as wire
 from server.lsp import MAX_DOCUMENT_BYTES, CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, RunStatus
 from server.runs import (
     ActiveRun,
     Plan,
-    Progress,
     Report,
+    RunProgress,
     Runs,
     RunType,
     add_run_type,
@@ -108,7 +108,7 @@ async def _capture(
     ref: wire.CaptureRef,
     path: Path,
     cwd: Path,
-    progress: Progress,
+    progress: RunProgress,
 ) -> wire.RunFinished:
     runs = ls.need(Runs)
     assert ls.loop is not None
@@ -148,7 +148,9 @@ async def _capture(
     return run_finished(run, RunStatus.OK, f"{message}; notes: {notes}" if notes else message)
 
 
-def _propose(launches: list[Launch], roots: list[str], opened: Mapping[str, OpenDocument]) -> cap.CaptureEdit:
+def _propose(
+    launches: list[RecordedLaunch], roots: list[str], opened: Mapping[str, OpenDocument]
+) -> cap.CaptureEdit:
     """The first launch whose kernel is found under ``roots`` (its open version first), placed."""
     docs = {p: od.doc for p, od in opened.items() if od.doc is not None}
     first: cap.CaptureMismatch | None = None

@@ -32,8 +32,8 @@ from server.protocol import RunKind, RunStatus
 from server.runs import (
     ActiveRun,
     Plan,
-    Progress,
     Report,
+    RunProgress,
     Runs,
     RunType,
     add_run_type,
@@ -179,7 +179,7 @@ async def _compare(
     target: Target,
     proposal: Proposal,
     cand_doc: Document,
-    progress: Progress,
+    progress: RunProgress,
 ) -> wire.RunFinished:
     runs = ls.need(Runs)
     settings = ls.settings

@@ -31,7 +31,7 @@ from cudasrc.source import Document
 from cudasrc.syntax import LANGUAGE, Kernel
 from sandbox.compiler import CompilerUnavailable
 from sandbox.contract import Diagnostic, Problem, Resources
-from server.lsp import Compiled, CudaLanguageServer, OpenDocument, lsp_range, spec_view
+from server.lsp import CudaLanguageServer, LastCheck, OpenDocument, lsp_range, spec_view
 from server.settings import Settings, compile_options
 from server.store import Changes
 
@@ -425,7 +425,7 @@ class Checker:
         current = self.ls.document(result.uri)
         if current is None or current.version != result.version:
             return  # stale: a newer version is (or will be) checked
-        self.ls.compiled[result.uri] = Compiled(result.arch, result.resources)
+        self.ls.last_check[result.uri] = LastCheck(result.arch, result.resources)
         self.ls.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(
                 uri=result.uri, diagnostics=list(result.diagnostics), version=result.version
@@ -436,7 +436,7 @@ class Checker:
         timer = self.timers.pop(uri, None)
         if timer is not None:
             timer.cancel()
-        self.ls.compiled.pop(uri, None)
+        self.ls.last_check.pop(uri, None)
         self.ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     def close(self) -> None:

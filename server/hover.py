@@ -55,7 +55,7 @@ def hover_markdown(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> str:
     rec = ls.store.get(od.path, k.qualified_name)
     if rec.benchmark is not None:
         parts.append("**Last benchmark** " + benchmark_line(rec.benchmark))
-    compiled = ls.compiled.get(od.uri)  # the last check of this document (any version)
+    compiled = ls.last_check.get(od.uri)  # the last check of this document (any version)
     res = compiled.resources.get(k.qualified_name) if compiled is not None else None
     if compiled is not None and res is not None:
         arch = compiled.arch

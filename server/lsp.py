@@ -127,7 +127,7 @@ class KernelSpecView:
 
 
 @dataclass(frozen=True)
-class Compiled:
+class LastCheck:
     """What the last check of a document compiled: each kernel's ptxas resources, for ``arch``
     (written by the diagnostics, read by the hover)."""
 
@@ -249,7 +249,7 @@ class CudaLanguageServer(LanguageServer):
         self.on_stop: list[Callable[[], None]] = []
         # what each feature offers on a kernel under the cursor (textDocument/codeAction), in order
         self.kernel_actions: list[Callable[[OpenDocument, Kernel], list[lsp.CodeAction]]] = []
-        self.compiled: dict[str, Compiled] = {}  # uri -> what the last check compiled (diagnostics)
+        self.last_check: dict[str, LastCheck] = {}  # uri -> what the last check compiled (diagnostics)
         self._parts: dict[type, object] = {}
 
     # ------------------------------------------------------------------ features' parts

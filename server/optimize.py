@@ -4,7 +4,7 @@ The methods and their payloads are declared in :mod:`server.protocol` (ARCHITECT
 
 - ``cudaAgent.optimize`` / ``cudaAgent.benchmark`` ``[KernelRef]`` answer at once with a
   :class:`~server.protocol.RunStarted` (the run id); the run goes on in a background thread
-  through the configured executor.  Progress: ``$/progress`` (server-initiated, cancellable) for
+  through the configured executor.  RunProgress: ``$/progress`` (server-initiated, cancellable) for
   clients with ``window.workDoneProgress``, else ``window/logMessage`` lines and a
   ``window/showMessage`` at the start and the end.  The end: a ``cudaAgent/runFinished``
   notification; a verified faster rewrite is then offered as an **Apply** code lens and code
@@ -42,9 +42,9 @@ from server.protocol import RunKind, RunStatus
 from server.runs import (
     ActiveRun,
     Plan,
-    Progress,
     Report,
     Rewrite,
+    RunProgress,
     Runs,
     RunType,
     add_run_type,
@@ -164,7 +164,7 @@ def plan_optimize(ls: CudaLanguageServer, ref: wire.KernelRef) -> Plan:
 
 
 async def _optimize(
-    ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: Target, progress: Progress
+    ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: Target, progress: RunProgress
 ) -> wire.RunFinished:
     runs = ls.need(Runs)
     settings = ls.settings

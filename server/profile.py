@@ -24,8 +24,8 @@ from server.protocol import RunKind, RunStatus
 from server.runs import (
     ActiveRun,
     Plan,
-    Progress,
     Report,
+    RunProgress,
     Runs,
     RunType,
     add_run_type,
@@ -61,7 +61,7 @@ async def _profile(
     od: OpenDocument,
     target: Target,
     rewrite: Proposal | None,
-    progress: Progress,
+    progress: RunProgress,
 ) -> wire.RunFinished:
     runs = ls.need(Runs)
     settings = ls.settings

@@ -87,7 +87,7 @@ T = TypeVar("T")
 
 
 async def run_with_progress(
-    ls: CudaLanguageServer, run: ActiveRun, progress: Progress, begin: str, work: Callable[[Report], T]
+    ls: CudaLanguageServer, run: ActiveRun, progress: RunProgress, begin: str, work: Callable[[Report], T]
 ) -> T:
     """The body of every run: begin ``progress`` with ``begin``, run ``work`` on the runs' pool, and
     show each step it reports on the run, its progress and the status line; ``work``'s result."""
@@ -218,7 +218,7 @@ class Runs:
                 self._compiler = None
 
 
-class Progress:
+class RunProgress:
     """A run's progress as the client can show it: server-initiated work-done progress with cancel
     where the client supports it, else log lines (``window/logMessage``) and a message
     (``window/showMessage``) at the start and the end."""
@@ -291,7 +291,7 @@ class Progress:
         )
 
 
-RunBody = Callable[["ActiveRun", "Progress"], Awaitable[wire.RunFinished]]
+RunBody = Callable[["ActiveRun", "RunProgress"], Awaitable[wire.RunFinished]]
 
 
 @dataclass(frozen=True)
@@ -378,7 +378,7 @@ def run_finished(run: ActiveRun, status: RunStatus, message: str, **numbers: Any
 async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody) -> None:
     """A run from start to end: progress, the work, the record, the ``runFinished`` notification."""
     runs = ls.need(Runs)
-    progress = Progress(ls, run, title)
+    progress = RunProgress(ls, run, title)
     shown: str | None = None
     try:
         finished = await body(run, progress)

@@ -207,3 +207,37 @@ def private_imports(known: dict[str, Path]) -> list[Edge]:
             ):
                 found.add(Edge(name, f"{aliases[node.value.id]}.{node.attr}", node.lineno))
     return sorted(found, key=lambda e: (e.source, e.target))
+
+
+SHARED_SERVER_MODULES = ("server.runs",)  # has a setup (the cancel command), but is what run features share
+
+
+def features(known: dict[str, Path]) -> list[str]:
+    """The language server's feature modules: ``server/<name>.py`` with a top-level ``setup``
+    function (what ``server.app`` wires onto the server), but for :data:`SHARED_SERVER_MODULES`."""
+    found = []
+    for name, path in known.items():
+        if name.count(".") != 1 or not name.startswith("server.") or name in SHARED_SERVER_MODULES:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        if any(isinstance(n, ast.FunctionDef) and n.name == "setup" for n in tree.body):
+            found.append(name)
+    return sorted(found)
+
+
+def feature_imports(known: dict[str, Path], graph: list[Edge]) -> list[Edge]:
+    """Imports from one feature module into another: a feature stands alone, sharing only through
+    non-feature modules (the server object, the protocol, the runs, the store, the texts)."""
+    names = set(features(known))
+    return [e for e in graph if e.source in names and e.target in names]
+
+
+def namesakes(known: dict[str, Path]) -> dict[str, list[str]]:
+    """Class name -> the modules defining a class of that name, for names defined in two or more
+    modules (nested classes count): one concept, one class."""
+    found: dict[str, list[str]] = {}
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, []).append(name)
+    return {k: sorted(v) for k, v in sorted(found.items()) if len(v) > 1}

@@ -23,6 +23,8 @@ from import_graph import (
     circles,
     describe,
     edges,
+    feature_imports,
+    features,
     imported,
     line_counts,
     modules,
@@ -193,3 +195,29 @@ def test_checker_catches_a_private_import(tmp_path: Path) -> None:
     assert private_imports(modules(tmp_path, ("low", "high"))) == [Edge("high.c", "low.a._hidden", 1)]
     (tmp_path / "high" / "c.py").write_text("from low import a\nimport low.b as b\nx = a._hidden + b.y\n")
     assert private_imports(modules(tmp_path, ("low", "high"))) == [Edge("high.c", "low.a._hidden", 3)]
+
+
+def test_no_language_server_feature_imports_another() -> None:
+    known = modules()
+    assert {"server.hover", "server.lenses", "server.optimize", "server.diagnostics"} <= set(features(known))
+    found = [
+        f"{e.source} ({known[e.source].relative_to(ROOT)}:{e.line}) imports {e.target}"
+        for e in feature_imports(known, edges(known))
+    ]
+    assert not found, "features importing features:\n" + "\n".join(found)
+
+
+def test_checker_catches_a_feature_importing_a_feature(tmp_path: Path) -> None:
+    """Two modules with a ``setup`` are features; one importing the other is caught, importing a
+    shared module (no ``setup``) is not."""
+    (tmp_path / "server").mkdir()
+    (tmp_path / "server" / "__init__.py").write_text("")
+    (tmp_path / "server" / "texts.py").write_text("X = 1\n")
+    (tmp_path / "server" / "hover.py").write_text("from server.texts import X\ndef setup(ls):\n    pass\n")
+    (tmp_path / "server" / "hints.py").write_text("def setup(ls):\n    pass\n")
+    known = modules(tmp_path, ("server",))
+    assert features(known) == ["server.hints", "server.hover"]
+    assert feature_imports(known, edges(known)) == []
+    (tmp_path / "server" / "hover.py").write_text("from server import hints\ndef setup(ls):\n    pass\n")
+    known = modules(tmp_path, ("server",))
+    assert feature_imports(known, edges(known)) == [Edge("server.hover", "server.hints", 1)]
