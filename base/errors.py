@@ -14,6 +14,9 @@ import; each class stays in the module that raises it.
     │   │   └── sandbox.contract.RequestError       ...a field of it, named
     │   ├── cudasrc.specs.model.InvalidSpec         a spec line does not parse or resolve
     │   ├── agent.target.TargetError                no such kernel / no spec for it
+    │   ├── sandbox.scheduler.GpuListError          a list of GPU indices does not parse
+    │   ├── agent.proposer.BudgetError              a budget does not parse
+    │   ├── agent.check.CompileCommandsError        a compile_commands.json is unusable
     │   ├── agent.capture.CaptureMismatch           a captured launch disagrees with the source
     │   ├── learning.tasks.TaskError                a reward task file is malformed
     │   ├── agent.llm.NoCode                        a model reply holds no code

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agent.check import build_options
+from agent.check import CompileCommandsError, build_options
 from agent.proposers import PROPOSER_KINDS, ProposerKind
 from base.secrets import Secret
 from sandbox.executors import EXECUTOR_KINDS, ExecutorSettings, from_environment
@@ -211,6 +211,6 @@ def compile_options(settings: Settings, path: Path) -> tuple[str, ...]:
         return build_options(
             path, settings.include_paths, settings.defines, settings.compile_commands or None
         )
-    except ValueError as exc:
+    except CompileCommandsError as exc:
         log.info("%s", exc)
         return build_options(path, settings.include_paths, settings.defines)

@@ -14,7 +14,7 @@ from polling import set_when
 
 from agent.loop import LoopEvent, LoopSettings, RunOutcome, Stop, StopKind, optimize
 from agent.proposal import Attempt, Proposal
-from agent.proposer import OptimizeBudget, parse_budget
+from agent.proposer import BudgetError, OptimizeBudget, parse_budget
 from agent.target import TargetError, target_for
 from agent.trajectory import (
     REWARD_VERSION,
@@ -440,7 +440,7 @@ def test_parse_budget(text: str, expected: OptimizeBudget) -> None:
 
 @pytest.mark.parametrize("text", ["", "ten", "5x", "0s", "-3c"])
 def test_parse_budget_rejects(text: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(BudgetError):
         parse_budget(text)
 
 

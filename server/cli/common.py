@@ -49,11 +49,11 @@ class BuildFlags:
     compile_commands: str | None = None
 
     def options(self, source: Path) -> tuple[str, ...]:
-        from agent.check import build_options
+        from agent.check import CompileCommandsError, build_options
 
         try:
             return build_options(source, self.include, self.define, self.compile_commands)
-        except ValueError as exc:
+        except CompileCommandsError as exc:
             raise UserError(str(exc)) from exc
 
 

@@ -89,7 +89,7 @@ def optimize(
     import threading
 
     from agent import loop
-    from agent.proposer import parse_budget
+    from agent.proposer import BudgetError, parse_budget
     from agent.target import target_for
     from agent.trajectory import TrajectoryLog, default_path
     from cudasrc.source import Document
@@ -101,7 +101,7 @@ def optimize(
         raise UserError(why)
     try:
         limits = parse_budget(budget)
-    except ValueError as exc:
+    except BudgetError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
     target = target_for(Document(text, str(path)), kernel, build.options(path))
     if proposer == "llm":
@@ -252,24 +252,24 @@ def suite(
     One progress line per kernel goes to stderr as it finishes."""
 
     from agent import loop
-    from agent.proposer import parse_budget
+    from agent.proposer import BudgetError, parse_budget
     from agent.suite import families, find_targets, run_suite, summarize
     from sandbox.executor import ExecutorError
-    from sandbox.scheduler import parse_gpus
+    from sandbox.scheduler import GpuListError, parse_gpus
     from server.cli.reports import SuiteReport
 
     if gpu is not None and gpus is not None:
         raise UserError("give --gpu or --gpus, not both")
     try:
         devices = (gpu,) if gpu is not None else parse_gpus(gpus or "all")
-    except ValueError as exc:
+    except GpuListError as exc:
         raise UserError(f"--gpus {gpus}: {exc}") from exc
     root = Path(directory)
     if not root.is_dir():
         raise UserError(f"{directory}: no such directory")
     try:
         limits = parse_budget(budget)
-    except ValueError as exc:
+    except BudgetError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
     if next(find_targets(root, match, build.options), None) is None:
         raise UserError(f"{directory}: no kernel with a `// @cuda-agent` spec in its {match} .cu/.cuh files")
