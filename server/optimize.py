@@ -1,25 +1,12 @@
-"""Optimize and benchmark from the editor; verified rewrites offered for confirmation.
+"""Optimize from the editor: a search for a faster verified rewrite of a kernel, offered for confirmation.
 
-The methods and their payloads are declared in :mod:`server.protocol` (ARCHITECTURE.md lists them):
-
-- ``cudaAgent.optimize`` / ``cudaAgent.benchmark`` ``[KernelRef]`` answer at once with a
-  :class:`~server.protocol.RunStarted` (the run id); the run goes on in a background thread
-  through the configured executor.  RunProgress: ``$/progress`` (server-initiated, cancellable) for
-  clients with ``window.workDoneProgress``, else ``window/logMessage`` lines and a
-  ``window/showMessage`` at the start and the end.  The end: a ``cudaAgent/runFinished``
-  notification; a verified faster rewrite is then offered as an **Apply** code lens and code
-  action on the kernel (and fetched for a diff with ``cudaAgent/rewrite``).  The best verified
-  candidate so far is kept on cancel.
-- ``cudaAgent.cancel`` ``[RunRef]`` stops a run (so do the progress's cancel button and a
-  code action / lens on the kernel while it runs).
-- ``cudaAgent.applyRewrite`` ``[RunRef]``: the one apply path.  Refused, with a message, when the
-  document changed since the run began; else one ``workspace/applyEdit`` (kernel, launch sites
-  and the spec's launch line) against the document's version, whose change annotation needs
-  confirmation.
-- ``cudaAgent/results`` ``{uri?}``: stored results; ``cudaAgent/status`` (server → client):
-  executor, device, the run in progress.
-
-Each finished run is recorded in the workspace's result store; lenses and hints refresh.
+``cudaAgent.optimize`` ``[KernelRef]`` (declared in :mod:`server.protocol`; a row of the run
+table, :mod:`server.runs`) answers at once with a :class:`~server.protocol.RunStarted` (the run
+id); the run goes on in a background thread through the configured executor, with progress the
+user can cancel (the best verified candidate so far is kept).  The end: a ``cudaAgent/runFinished``
+notification; a verified faster rewrite then waits in the runs (:class:`server.runs.Rewrite`),
+offered as an **Apply** code lens and code action on the kernel (:mod:`server.rewrites` applies
+it).  Each finished run is recorded in the workspace's result store; lenses and hints refresh.
 """
 
 from __future__ import annotations
