@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +149,7 @@ def emulate(t: Target, out: Subject, work: Path) -> tuple[bool, str]:
 def check(entry: dict[str, Any], corpus: Path = CORPUS, emulation: bool = True) -> Row:
     """Match, compile and emulate one corpus kernel; every failure is a row, never an exception."""
     expert = entry.get("expert") or {}
-    row = dict(
+    row = Row(
         file=entry["file"],
         kernel=entry["kernel"],
         family=entry["family"],
@@ -163,23 +163,23 @@ def check(entry: dict[str, Any], corpus: Path = CORPUS, emulation: bool = True) 
     try:
         out, why, t = rewrite(entry, corpus)
     except Exception as e:  # an unreadable kernel or spec is a miss with its message
-        return Row(**{**row, "reason": f"{type(e).__name__}: {e}"})  # type: ignore[arg-type]
+        return replace(row, reason=f"{type(e).__name__}: {e}")
     if out is None:
-        return Row(**{**row, "reason": why})  # type: ignore[arg-type]
-    row.update(proposed=True, rewrite=why)
+        return replace(row, reason=why)
+    row = replace(row, proposed=True, rewrite=why)
     compiled = compile_cuda(t.unit_with(out.code), name_expressions=(t.kernel,), options=t.baseline.options)
     if not compiled.result.ok:
         log = compiled.result.log.strip().splitlines()
-        return Row(**{**row, "reason": f"NVRTC: {log[0] if log else 'failed'}"[:400]})  # type: ignore[arg-type]
-    row["compiles"] = True
+        return replace(row, reason=f"NVRTC: {log[0] if log else 'failed'}"[:400])
+    row = replace(row, compiles=True)
     if emulation and shutil.which("g++") is not None:
         with tempfile.TemporaryDirectory() as tmp:
             try:
                 equal, message = emulate(t, out, Path(tmp))
             except Exception as e:  # an emulation harness gap is a row with its message
                 equal, message = False, f"host emulation: {type(e).__name__}: {e}"
-        row.update(equal=equal, reason=message)
-    return Row(**row)  # type: ignore[arg-type]
+        row = replace(row, equal=equal, reason=message)
+    return row
 
 
 def _rate(rows: list[Row]) -> dict[str, Any]:
