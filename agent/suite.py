@@ -185,7 +185,7 @@ def run_suite(
         if isinstance(target, str):
             e = SuiteEntry(file, kernel, "error", description=target)
         else:
-            e = _optimize(file, kernel, target, executor, budget, seed, deadline, settings)
+            e = optimize_kernel(file, kernel, target, executor, budget, seed, deadline, settings)
         log.info("%s %s: %s %.2fx", file, kernel, e.status, e.speedup)
         with lock:
             entries[position] = e
@@ -209,7 +209,7 @@ def run_suite(
     return tuple(e for e in entries if e is not None)
 
 
-def _optimize(
+def optimize_kernel(
     file: str,
     kernel: str,
     target: Target,

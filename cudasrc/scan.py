@@ -52,7 +52,8 @@ _SYSTEM_HEADERS = frozenset(
         "iomanip", "iostream", "map", "memory", "numeric", "random", "set", "sstream", "stdexcept",
         "string", "thread", "tuple", "unordered_map", "utility", "vector", "assert.h", "stdlib.h",
         "cstdlib", "string.h", "time.h", "cuda.h", "cuda_runtime.h", "cuda_runtime_api.h",
-        "device_launch_parameters.h", "helper_cuda.h", "helper_functions.h",
+        "device_launch_parameters.h", "helper_cuda.h", "helper_functions.h", "helper_timer.h",
+        "helper_string.h", "helper_image.h", "cuda_profiler_api.h", "sys/time.h",
     }
 )  # fmt: skip
 # Libraries and bindings a project's header pulls in for its host code (they bring <cstdint> along).
@@ -421,7 +422,7 @@ def _is_host_item(doc: Parsed, item: _Item) -> bool:
     node = item.node
     if node.type == "preproc_include":
         return item.include.strip("<>") in HOST_HEADERS
-    if node.type == "linkage_specification":  # `extern "C" void launch(cublasHandle_t, ...);`
+    if node.type in ("linkage_specification", "declaration"):  # `extern "C" void launch(...);`, `int f(float*);`
         return _host_declarations(node)
     return _is_host_function(node)
 
