@@ -84,7 +84,7 @@ from sandbox.torch_trust import (
     wall_ms,
     work,
 )
-from sandbox.verify import PERTURBATION, Calibration, Comparison, checked, compare
+from sandbox.verify import PERTURBATION, Agreement, Calibration, checked, compare
 from sandbox.wire import InfoJob, Reply, TorchJob
 
 TORCH_HANDLER = "sandbox.torch_eval:TorchHandler"
@@ -157,7 +157,7 @@ def compare_outputs(
             part = slice(start, start + CHUNK)
             # compare moves the reference's pieces where ``got`` is
             calib = Calibration(perturbed=raw(flat_m[part]), rho=PERTURBATION, n=n)
-            cmp: Comparison = compare(raw(flat_r[part]), raw(flat_g[part]), dtype_name(r), calib)
+            cmp: Agreement = compare(raw(flat_r[part]), raw(flat_g[part]), dtype_name(r), calib)
             if cmp.first_bad_index >= 0:
                 cmp = replace(cmp, first_bad_index=cmp.first_bad_index + start)
             check = checked(label, seed, cmp.ok, cmp.detail, arg, cmp)

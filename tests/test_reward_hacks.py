@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent.reward.tasks import DEFAULT_TORCH_TASKS
+from learning.tasks import DEFAULT_TORCH_TASKS
 from agent.trajectory import FAILED, HACK, hack_rule, reward
 from sandbox.contract import Budget, CandidateResult, Status, TorchCandidate, TorchRequest
 from sandbox.screen import screen
