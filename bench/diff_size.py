@@ -28,12 +28,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
-from agent import spec as spec_mod  # noqa: E402
-from agent.source import Document  # noqa: E402
 from agent.target import TargetError, target_for  # noqa: E402
-from agent.transforms import NotApplicable, Subject, safe_apply  # noqa: E402
-from agent.transforms.passes import Apply  # noqa: E402
-from agent.transforms.registry import PASSES  # noqa: E402
+from cudasrc import specs as spec_mod  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
+from engine import NotApplicable, Subject, safe_apply  # noqa: E402
+from engine.passes import Apply  # noqa: E402
+from engine.registry import PASSES  # noqa: E402
 
 FOLDERS = ("tests/data/passes", "tests/data/variants", "tests/data/hygiene", "bench/kernels", "bench/corpus")
 
@@ -153,7 +153,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "diff_size.json")
     args = ap.parse_args()
-    logging.getLogger("agent.transforms").setLevel(logging.ERROR)
+    logging.getLogger("engine").setLevel(logging.ERROR)
     rows = [row for path in kernel_files() for row in rewrites(path)]
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False

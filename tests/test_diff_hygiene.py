@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from test_transforms import compiles
 
-from agent.source import Document
 from agent.target import target_for
-from agent.transforms import Subject, safe_apply
-from agent.transforms.passes import Apply, Emitter, lifted, restored
-from agent.transforms.registry import PASSES
+from cudasrc.source import Document
+from engine import Subject, safe_apply
+from engine.passes import Apply, Emitter, lifted, restored
+from engine.registry import PASSES
 
 ENGINE = Path(__file__).parent.parent / "bench" / "diff_size.py"
 HYGIENE = sorted((Path(__file__).parent / "data" / "hygiene").glob("*.cu"))
