@@ -3,7 +3,7 @@ in the corpora: how many accesses each can represent, and the time per kernel.
 
 An access counts as represented by ``Poly`` when its canonical index exists and holds no opaque
 quotient (``/`` and ``%`` are atoms there: the polynomial cannot say which element a thread
-touches); by ISL when it has a map at every concrete problem of the spec (:mod:`agent.transforms.maps`).
+touches); by ISL when it has a map at every concrete problem of the spec (:mod:`engine.maps`).
 Time: the view's polynomials of every access, and the maps of every access, per kernel, on the
 normalized kernel (the front end's cost, shared, is not counted in either).  Prints one JSON
 object, and writes it with ``--out``::
@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
-from agent import spec as spec_mod  # noqa: E402
-from agent.source import Document  # noqa: E402
-from agent.transforms import Subject  # noqa: E402
+from cudasrc import specs as spec_mod  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
+from engine import Subject  # noqa: E402
 
 FOLDERS = ("bench/corpus", "bench/kernels", "tests/data/realcode", "tests/data/variants", "tests/data/passes")
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent import spec as spec_mod
-from agent.source import Document
-from agent.transforms import NotApplicable, Subject, grid_over_block
-from agent.transforms.mechanical import BlockSize
-from agent.transforms.passes import Apply
-from agent.transforms.row_parallel import RowParallel, Rows
+from cudasrc import specs as spec_mod
+from cudasrc.source import Document
+from engine import NotApplicable, Subject, grid_over_block
+from engine.mechanical import BlockSize
+from engine.passes import Apply
+from engine.row_parallel import RowParallel, Rows
 
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
 

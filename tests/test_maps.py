@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent import spec as spec_mod
-from agent.source import Document
-from agent.transforms import Subject
-from agent.transforms.maps import Permutation, ReductionAxis, Translation
-from agent.transforms.view import Access, KernelView
+from cudasrc import specs as spec_mod
+from cudasrc.source import Document
+from engine import Subject
+from engine.maps import Permutation, ReductionAxis, Translation
+from engine.view import Access, KernelView
 
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
 

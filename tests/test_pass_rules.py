@@ -8,14 +8,14 @@ from pathlib import Path
 
 from import_graph import imported, modules
 
-from agent.transforms import NotApplicable, Outcome
-from agent.transforms.passes import Match, Pass
-from agent.transforms.registry import PASSES, unbacked
-from agent.transforms.view import KernelView
+from engine import NotApplicable, Outcome
+from engine.passes import Match, Pass
+from engine.registry import PASSES, unbacked
+from engine.view import KernelView
 
 ROOT = Path(__file__).resolve().parents[1]
 # the one pass left that applies another as its first step (the histogram's grid-stride loop)
-COMPOSES = {("agent.transforms.histogram", "agent.transforms.elementwise")}
+COMPOSES = {("engine.histogram", "engine.elementwise")}
 
 
 def pass_imports() -> set[tuple[str, str]]:
