@@ -307,8 +307,8 @@ def test_spec_for_prefers_the_written_spec(data_dir: Path) -> None:
     assert problems(spec) == problems(result.spec)
 
 
-def test_readme_examples_parse_and_resolve() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+def test_the_guides_examples_parse_and_resolve() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "specs.md").read_text(encoding="utf-8")
     blocks = [b.split("```", 1)[0] for b in readme.split("```cuda\n")[1:]]
     kernels = [k for block in blocks for k in Document(block).kernels]
     assert len(kernels) >= 4
