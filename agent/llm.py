@@ -54,7 +54,7 @@ from agent.target import Target
 from sandbox.compile_pool import CompilePool
 from sandbox.compiler import cuda_include_dirs
 from sandbox.contract import PRECISIONS, CandidateResult, DeviceInfo, Status
-from sandbox.errors import InputError, Unavailable
+from sandbox.errors import InputError, Unavailable, install_hint
 from sandbox.executor import ExecutorError
 from sandbox.profile import profile_text as nsight_text
 from sandbox.timing import measured_text
@@ -176,7 +176,7 @@ class OpenAIChatClient(ChatClient):
             import openai
         except ImportError as exc:
             raise EndpointError(
-                "the LLM proposer needs the `openai` package: pip install 'cuda-agent[llm]'"
+                f"the LLM proposer needs the `openai` package: {install_hint('llm')}"
             ) from exc
         if not settings.model:
             raise EndpointError("no model given (--model or CUDA_AGENT_LLM_MODEL)")
@@ -288,7 +288,7 @@ class VLLMChatClient(ChatClient):
         try:
             import vllm
         except ImportError as exc:
-            raise EndpointError("the in-process backend needs vLLM: pip install 'cuda-agent[vllm]'") from exc
+            raise EndpointError(f"the in-process backend needs vLLM: {install_hint('vllm')}") from exc
         self._vllm = vllm
         self.settings = settings
         self._llm = vllm.LLM(model=settings.model)

@@ -309,6 +309,7 @@ class _Run:
             original=self.target.definition,
             spec=self.target.spec_text,
             baseline_ms=baseline.timing.median_ms if baseline.timing else 0.0,
+            simulated=self.device is not None and self.device.simulated,
         )
         context = OptimizeContext(
             self.target, self.device, baseline, self.seed, self.budget, self.stop, self._profile

@@ -94,7 +94,9 @@ def cli_page() -> str:
         rows = []
         for param in command.get_params(ctx):
             if isinstance(param, click.Argument):
-                rows.append((f"`{param.make_metavar(ctx)}`", "argument" + ("" if param.required else ", optional")))
+                rows.append(
+                    (f"`{param.make_metavar(ctx)}`", "argument" + ("" if param.required else ", optional"))
+                )
                 continue
             record = param.get_help_record(ctx)
             if record is None:
@@ -190,7 +192,9 @@ def settings_page() -> str:
             kind += ": " + ", ".join(f"`{v}`" for v in prop["enum"])
         default = json.dumps(prop["default"]) if "default" in prop else ""
         text = prop.get("markdownDescription") or prop.get("description", "")
-        lines.append(f"| `{key}` | {_cell(kind)} | {_cell(f'`{default}`' if default else '')} | {_cell(text)} |")
+        lines.append(
+            f"| `{key}` | {_cell(kind)} | {_cell(f'`{default}`' if default else '')} | {_cell(text)} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -56,7 +56,9 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     # ARCHITECTURE.md stays at the repository's root, where readers of the code look for it
     architecture = ROOT / "ARCHITECTURE.md"
     page = "internals/index.md"
-    files.append(File.generated(config, page, content=rebased(architecture.read_text("utf-8"), architecture, page)))
+    files.append(
+        File.generated(config, page, content=rebased(architecture.read_text("utf-8"), architecture, page))
+    )
     return files
 
 
@@ -74,7 +76,11 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
         resolved = posixpath.normpath(posixpath.join(posixpath.dirname(page.file.src_uri), path))
         if resolved.startswith("../"):
             if not (DOCS / resolved).exists():
-                log.warning("Doc file '%s' links to '%s', not a file of the repository", page.file.src_uri, target)
+                log.warning(
+                    "Doc file '%s' links to '%s', not a file of the repository", page.file.src_uri, target
+                )
         elif files.get_file_from_path(resolved) is None:
-            log.warning("Doc file '%s' links to '%s', not a page or file of the site", page.file.src_uri, target)
+            log.warning(
+                "Doc file '%s' links to '%s', not a page or file of the site", page.file.src_uri, target
+            )
     return markdown

@@ -66,3 +66,8 @@ class Unavailable(CudaAgentError):
 
 class Failed(CudaAgentError):
     """The work ran and failed."""
+
+
+def install_hint(extra: str) -> str:
+    """How to add an optional part (an extra of pyproject.toml): the package is on no index, so from the clone."""
+    return f"pip install -e '.[{extra}]' in your clone of cuda-agent"

@@ -52,6 +52,7 @@ from sandbox.contract import (
     to_dict,
     to_json,
 )
+from sandbox.errors import install_hint
 from sandbox.executor import (
     AuthError,
     Executor,
@@ -609,7 +610,7 @@ class RayExecutor(GpuScheduler):
             import ray
         except ImportError as exc:
             raise ExecutorError(
-                "the Ray executor needs the `cluster` extra: pip install 'cuda-agent[cluster]'"
+                f"the Ray executor needs the `cluster` extra: {install_hint('cluster')}"
             ) from exc
         where = address or os.environ.get("RAY_ADDRESS") or "a local Ray instance"
         if not ray.is_initialized():

@@ -58,6 +58,23 @@ def test_json_write_keeps_a_backup_and_edits_the_launch_site(
     assert len(lines) == 1 and json.loads(lines[0])["reward"] > 2
 
 
+def test_a_simulated_run_writes_its_records_only_to_a_file_of_its_own(
+    cu: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("CUDA_AGENT_TEST_EXECUTOR")
+    real = cu.parent / "xdg" / "cuda-agent" / "trajectories.jsonl"
+    real.parent.mkdir(parents=True)
+    real.write_text('{"measured": "a line of the user\'s own"}\n')
+    assert main(["optimize", str(cu), "--simulate", "--budget", "6c", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["simulated"] is True
+    assert real.read_text() == '{"measured": "a line of the user\'s own"}\n'  # untouched
+    assert out["trajectory"] == str(real.with_name("trajectories.simulated.jsonl"))
+    lines = [json.loads(line) for line in Path(out["trajectory"]).read_text().splitlines()]
+    assert len(lines) == out["candidates"] > 0
+    assert all(line["simulated"] is True for line in lines)
+
+
 def test_diff_prints_a_patch_and_leaves_the_file_alone(cu: Path, capsys: pytest.CaptureFixture[str]) -> None:
     original = cu.read_text()
     with ScriptedLLM(SCRIPT) as server:

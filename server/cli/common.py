@@ -31,14 +31,21 @@ def executor_failed(exc: Exception) -> JobFailed:
 
     if isinstance(exc, NoGpuError):
         return JobFailed(
-            f"{exc}. Ways forward: a GPU here (an NVIDIA driver and the `gpu` extra: pip install "
-            "'cuda-agent[gpu]') or elsewhere (CUDA_AGENT_WORKER_URL and CUDA_AGENT_TOKEN of a `cuda-agent worker`); "
-            "or, to try the flow without one, the simulated GPU (CUDA_AGENT_TEST_EXECUTOR=1)"
+            f"{exc}. Ways forward: a GPU here (an NVIDIA driver and CuPy: pip install -e '.[gpu]' in your "
+            "clone of cuda-agent, '.[gpu-cuda12]' for a CUDA 12 driver) or elsewhere (CUDA_AGENT_WORKER_URL "
+            "and CUDA_AGENT_TOKEN of a `cuda-agent worker`); or, to try the flow without one, --simulate "
+            "(made-up numbers)"
         )
     return JobFailed(str(exc))
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
+simulate_option = click.option(
+    "--simulate",
+    is_flag=True,
+    help="Run on the simulated GPU (no GPU used): code is still compiled, but every changed candidate "
+    "'verifies' 2x faster. The numbers are made up, and say so.",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,14 +108,16 @@ def memory_option(f: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def open_executor(gpu: int, gpus: tuple[int, ...] = ()) -> Executor:
+def open_executor(gpu: int, gpus: tuple[int, ...] = (), simulate: bool = False) -> Executor:
     """The local GPUs' sandbox (``gpus``, else ``gpu``: one worker per GPU), a Ray cluster when
     ``CUDA_AGENT_RAY_ADDRESS`` is set, or a remote worker when ``CUDA_AGENT_WORKER_URL`` is set
-    (token in ``CUDA_AGENT_TOKEN``); ``CUDA_AGENT_TEST_EXECUTOR=1`` swaps in the simulated GPU (one
-    per GPU index: tests, demos)."""
+    (token in ``CUDA_AGENT_TOKEN``); ``simulate`` (``--simulate``) or ``CUDA_AGENT_TEST_EXECUTOR=1``
+    swaps in the simulated GPU (one per GPU index: tests, demos; ``--simulate`` wins over a worker)."""
 
     from server.settings import ExecutorSettings, Secret, make_executor
 
+    if simulate:
+        return make_executor(ExecutorSettings(kind="test", gpu=gpu, gpus=gpus))
     url = os.environ.get("CUDA_AGENT_WORKER_URL")
     if os.environ.get("CUDA_AGENT_TEST_EXECUTOR") == "1":
         if not url:

@@ -18,6 +18,7 @@ from agent.source import Document, Issue, Kernel, LaunchSite
 from agent.spec import Evidence, SpecError, render, spec_for
 from agent.suite import FamilySummary, SuiteEntry, SuiteSummary
 from agent.target import Target
+from agent.trajectory import simulated_path
 from sandbox.capture import CaptureRun
 from sandbox.contract import CandidateResult, Check, DeviceInfo, EvalResult, Profile
 
@@ -307,7 +308,7 @@ def optimize_report(
         device=result.device,
         written=str(written) if written else None,
         backup=str(backup) if backup else None,
-        trajectory=str(log_path) if log_path else None,
+        trajectory=str(simulated_path(log_path) if result.simulated else log_path) if log_path else None,
     )
 
 

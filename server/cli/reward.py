@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from sandbox.errors import install_hint
 from server.cli import common
 from server.cli.common import (
     JobFailed,
@@ -143,7 +144,7 @@ def reward_serve(
         from sandbox import service
     except ImportError as exc:
         raise UserError(
-            f"the reward service needs the `worker` extra: pip install 'cuda-agent[worker]' ({exc})"
+            f"the reward service needs the `worker` extra: {install_hint('worker')} ({exc})"
         ) from exc
     tasks = _task_set(task_paths)
     token = read_token(token_file) if token_file else None

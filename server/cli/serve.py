@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from sandbox.errors import install_hint
 from server.cli.common import JobFailed, UserError, _exit_on_signal
 from server.cli.files import read_token
 
@@ -106,9 +107,7 @@ def worker(
     try:
         from sandbox import service
     except ImportError as exc:
-        raise UserError(
-            f"the worker needs the `worker` extra: pip install 'cuda-agent[worker]' ({exc})"
-        ) from exc
+        raise UserError(f"the worker needs the `worker` extra: {install_hint('worker')} ({exc})") from exc
     from sandbox.compile_pool import compile_isolation
     from sandbox.contract import RequestLimits
     from sandbox.executor import ExecutorError
