@@ -201,14 +201,20 @@ def _serve(argv: list[str], cwd: Path, env: dict[str, str], deadline_s: float = 
         argv.append("--simulate")
     if "--tls-cert" in argv:
         subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.pem"]
-            + ["-days", "1", "-subj", "/CN=localhost"],
+            [
+                *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem"),
+                *("-out", "cert.pem", "-days", "1", "-subj", "/CN=localhost"),
+            ],
             cwd=cwd,
             check=True,
             capture_output=True,
         )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server", *argv], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "server", *argv],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         end = time.monotonic() + deadline_s
@@ -226,8 +232,17 @@ def _serve(argv: list[str], cwd: Path, env: dict[str, str], deadline_s: float = 
 
 def _simulated_worker(cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
     port = _free_port()
-    argv = ["worker", "--simulate", "--port", str(port), "--token-file", str(Path(env["HOME"]) / ".cuda-agent-token")]
-    proc = subprocess.Popen([sys.executable, "-m", "server", *argv], cwd=cwd, env=env, stderr=subprocess.DEVNULL)
+    argv = [
+        "worker",
+        "--simulate",
+        "--port",
+        str(port),
+        "--token-file",
+        str(Path(env["HOME"]) / ".cuda-agent-token"),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server", *argv], cwd=cwd, env=env, stderr=subprocess.DEVNULL
+    )
     end = time.monotonic() + 90
     while not _listening(port):
         assert proc.poll() is None and time.monotonic() < end, "the simulated worker did not start"
