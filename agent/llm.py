@@ -656,6 +656,7 @@ class LLMProposer(Proposer):
         self._conversations: list[_Conversation] = []
         self._attempts: dict[str, Attempt] = {}
         self._overflow: list[Proposal] = []
+        self._last_error: ReplyError | None = None  # the last failed reply of any conversation
         self._target: Target | None = None
 
     @property
@@ -686,6 +687,13 @@ class LLMProposer(Proposer):
             if not ready:
                 break
             proposals = self._round(context, ready)
+        if (
+            not proposals
+            and not context.cancel.is_set()
+            and self._last_error is not None
+            and all(c.done and c.turns == 0 for c in self._conversations)
+        ):  # not one reply in any conversation: the endpoint is broken, not the search exhausted
+            raise EndpointError(f"{self.settings.base_url} answered no request: {self._last_error}")
         self._overflow = proposals[n:]  # a reply may call verify_and_time more often than asked
         return proposals[:n]
 
@@ -708,6 +716,7 @@ class LLMProposer(Proposer):
     def _start(self, context: OptimizeContext) -> None:
         self._target = context.target
         self._attempts = {}
+        self._last_error = None
         system = SYSTEM + "\n" + (TOOLS_HOWTO if self._tools else FENCED_HOWTO)
         prompt = initial_prompt(context)
         self._conversations = [
@@ -738,6 +747,7 @@ class LLMProposer(Proposer):
                 if context.cancel.is_set():
                     continue
                 c.failures += 1
+                self._last_error = reply
                 log.warning("conversation %d: %s", c.index, reply)
                 if c.failures >= 2:
                     c.done = True

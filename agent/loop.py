@@ -63,6 +63,7 @@ from sandbox.contract import (
     Progress,
     Status,
 )
+from sandbox.errors import CudaAgentError
 from sandbox.executor import Executor, ExecutorError
 
 log = logging.getLogger(__name__)
@@ -409,7 +410,9 @@ class _Run:
         try:
             reason = self._produce_batches(context)
         except Exception as exc:
-            log.warning("proposer %s failed: %s", self.proposer.name, exc, exc_info=True)
+            # ours (an unreachable endpoint, a refused key): the one line says it all; a bug: its traceback
+            expected = isinstance(exc, CudaAgentError)
+            log.warning("proposer %s failed: %s", self.proposer.name, exc, exc_info=not expected)
             reason = Stop(StopKind.PROPOSER_FAILED, str(exc))
         with self.done:  # let the submitted batches finish, then end the run
             while len(self.batches_done) < self.submitted and not self.stop.is_set():
