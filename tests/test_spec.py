@@ -633,3 +633,26 @@ def test_work_floor_off_declares_that_the_counts_overstate_the_traffic() -> None
     )
     _, errors = parse(kernel(doc, "k"))
     assert any("floor=off" in e.message for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("launch grid=cdiv(n, block) block=(256", "launch grid=cdiv(n, block) block=128"),
+        ("launch block=64", "launch block=128"),
+        ("work bytes=8*n", "work bytes=4*n"),
+        ("precision allow=tf32", "precision allow=fp16"),
+    ],
+)
+def test_a_second_line_of_a_once_only_directive_is_an_error_never_the_winner(first: str, second: str) -> None:
+    doc = Document(
+        "// @cuda-agent sizes n=1<<20\n"
+        f"// @cuda-agent {first}\n"
+        f"// @cuda-agent {second}\n"
+        "// @cuda-agent arg x in float[n]\n"
+        "// @cuda-agent arg y out float[n]\n"
+        "__global__ void k(const float* x, float* y, int n) { }\n"
+    )
+    _, errors = parse(kernel(doc, "k"))
+    keyword = second.split()[0]
+    assert any(e.line == 2 and f"a second `{keyword}` line (the first is line 2)" in e.message for e in errors), errors

@@ -35,6 +35,7 @@ from sandbox.contract import (
 
 # ---------------------------------------------------------------------------------------- parsing
 
+ONCE = ("launch", "template", "precision", "work")  # directives a kernel's spec gives at most once
 _PAIR_KEY = re.compile(r"(?<![<>!=\w])([A-Za-z_]\w*)\s*=(?!=)")
 _ARRAY = re.compile(
     r"^(?P<name>\w+)\s+(?P<role>in|out|inout)\s+(?P<dtype>[\w:\s]+?)\s*\[(?P<count>.*)\]\s*(?P<dist>.*)$"
@@ -157,9 +158,21 @@ class _Builder:
         self.requires: list[tuple[str, int]] = []
         self.compares: list[CompareSpec] = []
         self.defines: dict[str, str] = {}
+        self.first: dict[str, int] = {}  # a directive of ONCE -> the line it was first given at
 
     def directive(self, line: int, text: str) -> None:
         keyword, _, rest = text.strip().partition(" ")
+        if keyword in ONCE:
+            if keyword in self.first:  # never let a later line silently replace an earlier one
+                self.errors.append(
+                    SpecError(
+                        line,
+                        f"{keyword}: a second `{keyword}` line (the first is line {self.first[keyword] + 1}); "
+                        f"give one `{keyword}` line per kernel",
+                    )
+                )
+                return
+            self.first[keyword] = line
         handler = getattr(self, f"_d_{keyword}", None)
         if handler is None:
             self.errors.append(
