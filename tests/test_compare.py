@@ -253,7 +253,7 @@ class MismatchExecutor(FakeExecutor):
 def test_a_mismatch_names_the_output_the_first_bad_index_and_the_error_against_its_bound(
     pair: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("server.cli.common.open_executor", lambda gpu: MismatchExecutor())
+    monkeypatch.setattr("server.cli.common.open_executor", lambda gpu, **_: MismatchExecutor())
     assert main(["compare", str(pair), "-k", "vadd", "-w", "vadd_x4", "--json"]) == 1
     captured = capsys.readouterr()
     out = json.loads(captured.out)

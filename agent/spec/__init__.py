@@ -47,6 +47,7 @@ Modules (this package's ``__init__`` re-exports their public names: import from 
 
 from agent.spec.expressions import evaluate
 from agent.spec.grammar import (
+    REWRITE_LINES,
     default_dist,
     directive_text,
     launch_pairs,
@@ -80,6 +81,7 @@ from agent.spec.resolve import bench_sizes, problem, problems, verify_sizes
 
 __all__ = [
     "MARKER",
+    "REWRITE_LINES",
     "ArrayRole",
     "ArraySpec",
     "CompareSpec",
