@@ -23,6 +23,7 @@ from agent.syntax import (
     Parsed,
     Standalone,
     TemplateParam,
+    printable,
 )
 
 _CONTAINERS = frozenset(
@@ -692,7 +693,7 @@ def syntax_issues(doc: Parsed, limit: int = 20) -> list[Issue]:
         if n.is_missing:
             found.append(Issue(n.start_point.row, f"syntax error: missing {n.type}", "error"))
         elif n.is_error:
-            snippet = _squash(doc.node_text(n))[:40]
+            snippet = printable(_squash(doc.node_text(n))[:40])
             found.append(Issue(n.start_point.row, f"syntax error near `{snippet}`", "error"))
         elif n.has_error:
             stack.extend(reversed(n.children))

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import click
 
 from server.cli.common import BuildFlags, JobFailed, build_flags, json_option
 from server.cli.files import read_source
 from server.cli.render import emit_json, print_check, print_kernels
+
+if TYPE_CHECKING:
+    from agent.syntax import Issue
+
+
+def _not_cuda(path: Path, kernels: Sequence[object], issues: Sequence[Issue]) -> None:
+    """No kernel, and the parser could not read the file: most likely not CUDA at all (exit 1)."""
+    errors = sum(issue.severity == "error" for issue in issues)
+    if not kernels and errors:
+        raise JobFailed(f"{path}: no CUDA kernels and {errors} syntax error(s): is it CUDA source?")
 
 
 @click.command()
@@ -24,6 +38,7 @@ def kernels(file: str, as_json: bool) -> None:
         emit_json(report)
     else:
         print_kernels(doc, report)
+    _not_cuda(path, doc.kernels, report.issues)
 
 
 @click.command()
@@ -44,6 +59,7 @@ def check(file: str, arch: str, build: BuildFlags, as_json: bool) -> None:
         emit_json(check_report(result))
     else:
         print_check(path, result)
+    _not_cuda(path, result.kernels, result.issues)
     failed = sum(not k.ok for k in result.kernels)
     broken = sum(bool(k.spec_errors) for k in result.kernels)
     if failed or broken:
