@@ -13,6 +13,7 @@ Include paths and defines come from the caller or from a ``compile_commands.json
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -122,6 +123,9 @@ def _name_expression(doc: Document, kernel: Kernel, spec: KernelSpec | None) -> 
     return "", "template without a `template` spec line or launch: compiled uninstantiated (no resources)"
 
 
+_DEFINE = re.compile(r"[A-Za-z_]\w*(\([\w\s,.]*\))?(=[^\x00-\x1f\x7f]*)?")
+
+
 def build_options(
     source: str | Path,
     include: tuple[str, ...] = (),
@@ -130,7 +134,12 @@ def build_options(
 ) -> tuple[str, ...]:
     """The one build configuration of ``source`` (``-I``, ``-D``, then its compile_commands.json
     entry's), resolved once for check, diagnostics, bench, optimize, compare and suite.  Raises
-    ValueError when the compile commands are unusable."""
+    ValueError when a definition is not ``NAME[=VALUE]`` or the compile commands are unusable."""
+    for d in define:
+        if not _DEFINE.fullmatch(d):
+            raise ValueError(
+                f"-D {d[:60]!r}: expected NAME or NAME=VALUE (NAME a C identifier, F(x)=... a macro)"
+            )
     options = [f"-I{Path(i).resolve()}" for i in include] + [f"-D{d}" for d in define]
     if compile_commands:
         options += compile_commands_options(compile_commands, source)

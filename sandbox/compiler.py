@@ -88,6 +88,19 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
+def arch_error(arch: str) -> str:
+    """Why NVRTC cannot compile for ``arch`` ('' when it can): not a name such as ``sm_90``, or an
+    architecture this NVRTC does not support."""
+    found = re.fullmatch(r"(sm|compute)_([1-9][0-9]{1,2})[af]?", arch)
+    if not found:
+        return f"{arch[:40]!r} is not an architecture such as sm_90"
+    _, supported = _nvrtc().nvrtcGetSupportedArchs()
+    if int(found.group(2)) not in supported:
+        names = ", ".join(f"sm_{a}" for a in supported)
+        return f"NVRTC {nvrtc_version()} cannot compile for {arch} (it supports {names})"
+    return ""
+
+
 def _nvrtc() -> Any:
     try:
         from cuda.bindings import nvrtc

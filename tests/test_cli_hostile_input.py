@@ -140,3 +140,32 @@ def test_a_python_file_given_to_check_exits_1(tmp_path: Path) -> None:
     script.write_text("import torch\nprint(torch.cuda.is_available())\n")
     out = cli("check", str(script), cwd=tmp_path)
     assert out.returncode == 1 and "is it CUDA source?" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--arch", "sm_bogus"], "--arch: 'sm_bogus' is not an architecture such as sm_90"),
+        (["--arch", "sm_35"], "cannot compile for sm_35 (it supports sm_"),
+        (["-D", "1X=3"], "-D '1X=3': expected NAME or NAME=VALUE"),
+        (["-D", "-Ifoo"], "-D '-Ifoo': expected NAME or NAME=VALUE"),
+        (["-D", "X=a\x1bb"], "expected NAME or NAME=VALUE"),
+    ],
+)
+def test_a_bad_arch_or_definition_is_one_line_on_stderr_exit_2_before_any_compile(
+    args: list[str], needle: str, saxpy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from server.cli.main import main
+
+    assert main(["check", str(saxpy), *args]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and needle in out.err, out
+
+
+def test_definitions_that_nvcc_takes_are_taken(saxpy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from server.cli.main import main
+
+    assert (
+        main(["check", str(saxpy), "-D", "N", "-D", "TILE=32", "-D", "SQ(x)=((x)*(x))", "--arch", "sm_90a"])
+        == 0
+    )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from server.cli.common import BuildFlags, JobFailed, build_flags, json_option
+from server.cli.common import BuildFlags, JobFailed, UserError, build_flags, json_option
 from server.cli.files import read_source
 from server.cli.render import emit_json, print_check, print_kernels
 
@@ -49,11 +49,14 @@ def kernels(file: str, as_json: bool) -> None:
 def check(file: str, arch: str, build: BuildFlags, as_json: bool) -> None:
     """Compile each kernel of FILE on its own with NVRTC (no GPU needed); report errors and resources."""
     from agent.check import check_document
+    from sandbox.compiler import arch_error
     from agent.source import Document
     from server.cli.reports import check_report
 
     path, text = read_source(file)
     options = build.options(path)
+    if why := arch_error(arch):
+        raise UserError(f"--arch: {why}")
     result = check_document(Document(text, str(path)), arch=arch, options=options)
     if as_json:
         emit_json(check_report(result))
