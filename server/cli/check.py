@@ -49,8 +49,8 @@ def kernels(file: str, as_json: bool) -> None:
 def check(file: str, arch: str, build: BuildFlags, as_json: bool) -> None:
     """Compile each kernel of FILE on its own with NVRTC (no GPU needed); report errors and resources."""
     from agent.check import check_document
-    from sandbox.compiler import arch_error
     from agent.source import Document
+    from sandbox.compiler import arch_error
     from server.cli.reports import check_report
 
     path, text = read_source(file)
