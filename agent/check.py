@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -63,15 +64,23 @@ class FileCheck:
         return tuple(sorted(seen.values(), key=lambda d: (d.file, d.line, d.column)))
 
 
-def check_document(doc: Document, *, arch: str = "sm_90", options: tuple[str, ...] = ()) -> FileCheck:
-    """Compile every kernel of ``doc``; compile errors are values in the result, never raised.
-    Raises :class:`sandbox.compiler.CompilerUnavailable` when NVRTC itself cannot be loaded."""
-    return FileCheck(
-        doc.path,
-        arch,
-        tuple(check_kernel(doc, k, arch=arch, options=options) for k in doc.kernels),
-        doc.issues,
-    )
+def check_document(
+    doc: Document,
+    *,
+    arch: str = "sm_90",
+    options: tuple[str, ...] = (),
+    on_kernel: Callable[[KernelCheck], None] | None = None,
+) -> FileCheck:
+    """Compile every kernel of ``doc``, in order; compile errors are values in the result, never
+    raised.  ``on_kernel`` gets each kernel's check as soon as it is compiled (a file of a hundred
+    kernels takes tens of seconds).  Raises :class:`sandbox.compiler.CompilerUnavailable` when
+    NVRTC itself cannot be loaded."""
+    checks = []
+    for k in doc.kernels:
+        checks.append(check_kernel(doc, k, arch=arch, options=options))
+        if on_kernel is not None:
+            on_kernel(checks[-1])
+    return FileCheck(doc.path, arch, tuple(checks), doc.issues)
 
 
 def check_kernel(

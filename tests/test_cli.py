@@ -125,3 +125,19 @@ def test_kernels_lists_every_kernel_of_a_file_with_hostile_specs(capsys: pytest.
     for kernel, line, needle in HOSTILE:
         assert f"{kernel}(" in out.out and f"spec error, line {line}: " in out.out and needle in out.out
     assert "good_first(" in out.out and "good_last(" in out.out
+
+
+def test_check_prints_each_kernel_as_soon_as_it_is_compiled(tmp_path, monkeypatch, capsys) -> None:
+    import agent.check
+
+    source = "".join(f"__global__ void k{i}(float* y) {{ y[threadIdx.x] = {i}.0f; }}\n" for i in range(3))
+    (tmp_path / "three.cu").write_text(source)
+    real, seen = agent.check.check_kernel, []
+
+    def compile_one(doc, kernel, **kw):  # before each compile: the kernels before it are on stdout
+        seen.append([line.split()[1].rstrip(":") for line in capsys.readouterr().out.splitlines()])
+        return real(doc, kernel, **kw)
+
+    monkeypatch.setattr(agent.check, "check_kernel", compile_one)
+    assert main(["check", str(tmp_path / "three.cu")]) == 0
+    assert seen == [[], ["k0"], ["k1"]] and capsys.readouterr().out.startswith("ok   k2:")

@@ -10,10 +10,11 @@ import click
 
 from server.cli.common import BuildFlags, JobFailed, UserError, build_flags, json_option
 from server.cli.files import read_source
-from server.cli.render import emit_json, print_check, print_kernels
+from server.cli.render import emit_json, print_issues, print_kernel_check, print_kernels
 
 if TYPE_CHECKING:
     from agent.syntax import Issue
+    from sandbox.contract import Diagnostic
 
 
 def _not_cuda(path: Path, kernels: Sequence[object], issues: Sequence[Issue]) -> None:
@@ -57,11 +58,20 @@ def check(file: str, arch: str, build: BuildFlags, as_json: bool) -> None:
     options = build.options(path)
     if why := arch_error(arch):
         raise UserError(f"--arch: {why}")
-    result = check_document(Document(text, str(path)), arch=arch, options=options)
+    doc = Document(text, str(path))
+    shown: set[Diagnostic] = set()
+    if not as_json:
+        print_issues(path, doc.issues)
+    result = check_document(
+        doc,
+        arch=arch,
+        options=options,
+        on_kernel=None if as_json else lambda k: print_kernel_check(path, k, shown),
+    )
     if as_json:
         emit_json(check_report(result))
-    else:
-        print_check(path, result)
+    elif not result.kernels:
+        click.echo(f"{path}: no CUDA kernels (`__global__` functions) found")
     _not_cuda(path, result.kernels, result.issues)
     failed = sum(not k.ok for k in result.kernels)
     broken = sum(bool(k.spec_errors) for k in result.kernels)

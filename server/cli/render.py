@@ -13,15 +13,16 @@ if TYPE_CHECKING:
     from agent import profile as prof
     from agent.attempts import AttemptRecord
     from agent.capture import CaptureEdit
-    from agent.check import FileCheck
+    from agent.check import KernelCheck
     from agent.compare import Comparison
     from agent.loop import OptimizeResult
     from agent.reward.engine import Scored
     from agent.source import Document
     from agent.suite import SuiteEntry
+    from agent.syntax import Issue
     from agent.target import Target
     from sandbox.capture import CaptureRun
-    from sandbox.contract import EvalResult
+    from sandbox.contract import Diagnostic, EvalResult
     from server.cli.reports import KernelsReport, SuiteReport
 
 
@@ -70,29 +71,33 @@ def print_kernels(doc: Document, report: KernelsReport) -> None:
         _echo(f"{path}:{issue.line + 1}: {issue.severity}: {issue.message}")
 
 
-def print_check(path: Path, result: FileCheck) -> None:
-    for issue in result.issues:
+def print_issues(path: Path, issues: Sequence[Issue]) -> None:
+    """What the parser could not read in the file, one line each."""
+    for issue in issues:
         _echo(f"{path}:{issue.line + 1}: {issue.severity}: {issue.message}")
-    for d in result.diagnostics:
-        _echo(f"{d.file}:{d.line}:{d.column}: {d.severity}: {d.message}")
-    for k in result.kernels:
-        for e in k.spec_errors:
-            _echo(f"{path}:{e.line + 1}: error: spec of {k.kernel}: {e.message}")
-    if not result.kernels:
-        _echo(f"{path}: no CUDA kernels (`__global__` functions) found")
-    for k in result.kernels:
-        r = k.resources
-        usage = (
-            f"{r.registers} registers, {r.spill_stores}/{r.spill_loads} bytes spilled (st/ld), "
-            f"{r.shared_bytes} bytes smem, {r.stack_bytes} bytes stack"
-            if r
-            else "no resource report"
-        )
-        name = k.name_expression or k.kernel
-        _echo(
-            f"{'ok  ' if k.ok and not k.spec_errors else 'FAIL'} {name}: {usage}"
-            + (f" ({k.note})" if k.note else "")
-        )
+
+
+def print_kernel_check(path: Path, k: KernelCheck, shown: set[Diagnostic]) -> None:
+    """One kernel's compile, as soon as it is done: its diagnostics (those not ``shown`` for an
+    earlier kernel: kernels share helpers), its spec's errors, then its verdict and resources."""
+    for d in k.diagnostics:
+        if d not in shown:
+            shown.add(d)
+            _echo(f"{d.file}:{d.line}:{d.column}: {d.severity}: {d.message}")
+    for e in k.spec_errors:
+        _echo(f"{path}:{e.line + 1}: error: spec of {k.kernel}: {e.message}")
+    r = k.resources
+    usage = (
+        f"{r.registers} registers, {r.spill_stores}/{r.spill_loads} bytes spilled (st/ld), "
+        f"{r.shared_bytes} bytes smem, {r.stack_bytes} bytes stack"
+        if r
+        else "no resource report"
+    )
+    name = k.name_expression or k.kernel
+    _echo(
+        f"{'ok  ' if k.ok and not k.spec_errors else 'FAIL'} {name}: {usage}"
+        + (f" ({k.note})" if k.note else "")
+    )
 
 
 def print_bench(target: Target, result: EvalResult) -> None:
