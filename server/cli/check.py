@@ -76,6 +76,6 @@ def check(file: str, arch: str, build: BuildFlags, as_json: bool) -> None:
     failed = sum(not k.ok for k in result.kernels)
     broken = sum(bool(k.spec_errors) for k in result.kernels)
     if failed or broken:
-        why = [f"{failed} kernel(s) failed to compile"] if failed else []
-        why += [f"{broken} spec(s) have errors"] if broken else []
-        raise JobFailed("; ".join(why))
+        reasons = [f"{failed} kernel(s) failed to compile"] if failed else []
+        reasons += [f"{broken} spec(s) have errors"] if broken else []
+        raise JobFailed("; ".join(reasons))
