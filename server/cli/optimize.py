@@ -279,7 +279,8 @@ def suite(
     except ValueError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
     if next(find_targets(root, match, build.options), None) is None:
-        raise UserError(f"{directory}: no kernel with a `// @cuda-agent` spec in its {match} .cu/.cuh files")
+        which = "" if match == "*" else f" matching {match!r}"
+        raise UserError(f"{directory}: no kernel with a `// @cuda-agent` spec in its .cu/.cuh files{which}")
 
     try:
         with common.open_executor(devices[0], devices, simulate=simulate) as executor:
