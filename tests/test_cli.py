@@ -141,3 +141,25 @@ def test_check_prints_each_kernel_as_soon_as_it_is_compiled(tmp_path, monkeypatc
     monkeypatch.setattr(agent.check, "check_kernel", compile_one)
     assert main(["check", str(tmp_path / "three.cu")]) == 0
     assert seen == [[], ["k0"], ["k1"]] and capsys.readouterr().out.startswith("ok   k2:")
+
+
+def test_bare_cuda_agent_lists_the_commands(capsys) -> None:
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Usage: cuda-agent") and "Commands:" in out
+    for name in ("bench", "capture", "check", "compare", "kernels", "optimize", "profile", "reward", "serve"):
+        assert f"\n  {name} " in out
+
+
+def test_capture_help_keeps_its_usage_line_apart(capsys) -> None:
+    assert main(["capture", "--help"]) == 0
+    assert "\n  cuda-agent capture [OPTIONS] -- PROGRAM [ARGS]...\n\n" in capsys.readouterr().out
+
+
+def test_suite_on_a_folder_without_specs_names_the_files_plainly(tmp_path, capsys) -> None:
+    assert main(["suite", str(tmp_path)]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("no kernel with a `// @cuda-agent` spec in its .cu/.cuh files")
+    )
