@@ -1,7 +1,7 @@
 """Kernel specs: how to verify and benchmark a kernel, written as a comment block above it.
 
-Grammar (one directive per ``// @cuda-agent`` line, directly above the kernel; see README
-"Kernel spec")::
+Grammar (one directive per ``// @cuda-agent`` line, directly above the kernel; the guide:
+docs/guide/specs.md)::
 
     sizes     NAME=EXPR ...  [verify NAME=EXPR[,EXPR...] ...]
     verify    NAME=EXPR[,EXPR...] ...           one problem per comma position (repeatable)
