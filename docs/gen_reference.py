@@ -241,9 +241,17 @@ def _records(roots: list[type], rename: Callable[[str], str], heading: str) -> l
             lines += [_cell(doc), ""]
         lines += ["| field | type |", "|---|---|"]
         for name, tp in _fields(cls):
-            lines.append(f"| `{rename(name)}` | {_cell('`' + _type_name(tp) + '`')} |")
+            lines.append(f"| `{rename(name)}` | \0{_type_name(tp)}\0 |")
             queue += [t for t in _nested(tp) if t not in seen]
-    return lines
+    names = {cls.__name__ for cls in seen}
+
+    def linked(match: re.Match[str]) -> str:  # a type, each record in it a link to its section
+        text = match.group(1).replace("|", "\\|").replace("[", "\\[").replace("]", "\\]")
+        return re.sub(
+            r"\b[A-Z]\w*\b", lambda m: f"[{m[0]}](#{m[0].lower()})" if m[0] in names else m[0], text
+        )
+
+    return [re.sub("\0(.*?)\0", linked, line) for line in lines]
 
 
 def reports_page() -> str:
