@@ -74,8 +74,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from agent.launch import LaunchChange
 from agent.proposal import Attempt
+from cudasrc.launch import LaunchChange
 from sandbox.contract import PRECISIONS, CandidateResult, ContractError, Status, from_json, to_json
 
 SCHEMA = "cuda-agent.trajectory/1"
@@ -98,6 +98,13 @@ _RULES = (
     ("dynamic parallelism", "dynamic_parallelism"),
     ("nondetermin", "nondeterministic"),
     ("stream", "side_stream"),
+    ("kept from an earlier call", "cached_result"),
+    ("once timed", "changed_once_timed"),
+    ("changed torch or the timer", "tampering"),
+    ("TF32", "precision_flags"),
+    ("slower beside the answer", "reference_slowed"),
+    ("subclass of torch.Tensor", "tensor_subclass"),
+    ("refused: ", "screen"),
 )
 
 

@@ -4,7 +4,7 @@
 ``mkdocs build`` generates them through ``docs/hooks.py`` (nothing generated is committed):
 
 - ``reference/cli.md``: every command and option, from the click commands (``server.cli.main.cli``);
-- ``reference/spec-grammar.md``: the spec directives (``agent.spec``'s grammar), the expression
+- ``reference/spec-grammar.md``: the spec directives (``cudasrc.specs``' grammar), the expression
   functions and constants (``sandbox.expr``), distributions, precisions and element types;
 - ``reference/settings.md``: the editor settings, from ``extension/package.json``;
 - ``reference/reports.md``: the ``--json`` reports, from their types (``server.cli.reports``);
@@ -113,12 +113,12 @@ def cli_page() -> str:
 
 
 def spec_grammar_page() -> str:
-    import agent.spec
-    from agent.dtypes import spellings
+    import cudasrc.specs
+    from cudasrc.dtypes import spellings
     from sandbox import expr
     from sandbox.contract import PRECISIONS, DistKind
 
-    doc = agent.spec.__doc__ or ""
+    doc = cudasrc.specs.__doc__ or ""
     grammar = doc.split("::\n\n", 1)[1].split("\n\n", 1)[0]
     directives = "\n".join(line[4:] for line in grammar.splitlines())
     functions = ", ".join(

@@ -38,6 +38,7 @@ from typing import Any
 
 import httpx
 
+from base.errors import install_hint
 from sandbox.contract import (
     CandidateResult,
     ContractError,
@@ -52,7 +53,6 @@ from sandbox.contract import (
     to_dict,
     to_json,
 )
-from sandbox.errors import install_hint
 from sandbox.executor import (
     AuthError,
     Executor,

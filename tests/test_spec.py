@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.dtypes import canonical_dtype, dtype_bytes
-from agent.source import Document
-from agent.spec import (
+from cudasrc.dtypes import canonical_dtype, dtype_bytes
+from cudasrc.source import Document
+from cudasrc.specs import (
     InvalidSpec,
     KernelSpec,
     ScalarSpec,
@@ -24,7 +24,7 @@ from agent.spec import (
     spec_for,
     verify_sizes,
 )
-from agent.syntax import Kernel
+from cudasrc.syntax import Kernel
 from sandbox.contract import Distribution
 
 
@@ -670,8 +670,8 @@ def test_a_rewrites_own_launch_lines_are_no_spec_and_no_error(data_dir: Path) ->
 
 _ORDER = """
 import sys
-from agent.source import Document
-from agent.spec import parse
+from cudasrc.source import Document
+from cudasrc.specs import parse
 doc = Document("// @cuda-agent work bytes=1\\n__global__ void k(float* a, float* b, int c, float* d, int e) { }\\n")
 print([e.message for e in parse(doc.kernels[0])[1]])
 """

@@ -13,7 +13,7 @@ from server.cli.files import read_source
 from server.cli.render import emit_json, print_issues, print_kernel_check, print_kernels
 
 if TYPE_CHECKING:
-    from agent.syntax import Issue
+    from cudasrc.syntax import Issue
     from sandbox.contract import Diagnostic
 
 
@@ -29,7 +29,7 @@ def _not_cuda(path: Path, kernels: Sequence[object], issues: Sequence[Issue]) ->
 @json_option
 def kernels(file: str, as_json: bool) -> None:
     """List the kernels in FILE: ranges, parameters, launch sites and benchmark spec."""
-    from agent.source import Document
+    from cudasrc.source import Document
     from server.cli.reports import kernels_report
 
     path, text = read_source(file)
@@ -50,7 +50,7 @@ def kernels(file: str, as_json: bool) -> None:
 def check(file: str, arch: str, build: BuildFlags, as_json: bool) -> None:
     """Compile each kernel of FILE on its own with NVRTC (no GPU needed); report errors and resources."""
     from agent.check import check_document
-    from agent.source import Document
+    from cudasrc.source import Document
     from sandbox.compiler import arch_error
     from server.cli.reports import check_report
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from sandbox.errors import CudaAgentError
+from base.errors import CudaAgentError
 from server.cli.capture import capture
 from server.cli.check import check, kernels
 from server.cli.measure import bench, compare, profile
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.NoArgsIsHelpError as exc:  # bare `cuda-agent` (or a group): its help
         click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(click.Context(cli)))
         return 0
-    except CudaAgentError as exc:  # ours: the exit status is its branch's (sandbox/errors.py)
+    except CudaAgentError as exc:  # ours: the exit status is its branch's (base/errors.py)
         _error_line(str(exc) or type(exc).__name__)
         return exc.exit_code
     except click.ClickException as exc:  # click's own: a usage mistake (2)

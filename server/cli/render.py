@@ -16,11 +16,11 @@ if TYPE_CHECKING:
     from agent.check import KernelCheck
     from agent.compare import Comparison
     from agent.loop import OptimizeResult
-    from agent.reward.engine import Scored
-    from agent.source import Document
     from agent.suite import SuiteEntry
-    from agent.syntax import Issue
     from agent.target import Target
+    from cudasrc.source import Document
+    from cudasrc.syntax import Issue
+    from learning.engine import Scored
     from sandbox.capture import CaptureRun
     from sandbox.contract import Diagnostic, EvalResult
     from server.cli.reports import KernelsReport, SuiteReport
@@ -35,7 +35,7 @@ def emit_json(report: object) -> None:
 
 def _echo(text: str) -> None:
     """A line that quotes the user's file: its control characters escaped, never sent to the terminal."""
-    from agent.syntax import printable
+    from cudasrc.syntax import printable
 
     click.echo(printable(text))
 
