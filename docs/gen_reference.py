@@ -323,6 +323,18 @@ def lsp_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def docstring_markdown(path: str) -> str:
+    """The docstring of the module at ``path`` (relative to the repository) as Markdown: roles
+    (``:class:`~a.B```) and double backticks become code spans, reST's ``::`` a colon (the indented
+    block after it is a code block in Markdown too)."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse((ROOT / path).read_text(encoding="utf-8"))) or ""
+    doc = re.sub(r":(?:class|func|mod|data|meth|attr):`~?([^`]+)`", lambda m: f"`{m[1]}`", doc)
+    doc = re.sub(r"::$", ":", doc.replace("``", "`"), flags=re.M)
+    return doc.strip() + "\n"
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "reference/cli.md": cli_page,
     "reference/spec-grammar.md": spec_grammar_page,

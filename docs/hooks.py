@@ -1,5 +1,6 @@
 """MkDocs hooks (``mkdocs.yml``: ``hooks``): the reference pages generated from the code at every
-build (``docs/gen_reference.py``), ARCHITECTURE.md as the internals' first page, and a check of every
+build (``docs/gen_reference.py``), ARCHITECTURE.md as the internals' first page, a module's
+docstring where a page says ``<!-- docstring: PATH -->`` (the passes' pages), and a check of every
 relative link: a page or file of the site, or a file or folder of the repository (``../bench/results/``);
 anything else is a warning, which ``mkdocs build --strict`` turns into a failed build.  MkDocs' own
 check of a missing target is off (``mkdocs.yml``: ``validation``), as it takes every file outside
@@ -68,7 +69,12 @@ def repo_links(markdown: str) -> list[str]:
     return [m.group(1) for m in _LINK.finditer(text)]
 
 
+_DOCSTRING = re.compile(r"^<!-- docstring: (\S+) -->$", re.M)
+
+
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    # `<!-- docstring: engine/stencil.py -->`: that module's docstring, as the code says it now
+    markdown = _DOCSTRING.sub(lambda m: _generator().docstring_markdown(m.group(1)), markdown)
     for target in repo_links(markdown):
         scheme, netloc, path, _, _ = urlsplit(target)
         if scheme or netloc or not path or path.startswith("/"):
