@@ -74,9 +74,17 @@ class RewardService:
     """The HTTP application over one :class:`RewardEngine`; ``app`` is the ASGI application."""
 
     def __init__(
-        self, engine: RewardEngine, *, token: str | None, limits: RewardLimits = RewardLimits()
+        self,
+        engine: RewardEngine,
+        *,
+        token: str | None,
+        limits: RewardLimits = RewardLimits(),
+        isolation: str = "none",
     ) -> None:
+        """``isolation``: how the compiles of this service's executor are isolated from the host
+        (:func:`sandbox.compile_pool.require_isolation`), said in ``/health``."""
         self.engine = engine
+        self.isolation = isolation
         self.limits = limits
         self.clients: dict[str, int] = {}
         self.running: dict[str, tuple[str, asyncio.Future[list[Scored]]]] = {}
@@ -104,7 +112,12 @@ class RewardService:
 
     async def health(self, request: Request) -> Response:
         return JSONResponse(
-            {"status": "ok", "tasks": len(self.engine.tasks), "reward_version": REWARD_VERSION}
+            {
+                "status": "ok",
+                "tasks": len(self.engine.tasks),
+                "reward_version": REWARD_VERSION,
+                "isolation": self.isolation,
+            }
         )
 
     async def tasks(self, request: Request) -> Response:

@@ -14,6 +14,7 @@ from server.cli.common import (
     executor_failed,
     json_option,
     memory_option,
+    unsafe_isolation_option,
 )
 from server.cli.files import read_source
 from server.cli.render import emit_json, print_bench, print_compare, print_profile
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 @json_option
 @build_flags
 @memory_option
+@unsafe_isolation_option
 def bench(
     file: str, kernel: str | None, gpu: int, build: BuildFlags, as_json: bool, eval_budget: Budget | None
 ) -> None:
@@ -78,6 +80,7 @@ def bench(
 @click.option("--no-sanitize", is_flag=True, help="Skip compute-sanitizer on a verified rewrite.")
 @json_option
 @build_flags
+@unsafe_isolation_option
 def compare(
     file: str,
     kernel: str | None,
@@ -145,6 +148,7 @@ def compare(
 @click.option("--gpu", default=0, show_default=True, type=click.IntRange(0), help="GPU index.")
 @json_option
 @build_flags
+@unsafe_isolation_option
 def profile(
     file: str, kernel: str | None, with_: str | None, gpu: int, build: BuildFlags, as_json: bool
 ) -> None:

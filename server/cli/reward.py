@@ -14,6 +14,8 @@ from server.cli.common import (
     _exit_on_signal,
     executor_failed,
     json_option,
+    serving_isolation,
+    unsafe_isolation_option,
 )
 from server.cli.files import read_source, read_token
 from server.cli.render import emit_json, print_score
@@ -70,6 +72,7 @@ def reward_tasks(task_paths: tuple[str, ...], split: str | None, prompts: bool) 
     "--gpu", default=0, show_default=True, type=click.IntRange(min=0), help="GPU index to evaluate on."
 )
 @json_option
+@unsafe_isolation_option
 def reward_score(task: str, file: str, task_paths: tuple[str, ...], gpu: int, as_json: bool) -> None:
     """Score one completion: FILE holds a model's answer (a .cu/.cuh file is the kernel itself, a
     .py file a PyTorch task's ModelNew module)."""
@@ -118,6 +121,7 @@ def reward_score(task: str, file: str, task_paths: tuple[str, ...], gpu: int, as
     "--trusted-proxy", multiple=True, help="Address of a proxy whose X-Forwarded-For names the client."
 )
 @click.option("--simulate", is_flag=True, help="Simulated GPUs (no GPU used; code is still compiled).")
+@unsafe_isolation_option
 def reward_serve(
     task_paths: tuple[str, ...],
     host: str,
@@ -156,6 +160,7 @@ def reward_serve(
         raise UserError(f"--gpus {gpus!r}: expected comma-separated GPU indices such as 0,1") from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("cuda_agent.reward")
+    isolation = serving_isolation(log)
     try:
         sock = service.listen(host, port)
     except OSError as exc:
@@ -168,7 +173,7 @@ def reward_serve(
         executor = common.open_executor(indices[0], indices)
     engine = RewardEngine(executor, tasks, workers=workers or 2 * len(indices))
     limits = RewardLimits(max_per_client=max_per_client, max_items=max_items)
-    app = RewardService(engine, token=token, limits=limits)
+    app = RewardService(engine, token=token, limits=limits, isolation=isolation)
     server = service.make_server(
         app.app, tls_cert=tls_cert, tls_key=tls_key, limits=service.Limits(trusted_proxies=trusted_proxy)
     )
