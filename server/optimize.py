@@ -25,6 +25,7 @@ Each finished run is recorded in the workspace's result store; lenses and hints 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -56,7 +57,7 @@ from server.runs import (
     run_finished,
     run_with_progress,
 )
-from server.settings import Settings
+from server.settings import LLM_URL_ENV, SECTION, Settings
 from server.store import BenchmarkRecord, OptimizeRecord, Roofline, kernel_hash, text_hash
 from server.texts import SIMULATED, plural, spread_text
 
@@ -193,8 +194,13 @@ def make_proposer(settings: Settings, compiler: Callable[[], CompilePool]) -> Pr
     """The proposer the settings name; the LLM's ``compile`` tool uses ``compiler()``."""
     p = settings.proposer
     if p.kind == "llm":
-        from agent.llm import LLMProposer, LLMSettings
+        from agent.llm import EndpointError, LLMProposer, LLMSettings
 
+        if not p.endpoint and not os.environ.get(LLM_URL_ENV):  # the key goes only where it was set beside
+            raise EndpointError(
+                f"the llm proposer has no endpoint: set {SECTION}.proposer.endpoint in your user settings "
+                f"(a workspace cannot choose where the API key is sent) or {LLM_URL_ENV}"
+            )
         kind, _, where = p.api_key.source.partition(":")
         llm = LLMSettings.from_env(
             base_url=p.endpoint or None,

@@ -17,9 +17,9 @@ from lsprotocol import types as lsp
 
 from agent.proposal import Proposal
 from sandbox.compile_pool import CompilePool
-from sandbox.confine import ConfinementError
 from sandbox.contract import Progress as EvalProgress
-from sandbox.executor import Executor, ExecutorError, NoGpuError
+from sandbox.errors import Unavailable
+from sandbox.executor import Executor, NoGpuError
 from server import protocol as wire
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, RunStatus, StartStatus
@@ -347,7 +347,7 @@ async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody
             "(executor.kind remote); or the simulated GPU to try the flow (executor.kind test)",
         )
         finished = run_finished(run, RunStatus.ERROR, f"failed: {exc}")
-    except (ExecutorError, ConfinementError) as exc:  # no worker; nothing to confine compiles with
+    except Unavailable as exc:  # no worker, nothing to confine compiles with, no model endpoint
         _must_act(ls, f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}")
         finished = run_finished(run, RunStatus.ERROR, f"failed: {exc}")
     except Exception as exc:
