@@ -47,9 +47,14 @@ export interface ClientOptions {
   log: vscode.LogOutputChannel;
 }
 
+/** A `cudaAgent` setting's user-level value (user or remote machine settings; never a workspace's). */
+function userValue(key: string): unknown {
+  return vscode.workspace.getConfiguration(SECTION).inspect(key)?.globalValue;
+}
+
 /** The `cudaAgent` settings in the server's shape. */
 function settings(): Record<string, unknown> {
-  return serverSettings(vscode.workspace.getConfiguration(SECTION));
+  return serverSettings(vscode.workspace.getConfiguration(SECTION), userValue);
 }
 
 /** A feature that only installs handlers once the connection is up (on every start). */
@@ -81,7 +86,7 @@ export class LspServerClient implements ServerClient, RewriteServer {
             if (!Array.isArray(values)) {
               return values;
             }
-            return values.map((value, i) => (params.items[i]?.section === SECTION ? serverSettings(value) : value));
+            return values.map((value, i) => (params.items[i]?.section === SECTION ? serverSettings(value, userValue) : value));
           },
         },
         executeCommand: handlers.executeCommand,
