@@ -190,7 +190,14 @@ class RewardEngine:
         plans: list[tuple[AnyTask | None, str, Scored | None]] = []  # (task, cache key, decided result)
         fresh: dict[AnyTask, dict[str, Candidate | TorchCandidate]] = {}
         for i, item in enumerate(items):
-            plans.append(self._plan(i, item, fresh))
+            try:
+                plans.append(self._plan(i, item, fresh))
+            except Exception as exc:  # an unreadable completion is that item's verdict, not the batch's
+                log.warning("reward item %d: its completion could not be read (%s)", i, type(exc).__name__)
+                why = f"no code: the completion could not be read ({type(exc).__name__})"
+                plans.append(
+                    (None, "", Scored(item.key, item.task, reward(None), "failed", "no_code", message=why))
+                )
         futures = self._submit(fresh, {key for _, key, _ in plans if key})
         waited: set[str] = set()
         out: list[Scored] = []

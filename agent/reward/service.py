@@ -38,7 +38,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
@@ -48,7 +48,7 @@ from agent.reward.tasks import TaskError
 from agent.trajectory import FAILED, HACK, MILESTONE_LEVEL, REWARD_VERSION
 from sandbox.contract import to_dict
 from sandbox.executor import ExecutorError
-from sandbox.service import _BearerAuth, _error, _read_body
+from sandbox.service import _AsciiJSON, _BearerAuth, _error, _read_body
 
 HEALTH_PATH = "/health"  # the worker's middleware leaves this path open
 
@@ -62,6 +62,7 @@ class RewardLimits:
     max_deadline_s: float = 1800.0  # and the default deadline of a request
     cached_responses: int = 256  # finished answers kept for repeated request ids
     missing_reward: float = 0.0  # what /openrlhf reports for an item that got no reward
+    max_json_depth: int = 64  # nesting of a body (a completion's tool-call arguments are text: not counted)
 
 
 class _Invalid(ValueError):
@@ -111,7 +112,7 @@ class RewardService:
     # ---------------------------------------------------------------- endpoints
 
     async def health(self, request: Request) -> Response:
-        return JSONResponse(
+        return _AsciiJSON(
             {
                 "status": "ok",
                 "tasks": len(self.engine.tasks),
@@ -132,14 +133,14 @@ class RewardService:
             if with_prompts:
                 entry["prompt"] = prompt_messages(task, devices[0] if devices else None)
             listed.append(entry)
-        return JSONResponse({"tasks": listed, "reward_version": REWARD_VERSION})
+        return _AsciiJSON({"tasks": listed, "reward_version": REWARD_VERSION})
 
     async def stats(self, request: Request) -> Response:
         stats = self.engine.stats()
         devices = await run_in_threadpool(self.engine.devices)
         stats["devices"] = [to_dict(d) for d in devices]
         stats["clients_in_flight"] = sum(self.clients.values())
-        return JSONResponse(stats)
+        return _AsciiJSON(stats)
 
     async def reward(self, request: Request) -> Response:
         parsed = await self._admit(request)
@@ -155,7 +156,7 @@ class RewardService:
             items = [self._item(i, x) for i, x in enumerate(raw)]
         except _Invalid as exc:
             self._leave(client)
-            return JSONResponse({"error": str(exc), "field": exc.field}, status_code=422)
+            return _AsciiJSON({"error": str(exc), "field": exc.field}, status_code=422)
         return await self._answer(client, request_id, items, deadline, _results)
 
     async def openrlhf(self, request: Request) -> Response:
@@ -181,7 +182,7 @@ class RewardService:
                 items.append(self._item(i, {"key": str(i), "task": label, "completion": q.removeprefix(p)}))
         except _Invalid as exc:
             self._leave(client)
-            return JSONResponse({"error": str(exc), "field": exc.field}, status_code=422)
+            return _AsciiJSON({"error": str(exc), "field": exc.field}, status_code=422)
         return await self._answer(client, "", items, self.limits.max_deadline_s, self._openrlhf_body)
 
     # ---------------------------------------------------------------- helpers
@@ -207,7 +208,13 @@ class RewardService:
             return _error(400, f"body is not JSON: {str(exc)[:200]}")
         if not isinstance(body, dict):
             self._leave(client)
-            return JSONResponse({"error": "body: must be a JSON object", "field": "body"}, status_code=422)
+            return _AsciiJSON({"error": "body: must be a JSON object", "field": "body"}, status_code=422)
+        if _depth(body) > self.limits.max_json_depth:  # what later walks of it (repr, dumps) would recurse on
+            self._leave(client)
+            return _AsciiJSON(
+                {"error": f"body: nested deeper than {self.limits.max_json_depth} levels", "field": "body"},
+                status_code=422,
+            )
         return client, body
 
     def _leave(self, client: str) -> None:
@@ -261,12 +268,12 @@ class RewardService:
             if request_id:
                 done = self.done.get(request_id)
                 if done is not None and done[0] == digest:
-                    return JSONResponse(render(request_id, done[1]))
+                    return _AsciiJSON(render(request_id, done[1]))
                 running = self.running.get(request_id)
                 if running is not None and running[0] != digest:
                     return _error(409, f"request id {request_id!r} is in use by a different running request")
                 if running is not None:
-                    return JSONResponse(render(request_id, await asyncio.shield(running[1])))
+                    return _AsciiJSON(render(request_id, await asyncio.shield(running[1])))
             future = asyncio.ensure_future(run_in_threadpool(self.engine.score, items, deadline))
             if request_id:
                 self.running[request_id] = (digest, future)
@@ -281,7 +288,7 @@ class RewardService:
                 self.done[request_id] = (digest, results)
                 while len(self.done) > self.limits.cached_responses:
                     self.done.popitem(last=False)
-            return JSONResponse(render(request_id, results))
+            return _AsciiJSON(render(request_id, results))
         finally:
             self._leave(client)
 
@@ -303,6 +310,17 @@ class RewardService:
 
 def _results(request_id: str, results: list[Scored]) -> dict[str, Any]:
     return {"id": request_id, "reward_version": REWARD_VERSION, "results": [r.to_dict() for r in results]}
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` (parsed JSON) nests lists and objects, found without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
 
 
 def _text(value: Any, field: str, cap: int, empty: bool = False) -> str:
