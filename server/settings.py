@@ -57,6 +57,7 @@ TEST_EXECUTOR_ENV = "CUDA_AGENT_TEST_EXECUTOR"
 WORKER_URL_ENV = "CUDA_AGENT_WORKER_URL"
 TOKEN_ENV = "CUDA_AGENT_TOKEN"
 LLM_URL_ENV = "CUDA_AGENT_LLM_URL"
+SECRET_ENV = frozenset({TOKEN_ENV, "OPENAI_API_KEY"})  # what the editor sets in our environment
 SECTION = "cudaAgent"
 MACHINE = "machine"  # the object that holds the routes: filled from user or machine settings only
 ROUTES = {"executor": ("url", "token", "rayAddress"), "proposer": ("endpoint", "apiKey")}
