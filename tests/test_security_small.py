@@ -50,3 +50,64 @@ def test_the_editors_captured_program_gets_none_of_our_secrets() -> None:
     }
     env = program_environment(settings, base)
     assert env == {"PATH": "/usr/bin", "HOME": "/home/u", "HF_TOKEN": "the user's own"}
+
+
+# --------------------------------------------------------------------------- the worker's requesters
+
+
+def test_only_the_requester_can_cancel_or_attach_and_ids_on_the_wire_are_unguessable() -> None:
+    import httpx
+    from test_remote import WatchedExecutor, make_request, running_worker
+
+    from sandbox.contract import to_json
+    from sandbox.remote import RemoteExecutor
+
+    fake = WatchedExecutor(delay_s=0.4)
+    victim = to_json(make_request("victim", candidates=2))
+    with running_worker(fake, token=None) as (url, service):
+        mine, theirs = {"Authorization": "Bearer a"}, {"Authorization": "Bearer b"}
+        with httpx.stream("POST", f"{url}/evaluate", content=victim, headers=mine) as r:
+            stream = r.iter_lines()
+            next(stream)
+            assert fake.running.wait(5)
+            refused = httpx.post(f"{url}/cancel", json={"id": "victim"}, headers=theirs)
+            assert refused.status_code == 404  # as if there were no such job
+            lines = list(stream)
+        assert not fake.saw_cancel.is_set() and '"event":"result"' in lines[-1]
+        assert httpx.post(f"{url}/cancel", json={"id": "victim"}, headers=mine).json()["finished"]
+        with RemoteExecutor(url, "t") as one, RemoteExecutor(url, "t") as two:
+            one.evaluate(make_request("same", candidates=1))
+            two.evaluate(make_request("same", candidates=1))
+    wire = [r.id for r in fake.requests[1:]]
+    assert len(set(wire)) == 2 and all(w.startswith("same~") and len(w) >= len("same~") + 22 for w in wire)
+    assert {owner for owner, _ in service.done} == {service_owner("a"), service_owner("t")}
+
+
+def service_owner(token: str) -> str:
+    import hashlib
+
+    return "token:" + hashlib.sha256(f"Bearer {token}".encode()).hexdigest()[:16]
+
+
+def test_worker_caps_are_per_token_and_in_total_not_per_source_address() -> None:
+    import concurrent.futures
+
+    import httpx
+    from test_remote import TOKEN, WatchedExecutor, auth, make_request, running_worker
+
+    from sandbox.contract import to_json
+    from sandbox.service import Limits
+
+    with running_worker(WatchedExecutor(delay_s=1.0), limits=Limits(max_per_client=2)) as (url, _):
+
+        def post(i: int) -> int:
+            transport = httpx.HTTPTransport(local_address=f"127.0.0.{20 + i}")
+            with httpx.Client(transport=transport, timeout=30) as client:
+                body = to_json(make_request(f"r{i}", candidates=1))
+                with client.stream("POST", f"{url}/evaluate", content=body, headers=auth(TOKEN)) as r:
+                    r.read()
+                    return r.status_code
+
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            statuses = list(pool.map(post, range(6)))
+    assert statuses.count(429) >= 4, statuses

@@ -52,7 +52,7 @@ from agent.reward.tasks import TaskError
 from agent.trajectory import FAILED, HACK, MILESTONE_LEVEL, REWARD_VERSION
 from sandbox.contract import to_dict
 from sandbox.executor import ExecutorError
-from sandbox.service import _AsciiJSON, _BearerAuth, _error, _read_body
+from sandbox.service import _AsciiJSON, _BearerAuth, _error, _read_body, _requester
 
 HEALTH_PATH = "/health"  # the worker's middleware leaves this path open
 
@@ -78,15 +78,6 @@ class _Ticket:
     key: str
     size: int
     arrived: float
-
-
-def _requester(request: Request) -> str:
-    """Whose request this is: its credential (the bearer token, hashed), never its address (a
-    local user can send from any of 127.0.0.0/8)."""
-    auth = request.headers.get("authorization", "")
-    return (
-        "token:" + hashlib.sha256(auth.encode("utf-8", "replace")).hexdigest()[:16] if auth else "anonymous"
-    )
 
 
 class _Invalid(ValueError):

@@ -123,23 +123,24 @@ def unsafe_isolation_option(f: Callable[..., None]) -> Callable[..., None]:
     )(f)
 
 
-def serving_isolation(log: Any) -> str:
+def serving_isolation() -> str:
     """A service's compile isolation (for its ``/health``), or the refusal to serve without one."""
-    from sandbox.compile_pool import UNISOLATED, compile_isolation, require_isolation
+    from sandbox.compile_pool import UNISOLATED, require_isolation
     from sandbox.confine import ConfinementError
 
     try:
-        require_isolation()
+        return require_isolation()
     except ConfinementError:
         raise UserError(f"refusing to serve: {UNISOLATED}") from None
-    isolation = compile_isolation()
+
+
+def log_isolation(log: Any, isolation: str) -> None:
     if isolation == "none":
         log.warning(
             "--unsafe-no-isolation: compiles are NOT isolated; a request can read any file this user can"
         )
     else:
         log.info("compiles are isolated from this host by %s", isolation)
-    return isolation
 
 
 def open_executor(gpu: int, gpus: tuple[int, ...] = ()) -> Executor:

@@ -14,6 +14,7 @@ from server.cli.common import (
     _exit_on_signal,
     executor_failed,
     json_option,
+    log_isolation,
     serving_isolation,
     unsafe_isolation_option,
 )
@@ -154,13 +155,13 @@ def reward_serve(
     why = service.check_listen_policy(host, token) or service.check_tls(tls_cert, tls_key)
     if why:
         raise UserError(why)
+    isolation = serving_isolation()
     try:
         indices = tuple(int(g) for g in gpus.split(","))
     except ValueError:
         raise UserError(f"--gpus {gpus!r}: expected comma-separated GPU indices such as 0,1") from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("cuda_agent.reward")
-    isolation = serving_isolation(log)
     try:
         sock = service.listen(host, port)
     except OSError as exc:
@@ -180,6 +181,7 @@ def reward_serve(
     signal.signal(signal.SIGTERM, _exit_on_signal)
     where = f"{'https' if tls_cert else 'http'}://{host}:{sock.getsockname()[1]}"
     log.info("serving %d tasks on %s%s", len(tasks), where, " (simulated GPU)" if simulate else "")
+    log_isolation(log, isolation)
     try:
         server.run(sockets=[sock])
     finally:

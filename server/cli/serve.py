@@ -11,6 +11,7 @@ from server.cli.common import (
     JobFailed,
     UserError,
     _exit_on_signal,
+    log_isolation,
     serving_isolation,
     unsafe_isolation_option,
 )
@@ -119,13 +120,13 @@ def worker(
     why = service.check_listen_policy(host, token) or service.check_tls(tls_cert, tls_key)
     if why:
         raise UserError(why)
+    isolation = serving_isolation()
     try:
         indices = [int(g) for g in gpus.split(",")]
     except ValueError:
         raise UserError(f"--gpus {gpus!r}: expected comma-separated GPU indices such as 0,1") from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("cuda_agent.worker")
-    isolation = serving_isolation(log)
     try:
         sock = service.listen(host, port)
     except OSError as exc:
@@ -166,6 +167,7 @@ def worker(
                 )
             else:
                 log.info("serving GPUs %s (%s) on %s", gpus, ", ".join(names), where)
+        log_isolation(log, isolation)
         if not token:
             log.warning("no --token-file: any user of this machine can run kernels on its GPUs")
         elif not tls_cert and not service.is_loopback(host):
