@@ -111,3 +111,49 @@ def test_worker_caps_are_per_token_and_in_total_not_per_source_address() -> None
         with concurrent.futures.ThreadPoolExecutor(6) as pool:
             statuses = list(pool.map(post, range(6)))
     assert statuses.count(429) >= 4, statuses
+
+
+def test_at_a_low_open_file_limit_the_worker_logs_one_line_not_a_traceback_per_accept(tmp_path: Path) -> None:
+    import resource
+    import socket
+    import time
+
+    from simulated_worker import free_port
+
+    token = tmp_path / "token"
+    token.write_text("tok-0123456789abcdef\n")
+    token.chmod(0o600)
+    port = free_port()
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    cli = [
+        sys.executable,
+        "-m",
+        "server",
+        "worker",
+        "--simulate",
+        "--port",
+        str(port),
+        "--token-file",
+        str(token),
+    ]
+    proc = subprocess.Popen(
+        cli,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (30, hard)),
+    )
+    held = []
+    try:
+        assert proc.stderr is not None
+        assert "serving" in proc.stderr.readline()
+        for _ in range(40):  # more than the process can hold
+            held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        time.sleep(2.5)  # asyncio retries accept() every second
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=15)
+        for s in held:
+            s.close()
+    assert "Traceback" not in err
+    assert err.count("cannot accept connections: Too many open files") == 1, err[-2000:]
