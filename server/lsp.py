@@ -145,8 +145,8 @@ class _Protocol(LanguageServerProtocol):
             # JSON-RPC: an id is a string, a number or null; an invalid one is answered with a null
             # id, never echoed back (pygls' own response would drop the id field altogether)
             refused = JsonRpcInvalidRequest("invalid request id: it must be a string or a number")
-            error = {"code": refused.code, "message": refused.message}
-            self._send_data({"jsonrpc": "2.0", "id": None, "error": error})
+            reply = {"code": refused.code, "message": refused.message}
+            self._send_data({"jsonrpc": "2.0", "id": None, "error": reply})
             raise refused
         try:
             message = super().structure_message(data)
