@@ -157,3 +157,26 @@ def test_at_a_low_open_file_limit_the_worker_logs_one_line_not_a_traceback_per_a
             s.close()
     assert "Traceback" not in err
     assert err.count("cannot accept connections: Too many open files") == 1, err[-2000:]
+
+
+@pytest.mark.parametrize("works", [2, 1, 0], ids=["all hidden", "homes hidden", "neither"])
+def test_a_gpu_worker_never_runs_in_a_bwrap_that_shows_the_homes(
+    works: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PyTorch answers run Python in the GPU worker: where bubblewrap cannot hide everything it
+    hides at least /home and /root, or is not used (and PyTorch answers are refused)."""
+    import sandbox.isolation as iso
+
+    tried: list[list[str]] = []
+
+    def probe(prefix: list[str], code: str) -> bool:
+        tried.append(prefix)
+        return len(tried) > 2 - works
+
+    monkeypatch.setattr(iso.shutil, "which", lambda name: "/usr/bin/bwrap")
+    monkeypatch.setattr(iso, "_probe", probe)
+    got = iso.bwrap_prefix.__wrapped__()
+    for prefix in tried:
+        hidden = {prefix[i + 1] for i, arg in enumerate(prefix) if arg == "--tmpfs"}
+        assert {"/home", "/root"} <= hidden, prefix
+    assert (got == ()) == (works == 0) and (not got or list(got) == tried[-1])
