@@ -18,6 +18,7 @@ from agent.reward.service import RewardLimits
 
 DEADLINE_S = 4.0
 MARGIN_S = 4.0  # parsing the body and rendering the answer, on a loaded 2-core machine
+IDLE_S = 10.0  # after the answers, the service stops working on them within this
 REQUESTS = 16
 ITEMS = 256
 ITEM_BYTES = 30 << 10
@@ -53,6 +54,12 @@ def test_big_concurrent_batches_answer_within_their_deadline_plus_a_margin() -> 
 
         with concurrent.futures.ThreadPoolExecutor(REQUESTS) as pool:
             answers = list(pool.map(post, bodies))
+        answered = time.monotonic()
+        while (stats := httpx.get(f"{svc.url}/stats", timeout=10).json())["running"] or stats["queue"]:
+            # nobody waits for the unfinished evaluations any more: they are cancelled, not finished
+            assert time.monotonic() - answered < IDLE_S, stats
+            time.sleep(0.1)
+        assert stats["inflight_bytes"] == 0 and stats["clients_in_flight"] == 0
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
     took = [t for t, _ in answers]
     statuses = [r.status_code for _, r in answers]
