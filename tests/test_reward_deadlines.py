@@ -97,3 +97,21 @@ def test_caps_are_per_token_and_in_total_not_per_source_address() -> None:
         assert statuses.count(200) == 2 and statuses.count(429) == 6, statuses
         anonymous = httpx.post(f"{svc.url}/reward", json={"items": []}, timeout=10)
         assert anonymous.status_code == 401 and TOKEN not in anonymous.text
+
+
+def test_answers_kept_for_retries_are_bounded_by_their_items() -> None:
+    from reward_fakes import MarkedExecutor
+    from starlette.testclient import TestClient
+    from test_reward_service import TASKS, kernel
+
+    from agent.reward.engine import RewardEngine
+    from agent.reward.service import RewardService
+
+    service = RewardService(
+        RewardEngine(MarkedExecutor(), TASKS, workers=1), token=None, limits=RewardLimits(cached_results=3)
+    )
+    http = TestClient(service.app)
+    for n in range(3):
+        items = [{"task": SAXPY.ref, "completion": kernel("", 10 * n + i)} for i in range(2)]
+        assert http.post("/reward", json={"id": f"r{n}", "items": items}).status_code == 200
+    assert list(service.done) == ["r2"]  # 2 + 2 items are over the cap of 3: the older ones went

@@ -66,7 +66,8 @@ class RewardLimits:
     max_in_flight: int = 64  # requests in flight in all
     max_inflight_bytes: int = 96 << 20  # request bodies held at once, in all (each <= max_body_bytes)
     max_deadline_s: float = 1800.0  # and the default deadline of a request
-    cached_responses: int = 256  # finished answers kept for repeated request ids
+    cached_responses: int = 256  # finished answers kept for repeated request ids...
+    cached_results: int = 16_384  # ...holding at most this many items in all (memory kept after)
     missing_reward: float = 0.0  # what /openrlhf reports for an item that got no reward
     max_json_depth: int = 64  # nesting of a body (a completion's tool-call arguments are text: not counted)
 
@@ -328,8 +329,9 @@ class RewardService:
                     self.running.pop(request_id, None)
             if request_id:
                 self.done[request_id] = (digest, results)
-                while len(self.done) > self.limits.cached_responses:
-                    self.done.popitem(last=False)
+                kept = sum(len(r) for _, r in self.done.values())
+                while len(self.done) > self.limits.cached_responses or kept > self.limits.cached_results:
+                    kept -= len(self.done.popitem(last=False)[1][1])
             return _AsciiJSON(render(request_id, results))
         finally:
             self._leave(ticket)
