@@ -45,6 +45,8 @@ export interface ClientOptions {
   /** The server's working folder (the extension's: keeps the workspace off `sys.path`). */
   cwd: string;
   log: vscode.LogOutputChannel;
+  /** `cudaAgent.unsafeNoIsolation` from the user's settings: the server compiles unconfined. */
+  unsafeNoIsolation: boolean;
 }
 
 /** A `cudaAgent` setting's user-level value (user or remote machine settings; never a workspace's). */
@@ -71,7 +73,7 @@ export class LspServerClient implements ServerClient, RewriteServer {
   private readonly client: LanguageClient;
 
   constructor(options: ClientOptions, handlers: ClientHandlers) {
-    const { command, args } = serverCommand(options.python);
+    const { command, args } = serverCommand(options.python, options.unsafeNoIsolation);
     const clientOptions: LanguageClientOptions = {
       documentSelector: [
         { scheme: "file", language: LANGUAGE },

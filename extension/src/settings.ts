@@ -14,7 +14,7 @@
 export const SECTION = "cudaAgent";
 
 /** Settings only the extension reads; the server would report them as unknown. */
-const CLIENT_ONLY_KEYS = ["python", "serverPackage", "trace"] as const;
+const CLIENT_ONLY_KEYS = ["python", "serverPackage", "trace", "unsafeNoIsolation"] as const;
 
 export interface SecretSpec {
   /** Key in SecretStorage. */

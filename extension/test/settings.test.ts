@@ -67,7 +67,7 @@ test("package.json: every route is machine-scoped and restricted in untrusted wo
       assert.ok(restricted.includes(name), name);
     }
   }
-  for (const name of ["cudaAgent.python", "cudaAgent.serverPackage"]) {
+  for (const name of ["cudaAgent.python", "cudaAgent.serverPackage", "cudaAgent.unsafeNoIsolation"]) {
     assert.equal(props[name]?.scope, "machine", name);
     assert.ok(restricted.includes(name), name);
   }
