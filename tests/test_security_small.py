@@ -180,3 +180,25 @@ def test_a_gpu_worker_never_runs_in_a_bwrap_that_shows_the_homes(
         hidden = {prefix[i + 1] for i, arg in enumerate(prefix) if arg == "--tmpfs"}
         assert {"/home", "/root"} <= hidden, prefix
     assert (got == ()) == (works == 0) and (not got or list(got) == tried[-1])
+
+
+@pytest.mark.slow
+def test_the_isolation_check_bench_runs_on_the_cpu_and_finds_no_leak(tmp_path: Path) -> None:
+    import json
+
+    root = Path(__file__).parent.parent
+    cli = [
+        sys.executable,
+        str(root / "bench/isolation_check.py"),
+        "--out",
+        str(tmp_path),
+        "--deadline",
+        "90",
+        "--simulate",
+    ]
+    subprocess.run(cli, check=True, timeout=120, cwd=root)
+    rows = [json.loads(line) for line in (tmp_path / "isolation_check.jsonl").read_text().splitlines()]
+    probes = [r for r in rows if r["kind"] == "probes"]
+    assert len(probes) == 6 and all(
+        r["simulate"] and r["leaks"] == [] and r["unguarded_reads"] for r in probes
+    )
