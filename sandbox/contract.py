@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeVar
 import cattrs
 import cattrs.v
 
-from sandbox.errors import InputError
+from base.errors import InputError
 from sandbox.expr import MATH_CONSTANTS, expression_error
 
 SCHEMA_VERSION = 1

@@ -23,6 +23,7 @@ from sandbox.compiler import cuda_include_dirs, nvrtc_library_dirs
 log = logging.getLogger(__name__)
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the directory holding the ``sandbox`` package
+WORKER_PACKAGES = ("base", "sandbox")  # all a worker process imports of the project tree
 _ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LD_LIBRARY_PATH", "XDG_CACHE_HOME")
 _ENV_KEEP_PREFIX = ("CUDA_", "CUPY_", "NVIDIA_")
 # ...but never this project's own settings (CUDA_AGENT_TOKEN, CUDA_AGENT_API_KEY...) or anything
@@ -65,7 +66,7 @@ _GPU_PROBE = "import importlib.util, sandbox.child; importlib.util.find_spec('cu
 
 def _gpu_prefix(exe: str, hidden_dirs: tuple[str, ...], hide_project: bool) -> list[str]:
     """A bubblewrap prefix for a GPU worker: no network, read-only root with ``hidden_dirs`` and
-    the password hashes (and, if ``hide_project``, the project tree but its ``sandbox`` package)
+    the password hashes (and, if ``hide_project``, the project tree but :data:`WORKER_PACKAGES`)
     hidden, private /tmp and /proc; the interpreter and the code bound again where they live under
     a hidden folder."""
     prefix = [exe, "--die-with-parent", "--unshare-net", "--unshare-ipc", "--unshare-pid"]
@@ -76,18 +77,16 @@ def _gpu_prefix(exe: str, hidden_dirs: tuple[str, ...], hide_project: bool) -> l
     for f in _HIDDEN_FILES:
         prefix += ["--ro-bind-try", "/dev/null", f]
     project = str(PACKAGE_ROOT)
-    if hide_project:
-        prefix += [
-            "--tmpfs",
-            project,
-        ]  # the project tree (settings, tokens someone left there): only its code
+    if hide_project:  # the project tree (settings, tokens someone left there): only its code
+        prefix += ["--tmpfs", project]
     tmp = tempfile.gettempdir()
     covered = (*hidden_dirs, tmp, *((project,) if hide_project else ()))
-    for path in _code_paths():
-        if hide_project and path == project:
-            path = str(PACKAGE_ROOT / "sandbox")
-        if any(path == d or path.startswith(d + os.sep) for d in covered):
-            prefix += ["--ro-bind", path, path]
+    for code in _code_paths():
+        for path in (
+            [str(PACKAGE_ROOT / p) for p in WORKER_PACKAGES] if hide_project and code == project else [code]
+        ):
+            if any(path == d or path.startswith(d + os.sep) for d in covered):
+                prefix += ["--ro-bind", path, path]
     return prefix
 
 

@@ -13,7 +13,21 @@ from pathlib import Path
 
 from lsprotocol import types as lsp
 
-from server import capture, compare, diagnostics, hints, hover, lenses, optimize, profile, runs, symbols
+from server import (
+    benchmark,
+    capture,
+    compare,
+    diagnostics,
+    hints,
+    hover,
+    lenses,
+    optimize,
+    profile,
+    results,
+    rewrites,
+    runs,
+    symbols,
+)
 from server.lsp import GC_YOUNG_THRESHOLD, CudaLanguageServer, install_logging
 from server.settings import SECTION
 from server.stdio import GuardedStdin
@@ -25,7 +39,9 @@ def create_server() -> CudaLanguageServer:
     """The server with every feature registered."""
     ls = CudaLanguageServer()
     _setup_lifecycle(ls)
-    for feature in (runs, symbols, lenses, hints, hover, diagnostics, optimize, compare, profile, capture):
+    # the runs first: each run feature (optimize ... capture) adds its row to the runs' table
+    views = (symbols, lenses, hints, hover, diagnostics, rewrites, results)
+    for feature in (runs, *views, optimize, benchmark, compare, profile, capture):
         feature.setup(ls)
     return ls
 

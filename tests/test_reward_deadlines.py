@@ -14,7 +14,7 @@ import httpx
 import pytest
 from test_reward_service import SAXPY, running
 
-from agent.reward.service import RewardLimits
+from learning.service import RewardLimits
 
 DEADLINE_S = 4.0
 MARGIN_S = 4.0  # parsing the body and rendering the answer, on a loaded 2-core machine
@@ -104,8 +104,8 @@ def test_answers_kept_for_retries_are_bounded_by_their_items() -> None:
     from starlette.testclient import TestClient
     from test_reward_service import TASKS, kernel
 
-    from agent.reward.engine import RewardEngine
-    from agent.reward.service import RewardService
+    from learning.engine import RewardEngine
+    from learning.service import RewardService
 
     service = RewardService(
         RewardEngine(MarkedExecutor(), TASKS, workers=1), token=None, limits=RewardLimits(cached_results=3)

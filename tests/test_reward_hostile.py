@@ -18,9 +18,9 @@ from starlette.testclient import TestClient
 from agent.llm import LLMProposer, LLMSettings
 from agent.loop import LoopSettings, optimize
 from agent.proposer import OptimizeBudget
-from agent.reward.engine import RewardEngine
-from agent.reward.service import RewardLimits, RewardService
-from agent.reward.tasks import DEFAULT_TASKS, TaskSet
+from learning.engine import RewardEngine
+from learning.service import RewardLimits, RewardService
+from learning.tasks import DEFAULT_TASKS, TaskSet
 
 TASKS = TaskSet.load([DEFAULT_TASKS / "saxpy.cu", Path(__file__).parent.parent / "bench/torch_tasks/relu.py"])
 SAXPY = TASKS.resolve("saxpy")

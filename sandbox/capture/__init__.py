@@ -5,7 +5,7 @@ machine's GPU, with a CUPTI injection library (``inject.cpp``, built on demand w
 compiler against the headers and library of the ``nvidia-cuda-cupti`` wheel or a CUDA toolkit's
 CUPTI) loaded through ``CUDA_INJECTION64_PATH``: the driver loads it into the program, statically
 linked cudart included.  It writes one JSON line per recorded launch; :func:`parse_records` turns
-them into :class:`Launch` values (the one contract between the library and Python).
+them into :class:`RecordedLaunch` values (the one contract between the library and Python).
 
 This module only runs what the user asked to run, with the user's rights: it is the user's
 program, not untrusted input (see ARCHITECTURE.md, threat model).
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox.errors import Unavailable
+from base.errors import Unavailable
 
 SOURCE = Path(__file__).with_name("inject.cpp")
 LIBRARY_NAME = "libcuda_agent_capture.so"
@@ -75,7 +75,7 @@ class ParamValue:
 
 
 @dataclass(frozen=True)
-class Launch:
+class RecordedLaunch:
     """One recorded launch.  ``kernel``: the demangled name (``void scale<float, 4>(float*, int)``,
     or the plain name of an ``extern "C"`` kernel); ``index``: among the launches that matched."""
 
@@ -95,7 +95,7 @@ class CaptureRun:
     """What a run produced: the recorded launches, every matching kernel with its launch count,
     the library's errors, the program's exit status and wall time."""
 
-    launches: tuple[Launch, ...]
+    launches: tuple[RecordedLaunch, ...]
     kernels: Mapping[str, int] = field(default_factory=dict)
     errors: tuple[str, ...] = ()
     returncode: int = 0
@@ -103,10 +103,10 @@ class CaptureRun:
     save_dir: str = ""
 
 
-def parse_records(lines: Iterable[str]) -> tuple[tuple[Launch, ...], dict[str, int], tuple[str, ...]]:
+def parse_records(lines: Iterable[str]) -> tuple[tuple[RecordedLaunch, ...], dict[str, int], tuple[str, ...]]:
     """The launches, the summary's kernel counts and the errors in the library's JSON lines (a line
     cut short by a crash is skipped)."""
-    launches: list[Launch] = []
+    launches: list[RecordedLaunch] = []
     kernels: dict[str, int] = {}
     errors: list[str] = []
     for line in lines:
@@ -127,7 +127,7 @@ def parse_records(lines: Iterable[str]) -> tuple[tuple[Launch, ...], dict[str, i
     return tuple(launches), kernels, tuple(errors)
 
 
-def _launch(rec: dict[str, Any]) -> Launch:
+def _launch(rec: dict[str, Any]) -> RecordedLaunch:
     params = []
     for p in rec.get("params", ()):
         ptr = p.get("pointer")
@@ -151,7 +151,7 @@ def _launch(rec: dict[str, Any]) -> Launch:
         )
     grid = tuple(int(x) for x in rec["grid"])
     block = tuple(int(x) for x in rec["block"])
-    return Launch(
+    return RecordedLaunch(
         index=int(rec["index"]),
         api=str(rec.get("api", "")),
         kernel=str(rec["kernel"]),
