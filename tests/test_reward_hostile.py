@@ -121,3 +121,10 @@ def test_the_llm_proposer_survives_hostile_tool_arguments() -> None:
     assert result.attempts == 1 and result.speedup == pytest.approx(1.8), result.stop
     answers = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
     assert len(answers) == len(hostile) and all(a["content"].startswith("Error") for a in answers), answers
+
+
+def test_health_says_how_compiles_are_isolated() -> None:
+    engine = RewardEngine(MarkedExecutor(), TASKS, workers=1)
+    service = RewardService(engine, token="t", limits=RewardLimits(), isolation="bwrap+landlock")
+    health = TestClient(service.app).get("/health")  # open without the token
+    assert health.status_code == 200 and health.json()["isolation"] == "bwrap+landlock"
