@@ -581,6 +581,17 @@ def fenced_arguments(text: str) -> dict[str, Any]:
     return args | _fenced_launch(text)
 
 
+def _texts(value: Any) -> tuple[str, ...] | None:
+    """A text or a list of texts as a tuple (None and empty: none); None when it is neither."""
+    if not value:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return None
+
+
 def proposal_from_arguments(
     kernel: str,
     args: dict[str, Any],
@@ -592,26 +603,35 @@ def proposal_from_arguments(
     """The :class:`Proposal` that ``verify_and_time`` arguments (or :func:`fenced_arguments`)
     describe for the kernel named ``kernel``, or None and why it is not one (no definition of
     that ``__global__`` kernel in ``code``)."""
-    code = str(args.get("code") or "")
+    code = args.get("code")
     name = kernel.split("<", 1)[0].split("::")[-1]
-    if "__global__" not in code or not re.search(rf"\b{re.escape(name)}\b", code):
+    if (
+        not isinstance(code, str)
+        or "__global__" not in code
+        or not re.search(rf"\b{re.escape(name)}\b", code)
+    ):
         return None, f"`code` must hold the complete definition of the __global__ kernel `{name}`."
     grid, block, smem = (args.get(k) for k in ("grid", "block", "smem"))
+    if not all(
+        v is None or (isinstance(v, str | int | float) and not isinstance(v, bool))
+        for v in (grid, block, smem)
+    ):
+        return None, "`grid`, `block` and `smem` must be expressions (texts or integers)."
     launch = (
         LaunchChange(*(None if v is None else str(v) for v in (grid, block, smem)))
         if (grid, block, smem) != (None, None, None)
         else None
     )
-    assumptions = args.get("assumptions") or ()
-    if isinstance(assumptions, str):
-        assumptions = (assumptions,)
-    claimed = args.get("precision") or ()
-    items = [claimed] if isinstance(claimed, str) else claimed if isinstance(claimed, list) else []
-    precision = [k.strip() for item in items for k in str(item).split(",") if k.strip()]
+    assumptions = _texts(args.get("assumptions"))
+    precision_items = _texts(args.get("precision"))
+    if assumptions is None or precision_items is None:
+        return None, "`assumptions` and `precision` must be texts or lists of texts."
+    precision = [k.strip() for item in precision_items for k in item.split(",") if k.strip()]
+    description_arg = args.get("description")
     proposal = Proposal(
         code=code if code.endswith("\n") else code + "\n",
-        description=str(args.get("description") or description),
-        assumptions=tuple(str(a) for a in assumptions),
+        description=description_arg if isinstance(description_arg, str) and description_arg else description,
+        assumptions=assumptions,
         launch=launch,
         precision=tuple(str(k) for k in precision),
         key=key,
@@ -793,6 +813,9 @@ class LLMProposer(Proposer):
                 args = json.loads(t.arguments or "{}")
                 if not isinstance(args, dict):
                     raise ValueError("arguments must be a JSON object")
+            except RecursionError:
+                c.answers[t.id] = "Error: the arguments are nested too deeply."
+                continue
             except ValueError as exc:
                 c.answers[t.id] = f"Error: the arguments are not a valid JSON object ({exc})."
                 continue

@@ -14,8 +14,9 @@ returns one :class:`Scored` per item, in order.  On the way:
   (split only past the sandbox's ``max_candidates``); tasks run concurrently up to ``workers``;
 - an ``ok`` candidate whose timing is noisy (:func:`agent.trajectory.noisy`) is timed once more;
   if it is noisy again the reward caps it at "correct";
-- deadlines: an item past its own deadline or the batch's comes back with ``reward: None`` and
-  the reason; the evaluation goes on (its verdict is cached for a retry) unless no batch waits
+- deadlines bound reading the completions as well as evaluating them: an item past its own
+  deadline or the batch's comes back with ``reward: None`` and the reason (one not read yet is
+  not read at all); the evaluation goes on (its verdict is cached for a retry) unless no batch waits
   for it any more, when it is cancelled.
 
 The reward is :func:`agent.trajectory.reward` with the task's allowed precisions.
@@ -192,7 +193,20 @@ class RewardEngine:
         plans: list[tuple[AnyTask | None, str, Scored | None]] = []  # (task, cache key, decided result)
         fresh: dict[AnyTask, dict[str, Candidate | TorchCandidate]] = {}
         for i, item in enumerate(items):
-            plans.append(self._plan(i, item, fresh))
+            now = time.monotonic()
+            if now >= min(batch_end, start + item.deadline_s if item.deadline_s is not None else math.inf):
+                # reading completions takes time too: past its deadline an item is not read at all
+                late = Scored(item.key, item.task, None, reason="deadline: not read in time (retry it)")
+                plans.append((None, "", late))
+                continue
+            try:
+                plans.append(self._plan(i, item, fresh))
+            except Exception as exc:  # an unreadable completion is that item's verdict, not the batch's
+                log.warning("reward item %d: its completion could not be read (%s)", i, type(exc).__name__)
+                why = f"no code: the completion could not be read ({type(exc).__name__})"
+                plans.append(
+                    (None, "", Scored(item.key, item.task, reward(None), "failed", "no_code", message=why))
+                )
         futures = self._submit(fresh, {key for _, key, _ in plans if key})
         waited: set[str] = set()
         out: list[Scored] = []

@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from base.errors import Unavailable
-from sandbox.boundary import check_untrusted
+from sandbox.boundary import DEFAULT_STD, check_untrusted
 from sandbox.confine import RESOURCE_LIMIT, on_big_stack
 from sandbox.contract import CompileResult, Diagnostic, Resources
 
 SHIM_INCLUDE = Path(__file__).with_name("nvrtc_include")
-DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo", "--ptxas-options=-v")
+DEFAULT_OPTIONS = (f"-std={DEFAULT_STD}", "-lineinfo", "--ptxas-options=-v")
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,48 @@ def memory_option(f: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
+def _allow_unisolated(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        from sandbox.compile_pool import allow_unisolated_compiles
+
+        allow_unisolated_compiles()
+    return value
+
+
+def unsafe_isolation_option(f: Callable[..., None]) -> Callable[..., None]:
+    """``--unsafe-no-isolation``: the one way past the isolation rule (:mod:`sandbox.compile_pool`):
+    without it a command that compiles untrusted code (a request's, an LLM's) where neither
+    bubblewrap nor Landlock can confine the compiler refuses to."""
+    return click.option(
+        "--unsafe-no-isolation",
+        is_flag=True,
+        expose_value=False,
+        callback=_allow_unisolated,
+        help="Compile untrusted code (requests, LLM output) even where it cannot be isolated from this "
+        "host (no bubblewrap, no Landlock): it could then read any file this user can.",
+    )(f)
+
+
+def serving_isolation() -> str:
+    """A service's compile isolation (for its ``/health``), or the refusal to serve without one."""
+    from sandbox.compile_pool import UNISOLATED, require_isolation
+    from sandbox.confine import ConfinementError
+
+    try:
+        return require_isolation()
+    except ConfinementError:
+        raise UserError(f"refusing to serve: {UNISOLATED}") from None
+
+
+def log_isolation(log: Any, isolation: str) -> None:
+    if isolation == "none":
+        log.warning(
+            "--unsafe-no-isolation: compiles are NOT isolated; a request can read any file this user can"
+        )
+    else:
+        log.info("compiles are isolated from this host by %s", isolation)
+
+
 def open_executor(gpu: int, gpus: tuple[int, ...] = (), simulate: bool = False) -> Executor:
     """The local GPUs' sandbox (``gpus``, else ``gpu``: one worker per GPU), or what the environment
     names instead (:func:`sandbox.executors.from_environment`: a Ray cluster, a remote worker, the

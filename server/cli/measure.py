@@ -15,6 +15,7 @@ from server.cli.common import (
     json_option,
     memory_option,
     simulate_option,
+    unsafe_isolation_option,
 )
 from server.cli.files import read_source
 from server.cli.render import emit_json, print_bench, print_compare, print_profile
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 @json_option
 @build_flags
 @memory_option
+@unsafe_isolation_option
 def bench(
     file: str,
     kernel: str | None,
@@ -87,6 +89,7 @@ def bench(
 @simulate_option
 @json_option
 @build_flags
+@unsafe_isolation_option
 def compare(
     file: str,
     kernel: str | None,
@@ -155,6 +158,7 @@ def compare(
 @click.option("--gpu", default=0, show_default=True, type=click.IntRange(0), help="GPU index.")
 @json_option
 @build_flags
+@unsafe_isolation_option
 def profile(
     file: str, kernel: str | None, with_: str | None, gpu: int, build: BuildFlags, as_json: bool
 ) -> None:

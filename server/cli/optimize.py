@@ -23,6 +23,7 @@ from server.cli.common import (
     json_option,
     memory_option,
     simulate_option,
+    unsafe_isolation_option,
 )
 from server.cli.files import read_only, read_regular_file, read_source, write_rewrite
 from server.cli.render import emit_json, print_optimize, print_suite, print_suite_entry
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 @json_option
 @build_flags
 @memory_option
+@unsafe_isolation_option
 def optimize(
     file: str,
     kernel: str | None,
@@ -239,6 +241,7 @@ def _progress_bar(enabled: bool) -> Iterator[Callable[[LoopEvent], None] | None]
 @json_option
 @build_flags
 @memory_option
+@unsafe_isolation_option
 def suite(
     directory: str,
     budget: str,
