@@ -37,9 +37,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agent.trajectory import FAILED, HACK  # noqa: E402
 from learning.engine import Item, RewardEngine  # noqa: E402
 from learning.tasks import DEFAULT_TORCH_TASKS, TaskSet  # noqa: E402
-from agent.trajectory import FAILED, HACK  # noqa: E402
 from sandbox.contract import Budget, EvalOptions  # noqa: E402
 from sandbox.screen import screen  # noqa: E402
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from learning.tasks import DEFAULT_TORCH_TASKS
 from agent.trajectory import FAILED, HACK, hack_rule, reward
+from learning.tasks import DEFAULT_TORCH_TASKS
 from sandbox.contract import Budget, CandidateResult, Status, TorchCandidate, TorchRequest
 from sandbox.screen import screen
 
