@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import tempfile
 import time
 import traceback
@@ -56,6 +57,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from sandbox import timing, verify
 from sandbox.contract import (
     Budget,
     CandidateResult,
@@ -399,7 +401,8 @@ class TorchHandler:
             except Exception as exc:
                 msg = f"the task's model failed: {type(exc).__name__}: {exc}"
                 return verdict(Status.CRASH, msg, task_error=msg[:MESSAGE_CHARS])
-            guard = Guard(torch, self.device)  # the last moment before any answer code runs
+            harness = (sys.modules[__name__], timing, verify)
+            guard = Guard(torch, self.device, harness)  # the last moment before any answer code runs
             try:
                 answer = _module(job.candidate.source, "answer.py")
                 cls = answer.get("ModelNew")
