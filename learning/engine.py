@@ -147,6 +147,7 @@ class RewardEngine:
         options: EvalOptions | None = None,
         limits: RequestLimits | None = None,
         cache_size: int = 4096,
+        torch_compiled: bool = True,
     ) -> None:
         self.executor = executor
         self.tasks = tasks
@@ -155,6 +156,7 @@ class RewardEngine:
         self.options = options or EvalOptions()
         self.limits = limits or RequestLimits()
         self.cache_size = cache_size
+        self.torch_compiled = torch_compiled  # PyTorch answers: also timed against torch.compile(Model)
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="reward-eval")
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, _Verdict] = OrderedDict()
@@ -440,7 +442,13 @@ class RewardEngine:
     ) -> str:
         """One :class:`TorchRequest`: its verdicts into ``out``, or why there are none."""
         request = TorchRequest(
-            rid, task.text, tuple(cands), seeds=self.seeds, budget=self.budget, time=self.options.time
+            rid,
+            task.text,
+            tuple(cands),
+            seeds=self.seeds,
+            budget=self.budget,
+            time=self.options.time,
+            compiled=self.torch_compiled,
         )
         with self._lock:
             self.counts["sandbox_requests"] += 1
