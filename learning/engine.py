@@ -20,8 +20,9 @@ returns one :class:`Scored` per item, in order.  On the way:
 
 The reward is :func:`agent.trajectory.reward` with the task's allowed precisions.
 
-A PyTorch task's answers (``ModelNew`` modules, :func:`~learning.completion.parse_torch`) go to
-the executor as one :class:`~sandbox.contract.TorchRequest`; their reward is the same function of
+A PyTorch task's answers (``ModelNew`` modules, :func:`~learning.completion.parse_torch`) are
+screened here first (:func:`sandbox.screen.screen`: a refused answer costs no GPU time), then go
+to the executor as one :class:`~sandbox.contract.TorchRequest`; their reward is the same function of
 the verdict and its speedup against the eager ``Model``; the speedup against ``torch.compile`` is
 reported beside it (``compiled_speedup``).
 """
@@ -57,6 +58,7 @@ from sandbox.contract import (
 )
 from sandbox.executor import Executor, ExecutorError
 from sandbox.scheduler import GpuScheduler
+from sandbox.screen import screen
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +257,11 @@ class RewardEngine:
         with self._lock:
             if key in self._cache or key in self._pending:
                 return task, key, None
+        status, why = screen(parsed.source)
+        if status is not None:  # refused before any GPU time is spent (the sandbox screens it again)
+            with self._lock:
+                self._store(key, _Verdict(CandidateResult(f"c{key[:24]}", status, why)))
+            return task, key, None
         fresh.setdefault(task, {})[key] = TorchCandidate(f"c{key[:24]}", parsed.source)
         return task, key, None
 
