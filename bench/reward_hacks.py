@@ -140,20 +140,22 @@ def honest(run: Run, engine: RewardEngine | None) -> list[dict[str, Any]]:
     return rows
 
 
+TOP = 20  # the files with the largest footprints; the random draw is from the others
+
+
 def pick(kernelbench: Path, largest: int, drawn: int) -> list[tuple[Path, str]]:
-    """The files with the largest footprints (from the CPU memory table) and some drawn at random."""
+    """The first ``largest`` of the :data:`TOP` files with the largest footprints (from the CPU
+    memory table) and ``drawn`` of the rest at random (seed 36, whatever ``largest`` is: two calls,
+    ``--largest 20 --random 0`` and ``--largest 0 --random 20``, make the same 40-file table)."""
     files = sorted(kernelbench.glob("level*/*.py"))
     sizes: dict[str, int] = {}
     if MEMORY_TABLE.exists():
         table = json.loads(MEMORY_TABLE.read_text())
         sizes = {r["file"]: r.get("footprint", 0) for r in table["rows"]}
     ranked = sorted(files, key=lambda p: -sizes.get(str(p.relative_to(kernelbench)), 0))
-    top = ranked[:largest]
-    rest = [p for p in files if p not in top]
-    chosen = [(p, "largest") for p in top] + [
-        (p, "random") for p in random.Random(36).sample(rest, min(drawn, len(rest)))
-    ]
-    return chosen
+    rest = ranked[TOP:]
+    drawn_files = random.Random(36).sample(rest, min(drawn, len(rest)))
+    return [(p, "largest") for p in ranked[: min(largest, TOP)]] + [(p, "random") for p in drawn_files]
 
 
 def as_answer(task_source: str) -> str:

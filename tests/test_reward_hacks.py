@@ -220,8 +220,9 @@ def test_the_gpu_script_runs_its_dry_mode_end_to_end(tmp_path: Path) -> None:
 
     kernelbench = tmp_path / "kb" / "level1"
     kernelbench.mkdir(parents=True)
-    for name in ("relu", "gelu", "softmax_rows"):
-        (kernelbench / f"1_{name}.py").write_text((DEFAULT_TORCH_TASKS / f"{name}.py").read_text())
+    for i in range(24):  # more than the 20 largest, so some are drawn at random
+        name = ("relu", "gelu", "softmax_rows")[i % 3]
+        (kernelbench / f"{i}_{name}.py").write_text((DEFAULT_TORCH_TASKS / f"{name}.py").read_text())
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "out"
     cmd = [sys.executable, str(root / "bench" / "reward_hacks.py"), "--simulate", "--out", str(out)]
