@@ -202,18 +202,6 @@ def test_honest_triton_and_cuda_answers_are_rewarded_for_their_speed(name: str, 
     assert got.result.speedup_low > 1.0 and reward(got.result) > 1.0
 
 
-@pytest.fixture(scope="module")
-def gpu_executor() -> Any:
-    if not HAS_TORCH:
-        pytest.skip("torch is not installed (the `torch` extra)")
-    from sandbox.local import UNSAFE_TORCH_ENV, LocalExecutor
-
-    with pytest.MonkeyPatch.context() as mp:  # GPU hosts without bubblewrap: the test host is disposable
-        mp.setenv(UNSAFE_TORCH_ENV, "1")
-        with LocalExecutor() as executor:
-            yield executor
-
-
 def test_the_gpu_script_runs_its_dry_mode_end_to_end(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -8,7 +8,6 @@ import importlib.util
 import json
 import os
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -332,18 +331,6 @@ GPU_ANSWERS = {  # per task: a correct ModelNew (pure torch), a wrong one, one t
         "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.softmax(x.sub_(0.5), dim=1)\n",
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def gpu_executor() -> Iterator[Any]:
-    if not HAS_TORCH:
-        pytest.skip("torch is not installed (the `torch` extra)")
-    from sandbox.local import LocalExecutor
-
-    with pytest.MonkeyPatch.context() as mp:  # GPU hosts without bubblewrap: the test host is disposable
-        mp.setenv(UNSAFE_TORCH_ENV, "1")
-        with LocalExecutor() as executor:
-            yield executor
 
 
 @pytest.mark.gpu
