@@ -698,7 +698,7 @@ class TorchHandler:
         if result.status is not Status.OK:
             return TorchCandidateResult(result, **extra)
         if req.compiled:
-            compiled, note = self._compiled(model, new, b, timed, honest)
+            compiled, note = self._compiled(model, b, guard, timed, honest)
             if isinstance(compiled, str):
                 return verdict(Status.REJECTED, compiled, checks=checks)
             extra.update(compiled)
@@ -712,15 +712,18 @@ class TorchHandler:
         return {"peak_memory_bytes": int(self.torch.cuda.max_memory_allocated(self.device))}
 
     def _compiled(
-        self, model: Any, new: Any, b: _Bench, timed: Callable[..., Any], honest: Callable[[str], str]
+        self, model: Any, b: _Bench, guard: Guard, timed: Callable[..., Any], honest: Callable[[str], str]
     ) -> tuple[dict[str, Any] | str, str]:
         """The speedup against ``torch.compile(model)`` (fields of the result), or why the answer
-        is refused once timed against it; and a note when torch.compile failed."""
+        is refused once timed against it; and a note when torch.compile failed.  The guard,
+        clean after the eager timing's checks, holds what the compiler's warm-up installed."""
         try:
             fast = self.torch.compile(model)
             fast(*b.live)
         except Exception as exc:
             return {}, f"torch.compile(Model) failed: {_why(exc)}"
+        finally:
+            guard.recapture()
         c_timings, (c_speed, c_low, c_high), _ = timed(lambda: fast(*b.live))
         if refused := honest("against torch.compile"):
             return refused, ""

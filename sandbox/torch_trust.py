@@ -127,12 +127,12 @@ def _watched(torch: Any) -> list[tuple[str, Any]]:
     ]
 
 
-def _held(owner: Any) -> dict[str, Any]:
+def _held(owner: Any, private: bool = False) -> dict[str, Any]:
     """What of ``owner`` is watched: a class's every callable attribute, a module's public
-    functions, classes and submodules."""
+    functions, classes and submodules (``private``: its private ones too)."""
     found = {}
     for name, value in list(vars(owner).items()):
-        if isinstance(owner, types.ModuleType) and name.startswith("_"):
+        if isinstance(owner, types.ModuleType) and name.startswith("_") and not private:
             continue
         if callable(value) or isinstance(value, types.ModuleType | classmethod | staticmethod | property):
             found[name] = value
@@ -146,10 +146,19 @@ class Guard:
 
     def __init__(self, torch: Any, device: Any, harness: Sequence[types.ModuleType] = ()) -> None:
         self.torch = torch
+        self.device = device
         self.cuda = device.type == "cuda"
         mine = [sys.modules[__name__], *harness]  # the timer's and the comparison's own modules
         self.owners = _watched(torch) + [(m.__name__, m) for m in mine]
-        self.held = {label: _held(owner) for label, owner in self.owners}
+        self.private = {m.__name__ for m in mine}  # watched with their private names
+        self.recapture()
+
+    def recapture(self) -> None:
+        """Hold everything as it is now (after trusted code changed it: ``torch.compile``'s
+        warm-up; never while answer code may have run since the last :meth:`changed`)."""
+        torch = self.torch
+        device = self.device
+        self.held = {label: _held(owner, label in self.private) for label, owner in self.owners}
         self.stream = torch.cuda.current_stream(device) if self.cuda else None
         self.hooks = {name: len(getattr(torch.nn.modules.module, name, {})) for name in HOOK_REGISTRIES}
         self.modes = self._modes()
