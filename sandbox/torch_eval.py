@@ -453,7 +453,7 @@ class TorchHandler:
             late = -1 if isinstance(got, str) else ready(torch, got, self._sync)
         except Exception as exc:
             self._crash = _why(exc)
-            return None, ""
+            return None, self._tampered(guard)  # a crash after tampering is the tampering
         where = f"{label}, seed {case.seed}"
         if tampered := self._tampered(guard):
             return None, tampered
