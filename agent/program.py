@@ -253,16 +253,22 @@ class ProgramReport:
     reverted: bool = False
 
     @property
+    def compared_equal(self) -> bool:
+        """The patched program ran and its outputs equalled the original's."""
+        return self.outcome in (Outcome.FASTER, Outcome.NOT_FASTER)
+
+    @property
     def measured(self) -> float:
-        """Median wall time before over after (0: not measured)."""
-        if self.before is None or self.after is None or not self.after.wall:
+        """Median wall time before over after; 0 unless the outputs compared equal (a program
+        whose outputs changed has no speedup to speak of)."""
+        if not self.compared_equal or self.before is None or self.after is None or not self.after.wall:
             return 0.0
         return self.before.wall / self.after.wall
 
     @property
     def measured_range(self) -> tuple[float, float]:
         """The slowest and fastest ratios the runs allow: (min before / max after ... max / min)."""
-        if self.before is None or self.after is None or not self.after.wall_s:
+        if not self.compared_equal or self.before is None or self.after is None or not self.after.wall_s:
             return (0.0, 0.0)
         return (
             min(self.before.wall_s) / max(self.after.wall_s),
@@ -271,7 +277,7 @@ class ProgramReport:
 
     @property
     def measured_gpu(self) -> float:
-        if self.before is None or self.after is None or not self.after.gpu:
+        if not self.compared_equal or self.before is None or self.after is None or not self.after.gpu:
             return 0.0
         return self.before.gpu / self.after.gpu
 
@@ -757,7 +763,11 @@ def _apply_and_compare(
                 f"the patched program exited with status {after.last.returncode}",
                 after.runs,
             )
-        diffs = [d for got in after.produced for d in compare(base.produced[0], got, _kinds(s), s.tolerance)]
+        diffs = list(
+            dict.fromkeys(
+                d for got in after.produced for d in compare(base.produced[0], got, _kinds(s), s.tolerance)
+            )
+        )
         if diffs:
             return undo(
                 Outcome.OUTPUTS_DIFFER,

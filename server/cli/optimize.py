@@ -126,7 +126,7 @@ def optimize(
         def work() -> None:
             try:
                 with common.open_executor(gpu) as executor:
-                    search = _make_proposer(proposer, llm if proposer == "llm" else None)
+                    search = make_proposer(proposer, llm if proposer == "llm" else None)
                     try:
                         outcome.append(
                             loop.optimize(
@@ -179,7 +179,7 @@ def optimize(
         raise JobFailed(str(result.stop))
 
 
-def _make_proposer(kind: str, llm: LLMSettings | None) -> Proposer:
+def make_proposer(kind: str, llm: LLMSettings | None) -> Proposer:
     if llm is not None:
         from agent.llm import LLMProposer
         from sandbox.compile_pool import CompilePool
