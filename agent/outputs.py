@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -189,14 +189,28 @@ class Produced:
     files: Mapping[str, bytes | None]
 
 
+def kept_lines(stdout: bytes, ignore: Sequence[re.Pattern[str]]) -> bytes:
+    """``stdout`` without the lines any of ``ignore`` matches (timings a program prints)."""
+    if not ignore:
+        return stdout
+    lines = stdout.decode("utf-8", errors="replace").splitlines(keepends=True)
+    return "".join(ln for ln in lines if not any(p.search(ln) for p in ignore)).encode()
+
+
 def compare(
-    before: Produced, after: Produced, kinds: Mapping[str, str], tol: OutputTolerance
+    before: Produced,
+    after: Produced,
+    kinds: Mapping[str, str],
+    tol: OutputTolerance,
+    ignore: Sequence[re.Pattern[str]] = (),
 ) -> tuple[Difference, ...]:
-    """Every output that differs (empty: the runs agree): exit status, standard output, each file."""
+    """Every output that differs (empty: the runs agree): exit status, standard output (less the
+    lines ``ignore`` matches), each file."""
     found: list[Difference] = []
     if before.returncode != after.returncode:
         found.append(Difference("exit status", "", str(before.returncode), str(after.returncode)))
-    if d := compare_output("stdout", before.stdout, after.stdout, "auto", tol):
+    out_a, out_b = kept_lines(before.stdout, ignore), kept_lines(after.stdout, ignore)
+    if d := compare_output("stdout", out_a, out_b, "auto", tol):
         found.append(d)
     for path in before.files:
         if d := compare_output(path, before.files[path], after.files.get(path), kinds.get(path, "auto"), tol):

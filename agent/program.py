@@ -152,6 +152,7 @@ class ProgramSettings:
     build: str = ""
     outputs: tuple[OutputFile, ...] = ()
     tolerance: OutputTolerance = field(default_factory=OutputTolerance)
+    ignore: tuple[str, ...] = ()  # regular expressions: standard output lines not compared (timings)
     top: int = 3
     share: float = 0.8
     budget_s: float = 120.0
@@ -606,7 +607,7 @@ def speedup(
             before=base.runs,
         )
     if len(base.produced) > 1 and (
-        diffs := compare(base.produced[0], base.produced[1], _kinds(s), s.tolerance)
+        diffs := compare(base.produced[0], base.produced[1], _kinds(s), s.tolerance, _ignored(s))
     ):
         return ProgramReport(
             s.argv,
@@ -718,6 +719,10 @@ def _kinds(s: ProgramSettings) -> dict[str, str]:
     return {o.path: o.kind for o in s.outputs}
 
 
+def _ignored(s: ProgramSettings) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in s.ignore)
+
+
 def _apply_and_compare(
     report: ProgramReport,
     changes: Mapping[str, tuple[str, str]],
@@ -765,7 +770,9 @@ def _apply_and_compare(
             )
         diffs = list(
             dict.fromkeys(
-                d for got in after.produced for d in compare(base.produced[0], got, _kinds(s), s.tolerance)
+                d
+                for got in after.produced
+                for d in compare(base.produced[0], got, _kinds(s), s.tolerance, _ignored(s))
             )
         )
         if diffs:

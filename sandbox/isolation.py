@@ -18,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from sandbox import recorded
 from sandbox.compiler import cuda_include_dirs, nvrtc_library_dirs
 
 log = logging.getLogger(__name__)
@@ -97,13 +98,26 @@ def bwrap_prefix() -> tuple[str, ...]:
             path = str(PACKAGE_ROOT / "sandbox")
         if any(path == d or path.startswith(d + os.sep) for d in (*_HIDDEN_DIRS, tmp, project)):
             hidden += ["--ro-bind", path, path]
+    hidden += _recorded_bind()
     if _probe(hidden, _GPU_PROBE):
         return tuple(hidden)
     log.warning("the GPU worker cannot start with the host's homes hidden; it runs in a plain bwrap")
     for path in _code_paths():  # as before: only what lives under the private /tmp is bound again
         if path.startswith(tmp + os.sep):
             base += ["--ro-bind", path, path]
+    base += _recorded_bind()
     return tuple(base) if _probe(base, _GPU_PROBE) else ()
+
+
+def _recorded_bind() -> list[str]:
+    """The recorded-inputs store (:mod:`sandbox.recorded`), read-only: a request names its data
+    by digest, and the worker reads it there, under a hidden home or the private /tmp."""
+    store = recorded.store_dir()
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return []
+    return ["--ro-bind", str(store), str(store)]
 
 
 @functools.cache
@@ -146,4 +160,5 @@ def clean_env(compile_only: bool = False) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     if not compile_only:
         env["CUPY_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "cuda-agent-cupy")
+        env["CUDA_AGENT_RECORDED_DIR"] = str(recorded.store_dir())  # where this process puts them
     return env

@@ -8,6 +8,7 @@ same outputs, or nothing changed.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -120,6 +121,7 @@ def speedup(
     outputs: tuple[str, ...],
     rtol: float,
     atol: float,
+    ignore: tuple[str, ...],
     top: int,
     share: float,
     budget: str,
@@ -148,6 +150,11 @@ def speedup(
         wall = parse_budget(budget).wall_s or 120.0
     except ValueError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
+    for pattern in ignore:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise UserError(f"--ignore {pattern}: not a regular expression ({exc})") from exc
     try:
         files = tuple(OutputFile.parse(o) for o in outputs)
     except ValueError as exc:
@@ -159,6 +166,7 @@ def speedup(
         build=build_cmd,
         outputs=files,
         tolerance=OutputTolerance(rtol, atol),
+        ignore=ignore,
         top=top,
         share=share,
         budget_s=wall,
