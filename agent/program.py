@@ -160,6 +160,9 @@ class ProgramSettings:
     max_shapes: int = 4
     timeout_s: float | None = 600.0
     apply: bool = False
+    keep: bool = (
+        True  # with apply: False restores the files after the end-to-end check (the editor proposes the edit)
+    )
     seed: int = 0
     options: tuple[str, ...] = ()  # -I/-D for the kernels' files
 
@@ -221,6 +224,23 @@ class Rewrite:
 
 
 @dataclass(frozen=True)
+class FileEdit:
+    """One hunk of the patch: lines ``start``..``end`` (0-based, end exclusive) of ``path`` as it
+    was become ``new_text`` (what an editor applies; the unified diff says the same)."""
+
+    path: str
+    start: int
+    end: int
+    new_text: str
+
+
+def hunks(path: str, old: str, new: str) -> tuple[FileEdit, ...]:
+    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    ops = difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+    return tuple(FileEdit(path, i1, i2, "".join(b[j1:j2])) for tag, i1, i2, j1, j2 in ops if tag != "equal")
+
+
+@dataclass(frozen=True)
 class Runs:
     """Several runs of the program: wall seconds and kernel seconds per run."""
 
@@ -245,6 +265,7 @@ class ProgramReport:
     rewrites: tuple[Rewrite, ...] = ()
     patch: str = ""
     files: tuple[str, ...] = ()  # files the patch changes
+    edits: tuple[FileEdit, ...] = ()  # the patch as line hunks
     before: Runs | None = None
     after: Runs | None = None
     predicted: float = 0.0  # Amdahl: wall before / predicted wall after
@@ -568,17 +589,29 @@ def unified_patch(changes: Mapping[str, tuple[str, str]], root: str) -> str:
 
 
 class Applied:
-    """Files written with their originals kept in memory; :meth:`revert` restores them byte for byte."""
+    """Files written with their originals kept in memory; :meth:`revert` restores them byte for
+    byte (a file someone changed since is left as it is, and named in ``untouched``)."""
 
     def __init__(self, changes: Mapping[str, str]) -> None:
         self.originals: dict[str, bytes] = {}
+        self.written: dict[str, bytes] = {}
+        self.untouched: list[str] = []
         for path in changes:
             self.originals[path] = Path(path).read_bytes()
         for path, text in changes.items():
-            Path(path).write_text(text, encoding="utf-8", newline="")
+            data = text.encode("utf-8")
+            Path(path).write_bytes(data)
+            self.written[path] = data
 
     def revert(self) -> None:
         for path, data in self.originals.items():
+            try:
+                current = Path(path).read_bytes()
+            except OSError:
+                current = None
+            if current is not None and current != self.written[path]:
+                self.untouched.append(path)
+                continue
             Path(path).write_bytes(data)
 
 
@@ -699,6 +732,7 @@ def speedup(
         tuple(rewrites),
         patch,
         tuple(sorted(changes)),
+        tuple(e for path in sorted(changes) for e in hunks(path, *changes[path])),
         base.runs,
         None,
         predicted,
@@ -734,10 +768,19 @@ def _apply_and_compare(
 ) -> ProgramReport:
     applied = Applied({p: new for p, (_, new) in changes.items()})
 
+    def undo_checked(done: ProgramReport) -> ProgramReport:
+        """Restore the files after a successful check (``keep=False``), and rebuild."""
+        applied.revert()
+        if s.build:
+            machine.build(s.build, s.cwd, s.timeout_s)
+        return replace(done, reverted=True)
+
     def undo(
         outcome: Outcome, message: str, after: Runs | None = None, diffs: Sequence[Difference] = ()
     ) -> ProgramReport:
         applied.revert()
+        if applied.untouched:
+            message += f"; not restored, changed by someone else meanwhile: {', '.join(applied.untouched)}"
         if s.build:
             code, out = machine.build(s.build, s.cwd, s.timeout_s)
             if code != 0:
@@ -786,11 +829,15 @@ def _apply_and_compare(
         applied.revert()
         raise
     done = replace(report, after=after.runs, applied=True)
+    if not s.keep:
+        done = undo_checked(done)
     low, _ = done.measured_range
+    kept = "" if s.keep else " (files restored: the patch is proposed, not applied)"
     if low > 1.0:
-        return replace(done, outcome=Outcome.FASTER, message="outputs equal, faster end to end")
+        return replace(done, outcome=Outcome.FASTER, message="outputs equal, faster end to end" + kept)
+    stays = " (the patch stays applied)" if s.keep else kept
     return replace(
         done,
         outcome=Outcome.NOT_FASTER,
-        message="outputs equal, but not measurably faster end to end (the patch stays applied)",
+        message="outputs equal, but not measurably faster end to end" + stays,
     )

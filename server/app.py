@@ -13,7 +13,19 @@ from pathlib import Path
 
 from lsprotocol import types as lsp
 
-from server import capture, compare, diagnostics, hints, hover, lenses, optimize, profile, runs, symbols
+from server import (
+    capture,
+    compare,
+    diagnostics,
+    hints,
+    hover,
+    lenses,
+    optimize,
+    profile,
+    runs,
+    speedup,
+    symbols,
+)
 from server.lsp import GC_YOUNG_THRESHOLD, CudaLanguageServer, install_logging
 from server.settings import SECTION
 from server.stdio import GuardedStdin
@@ -25,7 +37,19 @@ def create_server() -> CudaLanguageServer:
     """The server with every feature registered."""
     ls = CudaLanguageServer()
     _setup_lifecycle(ls)
-    for feature in (runs, symbols, lenses, hints, hover, diagnostics, optimize, compare, profile, capture):
+    for feature in (
+        runs,
+        symbols,
+        lenses,
+        hints,
+        hover,
+        diagnostics,
+        optimize,
+        compare,
+        profile,
+        capture,
+        speedup,
+    ):
         feature.setup(ls)
     return ls
 
