@@ -64,6 +64,7 @@ METHODS = {
 }
 
 ANNOTATION = "cuda-agent.verified-rewrite"  # change annotation of a rewrite's workspace edit
+PROGRAM_ANNOTATION = "cuda-agent.program-speedup"  # of a program's rewrites (always previewed)
 
 
 # ------------------------------------------------------------------------------------- values
@@ -638,6 +639,7 @@ def typescript() -> str:
     out = [BEGIN]
     out += [f'export const {name} = "{value}";' for name, value in METHODS.items()]
     out.append(f'export const REWRITE_ANNOTATION = "{ANNOTATION}";')
+    out.append(f'export const PROGRAM_ANNOTATION = "{PROGRAM_ANNOTATION}";')
     out.append(f'export const SIMULATED = "{SIMULATED}";')
     for cls in WIRE_TYPES:
         out += ["", _ts_declaration(cls)]

@@ -38,7 +38,7 @@ from server.optimize import make_proposer
 from server.protocol import RunKind, RunStatus
 from server.runs import ActiveRun, Progress, Report, Runs, launch_run, run_finished, run_with_progress
 
-ANNOTATION = "cuda-agent.program-speedup"  # change annotation of the program's rewrites
+ANNOTATION = wire.PROGRAM_ANNOTATION  # change annotation of the program's rewrites
 PROGRAM = "(program)"  # the run's kernel name: a program has many
 
 SIMULATED_PROGRAM_ENV = "CUDA_AGENT_TEST_PROGRAM"  # with executor.kind "test": agent.program_sim's table

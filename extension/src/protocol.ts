@@ -33,6 +33,7 @@ export const RESULTS_REQUEST = "cudaAgent/results";
 export const STATUS_NOTIFICATION = "cudaAgent/status";
 export const RUN_FINISHED_NOTIFICATION = "cudaAgent/runFinished";
 export const REWRITE_ANNOTATION = "cuda-agent.verified-rewrite";
+export const PROGRAM_ANNOTATION = "cuda-agent.program-speedup";
 export const SIMULATED = "simulated GPU, not measured";
 
 export type RunKind = "optimize" | "benchmark" | "compare" | "profile" | "capture" | "speedup";
