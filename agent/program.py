@@ -57,9 +57,10 @@ from pathlib import Path
 from typing import Protocol
 
 from agent import capture as cap
+from agent import dtypes
 from agent import spec as specs
 from agent.launch import TextEdit, sites_edits
-from agent.loop import OptimizeResult, RunOutcome, optimize
+from agent.loop import LoopSettings, OptimizeResult, RunOutcome, optimize
 from agent.outputs import Difference, OutputFile, OutputTolerance, Produced, compare
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeBudget, Proposer
@@ -67,7 +68,7 @@ from agent.source import Document
 from agent.target import Target, TargetError, target_for
 from sandbox import recorded
 from sandbox.capture import CaptureError, CaptureRun, Launch
-from sandbox.contract import ArgSpec, Distribution, Problem, Status
+from sandbox.contract import ArgSpec, Budget, Distribution, Problem, Status
 from sandbox.executor import Executor
 
 log = logging.getLogger(__name__)
@@ -465,6 +466,29 @@ def prepare(
     return _Prepared(share, doc, kernel.qualified_name, spec_text, target, tuple(notes))
 
 
+def memory_cap(target: Target, device_bytes: int) -> tuple[Budget | None, str]:
+    """The per-evaluation memory cap the program's own sizes need (None: the default is enough),
+    and the note that says why it was raised: every array of the largest problem, three times over
+    (the original's outputs, a candidate's, and rotated input sets for timing), at most 80% of the
+    device's memory."""
+    default = Budget().gpu_memory_bytes
+    need = max(
+        sum(a.count * dtypes.dtype_bytes(a.dtype) for a in p.args if a.role != "scalar")
+        for p in target.problems
+    )
+    if need <= default // 3:
+        return None, ""
+    cap = min(max(3 * need, default), int(0.8 * device_bytes)) if device_bytes else max(3 * need, default)
+    gib = 1 << 30
+    note = (
+        f"the program's own sizes need {need / gib:.1f} GiB of arrays: the per-evaluation memory cap raised "
+        f"from {default / gib:.0f} to {cap / gib:.1f} GiB"
+    )
+    if cap < need:
+        note += " (more than this GPU allows: evaluations will be refused)"
+    return Budget(gpu_memory_bytes=cap), note
+
+
 def _edits(
     p: _Prepared, proposal: Proposal, docs: Sequence[Document]
 ) -> tuple[dict[str, list[TextEdit]], str]:
@@ -658,6 +682,8 @@ def speedup(
     kernels = rank(times, wall_ns, s.top, s.share)
     chosen = [k for k in kernels if k.chosen]
     docs = _documents(s.sources)
+    device = executor.device_info()
+    device_bytes = device.memory_bytes if device is not None else 0
     total_share = sum(k.share for k in chosen) or 1.0
     rewrites: list[Rewrite] = []
     per_file: dict[str, list[TextEdit]] = {}
@@ -698,6 +724,9 @@ def speedup(
                 continue
             seen_definitions[key] = k.kernel
             say(f"optimizing {k.kernel} ({budget:.0f} s)")
+            memory, why = memory_cap(prepared.target, device_bytes)
+            if why:
+                prepared = replace(prepared, notes=(*prepared.notes, why))
             proposer = new_proposer()
             try:
                 result = optimize(
@@ -706,6 +735,7 @@ def speedup(
                     executor,
                     budget=OptimizeBudget(wall_s=budget),
                     seed=s.seed,
+                    settings=LoopSettings(eval_budget=memory) if memory else None,
                     cancel=cancel,
                 )
             finally:

@@ -327,3 +327,24 @@ def test_the_cli_writes_the_patch_and_exits_non_zero_when_outputs_differ(
     assert (project / "cuda-agent-speedup.patch").read_text() == out["patch"] != ""
     assert snapshot(project) == before
     assert "Traceback" not in done.stderr
+
+
+def test_the_memory_cap_is_raised_when_the_programs_own_sizes_need_it_and_says_why() -> None:
+    from agent.source import Document
+    from agent.target import Target, target_for
+
+    def target(n: str) -> Target:
+        text = (
+            f"// @cuda-agent sizes n={n}\n// @cuda-agent launch grid=cdiv(n, block) block=256\n"
+            "// @cuda-agent arg x in float[n]\n// @cuda-agent arg y out float[n]\n"
+            "__global__ void copy(const float* x, float* y, int n) {\n"
+            "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = x[i];\n}\n"
+        )
+        return target_for(Document(text, "copy.cu"), "copy")
+
+    assert prog.memory_cap(target("1<<20"), 80 << 30) == (None, "")
+    budget, why = prog.memory_cap(target("1<<30"), 80 << 30)  # 8 GiB of arrays
+    assert budget is not None and budget.gpu_memory_bytes == 24 << 30
+    assert "need 8.0 GiB" in why and "from 4 to 24.0 GiB" in why
+    budget, why = prog.memory_cap(target("1<<34"), 80 << 30)  # 128 GiB: more than the GPU has
+    assert budget is not None and budget.gpu_memory_bytes == int(0.8 * (80 << 30)) and "refused" in why

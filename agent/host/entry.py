@@ -21,15 +21,19 @@ _RUNS: weakref.WeakKeyDictionary[Document, HostRun] = weakref.WeakKeyDictionary(
 _MAX_HOSTS = 256  # files of the project read when looking for a kernel's launch
 
 
-def run(doc: Document, defines: Mapping[str, str] | None = None) -> HostRun:
+def run(doc: Document, defines: Mapping[str, str] | None = None, link: Document | None = None) -> HostRun:
     """Run ``doc``'s program from ``main()`` (and each function that launches a kernel not reached
-    from it).  Cached per document."""
-    cached = _RUNS.get(doc)
+    from it).  ``link``: another translation unit of the program whose functions ``doc`` calls
+    (a launcher ``main.cpp`` declares and a ``.cu`` defines).  Cached per document (unlinked)."""
+    cached = _RUNS.get(doc) if link is None else None
     if cached is not None and not defines:
         return cached
     result = HostRun()
     try:
-        prog = _Program(doc, defines or {}, doc.type_aliases)
+        aliases = {**link.type_aliases, **doc.type_aliases} if link is not None else doc.type_aliases
+        prog = _Program(doc, defines or {}, aliases)
+        if link is not None:
+            prog.link(link)
         interp = _Interp(prog, result)
         result.constants = dict(prog.constants)
         entries = ["main"] + [s.caller for s in doc.launches if s.caller and s.caller != "main"]
@@ -41,13 +45,17 @@ def run(doc: Document, defines: Mapping[str, str] | None = None) -> HostRun:
             interp.depth = 0
             interp.notes = []
             interp.steps = 0
+            before = set(result.launches)
             try:
                 interp.call(func, _entry_args(doc, name, func, interp))
             except (_Budget, _Return, _Break, RecursionError):
                 continue
+            finally:
+                for kernel in set(result.launches) - before:
+                    result.entries[kernel] = name
     except RecursionError:
         pass
-    if not defines:
+    if not defines and link is None:
         _RUNS[doc] = result
     return result
 
@@ -111,12 +119,17 @@ def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Documen
     """The first launch of ``kernel`` found by running ``doc``'s program or, for a kernel in a
     header, the programs next to it that include it."""
     found = run(doc)
-    if kernel in found.launches:
+    if kernel in found.launches and found.entries.get(kernel) == "main":
         return found.launches[kernel], found, doc
     if not doc.path:
         return None
     here = Path(doc.path).resolve()
-    for path in [p for p in project_of(here).sources if p.suffix != ".py" and p != here][:_MAX_HOSTS]:
+    hosts = [p for p in project_of(here).sources if p.suffix != ".py" and p != here][:_MAX_HOSTS]
+    if from_main := _from_a_main(doc, kernel, hosts):
+        return from_main
+    if kernel in found.launches:
+        return found.launches[kernel], found, doc
+    for path in hosts:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -130,6 +143,31 @@ def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Documen
     scripts = [p for p in project_of(here).sources if p.suffix == ".py"][:_MAX_HOSTS]
     call = pyhost.tuner_call(scripts, kernel)
     return _tuner_launch(doc, kernel, call) if call is not None else None
+
+
+def _from_a_main(
+    doc: Document, kernel: str, hosts: list[Path]
+) -> tuple[LaunchEvent, HostRun, Document] | None:
+    """The launch of ``kernel`` as a program of the project reaches it from its ``main()``: a file
+    that includes ``doc``, or one that calls ``doc``'s launchers of it (linked with ``doc``)."""
+    launchers = {s.caller for s in doc.launches if s.kernel.split("::")[-1] == kernel and s.caller}
+    for path in hosts:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if "main" not in text:
+            continue
+        host = Document(text, str(path))
+        if kernel in text:
+            found = run(host)
+        elif any(name in text for name in launchers):
+            found = run(host, link=doc)
+        else:
+            continue
+        if kernel in found.launches and found.entries.get(kernel) == "main":
+            return found.launches[kernel], found, host
+    return None
 
 
 def _tuner_launch(
