@@ -348,3 +348,31 @@ def test_the_memory_cap_is_raised_when_the_programs_own_sizes_need_it_and_says_w
     assert "need 8.0 GiB" in why and "from 4 to 24.0 GiB" in why
     budget, why = prog.memory_cap(target("1<<34"), 80 << 30)  # 128 GiB: more than the GPU has
     assert budget is not None and budget.gpu_memory_bytes == int(0.8 * (80 << 30)) and "refused" in why
+
+
+def test_a_kernel_launched_with_several_shapes_gets_a_spec_that_verifies_each(project: Path) -> None:
+    """smooth3 recorded at n=100000 and n=5000: one spec, benchmarked at the first launch's sizes,
+    verified at both (and on the recorded inputs)."""
+    record = json.loads(load_kernels(TABLE)["smooth3(float const*, float*, int)"].records[0])
+    small = json.loads(json.dumps(record))
+    n = 5000
+    small["index"], small["grid"] = 1, [-(-n // 256), 1, 1]
+    u, out, size = small["params"][0]["pointer"], small["params"][1]["pointer"], small["params"][2]
+    u["alloc_size"] = out["alloc_size"] = 4 * (2 * n + 4)
+    u["region_size"], out["region_size"] = 4 * (n + 3), 4 * (n + 1)
+    out["value"] = out["region_start"] = u["base"] + 4 * (n + 3)
+    small["params"][1]["hex"] = out["value"].to_bytes(8, "little").hex()
+    size["hex"] = n.to_bytes(4, "little").hex()
+    share = prog.KernelShare("smooth3(float const*, float*, int)", 2, 1000, 1.0, 0.5, 1, 2, True)
+    save = project / "saved"
+    save.mkdir()
+    for p in record["params"][:2]:  # the first launch's inputs, as the library saves them
+        name = f"launch0_param{p['index']}.bin"
+        (save / name).write_bytes(bytes(p["pointer"]["region_size"]))
+        p["pointer"]["saved"] = name
+    launches = parse_all([json.dumps(record), json.dumps(small)])[0]
+    prepared = prog.prepare(share, launches, prog._documents([str(project)]), str(save))
+    labels = [p.label for p in prepared.target.verify_problems]
+    assert labels == ["n=100000", "n=5000", "recorded"]
+    assert prepared.target.bench_problem.sizes == {"n": 100000}
+    assert "// @cuda-agent verify n=100000,5000\n" in prepared.spec_text
