@@ -386,8 +386,13 @@ def _run_times(machine: Machine, s: ProgramSettings, cancel: threading.Event | N
     return _Observed(Runs(tuple(walls), tuple(gpus)), tuple(produced), last)
 
 
+_ECMA_SPECIAL = frozenset("\\^$.|?*+()[]{}")
+
+
 def _kernel_regex(name: str) -> str:
-    return "^" + re.escape(name) + "$"
+    """The exact demangled name as a regular expression both ECMAScript (the capture library's
+    ``std::regex``) and Python read the same way: only the characters special to both escaped."""
+    return "^" + "".join("\\" + c if c in _ECMA_SPECIAL else c for c in name) + "$"
 
 
 @dataclass(frozen=True)
@@ -857,6 +862,11 @@ def _apply_and_compare(
             )
     except BaseException:
         applied.revert()
+        if s.build:  # best effort: the binaries were built from the patched files
+            try:
+                machine.build(s.build, s.cwd, s.timeout_s)
+            except Exception as exc:  # the first error is the one to report
+                log.warning("rebuilding the restored files failed: %s", exc)
         raise
     done = replace(report, after=after.runs, applied=True)
     if not s.keep:
