@@ -376,3 +376,12 @@ def test_a_kernel_launched_with_several_shapes_gets_a_spec_that_verifies_each(pr
     assert labels == ["n=100000", "n=5000", "recorded"]
     assert prepared.target.bench_problem.sizes == {"n": 100000}
     assert "// @cuda-agent verify n=100000,5000\n" in prepared.spec_text
+
+
+def test_the_cli_refuses_bad_options_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from server.cli.main import main
+
+    assert main(["speedup", "--ignore", "(", "--", "true"]) == 2
+    assert main(["speedup", "--budget", "soon", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "--ignore (: not a regular expression" in err and "--budget soon" in err and "Traceback" not in err

@@ -56,6 +56,13 @@ SIMULATED_PROGRAM_ENV = "CUDA_AGENT_TEST_PROGRAM"  # a simulated program's kerne
     help="Absolute tolerance of numbers in the outputs.",
 )
 @click.option(
+    "--ignore",
+    "ignore",
+    multiple=True,
+    metavar="REGEX",
+    help="Standard output lines matching REGEX are not compared (timings: 'msec|GB/s'); repeatable.",
+)
+@click.option(
     "--top", default=3, show_default=True, type=click.IntRange(1, 64), help="Kernels optimized at most."
 )
 @click.option(
