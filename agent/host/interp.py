@@ -768,8 +768,10 @@ class _Interp:
         for p, default in zip(func.params[len(args) :], func.defaults[len(args) :], strict=False):
             if p and default is not None:  # C++ default arguments, evaluated in the callee's scope
                 frame[p] = self.expr(func.doc, default, [frame])
-        # a helper of known numbers (`largestPow2(n)`) runs its loops to the end
-        exact = bool(args) and all(isinstance(a, Num) and self.value_of(a.expr) is not None for a in args)
+        # a helper of known numbers (`largestPow2(n)`, or a launcher given buffers and known
+        # numbers: `fwtBatchGPU(d_Data, 1, 23)`) runs its loops to the end
+        numbers = [a for a in args if not isinstance(a, Buffer)]
+        exact = bool(numbers) and all(isinstance(a, Num) and self.value_of(a.expr) is not None for a in numbers)
         outer, self.exact = self.exact, exact
         self.depth += 1
         try:
