@@ -56,3 +56,20 @@ def test_the_corpus_scores_at_least_what_was_recorded() -> None:
     fields, matched = sum(s.fields for s in scores), sum(s.matched for s in scores)
     assert 100.0 * matched / fields >= 85.0
     assert sum(s.usable for s in scores) >= 6
+
+
+def test_argv_defaults_through_three_translation_units() -> None:
+    """tests/data/capture/multi: main.cpp reads ``n = argc > 1 ? atoi(argv[1]) : 100000`` and calls
+    launchers of src/launch.cu, which launch the kernels of inc/kernels.cuh."""
+    header = Path(__file__).parent / "data" / "capture" / "multi" / "inc" / "kernels.cuh"
+    doc = Document.from_file(header)
+    sizes = {}
+    for k in doc.kernels:
+        spec = specs.spec_for(doc, k).spec
+        assert spec is not None
+        sizes[k.name] = dict(spec.sizes)
+    assert sizes == {
+        "scale_shift": {"n": "100000"},
+        "smooth3": {"n": "100000"},
+        "add_rows": {"rows": "48", "cols": "1000"},
+    }

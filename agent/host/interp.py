@@ -69,7 +69,7 @@ class _Interp:
         self.steps = 0
         self.depth = 0
         self.notes: list[str] = []
-        self.exact = False  # loops run to the end (a helper called with known numbers)
+        self.exact: bool | str = False  # loops run to the end (True), or those that launch ("launches")
         self.at = ""  # the use of the macro being expanded
         self.globals: dict[str, Value] = {}
         self.draws: dict[str, _Range] = {}  # allocation (Buffer.where) -> what its elements were drawn from
@@ -177,6 +177,7 @@ class _Interp:
                 if (
                     self.exact
                     and t in ("for_statement", "while_statement")
+                    and (self.exact is True or "<<<" in doc.node_text(node))
                     and self.iterate(doc, node, cond, inner)
                 ):
                     return
@@ -768,10 +769,17 @@ class _Interp:
         for p, default in zip(func.params[len(args) :], func.defaults[len(args) :], strict=False):
             if p and default is not None:  # C++ default arguments, evaluated in the callee's scope
                 frame[p] = self.expr(func.doc, default, [frame])
-        # a helper of known numbers (`largestPow2(n)`, or a launcher given buffers and known
-        # numbers: `fwtBatchGPU(d_Data, 1, 23)`) runs its loops to the end
-        numbers = [a for a in args if not isinstance(a, Buffer)]
-        exact = bool(numbers) and all(isinstance(a, Num) and self.value_of(a.expr) is not None for a in numbers)
+        # a helper of known numbers (`largestPow2(n)`) runs its loops to the end; so does a
+        # launcher given buffers and known numbers (`fwtBatchGPU(d_Data, 1, 23)`), its loops that
+        # launch kernels only (a CPU reference's loops over the data would run to the budget)
+        known = [
+            isinstance(a, Num) and self.value_of(a.expr) is not None
+            for a in args
+            if not isinstance(a, Buffer)
+        ]
+        exact: bool | str = self.depth > 0 and bool(args) and len(known) == len(args) and all(known)
+        if not exact and self.depth > 0 and known and all(known):  # an entry (main) is no helper
+            exact = "launches"
         outer, self.exact = self.exact, exact
         self.depth += 1
         try:
