@@ -1,4 +1,5 @@
-"""The optimizer: CUDA source model, kernel specs, proposers (built-in and LLM), the optimize loop.
+"""The optimizer: proposers (built-in and LLM), the optimize loop and the runs it orchestrates.
 
-May import ``sandbox``; never ``server``, pygls or lsprotocol.
+May import ``base``, ``sandbox``, ``cudasrc`` and ``engine``; never ``learning``, ``server``,
+pygls or lsprotocol.
 """

@@ -1,11 +1,11 @@
-"""The built-in proposer: composes :mod:`agent.transforms` and learns which to try from measurements.
+"""The built-in proposer: composes :mod:`engine` and learns which to try from measurements.
 
 No LLM, no network.  A candidate is a :class:`Config`: one value per *arm* (transformation
 family) — the structural rewrite (a registered pass with one parameter value, or a
-composition of passes, each matched on the previous one's result: :mod:`agent.transforms.compose`),
+composition of passes, each matched on the previous one's result: :mod:`engine.compose`),
 the block size, ``__restrict__``/``const``, ``__ldg``, fast math,
 ``#pragma unroll`` and ``__launch_bounds__``.  Rendering a config applies its transformations in
-that order to the original kernel (:func:`agent.transforms.apply_all`).
+that order to the original kernel (:func:`engine.apply_all`).
 
 The search, seeded and deterministic for the same results:
 
@@ -13,7 +13,7 @@ The search, seeded and deterministic for the same results:
    dropped (the reason is logged); the structural rewrites that apply are extended into
    compositions (the passes that match each result, best prior first, within a budget), which
    join the structural arm's values.  The first batch is a composite guess alone (the first
-   structural rewrite that applies — each registered pass that matches (:mod:`agent.transforms.registry`)
+   structural rewrite that applies — each registered pass that matches (:mod:`engine.registry`)
    with its guessed parameters, and the best composition building on that guess, else a
    histogram, widest vectors, shuffles —, block 256,
    restrict: a batch this small is measured within seconds, so even a short budget gets it); the
@@ -35,17 +35,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from agent import spec as spec_mod
-from agent.launch import LaunchChange
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeContext, Proposer
-from agent.source import Document
 from agent.target import Target
-from agent.transforms import NotApplicable, Subject, Transform, apply_all
-from agent.transforms.compose import Chain, compositions
-from agent.transforms.elementwise import GridStride, Vectorize
-from agent.transforms.histogram import SharedHistogram
-from agent.transforms.mechanical import (
+from cudasrc import specs as spec_mod
+from cudasrc.launch import LaunchChange
+from cudasrc.source import Document
+from engine import NotApplicable, Subject, Transform, apply_all
+from engine.compose import Chain, compositions
+from engine.elementwise import GridStride, Vectorize
+from engine.histogram import SharedHistogram
+from engine.mechanical import (
     BlockSize,
     FastMath,
     LaunchBounds,
@@ -53,10 +53,10 @@ from agent.transforms.mechanical import (
     RestrictConst,
     Unroll,
 )
-from agent.transforms.passes import Apply
-from agent.transforms.registry import PASSES
-from agent.transforms.registry import candidates as structural_candidates
-from agent.transforms.warp_reduction import WarpReduction
+from engine.passes import Apply
+from engine.registry import PASSES
+from engine.registry import candidates as structural_candidates
+from engine.warp_reduction import WarpReduction
 from sandbox.contract import DeviceInfo, Status
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ ARMS = tuple(f.name for f in fields(Config))
 
 def _values(arm: str, block_dims: int, device: DeviceInfo | None) -> tuple[object, ...]:
     """Every value the search may give an arm, the default first: the shapes are the registry's
-    passes with the parameter values each searches on ``device`` (:mod:`agent.transforms.registry`)."""
+    passes with the parameter values each searches on ``device`` (:mod:`engine.registry`)."""
     if arm == "shape":
         return (None, *structural_candidates(device))
     if arm == "block":
@@ -235,7 +235,7 @@ class BuiltinProposer(Proposer):
     def _firsts(self) -> list[Config]:
         """The first batch: for each structural pass of the registry that matches, a composite
         guess with its best guessed parameters, and one with the best composition that starts
-        with that guess (:mod:`agent.transforms.compose`); otherwise the composite guess of the
+        with that guess (:mod:`engine.compose`); otherwise the composite guess of the
         mechanical rewrites."""
         assert self._base is not None
         shapes = self._arms.get("shape", ())

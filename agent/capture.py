@@ -2,7 +2,7 @@
 
 :mod:`sandbox.capture` runs the user's program and records each launch (kernel, grid, block,
 dynamic shared memory, every parameter's bytes, each pointer's allocation and whether the launch
-changed it).  Here one :class:`~sandbox.capture.Launch` becomes a :class:`~agent.spec.KernelSpec`
+changed it).  Here one :class:`~sandbox.capture.RecordedLaunch` becomes a :class:`~cudasrc.specs.KernelSpec`
 for the kernel's definition in the source (matched by name and, for a template, instantiation):
 
 - integer scalars (4 or 8 bytes) become sizes, named after their parameter, at their values;
@@ -28,12 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent import dtypes
-from agent import spec as specs
-from agent.source import Document
-from agent.syntax import Kernel
-from sandbox.capture import CaptureRun, Launch
-from sandbox.errors import InputError
+from base.errors import InputError
+from cudasrc import dtypes
+from cudasrc import specs as specs
+from cudasrc.source import Document
+from cudasrc.syntax import Kernel
+from sandbox.capture import CaptureRun, RecordedLaunch
 
 _STRUCT = {
     "int8": "b",
@@ -71,7 +71,7 @@ class KernelName:
 class Captured:
     """A launch turned into a spec for one kernel of one document."""
 
-    launch: Launch
+    launch: RecordedLaunch
     kernel: Kernel
     spec: specs.KernelSpec
     notes: tuple[str, ...]
@@ -138,7 +138,7 @@ def _names_kernel(name: KernelName, k: Kernel) -> bool:
     return q == k.qualified_name or q.endswith("::" + k.qualified_name) or q == k.name
 
 
-def find_kernel(docs: Sequence[Document], launch: Launch) -> tuple[Document, Kernel]:
+def find_kernel(docs: Sequence[Document], launch: RecordedLaunch) -> tuple[Document, Kernel]:
     """The definition the launch ran: same name, same number of parameters, and a template when
     the launch was of an instantiation."""
     name = parse_name(launch.kernel)
@@ -217,7 +217,7 @@ def _trim(dims: tuple[int, int, int]) -> tuple[int, ...]:
     return dims[:n]
 
 
-def spec_from_launch(doc: Document, kernel: Kernel, launch: Launch) -> Captured:
+def spec_from_launch(doc: Document, kernel: Kernel, launch: RecordedLaunch) -> Captured:
     """The spec of ``kernel`` that reproduces ``launch`` (see the module's docstring)."""
     name = parse_name(launch.kernel)
     if launch.params and len(launch.params) != len(kernel.params):
@@ -328,7 +328,7 @@ def spec_from_launch(doc: Document, kernel: Kernel, launch: Launch) -> Captured:
 
 
 def render(spec: specs.KernelSpec) -> str:
-    """:func:`agent.spec.render`, less a ``sizes`` line without sizes (a kernel with none)."""
+    """:func:`cudasrc.specs.render`, less a ``sizes`` line without sizes (a kernel with none)."""
     text = specs.render(spec)
     if spec.sizes:
         return text
@@ -360,7 +360,7 @@ def nothing_captured(program: str, run: CaptureRun) -> str:
     return f"nothing captured from {program} (exit status {run.returncode}): {why}"
 
 
-def choose(launches: Sequence[Launch], index: int | None) -> Launch:
+def choose(launches: Sequence[RecordedLaunch], index: int | None) -> RecordedLaunch:
     """The launch asked for (its index among matching launches), else the first recorded."""
     if index is None:
         return launches[0]
@@ -425,7 +425,7 @@ class CaptureEdit:
     parses and resolves).  ``start_line``..``end_line`` (0-based, end exclusive) of ``doc`` are
     replaced by ``replacement`` (the kernel's old spec lines go, its other comment lines stay)."""
 
-    launch: Launch
+    launch: RecordedLaunch
     doc: Document
     captured: Captured
     new_text: str
@@ -440,7 +440,7 @@ class CaptureEdit:
 
 
 def propose(
-    launches: Sequence[Launch],
+    launches: Sequence[RecordedLaunch],
     index: int | None,
     roots: Sequence[str],
     open_documents: Mapping[str, Document] | None = None,

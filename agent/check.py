@@ -1,6 +1,6 @@
 """Compile each kernel of a file on its own with NVRTC and map what the compiler says back to the file.
 
-Every kernel is cut out with its dependencies (:meth:`agent.source.Document.standalone`) and
+Every kernel is cut out with its dependencies (:meth:`cudasrc.source.Document.standalone`) and
 compiled through :func:`sandbox.compiler.compile_cuda` — no GPU or driver needed.  Diagnostics
 come back at lines of the user's file; ptxas' registers, spills and shared memory per kernel;
 each written spec's mistakes at their lines (a broken spec fails the check).
@@ -17,10 +17,11 @@ import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from agent.host import launch_of
-from agent.source import Document
-from agent.spec import KernelSpec, SpecError, infer, parse, split_args, template_names
-from agent.syntax import Issue, Kernel
+from base.errors import InputError
+from cudasrc.host import launch_of
+from cudasrc.source import Document
+from cudasrc.specs import KernelSpec, SpecError, infer, parse, split_args, template_names
+from cudasrc.syntax import Issue, Kernel
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Diagnostic, Resources
 
@@ -122,6 +123,10 @@ def _name_expression(doc: Document, kernel: Kernel, spec: KernelSpec | None) -> 
     return "", "template without a `template` spec line or launch: compiled uninstantiated (no resources)"
 
 
+class CompileCommandsError(InputError):
+    """A compile_commands.json cannot be used: unreadable, not a list, or no entry for the file."""
+
+
 def build_options(
     source: str | Path,
     include: tuple[str, ...] = (),
@@ -130,7 +135,7 @@ def build_options(
 ) -> tuple[str, ...]:
     """The one build configuration of ``source`` (``-I``, ``-D``, then its compile_commands.json
     entry's), resolved once for check, diagnostics, bench, optimize, compare and suite.  Raises
-    ValueError when the compile commands are unusable."""
+    :class:`CompileCommandsError` when the compile commands are unusable."""
     options = [f"-I{Path(i).resolve()}" for i in include] + [f"-D{d}" for d in define]
     if compile_commands:
         options += compile_commands_options(compile_commands, source)
@@ -139,13 +144,13 @@ def build_options(
 
 def compile_commands_options(path: str | Path, source: str | Path) -> tuple[str, ...]:
     """``-I``/``-D``/``-U``/``-std`` options of ``source``'s entry in a compile_commands.json
-    (paths made absolute against the entry's directory).  Raises ValueError when unusable."""
+    (paths made absolute against the entry's directory).  Raises :class:`CompileCommandsError` when unusable."""
     try:
         entries = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read compile commands ({exc})") from None
+        raise CompileCommandsError(f"{path}: cannot read compile commands ({exc})") from None
     if not isinstance(entries, list):
-        raise ValueError(f"{path}: expected a JSON list of compile commands")
+        raise CompileCommandsError(f"{path}: expected a JSON list of compile commands")
     target = Path(source).resolve()
     for entry in entries:
         if not isinstance(entry, dict) or "file" not in entry:
@@ -155,7 +160,7 @@ def compile_commands_options(path: str | Path, source: str | Path) -> tuple[str,
             continue
         args = entry.get("arguments") or shlex.split(str(entry.get("command", "")))
         return _useful_options([str(a) for a in args], directory)
-    raise ValueError(f"{path}: no entry for {source}")
+    raise CompileCommandsError(f"{path}: no entry for {source}")
 
 
 def _useful_options(args: list[str], directory: Path) -> tuple[str, ...]:

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from agent import spec as spec_mod
-from agent.launch import LaunchChange
 from agent.proposal import Proposal
-from agent.source import Document
-from agent.syntax import Kernel
 from agent.target import Target, TargetError, signature_mismatch, target_for
+from cudasrc import specs as spec_mod
+from cudasrc.launch import LaunchChange
+from cudasrc.source import Document
+from cudasrc.syntax import Kernel
 from sandbox.contract import Budget, CandidateResult, Check, EvalOptions, EvalResult, Status
 from sandbox.executor import Executor, ProgressFn
 

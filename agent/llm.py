@@ -46,15 +46,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agent import spec as spec_mod
-from agent.launch import LaunchChange
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeContext, Proposer
 from agent.target import Target
+from base.errors import InputError, Unavailable
+from cudasrc import specs as spec_mod
+from cudasrc.launch import LaunchChange
 from sandbox.compile_pool import CompilePool
 from sandbox.compiler import cuda_include_dirs
 from sandbox.contract import PRECISIONS, CandidateResult, DeviceInfo, Status
-from sandbox.errors import InputError, Unavailable
 from sandbox.executor import ExecutorError
 from sandbox.profile import profile_text as nsight_text
 from sandbox.timing import measured_text

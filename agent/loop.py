@@ -43,15 +43,15 @@ from pathlib import Path
 from typing import Literal
 
 from agent.attempts import AttemptRecord, SizeCheck, attempt_record, size_checks
-from agent.launch import (
-    LaunchChange,
-    LaunchEdits,
-    TextEdit,
-)
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeBudget, OptimizeContext, Proposer
 from agent.target import Target
 from agent.trajectory import RunInfo, TrajectoryLog, reward
+from cudasrc.launch import (
+    LaunchChange,
+    LaunchEdits,
+    TextEdit,
+)
 from sandbox.contract import (
     Budget,
     Candidate,

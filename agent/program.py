@@ -57,17 +57,16 @@ from pathlib import Path
 from typing import Protocol
 
 from agent import capture as cap
-from agent import dtypes
-from agent import spec as specs
-from agent.launch import TextEdit, sites_edits
 from agent.loop import LoopSettings, OptimizeResult, RunOutcome, optimize
 from agent.outputs import Difference, OutputFile, OutputTolerance, Produced, compare
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeBudget, Proposer
-from agent.source import Document
 from agent.target import Target, TargetError, target_for
+from cudasrc import dtypes, specs
+from cudasrc.launch import TextEdit, sites_edits
+from cudasrc.source import Document
 from sandbox import recorded
-from sandbox.capture import CaptureError, CaptureRun, Launch
+from sandbox.capture import CaptureError, CaptureRun, RecordedLaunch
 from sandbox.contract import ArgSpec, Budget, Distribution, Problem, Status
 from sandbox.executor import Executor
 
@@ -207,7 +206,7 @@ class KernelShare:
 
 
 @dataclass(frozen=True)
-class Rewrite:
+class KernelOutcome:
     """What became of one chosen kernel: ``applied`` (in the patch) or refused, with why."""
 
     kernel: str
@@ -242,7 +241,7 @@ def hunks(path: str, old: str, new: str) -> tuple[FileEdit, ...]:
 
 
 @dataclass(frozen=True)
-class Runs:
+class RunTimes:
     """Several runs of the program: wall seconds and kernel seconds per run."""
 
     wall_s: tuple[float, ...]
@@ -263,12 +262,12 @@ class ProgramReport:
     outcome: Outcome
     message: str
     kernels: tuple[KernelShare, ...] = ()
-    rewrites: tuple[Rewrite, ...] = ()
+    rewrites: tuple[KernelOutcome, ...] = ()
     patch: str = ""
     files: tuple[str, ...] = ()  # files the patch changes
     edits: tuple[FileEdit, ...] = ()  # the patch as line hunks
-    before: Runs | None = None
-    after: Runs | None = None
+    before: RunTimes | None = None
+    after: RunTimes | None = None
     predicted: float = 0.0  # Amdahl: wall before / predicted wall after
     predicted_gpu: float = 0.0  # the same over kernel time only
     differences: tuple[str, ...] = ()
@@ -365,7 +364,7 @@ def _clear_outputs(cwd: str, outputs: Sequence[OutputFile]) -> None:
 
 @dataclass(frozen=True)
 class _Observed:
-    runs: Runs
+    runs: RunTimes
     produced: tuple[Produced, ...]
     last: CaptureRun
 
@@ -383,7 +382,7 @@ def _run_times(machine: Machine, s: ProgramSettings, cancel: threading.Event | N
         if run.returncode != 0:
             break
     assert last is not None
-    return _Observed(Runs(tuple(walls), tuple(gpus)), tuple(produced), last)
+    return _Observed(RunTimes(tuple(walls), tuple(gpus)), tuple(produced), last)
 
 
 _ECMA_SPECIAL = frozenset("\\^$.|?*+()[]{}")
@@ -436,7 +435,7 @@ def _recorded_problem(target: Target, captured: cap.Captured, save_dir: str) -> 
 
 def prepare(
     share: KernelShare,
-    launches: Sequence[Launch],
+    launches: Sequence[RecordedLaunch],
     docs: Sequence[Document],
     save_dir: str,
     options: tuple[str, ...] = (),
@@ -556,10 +555,12 @@ def _winners(result: OptimizeResult) -> list[Attempt]:
 
 def _choose(
     k: KernelShare, p: _Prepared, result: OptimizeResult, budget: float, docs: Sequence[Document]
-) -> tuple[Rewrite, dict[str, list[TextEdit]]]:
+) -> tuple[KernelOutcome, dict[str, list[TextEdit]]]:
     """The fastest verified rewrite that can be applied to the project (the loop's best, else the
     next fastest), or the refusal that says why none can."""
-    base = Rewrite(k.kernel, p.doc.path, k.share, budget, False, attempts=result.attempts, notes=p.notes)
+    base = KernelOutcome(
+        k.kernel, p.doc.path, k.share, budget, False, attempts=result.attempts, notes=p.notes
+    )
     winners = _winners(result)
     if not winners:
         return replace(base, reason=f"no faster verified rewrite ({result.stop})"), {}
@@ -690,7 +691,7 @@ def speedup(
     device = executor.device_info()
     device_bytes = device.memory_bytes if device is not None else 0
     total_share = sum(k.share for k in chosen) or 1.0
-    rewrites: list[Rewrite] = []
+    rewrites: list[KernelOutcome] = []
     per_file: dict[str, list[TextEdit]] = {}
     seen_definitions: dict[tuple[str, str], str] = {}
     with tempfile.TemporaryDirectory(prefix="cuda-agent-speedup-") as tmp:
@@ -712,12 +713,12 @@ def speedup(
                 )
                 prepared = prepare(k, run.launches, docs, save, s.options)
             except (CaptureError, cap.CaptureMismatch, TargetError) as exc:
-                rewrites.append(Rewrite(k.kernel, "", k.share, budget, False, f"no spec: {exc}"))
+                rewrites.append(KernelOutcome(k.kernel, "", k.share, budget, False, f"no spec: {exc}"))
                 continue
             key = (prepared.doc.path, prepared.kernel_name)
             if key in seen_definitions:
                 rewrites.append(
-                    Rewrite(
+                    KernelOutcome(
                         k.kernel,
                         prepared.doc.path,
                         k.share,
@@ -811,7 +812,7 @@ def _apply_and_compare(
         return replace(done, reverted=True)
 
     def undo(
-        outcome: Outcome, message: str, after: Runs | None = None, diffs: Sequence[Difference] = ()
+        outcome: Outcome, message: str, after: RunTimes | None = None, diffs: Sequence[Difference] = ()
     ) -> ProgramReport:
         applied.revert()
         if applied.untouched:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent import capture as cap
-from agent.source import Document
+from cudasrc.source import Document
 from sandbox.capture import CaptureRun, KernelTime, parse_records
 
 

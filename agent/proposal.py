@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.launch import (
+from cudasrc.launch import (
     LaunchChange,
 )
 from sandbox.contract import (

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from agent.proposal import Attempt, Proposal
 from agent.target import Target
+from base.errors import InputError
 from sandbox.contract import (
     CandidateResult,
     DeviceInfo,
@@ -77,28 +78,32 @@ class OptimizeBudget:
     tokens: int | None = None
 
 
+class BudgetError(InputError):
+    """A budget (``--budget``, a bench script's) does not parse; the message says which part."""
+
+
 _BUDGET_PART = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|c|k|M|t)?$")
 
 
 def parse_budget(text: str) -> OptimizeBudget:
     """``"60s"``, ``"5m"``, ``"40c"`` (candidates), ``"200k"`` / ``"1M"`` / ``"5000t"`` (tokens),
     comma-separated; a plain number is seconds.  Unnamed parts are unlimited, except wall time,
-    which defaults to 60 s when no part is given.  Raises ``ValueError`` with a one-line reason."""
+    which defaults to 60 s when no part is given.  Raises :class:`BudgetError` with a one-line reason."""
     wall: float | None = None
     candidates: int | None = None
     tokens: int | None = None
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
-        raise ValueError("empty budget")
+        raise BudgetError("empty budget")
     for part in parts:
         m = _BUDGET_PART.match(part)
         if not m:
-            raise ValueError(f"bad budget part {part!r} (examples: 60s, 5m, 40c, 200k)")
+            raise BudgetError(f"bad budget part {part!r} (examples: 60s, 5m, 40c, 200k)")
         value, unit = float(m[1]), m[2] or "s"
         if value <= 0:
-            raise ValueError(f"budget part {part!r} must be positive")
+            raise BudgetError(f"budget part {part!r} must be positive")
         if value > 1e12:  # 400 digits would be an infinite float and no integer
-            raise ValueError(f"budget part {part[:20]!r}... is too large (at most 10^12)")
+            raise BudgetError(f"budget part {part[:20]!r}... is too large (at most 10^12)")
         if unit in "smh":
             wall = value * {"s": 1, "m": 60, "h": 3600}[unit]
         elif unit == "c":

@@ -40,11 +40,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from agent import loop
-from agent import spec as spec_mod
 from agent.builtin import BuiltinProposer
 from agent.proposer import OptimizeBudget
-from agent.source import Document
 from agent.target import Target, TargetError, target_for
+from cudasrc import specs as spec_mod
+from cudasrc.source import Document
 from sandbox import scheduler
 from sandbox.contract import CandidateResult
 from sandbox.executor import Executor
@@ -185,7 +185,7 @@ def run_suite(
         if isinstance(target, str):
             e = SuiteEntry(file, kernel, "error", description=target)
         else:
-            e = _optimize(file, kernel, target, executor, budget, seed, deadline, settings)
+            e = optimize_kernel(file, kernel, target, executor, budget, seed, deadline, settings)
         log.info("%s %s: %s %.2fx", file, kernel, e.status, e.speedup)
         with lock:
             entries[position] = e
@@ -209,7 +209,7 @@ def run_suite(
     return tuple(e for e in entries if e is not None)
 
 
-def _optimize(
+def optimize_kernel(
     file: str,
     kernel: str,
     target: Target,

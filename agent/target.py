@@ -9,12 +9,13 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-from agent import spec as spec_mod
-from agent.dtypes import canonical_dtype
-from agent.launch import LaunchChange, LaunchEdits, TextEdit, char_offset, launch_edits, with_launch
 from agent.proposal import Proposal
-from agent.source import Document
-from agent.syntax import Kernel, Param
+from base.errors import InputError
+from cudasrc import specs as spec_mod
+from cudasrc.dtypes import canonical_dtype
+from cudasrc.launch import LaunchChange, LaunchEdits, TextEdit, char_offset, launch_edits, with_launch
+from cudasrc.source import Document
+from cudasrc.syntax import Kernel, Param
 from sandbox.compiler import carry_headers, parse_diagnostics
 from sandbox.contract import (
     PRECISIONS,
@@ -30,7 +31,6 @@ from sandbox.contract import (
     Status,
     Tolerance,
 )
-from sandbox.errors import InputError
 
 Relauncher = Callable[[LaunchChange], tuple[Launch, ...]]
 SiteEditor = Callable[[LaunchChange], LaunchEdits]
@@ -62,7 +62,7 @@ class Target:
     relaunch: Relauncher | None = field(default=None, compare=False, repr=False)
     site_edits: SiteEditor | None = field(default=None, compare=False, repr=False)
     # 0-based file line of each 0-based line of ``baseline.source`` (-1: generated), to place
-    # compiler messages (``agent.syntax.Standalone.line_map``)
+    # compiler messages (``cudasrc.syntax.Standalone.line_map``)
     line_map: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -68,8 +68,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from agent.launch import LaunchChange
 from agent.proposal import Attempt
+from cudasrc.launch import LaunchChange
 from sandbox.contract import PRECISIONS, CandidateResult, ContractError, Status, from_json, to_json
 
 SCHEMA = "cuda-agent.trajectory/1"

@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent import capture as cap  # noqa: E402
-from agent import spec as specs  # noqa: E402
-from agent.source import Document  # noqa: E402
+from cudasrc import specs as specs  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
 from sandbox import capture as runner  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "capture"

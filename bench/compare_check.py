@@ -39,8 +39,8 @@ from agent import compare as cmp  # noqa: E402
 from agent.llm import LLMProposer, LLMSettings  # noqa: E402
 from agent.loop import optimize  # noqa: E402
 from agent.proposer import OptimizeBudget  # noqa: E402
-from agent.source import Document  # noqa: E402
 from agent.target import Target, target_for  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
 from sandbox.contract import Budget, to_dict  # noqa: E402
 from sandbox.executor import Executor  # noqa: E402
 from server.cli.common import open_executor  # noqa: E402

@@ -4,7 +4,7 @@
 
 For each kernel of ``tests/data/compose/`` and the kernels of ``bench/kernels/`` where the search
 finds compositions (:data:`BENCH`), one request through the sandbox's LocalExecutor: the
-compositions the built-in search enumerates (:func:`agent.transforms.compose.compositions`, best
+compositions the built-in search enumerates (:func:`engine.compose.compositions`, best
 prior first, at most ``--chains``) and each of their first steps alone, all with restrict (the
 structural rewrite is what differs), verified at the spec's verify sizes and timed at its bench
 size against the original.  One JSON line per kernel goes to ``OUT/compose_check.jsonl``: each
@@ -24,11 +24,11 @@ sys.path.insert(0, str(ROOT))
 
 from agent.builtin import Config, subject_for  # noqa: E402
 from agent.proposal import Proposal  # noqa: E402
-from agent.source import Document  # noqa: E402
 from agent.target import target_for  # noqa: E402
-from agent.transforms import Subject, apply_all, safe_apply  # noqa: E402
-from agent.transforms.compose import compositions  # noqa: E402
-from agent.transforms.registry import PASSES, candidates  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
+from engine import Subject, apply_all, safe_apply  # noqa: E402
+from engine.compose import compositions  # noqa: E402
+from engine.registry import PASSES, candidates  # noqa: E402
 
 BENCH = ("softmax_one_block.cu", "row_max.cu", "reduce_interleaved.cu", "histogram.cu")
 

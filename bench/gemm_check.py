@@ -43,8 +43,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the packages; the kernels' ti
 from gemm_tiles import KERNELS, DotKernel, dot_kernels, rewrite, summary, tile_record  # noqa: E402
 
 from agent.proposal import Proposal  # noqa: E402
-from agent.transforms import NotApplicable  # noqa: E402
-from agent.transforms.tiled_dot import Tile  # noqa: E402
+from engine import NotApplicable  # noqa: E402
+from engine.tiled_dot import Tile  # noqa: E402
 from sandbox.contract import Budget, Status  # noqa: E402
 from sandbox.executor import Executor, ExecutorError  # noqa: E402
 

@@ -1,7 +1,7 @@
 """GRPO through TRL against the reward service, on this machine's GPU (issue 27's smoke run).
 
 Phase ``canned`` (no TRL needed): ``cuda-agent reward serve``'s app on loopback (token, local GPU
-sandbox), and the TRL reward function (:func:`agent.reward.client.trl_reward_func`) called exactly
+sandbox), and the TRL reward function (:func:`learning.client.trl_reward_func`) called exactly
 as ``GRPOTrainer`` calls it, on canned completions for the ``vadd_poor_block`` task: the
 sandbox tests' adversarial ``input_modified`` kernel, a kernel that does not compile, the original,
 and the built-in engine's best rewrite.  Expected: adversarial < broken < original < engine winner.
@@ -40,12 +40,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from reward_bench import engine_rewrites, fenced  # noqa: E402
 
-from agent.reward.client import trl_async_reward_func, trl_reward_func  # noqa: E402
-from agent.reward.completion import prompt_text  # noqa: E402
-from agent.reward.engine import RewardEngine  # noqa: E402
-from agent.reward.service import RewardService  # noqa: E402
-from agent.reward.tasks import DEFAULT_TASKS, TaskSet  # noqa: E402
-from sandbox import service as http  # noqa: E402
+from base.asgi import make_server  # noqa: E402
+from base.http import listen  # noqa: E402
+from learning.client import trl_async_reward_func, trl_reward_func  # noqa: E402
+from learning.completion import prompt_text  # noqa: E402
+from learning.engine import RewardEngine  # noqa: E402
+from learning.service import RewardService  # noqa: E402
+from learning.tasks import DEFAULT_TASKS, TaskSet  # noqa: E402
 from sandbox.executor import Executor  # noqa: E402
 
 TOKEN = "grpo-smoke-token"
@@ -68,8 +69,8 @@ class Out:
 def serve(executor: Executor, tasks: TaskSet) -> tuple[str, Any]:
     engine = RewardEngine(executor, tasks, workers=2)
     app = RewardService(engine, token=TOKEN)
-    sock = http.listen("127.0.0.1", 0)
-    server = http.make_server(app.app, log_level="warning")
+    sock = listen("127.0.0.1", 0)
+    server = make_server(app.app, log_level="warning")
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -4,7 +4,7 @@
 
 Builds the rewrite the engine proposes first for ``bench/kernels/histogram.cu`` (a per-block
 shared-memory histogram over a grid-stride loop of 8 blocks per SM, 256 threads) with
-``agent.transforms``, then uses nothing of ``sandbox``: CuPy compiles both kernels, numpy's
+``engine``, then uses nothing of ``sandbox``: CuPy compiles both kernels, numpy's
 ``bincount`` is the reference, and each kernel is timed alone with CUDA events (a buffer of twice
 the L2 size rewritten before every launch, fresh random data per size). Writes ``histogram_check.json``.
 """
@@ -24,11 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.builtin import subject_for  # noqa: E402
-from agent.source import Document  # noqa: E402
 from agent.target import target_for  # noqa: E402
-from agent.transforms import Subject, apply_all  # noqa: E402
-from agent.transforms.histogram import SharedHistogram  # noqa: E402
-from agent.transforms.mechanical import BlockSize  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
+from engine import Subject, apply_all  # noqa: E402
+from engine.histogram import SharedHistogram  # noqa: E402
+from engine.mechanical import BlockSize  # noqa: E402
 
 SAMPLES = 50
 

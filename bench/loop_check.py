@@ -23,13 +23,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.launch import LaunchChange  # noqa: E402
 from agent.loop import LoopEvent, LoopSettings, optimize  # noqa: E402
 from agent.proposal import Attempt, Proposal  # noqa: E402
 from agent.proposer import OptimizeBudget, OptimizeContext, Proposer  # noqa: E402
-from agent.source import Document  # noqa: E402
 from agent.target import Target, target_for  # noqa: E402
 from agent.trajectory import TrajectoryLog  # noqa: E402
+from cudasrc.launch import LaunchChange  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
 
 KERNEL = ROOT / "tests" / "data" / "optimize" / "saxpy_poor_block.cu"
 

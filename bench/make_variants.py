@@ -27,8 +27,8 @@ OUT = ROOT / "bench" / "kernels" / "variants"
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
-from agent import spec as spec_mod  # noqa: E402
-from agent.source import Document  # noqa: E402
+from cudasrc import specs as spec_mod  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
 
 # family/spelling -> (benchmark sizes, flops expression or "")
 H200: dict[str, tuple[dict[str, str], str]] = {

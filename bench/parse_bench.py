@@ -29,8 +29,8 @@ from pathlib import Path
 
 import tree_sitter
 
-from agent.source import Document
-from agent.syntax import LANGUAGE
+from cudasrc.source import Document
+from cudasrc.syntax import LANGUAGE
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ("vector_ops.cu", "reduce.cu", "host_infer.cu")

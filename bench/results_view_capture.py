@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
-from agent.proposer import parse_budget  # noqa: E402
+from agent.proposer import BudgetError, parse_budget  # noqa: E402
 from server import protocol as wire  # noqa: E402
 
 LOGGED = (
@@ -267,7 +267,7 @@ def main() -> int:
         ap.error(f"{args.kernel_file}: no such file")
     try:
         parse_budget(args.budget)
-    except ValueError as exc:
+    except BudgetError as exc:
         ap.error(f"--budget {args.budget}: {exc}")
     recorder = Recorder(args.out)
     with tempfile.TemporaryDirectory(prefix="results-view-") as tmp:

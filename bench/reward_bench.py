@@ -53,9 +53,9 @@ sys.path.insert(0, str(ROOT))
 from agent.builtin import BuiltinProposer  # noqa: E402
 from agent.proposal import Proposal  # noqa: E402
 from agent.proposer import OptimizeBudget, OptimizeContext  # noqa: E402
-from agent.reward.engine import Item, RewardEngine, Scored  # noqa: E402
-from agent.reward.tasks import DEFAULT_TASKS, DEFAULT_TORCH_TASKS, Task, TaskSet, TorchTask  # noqa: E402
-from agent.source import Document  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
+from learning.engine import Item, RewardEngine, Scored  # noqa: E402
+from learning.tasks import DEFAULT_TASKS, DEFAULT_TORCH_TASKS, Task, TaskSet, TorchTask  # noqa: E402
 from sandbox.contract import Budget, CandidateResult, Status, to_dict  # noqa: E402
 from sandbox.executor import Executor  # noqa: E402
 

@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 from agent.builtin import BuiltinProposer  # noqa: E402
 from agent.loop import LoopSettings, optimize  # noqa: E402
 from agent.proposer import OptimizeBudget  # noqa: E402
-from agent.source import Document  # noqa: E402
 from agent.target import target_for  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
 
 KERNELS = (
     "matvec.cu",

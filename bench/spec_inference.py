@@ -2,10 +2,10 @@
 
 Every kernel of ``tests/data/realcode/`` (``.cu`` programs with their host harness, and headers
 that define kernels the programs launch) gets the spec the CLI's ``kernels`` and the editor's
-"Add benchmark spec" propose (:func:`agent.spec.spec_for` on a file without a written spec).
+"Add benchmark spec" propose (:func:`cudasrc.specs.spec_for` on a file without a written spec).
 It is compared with the spec a developer would write, ``expected/<kernel>.spec`` (``// @cuda-agent``
 lines, parsed by the same parser as a spec in a file).  Both are resolved at their benchmark
-sizes (:func:`agent.spec.problem`), so names and spellings do not matter, values do.  Fields:
+sizes (:func:`cudasrc.specs.problem`), so names and spellings do not matter, values do.  Fields:
 
 - each expected size (same name, same value);
 - the launch: grid, block, dynamic shared memory (three fields);
@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-import agent.source as agent_source
+import cudasrc.source as agent_source
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "results" / "spec_inference.json"

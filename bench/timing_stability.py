@@ -44,8 +44,8 @@ sys.path.insert(0, str(ROOT))
 from sandbox_bench import git_commit  # noqa: E402  (bench/ is the script's own folder)
 
 from agent import loop  # noqa: E402
-from agent.source import Document  # noqa: E402
 from agent.target import Target, target_for  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
 from sandbox.compile_pool import CompilePool  # noqa: E402
 from sandbox.contract import Candidate, EvalOptions, Status, to_dict  # noqa: E402
 from sandbox.local import LocalExecutor  # noqa: E402

@@ -5,14 +5,14 @@ The kernels of ``bench/kernels/`` and ``tests/data/transforms/`` are mutated tok
 tokens or by one of :data:`POOL`, or inserted), each mutant keeping its original spec, and every
 transformation the search uses (:func:`transformations`) is applied to it.  Counted:
 
-- ``escaped``: exceptions out of :func:`agent.transforms.safe_apply`, the entry point of the
+- ``escaped``: exceptions out of :func:`engine.safe_apply`, the entry point of the
   search (must be 0);
 - ``internal``: exceptions inside a transformation that ``safe_apply`` turned into
   ``NotApplicable("internal error: ...")`` (bugs to fix; listed by transformation and message).
 
-The transformations include every structural pass of :data:`agent.transforms.registry.PASSES`
+The transformations include every structural pass of :data:`engine.registry.PASSES`
 with every value of its parameter space on a 132-SM device (``registry.candidates(device)``), and
-the mechanical arms (:mod:`agent.transforms.mechanical`).
+the mechanical arms (:mod:`engine.mechanical`).
 
 Usage: ``python bench/transform_fuzz.py [--applications 50000] [--seed 0] [--out FILE]``;
 writes ``bench/results/transform_fuzz.json`` and prints a summary.  The CPU test
@@ -44,7 +44,7 @@ def main() -> int:
     ap.add_argument("--deadline-s", type=float, default=420.0)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "transform_fuzz.json")
     args = ap.parse_args()
-    logging.getLogger("agent.transforms").setLevel(logging.ERROR)  # each caught error is tallied
+    logging.getLogger("engine").setLevel(logging.ERROR)  # each caught error is tallied
     t0 = time.monotonic()
     tally = run(args.applications, args.seed, args.deadline_s)
     commit = subprocess.run(

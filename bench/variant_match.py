@@ -26,10 +26,10 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # after PYTHONPATH: another checkout named there wins
 
 from agent import builtin  # noqa: E402
-from agent import spec as spec_mod  # noqa: E402
-from agent.source import Document  # noqa: E402
 from agent.target import Target, target_for  # noqa: E402
-from agent.transforms import NotApplicable, Subject, safe_apply  # noqa: E402
+from cudasrc import specs as spec_mod  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
+from engine import NotApplicable, Subject, safe_apply  # noqa: E402
 
 
 def variants(folder: Path = VARIANTS) -> list[tuple[str, Path]]:
@@ -50,7 +50,7 @@ def _key(name: str) -> str:
 def shapes() -> tuple[Any, ...]:
     """The structural candidates the search tries: the registry's, and an older checkout's
     ``agent.builtin.SHAPES`` (its transformations outside the registry)."""
-    from agent.transforms.registry import candidates
+    from engine.registry import candidates
 
     older = tuple(getattr(builtin, "SHAPES", ()))
     return tuple({repr(s): s for s in (*candidates(), *older)}.values())
@@ -92,7 +92,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args()
-    logging.getLogger("agent.transforms").setLevel(logging.ERROR)
+    logging.getLogger("engine").setLevel(logging.ERROR)
     families: dict[str, list[int]] = {}
     misses: dict[str, str] = {}
     for family, path in variants():

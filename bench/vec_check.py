@@ -3,7 +3,7 @@
     python3 bench/vec_check.py --out DIR [--deadline 120]      # from the repo root, on a GPU machine
 
 For ``bench/kernels/gelu_bf16.cu``, ``residual_bf16.cu``, ``transpose_1d.cu`` and ``gelu.cu``
-(fp32, for comparison), the rewrites of :mod:`agent.transforms` (vector widths and coarsening,
+(fp32, for comparison), the rewrites of :mod:`engine` (vector widths and coarsening,
 with and without fast math; the tiled transpose's searched tile shapes) and, for the bf16 kernels,
 a hand-written expert version (8 bf16 per 16-byte load, ``__nv_bfloat162`` pairs converted with
 ``__bfloat1622float2``/``__floats2bfloat162_rn``) are evaluated by the sandbox exactly as the
@@ -32,15 +32,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.builtin import subject_for  # noqa: E402
-from agent.launch import LaunchChange  # noqa: E402
 from agent.proposal import Proposal  # noqa: E402
-from agent.source import Document  # noqa: E402
 from agent.target import Target, target_for  # noqa: E402
-from agent.transforms import NotApplicable, Transform, apply_all  # noqa: E402
-from agent.transforms.elementwise import Vectorize  # noqa: E402
-from agent.transforms.mechanical import BlockSize, FastMath, RestrictConst  # noqa: E402
-from agent.transforms.passes import Apply  # noqa: E402
-from agent.transforms.tiled_transpose import TiledTranspose  # noqa: E402
+from cudasrc.launch import LaunchChange  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
+from engine import NotApplicable, Transform, apply_all  # noqa: E402
+from engine.elementwise import Vectorize  # noqa: E402
+from engine.mechanical import BlockSize, FastMath, RestrictConst  # noqa: E402
+from engine.passes import Apply  # noqa: E402
+from engine.tiled_transpose import TiledTranspose  # noqa: E402
 from sandbox.contract import Budget  # noqa: E402
 from sandbox.local import LocalExecutor  # noqa: E402
 

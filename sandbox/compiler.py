@@ -32,10 +32,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from base.errors import Unavailable
 from sandbox.boundary import check_untrusted
 from sandbox.confine import RESOURCE_LIMIT, on_big_stack
 from sandbox.contract import CompileResult, Diagnostic, Resources
-from sandbox.errors import Unavailable
 
 SHIM_INCLUDE = Path(__file__).with_name("nvrtc_include")
 DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo", "--ptxas-options=-v")

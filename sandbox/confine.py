@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sandbox.errors import Unavailable
+from base.errors import Unavailable
 
 T = TypeVar("T")
 

@@ -24,8 +24,8 @@ from typing import Any, Literal, TypeVar
 import cattrs
 import cattrs.v
 
+from base.errors import InputError
 from sandbox import recorded
-from sandbox.errors import InputError
 from sandbox.expr import MATH_CONSTANTS, expression_error
 
 SCHEMA_VERSION = 1

@@ -171,7 +171,9 @@ def generate(arg: ArgSpec | tuple[str, int, Distribution], stream: Stream, xp: A
     if dist.kind == "recorded":  # the program's own bytes, as it passed them
         raw = np.frombuffer(recorded.load(dist.source), dtype=np.uint8)
         if raw.size < n * et.storage.itemsize:
-            raise ValueError(f"recorded input {dist.source[:12]} holds {raw.size} bytes, {n} elements need more")
+            raise ValueError(
+                f"recorded input {dist.source[:12]} holds {raw.size} bytes, {n} elements need more"
+            )
         return xp.asarray(raw[: n * et.storage.itemsize].view(et.storage).copy())
     if dist.kind == "const":
         values = xp.full(n, dist.value, dtype=work)

@@ -23,8 +23,8 @@ import abc
 import threading
 from collections.abc import Callable
 
+from base.errors import Unavailable
 from sandbox.contract import DeviceInfo, EvalRequest, EvalResult, Progress, TorchRequest, TorchResult
-from sandbox.errors import Unavailable
 
 ProgressFn = Callable[[Progress], None]
 

@@ -167,7 +167,7 @@ def expression_error(text: str, names: Iterable[str]) -> str:
 
 
 @dataclass(frozen=True)
-class _Evaluation(Generic[V]):
+class _Semantics(Generic[V]):
     """What each construct of the grammar means over values of type ``V``."""
 
     number: Callable[[Number], V]  # a literal or a constant
@@ -182,7 +182,7 @@ class _Evaluation(Generic[V]):
     checked: Callable[[V], V]  # every computed value passes here
 
 
-def _walk(node: ast.AST, env: Mapping[str, V], constants: Mapping[str, Number], ev: _Evaluation[V]) -> V:
+def _walk(node: ast.AST, env: Mapping[str, V], constants: Mapping[str, Number], ev: _Semantics[V]) -> V:
     """The value of a tree :func:`_parse` accepted."""
 
     def walk(n: ast.AST) -> V:
@@ -278,7 +278,7 @@ def _truth(test: Callable[[Number, Number], bool]) -> Callable[[Number, Number],
     return lambda a, b: int(test(a, b))
 
 
-_NUMBERS: _Evaluation[Number] = _Evaluation(
+_NUMBERS: _Semantics[Number] = _Semantics(
     number=_checked,
     binary={
         ast.Add: operator.add,
@@ -348,7 +348,7 @@ def number(
 
 
 @functools.cache
-def _arrays() -> _Evaluation[Any]:
+def _arrays() -> _Semantics[Any]:
     import numpy as np
 
     def is_int(x: np.ndarray) -> bool:
@@ -385,7 +385,7 @@ def _arrays() -> _Evaluation[Any]:
     def pow2(a: np.ndarray) -> np.ndarray:
         return truth((a > 0) & ((a & (a - 1)) == 0)) if is_int(a) else np.zeros_like(a, np.int64)
 
-    return _Evaluation(
+    return _Semantics(
         number=lambda v: np.asarray(v, dtype=np.int64 if isinstance(v, int) else np.float64),
         binary={
             ast.Add: np.add,

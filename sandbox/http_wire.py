@@ -1,4 +1,4 @@
-"""The worker service's HTTP wire: its paths, the NDJSON events of an evaluation stream, the cancel body.
+"""The worker service's HTTP wire: its paths (the health check's is :data:`base.http.HEALTH_PATH`), the NDJSON events of an evaluation stream, the cancel body.
 
 Served by :mod:`sandbox.service`, spoken by :class:`sandbox.remote.RemoteExecutor`.  Every message
 is a dataclass (de)serialised by the contract's converter (:func:`sandbox.contract.to_dict`,
@@ -16,7 +16,6 @@ from sandbox.contract import SCHEMA_VERSION, ContractError, EvalResult, Progress
 EVALUATE_PATH = "/evaluate"
 CANCEL_PATH = "/cancel"
 DEVICE_PATH = "/device"
-HEALTH_PATH = "/health"
 NDJSON = "application/x-ndjson"
 HEARTBEAT_S = 2.0  # the worker sends at least one line this often on an evaluation stream
 

@@ -24,6 +24,7 @@ from sandbox.compiler import cuda_include_dirs, nvrtc_library_dirs
 log = logging.getLogger(__name__)
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the directory holding the ``sandbox`` package
+WORKER_PACKAGES = ("base", "sandbox")  # all a worker process imports of the project tree
 _ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LD_LIBRARY_PATH", "XDG_CACHE_HOME")
 _ENV_KEEP_PREFIX = ("CUDA_", "CUPY_", "NVIDIA_")
 # ...but never this project's own settings (CUDA_AGENT_TOKEN, CUDA_AGENT_API_KEY...) or anything
@@ -93,11 +94,10 @@ def bwrap_prefix() -> tuple[str, ...]:
     project = str(PACKAGE_ROOT)
     hidden += ["--tmpfs", project]  # the project tree (settings, tokens someone left there): only its code
     # the interpreter and the code must stay reachable where they live under a hidden folder
-    for path in _code_paths():
-        if path == project:
-            path = str(PACKAGE_ROOT / "sandbox")
-        if any(path == d or path.startswith(d + os.sep) for d in (*_HIDDEN_DIRS, tmp, project)):
-            hidden += ["--ro-bind", path, path]
+    for code in _code_paths():
+        for path in [str(PACKAGE_ROOT / p) for p in WORKER_PACKAGES] if code == project else [code]:
+            if any(path == d or path.startswith(d + os.sep) for d in (*_HIDDEN_DIRS, tmp, project)):
+                hidden += ["--ro-bind", path, path]
     hidden += _recorded_bind()
     if _probe(hidden, _GPU_PROBE):
         return tuple(hidden)

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from base.errors import Failed
 from sandbox.contract import DeviceInfo, Launch
-from sandbox.errors import Failed
 
 # Errors that leave the CUDA context usable: bad launch configurations, missing symbols, bad images,
 # allocation failures. Any other error (illegal address, invalid address space, trap, launch

@@ -37,6 +37,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from base.errors import InputError
 from sandbox.contract import (
     CandidateResult,
     DeviceInfo,
@@ -332,18 +333,22 @@ def local_scheduler(devices: Iterable[int], make: Callable[[int], Executor]) -> 
     return GpuScheduler(lanes)
 
 
+class GpuListError(InputError):
+    """A list of GPU indices (``--gpus``) does not parse."""
+
+
 def parse_gpus(text: str) -> tuple[int, ...]:
-    """``0,1,3`` -> (0, 1, 3); ``all`` -> every visible GPU.  ValueError with the reason otherwise."""
+    """``0,1,3`` -> (0, 1, 3); ``all`` -> every visible GPU.  :class:`GpuListError` with the reason otherwise."""
     if text.strip() == "all":
         return visible_gpus()
     try:
         gpus = tuple(int(g) for g in text.split(","))
     except ValueError:
-        raise ValueError("expected comma-separated GPU indices such as 0,1, or all") from None
+        raise GpuListError("expected comma-separated GPU indices such as 0,1, or all") from None
     if any(g < 0 for g in gpus):
-        raise ValueError("GPU indices are 0 or more")
+        raise GpuListError("GPU indices are 0 or more")
     if len(set(gpus)) != len(gpus):
-        raise ValueError("a GPU is listed twice")
+        raise GpuListError("a GPU is listed twice")
     return gpus
 
 

@@ -9,7 +9,7 @@ disconnected and none came back within ``disconnect_grace_s``) is cancelled, as 
 ``POST /cancel``.
 
 Security: a bearer token (compared with :func:`hmac.compare_digest`) on every endpoint but
-``/health``; :func:`check_listen_policy` refuses a non-loopback address without one.  Only JSON
+``/health``; :func:`base.http.check_listen_policy` refuses a non-loopback address without one.  Only JSON
 ``EvalRequest`` bodies are accepted (CUDA source and numbers: nothing that runs on the host), no
 larger than ``max_body_bytes`` (413), whose kernels pass :func:`sandbox.boundary.check_kernel`
 (allowed NVRTC options, plain filenames: 422 naming what is refused); at most ``max_per_client`` evaluations per client address at once (429).
@@ -23,33 +23,24 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-import hmac
-import ipaddress
 import json
 import logging
-import math
 import queue
-import resource
-import socket
-import ssl
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any
 
-import h11
-import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import Headers
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from base.asgi import AsciiJSON, BearerAuth, error_response, read_body
+from base.http import HEALTH_PATH, ConnectionLimits, QuietLog
 from sandbox.boundary import check_kernel
 from sandbox.contract import (
     ContractError,
@@ -69,7 +60,6 @@ from sandbox.http_wire import (
     CANCEL_PATH,
     DEVICE_PATH,
     EVALUATE_PATH,
-    HEALTH_PATH,
     HEARTBEAT_S,
     NDJSON,
     CancelReply,
@@ -88,212 +78,16 @@ from sandbox.http_wire import (
 log = logging.getLogger(__name__)
 
 
-BODY_TIMEOUT_S = 10.0
-MIN_BODY_RATE = 64 << 10
-
-
 @dataclass(frozen=True)
-class Limits:
+class Limits(ConnectionLimits):
+    """What the worker's clients may ask of it: its connections' limits and the evaluations'."""
+
     max_body_bytes: int = 8 << 20
     max_per_client: int = 8  # evaluations in flight per client address
     heartbeat_s: float = HEARTBEAT_S
     disconnect_grace_s: float = 10.0  # an unwatched job is cancelled after this
     cached_results: int = 1024  # finished results kept for repeated request ids
     request: RequestLimits = field(default_factory=RequestLimits)  # what one evaluation may ask for
-    header_timeout_s: float = 10.0  # a connection must send a whole request head this fast
-    keep_alive_s: float = 5.0  # an idle kept-alive connection is closed after this
-    max_waiting_connections: int = 256  # connections that have not sent a request head yet
-    trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
-    body_timeout_s: float = BODY_TIMEOUT_S  # a request body must arrive this fast (408)...
-    min_body_rate: int = MIN_BODY_RATE  # ...plus one second per this many declared bytes
-    max_connections: int = 1024  # open connections in all (503), at most half the open-file limit
-    max_connections_per_client: int = 128  # open connections from one address (503)
-    max_receiving_bodies: int = 64  # connections sending a body; past it the oldest is closed
-    log_interval_s: float = 60.0  # a refusal (401, 503) or disconnect is logged once per client per interval
-
-
-# --------------------------------------------------------------------------- listening policy
-
-
-def is_loopback(host: str) -> bool:
-    """True if every address ``host`` resolves to is a loopback address."""
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except socket.gaierror:
-        return False
-    return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
-
-
-def check_listen_policy(host: str, token: str | None) -> str | None:
-    """Why the worker must not listen on ``host`` with this token, or None if it may."""
-    if token or is_loopback(host):
-        return None
-    return (
-        f"refusing to listen on {host} without --token-file: anyone who can reach it could run code on "
-        "your GPU (use a token, or listen on 127.0.0.1 and connect through an SSH tunnel)"
-    )
-
-
-def check_tls(cert: str | None, key: str | None) -> str | None:
-    """Why the TLS files cannot be used, or None (also when TLS is off)."""
-    if key and not cert:
-        return "--tls-key needs --tls-cert"
-    if not cert:
-        return None
-    try:
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
-    except (OSError, ssl.SSLError) as exc:
-        return f"cannot use TLS certificate {cert}{' / key ' + key if key else ''}: {getattr(exc, 'strerror', None) or exc}"
-    return None
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """A bound, listening TCP socket (port 0: any free port). Raises OSError."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(512)
-    except OSError:
-        sock.close()
-        raise
-    sock.set_inheritable(True)
-    return sock
-
-
-def make_server(
-    app: ASGIApp,
-    *,
-    tls_cert: str | None = None,
-    tls_key: str | None = None,
-    log_level: str = "info",
-    limits: Limits = Limits(),
-) -> uvicorn.Server:
-    """A uvicorn server for ``app``; run it with ``server.run(sockets=[listen(host, port)])``.
-
-    No overall connection cap (uvicorn's ``limit_concurrency`` answers every request 503 while idle
-    connections fill it): connections that have not sent a request head, unauthenticated by
-    definition, are bounded by :class:`_GuardedH11` instead; X-Forwarded-For is read only from
-    ``limits.trusted_proxies``."""
-    soft_files, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft_files != resource.RLIM_INFINITY:  # never run out of file descriptors
-        limits = replace(limits, max_connections=max(1, min(limits.max_connections, soft_files // 2)))
-    state = {
-        "waiting": OrderedDict(),
-        "receiving": OrderedDict(),
-        "open_by_client": {},
-        "limits": limits,
-        "quiet": QuietLog(limits.log_interval_s),
-    }
-    guard = type("GuardedH11", (_GuardedH11,), state)
-    config = uvicorn.Config(
-        app,
-        http=guard,
-        ssl_certfile=tls_cert,
-        ssl_keyfile=tls_key,
-        log_level=log_level,
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=5,
-        timeout_keep_alive=max(1, round(limits.keep_alive_s)),
-        proxy_headers=bool(limits.trusted_proxies),
-        forwarded_allow_ips=list(limits.trusted_proxies),
-    )
-    return uvicorn.Server(config)
-
-
-class _GuardedH11(H11Protocol):
-    """uvicorn's h11 protocol with a request-head deadline, a cap on connections waiting for one,
-    a cap on connections sending a body, and caps on open connections.  Past
-    ``max_waiting_connections`` (``max_receiving_bodies``) the oldest connection waiting for a
-    head (sending a body) is closed, so a flood of half-sent requests or slow bodies cannot keep
-    an authenticated client from being heard (it sends its request at once).  Past
-    ``max_connections`` in all or ``max_connections_per_client`` from one address, a new
-    connection is answered 503 with ``Retry-After`` and closed.  The class attributes are set per
-    server by :func:`make_server`."""
-
-    waiting: ClassVar[OrderedDict[_GuardedH11, asyncio.TimerHandle]]
-    receiving: ClassVar[OrderedDict[_GuardedH11, None]]
-    open_by_client: ClassVar[dict[str, int]]  # open connections by client address
-    limits: ClassVar[Limits]
-    quiet: ClassVar[QuietLog]
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)  # type: ignore[arg-type]
-        peer = transport.get_extra_info("peername")
-        self._peer = str(peer[0]) if peer else "unknown"
-        self._counted = False
-        mine = self.open_by_client.get(self._peer, 0)
-        if sum(self.open_by_client.values()) >= self.limits.max_connections:
-            self._refuse(f"{self.limits.max_connections} connections are open")
-        elif mine >= self.limits.max_connections_per_client:
-            self._refuse(f"{mine} connections from {self._peer} are open")
-        else:
-            self.open_by_client[self._peer] = mine + 1
-            self._counted = True
-            self._wait()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_waiting()
-        self.receiving.pop(self, None)
-        if self._counted:
-            self._counted = False
-            self.open_by_client[self._peer] -= 1
-            if not self.open_by_client[self._peer]:
-                del self.open_by_client[self._peer]
-        super().connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:  # a request head arrived
-            self._stop_waiting()
-        if self.conn.their_state is h11.SEND_BODY:
-            if self not in self.receiving:
-                self.receiving[self] = None
-                while len(self.receiving) > self.limits.max_receiving_bodies:
-                    oldest, _ = self.receiving.popitem(last=False)
-                    oldest._drop()
-        else:
-            self.receiving.pop(self, None)
-
-    def _refuse(self, why: str) -> None:
-        """Answer 503 (retry in a second) before reading anything, and close."""
-        self.quiet.log(
-            logging.WARNING, f"503:{self._peer}", "refused a connection from %s: %s", self._peer, why
-        )
-        body = json.dumps({"error": f"the worker is busy: {why}; retry later"}).encode()
-        head = (
-            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-            f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n"
-        )
-        self.transport.write(head.encode() + body)
-        self.transport.close()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-            self._wait()  # kept alive: waiting for the next head
-
-    def _wait(self) -> None:
-        if self in self.waiting:
-            return
-        self.waiting[self] = self.loop.call_later(self.limits.header_timeout_s, self._drop)
-        while len(self.waiting) > self.limits.max_waiting_connections:
-            oldest, timer = self.waiting.popitem(last=False)
-            timer.cancel()
-            oldest._drop()
-
-    def _stop_waiting(self) -> None:
-        timer = self.waiting.pop(self, None)
-        if timer is not None:
-            timer.cancel()
-
-    def _drop(self) -> None:
-        self._stop_waiting()
-        self.receiving.pop(self, None)
-        if not self.transport.is_closing():
-            self.transport.close()
 
 
 # --------------------------------------------------------------------------- jobs and lanes
@@ -418,7 +212,7 @@ class WorkerService:
             ],
             lifespan=self._lifespan,
         )
-        self.app: ASGIApp = _BearerAuth(app, token) if token else app
+        self.app: ASGIApp = BearerAuth(app, token) if token else app
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -450,11 +244,11 @@ class WorkerService:
                 lambda: [to_dict(lane.executor.device_info()) for lane in self.lanes]
             )
         except ExecutorError as exc:
-            return _error(503, str(exc))
+            return error_response(503, str(exc))
         return JSONResponse({"devices": infos, "simulated": self.simulated})
 
     async def cancel(self, request: Request) -> Response:
-        body = await _read_body(
+        body = await read_body(
             request, 64 << 10, self.limits.body_timeout_s, self.limits.min_body_rate, self.quiet
         )
         if isinstance(body, Response):
@@ -462,7 +256,7 @@ class WorkerService:
         try:
             request_id = from_json(CancelRequest, body).id
         except ContractError:
-            return _error(400, 'expected {"id": "<request id>"}')
+            return error_response(400, 'expected {"id": "<request id>"}')
         job = self.running.get(request_id)
         if job is not None:
             job.cancel.set()
@@ -470,17 +264,17 @@ class WorkerService:
             return JSONResponse(to_dict(CancelReply(request_id, cancelled=True)))
         if request_id in self.done:
             return JSONResponse(to_dict(CancelReply(request_id, cancelled=False, finished=True)))
-        return _error(404, f"no evaluation with id {request_id!r}")
+        return error_response(404, f"no evaluation with id {request_id!r}")
 
     async def evaluate(self, request: Request) -> Response:
         client = request.client.host if request.client else "unknown"
         if self.clients.get(client, 0) >= self.limits.max_per_client:
-            return _error(
+            return error_response(
                 429,
                 f"{self.limits.max_per_client} evaluations from {client} are already in flight",
                 headers={"Retry-After": "1"},
             )
-        body = await _read_body(
+        body = await read_body(
             request,
             self.limits.max_body_bytes,
             self.limits.body_timeout_s,
@@ -499,7 +293,7 @@ class WorkerService:
         if (
             job and job.digest != digest
         ):  # two live evaluations under one id: cancel could not tell them apart
-            return _error(409, f"request id {parsed.id!r} is in use by a different running request")
+            return error_response(409, f"request id {parsed.id!r} is in use by a different running request")
         if cached and cached[0] == digest:  # a replay: the same request again
             return _EventStream(_replay([cached[1]]), on_close=lambda: None)
         if job is None:
@@ -589,121 +383,9 @@ class _EventStream(StreamingResponse):
             self._on_close()
 
 
-class _BearerAuth:
-    """ASGI middleware: every path but /health needs ``Authorization: Bearer <token>``."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self._token = token.encode()
-        self._quiet = QuietLog()  # refusals, once per client per minute
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] != HEALTH_PATH:
-            scheme, _, given = Headers(scope=scope).get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self._token):
-                message = "missing bearer token" if not given else "wrong bearer token"
-                client = scope.get("client") or ("unknown", 0)
-                self._quiet.log(
-                    logging.WARNING,
-                    f"401:{client[0]}",
-                    "refused %s %s from %s: 401 %s",
-                    scope["method"],
-                    scope["path"],
-                    client[0],
-                    message,
-                )
-                response = _error(
-                    401,
-                    message,
-                    headers={"WWW-Authenticate": 'Bearer realm="cuda-agent"', "Connection": "close"},
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-class _AsciiJSON(JSONResponse):
-    """JSON with every non-ASCII character escaped: a message that echoes a lone surrogate from a
-    request still renders (Starlette's JSONResponse would fail to encode it: a 500)."""
-
-    def render(self, content: Any) -> bytes:
-        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return _AsciiJSON({"error": message}, status_code=status, headers=headers)
-
-
-class QuietLog:
-    """Logs a recurring event (a refused token, a connection refused, a client gone mid-upload)
-    once per key per ``interval_s``, saying how many were left out since: a flood of them cannot
-    fill the log."""
-
-    def __init__(self, interval_s: float = 60.0) -> None:
-        self.interval_s = interval_s
-        self._last: OrderedDict[str, tuple[float, int]] = OrderedDict()  # key -> (logged at, left out)
-
-    def log(self, level: int, key: str, message: str, *args: object) -> None:
-        now = time.monotonic()
-        logged, left_out = self._last.get(key, (-math.inf, 0))
-        if now - logged < self.interval_s:
-            self._last[key] = (logged, left_out + 1)
-            return
-        more = f" (and {left_out} more like it in the last {self.interval_s:.0f} s)" if left_out else ""
-        log.log(level, message + more, *args)
-        self._last[key] = (now, 0)
-        self._last.move_to_end(key)
-        while len(self._last) > 4096:  # many clients: forget the oldest
-            self._last.popitem(last=False)
-
-
-_QUIET = QuietLog()
-
-
 async def _replay(events: list[StreamEvent]) -> AsyncIterator[bytes]:
     for event in events:
         yield encode_event(event)
-
-
-async def _read_body(
-    request: Request,
-    limit: int,
-    timeout_s: float = BODY_TIMEOUT_S,
-    min_rate: int = MIN_BODY_RATE,
-    quiet: QuietLog | None = None,
-) -> bytes | Response:
-    """The request's body: 413 past ``limit`` bytes, 408 unless it arrives within ``timeout_s``
-    plus a second per ``min_rate`` declared bytes, 400 (logged through ``quiet``) if the client
-    leaves."""
-    too_large = _error(413, f"request body larger than {limit} bytes")
-    declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or len(declared) > 18 or int(declared) > limit):
-        return too_large if declared.isdigit() else _error(400, "bad Content-Length")
-    allowed_s = timeout_s + int(declared or 0) / min_rate
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + allowed_s
-    chunks: list[bytes] = []
-    size = 0
-    stream = request.stream()
-    try:
-        while True:
-            try:
-                chunk = await asyncio.wait_for(stream.__anext__(), max(deadline - loop.time(), 0.0))
-            except StopAsyncIteration:
-                break
-            size += len(chunk)
-            if size > limit:
-                return too_large
-            chunks.append(chunk)
-    except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
-        return _error(408, f"request body not received within {allowed_s:.0f} s", {"Connection": "close"})
-    except ClientDisconnect:
-        client = request.client.host if request.client else "unknown"
-        (quiet or _QUIET).log(
-            logging.INFO, f"gone:{client}", "a client at %s left in the middle of its request", client
-        )
-        return _error(400, "the client disconnected")
-    return b"".join(chunks)
 
 
 class _HugeInt:
@@ -749,20 +431,20 @@ def _parse_request(body: bytes, limits: RequestLimits) -> EvalRequest | Response
     try:
         data = json.loads(body, parse_int=_int_or_huge)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return _error(400, f"body is not JSON: {exc}")
+        return error_response(400, f"body is not JSON: {exc}")
     except RecursionError:
-        return _error(400, "body is not JSON: nested too deeply")
+        return error_response(400, "body is not JSON: nested too deeply")
     if bad := _undecodable(data):
         where, what = bad
-        return _AsciiJSON({"error": f"{where}: {what}", "field": where}, status_code=422)
+        return AsciiJSON({"error": f"{where}: {what}", "field": where}, status_code=422)
     try:
         request = from_dict(EvalRequest, data)
         validate_request(request, limits)
     except RequestError as exc:
-        return _AsciiJSON({"error": str(exc), "field": exc.field}, status_code=422)
+        return AsciiJSON({"error": str(exc), "field": exc.field}, status_code=422)
     except ContractError as exc:
-        return _error(422, str(exc))
+        return error_response(422, str(exc))
     for kernel in [request.baseline, *(c.kernel for c in request.candidates)]:
         if why := check_kernel(kernel):
-            return _error(422, why)
+            return error_response(422, why)
     return request

@@ -58,7 +58,7 @@ from sandbox.contract import (
 )
 from sandbox.runtime import Runtime
 from sandbox.timing import Flusher, Gate, bench, paired
-from sandbox.verify import PERTURBATION, Calibration, Comparison, checked, compare
+from sandbox.verify import PERTURBATION, Agreement, Calibration, checked, compare
 from sandbox.wire import InfoJob, Reply, TorchJob
 
 TORCH_HANDLER = "sandbox.torch_eval:TorchHandler"
@@ -206,7 +206,7 @@ def compare_outputs(
         if g.device != r.device:
             return Check(label, seed, False, arg=arg, detail=f"{arg} is on {g.device}, not {r.device}")
         calib = Calibration(perturbed=raw(m), rho=PERTURBATION, n=n)  # compare moves it where ``ref`` is
-        cmp: Comparison = compare(raw(r), raw(g), dtype_name(r), calib)
+        cmp: Agreement = compare(raw(r), raw(g), dtype_name(r), calib)
         check = checked(label, seed, cmp.ok, cmp.detail, arg, cmp)
         if not cmp.ok:
             return check

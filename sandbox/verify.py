@@ -168,7 +168,7 @@ def _rms(x: Array) -> float:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Agreement:
     ok: bool
     max_abs_err: float = 0.0
     max_rel_err: float = 0.0
@@ -195,7 +195,7 @@ def compare(
     dtype: str,
     calib: Calibration,
     cared: Array | None = None,
-) -> Comparison:
+) -> Agreement:
     """``got`` against the baseline's ``ref`` (raw bytes): NaN and ±Inf in the same places, every
     finite element within its bound, the relative L2 error within the norm bound, and signal where
     the baseline has some (a constant output where the baseline's varies is refused whatever the
@@ -221,13 +221,13 @@ def compare(
     et = elem_type(dtype)
     ref_raw, got_raw = ref_raw.reshape(-1), got_raw.reshape(-1)
     if bool(xp.array_equal(ref_raw, got_raw)):  # identical bytes (the common case): nothing to measure
-        return Comparison(True, norm_bound=np.inf)
+        return Agreement(True, norm_bound=np.inf)
     override = calib.override
     if not et.is_float and (override is None or not override.elementwise):  # integers, bool: exact
         ref_i, got_i = as_values(ref_raw, dtype), as_values(got_raw, dtype)
         first = first_true(ref_i != got_i)
         diff_i = xp.abs(ref_i.astype(np.float64) - got_i.astype(np.float64))
-        return Comparison(
+        return Agreement(
             False,
             float(diff_i.max()),
             float((diff_i / xp.maximum(xp.abs(ref_i.astype(np.float64)), 1.0)).max()),
@@ -250,7 +250,7 @@ def compare(
     ref_norm = float(xp.linalg.norm(ref0))
     norm_err = float(xp.linalg.norm(got0 - ref0)) / ref_norm if ref_norm > 0 else 0.0
     worst = int(xp.argmax(ratio)) if ratio.size else 0
-    measured = Comparison(
+    measured = Agreement(
         True,
         max_abs_err=float(diff.max()) if diff.size else 0.0,
         max_rel_err=float(rel.max()) if rel.size else 0.0,
@@ -710,8 +710,8 @@ class Verifier:
         cared = {name: self.cared(index, seed, name) for name in ref}
         label = problem.label
 
-        def fail(detail: str, arg: str = "", cmp: Comparison | None = None) -> Check:
-            return checked(label, seed, False, detail, arg, cmp or Comparison(False))
+        def fail(detail: str, arg: str = "", cmp: Agreement | None = None) -> Check:
+            return checked(label, seed, False, detail, arg, cmp or Agreement(False))
 
         outs = [a for a in problem.args if a.role in ("out", "inout")]
         with self.hold():
@@ -741,7 +741,7 @@ class Verifier:
                     return fail(
                         f"nondeterministic: two runs on the same inputs differ: {again.detail}", a.name, again
                     )
-            worst: tuple[str, Comparison] = ("", Comparison(True, norm_bound=np.inf))
+            worst: tuple[str, Agreement] = ("", Agreement(True, norm_bound=np.inf))
             for a in outs:
                 cmp = compare(ref[a.name][0], first[a.name], a.dtype, calib[a.name], cared[a.name])
                 if not cmp.ok:
@@ -758,7 +758,7 @@ def same_bytes(got: Array, expected: Array) -> bool:
     return bool(xp.array_equal(got.reshape(-1), xp.asarray(expected).reshape(-1).view(np.uint8)))
 
 
-def checked(label: str, seed: int, ok: bool, detail: str, arg: str, cmp: Comparison) -> Check:
+def checked(label: str, seed: int, ok: bool, detail: str, arg: str, cmp: Agreement) -> Check:
     """A :class:`~sandbox.contract.Check` carrying a comparison's measured errors and bounds."""
 
     def finite(x: float) -> float:  # results are JSON: an exact bound's ratio is capped, "unchecked" is 0

@@ -14,6 +14,7 @@ from pathlib import Path
 from lsprotocol import types as lsp
 
 from server import (
+    benchmark,
     capture,
     compare,
     diagnostics,
@@ -22,6 +23,8 @@ from server import (
     lenses,
     optimize,
     profile,
+    results,
+    rewrites,
     runs,
     speedup,
     symbols,
@@ -37,19 +40,9 @@ def create_server() -> CudaLanguageServer:
     """The server with every feature registered."""
     ls = CudaLanguageServer()
     _setup_lifecycle(ls)
-    for feature in (
-        runs,
-        symbols,
-        lenses,
-        hints,
-        hover,
-        diagnostics,
-        optimize,
-        compare,
-        profile,
-        capture,
-        speedup,
-    ):
+    # the runs first: each run feature (optimize ... capture) adds its row to the runs' table
+    views = (symbols, lenses, hints, hover, diagnostics, rewrites, results)
+    for feature in (runs, *views, optimize, benchmark, compare, profile, capture, speedup):
         feature.setup(ls)
     return ls
 

@@ -27,12 +27,22 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path, to_fs_path
 
 from agent import capture as cap
-from agent.source import Document
-from sandbox.capture import CaptureError, CaptureRun, Launch, run_program
+from cudasrc.source import Document
+from sandbox.capture import CaptureError, CaptureRun, RecordedLaunch, run_program
 from server import protocol as wire
 from server.lsp import MAX_DOCUMENT_BYTES, CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, RunStatus
-from server.runs import ActiveRun, Progress, Report, Runs, launch_run, run_finished, run_with_progress
+from server.runs import (
+    ActiveRun,
+    Plan,
+    Report,
+    RunProgress,
+    Runs,
+    RunType,
+    add_run_type,
+    run_finished,
+    run_with_progress,
+)
 
 ANNOTATION = "cuda-agent.captured-spec"  # change annotation of a captured spec's edit
 ANY_KERNEL = "(any kernel)"  # the run's kernel when the command names none
@@ -81,12 +91,10 @@ def _read(path: Path) -> Document | None:
     )
 
 
-def start_capture(ls: CudaLanguageServer, ref: wire.CaptureRef) -> wire.RunStarted:
+def plan_capture(ls: CudaLanguageServer, ref: wire.CaptureRef) -> Plan:
     path, cwd = _check(ls, ref)
     program = Path(ref.command[0]).name
-    return launch_run(
-        ls,
-        RunKind.CAPTURE,
+    return Plan(
         ref.uri,
         ref.kernel or ANY_KERNEL,
         f"Capturing a spec from a run of {program}",
@@ -100,7 +108,7 @@ async def _capture(
     ref: wire.CaptureRef,
     path: Path,
     cwd: Path,
-    progress: Progress,
+    progress: RunProgress,
 ) -> wire.RunFinished:
     runs = ls.need(Runs)
     assert ls.loop is not None
@@ -140,7 +148,9 @@ async def _capture(
     return run_finished(run, RunStatus.OK, f"{message}; notes: {notes}" if notes else message)
 
 
-def _propose(launches: list[Launch], roots: list[str], opened: Mapping[str, OpenDocument]) -> cap.CaptureEdit:
+def _propose(
+    launches: list[RecordedLaunch], roots: list[str], opened: Mapping[str, OpenDocument]
+) -> cap.CaptureEdit:
     """The first launch whose kernel is found under ``roots`` (its open version first), placed."""
     docs = {p: od.doc for p, od in opened.items() if od.doc is not None}
     first: cap.CaptureMismatch | None = None
@@ -185,6 +195,4 @@ async def _send(
 
 
 def setup(ls: CudaLanguageServer) -> None:
-    @ls.command(wire.CAPTURE_COMMAND)
-    async def capture(ls: CudaLanguageServer, ref: wire.CaptureRef) -> wire.RunStarted:
-        return start_capture(ls, ref)
+    add_run_type(ls, RunType(RunKind.CAPTURE, wire.CAPTURE_COMMAND, wire.CaptureRef, plan_capture))

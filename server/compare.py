@@ -5,7 +5,7 @@
   matches (:func:`agent.target.signature_mismatch`: count, types, order; names aside).
 - ``cudaAgent.compare`` ``[CompareRef]`` (``{uri, kernel, with}``; ``with``: a kernel of the same
   file, or ``PATH:KERNEL``): :func:`agent.compare.compare` run in the background like Optimize
-  (:func:`server.optimize.launch_run`): answers ``RunStarted`` at once, reports progress the user can
+  (:func:`server.runs.start_run`): answers ``RunStarted`` at once, reports progress the user can
   cancel, and ends with ``cudaAgent/runFinished`` (kind ``compare``; ``status`` ``ok`` when the
   rewrite verified, else its sandbox status or ``error``; the speedup with its range).
 - The result is stored on both kernels (:class:`server.store.CompareRecord`), so it shows as an
@@ -23,27 +23,28 @@ from lsprotocol import types as lsp
 
 from agent import compare as cmp
 from agent.proposal import Proposal
-from agent.source import Document
-from agent.syntax import Kernel
 from agent.target import Target, TargetError, signature_mismatch
+from cudasrc.source import Document
+from cudasrc.syntax import Kernel
 from server import protocol as wire
-from server.diagnostics import compile_options
 from server.lsp import SUFFIXES, CudaLanguageServer, OpenDocument
-from server.protocol import RunKind, RunStatus, StartStatus
+from server.protocol import RunKind, RunStatus
 from server.runs import (
     ActiveRun,
-    Progress,
+    Plan,
     Report,
+    RunProgress,
     Runs,
-    describe_executor,
+    RunType,
+    add_run_type,
     evaluation_steps,
-    launch_run,
     record_date,
     run_finished,
     run_with_progress,
 )
+from server.settings import compile_options
 from server.store import STORE_DIR, CompareRecord, kernel_hash
-from server.texts import SIMULATED, markdown_text
+from server.texts import SIMULATED, describe_executor
 
 log = logging.getLogger(__name__)
 
@@ -146,13 +147,13 @@ def code_actions(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> list[ls
     ]
 
 
-def start_compare(ls: CudaLanguageServer, od: OpenDocument, kernel: str, with_: str) -> wire.RunStarted:
-    """Start comparing ``kernel`` with the rewrite ``with_`` in the background; answer at once."""
+def plan_compare(ls: CudaLanguageServer, ref: wire.CompareRef) -> Plan:
+    """Compare the kernel with the rewrite ``ref.with_``."""
+    od, k = ls.kernel_ref(wire.KernelRef(ref.uri, ref.kernel))
+    kernel = k.qualified_name
     comparisons = ls.need(Comparisons)
     if od.doc is None:
-        return wire.RunStarted(
-            "", RunKind.COMPARE, StartStatus.ERROR, f"{od.path.name} is too large to analyse"
-        )
+        raise TargetError(f"{od.path.name} is too large to analyse")
 
     def open_document(name: str) -> Document:
         doc = comparisons.document(Path(name))
@@ -160,15 +161,10 @@ def start_compare(ls: CudaLanguageServer, od: OpenDocument, kernel: str, with_: 
             raise TargetError(f"{name}: no such file")
         return doc
 
-    try:
-        target, proposal, cand_doc = cmp.prepare(
-            od.doc, kernel, with_, None, open_document, compile_options(ls.settings, od.path)
-        )
-    except TargetError as exc:
-        return wire.RunStarted("", RunKind.COMPARE, StartStatus.ERROR, str(exc))
-    return launch_run(
-        ls,
-        RunKind.COMPARE,
+    target, proposal, cand_doc = cmp.prepare(
+        od.doc, kernel, ref.with_, None, open_document, compile_options(ls.settings, od.path)
+    )
+    return Plan(
         od.uri,
         kernel,
         f"Comparing {kernel} with {proposal.kernel}",
@@ -183,7 +179,7 @@ async def _compare(
     target: Target,
     proposal: Proposal,
     cand_doc: Document,
-    progress: Progress,
+    progress: RunProgress,
 ) -> wire.RunFinished:
     runs = ls.need(Runs)
     settings = ls.settings
@@ -262,36 +258,7 @@ def _store(
     ls.results_changed()
 
 
-# ------------------------------------------------------------------------------------- views
-
-
-def hint_label(rec: CompareRecord, current_hash: str) -> str:
-    """``⇄ vadd_x4: 2.10× verified`` on the original, ``⇄ vs vadd: ...`` on the rewrite."""
-    verdict = f"{rec.speedup:.2f}× verified" if rec.verified else rec.status
-    verdict += f" ({SIMULATED})" if rec.simulated else ""
-    label = f"⇄ {rec.other}: {verdict}" if rec.role == "original" else f"⇄ vs {rec.other}: {verdict}"
-    return label + (" (edited since)" if current_hash != rec.kernel_hash else "")
-
-
-def details(rec: CompareRecord) -> str:
-    """Markdown for hovers and hint tooltips."""
-    pair = (
-        f"compared with the rewrite **{markdown_text(rec.other)}**"
-        if rec.role == "original"
-        else f"as a rewrite of **{markdown_text(rec.other)}**"
-    )
-    simulated = f" **{SIMULATED}**:" if rec.simulated else ""
-    lines = [f"**Compare** ({pair}):{simulated} {markdown_text(rec.headline)}"]
-    if rec.rewrite_ms:
-        lines.append(f"- original {rec.original_ms:.4g} ms, rewrite {rec.rewrite_ms:.4g} ms median")
-    lines.append(f"- {markdown_text(rec.device)}, {rec.date}")
-    return "\n".join(lines)
-
-
 def setup(ls: CudaLanguageServer) -> None:
     ls.add_part(Comparisons(ls))
-
-    @ls.command(wire.COMPARE_COMMAND)
-    async def compare(ls: CudaLanguageServer, ref: wire.CompareRef) -> wire.RunStarted:
-        od, k = ls.kernel_ref(wire.KernelRef(ref.uri, ref.kernel))
-        return start_compare(ls, od, k.qualified_name, ref.with_)
+    ls.kernel_actions.append(lambda od, k: code_actions(ls, od, k))
+    add_run_type(ls, RunType(RunKind.COMPARE, wire.COMPARE_COMMAND, wire.CompareRef, plan_compare))

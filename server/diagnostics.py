@@ -25,16 +25,15 @@ from pathlib import Path
 import tree_sitter
 from lsprotocol import types as lsp
 
-from agent import spec as specs
-from agent.check import FileCheck, KernelCheck, build_options, check_document
-from agent.source import Document
-from agent.syntax import LANGUAGE, Kernel
+from agent.check import FileCheck, KernelCheck, check_document
+from cudasrc import specs as specs
+from cudasrc.source import Document
+from cudasrc.syntax import LANGUAGE, Kernel
 from sandbox.compiler import CompilerUnavailable
 from sandbox.contract import Diagnostic, Problem, Resources
-from server.lsp import CudaLanguageServer, OpenDocument, spec_view
-from server.settings import Settings
+from server.lsp import CudaLanguageServer, LastCheck, OpenDocument, lsp_range, spec_view
+from server.settings import Settings, compile_options
 from server.store import Changes
-from server.symbols import lsp_range
 
 log = logging.getLogger(__name__)
 
@@ -93,18 +92,6 @@ class CheckResult:
     diagnostics: tuple[lsp.Diagnostic, ...]
     resources: dict[str, Resources]  # kernel -> ptxas resources
     arch: str = ""  # what the resources were compiled for
-
-
-def compile_options(settings: Settings, path: Path) -> tuple[str, ...]:
-    """The editor's build configuration of ``path`` (the same resolution as the CLI's flags); an
-    unusable compile_commands.json is logged and left out."""
-    try:
-        return build_options(
-            path, settings.include_paths, settings.defines, settings.compile_commands or None
-        )
-    except ValueError as exc:
-        log.info("%s", exc)
-        return build_options(path, settings.include_paths, settings.defines)
 
 
 @dataclass(frozen=True)
@@ -397,13 +384,6 @@ class Checker:
         self.timers: dict[str, asyncio.TimerHandle] = {}
         self.running: set[str] = set()
         self.again: set[str] = set()
-        self.results: dict[str, CheckResult] = {}
-
-    def resources(self, od: OpenDocument, kernel: str) -> tuple[Resources, str] | None:
-        """ptxas resources of a kernel, and the arch, from the last check of this document (any version)."""
-        res = self.results.get(od.uri)
-        found = res.resources.get(kernel) if res is not None else None
-        return (found, res.arch) if res is not None and found is not None else None
 
     def schedule(self, uri: str, delay_s: float) -> None:
         loop = self.ls.loop
@@ -445,7 +425,7 @@ class Checker:
         current = self.ls.document(result.uri)
         if current is None or current.version != result.version:
             return  # stale: a newer version is (or will be) checked
-        self.results[result.uri] = result
+        self.ls.last_check[result.uri] = LastCheck(result.arch, result.resources)
         self.ls.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(
                 uri=result.uri, diagnostics=list(result.diagnostics), version=result.version
@@ -456,7 +436,7 @@ class Checker:
         timer = self.timers.pop(uri, None)
         if timer is not None:
             timer.cancel()
-        self.results.pop(uri, None)
+        self.ls.last_check.pop(uri, None)
         self.ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     def close(self) -> None:

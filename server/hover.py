@@ -5,16 +5,11 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
-from agent import spec as specs
-from agent.syntax import Kernel
-from server.compare import details as compare_details
-from server.diagnostics import Checker
-from server.hints import speedup_details
-from server.lsp import CudaLanguageServer, OpenDocument
-from server.profile import details as profile_details
-from server.store import BenchmarkRecord, kernel_hash
-from server.symbols import lsp_range, signature
-from server.texts import SIMULATED, spread_text
+from cudasrc import specs as specs
+from cudasrc.syntax import Kernel
+from server.lsp import CudaLanguageServer, OpenDocument, lsp_range
+from server.store import kernel_hash
+from server.texts import benchmark_line, compare_details, profile_details, signature, speedup_details
 
 
 def kernel_at(od: OpenDocument, line: int, col: int) -> tuple[Kernel, lsp.Range] | None:
@@ -34,21 +29,6 @@ def kernel_at(od: OpenDocument, line: int, col: int) -> tuple[Kernel, lsp.Range]
                 end = lsp.Position(line, s.start_col + len(site.kernel))
                 return launched, lsp.Range(lsp.Position(line, s.start_col), end)
     return None
-
-
-def benchmark_title(b: BenchmarkRecord) -> str:
-    """The last benchmark as a code lens shows it: short enough for the line above a kernel;
-    ``benchmark_line`` (the lens's tooltip and the hover) has the rest."""
-    title = f"{b.median_ms:.3g} ms · {b.gbps:.0f} GB/s ({b.pct_peak:.0f}% of peak)"
-    return f"{title} · simulated" if b.simulated else title
-
-
-def benchmark_line(b: BenchmarkRecord) -> str:
-    line = (
-        f"{b.median_ms:.4g} ms median ({spread_text(b.rel_spread)}) at {b.problem}"
-        f" · {b.gbps:.0f} GB/s · {b.pct_peak:.0f}% of peak bandwidth · {b.device}, {b.date}"
-    )
-    return f"{SIMULATED}: {line}" if b.simulated else line
 
 
 def inferred_markdown(inference: specs.Inference) -> str:
@@ -75,10 +55,10 @@ def hover_markdown(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> str:
     rec = ls.store.get(od.path, k.qualified_name)
     if rec.benchmark is not None:
         parts.append("**Last benchmark** " + benchmark_line(rec.benchmark))
-    checks = ls.part(Checker)
-    checked = checks.resources(od, k.qualified_name) if checks is not None else None
-    if checked is not None:
-        res, arch = checked
+    compiled = ls.last_check.get(od.uri)  # the last check of this document (any version)
+    res = compiled.resources.get(k.qualified_name) if compiled is not None else None
+    if compiled is not None and res is not None:
+        arch = compiled.arch
         spills = res.spill_stores + res.spill_loads
         spill_text = (
             f"**{res.spill_stores} B spill stores, {res.spill_loads} B spill loads**"

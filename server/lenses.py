@@ -14,14 +14,13 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from agent import spec as specs
-from agent.syntax import Kernel
+from cudasrc import specs as specs
+from cudasrc.syntax import Kernel
 from server import protocol as wire
-from server.compare import code_actions as compare_actions
-from server.hover import benchmark_line, benchmark_title
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.runs import Runs
 from server.store import OptimizeRecord, kernel_hash
+from server.texts import benchmark_line, benchmark_title
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +159,7 @@ def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[l
                 title=f"Benchmark {name}",
                 command=lsp.Command(title="Benchmark", command=wire.BENCHMARK_COMMAND, arguments=[arg]),
             ),
-            *compare_actions(ls, od, k),
+            *(action for provide in ls.kernel_actions for action in provide(od, k)),
         ]
     if view.spec is not None or running is not None:
         return actions

@@ -1,7 +1,7 @@
 """The language server object: document state, settings, results, logging to the client.
 
 State lives on :class:`CudaLanguageServer` and is mutated only on pygls' asyncio event loop.  Each
-open ``.cu``/``.cuh`` file is an immutable :class:`agent.source.Document` (text + tree-sitter
+open ``.cu``/``.cuh`` file is an immutable :class:`cudasrc.source.Document` (text + tree-sitter
 tree) replaced on every change through the source model's incremental edit API; the current
 :class:`OpenDocument` (uri, version, document) is itself the snapshot background work receives.
 Features (one module each) register their handlers in a ``setup(ls)`` function called by
@@ -33,10 +33,11 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
-from agent import spec as specs
-from agent.source import Document
-from agent.syntax import Kernel
-from sandbox.errors import CudaAgentError
+from base.errors import CudaAgentError
+from cudasrc import specs as specs
+from cudasrc.source import Document
+from cudasrc.syntax import Kernel, Span
+from sandbox.contract import Resources
 from server import protocol as wire
 from server.settings import SECTION, Settings, parse_settings
 from server.store import Changes, ResultStore, Watcher
@@ -90,7 +91,7 @@ GC_YOUNG_THRESHOLD = 20_000
 
 
 def spec_view(kernel: Kernel, aliases: Mapping[str, str]) -> KernelSpecView:
-    """:func:`agent.spec.parse`, memoised on what it reads: the comment block (with its lines), the
+    """:func:`cudasrc.specs.parse`, memoised on what it reads: the comment block (with its lines), the
     kernel's name and parameters, the file's type aliases.  A keystroke re-parses only the kernel
     it lands in."""
     key = (
@@ -125,6 +126,20 @@ class KernelSpecView:
     written: bool
 
 
+@dataclass(frozen=True)
+class LastCheck:
+    """What the last check of a document compiled: each kernel's ptxas resources, for ``arch``
+    (written by the diagnostics, read by the hover)."""
+
+    arch: str
+    resources: Mapping[str, Resources]  # kernel -> ptxas resources
+
+
+def lsp_range(span: Span) -> lsp.Range:
+    """A source-model span as an LSP range."""
+    return lsp.Range(lsp.Position(span.start_line, span.start_col), lsp.Position(span.end_line, span.end_col))
+
+
 class _Protocol(LanguageServerProtocol):
     """pygls' protocol, with this server's custom requests typed (:data:`server.protocol.REQUEST_TYPES`),
     answering a request whose params do not fit its method with InvalidParams that say which field
@@ -155,8 +170,8 @@ class _Protocol(LanguageServerProtocol):
 
     def _send_handler_result(self, future: Future[Any], *, msg_id: Any) -> None:
         """A request that failed with one of our errors answers with the code its branch of the
-        tree gives (:attr:`~sandbox.errors.CudaAgentError.rpc_code`: InvalidParams for an
-        :class:`~sandbox.errors.InputError`) and its message; anything else as pygls answers it."""
+        tree gives (:attr:`~base.errors.CudaAgentError.rpc_code`: InvalidParams for an
+        :class:`~base.errors.InputError`) and its message; anything else as pygls answers it."""
         error = None if future.cancelled() else future.exception()
         if isinstance(error, CudaAgentError):
             self._request_futures.pop(msg_id, None)
@@ -232,6 +247,9 @@ class CudaLanguageServer(LanguageServer):
         self.on_ready: list[Callable[[], None]] = []  # the client sent `initialized`
         self.on_shutdown: list[Callable[[], Awaitable[None]]] = []  # awaited before the answer to `shutdown`
         self.on_stop: list[Callable[[], None]] = []
+        # what each feature offers on a kernel under the cursor (textDocument/codeAction), in order
+        self.kernel_actions: list[Callable[[OpenDocument, Kernel], list[lsp.CodeAction]]] = []
+        self.last_check: dict[str, LastCheck] = {}  # uri -> what the last check compiled (diagnostics)
         self._parts: dict[type, object] = {}
 
     # ------------------------------------------------------------------ features' parts
@@ -473,7 +491,7 @@ def install_logging(ls: CudaLanguageServer, level: int = logging.INFO) -> None:
         root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
-    for name in ("server", "agent", "sandbox"):
+    for name in ("base", "sandbox", "cudasrc", "engine", "agent", "learning", "server"):
         logging.getLogger(name).setLevel(level)
 
 

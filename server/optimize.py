@@ -1,64 +1,47 @@
-"""Optimize and benchmark from the editor; verified rewrites offered for confirmation.
+"""Optimize from the editor: a search for a faster verified rewrite of a kernel, offered for confirmation.
 
-The methods and their payloads are declared in :mod:`server.protocol` (ARCHITECTURE.md lists them):
-
-- ``cudaAgent.optimize`` / ``cudaAgent.benchmark`` ``[KernelRef]`` answer at once with a
-  :class:`~server.protocol.RunStarted` (the run id); the run goes on in a background thread
-  through the configured executor.  Progress: ``$/progress`` (server-initiated, cancellable) for
-  clients with ``window.workDoneProgress``, else ``window/logMessage`` lines and a
-  ``window/showMessage`` at the start and the end.  The end: a ``cudaAgent/runFinished``
-  notification; a verified faster rewrite is then offered as an **Apply** code lens and code
-  action on the kernel (and fetched for a diff with ``cudaAgent/rewrite``).  The best verified
-  candidate so far is kept on cancel.
-- ``cudaAgent.cancel`` ``[RunRef]`` stops a run (so do the progress's cancel button and a
-  code action / lens on the kernel while it runs).
-- ``cudaAgent.applyRewrite`` ``[RunRef]``: the one apply path.  Refused, with a message, when the
-  document changed since the run began; else one ``workspace/applyEdit`` (kernel, launch sites
-  and the spec's launch line) against the document's version, whose change annotation needs
-  confirmation.
-- ``cudaAgent/results`` ``{uri?}``: stored results; ``cudaAgent/status`` (server → client):
-  executor, device, the run in progress.
-
-Each finished run is recorded in the workspace's result store; lenses and hints refresh.
+``cudaAgent.optimize`` ``[KernelRef]`` (declared in :mod:`server.protocol`; a row of the run
+table, :mod:`server.runs`) answers at once with a :class:`~server.protocol.RunStarted` (the run
+id); the run goes on in a background thread through the configured executor, with progress the
+user can cancel (the best verified candidate so far is kept).  The end: a ``cudaAgent/runFinished``
+notification; a verified faster rewrite then waits in the runs (:class:`server.runs.Rewrite`),
+offered as an **Apply** code lens and code action on the kernel (:mod:`server.rewrites` applies
+it).  Each finished run is recorded in the workspace's result store; lenses and hints refresh.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import asdict
-from pathlib import Path
 
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcInvalidParams
-from pygls.uris import to_fs_path
 
 from agent import loop
 from agent.attempts import verdict_summary
-from agent.proposer import OptimizeBudget, Proposer
-from agent.source import Document
-from agent.target import Target, TargetError, target_for
-from sandbox.compile_pool import CompilePool
-from sandbox.contract import CandidateResult, DeviceInfo, Tolerance, to_dict
+from agent.proposer import OptimizeBudget
+from agent.proposers import make_proposer
+from agent.target import Target
+from cudasrc.source import Document
+from sandbox.contract import Tolerance
 from server import protocol as wire
-from server.diagnostics import compile_options
 from server.lsp import CudaLanguageServer, OpenDocument
-from server.protocol import ApplyReason, RunKind, RunStatus, StartStatus
+from server.protocol import RunKind, RunStatus
 from server.runs import (
     ActiveRun,
-    Progress,
+    Plan,
     Report,
     Rewrite,
+    RunProgress,
     Runs,
-    describe_executor,
-    launch_run,
+    RunType,
+    add_run_type,
     record_date,
     run_finished,
     run_with_progress,
+    target_of,
 )
-from server.settings import Settings
-from server.store import BenchmarkRecord, OptimizeRecord, Roofline, kernel_hash, text_hash
-from server.texts import SIMULATED, plural, spread_text
+from server.store import OptimizeRecord, kernel_hash, roofline, text_hash
+from server.texts import SIMULATED, describe_executor, plural
 
 log = logging.getLogger(__name__)
 
@@ -112,16 +95,6 @@ def _tolerance(t: Tolerance | None) -> str:
     return t.text() if t is not None else "calibrated"
 
 
-def roofline(target: Target, device: DeviceInfo | None) -> Roofline | None:
-    """The device's measured ceilings and the bench problem's work (None without a device)."""
-    if device is None:
-        return None
-    p = target.bench_problem
-    return Roofline(
-        device.peak_bandwidth_gbps, device.peak_gflops, device.peak_tensor_gflops, p.bytes_moved, p.flops
-    )
-
-
 def optimize_record(
     run_id: str,
     target: Target,
@@ -162,78 +135,23 @@ def optimize_record(
     )
 
 
-def benchmark_record(
-    target: Target, r: CandidateResult, device: str, info: DeviceInfo | None = None
-) -> BenchmarkRecord:
-    t = r.timing
-    assert t is not None
-    res = r.resources
-    return BenchmarkRecord(
-        median_ms=t.median_ms,
-        q1_ms=t.q1_ms,
-        q3_ms=t.q3_ms,
-        rel_spread=t.rel_spread,
-        gbps=r.achieved_gbps,
-        pct_peak=r.pct_peak_bandwidth,
-        problem=target.bench_problem.label,
-        device=device,
-        date=record_date(),
-        registers=res.registers if res else 0,
-        spill_bytes=(res.spill_stores + res.spill_loads) if res else 0,
-        gflops=r.achieved_gflops,
-        roofline=roofline(target, info),
-        simulated=info.simulated if info is not None else False,
-    )
+# ------------------------------------------------------------------------------------- the run
 
 
-# ------------------------------------------------------------------------------------- factories
-
-
-def make_proposer(settings: Settings, compiler: Callable[[], CompilePool]) -> Proposer:
-    """The proposer the settings name; the LLM's ``compile`` tool uses ``compiler()``."""
-    p = settings.proposer
-    if p.kind == "llm":
-        from agent.llm import LLMProposer, LLMSettings
-
-        kind, _, where = p.api_key.source.partition(":")
-        llm = LLMSettings.from_env(
-            base_url=p.endpoint or None,
-            model=p.model or None,
-            api_key_env=where if kind == "env" else None,
-            api_key_file=where if kind == "file" else None,
-        )
-        return LLMProposer(llm, compiler=compiler())
-    from agent.builtin import BuiltinProposer
-
-    return BuiltinProposer()
-
-
-# ------------------------------------------------------------------------------------- runs
-
-
-def _target(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> Target:
-    if od.doc is None:
-        raise TargetError(f"{od.path.name} is too large to analyse")
-    return target_for(od.doc, kernel, compile_options(ls.settings, od.path))
-
-
-def start_run(ls: CudaLanguageServer, kind: RunKind, od: OpenDocument, kernel: str) -> wire.RunStarted:
-    """Start an optimize or benchmark run of ``kernel`` in the background; answer at once."""
-    try:
-        target = _target(ls, od, kernel)
-    except TargetError as exc:
-        return wire.RunStarted("", kind, StartStatus.ERROR, str(exc))
-    if kind is RunKind.OPTIMIZE:
-        return launch_run(
-            ls, kind, od.uri, kernel, f"Optimizing {kernel}", lambda run, p: _optimize(ls, run, od, target, p)
-        )
-    return launch_run(
-        ls, kind, od.uri, kernel, f"Benchmarking {kernel}", lambda run, p: _benchmark(ls, run, od, target, p)
+def plan_optimize(ls: CudaLanguageServer, ref: wire.KernelRef) -> Plan:
+    """Search for a faster verified rewrite of the kernel."""
+    od, k = ls.kernel_ref(ref)
+    target = target_of(ls, od, k.qualified_name)
+    return Plan(
+        od.uri,
+        k.qualified_name,
+        f"Optimizing {k.qualified_name}",
+        lambda run, p: _optimize(ls, run, od, target, p),
     )
 
 
 async def _optimize(
-    ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: Target, progress: Progress
+    ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: Target, progress: RunProgress
 ) -> wire.RunFinished:
     runs = ls.need(Runs)
     settings = ls.settings
@@ -246,7 +164,7 @@ async def _optimize(
             report(int(100 * (ev.fraction or 0.0)), told, ev.kind == "improved")
 
         executor = runs.executor(settings.executor)
-        proposer = make_proposer(settings, runs.compiler)
+        proposer = make_proposer(settings.proposer.kind, settings.proposer.llm(), runs.compiler)
         b = settings.budget
         budget = OptimizeBudget(
             wall_s=b.seconds,
@@ -328,144 +246,5 @@ def _record_optimize(
     )
 
 
-async def _benchmark(
-    ls: CudaLanguageServer, run: ActiveRun, od: OpenDocument, target: Target, progress: Progress
-) -> wire.RunFinished:
-    runs = ls.need(Runs)
-    settings = ls.settings
-    request = target.request(run.run_id, ())
-
-    def work(report: Report) -> tuple[CandidateResult, DeviceInfo | None]:
-        result = runs.executor(settings.executor).evaluate(request, cancel=run.cancel)
-        return result.baseline, result.device
-
-    baseline, info = await run_with_progress(ls, run, progress, describe_executor(settings.executor), work)
-    device, simulated = (info.name, info.simulated) if info is not None else ("", False)
-    runs.device = device or runs.device
-    if baseline.timing is None:
-        message = f"{baseline.status.value}: {target.located(baseline)}".strip(": ")
-        return run_finished(run, RunStatus(baseline.status.value), message)
-    record = benchmark_record(target, baseline, device, info)
-    ls.store.put(od.path, run.kernel, benchmark=record)
-    message = (
-        f"{record.median_ms:.4g} ms ({spread_text(record.rel_spread)}) · {record.gbps:.0f} GB/s · "
-        f"{record.pct_peak:.0f}% of peak"
-    )
-    return run_finished(
-        run,
-        RunStatus(baseline.status.value),
-        f"{SIMULATED}: {message}" if simulated else message,
-        simulated=simulated,
-        median_ms=record.median_ms,
-        rel_spread=record.rel_spread,
-        gbps=record.gbps,
-        pct_peak=record.pct_peak,
-    )
-
-
-async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> wire.ApplyResult:
-    """The one apply path: the rewrite of ``run_id`` as one versioned, annotated workspace edit,
-    refused when the document changed since the run began."""
-    runs = ls.need(Runs)
-    rw = runs.rewrites.get(run_id)
-    if rw is None:
-        return wire.ApplyResult(
-            False,
-            ApplyReason.NO_REWRITE,
-            f"no verified rewrite for run {run_id!r} (already applied, or the server restarted)",
-        )
-    od = ls.document(rw.uri)
-    if od is None or od.text != rw.original:
-        message = (
-            f"Not applied: {rw.uri.rsplit('/', 1)[-1]} changed since the optimize run of {rw.kernel} began "
-            "(or was closed). Nothing was overwritten; run Optimize again on the current code."
-        )
-        ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=message))
-        return wire.ApplyResult(False, ApplyReason.STALE, message)
-    label = f"{'Rewrite' if rw.simulated else 'Verified rewrite'} of {rw.kernel} ({rw.speedup_text})"
-    edit = lsp.WorkspaceEdit(
-        document_changes=[
-            lsp.TextDocumentEdit(
-                text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=od.uri, version=od.version),
-                edits=[
-                    lsp.AnnotatedTextEdit(annotation_id=wire.ANNOTATION, range=e.range, new_text=e.new_text)
-                    for e in rw.edits
-                ],
-            )
-        ],
-        change_annotations={
-            wire.ANNOTATION: lsp.ChangeAnnotation(
-                label=label, needs_confirmation=True, description=rw.summary
-            )
-        },
-    )
-    result = await ls.workspace_apply_edit_async(lsp.ApplyWorkspaceEditParams(edit=edit, label=label))
-    if result.applied:
-        runs.rewrites.pop(run_id, None)
-        runs.changed()
-    return wire.ApplyResult.answered(result)
-
-
-def rewrite_payload(ls: CudaLanguageServer, run_id: str) -> wire.Rewrite:
-    runs = ls.part(Runs)
-    rw = runs.rewrites.get(run_id) if runs is not None else None
-    if rw is None:
-        raise JsonRpcInvalidParams(f"no verified rewrite for run {run_id!r}")
-    return wire.Rewrite(
-        rw.run_id,
-        rw.uri,
-        rw.version,
-        rw.kernel,
-        rw.original,
-        rw.rewritten,
-        list(rw.edits),
-        rw.speedup,
-        rw.summary,
-        rw.simulated,
-    )
-
-
-def results_payload(ls: CudaLanguageServer, uri: str | None) -> wire.Results:
-    files = ls.store.all()
-    if uri is not None:
-        od = ls.document(uri)
-        key = ls.store.key(od.path if od is not None else Path(to_fs_path(uri) or uri))
-        files = {key: files.get(key, {})}
-    return wire.Results(
-        [
-            wire.KernelResults(
-                f,
-                k,
-                wire.row(wire.BenchmarkRow, to_dict(r.benchmark)) if r.benchmark is not None else None,
-                wire.row(wire.OptimizeRow, to_dict(r.optimize)) if r.optimize is not None else None,
-                wire.row(wire.CompareRow, to_dict(r.compare)) if r.compare is not None else None,
-                wire.row(wire.ProfileRow, to_dict(r.profile)) if r.profile is not None else None,
-            )
-            for f, per_file in sorted(files.items())
-            for k, r in sorted(per_file.items())
-        ]
-    )
-
-
 def setup(ls: CudaLanguageServer) -> None:
-    @ls.command(wire.OPTIMIZE_COMMAND)
-    async def optimize(ls: CudaLanguageServer, ref: wire.KernelRef) -> wire.RunStarted:
-        od, k = ls.kernel_ref(ref)
-        return start_run(ls, RunKind.OPTIMIZE, od, k.qualified_name)
-
-    @ls.command(wire.BENCHMARK_COMMAND)
-    async def benchmark(ls: CudaLanguageServer, ref: wire.KernelRef) -> wire.RunStarted:
-        od, k = ls.kernel_ref(ref)
-        return start_run(ls, RunKind.BENCHMARK, od, k.qualified_name)
-
-    @ls.command(wire.APPLY_REWRITE_COMMAND)
-    async def apply(ls: CudaLanguageServer, ref: wire.RunRef) -> wire.ApplyResult:
-        return await apply_rewrite(ls, ref.run_id)
-
-    @ls.feature(wire.REWRITE_REQUEST)
-    def rewrite(ls: CudaLanguageServer, params: wire.RunRef) -> wire.Rewrite:
-        return rewrite_payload(ls, params.run_id)
-
-    @ls.feature(wire.RESULTS_REQUEST)
-    def results(ls: CudaLanguageServer, params: wire.ResultsParams) -> wire.Results:
-        return results_payload(ls, params.uri)
+    add_run_type(ls, RunType(RunKind.OPTIMIZE, wire.OPTIMIZE_COMMAND, wire.KernelRef, plan_optimize))

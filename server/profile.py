@@ -2,7 +2,7 @@
 editor.
 
 - ``cudaAgent.profile`` ``[KernelRef]`` (the **Profile** code lens): :func:`agent.profile.profile`
-  run in the background like Optimize (:func:`server.optimize.launch_run`: the executor is called
+  run in the background like Optimize (:func:`server.runs.start_run`: the executor is called
   off the event loop in the runs' thread pool; progress the user can cancel); answers
   ``RunStarted`` at once and ends with ``cudaAgent/runFinished`` (kind ``profile``; ``status``
   ``ok`` when every kernel has metrics, else ``unavailable`` with the reason in ``message``).
@@ -17,45 +17,37 @@ from __future__ import annotations
 
 from agent import profile as prof
 from agent.proposal import Proposal
-from agent.target import Target, TargetError, target_for
-from sandbox.profile import report_lines
+from agent.target import Target, TargetError
 from server import protocol as wire
-from server.diagnostics import compile_options
 from server.lsp import CudaLanguageServer, OpenDocument
-from server.protocol import RunKind, RunStatus, StartStatus
+from server.protocol import RunKind, RunStatus
 from server.runs import (
     ActiveRun,
-    Progress,
+    Plan,
     Report,
+    RunProgress,
     Runs,
-    describe_executor,
+    RunType,
+    add_run_type,
     evaluation_steps,
-    launch_run,
     record_date,
     run_finished,
     run_with_progress,
+    target_of,
 )
 from server.store import ProfiledKernel, ProfileRecord, kernel_hash
-from server.texts import markdown_text
+from server.texts import describe_executor, profile_summary
 
 
-def start_profile(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> wire.RunStarted:
-    """Start profiling ``kernel`` (and the verified rewrite of it waiting for this text of the
-    document, if any) in the background; answer at once."""
-    if od.doc is None:
-        return wire.RunStarted(
-            "", RunKind.PROFILE, StartStatus.ERROR, f"{od.path.name} is too large to analyse"
-        )
-    try:
-        target = target_for(od.doc, kernel, compile_options(ls.settings, od.path))
-    except TargetError as exc:
-        return wire.RunStarted("", RunKind.PROFILE, StartStatus.ERROR, str(exc))
+def plan_profile(ls: CudaLanguageServer, ref: wire.KernelRef) -> Plan:
+    """Profile the kernel (and the verified rewrite of it waiting for this text of the document, if any)."""
+    od, k = ls.kernel_ref(ref)
+    kernel = k.qualified_name
+    target = target_of(ls, od, kernel)
     runs = ls.part(Runs)
     pending = runs.pending(od, kernel) if runs is not None else None
     rewrite = pending.proposal if pending is not None else None
-    return launch_run(
-        ls,
-        RunKind.PROFILE,
+    return Plan(
         od.uri,
         kernel,
         f"Profiling {kernel}" + (" and its verified rewrite" if rewrite is not None else ""),
@@ -69,7 +61,7 @@ async def _profile(
     od: OpenDocument,
     target: Target,
     rewrite: Proposal | None,
-    progress: Progress,
+    progress: RunProgress,
 ) -> wire.RunFinished:
     runs = ls.need(Runs)
     settings = ls.settings
@@ -97,28 +89,10 @@ async def _profile(
         kernel_hash=kernel_hash(od.doc, k) if k is not None else "",
     )
     ls.store.put(od.path, run.kernel, profile=record)
-    return run_finished(run, RunStatus.OK if report.available else RunStatus.UNAVAILABLE, summary(record))
-
-
-def summary(rec: ProfileRecord) -> str:
-    """One line per run's end: each kernel's speed of light and occupancy, or why it has none."""
-    return "; ".join(f"{k.label}: {', '.join(report_lines(k.profile)[:2])}" for k in rec.kernels)
-
-
-def details(rec: ProfileRecord, current_hash: str) -> str:
-    """Markdown for the hover: each kernel's metrics, with where and when they were taken."""
-    edited = " (edited since)" if rec.kernel_hash and current_hash != rec.kernel_hash else ""
-    lines = [f"**Last profile**{edited} (Nsight Compute, one launch at {markdown_text(rec.problem)})"]
-    for k in rec.kernels:
-        head = f"{k.label}: {k.description}" if k.description and k.label != "original" else k.label
-        lines.append(f"- {markdown_text(head)}")
-        lines += [f"  - {markdown_text(line)}" for line in report_lines(k.profile)]
-    lines.append(f"- {markdown_text(rec.device)}, {rec.date}")
-    return "\n".join(lines)
+    return run_finished(
+        run, RunStatus.OK if report.available else RunStatus.UNAVAILABLE, profile_summary(record)
+    )
 
 
 def setup(ls: CudaLanguageServer) -> None:
-    @ls.command(wire.PROFILE_COMMAND)
-    async def profile(ls: CudaLanguageServer, ref: wire.KernelRef) -> wire.RunStarted:
-        od, k = ls.kernel_ref(ref)
-        return start_profile(ls, od, k.qualified_name)
+    add_run_type(ls, RunType(RunKind.PROFILE, wire.PROFILE_COMMAND, wire.KernelRef, plan_profile))

@@ -1,4 +1,9 @@
-"""Runs in the background: one run per kernel at a time, its progress, the status line, its end."""
+"""Runs in the background: the run table, one run per kernel at a time, its progress, the status line, its end.
+
+Each run feature (optimize, benchmark, compare, profile, capture) adds one row to the run table
+(:func:`add_run_type`: its kind, its command and a plan); :func:`start_run` is the one way a run
+starts, whatever its kind.
+"""
 
 from __future__ import annotations
 
@@ -16,14 +21,17 @@ from typing import Any, TypeVar
 from lsprotocol import types as lsp
 
 from agent.proposal import Proposal
+from agent.target import Target, TargetError, target_for
+from base.errors import InputError
 from sandbox.compile_pool import CompilePool
 from sandbox.contract import Progress as EvalProgress
 from sandbox.executor import Executor, ExecutorError, NoGpuError
+from sandbox.executors import ExecutorSettings, make_executor
 from server import protocol as wire
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, RunStatus, StartStatus
-from server.settings import ExecutorSettings, make_executor
-from server.texts import SIMULATED
+from server.settings import compile_options
+from server.texts import SIMULATED, describe_executor
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +87,7 @@ T = TypeVar("T")
 
 
 async def run_with_progress(
-    ls: CudaLanguageServer, run: ActiveRun, progress: Progress, begin: str, work: Callable[[Report], T]
+    ls: CudaLanguageServer, run: ActiveRun, progress: RunProgress, begin: str, work: Callable[[Report], T]
 ) -> T:
     """The body of every run: begin ``progress`` with ``begin``, run ``work`` on the runs' pool, and
     show each step it reports on the run, its progress and the status line; ``work``'s result."""
@@ -104,15 +112,6 @@ def evaluation_steps(report: Report) -> Callable[[EvalProgress], None]:
     return lambda p: report(int(100 * p.done / max(p.total, 1)), p.message or f"{p.done}/{p.total}", False)
 
 
-def describe_executor(s: ExecutorSettings) -> str:
-    return {
-        "local": f"local GPU{'s' if len(s.gpus) > 1 else ''} {','.join(map(str, s.gpus or (s.gpu,)))}",
-        "remote": f"remote {s.url}",
-        "ray": f"ray {s.ray_address or '(auto)'}",
-        "test": "test (simulated GPU)",
-    }[s.kind]
-
-
 class Runs:
     """Runs in progress, verified rewrites waiting for the user, and the executor (event loop only,
     except :meth:`executor`, which background threads call)."""
@@ -120,6 +119,7 @@ class Runs:
     def __init__(self, ls: CudaLanguageServer) -> None:
         self.ls = ls
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cuda-agent-run")
+        self.table: dict[RunKind, RunType] = {}  # the run table: each kind's command and plan
         self.active: dict[str, ActiveRun] = {}
         self.rewrites: dict[str, Rewrite] = {}
         self.generation = 0  # bumped when runs start or end, or pending rewrites change
@@ -218,7 +218,7 @@ class Runs:
                 self._compiler = None
 
 
-class Progress:
+class RunProgress:
     """A run's progress as the client can show it: server-initiated work-done progress with cancel
     where the client supports it, else log lines (``window/logMessage``) and a message
     (``window/showMessage``) at the start and the end."""
@@ -291,25 +291,74 @@ class Progress:
         )
 
 
-RunBody = Callable[["ActiveRun", "Progress"], Awaitable[wire.RunFinished]]
+RunBody = Callable[["ActiveRun", "RunProgress"], Awaitable[wire.RunFinished]]
 
 
-def launch_run(
-    ls: CudaLanguageServer, kind: RunKind, uri: str, kernel: str, title: str, body: RunBody
-) -> wire.RunStarted:
-    """Run ``body`` in the background as ``kind`` on ``kernel`` (one run per kernel at a time),
-    with progress titled ``title``; answer at once with the run id."""
+@dataclass(frozen=True)
+class Plan:
+    """A run about to start: the document and kernel it runs on, its progress title, its body."""
+
+    uri: str
+    kernel: str
+    title: str
+    body: RunBody
+
+
+@dataclass(frozen=True)
+class RunType:
+    """A row of the run table: the command that starts runs of ``kind``, the type of its one
+    argument, and ``plan``, which turns that argument into a :class:`Plan` (an
+    :class:`~base.errors.InputError` refuses the start with its message; a bad argument is
+    ``JsonRpcInvalidParams``)."""
+
+    kind: RunKind
+    command: str
+    params: type[Any]
+    plan: Callable[[CudaLanguageServer, Any], Plan]
+
+
+def target_of(ls: CudaLanguageServer, od: OpenDocument, kernel: str) -> Target:
+    """The kernel of an open document as a run target, with the editor's build configuration."""
+    if od.doc is None:
+        raise TargetError(f"{od.path.name} is too large to analyse")
+    return target_for(od.doc, kernel, compile_options(ls.settings, od.path))
+
+
+def add_run_type(ls: CudaLanguageServer, run_type: RunType) -> None:
+    """Put ``run_type`` in the run table and register its command (its argument typed as
+    ``run_type.params``); a feature's ``setup`` calls this once."""
+    ls.need(Runs).table[run_type.kind] = run_type
+
+    async def start_command(ls: CudaLanguageServer, params: Any) -> wire.RunStarted:
+        return start_run(ls, run_type.kind, params)
+
+    start_command.__annotations__ = {
+        "ls": CudaLanguageServer,
+        "params": run_type.params,
+        "return": wire.RunStarted,
+    }
+    start_command.__name__ = f"start_{run_type.kind.value}"
+    ls.command(run_type.command)(start_command)
+
+
+def start_run(ls: CudaLanguageServer, kind: RunKind, params: Any) -> wire.RunStarted:
+    """The one start of every run: the table's plan for ``kind`` from the command's argument, then
+    the run in the background (one run per kernel at a time); answers at once with the run id."""
+    try:
+        plan = ls.need(Runs).table[kind].plan(ls, params)
+    except InputError as exc:
+        return wire.RunStarted("", kind, StartStatus.ERROR, str(exc))
     runs = ls.need(Runs)
-    busy = runs.running(uri, kernel)
+    busy = runs.running(plan.uri, plan.kernel)
     if busy is not None:
         return wire.RunStarted(
-            busy.run_id, busy.kind, StartStatus.BUSY, f"{kernel} is already running ({busy.kind.value})"
+            busy.run_id, busy.kind, StartStatus.BUSY, f"{plan.kernel} is already running ({busy.kind.value})"
         )
-    run = ActiveRun(uuid.uuid4().hex[:12], kind, uri, kernel, threading.Event())
+    run = ActiveRun(uuid.uuid4().hex[:12], kind, plan.uri, plan.kernel, threading.Event())
     runs.active[run.run_id] = run
     runs.changed()
-    run.task = asyncio.ensure_future(_run(ls, run, title, body))
-    return wire.RunStarted(run.run_id, kind, StartStatus.STARTED, title[0].lower() + title[1:])
+    run.task = asyncio.ensure_future(_run(ls, run, plan.title, plan.body))
+    return wire.RunStarted(run.run_id, kind, StartStatus.STARTED, plan.title[0].lower() + plan.title[1:])
 
 
 def run_finished(run: ActiveRun, status: RunStatus, message: str, **numbers: Any) -> wire.RunFinished:
@@ -329,7 +378,7 @@ def run_finished(run: ActiveRun, status: RunStatus, message: str, **numbers: Any
 async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody) -> None:
     """A run from start to end: progress, the work, the record, the ``runFinished`` notification."""
     runs = ls.need(Runs)
-    progress = Progress(ls, run, title)
+    progress = RunProgress(ls, run, title)
     shown: str | None = None
     try:
         finished = await body(run, progress)

@@ -16,58 +16,33 @@ Secrets (``token``, ``apiKey``) name where the value lives, never the value itse
 ``env:NAME`` (an environment variable of the server) or ``file:PATH`` (first line of a file).
 
 Parsing never raises: a bad value keeps its default and comes back as a problem to report.
-``CUDA_AGENT_WORKER_URL`` in the server's environment (with ``CUDA_AGENT_TOKEN``, as for the CLI)
-makes the ``remote`` executor the one used when the settings name no ``executor.kind`` (clients
-that send no settings: Neovim, Emacs).  ``CUDA_AGENT_TEST_EXECUTOR=1`` forces the ``test``
-executor, except when a remote worker is configured (either way): candidates then go to that
-worker, and a problem line says so.
+The server's environment has its say over the executor as it has for the CLI
+(:func:`sandbox.executors.from_environment`): ``CUDA_AGENT_WORKER_URL`` (with ``CUDA_AGENT_TOKEN``)
+or ``CUDA_AGENT_RAY_ADDRESS`` where the settings name no ``executor.kind`` (clients that send no
+settings: Neovim, Emacs), and ``CUDA_AGENT_TEST_EXECUTOR=1``, which forces the ``test`` executor
+unless a remote worker is configured (candidates then go to that worker, and a problem line says so).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sandbox.executor import Executor
+from agent.check import CompileCommandsError, build_options
+from agent.proposers import PROPOSER_KINDS, ProposerKind
+from base.secrets import Secret
+from sandbox.executors import EXECUTOR_KINDS, ExecutorSettings, from_environment
 
-ExecutorKind = Literal["local", "remote", "ray", "test"]
-ProposerKind = Literal["builtin", "llm"]
-TEST_EXECUTOR_ENV = "CUDA_AGENT_TEST_EXECUTOR"
-WORKER_URL_ENV = "CUDA_AGENT_WORKER_URL"
-TOKEN_ENV = "CUDA_AGENT_TOKEN"
+if TYPE_CHECKING:
+    from agent.llm import LLMSettings
+
+log = logging.getLogger(__name__)
+
 SECTION = "cudaAgent"
-
-
-@dataclass(frozen=True)
-class Secret:
-    """Where a secret lives: ``env:NAME`` or ``file:PATH``; empty for none."""
-
-    source: str = ""
-
-    def resolve(self) -> str:
-        """The secret's value ("" when unset or unreadable)."""
-        kind, _, where = self.source.partition(":")
-        if kind == "env":
-            return os.environ.get(where, "")
-        if kind == "file":
-            try:
-                return Path(where).expanduser().read_text(encoding="utf-8").strip().splitlines()[0]
-            except (OSError, IndexError):
-                return ""
-        return ""
-
-
-@dataclass(frozen=True)
-class ExecutorSettings:
-    kind: ExecutorKind = "local"
-    gpu: int = 0  # local: GPU index
-    gpus: tuple[int, ...] = ()  # local: GPU indices, one worker each (overrides ``gpu`` when given)
-    url: str = ""  # remote: worker URL, e.g. https://gpu-box:8765
-    token: Secret = field(default_factory=Secret)  # remote: bearer token
-    ray_address: str = ""  # ray: cluster address, e.g. ray://head:10001
 
 
 @dataclass(frozen=True)
@@ -76,6 +51,18 @@ class ProposerSettings:
     endpoint: str = ""  # llm: OpenAI-compatible base URL, e.g. http://localhost:8000/v1
     model: str = ""
     api_key: Secret = field(default_factory=lambda: Secret("env:OPENAI_API_KEY"))
+
+    def llm(self) -> LLMSettings:
+        """The LLM client's settings: these over the ``CUDA_AGENT_LLM_*`` environment."""
+        from agent.llm import LLMSettings
+
+        kind, _, where = self.api_key.source.partition(":")
+        return LLMSettings.from_env(
+            base_url=self.endpoint or None,
+            model=self.model or None,
+            api_key_env=where if kind == "env" else None,
+            api_key_file=where if kind == "file" else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -174,33 +161,19 @@ def parse_settings(data: Any, env: Mapping[str, str] = os.environ) -> tuple[Sett
     bu = root.child("budget")
     d = Settings()
     executor = ExecutorSettings(
-        kind=ex.choice("kind", d.executor.kind, ("local", "remote", "ray", "test")),
+        kind=ex.choice("kind", d.executor.kind, EXECUTOR_KINDS),
         gpu=ex.integer("gpu", d.executor.gpu, 0),
         gpus=ex.indices("gpus"),
         url=ex.text("url"),
         token=ex.secret("token", d.executor.token),
         ray_address=ex.text("rayAddress"),
     )
-    worker_url = env.get(WORKER_URL_ENV, "").strip()
-    if worker_url and "kind" not in ex.data:  # the environment names a worker, the settings nothing
-        executor = replace(
-            executor,
-            kind="remote",
-            url=executor.url or worker_url,
-            token=executor.token if executor.token.source else Secret(f"env:{TOKEN_ENV}"),
-        )
-    if env.get(TEST_EXECUTOR_ENV, "") not in ("", "0"):
-        if executor.kind == "remote" and executor.url:  # a worker is named: it gets the candidates
-            problems.append(
-                f"executor: {TEST_EXECUTOR_ENV} is set, but so is the remote worker {executor.url}: "
-                "evaluating there (to simulate there: `cuda-agent worker --simulate`)"
-            )
-        else:
-            executor = replace(executor, kind="test")
+    executor, notes = from_environment(executor, named="kind" in ex.data, env=env)
+    problems += [f"executor: {note}" for note in notes]
     if executor.kind == "remote" and not executor.url:
         problems.append("executor.url: the remote executor needs the worker's URL")
     proposer = ProposerSettings(
-        kind=pr.choice("kind", d.proposer.kind, ("builtin", "llm")),
+        kind=pr.choice("kind", d.proposer.kind, PROPOSER_KINDS),
         endpoint=pr.text("endpoint"),
         model=pr.text("model"),
         api_key=pr.secret("apiKey", d.proposer.api_key),
@@ -231,28 +204,13 @@ def _camel(name: str) -> str:
     return head + "".join(w.capitalize() for w in rest)
 
 
-def make_executor(settings: ExecutorSettings) -> Executor:
-    """The executor the settings name (may spawn workers or connect: call off the event loop).
-    Several local GPUs (``gpus``) share one scheduler: one worker per GPU, a kernel per GPU."""
-    gpus = settings.gpus or (settings.gpu,)
-    if settings.kind == "test":
-        from sandbox.scheduler import local_scheduler
-        from sandbox.testing import FakeExecutor
-
-        if len(gpus) == 1:
-            return FakeExecutor.from_env()
-        return local_scheduler(gpus, lambda _: FakeExecutor.from_env())
-    if settings.kind == "remote":
-        from sandbox.remote import RemoteExecutor
-
-        return RemoteExecutor(settings.url, settings.token.resolve())
-    if settings.kind == "ray":
-        from sandbox.remote import RayExecutor
-
-        return RayExecutor(settings.ray_address or None)
-    from sandbox.local import LocalExecutor
-    from sandbox.scheduler import local_scheduler
-
-    if len(gpus) == 1:
-        return LocalExecutor(gpus)
-    return local_scheduler(gpus, lambda gpu: LocalExecutor((gpu,)))
+def compile_options(settings: Settings, path: Path) -> tuple[str, ...]:
+    """The editor's build configuration of ``path`` (the same resolution as the CLI's flags); an
+    unusable compile_commands.json is logged and left out."""
+    try:
+        return build_options(
+            path, settings.include_paths, settings.defines, settings.compile_commands or None
+        )
+    except CompileCommandsError as exc:
+        log.info("%s", exc)
+        return build_options(path, settings.include_paths, settings.defines)

@@ -32,11 +32,21 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from agent import program as prog
 from agent.outputs import OutputFile, OutputTolerance
+from agent.proposers import make_proposer
 from server import protocol as wire
 from server.lsp import CudaLanguageServer
-from server.optimize import make_proposer
 from server.protocol import RunKind, RunStatus
-from server.runs import ActiveRun, Progress, Report, Runs, launch_run, run_finished, run_with_progress
+from server.runs import (
+    ActiveRun,
+    Plan,
+    Report,
+    RunProgress,
+    Runs,
+    RunType,
+    add_run_type,
+    run_finished,
+    run_with_progress,
+)
 
 ANNOTATION = wire.PROGRAM_ANNOTATION  # change annotation of the program's rewrites
 PROGRAM = "(program)"  # the run's kernel name: a program has many
@@ -101,12 +111,10 @@ def _machine(ls: CudaLanguageServer, roots: tuple[str, ...]) -> prog.Machine:
     return prog.LocalMachine()
 
 
-def start_speedup(ls: CudaLanguageServer, ref: wire.SpeedupRef) -> wire.RunStarted:
+def plan_speedup(ls: CudaLanguageServer, ref: wire.SpeedupRef) -> Plan:
     settings = _settings(ls, ref)
     program = Path(ref.command[0]).name
-    return launch_run(
-        ls,
-        RunKind.SPEEDUP,
+    return Plan(
         ref.uri,
         PROGRAM,
         f"Making {program} faster",
@@ -115,7 +123,7 @@ def start_speedup(ls: CudaLanguageServer, ref: wire.SpeedupRef) -> wire.RunStart
 
 
 async def _speedup(
-    ls: CudaLanguageServer, run: ActiveRun, settings: prog.ProgramSettings, progress: Progress
+    ls: CudaLanguageServer, run: ActiveRun, settings: prog.ProgramSettings, progress: RunProgress
 ) -> wire.RunFinished:
     runs = ls.need(Runs)
     config = ls.settings
@@ -127,7 +135,7 @@ async def _speedup(
             settings,
             machine,
             executor,
-            lambda: make_proposer(config, runs.compiler),
+            lambda: make_proposer(config.proposer.kind, config.proposer.llm(), runs.compiler),
             progress=lambda message: report(0, message, True),
             cancel=run.cancel,
         )
@@ -235,6 +243,4 @@ def summarize(r: prog.ProgramReport) -> str:
 
 
 def setup(ls: CudaLanguageServer) -> None:
-    @ls.command(wire.SPEEDUP_COMMAND)
-    async def speedup(ls: CudaLanguageServer, ref: wire.SpeedupRef) -> wire.RunStarted:
-        return start_speedup(ls, ref)
+    add_run_type(ls, RunType(RunKind.SPEEDUP, wire.SPEEDUP_COMMAND, wire.SpeedupRef, plan_speedup))

@@ -23,15 +23,18 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from agent.attempts import AttemptRecord
-from agent.source import Document
-from agent.syntax import Kernel
-from sandbox.contract import ContractError, Profile, from_dict, to_dict
+from cudasrc.source import Document
+from cudasrc.syntax import Kernel
+from sandbox.contract import ContractError, DeviceInfo, Profile, from_dict, to_dict
+
+if TYPE_CHECKING:
+    from agent.target import Target
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,16 @@ class Roofline:
     peak_tensor_gflops: float
     bytes_moved: int
     flops: int
+
+
+def roofline(target: Target, device: DeviceInfo | None) -> Roofline | None:
+    """The device's measured ceilings and the bench problem's work (None without a device)."""
+    if device is None:
+        return None
+    p = target.bench_problem
+    return Roofline(
+        device.peak_bandwidth_gbps, device.peak_gflops, device.peak_tensor_gflops, p.bytes_moved, p.flops
+    )
 
 
 @dataclass(frozen=True)

@@ -7,29 +7,9 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from agent.source import Document
-from agent.syntax import Kernel, Span
-from server.lsp import CudaLanguageServer, OpenDocument
-
-
-def lsp_range(span: Span) -> lsp.Range:
-    return lsp.Range(lsp.Position(span.start_line, span.start_col), lsp.Position(span.end_line, span.end_col))
-
-
-def signature(doc: Document, kernel: Kernel) -> str:
-    """``__global__ void name(params)`` with the parameters as written, and a ``template <...>`` line."""
-    params = ", ".join(
-        " ".join(doc.data[p.span.start_byte : p.span.end_byte].decode("utf-8", "replace").split())
-        for p in kernel.params
-    )
-    head = ""
-    if kernel.template_params:
-        tps = ", ".join(
-            f"{'typename' if t.kind == 'type' else t.type_text} {t.name}" for t in kernel.template_params
-        )
-        head = f"template <{tps}>\n"
-    return f"{head}__global__ void {kernel.qualified_name}({params})"
-
+from cudasrc.source import Document
+from cudasrc.syntax import Span
+from server.lsp import CudaLanguageServer, OpenDocument, lsp_range
 
 _CONTAINERS = frozenset(
     {"namespace_definition", "linkage_specification", "template_declaration", "declaration_list"}

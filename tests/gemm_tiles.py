@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.builtin import subject_for
-from agent.source import Document
 from agent.target import Target, target_for
-from agent.transforms import NotApplicable, Subject, safe_apply
-from agent.transforms.passes import Apply
-from agent.transforms.tiled_dot import DotMatch, Tile, TiledDot
+from cudasrc.source import Document
+from engine import NotApplicable, Subject, safe_apply
+from engine.passes import Apply
+from engine.tiled_dot import DotMatch, Tile, TiledDot
 from sandbox.contract import CandidateResult, Status
 
 KERNELS = Path(__file__).resolve().parents[1] / "bench" / "kernels"

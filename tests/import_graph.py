@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("agent", "sandbox", "server")
+PACKAGES = ("base", "sandbox", "cudasrc", "engine", "agent", "learning", "server")  # bottom layer first
 MAX_LINES = 1000  # the longest a file of PACKAGES may be
 
 
@@ -166,3 +166,78 @@ def line_counts(root: Path = ROOT, packages: Iterable[str] = PACKAGES) -> list[t
     """(lines, file) of every Python file of ``packages``, longest first."""
     counts = [(len(p.read_text(encoding="utf-8").splitlines()), p) for p in modules(root, packages).values()]
     return sorted(counts, key=lambda c: (-c[0], c[1]))
+
+
+def private_imports(known: dict[str, Path]) -> list[Edge]:
+    """Every private name (``_x``) a module takes from another top-level package than its own:
+    ``from X import _name``, or ``m._name`` where ``m`` names a module of that package
+    (``import X as m``, ``from P import m``).  ``target`` is ``X._name``; a private name is its
+    package's own business."""
+    found: set[Edge] = set()
+    tops = {name.split(".")[0] for name in known}
+    for name, path in known.items():
+        home = name.split(".")[0]
+
+        def foreign(module: str, home: str = home) -> bool:
+            return module.split(".")[0] in tops and module.split(".")[0] != home
+
+        for target, line in imported(path, name):
+            module, _, last = target.rpartition(".")
+            if last.startswith("_") and not last.startswith("__") and foreign(module):
+                found.add(Edge(name, target, line))
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    aliases[alias.asname or alias.name.split(".")[0]] = (
+                        alias.name if alias.asname else alias.name.split(".")[0]
+                    )
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    if f"{node.module}.{alias.name}" in known:
+                        aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and foreign(aliases.get(node.value.id, ""))
+            ):
+                found.add(Edge(name, f"{aliases[node.value.id]}.{node.attr}", node.lineno))
+    return sorted(found, key=lambda e: (e.source, e.target))
+
+
+SHARED_SERVER_MODULES = ("server.runs",)  # has a setup (the cancel command), but is what run features share
+
+
+def features(known: dict[str, Path]) -> list[str]:
+    """The language server's feature modules: ``server/<name>.py`` with a top-level ``setup``
+    function (what ``server.app`` wires onto the server), but for :data:`SHARED_SERVER_MODULES`."""
+    found = []
+    for name, path in known.items():
+        if name.count(".") != 1 or not name.startswith("server.") or name in SHARED_SERVER_MODULES:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        if any(isinstance(n, ast.FunctionDef) and n.name == "setup" for n in tree.body):
+            found.append(name)
+    return sorted(found)
+
+
+def feature_imports(known: dict[str, Path], graph: list[Edge]) -> list[Edge]:
+    """Imports from one feature module into another: a feature stands alone, sharing only through
+    non-feature modules (the server object, the protocol, the runs, the store, the texts)."""
+    names = set(features(known))
+    return [e for e in graph if e.source in names and e.target in names]
+
+
+def namesakes(known: dict[str, Path]) -> dict[str, list[str]]:
+    """Class name -> the modules defining a class of that name, for names defined in two or more
+    modules (nested classes count): one concept, one class."""
+    found: dict[str, list[str]] = {}
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, []).append(name)
+    return {k: sorted(v) for k, v in sorted(found.items()) if len(v) > 1}

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeContext, Proposer
-from agent.source import Document
 from agent.target import Target, target_for
+from cudasrc.source import Document
 from sandbox.contract import (
     CandidateResult,
     Check,

@@ -8,9 +8,9 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from agent.source import Document
-from agent.spec import InvalidSpec, KernelSpec, bench_sizes, parse, problem, spec_for
-from agent.syntax import Kernel
+from cudasrc.source import Document
+from cudasrc.specs import InvalidSpec, KernelSpec, bench_sizes, parse, problem, spec_for
+from cudasrc.syntax import Kernel
 from sandbox.contract import ArgSpec, Problem
 
 DATA = Path(__file__).parent / "data" / "realcode"

@@ -9,8 +9,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from agent import spec as spec_mod
-from agent.source import Document
+from cudasrc import specs as spec_mod
+from cudasrc.source import Document
 
 ROOT = Path(__file__).parent.parent
 SCRIPT = ROOT / "bench" / "make_variants.py"

@@ -13,12 +13,12 @@ from agent import loop
 from agent.builtin import BuiltinProposer, Config, subject_for
 from agent.loop import Stop, StopKind
 from agent.proposer import OptimizeBudget
-from agent.source import Document
 from agent.target import Target, target_for
-from agent.transforms import NotApplicable
-from agent.transforms.elementwise import Vectorize
-from agent.transforms.mechanical import FastMath
-from agent.transforms.tiled_dot import TiledDot
+from cudasrc.source import Document
+from engine import NotApplicable
+from engine.elementwise import Vectorize
+from engine.mechanical import FastMath
+from engine.tiled_dot import TiledDot
 from sandbox.contract import CandidateResult, EvalRequest, EvalResult, Status
 from sandbox.executor import ProgressFn
 from sandbox.testing import DEVICE, FakeExecutor

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from agent import capture as cap
-from agent import spec as specs
-from agent.source import Document
+from cudasrc import specs as specs
+from cudasrc.source import Document
 from sandbox import capture as runner
 from sandbox.contract import Launch
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.check import check_document, compile_commands_options
-from agent.source import Document
+from agent.check import CompileCommandsError, check_document, compile_commands_options
+from cudasrc.source import Document
 from server.cli.main import main
 
 
@@ -87,7 +87,7 @@ def test_include_paths_and_defines_from_compile_commands(tmp_path: Path) -> None
     options = compile_commands_options(db, src)
     assert options == (f"-I{(tmp_path / 'inc').resolve()}", "-DSCALE=2.0f", "-std=c++17")
     assert check_document(doc, options=options).ok
-    with pytest.raises(ValueError, match="no entry"):
+    with pytest.raises(CompileCommandsError, match="no entry"):
         compile_commands_options(db, tmp_path / "missing.cu")
 
 

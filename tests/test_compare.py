@@ -21,8 +21,8 @@ from test_remote import TOKEN, running_worker
 
 from agent import compare as cmp
 from agent.proposal import Proposal
-from agent.source import Document
 from agent.target import Target, TargetError, target_for
+from cudasrc.source import Document
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Check, Status
 from sandbox.testing import FakeExecutor

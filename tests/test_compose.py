@@ -1,4 +1,4 @@
-"""Compositions of passes (agent/transforms/compose.py): a candidate holding several structural
+"""Compositions of passes (engine/compose.py): a candidate holding several structural
 rewrites, each matched on the kernel the previous one wrote, searched by the built-in proposer.
 
 Driven by tests/data/compose/: each kernel's first line ``// composes: A + B`` names the passes
@@ -22,14 +22,14 @@ from test_transforms import assert_all_verified, compiles, target
 from agent import loop
 from agent.builtin import BuiltinProposer, Config
 from agent.target import Target
-from agent.transforms import NotApplicable, Outcome, Subject, apply_all, safe_apply
-from agent.transforms.compose import Chain, compositions
-from agent.transforms.elementwise import Vectorize
-from agent.transforms.launch_fill import LaunchFill
-from agent.transforms.passes import Apply, Emitter, Match, Pass
-from agent.transforms.registry import PASSES, candidates
-from agent.transforms.tiled_dot import TiledDot
-from agent.transforms.view import KernelView
+from engine import NotApplicable, Outcome, Subject, apply_all, safe_apply
+from engine.compose import Chain, compositions
+from engine.elementwise import Vectorize
+from engine.launch_fill import LaunchFill
+from engine.passes import Apply, Emitter, Match, Pass
+from engine.registry import PASSES, candidates
+from engine.tiled_dot import TiledDot
+from engine.view import KernelView
 from sandbox.contract import Candidate, EvalOptions, EvalRequest
 from sandbox.testing import DEVICE, FakeExecutor
 

@@ -1,4 +1,4 @@
-"""Every public exception of the three packages descends from the one root, as the tree draws it."""
+"""Every public exception of the packages descends from the one root, as the tree draws it."""
 
 from __future__ import annotations
 
@@ -7,19 +7,17 @@ import inspect
 import pkgutil
 
 import pytest
+from import_graph import PACKAGES
 
-import agent
-import sandbox
-import server
-from sandbox import errors
-from sandbox.errors import CudaAgentError, Failed, InputError, Unavailable
+from base import errors
+from base.errors import CudaAgentError, Failed, InputError, Unavailable
 
 OPTIONAL = {"cupy", "torch", "cuda", "cupy_backends"}  # GPU-side imports a CPU machine may lack
 
 
 def public_exceptions() -> list[type[BaseException]]:
     found: list[type[BaseException]] = []
-    for package in (sandbox, agent, server):
+    for package in map(importlib.import_module, PACKAGES):
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             if info.name.endswith("__main__"):
                 continue

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.spec import evaluate as spec_evaluate
+from cudasrc.specs import evaluate as spec_evaluate
 from sandbox import expr
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,13 +1,13 @@
-"""The normalizing front end (agent/transforms/frontend.py) and what the view reads through it:
+"""The normalizing front end (engine/frontend.py) and what the view reads through it:
 constants, element types, scopes, barrier spellings, dynamic shared memory wrappers, and the text
 normalizations (device functions inlined, late-initialised locals, hoisted and while loops), each
 keeping the kernel's meaning (the variant corpus, tests/test_variants.py, checks outputs)."""
 
 from __future__ import annotations
 
-from agent.spec import KernelSpec
-from agent.transforms import Subject
-from agent.transforms.view import global_index
+from cudasrc.specs import KernelSpec
+from engine import Subject
+from engine.view import global_index
 
 
 def subject(unit: str, template: tuple[str, ...] = (), block: tuple[str, ...] = ("256",)) -> Subject:
@@ -193,10 +193,10 @@ def test_a_loop_variable_read_after_its_loop_keeps_its_declaration() -> None:
 
 
 def test_the_package_holds_no_transformation_and_every_rewrite_is_registered_or_mechanical() -> None:
-    import agent.transforms as package
-    from agent.transforms import Transform, mechanical
-    from agent.transforms.passes import Pass
-    from agent.transforms.registry import PASSES
+    import engine as package
+    from engine import Transform, mechanical
+    from engine.passes import Pass
+    from engine.registry import PASSES
 
     classes = [v for v in vars(package).values() if isinstance(v, type) and v is not Transform]
     assert not [c for c in classes if issubclass(c, Transform | Pass)]

@@ -13,8 +13,8 @@ from pathlib import Path
 import gemm_tiles
 import pytest
 
-from agent.transforms import Subject
-from agent.transforms.tiled_dot import Tile, TiledDot
+from engine import Subject
+from engine.tiled_dot import Tile, TiledDot
 from sandbox.contract import CandidateResult, Status, Timing
 
 BENCH = Path(__file__).parent.parent / "bench" / "gemm_check.py"

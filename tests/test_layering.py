@@ -1,5 +1,6 @@
-"""server -> agent -> sandbox, never upward; the language server never loads GPU libraries; no
-import circle; no file over 1,000 lines.
+"""base <- sandbox <- cudasrc <- engine <- agent <- learning <- server: a package imports only those
+below it; the language server never loads GPU libraries; no import circle; no file over 1,000
+lines; no private name (``_x``) imported from another package.
 
 Each layering rule is checked in a fresh interpreter (what a real `import` pulls in, transitively)
 and statically over the package's source (imports hidden inside functions count too).  Circles
@@ -15,21 +16,47 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from import_graph import MAX_LINES, PACKAGES, circles, describe, edges, imported, line_counts, modules
+from import_graph import (
+    MAX_LINES,
+    PACKAGES,
+    Edge,
+    circles,
+    describe,
+    edges,
+    feature_imports,
+    features,
+    imported,
+    line_counts,
+    modules,
+    private_imports,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
+GPU = ("cupy", "torch", "vllm", "ray", "pycuda")
+LSP = ("pygls", "lsprotocol")
+
+
+def above(package: str) -> tuple[str, ...]:
+    """The packages above ``package`` in the layer order (:data:`import_graph.PACKAGES`)."""
+    return PACKAGES[PACKAGES.index(package) + 1 :]
+
+
+# Runtime rule: what a fresh import of the package (or any of its modules) may never load.
 RULES: dict[str, tuple[str, ...]] = {
-    "server": ("cupy", "torch", "vllm", "ray", "pycuda"),
-    "agent": ("pygls", "lsprotocol", "server", "cupy", "torch", "vllm", "ray", "pycuda"),
-    "sandbox": ("server", "agent", "pygls", "lsprotocol", "cupy", "torch", "vllm", "ray", "pycuda"),
+    package: above(package) + GPU + (() if package == "server" else LSP) for package in PACKAGES
 }
 # Static rule: which top-level packages a package's source may never import, even lazily.
-# (agent may lazily import vllm/ray behind extras; sandbox's worker lazily imports cupy.)
+# (agent lazily imports vllm/ray/openai behind extras; sandbox's worker lazily imports cupy/torch;
+# learning's completion names torch modules without importing them.)
+LAZY_OK: dict[str, tuple[str, ...]] = {
+    "server": ("ray",),
+    "learning": ("torch", "vllm", "ray"),
+    "agent": ("torch", "vllm", "ray"),
+    "sandbox": ("cupy", "torch", "vllm", "ray", "pycuda"),
+}
 STATIC: dict[str, tuple[str, ...]] = {
-    "server": ("cupy", "torch", "vllm", "pycuda"),
-    "agent": ("server", "pygls", "lsprotocol", "cupy", "pycuda"),
-    "sandbox": ("server", "agent", "pygls", "lsprotocol"),
+    package: tuple(m for m in RULES[package] if m not in LAZY_OK.get(package, ())) for package in PACKAGES
 }
 
 
@@ -144,3 +171,53 @@ def test_no_import_circle_in_any_package() -> None:
 def test_no_file_over_1000_lines() -> None:
     long = [f"{p.relative_to(ROOT)}: {n} lines" for n, p in line_counts(ROOT, PACKAGES) if n > MAX_LINES]
     assert not long, f"files over {MAX_LINES} lines:\n" + "\n".join(long)
+
+
+def test_no_private_name_imported_across_packages() -> None:
+    known = modules()
+    found = [
+        f"{e.source} ({known[e.source].relative_to(ROOT)}:{e.line}) imports {e.target}"
+        for e in private_imports(known)
+    ]
+    assert not found, "private names imported from another package:\n" + "\n".join(found)
+
+
+def test_checker_catches_a_private_import(tmp_path: Path) -> None:
+    """``from other import _x`` and ``module._x`` are caught; the same inside its own package is not."""
+    for pkg in ("low", "high"):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / "low" / "a.py").write_text("_hidden = 1\nshown = 2\n")
+    (tmp_path / "low" / "b.py").write_text("from low.a import _hidden\n")
+    (tmp_path / "high" / "c.py").write_text("from low.a import shown\n")
+    assert private_imports(modules(tmp_path, ("low", "high"))) == []
+    (tmp_path / "high" / "c.py").write_text("from low.a import _hidden, shown\n")
+    assert private_imports(modules(tmp_path, ("low", "high"))) == [Edge("high.c", "low.a._hidden", 1)]
+    (tmp_path / "high" / "c.py").write_text("from low import a\nimport low.b as b\nx = a._hidden + b.y\n")
+    assert private_imports(modules(tmp_path, ("low", "high"))) == [Edge("high.c", "low.a._hidden", 3)]
+
+
+def test_no_language_server_feature_imports_another() -> None:
+    known = modules()
+    assert {"server.hover", "server.lenses", "server.optimize", "server.diagnostics"} <= set(features(known))
+    found = [
+        f"{e.source} ({known[e.source].relative_to(ROOT)}:{e.line}) imports {e.target}"
+        for e in feature_imports(known, edges(known))
+    ]
+    assert not found, "features importing features:\n" + "\n".join(found)
+
+
+def test_checker_catches_a_feature_importing_a_feature(tmp_path: Path) -> None:
+    """Two modules with a ``setup`` are features; one importing the other is caught, importing a
+    shared module (no ``setup``) is not."""
+    (tmp_path / "server").mkdir()
+    (tmp_path / "server" / "__init__.py").write_text("")
+    (tmp_path / "server" / "texts.py").write_text("X = 1\n")
+    (tmp_path / "server" / "hover.py").write_text("from server.texts import X\ndef setup(ls):\n    pass\n")
+    (tmp_path / "server" / "hints.py").write_text("def setup(ls):\n    pass\n")
+    known = modules(tmp_path, ("server",))
+    assert features(known) == ["server.hints", "server.hover"]
+    assert feature_imports(known, edges(known)) == []
+    (tmp_path / "server" / "hover.py").write_text("from server import hints\ndef setup(ls):\n    pass\n")
+    known = modules(tmp_path, ("server",))
+    assert feature_imports(known, edges(known)) == [Edge("server.hover", "server.hints", 1)]

@@ -16,11 +16,11 @@ import pytest
 from loop_fakes import MarkerExecutor, saxpy_target, variant
 from scripted_llm import Call, Fail, Garbage, Say, ScriptedLLM, Slow
 
-from agent.launch import LaunchChange
 from agent.llm import LLMProposer, LLMSettings, extract_code
 from agent.loop import LoopSettings, OptimizeResult, RunOutcome, Stop, StopKind, optimize
 from agent.proposer import OptimizeBudget
 from agent.trajectory import TrajectoryLog
+from cudasrc.launch import LaunchChange
 from sandbox.compile_pool import CompilePool
 from sandbox.testing import FakeExecutor
 

@@ -12,11 +12,9 @@ import pytest
 from loop_fakes import DATA, MarkerExecutor, ScriptedProposer, saxpy_target, variant
 from polling import set_when
 
-from agent.launch import LaunchChange
 from agent.loop import LoopEvent, LoopSettings, RunOutcome, Stop, StopKind, optimize
 from agent.proposal import Attempt, Proposal
-from agent.proposer import OptimizeBudget, parse_budget
-from agent.source import Document
+from agent.proposer import BudgetError, OptimizeBudget, parse_budget
 from agent.target import TargetError, target_for
 from agent.trajectory import (
     REWARD_VERSION,
@@ -28,6 +26,8 @@ from agent.trajectory import (
     reward,
     trajectory_line,
 )
+from cudasrc.launch import LaunchChange
+from cudasrc.source import Document
 from sandbox.contract import CandidateResult, Status, Timing, from_json, to_json
 from sandbox.executor import NoGpuError
 
@@ -440,7 +440,7 @@ def test_parse_budget(text: str, expected: OptimizeBudget) -> None:
 
 @pytest.mark.parametrize("text", ["", "ten", "5x", "0s", "-3c"])
 def test_parse_budget_rejects(text: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(BudgetError):
         parse_budget(text)
 
 

@@ -1,5 +1,5 @@
 """The pass families, driven by folders: ``tests/data/passes/<module>/`` holds kernels (each with its
-spec) that the pass of ``agent/transforms/<module>.py`` must match — the same computation spelled
+spec) that the pass of ``engine/<module>.py`` must match — the same computation spelled
 as real code spells it — and kernels it must refuse (``*_refused.cu``, whose first line is
 ``// refused: <part of the reason>``).  Every match is rewritten with every parameter value of the
 pass and compiled with NVRTC, and its best guess (and last value) is run in host emulation at the
@@ -18,12 +18,12 @@ import pytest
 from test_transforms import DATA as HOST_HEADER_DIR
 from test_transforms import assert_all_verified, compiles, host_program, target
 
-from agent import spec as spec_mod
-from agent.source import Document
 from agent.target import Target
-from agent.transforms import NotApplicable, Subject
-from agent.transforms.passes import Apply, Pass
-from agent.transforms.registry import PASSES
+from cudasrc import specs as spec_mod
+from cudasrc.source import Document
+from engine import NotApplicable, Subject
+from engine.passes import Apply, Pass
+from engine.registry import PASSES
 from sandbox.contract import Candidate, EvalOptions, EvalRequest
 
 FAMILIES = Path(__file__).parent / "data" / "passes"

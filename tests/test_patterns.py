@@ -1,14 +1,14 @@
-"""Declarative patterns over the kernel view (agent/transforms/patterns.py): spellings that the
+"""Declarative patterns over the kernel view (engine/patterns.py): spellings that the
 front end and the view make equal match the same pattern; shapes that differ do not."""
 
 from __future__ import annotations
 
 import pytest
 
-from agent import spec as spec_mod
-from agent.source import Document
-from agent.transforms import Subject
-from agent.transforms.patterns import (
+from cudasrc import specs as spec_mod
+from cudasrc.source import Document
+from engine import Subject
+from engine.patterns import (
     ANY,
     BARRIER,
     Assign,
@@ -23,9 +23,9 @@ from agent.transforms.patterns import (
     Var,
     find,
 )
-from agent.transforms.same_layout import INTERLEAVED
-from agent.transforms.view import KernelView
-from agent.transforms.warp_reduction import TREE
+from engine.same_layout import INTERLEAVED
+from engine.view import KernelView
+from engine.warp_reduction import TREE
 
 HEAD = """// @cuda-agent sizes n=1024
 // @cuda-agent launch grid=cdiv(n, block) block=256

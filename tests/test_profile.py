@@ -16,8 +16,8 @@ import pytest
 
 from agent import profile as prof
 from agent.proposal import Proposal
-from agent.source import Document
 from agent.target import target_for
+from cudasrc.source import Document
 from sandbox.contract import CandidateResult, DeviceInfo, EvalRequest, EvalResult, Status
 from sandbox.executor import Executor, ProgressFn
 from sandbox.profile import parse_ncu_csv, report_lines
@@ -177,8 +177,8 @@ def test_the_readme_shows_what_the_command_prints_for_the_recorded_profile() -> 
 
 
 def test_the_hover_lists_each_kernels_metrics_and_says_when_the_kernel_changed_since() -> None:
-    from server.profile import details
     from server.store import ProfiledKernel, ProfileRecord
+    from server.texts import profile_details as details
 
     p = parse_ncu_csv(RECORDED.read_text())
     kernels = (

@@ -23,11 +23,11 @@ import pytest
 from sandbox_fakes import vadd_request
 
 from agent import program as prog
-from agent.launch import LaunchChange
 from agent.outputs import OutputFile, OutputTolerance, Produced, compare, compare_output, compare_text
 from agent.program_sim import SimulatedMachine, load_kernels
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeContext, Proposer
+from cudasrc.launch import LaunchChange
 from sandbox import draws, recorded
 from sandbox.capture import parse_all
 from sandbox.contract import ArgSpec, Distribution, KernelSource, RequestError, validate_request
@@ -330,8 +330,8 @@ def test_the_cli_writes_the_patch_and_exits_non_zero_when_outputs_differ(
 
 
 def test_the_memory_cap_is_raised_when_the_programs_own_sizes_need_it_and_says_why() -> None:
-    from agent.source import Document
     from agent.target import Target, target_for
+    from cudasrc.source import Document
 
     def target(n: str) -> Target:
         text = (

@@ -27,6 +27,8 @@ from simulated_worker import free_port, simulated_worker
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from base.asgi import make_server
+from base.http import listen
 from sandbox.compile_pool import compile_isolation
 from sandbox.contract import (
     ArgSpec,
@@ -44,7 +46,7 @@ from sandbox.contract import (
 )
 from sandbox.executor import AuthError, Executor, ExecutorError, NoGpuError, ProgressFn, WorkerUnavailable
 from sandbox.remote import CONNECT_TIMEOUT_S, RemoteExecutor
-from sandbox.service import Limits, WorkerService, listen, make_server
+from sandbox.service import Limits, WorkerService
 from sandbox.testing import FakeExecutor
 
 TOKEN = "test-token-3f9a"
@@ -601,7 +603,7 @@ def test_the_remote_flow_on_loopback_with_a_simulated_worker(tmp_path: Path) -> 
             env={**client_env, "CUDA_AGENT_TEST_EXECUTOR": "1"},
             timeout=60,
         )
-        assert both.returncode == 0 and f"evaluating on the worker at {url}" in both.stderr
+        assert both.returncode == 0 and f"so is the remote worker {url}: evaluating there" in both.stderr
         before = worker.log.read_text().count(": done")
         assert before >= 5  # every request of the three runs and the two benchmarks
     log = worker.log.read_text()

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from reward_fakes import MarkedExecutor
 
-from agent.reward.completion import cache_key, normalized, parse, prompt_messages, prompt_text
-from agent.reward.engine import Item, RewardEngine
-from agent.reward.tasks import DEFAULT_TASKS, TASK_SCHEMA, Task, TaskError, TaskSet, load_file
 from agent.trajectory import CORRECT, FAILED, HACK, hack_rule, milestone, noisy, reward
+from learning.completion import cache_key, normalized, parse, prompt_messages, prompt_text
+from learning.engine import Item, RewardEngine
+from learning.tasks import DEFAULT_TASKS, TASK_SCHEMA, Task, TaskError, TaskSet, load_file
 from sandbox.contract import CandidateResult, Status, Timing
 from sandbox.testing import DEVICE
 

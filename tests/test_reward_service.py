@@ -23,12 +23,13 @@ from reward_fakes import MarkedExecutor
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
-from agent.reward import client as adapters
-from agent.reward.engine import RewardEngine
-from agent.reward.service import RewardLimits, RewardService
-from agent.reward.tasks import DEFAULT_TASKS, TaskSet
 from agent.trajectory import FAILED, HACK
-from sandbox import service as worker_service
+from base.asgi import make_server
+from base.http import listen
+from learning import client as adapters
+from learning.engine import RewardEngine
+from learning.service import RewardLimits, RewardService
+from learning.tasks import DEFAULT_TASKS, TaskSet
 
 TASKS = TaskSet.load([DEFAULT_TASKS / "saxpy.cu", DEFAULT_TASKS / "relu_double.cu"])
 SAXPY = TASKS.resolve("saxpy")
@@ -61,8 +62,8 @@ def running(
     executor = MarkedExecutor(delay_s=delay_s)
     engine = RewardEngine(executor, TASKS, workers=2)
     app = RewardService(engine, token=token, limits=limits or RewardLimits())
-    sock = worker_service.listen("127.0.0.1", 0)
-    server = worker_service.make_server(app.app, log_level="warning")
+    sock = listen("127.0.0.1", 0)
+    server = make_server(app.app, log_level="warning")
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -328,7 +328,7 @@ def test_the_physics_floor_refuses_a_planted_no_work_kernel_under_a_weakened_com
     from sandbox.contract import CandidateResult
     from sandbox.gpu_handler import GpuHandler
     from sandbox.timing import physics_floor, with_throughput
-    from sandbox.verify import Comparison, Verdict
+    from sandbox.verify import Agreement, Verdict
     from sandbox.wire import Binary, EvalJob
 
     handler = GpuHandler(0, "cupy")
@@ -341,8 +341,8 @@ def test_the_physics_floor_refuses_a_planted_no_work_kernel_under_a_weakened_com
         return Binary(compiled.binary, compiled.result.lowered_names.get("vadd", "vadd"))
 
     monkeypatch.setattr(sandbox.verify.Verifier, "verify", lambda self, *a, **k: Verdict(None))
-    monkeypatch.setattr(sandbox.verify, "compare", lambda *a, **k: Comparison(True, norm_bound=np.inf))
-    monkeypatch.setattr(sandbox.gpu_handler, "compare", lambda *a, **k: Comparison(True, norm_bound=np.inf))
+    monkeypatch.setattr(sandbox.verify, "compare", lambda *a, **k: Agreement(True, norm_bound=np.inf))
+    monkeypatch.setattr(sandbox.gpu_handler, "compare", lambda *a, **k: Agreement(True, norm_bound=np.inf))
     baseline_source = (HONEST / "vadd.cu").read_text()
     honest = kernel_file(HONEST / "vadd.cu", "vadd")
     planted = KernelSource(PLANTED, "vadd", filename="planted.cu")

@@ -25,7 +25,7 @@ from agent.suite import run_suite
 from sandbox.contract import Candidate, EvalRequest, EvalResult, KernelSource, Status
 from sandbox.executor import NoGpuError, WorkerUnavailable
 from sandbox.local import LocalExecutor
-from sandbox.scheduler import GpuScheduler, Lane, affinity_key, gpu_count, parse_gpus, session
+from sandbox.scheduler import GpuListError, GpuScheduler, Lane, affinity_key, gpu_count, parse_gpus, session
 
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
 SUITE = ("vadd_poor_block.cu", "block_sum.cu", "transpose.cu", "saxpy.cu", "gelu.cu", "sigmoid.cu")
@@ -190,7 +190,7 @@ def test_cancel_while_waiting_for_a_busy_gpu() -> None:
 def test_parse_gpus() -> None:
     assert parse_gpus("0,1,3") == (0, 1, 3)
     for bad, why in (("0,x", "comma-separated"), ("0,0", "twice"), ("-1", "0 or more")):
-        with pytest.raises(ValueError, match=why):
+        with pytest.raises(GpuListError, match=why):
             parse_gpus(bad)
     assert parse_gpus("all")  # at least GPU 0, whatever the machine has
 
@@ -315,7 +315,8 @@ def test_suite_cli_gpu_mistakes(folder: Path, args: tuple[str, ...], needle: str
 
 
 def test_editor_setting_gpus() -> None:
-    from server.settings import ExecutorSettings, make_executor, parse_settings
+    from sandbox.executors import ExecutorSettings, make_executor
+    from server.settings import parse_settings
 
     settings, problems = parse_settings({"executor": {"kind": "test", "gpus": [2, 0, 2]}}, env={})
     assert settings.executor.gpus == (2, 0) and not problems

@@ -73,3 +73,21 @@ def test_other_errors_answer_as_pygls_does() -> None:
     answer = _answer(KeyError("x"))
     assert answer["error"].code == -32603
     assert "KeyError" in answer["error"].message or "x" in answer["error"].message
+
+
+def test_the_run_table_has_one_row_per_run_kind_each_with_its_command() -> None:
+    """Every kind of run starts through the one table (server.runs.start_run), from its own command."""
+    from server import protocol as wire
+    from server.protocol import RunKind
+
+    ls = create_server()
+    try:
+        table = ls.need(Runs).table
+        assert set(table) == set(RunKind)
+        commands = {row.command for row in table.values()}
+        assert len(commands) == len(RunKind)
+        assert commands <= set(ls.protocol.fm.commands)
+        assert table[RunKind.COMPARE].params is wire.CompareRef
+        assert table[RunKind.CAPTURE].params is wire.CaptureRef
+    finally:
+        ls.stop()

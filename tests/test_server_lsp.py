@@ -23,8 +23,8 @@ from lsprotocol import types as lsp
 from lsprotocol.converters import get_converter
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from agent import spec as spec_mod
-from agent.source import Document
+from cudasrc import specs as spec_mod
+from cudasrc.source import Document
 
 DATA = Path(__file__).parent / "data"
 SERVER = [sys.executable, "-m", "server", "serve"]

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.source import Document
+from base.secrets import Secret
+from cudasrc.source import Document
 from sandbox.contract import (
     Budget,
     Candidate,
@@ -25,7 +26,7 @@ from sandbox.contract import (
 from sandbox.testing import FakeExecutor
 from server.lenses import _snippet
 from server.optimize import position_at
-from server.settings import Secret, parse_settings
+from server.settings import parse_settings
 from server.store import STORE_DIR, BenchmarkRecord, Changes, ResultStore, Watcher, kernel_hash
 
 

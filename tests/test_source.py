@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.source import Document
-from agent.syntax import Kernel
+from cudasrc.source import Document
+from cudasrc.syntax import Kernel
 
 
 def line_of(doc: Document, needle: str) -> int:

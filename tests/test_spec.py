@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.dtypes import canonical_dtype, dtype_bytes
-from agent.source import Document
-from agent.spec import (
+from cudasrc.dtypes import canonical_dtype, dtype_bytes
+from cudasrc.source import Document
+from cudasrc.specs import (
     InvalidSpec,
     KernelSpec,
     ScalarSpec,
@@ -24,7 +24,7 @@ from agent.spec import (
     spec_for,
     verify_sizes,
 )
-from agent.syntax import Kernel
+from cudasrc.syntax import Kernel
 from sandbox.contract import Distribution
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.source import Document
-from agent.spec import infer, render_inference
 from agent.target import target_for
+from cudasrc.source import Document
+from cudasrc.specs import infer, render_inference
 from sandbox.contract import Candidate, EvalRequest, Status
 from sandbox.local import LocalExecutor, bench_request
 

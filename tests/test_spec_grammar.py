@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agent.source import Document
-from agent.spec import parse, problems, render
+from cudasrc.source import Document
+from cudasrc.specs import parse, problems, render
 from sandbox import expr
 from sandbox.contract import (
     ArgSpec,
@@ -633,7 +633,7 @@ def test_max_memory_gb_reaches_every_request(
     ],
 )
 def test_inference_marks_outputs_stored_under_a_partial_guard(file: str, kernel: str, expected: str) -> None:
-    from agent.spec import infer, render_inference
+    from cudasrc.specs import infer, render_inference
 
     doc = Document.from_file(Path(__file__).parent / "data" / "realcode" / file)
     k = doc.kernel(kernel)

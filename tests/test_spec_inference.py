@@ -13,9 +13,9 @@ import pytest
 import spec_scores
 
 from agent.check import build_options, check_kernel
-from agent.source import Document
-from agent.spec import infer, parse, render, render_inference, roles, verify_sizes
 from agent.target import target_for
+from cudasrc.source import Document
+from cudasrc.specs import infer, parse, render, render_inference, roles, verify_sizes
 from sandbox.compiler import compile_cuda
 
 REALCODE = Path(__file__).parent / "data" / "realcode"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from spec_scores import measure
 
-from agent import spec as specs
-from agent.source import Document
+from cudasrc import specs
+from cudasrc.source import Document
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "bench" / "programs"
 

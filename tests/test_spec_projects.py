@@ -12,10 +12,10 @@ import pytest
 import spec_scores
 
 from agent.check import check_kernel
-from agent.project import project_of, resolve_include
-from agent.source import Document
-from agent.spec import bench_sizes, infer, problem, render_inference, verify_sizes
 from agent.target import target_for
+from cudasrc.project import project_of, resolve_include
+from cudasrc.source import Document
+from cudasrc.specs import bench_sizes, infer, problem, render_inference, verify_sizes
 from sandbox.compiler import CompilerUnavailable
 from server.hover import inferred_markdown
 

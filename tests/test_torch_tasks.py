@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from reward_fakes import MarkedExecutor
 
-from agent.reward.completion import parse_torch, prompt_text, torch_cache_key
-from agent.reward.engine import Item, RewardEngine
-from agent.reward.tasks import DEFAULT_TASKS, DEFAULT_TORCH_TASKS, TaskSet, TorchTask, load_torch_file
 from agent.trajectory import CORRECT, FAILED, FASTER, HACK
+from learning.completion import parse_torch, prompt_text, torch_cache_key
+from learning.engine import Item, RewardEngine
+from learning.tasks import DEFAULT_TASKS, DEFAULT_TORCH_TASKS, TaskSet, TorchTask, load_torch_file
 from sandbox.contract import Budget, Status, TorchCandidate, TorchRequest
 from sandbox.local import UNSAFE_TORCH_ENV
 

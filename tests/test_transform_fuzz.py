@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 import transform_mutants
 
-from agent import spec as spec_mod
-from agent.source import Document
-from agent.transforms import NotApplicable, Outcome, Subject, Transform, safe_apply
-from agent.transforms.passes import Apply
-from agent.transforms.tiled_transpose import TiledTranspose
+from cudasrc import specs as spec_mod
+from cudasrc.source import Document
+from engine import NotApplicable, Outcome, Subject, Transform, safe_apply
+from engine.passes import Apply
+from engine.tiled_transpose import TiledTranspose
 
 
 @pytest.mark.slow
 def test_thousands_of_mutants_raise_nothing(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="agent.transforms")
+    caplog.set_level(logging.ERROR, logger="engine")
     tally = transform_mutants.run(3000, seed=3)
     assert tally.applications == 3000
     assert tally.escaped == []

@@ -13,15 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from agent import dtypes, loop
-from agent import spec as spec_mod
-from agent.source import Document
+from agent import loop
 from agent.target import Target, target_for
-from agent.transforms import NotApplicable, Subject, Transform, Transformed, apply_all
-from agent.transforms.compose import Chain
-from agent.transforms.elementwise import GridStride, Vectorize
-from agent.transforms.histogram import SharedHistogram
-from agent.transforms.mechanical import (
+from cudasrc import dtypes
+from cudasrc import specs as spec_mod
+from cudasrc.source import Document
+from engine import NotApplicable, Subject, Transform, Transformed, apply_all
+from engine.compose import Chain
+from engine.elementwise import GridStride, Vectorize
+from engine.histogram import SharedHistogram
+from engine.mechanical import (
     BlockSize,
     FastMath,
     LaunchBounds,
@@ -29,12 +30,12 @@ from agent.transforms.mechanical import (
     RestrictConst,
     Unroll,
 )
-from agent.transforms.passes import Apply
-from agent.transforms.row_parallel import RowParallel, Rows, StridedRowVectors
-from agent.transforms.same_layout import SameLayoutReduction
-from agent.transforms.tiled_dot import Tile, TiledDot
-from agent.transforms.tiled_transpose import TiledTranspose
-from agent.transforms.warp_reduction import WarpReduction
+from engine.passes import Apply
+from engine.row_parallel import RowParallel, Rows, StridedRowVectors
+from engine.same_layout import SameLayoutReduction
+from engine.tiled_dot import Tile, TiledDot
+from engine.tiled_transpose import TiledTranspose
+from engine.warp_reduction import WarpReduction
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Candidate, EvalOptions, EvalRequest, EvalResult, Status
 

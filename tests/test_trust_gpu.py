@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from agent import compare as cmp
-from agent.source import Document
 from agent.target import target_for
+from cudasrc.source import Document
 from sandbox.contract import Candidate, CandidateResult, EvalResult, Status
 from sandbox.local import LocalExecutor
 

@@ -17,7 +17,7 @@ import pytest
 from test_transforms import DATA as HOST_HEADERS
 from test_transforms import assert_all_verified, host_program
 
-from agent.transforms import Subject
+from engine import Subject
 from sandbox.compiler import compile_cuda
 from sandbox.contract import Candidate, EvalOptions, EvalRequest
 

@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from agent import spec as spec_mod
 from agent.builtin import BuiltinProposer
-from agent.source import Document
-from agent.transforms import NotApplicable, Subject
-from agent.transforms.compose import Chain
-from agent.transforms.passes import Apply, Emitter
-from agent.transforms.registry import candidates
-from agent.transforms.row_parallel import RowParallel, Rows, StridedRowVectors
-from agent.transforms.same_layout import SameLayoutReduction
-from agent.transforms.tiled_transpose import TiledTranspose
-from agent.transforms.view import global_index
-from agent.transforms.warp_reduction import WarpReduction
+from cudasrc import specs as spec_mod
+from cudasrc.source import Document
+from engine import NotApplicable, Subject
+from engine.compose import Chain
+from engine.passes import Apply, Emitter
+from engine.registry import candidates
+from engine.row_parallel import RowParallel, Rows, StridedRowVectors
+from engine.same_layout import SameLayoutReduction
+from engine.tiled_transpose import TiledTranspose
+from engine.view import global_index
+from engine.warp_reduction import WarpReduction
 
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
 

@@ -53,7 +53,8 @@ def answer(s: socket.socket, wait_s: float) -> bytes:
 
 @pytest.fixture
 def service_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    caplog.set_level(logging.INFO, logger="sandbox.service")
+    for name in ("sandbox.service", "base.http", "base.asgi"):  # the worker and its HTTP toolkit
+        caplog.set_level(logging.INFO, logger=name)
     yield caplog
 
 

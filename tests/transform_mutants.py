@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent import spec as spec_mod
 from agent.builtin import BLOCKS_1D, BLOCKS_2D
-from agent.source import Document
-from agent.spec import KernelSpec
-from agent.transforms import NotApplicable, Subject, Transform, safe_apply
-from agent.transforms.compose import Chain
-from agent.transforms.mechanical import (
+from cudasrc import specs as spec_mod
+from cudasrc.source import Document
+from cudasrc.specs import KernelSpec
+from engine import NotApplicable, Subject, Transform, safe_apply
+from engine.compose import Chain
+from engine.mechanical import (
     BlockSize,
     FastMath,
     LaunchBounds,
@@ -27,7 +27,7 @@ from agent.transforms.mechanical import (
     RestrictConst,
     Unroll,
 )
-from agent.transforms.registry import candidates
+from engine.registry import candidates
 from sandbox.contract import DeviceInfo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +50,7 @@ def transformations(sm_count: int = 132) -> tuple[Transform, ...]:
 
 
 def chains(sm_count: int = 132) -> tuple[Chain, ...]:
-    """Every composition of two passes (:mod:`agent.transforms.compose`), each at its first value."""
+    """Every composition of two passes (:mod:`engine.compose`), each at its first value."""
     structural = candidates(DeviceInfo("fuzz", "9.0", sm_count, 0, 0))
     firsts = [a for k, a in enumerate(structural) if all(b.name != a.name for b in structural[:k])]
     return tuple(Chain((a, b)) for a in firsts for b in firsts if a.name != b.name)

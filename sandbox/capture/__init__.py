@@ -5,7 +5,7 @@ machine's GPU, with a CUPTI injection library (``inject.cpp``, built on demand w
 compiler against the headers and library of the ``nvidia-cuda-cupti`` wheel or a CUDA toolkit's
 CUPTI) loaded through ``CUDA_INJECTION64_PATH``: the driver loads it into the program, statically
 linked cudart included.  It writes one JSON line per recorded launch; :func:`parse_records` turns
-them into :class:`Launch` values (the one contract between the library and Python).
+them into :class:`RecordedLaunch` values (the one contract between the library and Python).
 
 This module only runs what the user asked to run, with the user's rights: it is the user's
 program, not untrusted input (see ARCHITECTURE.md, threat model).
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox.errors import Unavailable
+from base.errors import Unavailable
 
 SOURCE = Path(__file__).with_name("inject.cpp")
 LIBRARY_NAME = "libcuda_agent_capture.so"
@@ -75,7 +75,7 @@ class ParamValue:
 
 
 @dataclass(frozen=True)
-class Launch:
+class RecordedLaunch:
     """One recorded launch.  ``kernel``: the demangled name (``void scale<float, 4>(float*, int)``,
     or the plain name of an ``extern "C"`` kernel); ``index``: among the launches that matched."""
 
@@ -109,7 +109,7 @@ class CaptureRun:
     GPU time and the span from the first kernel's start to the last one's end; with
     ``capture_stdout``, what the program wrote to its standard output."""
 
-    launches: tuple[Launch, ...]
+    launches: tuple[RecordedLaunch, ...]
     kernels: Mapping[str, int] = field(default_factory=dict)
     errors: tuple[str, ...] = ()
     returncode: int = 0
@@ -125,7 +125,7 @@ class CaptureRun:
         return sum(t.ns for t in self.times.values())
 
 
-def parse_records(lines: Iterable[str]) -> tuple[tuple[Launch, ...], dict[str, int], tuple[str, ...]]:
+def parse_records(lines: Iterable[str]) -> tuple[tuple[RecordedLaunch, ...], dict[str, int], tuple[str, ...]]:
     """The launches, the summary's kernel counts and the errors in the library's JSON lines (a line
     cut short by a crash is skipped)."""
     launches, kernels, errors, _, _ = parse_all(lines)
@@ -134,9 +134,9 @@ def parse_records(lines: Iterable[str]) -> tuple[tuple[Launch, ...], dict[str, i
 
 def parse_all(
     lines: Iterable[str],
-) -> tuple[tuple[Launch, ...], dict[str, int], tuple[str, ...], dict[str, KernelTime], int]:
+) -> tuple[tuple[RecordedLaunch, ...], dict[str, int], tuple[str, ...], dict[str, KernelTime], int]:
     """:func:`parse_records`, and the summary's kernel times and span (empty, 0: not timed)."""
-    launches: list[Launch] = []
+    launches: list[RecordedLaunch] = []
     kernels: dict[str, int] = {}
     errors: list[str] = []
     times: dict[str, KernelTime] = {}
@@ -166,7 +166,7 @@ def _time(rec: dict[str, Any]) -> KernelTime:
     return KernelTime(int(rec["launches"]), int(rec["ns"]), int(rec.get("streams", 1)), shapes)
 
 
-def _launch(rec: dict[str, Any]) -> Launch:
+def _launch(rec: dict[str, Any]) -> RecordedLaunch:
     params = []
     for p in rec.get("params", ()):
         ptr = p.get("pointer")
@@ -190,7 +190,7 @@ def _launch(rec: dict[str, Any]) -> Launch:
         )
     grid = tuple(int(x) for x in rec["grid"])
     block = tuple(int(x) for x in rec["block"])
-    return Launch(
+    return RecordedLaunch(
         index=int(rec["index"]),
         api=str(rec.get("api", "")),
         kernel=str(rec["kernel"]),

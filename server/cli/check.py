@@ -14,7 +14,7 @@ from server.cli.render import emit_json, print_check, print_kernels
 @json_option
 def kernels(file: str, as_json: bool) -> None:
     """List the kernels in FILE: ranges, parameters, launch sites and benchmark spec."""
-    from agent.source import Document
+    from cudasrc.source import Document
     from server.cli.reports import kernels_report
 
     path, text = read_source(file)
@@ -34,7 +34,7 @@ def kernels(file: str, as_json: bool) -> None:
 def check(file: str, arch: str, build: BuildFlags, as_json: bool) -> None:
     """Compile each kernel of FILE on its own with NVRTC (no GPU needed); report errors and resources."""
     from agent.check import check_document
-    from agent.source import Document
+    from cudasrc.source import Document
     from server.cli.reports import check_report
 
     path, text = read_source(file)

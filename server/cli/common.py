@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from sandbox.errors import Failed, InputError
+from base.errors import Failed, InputError
 
 if TYPE_CHECKING:
     from sandbox.executor import Executor
@@ -50,11 +49,11 @@ class BuildFlags:
     compile_commands: str | None = None
 
     def options(self, source: Path) -> tuple[str, ...]:
-        from agent.check import build_options
+        from agent.check import CompileCommandsError, build_options
 
         try:
             return build_options(source, self.include, self.define, self.compile_commands)
-        except ValueError as exc:
+        except CompileCommandsError as exc:
             raise UserError(str(exc)) from exc
 
 
@@ -102,29 +101,17 @@ def memory_option(f: Callable[..., None]) -> Callable[..., None]:
 
 
 def open_executor(gpu: int, gpus: tuple[int, ...] = ()) -> Executor:
-    """The local GPUs' sandbox (``gpus``, else ``gpu``: one worker per GPU), a Ray cluster when
-    ``CUDA_AGENT_RAY_ADDRESS`` is set, or a remote worker when ``CUDA_AGENT_WORKER_URL`` is set
-    (token in ``CUDA_AGENT_TOKEN``); ``CUDA_AGENT_TEST_EXECUTOR=1`` swaps in the simulated GPU (one
-    per GPU index: tests, demos)."""
+    """The local GPUs' sandbox (``gpus``, else ``gpu``: one worker per GPU), or what the environment
+    names instead (:func:`sandbox.executors.from_environment`: a Ray cluster, a remote worker, the
+    simulated GPU); its notes go to stderr."""
+    from sandbox.executors import ExecutorSettings, from_environment, make_executor
 
-    from server.settings import ExecutorSettings, Secret, make_executor
-
-    url = os.environ.get("CUDA_AGENT_WORKER_URL")
-    if os.environ.get("CUDA_AGENT_TEST_EXECUTOR") == "1":
-        if not url:
-            return make_executor(ExecutorSettings(kind="test", gpu=gpu, gpus=gpus))
-        click.echo(
-            f"cuda-agent: CUDA_AGENT_WORKER_URL is set: evaluating on the worker at {url}, not on a local "
-            "simulated GPU (to simulate there: `cuda-agent worker --simulate`)",
-            err=True,
-        )
-    if address := os.environ.get("CUDA_AGENT_RAY_ADDRESS"):
-        return make_executor(ExecutorSettings(kind="ray", ray_address=address))
-    if url:
-        if not os.environ.get("CUDA_AGENT_TOKEN"):
-            raise UserError("CUDA_AGENT_WORKER_URL is set but CUDA_AGENT_TOKEN is not")
-        return make_executor(ExecutorSettings(kind="remote", url=url, token=Secret("env:CUDA_AGENT_TOKEN")))
-    return make_executor(ExecutorSettings(kind="local", gpu=gpu, gpus=gpus))
+    settings, notes = from_environment(ExecutorSettings(kind="local", gpu=gpu, gpus=gpus), named=False)
+    for note in notes:
+        click.echo(f"cuda-agent: {note}", err=True)
+    if settings.kind == "remote" and not settings.token.resolve():
+        raise UserError(f"CUDA_AGENT_WORKER_URL is set but {settings.token.source.partition(':')[2]} is not")
+    return make_executor(settings)
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from sandbox.errors import CudaAgentError
+from base.errors import CudaAgentError
 from server.cli.capture import capture
 from server.cli.check import check, kernels
 from server.cli.measure import bench, compare, profile
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("cuda-agent: aborted", err=True)
         return 130
-    except CudaAgentError as exc:  # ours: the exit status is its branch's (sandbox/errors.py)
+    except CudaAgentError as exc:  # ours: the exit status is its branch's (base/errors.py)
         _error_line(str(exc) or type(exc).__name__)
         return exc.exit_code
     except click.ClickException as exc:  # click's own: a usage mistake (2)

@@ -33,8 +33,8 @@ def bench(
     file: str, kernel: str | None, gpu: int, build: BuildFlags, as_json: bool, eval_budget: Budget | None
 ) -> None:
     """Time a kernel under its spec on the local GPU: median, spread, GB/s, % of peak."""
-    from agent.source import Document
     from agent.target import target_for
+    from cudasrc.source import Document
     from sandbox.executor import ExecutorError
     from sandbox.local import bench_request
     from server.cli.reports import bench_report
@@ -96,7 +96,7 @@ def compare(
     import random
 
     from agent import compare as cmp
-    from agent.source import Document
+    from cudasrc.source import Document
     from sandbox.executor import ExecutorError
     from server.cli.reports import compare_report
 
@@ -154,8 +154,8 @@ def profile(
     Exit status 1 when no metrics came back (no GPU, no `ncu`, counters not permitted)."""
     from agent import compare as cmp
     from agent import profile as prof
-    from agent.source import Document
     from agent.target import target_for
+    from cudasrc.source import Document
     from sandbox.executor import ExecutorError
     from server.cli.reports import profile_report
 

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from sandbox.errors import CudaAgentError
+from agent.proposers import PROPOSER_KINDS, ProposerKind
+from base.errors import CudaAgentError
 from server.cli import common
 from server.cli.common import (
     BuildFlags,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 @click.command()
 @click.argument("file")
 @click.option("--kernel", "-k", "kernel", help="Kernel name (default: the only kernel in FILE).")
-@click.option("--proposer", type=click.Choice(["builtin", "llm"]), default="builtin", show_default=True)
+@click.option("--proposer", type=click.Choice(PROPOSER_KINDS), default="builtin", show_default=True)
 @click.option("--llm-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (vllm serve).")
 @click.option("--model", help="Model name at the endpoint.")
 @click.option("--api-key-file", type=click.Path(), help="File holding the endpoint's API key.")
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
 def optimize(
     file: str,
     kernel: str | None,
-    proposer: str,
+    proposer: ProposerKind,
     llm_url: str | None,
     model: str | None,
     api_key_file: str | None,
@@ -88,10 +89,10 @@ def optimize(
     import threading
 
     from agent import loop
-    from agent.proposer import parse_budget
-    from agent.source import Document
+    from agent.proposer import BudgetError, parse_budget
     from agent.target import target_for
     from agent.trajectory import TrajectoryLog, default_path
+    from cudasrc.source import Document
     from sandbox.executor import ExecutorError
     from server.cli.reports import optimize_report
 
@@ -100,7 +101,7 @@ def optimize(
         raise UserError(why)
     try:
         limits = parse_budget(budget)
-    except ValueError as exc:
+    except BudgetError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
     target = target_for(Document(text, str(path)), kernel, build.options(path))
     if proposer == "llm":
@@ -126,7 +127,7 @@ def optimize(
         def work() -> None:
             try:
                 with common.open_executor(gpu) as executor:
-                    search = make_proposer(proposer, llm if proposer == "llm" else None)
+                    search = _make_proposer(proposer, llm if proposer == "llm" else None)
                     try:
                         outcome.append(
                             loop.optimize(
@@ -179,17 +180,14 @@ def optimize(
         raise JobFailed(str(result.stop))
 
 
-def make_proposer(kind: str, llm: LLMSettings | None) -> Proposer:
-    if llm is not None:
-        from agent.llm import LLMProposer
-        from sandbox.compile_pool import CompilePool
+def _make_proposer(kind: ProposerKind, llm: LLMSettings | None) -> Proposer:
+    from agent.proposers import make_proposer
+    from sandbox.compile_pool import CompilePool
 
-        return LLMProposer(llm, compiler=CompilePool(workers=2))
     try:
-        from agent.builtin import BuiltinProposer
+        return make_proposer(kind, llm, lambda: CompilePool(workers=2))
     except ImportError as exc:
-        raise JobFailed(f"the built-in engine is not available ({exc}); try --proposer llm") from exc
-    return BuiltinProposer()
+        raise JobFailed(f"the {kind} proposer is not available ({exc})") from exc
 
 
 @contextlib.contextmanager
@@ -254,24 +252,24 @@ def suite(
     One progress line per kernel goes to stderr as it finishes."""
 
     from agent import loop
-    from agent.proposer import parse_budget
+    from agent.proposer import BudgetError, parse_budget
     from agent.suite import families, find_targets, run_suite, summarize
     from sandbox.executor import ExecutorError
-    from sandbox.scheduler import parse_gpus
+    from sandbox.scheduler import GpuListError, parse_gpus
     from server.cli.reports import SuiteReport
 
     if gpu is not None and gpus is not None:
         raise UserError("give --gpu or --gpus, not both")
     try:
         devices = (gpu,) if gpu is not None else parse_gpus(gpus or "all")
-    except ValueError as exc:
+    except GpuListError as exc:
         raise UserError(f"--gpus {gpus}: {exc}") from exc
     root = Path(directory)
     if not root.is_dir():
         raise UserError(f"{directory}: no such directory")
     try:
         limits = parse_budget(budget)
-    except ValueError as exc:
+    except BudgetError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
     if next(find_targets(root, match, build.options), None) is None:
         raise UserError(f"{directory}: no kernel with a `// @cuda-agent` spec in its {match} .cu/.cuh files")

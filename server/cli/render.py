@@ -16,10 +16,10 @@ if TYPE_CHECKING:
     from agent.check import FileCheck
     from agent.compare import Comparison
     from agent.loop import OptimizeResult
-    from agent.reward.engine import Scored
-    from agent.source import Document
     from agent.suite import SuiteEntry
     from agent.target import Target
+    from cudasrc.source import Document
+    from learning.engine import Scored
     from sandbox.capture import CaptureRun
     from sandbox.contract import EvalResult
     from server.cli.reports import KernelsReport, SuiteReport

@@ -12,12 +12,12 @@ from agent.attempts import AttemptRecord, SizeCheck, size_checks, verdict_summar
 from agent.capture import CaptureEdit
 from agent.check import FileCheck, KernelCheck
 from agent.compare import Comparison, reason_text
-from agent.launch import LaunchChange, TextEdit
 from agent.loop import OptimizeResult
-from agent.source import Document, Issue, Kernel, LaunchSite
-from agent.spec import Evidence, SpecError, render, spec_for
 from agent.suite import FamilySummary, SuiteEntry, SuiteSummary
 from agent.target import Target
+from cudasrc.launch import LaunchChange, TextEdit
+from cudasrc.source import Document, Issue, Kernel, LaunchSite
+from cudasrc.specs import Evidence, SpecError, render, spec_for
 from sandbox.capture import CaptureRun
 from sandbox.contract import CandidateResult, Check, DeviceInfo, EvalResult, Profile
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def _task_set(paths: tuple[str, ...]) -> Any:
-    from agent.reward.tasks import DEFAULT_TASKS, TaskSet
+    from learning.tasks import DEFAULT_TASKS, TaskSet
 
     tasks = TaskSet.load(paths or (DEFAULT_TASKS,))
     if not len(tasks):
@@ -51,7 +51,7 @@ def reward() -> None:
 @click.option("--prompts", is_flag=True, help="JSON lines {task, split, prompt}: a dataset for a trainer.")
 def reward_tasks(task_paths: tuple[str, ...], split: str | None, prompts: bool) -> None:
     """List the tasks (name@hash, split, kernel)."""
-    from agent.reward.completion import prompt_messages
+    from learning.completion import prompt_messages
 
     for task in _task_set(task_paths):
         if split and task.split != split:
@@ -73,7 +73,7 @@ def reward_tasks(task_paths: tuple[str, ...], split: str | None, prompts: bool) 
 def reward_score(task: str, file: str, task_paths: tuple[str, ...], gpu: int, as_json: bool) -> None:
     """Score one completion: FILE holds a model's answer (a .cu/.cuh file is the kernel itself, a
     .py file a PyTorch task's ModelNew module)."""
-    from agent.reward.engine import Item, RewardEngine
+    from learning.engine import Item, RewardEngine
     from sandbox.executor import ExecutorError
 
     tasks = _task_set(task_paths)
@@ -138,16 +138,18 @@ def reward_serve(
     import signal
 
     try:
-        from agent.reward.engine import RewardEngine
-        from agent.reward.service import RewardLimits, RewardService
-        from sandbox import service
+        from base.asgi import make_server
+        from learning.engine import RewardEngine
+        from learning.service import RewardLimits, RewardService
     except ImportError as exc:
         raise UserError(
             f"the reward service needs the `worker` extra: pip install 'cuda-agent[worker]' ({exc})"
         ) from exc
+    from base.http import ConnectionLimits, check_listen_policy, check_tls, listen
+
     tasks = _task_set(task_paths)
     token = read_token(token_file) if token_file else None
-    why = service.check_listen_policy(host, token) or service.check_tls(tls_cert, tls_key)
+    why = check_listen_policy(host, token) or check_tls(tls_cert, tls_key)
     if why:
         raise UserError(why)
     try:
@@ -157,7 +159,7 @@ def reward_serve(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("cuda_agent.reward")
     try:
-        sock = service.listen(host, port)
+        sock = listen(host, port)
     except OSError as exc:
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     if simulate:
@@ -169,8 +171,8 @@ def reward_serve(
     engine = RewardEngine(executor, tasks, workers=workers or 2 * len(indices))
     limits = RewardLimits(max_per_client=max_per_client, max_items=max_items)
     app = RewardService(engine, token=token, limits=limits)
-    server = service.make_server(
-        app.app, tls_cert=tls_cert, tls_key=tls_key, limits=service.Limits(trusted_proxies=trusted_proxy)
+    server = make_server(
+        app.app, tls_cert=tls_cert, tls_key=tls_key, limits=ConnectionLimits(trusted_proxies=trusted_proxy)
     )
     signal.signal(signal.SIGTERM, _exit_on_signal)
     where = f"{'https' if tls_cert else 'http'}://{host}:{sock.getsockname()[1]}"

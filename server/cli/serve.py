@@ -104,11 +104,13 @@ def worker(
     import signal
 
     try:
+        from base.asgi import make_server
         from sandbox import service
     except ImportError as exc:
         raise UserError(
             f"the worker needs the `worker` extra: pip install 'cuda-agent[worker]' ({exc})"
         ) from exc
+    from base.http import check_listen_policy, check_tls, is_loopback, listen
     from sandbox.compile_pool import compile_isolation
     from sandbox.contract import RequestLimits
     from sandbox.executor import ExecutorError
@@ -116,7 +118,7 @@ def worker(
     from server.texts import plural
 
     token = read_token(token_file) if token_file else None
-    why = service.check_listen_policy(host, token) or service.check_tls(tls_cert, tls_key)
+    why = check_listen_policy(host, token) or check_tls(tls_cert, tls_key)
     if why:
         raise UserError(why)
     try:
@@ -133,7 +135,7 @@ def worker(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("cuda_agent.worker")
     try:
-        sock = service.listen(host, port)
+        sock = listen(host, port)
     except OSError as exc:
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     request_limits = RequestLimits(
@@ -155,7 +157,7 @@ def worker(
         app = service.WorkerService(
             executors, token=token, limits=limits, simulated=simulate, isolation=isolation
         )
-        server = service.make_server(app.app, tls_cert=tls_cert, tls_key=tls_key, limits=limits)
+        server = make_server(app.app, tls_cert=tls_cert, tls_key=tls_key, limits=limits)
         scheme = "https" if tls_cert else "http"
         # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
         # it found: make that handler an exit, so the pools below are stopped, not orphaned.
@@ -180,7 +182,7 @@ def worker(
             log.info("compiles are isolated from this host by %s", isolation)
         if not token:
             log.warning("no --token-file: any user of this machine can run kernels on its GPUs")
-        elif not tls_cert and not service.is_loopback(host):
+        elif not tls_cert and not is_loopback(host):
             log.warning("no TLS: the token crosses the network in clear; use --tls-cert or an SSH tunnel")
         server.run(sockets=[sock])
     except ExecutorError as exc:

@@ -149,13 +149,14 @@ def speedup(
     with it, files change, and are restored byte for byte if the program's outputs differ."""
     from agent import program as prog
     from agent.outputs import OutputFile, OutputTolerance
-    from agent.proposer import parse_budget
+    from agent.proposer import BudgetError, parse_budget
+    from agent.proposers import make_proposer
+    from sandbox.compile_pool import CompilePool
     from sandbox.executor import ExecutorError
-    from server.cli.optimize import make_proposer
 
     try:
         wall = parse_budget(budget).wall_s or 120.0
-    except ValueError as exc:
+    except BudgetError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
     for pattern in ignore:
         try:
@@ -191,7 +192,7 @@ def speedup(
                 settings,
                 machine,
                 executor,
-                lambda: make_proposer("builtin", None),
+                lambda: make_proposer("builtin", None, lambda: CompilePool(workers=2)),
                 progress=say,
                 cancel=cancel,
             )

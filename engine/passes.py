@@ -1,0 +1,192 @@
+"""Structural passes: the interface, the emitter, and the adapter the search composes.
+
+A pass is one file holding a :class:`Pass` subclass:
+
+- ``match(view) -> Match | NotApplicable(reason)`` decides on the read-only
+  :class:`~engine.view.KernelView` whether (and where) the rewrite applies; a
+  :class:`Match` carries what ``rewrite`` needs (nodes of the view, names, reductions);
+- ``rewrite(match, params) -> Transformed | NotApplicable`` instantiates the rewrite for one point of
+  the pass's declared parameter space ``space`` (best guess first: the search tries it in the
+  first batch) through an :class:`Emitter`;
+- ``space_for(device)`` may widen the space for the device (e.g. a grid capped at a few blocks
+  per SM); ``accepts(params)`` says which values ``rewrite`` instantiates;
+- one entry in :data:`engine.registry.PASSES` makes the search try it.
+
+A pass matches the *normalized* subject (:mod:`engine.frontend`: device functions
+inlined, loops in canonical form; macros, constants, aliases and scopes resolved in the view),
+so it sees one spelling of each computation, and reads element types through
+``view.element_type(name)``.
+
+:class:`Apply` (a pass with one parameter value) is a :class:`~engine.Transform`, so
+passes compose with every other transformation — and with each other: a
+:class:`~engine.compose.Chain` applies several, each matched on the previous one's
+result —, and an exception inside a pass becomes ``NotApplicable("internal error: ...")``
+through :func:`engine.safe_apply`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, TypeVar
+
+import tree_sitter
+
+from cudasrc.launch import LaunchChange
+from engine import NotApplicable, Outcome, Subject, Transform, Transformed, _rebuild
+from engine.view import KernelView
+from sandbox.contract import DeviceInfo
+
+Node = tree_sitter.Node
+PAD = "    "
+
+
+@dataclass(frozen=True)
+class Match:
+    """What a pass found; subclasses add their fields."""
+
+    view: KernelView
+
+
+M = TypeVar("M", bound=Match)
+
+
+class Pass(abc.ABC, Generic[M]):
+    """A structural rewrite: ``match`` on the view, ``rewrite`` for one parameter value."""
+
+    name: ClassVar[str]
+    space: ClassVar[tuple[Hashable, ...]]  # the parameter values the search tries, best first
+    leads: ClassVar[bool] = True  # a matching pass gets a composite guess of its own in the first batch
+
+    @abc.abstractmethod
+    def match(self, view: KernelView) -> M | NotApplicable: ...
+
+    @abc.abstractmethod
+    def rewrite(self, match: M, params: Hashable) -> Outcome: ...
+
+    def guess(self, match: M) -> Hashable:
+        """The parameter value to try first on this match (the search's first batch)."""
+        return self.space[0]
+
+    def space_for(self, device: DeviceInfo | None) -> tuple[Hashable, ...]:
+        """The parameter values to search on ``device`` (its SM count, ...); ``space`` by default."""
+        return self.space
+
+    def accepts(self, params: Hashable) -> bool:
+        """Whether ``params`` is a parameter value of this pass (those of :meth:`space_for` and
+        any other the pass can instantiate)."""
+        return params in self.space
+
+
+@dataclass(frozen=True)
+class Apply(Transform):
+    """A pass with one of its parameter values, as a transformation of a :class:`Subject`."""
+
+    pass_: Pass[Any] = field(compare=False, hash=False)
+    params: Hashable
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.pass_.name)
+
+    def apply(self, subject: Subject) -> Outcome:
+        found = self.pass_.match(subject.normalized.view)
+        if isinstance(found, NotApplicable):
+            return found
+        if not self.pass_.accepts(self.params):
+            return NotApplicable(f"{self.params!r} is not in the parameter space of {self.name}")
+        return self.pass_.rewrite(found, self.params)
+
+    def __repr__(self) -> str:
+        return repr(self.params) if isinstance(self.params, Pass) else f"{self.name}({self.params!r})"
+
+
+class Emitter:
+    """Builds a rewrite's text: fresh names that collide with no identifier in use, indentation,
+    shared helper functions emitted once before the kernel, and the splice into the subject."""
+
+    def __init__(self, view: KernelView) -> None:
+        self.view = view
+        self.taken = set(view.identifiers)
+        self.helpers: dict[str, str] = {}  # name -> definition, in emission order
+        self.edits: list[tuple[int, int, str]] = []
+
+    def fresh(self, stem: str) -> str:
+        """``ca_<stem>`` (or ``ca_<stem>_2`` ...) not used in the code."""
+        name, k = f"ca_{stem}", 2
+        while name in self.taken:
+            name, k = f"ca_{stem}_{k}", k + 1
+        self.taken.add(name)
+        return name
+
+    def helper(self, name: str, definition: str) -> str:
+        """Ensure ``definition`` (a ``__device__`` function called ``name``) precedes the kernel
+        once; the name is kept when the code already defines exactly this helper."""
+        if name in self.helpers:
+            return name
+        if definition in self.view.subject.code:
+            return name
+        final = name
+        k = 2
+        while final in self.taken:
+            final, k = f"{name}_{k}", k + 1
+        self.taken.add(final)
+        self.helpers[final] = definition.replace(name, final)
+        return final
+
+    def edit(self, start: int, end: int, text: str) -> None:
+        """Replace the subject's bytes ``start:end`` by ``text``."""
+        self.edits.append((start, end, text))
+
+    def substitute(self, node: Node, replace_fn: Callable[[Node], str | None]) -> str:
+        """``node``'s text with every subtree for which ``replace_fn`` answers a string replaced
+        by it (outermost first)."""
+        return _rebuild(self.view.subject, node, replace_fn)
+
+    def indent(self, node: Node) -> str:
+        line = self.view.subject.doc.line_bytes(node.start_point.row).decode("utf-8", errors="replace")
+        return line[: len(line) - len(line.lstrip())]
+
+    def replace(self, node: Node, text: str) -> None:
+        self.edits.append((node.start_byte, node.end_byte, text))
+
+    def insert_before(self, node: Node, text: str) -> None:
+        self.edits.append((node.start_byte, node.start_byte, text))
+
+    def insert_after(self, node: Node, text: str) -> None:
+        self.edits.append((node.end_byte, node.end_byte, text))
+
+    def code(self) -> str:
+        """The subject's code with the edits applied and the helpers before the kernel."""
+        subject = self.view.subject
+        edits = list(self.edits)
+        if self.helpers:
+            start = subject.kernel.span.start_byte
+            edits.insert(0, (start, start, "".join(h.rstrip() + "\n\n" for h in self.helpers.values())))
+        data, out, pos = subject.doc.data, [], 0
+        for start, end, text in sorted(edits, key=lambda e: (e[0], e[1])):  # stable: inserts keep their order
+            if start < pos:
+                raise ValueError("overlapping edits")
+            out += [data[pos:start], text.encode()]
+            pos = end
+        out.append(data[pos:])
+        return b"".join(out).decode("utf-8", errors="replace")
+
+    def rewrite(self, description: str, launch: LaunchChange | None = None) -> Transformed:
+        return Transformed(self.code(), description, launch)
+
+
+class Parameterized(Pass[M], Transform):
+    """A pass whose instances are its own parameter values (``Vectorize(16, 2)``): a frozen
+    dataclass of the parameters.  An instance is a transformation by itself, and the registry
+    holds a default instance whose ``space_for(device)`` lists the instances to search."""
+
+    def accepts(self, params: Hashable) -> bool:
+        return type(params) is type(self)
+
+    def apply(self, subject: Subject) -> Outcome:
+        return Apply(self, self).apply(subject)
+
+    @abc.abstractmethod
+    def rewrite(self, match: M, params: Hashable) -> Outcome: ...

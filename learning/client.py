@@ -1,0 +1,211 @@
+"""Thin clients of ``cuda-agent reward serve`` for RL trainers (HTTP only: the trainer's process
+never compiles or runs anything).
+
+- TRL: :func:`trl_reward_func` / :func:`trl_async_reward_func` for
+  ``GRPOTrainer(reward_funcs=[...])``, called as ``f(prompts=, completions=, completion_ids=,
+  **dataset_columns)``; the dataset's ``task`` column names each row's task; returns
+  ``list[float | None]`` (None: no reward, e.g. past the deadline; TRL skips it).
+- verl: :func:`compute_score` (``custom_reward_function.name=compute_score``) and
+  :func:`compute_score_batch` (with ``reward_model.reward_manager=batch``); ``ground_truth`` is
+  the task; returns ``{"score": ..., ...facts}``.
+- OpenRLHF: no code here: ``--remote_rm_url http://HOST:PORT/openrlhf`` with the task in the
+  dataset's label column.
+
+The service's address and token come from the arguments, else ``CUDA_AGENT_REWARD_URL`` and
+``CUDA_AGENT_REWARD_TOKEN``.  Every call carries a request id and is retried with it (the service
+answers a retry from its cache) on connection errors, 429 and 5xx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import httpx
+
+from agent.trajectory import MILESTONE_LEVEL
+from base.errors import Unavailable
+
+ENV_URL = "CUDA_AGENT_REWARD_URL"
+ENV_TOKEN = "CUDA_AGENT_REWARD_TOKEN"
+DEFAULT_URL = "http://127.0.0.1:8790"
+RETRY_STATUS = (429, 502, 503, 504)
+
+
+class RewardError(Unavailable, RuntimeError):
+    """The reward service refused a request or could not be reached; one line."""
+
+
+class RewardClient:
+    def __init__(
+        self, url: str | None = None, token: str | None = None, *, timeout_s: float = 1800.0, retries: int = 3
+    ) -> None:
+        self.url = (url or os.environ.get(ENV_URL) or DEFAULT_URL).rstrip("/")
+        token = token or os.environ.get(ENV_TOKEN)
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.timeout = httpx.Timeout(timeout_s, connect=10.0)
+        self.retries = retries
+
+    def _body(
+        self, items: Sequence[dict[str, Any]], deadline_s: float | None, request_id: str
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"id": request_id, "items": list(items)}
+        if deadline_s is not None:
+            body["deadline_s"] = deadline_s
+        return body
+
+    def score(
+        self, items: Sequence[dict[str, Any]], deadline_s: float | None = None, request_id: str = ""
+    ) -> list[dict[str, Any]]:
+        """Results of ``POST /reward`` for ``items`` ({key, task, completion}), in order."""
+        body = self._body(items, deadline_s, request_id or uuid.uuid4().hex)
+        with httpx.Client(timeout=self.timeout, headers=self.headers) as client:
+            for attempt in range(self.retries + 1):
+                try:
+                    response = client.post(f"{self.url}/reward", json=body)
+                except httpx.TransportError as exc:
+                    failure = f"cannot reach the reward service at {self.url}: {exc}"
+                else:
+                    if response.status_code not in RETRY_STATUS:
+                        return _results(response)
+                    failure = _refusal(response)
+                if attempt < self.retries:
+                    time.sleep(min(2.0**attempt, 10.0))
+        raise RewardError(failure)
+
+    async def ascore(
+        self, items: Sequence[dict[str, Any]], deadline_s: float | None = None, request_id: str = ""
+    ) -> list[dict[str, Any]]:
+        """:meth:`score` for an event loop."""
+        body = self._body(items, deadline_s, request_id or uuid.uuid4().hex)
+        async with httpx.AsyncClient(timeout=self.timeout, headers=self.headers) as client:
+            for attempt in range(self.retries + 1):
+                try:
+                    response = await client.post(f"{self.url}/reward", json=body)
+                except httpx.TransportError as exc:
+                    failure = f"cannot reach the reward service at {self.url}: {exc}"
+                else:
+                    if response.status_code not in RETRY_STATUS:
+                        return _results(response)
+                    failure = _refusal(response)
+                if attempt < self.retries:
+                    await asyncio.sleep(min(2.0**attempt, 10.0))
+        raise RewardError(failure)
+
+
+def _refusal(response: httpx.Response) -> str:
+    try:
+        why = response.json().get("error", "")
+    except ValueError:
+        why = response.text[:200]
+    return f"the reward service answered {response.status_code}: {why}"
+
+
+def _results(response: httpx.Response) -> list[dict[str, Any]]:
+    if response.status_code != 200:
+        raise RewardError(_refusal(response))
+    return list(response.json()["results"])
+
+
+# --------------------------------------------------------------------------- TRL
+
+
+def _trl_items(completions: Sequence[Any], kwargs: dict[str, Any], task_column: str) -> list[dict[str, Any]]:
+    tasks = kwargs.get(task_column)
+    if tasks is None:
+        raise RewardError(f"the dataset has no `{task_column}` column naming each row's task (name@hash)")
+    return [
+        {"key": str(i), "task": str(task), "completion": completion}
+        for i, (task, completion) in enumerate(zip(tasks, completions, strict=True))
+    ]
+
+
+def trl_reward_func(
+    url: str | None = None,
+    token: str | None = None,
+    *,
+    task_column: str = "task",
+    deadline_s: float | None = None,
+    name: str = "cuda_agent_reward",
+) -> Callable[..., list[float | None]]:
+    """A TRL reward function over the service (completions as text or chat messages)."""
+    client = RewardClient(url, token)
+
+    def reward(
+        prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
+    ) -> list[float | None]:
+        results = client.score(_trl_items(completions, kwargs, task_column), deadline_s)
+        return [r["reward"] for r in results]
+
+    reward.__name__ = name
+    return reward
+
+
+def trl_async_reward_func(
+    url: str | None = None,
+    token: str | None = None,
+    *,
+    task_column: str = "task",
+    deadline_s: float | None = None,
+    name: str = "cuda_agent_reward",
+) -> Callable[..., Awaitable[list[float | None]]]:
+    """:func:`trl_reward_func` as an ``async def`` (TRL awaits async reward functions together)."""
+    client = RewardClient(url, token)
+
+    async def reward(
+        prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
+    ) -> list[float | None]:
+        results = await client.ascore(_trl_items(completions, kwargs, task_column), deadline_s)
+        return [r["reward"] for r in results]
+
+    reward.__name__ = name
+    return reward
+
+
+# --------------------------------------------------------------------------- verl
+
+
+def _verl_score(result: dict[str, Any], missing: float) -> dict[str, Any]:
+    """verl's dict: ``score`` and numeric facts (the same keys for every item)."""
+    value = result.get("reward")
+    return {
+        "score": missing if value is None else float(value),
+        "milestone": float(MILESTONE_LEVEL.get(result.get("milestone", ""), 0)),
+        "speedup_low": float(result.get("speedup_low") or 0.0),
+        "hack": float(result.get("milestone") == "hack"),
+        "scored": float(value is not None),
+    }
+
+
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: str,
+    extra_info: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """verl's ``compute_score``: ``ground_truth`` names the task; ``reward_kwargs`` may give
+    ``url``, ``token``, ``deadline_s`` and ``missing_reward`` (the score of an item that got no
+    reward; default 0)."""
+    return compute_score_batch([data_source], [solution_str], [ground_truth], [extra_info], **kwargs)[0]
+
+
+def compute_score_batch(
+    data_sources: Sequence[str],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[str],
+    extra_infos: Sequence[dict[str, Any] | None] | None = None,
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
+    """verl's batch reward manager's form of :func:`compute_score`: one request for the batch."""
+    client = RewardClient(kwargs.get("url"), kwargs.get("token"))
+    items = [
+        {"key": str(i), "task": str(task), "completion": str(solution)}
+        for i, (task, solution) in enumerate(zip(ground_truths, solution_strs, strict=True))
+    ]
+    results = client.score(items, kwargs.get("deadline_s"))
+    return [_verl_score(r, float(kwargs.get("missing_reward", 0.0))) for r in results]
