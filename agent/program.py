@@ -9,12 +9,13 @@ verified, applied, end-to-end speedup.
           │        ◀── compare outputs, time ◀── run again ◀── rebuild ◀── patch ◀──┘
           └──────────────▶ report: shares, each rewrite's speedup, measured vs Amdahl
 
-1. **Baseline.** The program runs ``runs`` times as the user runs it, under the capture library
-   with kernel timing only (no launch recorded, nothing synchronized): wall time, each kernel's
-   GPU time (CUPTI activity records: every launch, every stream), standard output and the files
-   named as outputs (removed before each run, so a run that does not write one is caught).  Two
-   baseline runs whose outputs disagree under the tolerance stop the job: the comparison could
-   not tell a broken rewrite from the program's own noise.
+1. **Baseline.** The program runs as the user runs it: once under the capture library with
+   kernel timing only (CUPTI activity records: every launch, every stream; no launch recorded,
+   nothing synchronized) for each kernel's GPU time, then ``runs`` times plainly, without the
+   library, for its wall time; every run's standard output and the files named as outputs
+   (removed before each run, so a run that does not write one is caught).  Two runs whose
+   outputs disagree under the tolerance stop the job: the comparison could not tell a broken
+   rewrite from the program's own noise.
 2. **Ranking.** Kernels by share of GPU time; the hottest are taken until their shares reach
    ``share`` or ``top`` kernels are taken.
 3. **Capture.** One run per chosen kernel records its launches (up to ``max_shapes``) and saves
@@ -89,9 +90,10 @@ class Machine(Protocol):
         save_dir: str | None = None,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        watch: bool = True,
     ) -> CaptureRun:
-        """Run the program with kernel timing (and, with ``max_launches``, launch records);
-        its standard output kept."""
+        """Run the program with kernel timing (and, with ``max_launches``, launch records), or
+        plainly (``watch=False``: its own wall time, nothing added); its standard output kept."""
         ...
 
     def build(self, command: str, cwd: str, timeout: float | None = None) -> tuple[int, str]:
@@ -112,6 +114,7 @@ class LocalMachine:
         save_dir: str | None = None,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        watch: bool = True,
     ) -> CaptureRun:
         from sandbox.capture import run_program
 
@@ -124,8 +127,9 @@ class LocalMachine:
             cwd=cwd,
             interactive=False,
             cancel=cancel,
-            times=True,
+            times=watch,
             capture_stdout=True,
+            watch=watch,
         )
 
     def build(self, command: str, cwd: str, timeout: float | None = None) -> tuple[int, str]:
@@ -365,24 +369,28 @@ def _clear_outputs(cwd: str, outputs: Sequence[OutputFile]) -> None:
 @dataclass(frozen=True)
 class _Observed:
     runs: RunTimes
-    produced: tuple[Produced, ...]
-    last: CaptureRun
+    produced: tuple[Produced, ...]  # the watched run's, then each plain run's
+    timed: CaptureRun  # the watched run: each kernel's GPU time
+    returncode: int  # the first non-zero exit status, else 0
 
 
 def _run_times(machine: Machine, s: ProgramSettings, cancel: threading.Event | None) -> _Observed:
-    walls, gpus, produced = [], [], []
-    last: CaptureRun | None = None
-    for _ in range(max(s.runs, 1)):
+    """One watched run (each kernel's GPU time; the library's callbacks cost time, so its wall
+    time is not used) and ``s.runs`` plain runs (wall time); every run's outputs."""
+    _clear_outputs(s.cwd, s.outputs)
+    timed = machine.run(s.argv, s.cwd, timeout=s.timeout_s, cancel=cancel)
+    produced = [_produced(timed, s.cwd, s.outputs)]
+    walls: list[float] = []
+    returncode = timed.returncode
+    for _ in range(max(s.runs, 1) if returncode == 0 else 0):
         _clear_outputs(s.cwd, s.outputs)
-        run = machine.run(s.argv, s.cwd, timeout=s.timeout_s, cancel=cancel)
+        run = machine.run(s.argv, s.cwd, timeout=s.timeout_s, cancel=cancel, watch=False)
         walls.append(run.seconds)
-        gpus.append(run.gpu_ns / 1e9)
         produced.append(_produced(run, s.cwd, s.outputs))
-        last = run
         if run.returncode != 0:
+            returncode = run.returncode
             break
-    assert last is not None
-    return _Observed(RunTimes(tuple(walls), tuple(gpus)), tuple(produced), last)
+    return _Observed(RunTimes(tuple(walls), (timed.gpu_ns / 1e9,)), tuple(produced), timed, returncode)
 
 
 _ECMA_SPECIAL = frozenset("\\^$.|?*+()[]{}")
@@ -662,12 +670,9 @@ def speedup(
     s = settings
     say(f"running {' '.join(s.argv)} ({s.runs}x, timing kernels)")
     base = _run_times(machine, s, cancel)
-    if base.last.returncode != 0:
+    if base.returncode != 0:
         return ProgramReport(
-            s.argv,
-            Outcome.RUN_FAILED,
-            f"the program exited with status {base.last.returncode}",
-            before=base.runs,
+            s.argv, Outcome.RUN_FAILED, f"the program exited with status {base.returncode}", before=base.runs
         )
     if len(base.produced) > 1 and (
         diffs := compare(base.produced[0], base.produced[1], _kinds(s), s.tolerance, _ignored(s))
@@ -680,9 +685,9 @@ def speedup(
             before=base.runs,
             differences=tuple(str(d) for d in diffs),
         )
-    times = {k: (t.launches, t.ns, t.streams, len(t.shapes)) for k, t in base.last.times.items()}
+    times = {k: (t.launches, t.ns, t.streams, len(t.shapes)) for k, t in base.timed.times.items()}
     if not times:
-        why = "; ".join(base.last.errors) or "no kernel launch was timed"
+        why = "; ".join(base.timed.errors) or "no kernel launch was timed"
         return ProgramReport(s.argv, Outcome.NO_KERNELS, why, before=base.runs)
     wall_ns = base.runs.wall * 1e9
     kernels = rank(times, wall_ns, s.top, s.share)
@@ -841,11 +846,9 @@ def _apply_and_compare(
                 )
         say("running the patched program")
         after = _run_times(machine, s, cancel)
-        if after.last.returncode != 0:
+        if after.returncode != 0:
             return undo(
-                Outcome.RUN_FAILED,
-                f"the patched program exited with status {after.last.returncode}",
-                after.runs,
+                Outcome.RUN_FAILED, f"the patched program exited with status {after.returncode}", after.runs
             )
         diffs = list(
             dict.fromkeys(

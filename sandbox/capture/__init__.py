@@ -340,6 +340,7 @@ def run_program(
     cancel: threading.Event | None = None,
     times: bool = False,
     capture_stdout: bool = False,
+    watch: bool = True,
 ) -> CaptureRun:
     """Run ``argv`` with the injection library and read what it recorded.  ``kernel``: a regular
     expression searched in the demangled name; ``launch``: record only that matching launch
@@ -349,22 +350,24 @@ def run_program(
     reads no input (stdin is /dev/null: a language server's stdin is its protocol stream);
     ``cancel``: when set, the program is stopped and :class:`CaptureError` says so.  ``times``:
     time every matching launch on the GPU (``max_launches=0``: record none, so the program runs
-    unsynchronized); ``capture_stdout``: keep the program's standard output (``CaptureRun.stdout``)."""
+    unsynchronized); ``capture_stdout``: keep the program's standard output (``CaptureRun.stdout``);
+    ``watch=False``: run it plainly, without the library (its own wall time and output only)."""
     if not argv:
         raise CaptureError("no program given: cuda-agent capture -- PROGRAM [ARGS]")
     if shutil.which(argv[0]) is None and not Path(cwd or ".", argv[0]).exists():
         raise CaptureError(f"{argv[0]}: program not found")
     prebuilt = os.environ.get("CUDA_AGENT_CAPTURE_LIBRARY")  # a library built elsewhere, as is
-    lib = library or (Path(prebuilt) if prebuilt else build_library())
+    lib = library or (Path(prebuilt) if prebuilt else build_library()) if watch else None
     with tempfile.TemporaryDirectory(prefix="cuda-agent-capture-") as tmp:
         out = Path(tmp) / "launches.jsonl"
         run_env = dict(os.environ if env is None else env)
-        run_env.update(
-            CUDA_INJECTION64_PATH=str(lib),
-            CUDA_AGENT_CAPTURE_OUT=str(out),
-            CUDA_AGENT_CAPTURE_MAX=str(max_launches),
-            CUDA_AGENT_CAPTURE_SAVE_CAP=str(save_cap_bytes),
-        )
+        if lib is not None:  # else a plain run
+            run_env.update(
+                CUDA_INJECTION64_PATH=str(lib),
+                CUDA_AGENT_CAPTURE_OUT=str(out),
+                CUDA_AGENT_CAPTURE_MAX=str(max_launches),
+                CUDA_AGENT_CAPTURE_SAVE_CAP=str(save_cap_bytes),
+            )
         if kernel:
             run_env["CUDA_AGENT_CAPTURE_KERNEL"] = kernel
         if launch is not None:
@@ -405,7 +408,7 @@ def run_program(
         text = out.read_text(errors="replace") if out.exists() else ""
         stdout = stdout_path.read_bytes() if capture_stdout else b""
     launches, kernels, errors, kernel_times, span = parse_all(text.splitlines())
-    if not text:
+    if not text and watch:
         errors = (
             "the capture library was not loaded (no CUDA call in the program, or the driver "
             "ignored CUDA_INJECTION64_PATH)",
