@@ -79,7 +79,8 @@ PROGRAMS = (
 def build_command(folder: Path, binary: str) -> str:
     if (folder / "CMakeLists.txt").is_file() and shutil.which("cmake"):
         b = Path(binary).name
-        return f"cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j 8 && cp build/{b} {b}"
+        cmake = f"cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j 8 && cp build/{b} {b}"
+        return f"({cmake}) || make -s"  # an older CMake (no `native` architectures): the Makefile
     return "make -s"
 
 
