@@ -729,7 +729,8 @@ def speedup(
                         k.share,
                         0.0,
                         False,
-                        f"same definition as {seen_definitions[key]} (another instantiation): optimized once",
+                        f"same definition as {seen_definitions[key]} (another instantiation): optimized "
+                        "once, its rewrite changes this one too (checked by the end-to-end run, not predicted)",
                     )
                 )
                 continue
