@@ -113,6 +113,13 @@ SIMULATED_PROGRAM_ENV = "CUDA_AGENT_TEST_PROGRAM"  # a simulated program's kerne
     show_default=True,
     help="Seconds one run or build may take.",
 )
+@click.option(
+    "--proposer",
+    type=click.Choice(["builtin", "llm"]),
+    default="builtin",
+    show_default=True,
+    help="Who proposes rewrites; llm: the endpoint of CUDA_AGENT_LLM_URL / CUDA_AGENT_LLM_MODEL.",
+)
 @click.option("--seed", default=0, show_default=True, help="Random seed of the search.")
 @click.option(
     "--gpu",
@@ -137,6 +144,7 @@ def speedup(
     patch_path: str,
     apply_patch: bool,
     timeout: float,
+    proposer: str,
     seed: int,
     gpu: int,
     as_json: bool,
@@ -150,7 +158,7 @@ def speedup(
     from agent import program as prog
     from agent.outputs import OutputFile, OutputTolerance
     from agent.proposer import BudgetError, parse_budget
-    from agent.proposers import make_proposer
+    from agent.proposers import ProposerKind, make_proposer
     from sandbox.compile_pool import CompilePool
     from sandbox.executor import ExecutorError
 
@@ -184,6 +192,14 @@ def speedup(
         seed=seed,
     )
     machine = _machine(sources or (".",))
+    kind: ProposerKind = "llm" if proposer == "llm" else "builtin"
+    llm = None
+    if kind == "llm":
+        from agent.llm import LLMSettings
+
+        llm = LLMSettings.from_env()
+        if not llm.model:
+            raise UserError("--proposer llm needs CUDA_AGENT_LLM_MODEL (and CUDA_AGENT_LLM_URL)")
     cancel = threading.Event()
     say = None if as_json else (lambda m: click.echo(f"cuda-agent: {m}", err=True))
     try:
@@ -192,7 +208,7 @@ def speedup(
                 settings,
                 machine,
                 executor,
-                lambda: make_proposer("builtin", None, lambda: CompilePool(workers=2)),
+                lambda: make_proposer(kind, llm, lambda: CompilePool(workers=2)),
                 progress=say,
                 cancel=cancel,
             )
