@@ -37,11 +37,11 @@ if str(ROOT) not in sys.path:
 if str(ROOT / "tests") not in sys.path:
     sys.path.append(str(ROOT / "tests"))  # the host emulation the pass tests use (test_transforms)
 
-from agent import spec as spec_mod  # noqa: E402
-from agent.source import Document  # noqa: E402
+from cudasrc import specs as spec_mod  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
 from agent.target import Target, target_for  # noqa: E402
-from agent.transforms import NotApplicable, Subject, safe_apply  # noqa: E402
-from agent.transforms.registry import candidates  # noqa: E402
+from engine import NotApplicable, Subject, safe_apply  # noqa: E402
+from engine.registry import candidates  # noqa: E402
 from sandbox.compiler import compile_cuda  # noqa: E402
 
 GXX = ("g++", "-std=c++20", "-pthread", "-O1", "-fno-strict-aliasing", "-ffp-contract=off", "-w")
@@ -220,7 +220,7 @@ def main() -> int:
         "--no-emulate", action="store_true", help="skip the host emulation (proposed + compiles only)"
     )
     args = ap.parse_args()
-    logging.getLogger("agent.transforms").setLevel(logging.ERROR)
+    logging.getLogger("engine").setLevel(logging.ERROR)
     rows: list[Row] = []
     for entry in index():
         if not fnmatch.fnmatch(entry["file"], args.match):

@@ -16,9 +16,9 @@ from types import ModuleType
 
 import pytest
 
-from agent.source import Document
+from cudasrc.source import Document
 from agent.target import target_for
-from agent.transforms.registry import PASSES
+from engine.registry import PASSES
 
 BENCH = Path(__file__).parent.parent / "bench"
 CORPUS = BENCH / "corpus"
