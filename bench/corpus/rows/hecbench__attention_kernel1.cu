@@ -4,8 +4,7 @@
 // commit: f27000a5188f8ac79bd43fc95a1b3f890c18823d
 // license: BSD-3-Clause
 // expert: attention_kernel1_warpReduce (structural: a warp per row of the key (cooperative-groups reduce))
-// Upstream text, unchanged but for `// @cuda-agent` spec lines.
-#include <cub/cub.cuh>
+// Upstream text, unchanged but for `// @cuda-agent` spec lines and the kernels' selection.
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>
 
@@ -32,59 +31,6 @@ void attention_kernel1 (
     float sum = 0;
     for (int j = 0; j < d; j++)
       sum += key[i * d + j] * query[j];
-    dot_product[i] = sum;
-    atomicAdd(exp_sum, __expf(sum));
-  }
-}
-
-__global__
-void attention_kernel2 (
-    const float*__restrict__ exp_sum,
-    const float*__restrict__ dot_product,
-    float*__restrict__ score,
-    const int n)
-{
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n)
-    score[i] = __expf(dot_product[i]) / exp_sum[0];
-}
-
-__global__
-void attention_kernel3 (
-    const float*__restrict__ score,
-    const float*__restrict__ value,
-    float*__restrict__ output,
-    const int n,
-    const int d)
-{
-  int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j < d) {
-    float sum = 0;
-    for (int i = 0; i < n; i++)
-      sum += score[i] * value[i * d + j];
-    output[j] = sum;
-  }
-}
-
-__global__
-void attention_kernel1_blockReduce (
-    const float*__restrict__ key,
-    const float*__restrict__ query,
-    float*__restrict__ dot_product,
-    float*__restrict__ exp_sum,
-    const int n,
-    const int d)
-{
-  // each i iteration is assigned to a block
-  int i = blockIdx.x;
-  float sum = 0;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    sum += key[i * d + j] * query[j];
-  }
-  using BlockReduce = cub::BlockReduce<float, 256>;
-  __shared__ typename BlockReduce::TempStorage temp_storage;
-  sum = BlockReduce(temp_storage).Sum(sum);
-  if (threadIdx.x == 0) {
     dot_product[i] = sum;
     atomicAdd(exp_sum, __expf(sum));
   }
@@ -124,52 +70,5 @@ void attention_kernel1_warpReduce (
       dot_product[i] = sum;
       atomicAdd(exp_sum, __expf(sum));
     }
-  }
-}
-
-__global__
-void attention_kernel2_blockReduce (
-    const float*__restrict__ exp_sum,
-    const float*__restrict__ dot_product,
-    const float*__restrict__ value,
-    float*__restrict__ output,
-    const int n,
-    const int d)
-{
-  int j = blockIdx.x;
-  float sum = 0;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    float score = __expf(dot_product[i]) / exp_sum[0];
-    sum += score * value[i * d + j];
-  }
-  using BlockReduce = cub::BlockReduce<float, 256>;
-  __shared__ typename BlockReduce::TempStorage temp_storage;
-  sum = BlockReduce(temp_storage).Sum(sum);
-  if (threadIdx.x == 0)
-    output[j] = sum;
-}
-
-__global__
-void attention_kernel2_warpReduce (
-    const float*__restrict__ exp_sum,
-    const float*__restrict__ dot_product,
-    const float*__restrict__ value,
-    float*__restrict__ output,
-    const int n,
-    const int d)
-{
-  namespace cg = cooperative_groups;
-  cg::thread_block block = cg::this_thread_block();
-  cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
-  int j = blockIdx.x * warp.meta_group_size() + warp.meta_group_rank();
-  if (j < d) {
-    float sum = 0;
-    for (int i = warp.thread_rank(); i < n; i += warp.size()) {
-      float score = __expf(dot_product[i]) / exp_sum[0];
-      sum += score * value[i * d + j];
-    }
-    sum = cg::reduce(warp, sum, cg::plus<float>{});
-    if (warp.thread_rank() == 0)
-      output[j] = sum;
   }
 }
