@@ -68,6 +68,11 @@ __global__ void star3(const int n, const prk_float * in, prk_float * out) {
      }
 }
 
+// @cuda-agent sizes n=8000 verify n=67,101
+// @cuda-agent launch grid=(cdiv(n, 32), cdiv(n, 32)) block=(32, 32)
+// @cuda-agent arg n = n
+// @cuda-agent arg in in double[n * n]
+// @cuda-agent arg out inout double[n * n]
 __global__ void star4(const int n, const prk_float * in, prk_float * out) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const int j = blockIdx.y * blockDim.y + threadIdx.y;
@@ -91,6 +96,11 @@ __global__ void star4(const int n, const prk_float * in, prk_float * out) {
      }
 }
 
+// @cuda-agent sizes n=8000 verify n=67,101
+// @cuda-agent launch grid=(cdiv(n, 32), cdiv(n, 32)) block=(32, 32)
+// @cuda-agent arg n = n
+// @cuda-agent arg in in double[n * n]
+// @cuda-agent arg out inout double[n * n]
 __global__ void star5(const int n, const prk_float * in, prk_float * out) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const int j = blockIdx.y * blockDim.y + threadIdx.y;
@@ -225,3 +235,87 @@ __global__ void grid3(const int n, const prk_float * in, prk_float * out) {
      }
 }
 
+// @cuda-agent sizes n=8000 verify n=67,101
+// @cuda-agent launch grid=(cdiv(n, 32), cdiv(n, 32)) block=(32, 32)
+// @cuda-agent arg n = n
+// @cuda-agent arg in in double[n * n]
+// @cuda-agent arg out inout double[n * n]
+__global__ void grid4(const int n, const prk_float * in, prk_float * out) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    if ( (4 <= i) && (i < n-4) && (4 <= j) && (j < n-4) ) {
+            out[i*n+j] += +in[(i-4)*n+(j-4)] * -0.015625
+                          +in[(i-3)*n+(j-4)] * -0.002232142857142857
+                          +in[(i-2)*n+(j-4)] * -0.002232142857142857
+                          +in[(i-1)*n+(j-4)] * -0.002232142857142857
+                          +in[(i)*n+(j-4)] * -0.002232142857142857
+                          +in[(i+1)*n+(j-4)] * -0.002232142857142857
+                          +in[(i+2)*n+(j-4)] * -0.002232142857142857
+                          +in[(i+3)*n+(j-4)] * -0.002232142857142857
+                          +in[(i-4)*n+(j-3)] * -0.002232142857142857
+                          +in[(i-3)*n+(j-3)] * -0.020833333333333332
+                          +in[(i-2)*n+(j-3)] * -0.004166666666666667
+                          +in[(i-1)*n+(j-3)] * -0.004166666666666667
+                          +in[(i)*n+(j-3)] * -0.004166666666666667
+                          +in[(i+1)*n+(j-3)] * -0.004166666666666667
+                          +in[(i+2)*n+(j-3)] * -0.004166666666666667
+                          +in[(i+4)*n+(j-3)] * 0.002232142857142857
+                          +in[(i-4)*n+(j-2)] * -0.002232142857142857
+                          +in[(i-3)*n+(j-2)] * -0.004166666666666667
+                          +in[(i-2)*n+(j-2)] * -0.03125
+                          +in[(i-1)*n+(j-2)] * -0.010416666666666666
+                          +in[(i)*n+(j-2)] * -0.010416666666666666
+                          +in[(i+1)*n+(j-2)] * -0.010416666666666666
+                          +in[(i+3)*n+(j-2)] * 0.004166666666666667
+                          +in[(i+4)*n+(j-2)] * 0.002232142857142857
+                          +in[(i-4)*n+(j-1)] * -0.002232142857142857
+                          +in[(i-3)*n+(j-1)] * -0.004166666666666667
+                          +in[(i-2)*n+(j-1)] * -0.010416666666666666
+                          +in[(i-1)*n+(j-1)] * -0.0625
+                          +in[(i)*n+(j-1)] * -0.0625
+                          +in[(i+2)*n+(j-1)] * 0.010416666666666666
+                          +in[(i+3)*n+(j-1)] * 0.004166666666666667
+                          +in[(i+4)*n+(j-1)] * 0.002232142857142857
+                          +in[(i-4)*n+(j)] * -0.002232142857142857
+                          +in[(i-3)*n+(j)] * -0.004166666666666667
+                          +in[(i-2)*n+(j)] * -0.010416666666666666
+                          +in[(i-1)*n+(j)] * -0.0625
+                          +in[(i+1)*n+(j)] * 0.0625
+                          +in[(i+2)*n+(j)] * 0.010416666666666666
+                          +in[(i+3)*n+(j)] * 0.004166666666666667
+                          +in[(i+4)*n+(j)] * 0.002232142857142857
+                          +in[(i-4)*n+(j+1)] * -0.002232142857142857
+                          +in[(i-3)*n+(j+1)] * -0.004166666666666667
+                          +in[(i-2)*n+(j+1)] * -0.010416666666666666
+                          +in[(i)*n+(j+1)] * 0.0625
+                          +in[(i+1)*n+(j+1)] * 0.0625
+                          +in[(i+2)*n+(j+1)] * 0.010416666666666666
+                          +in[(i+3)*n+(j+1)] * 0.004166666666666667
+                          +in[(i+4)*n+(j+1)] * 0.002232142857142857
+                          +in[(i-4)*n+(j+2)] * -0.002232142857142857
+                          +in[(i-3)*n+(j+2)] * -0.004166666666666667
+                          +in[(i-1)*n+(j+2)] * 0.010416666666666666
+                          +in[(i)*n+(j+2)] * 0.010416666666666666
+                          +in[(i+1)*n+(j+2)] * 0.010416666666666666
+                          +in[(i+2)*n+(j+2)] * 0.03125
+                          +in[(i+3)*n+(j+2)] * 0.004166666666666667
+                          +in[(i+4)*n+(j+2)] * 0.002232142857142857
+                          +in[(i-4)*n+(j+3)] * -0.002232142857142857
+                          +in[(i-2)*n+(j+3)] * 0.004166666666666667
+                          +in[(i-1)*n+(j+3)] * 0.004166666666666667
+                          +in[(i)*n+(j+3)] * 0.004166666666666667
+                          +in[(i+1)*n+(j+3)] * 0.004166666666666667
+                          +in[(i+2)*n+(j+3)] * 0.004166666666666667
+                          +in[(i+3)*n+(j+3)] * 0.020833333333333332
+                          +in[(i+4)*n+(j+3)] * 0.002232142857142857
+                          +in[(i-3)*n+(j+4)] * 0.002232142857142857
+                          +in[(i-2)*n+(j+4)] * 0.002232142857142857
+                          +in[(i-1)*n+(j+4)] * 0.002232142857142857
+                          +in[(i)*n+(j+4)] * 0.002232142857142857
+                          +in[(i+1)*n+(j+4)] * 0.002232142857142857
+                          +in[(i+2)*n+(j+4)] * 0.002232142857142857
+                          +in[(i+3)*n+(j+4)] * 0.002232142857142857
+                          +in[(i+4)*n+(j+4)] * 0.015625
+                          ;
+     }
+}
