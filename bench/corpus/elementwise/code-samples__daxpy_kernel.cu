@@ -33,8 +33,6 @@
 
 #include <cstdio>
 
-#ifdef USE_NVTX
-
 // @cuda-agent sizes n=1<<22 verify n=1001,77
 // @cuda-agent launch grid=cdiv(n, block) block=256
 // @cuda-agent arg n = n
