@@ -87,7 +87,7 @@ def check_document(
 def check_kernel(
     doc: Document, kernel: Kernel, *, arch: str = "sm_90", options: tuple[str, ...] = ()
 ) -> KernelCheck:
-    spec, spec_errors = parse(kernel, doc.type_aliases)
+    spec, spec_errors = parse(kernel, doc.type_aliases, doc.integer_constants)
     name_expression, note = _name_expression(doc, kernel, spec if not spec_errors else None)
     targs = split_args(name_expression[len(kernel.qualified_name) :]) if name_expression else []
     unit = doc.standalone(kernel, also=template_names(tuple(targs)))

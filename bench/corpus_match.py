@@ -85,7 +85,7 @@ def subject(t: Target, kernel: str) -> Subject:
     k = doc.kernel(kernel)
     if k is None:
         raise ValueError(f"{t.path}: no kernel {kernel}")
-    spec, errors = spec_mod.parse(k, doc.type_aliases)
+    spec, errors = spec_mod.parse(k, doc.type_aliases, doc.integer_constants)
     if spec is None or errors:
         raise ValueError(f"{t.path}: no usable spec: {errors}")
     return Subject(t.definition, spec, context=t.baseline.source)

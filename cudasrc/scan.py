@@ -708,3 +708,127 @@ def syntax_issues(doc: Parsed, limit: int = 20) -> list[Issue]:
         elif n.has_error:
             stack.extend(reversed(n.children))
     return found
+
+
+# ------------------------------------------------------------------------------ integer constants
+
+INTEGER_TYPES = frozenset(
+    {"int", "unsigned", "unsigned int", "long", "long long", "size_t", "short", "int64_t", "uint32_t"}
+)
+
+
+def _walk(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def leaves(doc: Parsed, node: tree_sitter.Node) -> list[str]:
+    """The text of ``node``'s leaf tokens."""
+    return [doc.node_text(n) for n in _walk(node) if n.child_count == 0]
+
+
+def fold_integer(doc: Parsed, node: tree_sitter.Node | None, constants: dict[str, int]) -> int | None:
+    """The value of an integer constant expression (literals, known constants, + - * / % << >>)."""
+    if node is None:
+        return None
+    t = node.type
+    if t in ("parenthesized_expression", "preproc_arg") and node.named_child_count == 1:
+        return fold_integer(doc, node.named_children[0], constants)
+    if t == "number_literal":
+        s = doc.node_text(node).rstrip("uUlL")
+        try:
+            return int(s, 0)
+        except ValueError:
+            return None
+    if t == "identifier":
+        return constants.get(doc.node_text(node))
+    if t == "cast_expression":
+        return fold_integer(doc, node.child_by_field_name("value"), constants)
+    if t == "unary_expression":
+        op, arg = node.child_by_field_name("operator"), node.child_by_field_name("argument")
+        v = fold_integer(doc, arg, constants)
+        if v is None or op is None:
+            return None
+        return {"-": -v, "+": v}.get(doc.node_text(op))
+    if t == "binary_expression":
+        op = node.child_by_field_name("operator")
+        a = fold_integer(doc, node.child_by_field_name("left"), constants)
+        b = fold_integer(doc, node.child_by_field_name("right"), constants)
+        if op is None or a is None or b is None:
+            return None
+        o = doc.node_text(op)
+        if o in ("/", "%") and b == 0:
+            return None
+        ops = {
+            "+": a + b,
+            "-": a - b,
+            "*": a * b,
+        }
+        if o in ops:
+            return ops[o]
+        if o in ("<<", ">>") and 0 <= b < 64:
+            return a << b if o == "<<" else a >> b
+        if o == "/":
+            return int(a / b)
+        if o == "%":
+            return a - int(a / b) * b
+    return None
+
+
+def macro_integer(text: str, constants: dict[str, int]) -> int | None:
+    """A ``#define``'s value when it is an integer expression of C (parsed as C by tree-sitter)."""
+    doc = Parsed(f"static const int ca_macro = {text};")
+    for n in _walk(doc.tree.root_node):
+        if n.type == "init_declarator":
+            return fold_integer(doc, n.child_by_field_name("value"), constants)
+    return None
+
+
+def file_scope(n: tree_sitter.Node) -> bool:
+    up = n.parent
+    while up is not None:
+        if up.type in (
+            "function_definition",
+            "field_declaration_list",
+            "struct_specifier",
+            "class_specifier",
+        ):
+            return False
+        up = up.parent
+    return True
+
+
+def _constant_declaration(doc: Parsed, n: tree_sitter.Node, constants: dict[str, int]) -> None:
+    """``constexpr int TILE = 32;`` / ``static const int N = 4 * TILE;`` at file scope."""
+    ty = n.child_by_field_name("type")
+    words = set(leaves(doc, n))
+    if ty is None or not ({"const", "constexpr"} & words):
+        return
+    if " ".join(doc.node_text(ty).split()) not in INTEGER_TYPES:
+        return
+    for d in n.children_by_field_name("declarator"):
+        if d.type != "init_declarator":
+            continue
+        name = d.child_by_field_name("declarator")
+        v = fold_integer(doc, d.child_by_field_name("value"), constants)
+        if name is not None and name.type == "identifier" and v is not None:
+            constants.setdefault(doc.node_text(name), v)
+
+
+def integer_constants_of(doc: Parsed) -> dict[str, int]:
+    """The file's integer ``#define``\\ s and file-scope ``const``/``constexpr``/``static const``
+    integers, folded in order (a later one may use an earlier one): name -> value."""
+    constants: dict[str, int] = {}
+    for n in _walk(doc.tree.root_node):
+        if n.type == "preproc_def":
+            name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
+            if name is not None and value is not None:
+                v = macro_integer(doc.node_text(value), constants)
+                if v is not None:
+                    constants.setdefault(doc.node_text(name), v)
+        elif n.type == "declaration" and file_scope(n):
+            _constant_declaration(doc, n, constants)
+    return constants

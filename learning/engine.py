@@ -21,8 +21,9 @@ returns one :class:`Scored` per item, in order.  On the way:
 
 The reward is :func:`agent.trajectory.reward` with the task's allowed precisions.
 
-A PyTorch task's answers (``ModelNew`` modules, :func:`~learning.completion.parse_torch`) go to
-the executor as one :class:`~sandbox.contract.TorchRequest`; their reward is the same function of
+A PyTorch task's answers (``ModelNew`` modules, :func:`~learning.completion.parse_torch`) are
+screened here first (:func:`sandbox.screen.screen`: a refused answer costs no GPU time), then go
+to the executor as one :class:`~sandbox.contract.TorchRequest`; their reward is the same function of
 the verdict and its speedup against the eager ``Model``; the speedup against ``torch.compile`` is
 reported beside it (``compiled_speedup``).
 """
@@ -58,6 +59,7 @@ from sandbox.contract import (
 )
 from sandbox.executor import Executor, ExecutorError
 from sandbox.scheduler import GpuScheduler
+from sandbox.screen import screen
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +150,7 @@ class RewardEngine:
         options: EvalOptions | None = None,
         limits: RequestLimits | None = None,
         cache_size: int = 4096,
+        torch_compiled: bool = True,
     ) -> None:
         self.executor = executor
         self.tasks = tasks
@@ -156,6 +159,7 @@ class RewardEngine:
         self.options = options or EvalOptions()
         self.limits = limits or RequestLimits()
         self.cache_size = cache_size
+        self.torch_compiled = torch_compiled  # PyTorch answers: also timed against torch.compile(Model)
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="reward-eval")
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, _Verdict] = OrderedDict()
@@ -267,6 +271,11 @@ class RewardEngine:
         with self._lock:
             if key in self._cache or key in self._pending:
                 return task, key, None
+        status, why = screen(parsed.source)
+        if status is not None:  # refused before any GPU time is spent (the sandbox screens it again)
+            with self._lock:
+                self._store(key, _Verdict(CandidateResult(f"c{key[:24]}", status, why)))
+            return task, key, None
         fresh.setdefault(task, {})[key] = TorchCandidate(f"c{key[:24]}", parsed.source)
         return task, key, None
 
@@ -454,7 +463,13 @@ class RewardEngine:
     ) -> str:
         """One :class:`TorchRequest`: its verdicts into ``out``, or why there are none."""
         request = TorchRequest(
-            rid, task.text, tuple(cands), seeds=self.seeds, budget=self.budget, time=self.options.time
+            rid,
+            task.text,
+            tuple(cands),
+            seeds=self.seeds,
+            budget=self.budget,
+            time=self.options.time,
+            compiled=self.torch_compiled,
         )
         with self._lock:
             self.counts["sandbox_requests"] += 1

@@ -18,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from sandbox import recorded
 from sandbox.compiler import cuda_include_dirs, nvrtc_library_dirs
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ def _gpu_prefix(exe: str, hidden_dirs: tuple[str, ...], hide_project: bool) -> l
         ):
             if any(path == d or path.startswith(d + os.sep) for d in covered):
                 prefix += ["--ro-bind", path, path]
-    return prefix
+    return prefix + _recorded_bind()
 
 
 @functools.cache
@@ -108,6 +109,17 @@ def bwrap_prefix() -> tuple[str, ...]:
         log.warning("the GPU worker cannot start in bwrap hiding %s", ", ".join(hidden_dirs))
     log.warning("bwrap cannot run the GPU worker with the homes hidden; it runs without bwrap")
     return ()
+
+
+def _recorded_bind() -> list[str]:
+    """The recorded-inputs store (:mod:`sandbox.recorded`), read-only: a request names its data
+    by digest, and the worker reads it there, under a hidden home or the private /tmp."""
+    store = recorded.store_dir()
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return []
+    return ["--ro-bind", str(store), str(store)]
 
 
 @functools.cache
@@ -150,4 +162,5 @@ def clean_env(compile_only: bool = False) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     if not compile_only:
         env["CUPY_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "cuda-agent-cupy")
+        env["CUDA_AGENT_RECORDED_DIR"] = str(recorded.store_dir())  # where this process puts them
     return env

@@ -48,6 +48,10 @@ class _Program:
         self._seen: set[str] = set()
         self._load(doc)
 
+    def link(self, doc: Document) -> None:
+        """Add another translation unit's functions, macros and globals (and its headers')."""
+        self._load(doc)
+
     def _load(self, doc: Document) -> None:
         key = str(Path(doc.path).resolve()) if doc.path else id(doc).__str__()
         if key in self._seen or len(self._seen) > 32:
@@ -61,6 +65,8 @@ class _Program:
         if t in ("namespace_definition", "linkage_specification", "declaration_list", "template_declaration"):
             body = node.child_by_field_name("body")
             kids = body.children if body is not None and t != "template_declaration" else node.children
+            if t == "linkage_specification" and body is not None and body.type != "declaration_list":
+                kids = [body]  # extern "C" void f(...) {...}: one definition, not a block of them
             if t == "template_declaration":
                 plist = node.child_by_field_name("parameters")
                 tparams = tuple(

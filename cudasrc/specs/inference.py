@@ -284,7 +284,7 @@ def _infer_spec(doc: Document, kernel: Kernel) -> Inference:
 
 def spec_for(doc: Document, kernel: Kernel) -> SpecResult:
     """The written spec if there is one (with its errors), else an inferred one."""
-    spec, errors = parse(kernel, doc.type_aliases)
+    spec, errors = parse(kernel, doc.type_aliases, doc.integer_constants)
     if spec is not None:
         return SpecResult(kernel.qualified_name, "parsed", spec, errors)
     inference = infer(doc, kernel)

@@ -13,6 +13,7 @@ from server.cli.measure import bench, compare, profile
 from server.cli.optimize import optimize, suite
 from server.cli.reward import reward
 from server.cli.serve import serve, worker
+from server.cli.speedup import speedup
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -21,7 +22,20 @@ def cli() -> None:
     """CUDA Agent: find, verify and measure faster CUDA kernels."""
 
 
-for command in (serve, kernels, check, bench, optimize, compare, profile, capture, suite, worker, reward):
+for command in (
+    serve,
+    kernels,
+    check,
+    bench,
+    optimize,
+    compare,
+    profile,
+    capture,
+    speedup,
+    suite,
+    worker,
+    reward,
+):
     cli.add_command(command)
 
 
