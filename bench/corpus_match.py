@@ -37,9 +37,9 @@ if str(ROOT) not in sys.path:
 if str(ROOT / "tests") not in sys.path:
     sys.path.append(str(ROOT / "tests"))  # the host emulation the pass tests use (test_transforms)
 
+from agent.target import Target, target_for  # noqa: E402
 from cudasrc import specs as spec_mod  # noqa: E402
 from cudasrc.source import Document  # noqa: E402
-from agent.target import Target, target_for  # noqa: E402
 from engine import NotApplicable, Subject, safe_apply  # noqa: E402
 from engine.registry import candidates  # noqa: E402
 from sandbox.compiler import compile_cuda  # noqa: E402

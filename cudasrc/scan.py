@@ -23,6 +23,7 @@ from cudasrc.syntax import (
     Parsed,
     Standalone,
     TemplateParam,
+    printable,
 )
 
 _CONTAINERS = frozenset(
@@ -69,6 +70,8 @@ _LIBRARY_HEADERS = frozenset(
 HOST_HEADERS = _SYSTEM_HEADERS | _LIBRARY_HEADERS
 
 
+# glibc's <sys/types.h> names, which every nvcc unit gets through the host headers it includes
+_GLIBC_TYPES = {"uint": "unsigned int", "ushort": "unsigned short", "ulong": "unsigned long"}
 _MATH_MACROS = frozenset(
     {"INFINITY", "NAN", "HUGE_VAL", "HUGE_VALF", "M_PI", "M_E", "M_SQRT2", "M_LN2", "M_PI_2"}
 )
@@ -346,6 +349,10 @@ class Scan:
         if dropped and not any(it.include.strip("<>") in ("cstdint", "stdint.h") for _, it in entries):
             # the fixed-width integers a dropped host header (torch/extension.h, ...) brought in
             lines.insert(0, "#include <cstdint>")
+            line_map.insert(0, -1)
+        glibc = [name for name in _GLIBC_TYPES if name in referenced and name not in by_name]
+        if glibc:  # a typedef repeated with the same type is legal C++: a header of the user's may have it
+            lines.insert(0, " ".join(f"typedef {_GLIBC_TYPES[name]} {name};" for name in glibc))
             line_map.insert(0, -1)
         if _MATH_MACROS & referenced:
             # nvcc includes cuda_runtime.h (and with it math.h's INFINITY, M_PI...) in every .cu
@@ -696,7 +703,7 @@ def syntax_issues(doc: Parsed, limit: int = 20) -> list[Issue]:
         if n.is_missing:
             found.append(Issue(n.start_point.row, f"syntax error: missing {n.type}", "error"))
         elif n.is_error:
-            snippet = _squash(doc.node_text(n))[:40]
+            snippet = printable(_squash(doc.node_text(n))[:40])
             found.append(Issue(n.start_point.row, f"syntax error near `{snippet}`", "error"))
         elif n.has_error:
             stack.extend(reversed(n.children))

@@ -601,7 +601,26 @@ def _template_misparse(
         top = n
         while top.parent is not None and top.parent.type in ("binary_expression", "assignment_expression"):
             top = top.parent
+        holder = top.parent
+        while holder is not None and holder.type == "parenthesized_expression":
+            holder = holder.parent
+        if holder is None or holder.type not in (
+            "condition_clause",
+            "conditional_expression",
+            "for_statement",
+        ):
+            continue  # only a condition: `ok = a >= 0 && ...` assigns, and is left alone
         tokens = [c for c in _walk(top) if c.child_count == 0]
+        if any(  # a real assignment (an `=` not glued to a `<` or `>`) inside: leave it alone
+            doc.node_text(t) == "="
+            and (
+                i == 0
+                or tokens[i - 1].end_byte != t.start_byte
+                or doc.node_text(tokens[i - 1]) not in ("<", ">")
+            )
+            for i, t in enumerate(tokens)
+        ):
+            continue
         parts: list[list[str]] = [[]]
         depth = 0
         for i, tok in enumerate(tokens):

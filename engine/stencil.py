@@ -287,8 +287,8 @@ def _footprint(view: KernelView, expand: Expander, n: Node, tap: Tap) -> Footpri
                 found = True
         if found:
             continue
-        if view.uniform(term):
-            uniform.append(f"{'!' if neg else ''}({view.text(term)})")
+        if view.uniform(term) and not view.names(term) & set(view.locals):
+            uniform.append(f"{'!' if neg else ''}({view.text(term)})")  # loaded before the kernel's locals
             continue
         return NotApplicable(f"its guard `{view.text(term)}` is not a bound of the thread's row or column")
     rows, cols = tap.spans

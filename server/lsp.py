@@ -158,6 +158,16 @@ class _Protocol(LanguageServerProtocol):
         return wire.REQUEST_TYPES.get(method) or super().get_message_type(method)
 
     def structure_message(self, data: dict[str, Any]) -> Any:
+        msg_id = data.get("id")
+        if "jsonrpc" in data and (
+            isinstance(msg_id, bool) or not isinstance(msg_id, int | float | str | None)
+        ):
+            # JSON-RPC: an id is a string, a number or null; an invalid one is answered with a null
+            # id, never echoed back (pygls' own response would drop the id field altogether)
+            refused = JsonRpcInvalidRequest("invalid request id: it must be a string or a number")
+            reply = {"code": refused.code, "message": refused.message}
+            self._send_data({"jsonrpc": "2.0", "id": None, "error": reply})
+            raise refused
         try:
             message = super().structure_message(data)
         except JsonRpcException as exc:

@@ -35,6 +35,9 @@ from sandbox.contract import (
 
 # ---------------------------------------------------------------------------------------- parsing
 
+ONCE = ("launch", "template", "precision", "work")  # directives a kernel's spec gives at most once
+# what a rewrite's own lines may say (``cuda-agent compare`` takes them; the rest is the original's)
+REWRITE_LINES = ("launch", "template", "precision")
 _PAIR_KEY = re.compile(r"(?<![<>!=\w])([A-Za-z_]\w*)\s*=(?!=)")
 _ARRAY = re.compile(
     r"^(?P<name>\w+)\s+(?P<role>in|out|inout)\s+(?P<dtype>[\w:\s]+?)\s*\[(?P<count>.*)\]\s*(?P<dist>.*)$"
@@ -158,9 +161,21 @@ class _Builder:
         self.requires: list[tuple[str, int]] = []
         self.compares: list[CompareSpec] = []
         self.defines: dict[str, str] = {}
+        self.first: dict[str, int] = {}  # a directive of ONCE -> the line it was first given at
 
     def directive(self, line: int, text: str) -> None:
         keyword, _, rest = text.strip().partition(" ")
+        if keyword in ONCE:
+            if keyword in self.first:  # never let a later line silently replace an earlier one
+                self.errors.append(
+                    SpecError(
+                        line,
+                        f"{keyword}: a second `{keyword}` line (the first is line {self.first[keyword] + 1}); "
+                        f"give one `{keyword}` line per kernel",
+                    )
+                )
+                return
+            self.first[keyword] = line
         handler = getattr(self, f"_d_{keyword}", None)
         if handler is None:
             self.errors.append(
@@ -533,10 +548,13 @@ def misplaced(doc: Document) -> tuple[Misplaced, ...]:
 def parse(
     kernel: Kernel, aliases: Mapping[str, str] | None = None, names: Mapping[str, int] | None = None
 ) -> tuple[KernelSpec | None, tuple[SpecError, ...]]:
-    """The spec written above ``kernel`` (None when there is no ``@cuda-agent`` line).
-    ``aliases``: the file's :attr:`Document.type_aliases`, so parameters typed ``u32`` or ``real``
-    resolve; ``names``: its :attr:`Document.integer_constants`, so expressions may name the file's
-    integer macros and ``constexpr``\\ s (``block=ROW_BLOCK``)."""
+    """The spec written above ``kernel`` (None when there is no ``@cuda-agent`` line, or when its
+    lines are only :data:`REWRITE_LINES`: a rewrite's own launch, which ``cuda-agent compare``
+    reads, is no spec to benchmark; their mistakes are still reported).  ``aliases``: the file's
+    :attr:`Document.type_aliases`, so parameters typed ``u32`` or ``real`` resolve; ``names``: its
+    :attr:`Document.integer_constants`, so expressions may name the file's integer macros and
+    ``constexpr``\\ s (``block=ROW_BLOCK``).  Errors come by line, in the order found (the same on
+    every run)."""
     lines = [(line, d) for line, text in kernel.comment if (d := directive_text(text)) is not None]
     if not lines:
         return None, ()
@@ -544,8 +562,9 @@ def parse(
     # template first: element types may name template parameters (`arg x in T[n]`)
     for line, text in sorted(lines, key=lambda lt: not lt[1].strip().startswith("template")):
         b.directive(line, text)
-    spec = b.build()
-    return spec, tuple(sorted(set(b.errors), key=lambda e: e.line))
+    rewrite_only = all(text.strip().partition(" ")[0] in REWRITE_LINES for _, text in lines)
+    spec = None if rewrite_only else b.build()
+    return spec, tuple(sorted(dict.fromkeys(b.errors), key=lambda e: e.line))
 
 
 # ---------------------------------------------------------------------------------------- resolution
