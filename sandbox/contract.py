@@ -190,7 +190,7 @@ class Problem:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """An override of the calibrated tolerance model (README "Tolerance model").
+    """An override of the calibrated tolerance model (docs/guide/verification.md, "Tolerance model").
 
     ``atol``/``rtol`` (either given): elementwise ``|got - ref| <= atol + rtol * |ref|`` replaces
     the calibrated elementwise bound; ``norm``: the relative L2 error ``||got - ref|| / ||ref||``

@@ -22,10 +22,10 @@ from lsprotocol import types as lsp
 
 from agent.proposal import Proposal
 from agent.target import Target, TargetError, target_for
-from base.errors import InputError
+from base.errors import InputError, Unavailable
 from sandbox.compile_pool import CompilePool
 from sandbox.contract import Progress as EvalProgress
-from sandbox.executor import Executor, ExecutorError, NoGpuError
+from sandbox.executor import Executor, NoGpuError
 from sandbox.executors import ExecutorSettings, make_executor
 from server import protocol as wire
 from server.lsp import CudaLanguageServer, OpenDocument
@@ -395,7 +395,7 @@ async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody
             "(executor.kind remote); or the simulated GPU to try the flow (executor.kind test)",
         )
         finished = run_finished(run, RunStatus.ERROR, f"failed: {exc}")
-    except ExecutorError as exc:
+    except Unavailable as exc:  # no worker, nothing to confine compiles with, no model endpoint
         _must_act(ls, f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}")
         finished = run_finished(run, RunStatus.ERROR, f"failed: {exc}")
     except Exception as exc:

@@ -146,6 +146,8 @@ def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Documen
         if kernel not in text:
             continue
         host = Document(text, str(path))
+        if host.kernel(kernel) is not None:
+            continue  # it defines a kernel of that name itself: its launches are of that one
         found = run(host)
         if kernel in found.launches:
             return found.launches[kernel], found, host

@@ -11,7 +11,7 @@ from pathlib import Path
 import tree_sitter
 
 from cudasrc.host.values import Value
-from cudasrc.project import resolve_include
+from cudasrc.project import display_path, resolve_include
 from cudasrc.source import Document
 
 
@@ -143,7 +143,9 @@ def _is_tensor(doc: Document, param: tree_sitter.Node) -> bool:
 
 
 def _where(doc: Document, node: tree_sitter.Node) -> str:
-    return f"{Path(doc.path).name if doc.path else 'file'}:{node.start_point.row + 1}"
+    """``path:line`` of ``node``: the path as the file was named, or, for a file found in the
+    project (an absolute path), relative to the working folder when it lies under it."""
+    return f"{display_path(doc.path) if doc.path else 'file'}:{node.start_point.row + 1}"
 
 
 def _function_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:

@@ -281,7 +281,7 @@ def _infer_from_run(
 
 
 def _drawn(dist: tuple[str, float, float]) -> DistSpec:
-    """A host buffer's draws (:attr:`agent.host.Buffer.dist`) as a spec distribution."""
+    """A host buffer's draws (:attr:`cudasrc.host.Buffer.dist`) as a spec distribution."""
     kind, low, high = dist
     text = [f"{x:g}" for x in (low, high)]
     if kind == "const":

@@ -80,7 +80,7 @@ class Agent {
       create: async (python, events) => {
         const env = serverEnvironment(process.env, await this.storedSecrets());
         this.client = new LspServerClient(
-          { python, env, cwd: context.extensionPath, log: this.host.log },
+          { python, env, cwd: context.extensionPath, log: this.host.log, unsafeNoIsolation: vscode.workspace.getConfiguration(SECTION).inspect<boolean>("unsafeNoIsolation")?.globalValue === true },
           {
             ...events,
             finished: (finished) => void this.finished(finished),

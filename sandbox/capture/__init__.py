@@ -356,6 +356,13 @@ def run_program(
         raise CaptureError("no program given: cuda-agent capture -- PROGRAM [ARGS]")
     if shutil.which(argv[0]) is None and not Path(cwd or ".", argv[0]).exists():
         raise CaptureError(f"{argv[0]}: program not found")
+    if save_dir:
+        try:
+            Path(save_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CaptureError(
+                f"{save_dir}: cannot create the folder for the inputs ({exc.strerror or exc})"
+            ) from None
     prebuilt = os.environ.get("CUDA_AGENT_CAPTURE_LIBRARY")  # a library built elsewhere, as is
     lib = library or (Path(prebuilt) if prebuilt else build_library()) if watch else None
     with tempfile.TemporaryDirectory(prefix="cuda-agent-capture-") as tmp:
@@ -375,7 +382,6 @@ def run_program(
         if times:
             run_env["CUDA_AGENT_CAPTURE_TIMES"] = "1"
         if save_dir:
-            Path(save_dir).mkdir(parents=True, exist_ok=True)
             run_env["CUDA_AGENT_CAPTURE_SAVE"] = str(Path(save_dir).resolve())
         stdout_path = Path(tmp) / "stdout"
         with open(stdout_path, "wb") as kept:

@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("cuda-agent: aborted", err=True)
         return 130
+    except click.exceptions.NoArgsIsHelpError as exc:  # bare `cuda-agent` (or a group): its help
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(click.Context(cli)))
+        return 0
     except CudaAgentError as exc:  # ours: the exit status is its branch's (base/errors.py)
         _error_line(str(exc) or type(exc).__name__)
         return exc.exit_code
