@@ -131,11 +131,12 @@ async def _speedup(
     def work(report: Report) -> prog.ProgramReport:
         executor = runs.executor(config.executor)
         machine = _machine(ls, settings.sources)
+        p = config.proposer
         return prog.speedup(
             settings,
             machine,
             executor,
-            lambda: make_proposer(config.proposer.kind, config.proposer.llm(), runs.compiler),
+            lambda: make_proposer(p.kind, p.llm() if p.kind == "llm" else None, runs.compiler),
             progress=lambda message: report(0, message, True),
             cancel=run.cancel,
         )

@@ -169,7 +169,9 @@ def _from_a_main(
             texts[path] = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-    launching = [doc, *(Document(t, str(p)) for p, t in texts.items() if kernel in t)][:_MAX_LINKED]
+    # a file that defines a kernel of that name itself launches that one, not doc's
+    others = (Document(t, str(p)) for p, t in texts.items() if kernel in t)
+    launching = [doc, *(u for u in others if u.kernel(kernel) is None)][:_MAX_LINKED]
     launchers = {
         s.caller for u in launching for s in u.launches if s.kernel.split("::")[-1] == kernel and s.caller
     }
@@ -179,6 +181,8 @@ def _from_a_main(
         if "main" not in text or not (kernel in text or any(name in text for name in launchers)):
             continue
         host = Document(text, str(path))
+        if host.kernel(kernel) is not None:
+            continue
         found = run(host, link=tuple(u for u in units if u.path != str(path)))
         if kernel in found.launches and found.entries.get(kernel) == "main":
             return found.launches[kernel], found, host
