@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
@@ -133,7 +134,13 @@ def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Documen
     if not doc.path:
         return None
     here = Path(doc.path).resolve()
-    hosts = [p for p in project_of(here).sources if p.suffix != ".py" and p != here][:_MAX_HOSTS]
+    # the files nearest the kernel's first (its folder, then its parent's...): in a big tree the
+    # program that launches it is usually beside it
+    nearby = sorted(
+        (p for p in project_of(here).sources if p.suffix != ".py" and p != here),
+        key=lambda p: (-len(os.path.commonpath((p, here)).split(os.sep)), str(p)),
+    )
+    hosts = nearby[:_MAX_HOSTS]
     if from_main := _from_a_main(doc, kernel, hosts):
         return from_main
     if kernel in found.launches:
