@@ -102,7 +102,11 @@ class Machine(Protocol):
 
 
 class LocalMachine:
-    """This machine's GPU: the program runs under the capture library (:mod:`sandbox.capture`)."""
+    """This machine's GPU: the program runs under the capture library (:mod:`sandbox.capture`),
+    it and the build with ``env`` (None: this process's environment)."""
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self.env = dict(env) if env is not None else None
 
     def run(
         self,
@@ -130,12 +134,20 @@ class LocalMachine:
             times=watch,
             capture_stdout=True,
             watch=watch,
+            env=self.env,
         )
 
     def build(self, command: str, cwd: str, timeout: float | None = None) -> tuple[int, str]:
         try:
             done = subprocess.run(
-                command, shell=True, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+                command,
+                shell=True,
+                cwd=cwd,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
             )
         except subprocess.TimeoutExpired:
             return 124, f"`{command}` did not finish within {timeout:g} s"

@@ -47,6 +47,7 @@ from server.runs import (
     run_finished,
     run_with_progress,
 )
+from server.settings import program_environment
 
 ANNOTATION = wire.PROGRAM_ANNOTATION  # change annotation of the program's rewrites
 PROGRAM = "(program)"  # the run's kernel name: a program has many
@@ -108,7 +109,7 @@ def _machine(ls: CudaLanguageServer, roots: tuple[str, ...]) -> prog.Machine:
         from agent.program_sim import SimulatedMachine, load_kernels
 
         return SimulatedMachine(load_kernels(table), roots)
-    return prog.LocalMachine()
+    return prog.LocalMachine(program_environment(ls.settings))  # none of our secrets
 
 
 def plan_speedup(ls: CudaLanguageServer, ref: wire.SpeedupRef) -> Plan:
