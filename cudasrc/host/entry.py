@@ -137,7 +137,7 @@ def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Documen
     # the files nearest the kernel's first (its folder, then its parent's...): in a big tree the
     # program that launches it is usually beside it
     nearby = sorted(
-        (p for p in project_of(here).sources if p.suffix != ".py" and p != here),
+        (p for p in project_of(here).sources if p.suffix != ".py" and p != here and _may_launch(p, kernel)),
         key=lambda p: (-len(os.path.commonpath((p, here)).split(os.sep)), str(p)),
     )
     hosts = nearby[:_MAX_HOSTS]
@@ -153,14 +153,22 @@ def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Documen
         if kernel not in text:
             continue
         host = Document(text, str(path))
-        if host.kernel(kernel) is not None:
-            continue  # it defines a kernel of that name itself: its launches are of that one
         found = run(host)
         if kernel in found.launches:
             return found.launches[kernel], found, host
     scripts = [p for p in project_of(here).sources if p.suffix == ".py"][:_MAX_HOSTS]
     call = pyhost.tuner_call(scripts, kernel)
     return _tuner_launch(doc, kernel, call) if call is not None else None
+
+
+def _may_launch(path: Path, kernel: str) -> bool:
+    """Whether a host file of the project may launch our ``kernel``: not when it defines a kernel
+    of that name itself (another program's, in a folder beside ours): its launches are of that one."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return kernel not in text or Document(text).kernel(kernel) is None  # no path: its own text only
 
 
 def _from_a_main(
