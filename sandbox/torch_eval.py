@@ -71,6 +71,7 @@ from sandbox.contract import (
 from sandbox.runtime import Runtime
 from sandbox.screen import screen
 from sandbox.timing import PLAUSIBLE_PCT, Flusher, Sampled, bench, implausible, paired, percent_of_peak
+from sandbox.torch_build import point_at
 from sandbox.torch_trust import (
     Guard,
     TorchClock,
@@ -369,6 +370,8 @@ class TorchHandler:
     def evaluate(self, job: TorchJob) -> TorchCandidateResult:
         start = time.perf_counter()
         cid, req = job.candidate.id, job.request
+        if job.build_dir:  # the build stage built it there: load_inline only loads it
+            point_at(job.build_dir, job.arch)
         memory: dict[str, Any] = {}
 
         def verdict(
