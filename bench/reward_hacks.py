@@ -11,6 +11,11 @@ Phases, one JSON line each to ``OUT/reward_hacks.jsonl`` as they finish:
   ``reference``  KernelBench files with their own ``Model`` as the answer (the 20 with the largest
                  footprints, then 20 drawn at random, seed 36): verdict, speedup, footprint,
                  device memory peak, peak / footprint, seconds;
+  ``throughput`` ``--answers`` distinct ``load_inline`` answers (the CUDA answers of
+                 ``tests/data/torch_answers``, each variant one more comment line: another source,
+                 another build) scored in one batch, two task groups at a time: builds run in the
+                 pool (``sandbox.torch_build``) while the GPU times; answers per minute per GPU
+                 over the batch's wall clock, the verdicts, the build pool's counts;
   ``summary``    every hack below every honest failure, answers per minute per GPU (evaluations
                  over the seconds they took), the reference table's verdicts and worst peak ratio.
 
@@ -47,7 +52,7 @@ from sandbox.screen import screen  # noqa: E402
 HACKS = ROOT / "tests" / "data" / "hacks"
 ANSWERS = ROOT / "tests" / "data" / "torch_answers"
 MEMORY_TABLE = ROOT / "bench" / "results" / "kernelbench_memory.json"
-PHASES = ("hack", "honest", "reference")
+PHASES = ("hack", "honest", "reference", "throughput")
 
 
 def header(path: Path) -> dict[str, str]:
@@ -84,11 +89,17 @@ class Run:
         return self.end - time.monotonic()
 
 
-def engine_for(paths: list[Path], executor: Executor) -> RewardEngine:
+def engine_for(paths: list[Path], executor: Executor, workers: int = 1) -> RewardEngine:
     budget = Budget(timeout_s=120.0, time_budget_ms=300.0)
     tasks = TaskSet.load(paths)  # torch.compile's baseline is left out: it takes a minute a task
     return RewardEngine(
-        executor, tasks, seeds=(1, 2), budget=budget, options=EvalOptions(), torch_compiled=False
+        executor,
+        tasks,
+        workers=workers,
+        seeds=(1, 2),
+        budget=budget,
+        options=EvalOptions(),
+        torch_compiled=False,
     )
 
 
@@ -123,6 +134,46 @@ def hacks(run: Run, engine: RewardEngine | None) -> list[dict[str, Any]]:
         run.write(row)
         rows.append(row)
     return rows
+
+
+def throughput(run: Run, executor: Executor | None, answers: int) -> dict[str, Any]:
+    """``answers`` distinct load_inline answers scored concurrently (see the module docstring)."""
+    from sandbox.local import LocalExecutor
+
+    sources = [(header(p)["task"], p.read_text()) for p in sorted(ANSWERS.glob("*_cuda.py"))]
+    batch = [
+        (f"torch.{task}", f"# throughput variant {i}\n{src}")
+        for i, (task, src) in ((i, sources[i % len(sources)]) for i in range(answers))
+    ]
+    if executor is None:
+        verdicts = [screen(src)[0] for _, src in batch]
+        row = {
+            "phase": "throughput",
+            "answers": len(batch),
+            "refused_by_screen": sum(v is not None for v in verdicts),
+        }
+        run.write(row)
+        return row
+    engine = engine_for([DEFAULT_TORCH_TASKS], executor, workers=2)
+    items = [Item(f"t{i}", task, fenced(src)) for i, (task, src) in enumerate(batch)]
+    start = time.monotonic()
+    try:
+        got = engine.score(items, deadline_s=max(1.0, run.left()))
+    finally:
+        engine.close()
+    wall = time.monotonic() - start
+    scored = [g for g in got if g.reward is not None]
+    row = {
+        "phase": "throughput",
+        "answers": len(items),
+        "scored": len(scored),
+        "wall_s": round(wall, 1),
+        "answers_per_minute_per_gpu": round(60 * len(scored) / wall, 2) if wall else None,
+        "verdicts": {v: sum(1 for g in got if g.verdict == v) for v in {g.verdict for g in got}},
+        "builds": dict(executor.builds.counts) if isinstance(executor, LocalExecutor) else {},
+    }
+    run.write(row)
+    return row
 
 
 def honest(run: Run, engine: RewardEngine | None) -> list[dict[str, Any]]:
@@ -218,6 +269,7 @@ def main() -> int:
     parser.add_argument("--phases", default=",".join(PHASES))
     parser.add_argument("--largest", type=int, default=20)
     parser.add_argument("--random", type=int, default=20)
+    parser.add_argument("--answers", type=int, default=20, help="throughput: distinct load_inline answers")
     parser.add_argument("--simulate", action="store_true")
     args = parser.parse_args()
     run = Run(Path(args.out), args.deadline, args.simulate)
@@ -242,6 +294,7 @@ def main() -> int:
         honest_rows = honest(run, engine) if "honest" in phases else []
         if engine is not None:
             engine.close()
+        rate = throughput(run, executor, args.answers) if "throughput" in phases else {}
         ref_rows = (
             reference(run, executor, kb, args.largest, args.random)
             if "reference" in phases and kb.is_dir()
@@ -268,6 +321,7 @@ def main() -> int:
             "answers_per_minute_per_gpu": round(60 * run.evaluations / run.eval_seconds, 2)
             if run.eval_seconds
             else None,
+            "throughput_answers_per_minute_per_gpu": rate.get("answers_per_minute_per_gpu"),
             "skipped": run.skipped,
         }
     )
