@@ -45,6 +45,7 @@ from typing import Any
 from sandbox.contract import Status
 from sandbox.process import WorkerProcess
 from sandbox.screen import screen
+from sandbox.torch_eval import _module, _why, point_at
 from sandbox.wire import BuildJob, Built, Reply
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,6 @@ BUILD_HANDLER = "sandbox.torch_build:BuildHandler"
 BUILD_WALL_S = 300.0  # one answer's build, at most
 BUILD_WORKERS = max(1, min(8, (os.cpu_count() or 2) // 2))  # nvcc runs several threads of its own
 MARKER = "built.json"
-EXTENSIONS = "extensions"  # TORCH_EXTENSIONS_DIR under a build directory
-TRITON = "triton"  # TRITON_CACHE_DIR under it
 MESSAGE_CHARS = 600
 
 Builder = Callable[[BuildJob, float], Built]  # (job, seconds left) -> verdict
@@ -81,14 +80,6 @@ def default_root() -> Path:
     return Path(tempfile.gettempdir()) / "cuda-agent-torch-builds"
 
 
-def point_at(directory: str, arch: str) -> None:
-    """Make this process's ``load_inline`` and Triton build into / load from ``directory``."""
-    os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(directory, EXTENSIONS)
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(directory, TRITON)
-    if arch:  # the same -gencode flags at build and at load, or ninja would build again
-        os.environ["TORCH_CUDA_ARCH_LIST"] = arch
-
-
 class BuildHandler:
     """Serves :class:`BuildJob` s in a build worker: run the answer's module, which builds its
     extensions; report whether ``load_inline`` (or ``load``) failed."""
@@ -111,8 +102,6 @@ def build_here(job: BuildJob) -> Built:
     point_at(job.directory, job.arch)
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import torch.utils.cpp_extension as ext
-
-    from sandbox.torch_eval import _module, _why
 
     failures: list[str] = []
 

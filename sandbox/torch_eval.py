@@ -71,7 +71,6 @@ from sandbox.contract import (
 from sandbox.runtime import Runtime
 from sandbox.screen import screen
 from sandbox.timing import PLAUSIBLE_PCT, Flusher, Sampled, bench, implausible, paired, percent_of_peak
-from sandbox.torch_build import point_at
 from sandbox.torch_trust import (
     Guard,
     TorchClock,
@@ -257,6 +256,20 @@ def _torch() -> Any:
     import torch
 
     return torch
+
+
+EXTENSIONS = "extensions"  # TORCH_EXTENSIONS_DIR under a build directory (sandbox.torch_build)
+TRITON = "triton"  # TRITON_CACHE_DIR under it
+
+
+def point_at(directory: str, arch: str) -> None:
+    """Make this process's ``load_inline`` and Triton build into / load from ``directory`` (the
+    build stage's, :mod:`sandbox.torch_build`); ``arch``: ``TORCH_CUDA_ARCH_LIST``, the same at
+    build and at load (other ``-gencode`` flags and ninja would build again)."""
+    os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(directory, EXTENSIONS)
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(directory, TRITON)
+    if arch:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = arch
 
 
 def _module(source: str, filename: str) -> dict[str, Any]:

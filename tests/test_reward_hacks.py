@@ -224,6 +224,8 @@ def test_the_gpu_script_runs_its_dry_mode_end_to_end(tmp_path: Path) -> None:
     assert all(hacks[h.name]["verdict"] == "rejected" for h in HACKS if h.caught == "screen")
     assert len([r for r in rows if r["phase"] == "honest"]) == 2
     assert len([r for r in rows if r["phase"] == "reference"]) == 2
+    (rate,) = [r for r in rows if r["phase"] == "throughput"]
+    assert rate["answers"] == 20 and rate["refused_by_screen"] == 0  # the load_inline answers pass the screen
 
 
 @needs_torch

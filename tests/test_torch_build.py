@@ -238,8 +238,8 @@ def test_a_real_build_leaves_the_timing_process_only_a_load(tmp_path: Path) -> N
     assert built.verdict is None and built.message == "built", built.message
     directory = pool.directory(source, "")
     probe = (
-        "import sys, time; from sandbox.torch_build import point_at; point_at(sys.argv[1], '');"
-        "from sandbox.torch_eval import _module; t = time.perf_counter(); m = _module(sys.argv[2], 'answer.py');"
+        "import sys, time; from sandbox.torch_eval import _module, point_at; point_at(sys.argv[1], '');"
+        "t = time.perf_counter(); m = _module(sys.argv[2], 'answer.py');"
         "print(m['ext'].f(), time.perf_counter() - t)"
     )
     out = subprocess.run(
