@@ -11,11 +11,13 @@ Phases, one JSON line each to ``OUT/reward_hacks.jsonl`` as they finish:
   ``reference``  KernelBench files with their own ``Model`` as the answer (the 20 with the largest
                  footprints, then 20 drawn at random, seed 36): verdict, speedup, footprint,
                  device memory peak, peak / footprint, seconds;
-  ``throughput`` ``--answers`` distinct ``load_inline`` answers (the CUDA answers of
-                 ``tests/data/torch_answers``, each variant one more comment line: another source,
-                 another build) scored in one batch, two task groups at a time: builds run in the
-                 pool (``sandbox.torch_build``) while the GPU times; answers per minute per GPU
-                 over the batch's wall clock, the verdicts, the build pool's counts;
+  ``throughput`` ``--answers`` distinct ``load_inline`` answers (KernelBench level 1: ReLU,
+                 Sigmoid, a matrix times a scalar, from ``tests/data/torch_answers/kernelbench_level1``
+                 where ``--kernelbench`` holds the tasks; each variant one more comment line:
+                 another source, another build) scored in one batch, every task's group at once:
+                 builds run in the pool (``sandbox.torch_build``) while the GPU times; answers per
+                 minute per GPU over the batch's wall clock, verdicts, speedups, the pool's counts
+                 (``--throughput-compiled``: also timed against torch.compile, as the service does);
   ``summary``    every hack below every honest failure, answers per minute per GPU (evaluations
                  over the seconds they took), the reference table's verdicts and worst peak ratio.
 
@@ -89,7 +91,9 @@ class Run:
         return self.end - time.monotonic()
 
 
-def engine_for(paths: list[Path], executor: Executor, workers: int = 1) -> RewardEngine:
+def engine_for(
+    paths: list[Path], executor: Executor, workers: int = 1, compiled: bool = False
+) -> RewardEngine:
     budget = Budget(timeout_s=120.0, time_budget_ms=300.0)
     tasks = TaskSet.load(paths)  # torch.compile's baseline is left out: it takes a minute a task
     return RewardEngine(
@@ -99,7 +103,7 @@ def engine_for(paths: list[Path], executor: Executor, workers: int = 1) -> Rewar
         seeds=(1, 2),
         budget=budget,
         options=EvalOptions(),
-        torch_compiled=False,
+        torch_compiled=compiled,
     )
 
 
@@ -136,25 +140,47 @@ def hacks(run: Run, engine: RewardEngine | None) -> list[dict[str, Any]]:
     return rows
 
 
-def throughput(run: Run, executor: Executor | None, answers: int) -> dict[str, Any]:
-    """``answers`` distinct load_inline answers scored concurrently (see the module docstring)."""
+def throughput_batch(kernelbench: Path, answers: int) -> tuple[list[Path], list[tuple[str, str]]]:
+    """The task files and ``answers`` (task, source) pairs of the throughput phase: the level-1
+    KernelBench answers of ``tests/data/torch_answers/kernelbench_level1`` where ``kernelbench``
+    holds their tasks, else the CUDA answers on ``bench/torch_tasks``; answer ``i`` is its file
+    with one more comment line (another source: another build, no cached verdict)."""
+    level1 = sorted((ANSWERS / "kernelbench_level1").glob("*.py"))
+    files = [kernelbench / f"{header(p)['task']}.py" for p in level1]
+    if level1 and all(f.is_file() for f in files):
+        paths, sources = (
+            files,
+            [(f"torch.{f.stem}", p.read_text()) for f, p in zip(files, level1, strict=True)],
+        )
+    else:
+        paths = [DEFAULT_TORCH_TASKS]
+        sources = [(f"torch.{header(p)['task']}", p.read_text()) for p in sorted(ANSWERS.glob("*_cuda.py"))]
+    batch = [
+        (task, f"# throughput variant {i}\n{src}")
+        for i in range(answers)
+        for task, src in [sources[i % len(sources)]]
+    ]
+    return paths, batch
+
+
+def throughput(
+    run: Run, executor: Executor | None, kernelbench: Path, answers: int, compiled: bool
+) -> dict[str, Any]:
+    """``answers`` distinct load_inline answers scored in one batch (see the module docstring)."""
     from sandbox.local import LocalExecutor
 
-    sources = [(header(p)["task"], p.read_text()) for p in sorted(ANSWERS.glob("*_cuda.py"))]
-    batch = [
-        (f"torch.{task}", f"# throughput variant {i}\n{src}")
-        for i, (task, src) in ((i, sources[i % len(sources)]) for i in range(answers))
-    ]
+    paths, batch = throughput_batch(kernelbench, answers)
+    row: dict[str, Any] = {
+        "phase": "throughput",
+        "answers": len(batch),
+        "tasks": sorted({t for t, _ in batch}),
+    }
     if executor is None:
-        verdicts = [screen(src)[0] for _, src in batch]
-        row = {
-            "phase": "throughput",
-            "answers": len(batch),
-            "refused_by_screen": sum(v is not None for v in verdicts),
-        }
+        row["refused_by_screen"] = sum(screen(src)[0] is not None for _, src in batch)
         run.write(row)
         return row
-    engine = engine_for([DEFAULT_TORCH_TASKS], executor, workers=2)
+    # one group per task, all at once: every answer's build starts while the GPU times the first
+    engine = engine_for(paths, executor, workers=len(row["tasks"]), compiled=compiled)
     items = [Item(f"t{i}", task, fenced(src)) for i, (task, src) in enumerate(batch)]
     start = time.monotonic()
     try:
@@ -163,13 +189,13 @@ def throughput(run: Run, executor: Executor | None, answers: int) -> dict[str, A
         engine.close()
     wall = time.monotonic() - start
     scored = [g for g in got if g.reward is not None]
-    row = {
-        "phase": "throughput",
-        "answers": len(items),
+    row |= {
+        "against_torch_compile": compiled,
         "scored": len(scored),
         "wall_s": round(wall, 1),
         "answers_per_minute_per_gpu": round(60 * len(scored) / wall, 2) if wall else None,
-        "verdicts": {v: sum(1 for g in got if g.verdict == v) for v in {g.verdict for g in got}},
+        "verdicts": {v: sum(1 for g in got if g.verdict == v) for v in sorted({g.verdict for g in got})},
+        "speedups": sorted(round(g.speedup, 3) for g in scored),
         "builds": dict(executor.builds.counts) if isinstance(executor, LocalExecutor) else {},
     }
     run.write(row)
@@ -270,6 +296,9 @@ def main() -> int:
     parser.add_argument("--largest", type=int, default=20)
     parser.add_argument("--random", type=int, default=20)
     parser.add_argument("--answers", type=int, default=20, help="throughput: distinct load_inline answers")
+    parser.add_argument(
+        "--throughput-compiled", action="store_true", help="throughput: also time against torch.compile"
+    )
     parser.add_argument("--simulate", action="store_true")
     args = parser.parse_args()
     run = Run(Path(args.out), args.deadline, args.simulate)
@@ -294,7 +323,11 @@ def main() -> int:
         honest_rows = honest(run, engine) if "honest" in phases else []
         if engine is not None:
             engine.close()
-        rate = throughput(run, executor, args.answers) if "throughput" in phases else {}
+        rate = (
+            throughput(run, executor, kb, args.answers, args.throughput_compiled)
+            if "throughput" in phases
+            else {}
+        )
         ref_rows = (
             reference(run, executor, kb, args.largest, args.random)
             if "reference" in phases and kb.is_dir()
