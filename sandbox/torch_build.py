@@ -28,6 +28,7 @@ and for built answers on disk: ``built.json``); a deadline or a broken worker is
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import json
@@ -52,6 +53,7 @@ log = logging.getLogger(__name__)
 
 BUILD_HANDLER = "sandbox.torch_build:BuildHandler"
 BUILD_WALL_S = 300.0  # one answer's build, at most
+MAX_ENTRIES = 1024  # build directories kept (a CUDA extension's is a few MB): the least recently used go
 BUILD_WORKERS = max(1, min(8, (os.cpu_count() or 2) // 2))  # nvcc runs several threads of its own
 MARKER = "built.json"
 MESSAGE_CHARS = 600
@@ -157,11 +159,13 @@ class BuildPool:
         root: Path | None = None,
         version: str | None = None,
         wall_s: float = BUILD_WALL_S,
+        max_entries: int = MAX_ENTRIES,
     ) -> None:
         self.builder = builder
         self.root = root or default_root()
         self.version = torch_version() if version is None else version
         self.wall_s = wall_s
+        self.max_entries = max_entries
         self._threads = ThreadPoolExecutor(max(1, workers), thread_name_prefix="torch-build")
         self._lock = threading.Lock()
         self._known: dict[str, Future[Built]] = {}
@@ -184,12 +188,14 @@ class BuildPool:
             known = self._known.get(key)
             if known is not None:
                 self.counts["hits"] += 1
+                _touch(directory)
                 return known
             stored = _read_marker(directory)
             future: Future[Built] = Future()
             self._known[key] = future
             if stored is not None:
                 self.counts["hits"] += 1
+                _touch(directory)
                 future.set_result(stored)
                 return future
         job = BuildJob(source, str(directory), arch)
@@ -214,17 +220,40 @@ class BuildPool:
                 self._known.pop(key, None)
         if built.final:
             _write_marker(Path(job.directory), built)
+        self._prune()
         future.set_result(built)
 
-    def forget(self, source: str, arch: str) -> None:
-        """Drop one build (its directory and verdict)."""
-        key = build_key(source, arch, self.version)
+    def _prune(self) -> None:
+        """At most :attr:`max_entries` build directories: the least recently used (by their
+        ``built.json``, touched on every hit) go with their verdicts; one being built stays."""
+        try:
+            entries = [p for p in self.root.iterdir() if p.is_dir()]
+        except OSError:
+            return
+        if len(entries) <= self.max_entries:
+            return
         with self._lock:
-            self._known.pop(key, None)
-        shutil.rmtree(self.root / key, ignore_errors=True)
+            busy = {k for k, f in self._known.items() if not f.done()}
+        done = [(_used(p), p) for p in entries if p.name not in busy and (p / MARKER).exists()]
+        for _, path in sorted(done)[: len(entries) - self.max_entries]:
+            with self._lock:
+                self._known.pop(path.name, None)
+            shutil.rmtree(path, ignore_errors=True)
 
     def close(self) -> None:
         self._threads.shutdown(wait=False, cancel_futures=True)
+
+
+def _touch(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.utime(directory / MARKER)
+
+
+def _used(directory: Path) -> float:
+    try:
+        return (directory / MARKER).stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _read_marker(directory: Path) -> Built | None:

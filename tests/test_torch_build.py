@@ -114,6 +114,26 @@ def test_a_failed_build_is_final_and_a_deadline_is_not(tmp_path: Path) -> None:
     assert pool.counts == {"built": 1, "hits": 1, "failed": 1, "unsettled": 1}
 
 
+def test_the_least_recently_used_builds_go_past_the_bound(tmp_path: Path) -> None:
+    stub = StubBuilder(seconds=0.01)
+    pool = BuildPool(stub, workers=1, root=tmp_path, version="2.11", max_entries=3)
+    src = [ANSWER.format(n=i) for i in range(5)]
+    try:
+        for s in src[:3]:
+            pool.submit(s, "9.0").result(timeout=10)
+            time.sleep(0.02)
+        pool.submit(src[0], "9.0").result(timeout=10)  # used again: the most recent now
+        for s in src[3:]:
+            time.sleep(0.02)
+            pool.submit(s, "9.0").result(timeout=10)
+        kept = {p.name for p in tmp_path.iterdir()}
+        assert kept == {Path(pool.directory(s, "9.0")).name for s in (src[0], src[3], src[4])}
+        assert pool.submit(src[1], "9.0").result(timeout=10).verdict is None  # evicted: built again
+    finally:
+        pool.close()
+    assert stub.calls.count(src[1]) == 2 and stub.calls.count(src[0]) == 1
+
+
 def test_a_builder_that_raises_leaves_the_answer_to_the_timing_worker(tmp_path: Path) -> None:
     def broken(job: BuildJob, seconds: float) -> Built:
         raise OSError("disk full")
@@ -250,3 +270,53 @@ def test_a_real_build_leaves_the_timing_process_only_a_load(tmp_path: Path) -> N
         timeout=300,
     ).stdout.split()
     assert out[0] == "5" and float(out[1]) < min(10.0, built.seconds), out
+
+
+FAKE_CPP_EXTENSION = '''
+import os
+
+
+def load_inline(name, cpp_sources="", cuda_sources="", functions=(), **kwargs):
+    """Stands in for torch's: "builds" into TORCH_EXTENSIONS_DIR, fails on a source that says so."""
+    if "return 7" in cpp_sources:
+        raise RuntimeError(f"Error building extension '{name}'")
+    folder = os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], name)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name + ".so"), "w") as f:
+        f.write(os.environ.get("TORCH_CUDA_ARCH_LIST", "") + "|" + os.environ.get("CUDA_VISIBLE_DEVICES", "unset"))
+
+    class Module:
+        @staticmethod
+        def f():
+            return 1
+
+    return Module
+
+
+load = load_inline
+'''
+
+
+def test_a_build_worker_process_builds_into_the_key_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real process path (spawned worker, JSON wire, handler, environment) with a stand-in
+    ``torch`` on the worker's path: the build lands in ``<root>/<key>/extensions`` for the arch
+    list asked, with no GPU visible; a failing build comes back as the answer's verdict."""
+    fake = tmp_path / "fake"
+    (fake / "torch" / "utils").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text("from torch import nn, utils\n")
+    (fake / "torch" / "nn.py").write_text("class Module:\n    pass\n")
+    (fake / "torch" / "utils" / "__init__.py").write_text("")
+    (fake / "torch" / "utils" / "cpp_extension.py").write_text(FAKE_CPP_EXTENSION)
+    monkeypatch.syspath_prepend(str(fake))  # the worker's PYTHONPATH is this process's path
+    pool = BuildPool(spawn_builder(()), workers=2, root=tmp_path / "builds", version="2.11")
+    try:
+        good, bad = (pool.submit(ANSWER.format(n=n), "9.0") for n in (1, 7))
+        built, failed = good.result(timeout=60), bad.result(timeout=60)
+    finally:
+        pool.close()
+    assert built.verdict is None and built.message == "built", built.message
+    so = Path(pool.directory(ANSWER.format(n=1), "9.0")) / "extensions" / "ext_1" / "ext_1.so"
+    assert so.read_text() == "9.0|"  # the arch list asked; no GPU visible to the build
+    assert failed.verdict is Status.COMPILE_ERROR and "Error building extension 'ext_7'" in failed.message
