@@ -165,7 +165,7 @@ class LocalExecutor(Executor):
                 f"that holds nothing to protect, {UNSAFE_TORCH_ENV}=1 runs them without it"
             )
         arch = self.device_info().compute_capability  # the arch list every build is for
-        deadline = time.monotonic() + BUILD_ALLOWANCE_S
+        deadline = time.monotonic() + self.builds.wall_s  # queueing included
         # every candidate builds while the GPU times others (this request's and other requests')
         builds = [self.builds.submit(c.source, arch, deadline) for c in request.candidates]
         worker = self._idle.get()

@@ -52,7 +52,7 @@ from sandbox.wire import BuildJob, Built, Reply
 log = logging.getLogger(__name__)
 
 BUILD_HANDLER = "sandbox.torch_build:BuildHandler"
-BUILD_WALL_S = 300.0  # one answer's build, at most
+BUILD_WALL_S = 300.0  # one answer's build, from its submission (waiting for a build worker included)
 MAX_ENTRIES = 1024  # build directories kept (a CUDA extension's is a few MB): the least recently used go
 BUILD_WORKERS = max(1, min(8, (os.cpu_count() or 2) // 2))  # nvcc runs several threads of its own
 MARKER = "built.json"
