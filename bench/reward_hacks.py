@@ -12,7 +12,7 @@ Phases, one JSON line each to ``OUT/reward_hacks.jsonl`` as they finish:
                  footprints, then 20 drawn at random, seed 36): verdict, speedup, footprint,
                  device memory peak, peak / footprint, seconds;
   ``throughput`` ``--answers`` distinct ``load_inline`` answers (KernelBench level 1: ReLU,
-                 Sigmoid, a matrix times a scalar, from ``tests/data/torch_answers/kernelbench_level1``
+                 Sigmoid, GPT's GELU, a matrix times a scalar, diag(A) @ B, from ``tests/data/torch_answers/kernelbench_level1``
                  where ``--kernelbench`` holds the tasks; each variant one more comment line:
                  another source, another build) scored in one batch, every task's group at once:
                  builds run in the pool (``sandbox.torch_build``) while the GPU times; answers per
