@@ -87,7 +87,9 @@ class LocalExecutor(Executor):
         for w in self._workers:
             self._idle.put(w)
         self._pool = CompilePool(compile_workers, sandbox=sandbox, limits=compile_limits)
-        # PyTorch answers' extensions: built where answers run (the GPU workers' prefix), ahead of timing
+        # PyTorch answers' extensions: built where answers run (the GPU workers' prefix), ahead of
+        # timing; ``builds``: one pool shared by the host's GPUs (sandbox.executors), closed with the process
+        self._own_builds = builds is None
         self.builds = builds or BuildPool(spawn_builder(prefix), workers=BUILD_WORKERS)
         self._info: dict[int, DeviceInfo] = {}
         self._info_lock = threading.Lock()
@@ -216,7 +218,8 @@ class LocalExecutor(Executor):
         for w in self._workers:
             w.close()
         self._pool.close()
-        self.builds.close()
+        if self._own_builds:
+            self.builds.close()
 
 
 def split_by_defines(req: EvalRequest) -> tuple[EvalRequest, ...]:

@@ -54,7 +54,9 @@ log = logging.getLogger(__name__)
 BUILD_HANDLER = "sandbox.torch_build:BuildHandler"
 BUILD_WALL_S = 300.0  # one answer's build, from its submission (waiting for a build worker included)
 MAX_ENTRIES = 1024  # build directories kept (a CUDA extension's is a few MB): the least recently used go
-BUILD_WORKERS = max(1, min(8, (os.cpu_count() or 2) // 2))  # nvcc runs several threads of its own
+# a load_inline build keeps ~2 cores busy (ninja compiles its C++ and CUDA units side by side):
+# half the cores, shared by every GPU of the host (sandbox.executors)
+BUILD_WORKERS = max(1, min(32, (os.cpu_count() or 2) // 2))
 MARKER = "built.json"
 MESSAGE_CHARS = 600
 

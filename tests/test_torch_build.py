@@ -320,3 +320,16 @@ def test_a_build_worker_process_builds_into_the_key_directory(
     so = Path(pool.directory(ANSWER.format(n=1), "9.0")) / "extensions" / "ext_1" / "ext_1.so"
     assert so.read_text() == "9.0|"  # the arch list asked; no GPU visible to the build
     assert failed.verdict is Status.COMPILE_ERROR and "Error building extension 'ext_7'" in failed.message
+
+
+def test_the_gpus_of_one_host_share_one_build_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Builds take the host's cores: several GPUs' executors draw on one bounded pool."""
+    from sandbox import compile_pool
+    from sandbox.executors import ExecutorSettings, make_executor
+    from sandbox.scheduler import GpuScheduler
+
+    monkeypatch.setattr(compile_pool._Policy, "unisolated_allowed", True)  # whatever this host has
+    with make_executor(ExecutorSettings(kind="local", gpus=(0, 1))) as ex:
+        assert isinstance(ex, GpuScheduler)
+        pools = {id(lane.executor.builds) for lane in ex.lanes}  # type: ignore[attr-defined]
+    assert len(pools) == 1
