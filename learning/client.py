@@ -8,6 +8,7 @@ never compiles or runs anything).
 - verl: :func:`compute_score` (``custom_reward_function.name=compute_score``) and
   :func:`compute_score_batch` (with ``reward_model.reward_manager=batch``); ``ground_truth`` is
   the task; returns ``{"score": ..., ...facts}``.
+- Prime Intellect's ``verifiers``: :mod:`learning.verifiers_env` (``load_environment``).
 - OpenRLHF: no code here: ``--remote_rm_url http://HOST:PORT/openrlhf`` with the task in the
   dataset's label column.
 
@@ -57,6 +58,19 @@ class RewardClient:
         if deadline_s is not None:
             body["deadline_s"] = deadline_s
         return body
+
+    def tasks(self, split: str = "", prompts: bool = True) -> list[dict[str, Any]]:
+        """``GET /tasks``: the task set (of ``split``; "" all), each with its prompt messages."""
+        params = {"prompts": "1" if prompts else "0", **({"split": split} if split else {})}
+        try:
+            response = httpx.get(
+                f"{self.url}/tasks", params=params, headers=self.headers, timeout=self.timeout
+            )
+        except httpx.TransportError as exc:
+            raise RewardError(f"cannot reach the reward service at {self.url}: {exc}") from None
+        if response.status_code != 200:
+            raise RewardError(_refusal(response))
+        return list(response.json()["tasks"])
 
     def score(
         self, items: Sequence[dict[str, Any]], deadline_s: float | None = None, request_id: str = ""
