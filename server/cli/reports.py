@@ -1,17 +1,19 @@
 """What each command prints with ``--json``: one typed report per command, serialised by the
 contract's converter (:func:`sandbox.contract.to_dict`; :func:`sandbox.contract.from_dict` reads one
-back), never a dictionary built by hand.  Field names are the JSON keys."""
+back), never a dictionary built by hand.  Field names are the JSON keys.  A report carries the
+lower layers' records as they are (``agent.attempts.AttemptRecord``, ``agent.compare.CandidateRef``;
+``profile`` prints ``agent.profile.ProfileReport`` itself, its kernels the stored
+``agent.records.ProfiledKernel``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent import profile as prof
 from agent.attempts import AttemptRecord, SizeCheck, size_checks, verdict_summary
 from agent.capture import CaptureEdit
 from agent.check import FileCheck, KernelCheck
-from agent.compare import Comparison, reason_text
+from agent.compare import CandidateRef, Comparison, reason_text
 from agent.loop import OptimizeResult
 from agent.suite import FamilySummary, SuiteEntry, SuiteSummary
 from agent.target import Target
@@ -19,7 +21,7 @@ from cudasrc.launch import LaunchChange, TextEdit
 from cudasrc.source import Document, Issue, Kernel, LaunchSite
 from cudasrc.specs import Evidence, SpecError, render, spec_for
 from sandbox.capture import CaptureRun
-from sandbox.contract import CandidateResult, Check, DeviceInfo, EvalResult, Profile
+from sandbox.contract import CandidateResult, Check, DeviceInfo, EvalResult
 
 
 @dataclass(frozen=True)
@@ -118,12 +120,6 @@ class OptimizeReport:
 
 
 @dataclass(frozen=True)
-class CandidateRef:
-    file: str
-    kernel: str | None
-
-
-@dataclass(frozen=True)
 class Side:
     """One side of a comparison in brief: its status, time, throughput and resources."""
 
@@ -167,26 +163,6 @@ class CompareReport:
     result: CandidateResult
     device: DeviceInfo | None
     simulated: bool
-
-
-@dataclass(frozen=True)
-class ProfiledKernel:
-    label: str
-    description: str
-    status: str
-    message: str
-    profile: Profile
-
-
-@dataclass(frozen=True)
-class ProfileReport:
-    """``profile``: Nsight Compute's metrics of a kernel (and of a rewrite of it)."""
-
-    path: str
-    kernel: str
-    problem: str
-    device: DeviceInfo | None
-    kernels: tuple[ProfiledKernel, ...]
 
 
 @dataclass(frozen=True)
@@ -349,14 +325,6 @@ def compare_report(found: Comparison) -> CompareReport:
         device=found.result.device,
         simulated=found.result.device is not None and found.result.device.simulated,
     )
-
-
-def profile_report(path: str, report: prof.ProfileReport) -> ProfileReport:
-    kernels = tuple(
-        ProfiledKernel(k.label, k.description, k.result.status.value, k.result.message, k.profile)
-        for k in report.kernels
-    )
-    return ProfileReport(path, report.kernel, report.problem, report.device, kernels)
 
 
 def capture_report(
