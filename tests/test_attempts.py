@@ -11,7 +11,6 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-import attrs
 import pytest
 from loop_fakes import SAXPY, MarkerExecutor, saxpy_target, variant
 
@@ -20,7 +19,6 @@ from agent.loop import LoopSettings, optimize
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeBudget, OptimizeContext, Proposer
 from sandbox.testing import FakeExecutor
-from server import protocol as wire
 from server.cli.main import main
 from server.cli.render import attempts_table
 
@@ -100,13 +98,6 @@ def test_the_table_says_what_went_wrong_with_each_candidate() -> None:
     assert rows[2].split()[2:5] == ["ok", "1.50x", "16"] and rows[2].endswith("faster")
     assert "same as b0-c0: y[4096] at n=4097" in rows[3]
     assert verdict_summary(res.records) == "3 candidates: 2 mismatch, 1 ok"
-
-
-def test_the_wire_attempt_mirrors_the_agents_field_for_field() -> None:
-    assert [f.name for f in attrs.fields(wire.AttemptRecord)] == [
-        f.name for f in dataclasses.fields(AttemptRecord)
-    ]
-    assert wire.AttemptRecord in wire.WIRE_TYPES
 
 
 def test_cli_prints_a_verdict_summary_and_the_attempts_table(

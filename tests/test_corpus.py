@@ -16,8 +16,8 @@ from types import ModuleType
 
 import pytest
 
-from cudasrc.source import Document
 from agent.target import target_for
+from cudasrc.source import Document
 from engine.registry import PASSES
 
 BENCH = Path(__file__).parent.parent / "bench"

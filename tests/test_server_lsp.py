@@ -636,7 +636,8 @@ async def test_results_made_elsewhere_show_up_and_survive_a_restart(
     await diagnostics_for(client, uri)
     before = workspace.lens_refreshes
     # another process (the CLI, a second editor) records a benchmark: written the way the store writes
-    from server.store import BenchmarkRecord, ResultStore
+    from agent.records import BenchmarkRecord
+    from server.store import ResultStore
 
     record = BenchmarkRecord(
         0.25, 0.249, 0.251, 0.008, 5000.0, 116.0, "n=1048576", "NVIDIA H200", "2026-12-02 11:00 UTC"
@@ -677,7 +678,8 @@ async def restarted(lsp_client: LanguageClient, tmp_path: Path):
     root = tmp_path / "ws"
     root.mkdir()
     shutil.copy(DATA / "lsp_workspace.cu", root / "lsp_workspace.cu")
-    from server.store import OptimizeRecord, ResultStore
+    from agent.records import OptimizeRecord
+    from server.store import ResultStore
 
     record = OptimizeRecord(
         run_id="r1", outcome="improved", speedup=2.4, speedup_low=2.3, speedup_high=2.5, baseline_ms=1.2,

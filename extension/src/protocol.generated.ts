@@ -99,7 +99,7 @@ export interface AttemptRecord {
   index: number;
   candidateId: string;
   description: string;
-  status: string;
+  status: Status;
   message: string;
   rule: string;
   duplicateOf: string;
