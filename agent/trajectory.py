@@ -92,6 +92,13 @@ _RULES = (
     ("dynamic parallelism", "dynamic_parallelism"),
     ("nondetermin", "nondeterministic"),
     ("stream", "side_stream"),
+    ("kept from an earlier call", "cached_result"),
+    ("once timed", "changed_once_timed"),
+    ("changed torch or the timer", "tampering"),
+    ("TF32", "precision_flags"),
+    ("slower beside the answer", "reference_slowed"),
+    ("subclass of torch.Tensor", "tensor_subclass"),
+    ("refused: ", "screen"),
 )
 
 

@@ -322,7 +322,7 @@ def _normalized_once(code: str, ctx: Context) -> str:
     if body is None or doc.tree.root_node.has_error:
         return code
     names = {doc.node_text(n) for n in _walk(body) if n.type == "identifier"}
-    for step in (_inline, _late_init, _hoisted_loops, _while_loops):
+    for step in (_inline, _late_init, _hoisted_loops, _while_loops, _template_misparse):
         edits = step(doc, body, ctx, names)
         if edits:
             return _apply(doc, edits)
@@ -669,4 +669,45 @@ def _while_loops(doc: Document, body: Node, ctx: Context, names: set[str]) -> li
             (prev.start_byte, prev.end_byte, ""),
             (w.start_byte, w.end_byte, f"{head} {{{inner}\n{_indent(doc, w)}}}"),
         ]
+    return []
+
+
+def _template_misparse(
+    doc: Document, body: Node, ctx: Context, names: set[str]
+) -> list[tuple[int, int, str]]:
+    """``a >= 0 && a < n && b >= 0`` read by tree-sitter as a template argument list
+    (``a < n && b >`` ... ``= 0``: an assignment whose left ends in ``>`` or ``<`` right before its
+    ``=``, which C++ cannot mean): the condition's ``&&``/``||`` operands parenthesized, so that each
+    comparison parses as one."""
+    for n in _walk(body):
+        if n.type != "assignment_expression":
+            continue
+        left, op = n.child_by_field_name("left"), n.child_by_field_name("operator")
+        last = next((c for c in reversed(list(_walk(left))) if c.child_count == 0), None) if left else None
+        if op is None or doc.node_text(op) != "=" or last is None or doc.node_text(last) not in ("<", ">"):
+            continue
+        if last.end_byte != op.start_byte:
+            continue
+        top = n
+        while top.parent is not None and top.parent.type in ("binary_expression", "assignment_expression"):
+            top = top.parent
+        tokens = [c for c in _walk(top) if c.child_count == 0]
+        parts: list[list[str]] = [[]]
+        depth = 0
+        for i, tok in enumerate(tokens):
+            text = doc.node_text(tok)
+            if text in ("(", "[", "{"):
+                depth += 1
+            elif text in (")", "]", "}"):
+                depth -= 1
+            if depth == 0 and text in ("&&", "||"):
+                parts += [[text], []]
+                continue
+            glued = i > 0 and tokens[i - 1].end_byte == tok.start_byte and text == "="
+            if glued and parts[-1]:
+                parts[-1][-1] += text
+            else:
+                parts[-1].append(text)
+        rebuilt = " ".join(" ".join(p) if p in (["&&"], ["||"]) else f"({' '.join(p)})" for p in parts if p)
+        return [(top.start_byte, top.end_byte, rebuilt)]
     return []

@@ -27,13 +27,16 @@ through :func:`engine.safe_apply`.
 from __future__ import annotations
 
 import abc
+import difflib
+import functools
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Generic, TypeVar
 
 import tree_sitter
 
 from cudasrc.launch import LaunchChange
+from cudasrc.source import Document
 from engine import NotApplicable, Outcome, Subject, Transform, Transformed, _rebuild
 from engine.view import KernelView
 from sandbox.contract import DeviceInfo
@@ -91,15 +94,107 @@ class Apply(Transform):
         object.__setattr__(self, "name", self.pass_.name)
 
     def apply(self, subject: Subject) -> Outcome:
-        found = self.pass_.match(subject.normalized.view)
+        normalized = subject.normalized
+        found = self.pass_.match(normalized.view)
         if isinstance(found, NotApplicable):
             return found
         if not self.pass_.accepts(self.params):
             return NotApplicable(f"{self.params!r} is not in the parameter space of {self.name}")
-        return self.pass_.rewrite(found, self.params)
+        out = self.pass_.rewrite(found, self.params)
+        if isinstance(out, NotApplicable) or normalized is subject:
+            return out
+        code = lifted(subject.code, normalized.code, out.code)
+        return replace(
+            out, code=code if code is not None else restored(subject.code, normalized.code, out.code)
+        )
 
     def __repr__(self) -> str:
         return repr(self.params) if isinstance(self.params, Pass) else f"{self.name}({self.params!r})"
+
+
+# names a fresh name is never spelled as: C++ keywords and the CUDA built-ins a rewrite may call
+_RESERVED = frozenset(
+    [
+        "auto",
+        "bool",
+        "break",
+        "case",
+        "char",
+        "const",
+        "constexpr",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extern",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "register",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "struct",
+        "switch",
+        "typedef",
+        "union",
+        "unsigned",
+        "void",
+        "volatile",
+        "while",
+        "new",
+        "delete",
+        "this",
+        "template",
+        "typename",
+        "namespace",
+        "using",
+        "class",
+        "public",
+        "private",
+        "true",
+        "false",
+        "nullptr",
+        "threadIdx",
+        "blockIdx",
+        "blockDim",
+        "gridDim",
+        "warpSize",
+        "min",
+        "max",
+        "abs",
+        "exp",
+        "log",
+        "sqrt",
+        "pow",
+        "floor",
+        "ceil",
+        "fma",
+    ]
+)
+
+
+@functools.lru_cache(maxsize=16)
+def _unit_names(text: str) -> frozenset[str]:
+    """Every name the kernel's unit spells (macros, types, functions, globals)."""
+    if not text:
+        return frozenset()
+    doc = Document(text)
+    out, stack = set(), [doc.tree.root_node]
+    while stack:
+        n = stack.pop()
+        stack.extend(n.children)
+        if n.type in ("identifier", "field_identifier", "type_identifier"):
+            out.add(doc.node_text(n))
+    return frozenset(out)
 
 
 class Emitter:
@@ -108,13 +203,20 @@ class Emitter:
 
     def __init__(self, view: KernelView) -> None:
         self.view = view
-        self.taken = set(view.identifiers)
+        context = getattr(view.subject, "context", "")
+        self.taken = (
+            set(view.identifiers) | _unit_names(context if isinstance(context, str) else "") | _RESERVED
+        )
         self.helpers: dict[str, str] = {}  # name -> definition, in emission order
         self.edits: list[tuple[int, int, str]] = []
 
     def fresh(self, stem: str) -> str:
-        """``ca_<stem>`` (or ``ca_<stem>_2`` ...) not used in the code."""
-        name, k = f"ca_{stem}", 2
+        """A name a person would write: ``stem`` itself (``tile``, ``lane``) where no name of the
+        kernel or its unit is spelled so; ``ca_<stem>`` (then ``ca_<stem>_2`` ...) only where it
+        would clash."""
+        name, k = stem, 2
+        if name in self.taken:
+            name = f"ca_{stem}"
         while name in self.taken:
             name, k = f"ca_{stem}_{k}", k + 1
         self.taken.add(name)
@@ -147,6 +249,13 @@ class Emitter:
     def indent(self, node: Node) -> str:
         line = self.view.subject.doc.line_bytes(node.start_point.row).decode("utf-8", errors="replace")
         return line[: len(line) - len(line.lstrip())]
+
+    def unit(self, outer: Node, inner: Node) -> str:
+        """The file's indentation step: what ``inner`` (a statement nested one level in
+        ``outer``) is indented by beyond ``outer`` (a tab, two or four spaces ...); four spaces
+        when the two share a line."""
+        a, b = self.indent(outer), self.indent(inner)
+        return b[len(a) :] if b.startswith(a) and len(b) > len(a) else PAD
 
     def replace(self, node: Node, text: str) -> None:
         self.edits.append((node.start_byte, node.end_byte, text))
@@ -190,3 +299,77 @@ class Parameterized(Pass[M], Transform):
 
     @abc.abstractmethod
     def rewrite(self, match: M, params: Hashable) -> Outcome: ...
+
+
+def lifted(original: str, normalized: str, rewritten: str) -> str | None:
+    """``rewritten`` (a pass's edits of ``normalized``, the front end's normalization of
+    ``original``) as edits of ``original``, so that the normalization never reaches the diff: the
+    user's device-function calls, loop declarations and ``while`` loops stay as written wherever
+    the pass did not change them.  None where an edit touches a line the normalization changed, or
+    brings in a name only the normalization introduced (an inlined function's locals): the
+    rewrite then keeps the normalized text, as the pass wrote it.
+
+    Lines are aligned by a diff (``difflib``): ``original`` -> ``normalized`` gives which lines of
+    the normalized text are the user's, ``normalized`` -> ``rewritten`` the pass's hunks."""
+    o_lines = original.splitlines(keepends=True)
+    n_lines = normalized.splitlines(keepends=True)
+    r_lines = rewritten.splitlines(keepends=True)
+    user: dict[int, int] = {}  # line of normalized -> the same line of original
+    for tag, i1, i2, j1, _ in difflib.SequenceMatcher(None, o_lines, n_lines, autojunk=False).get_opcodes():
+        if tag == "equal":
+            user.update({j1 + k: i1 + k for k in range(i2 - i1)})
+    user[len(n_lines)] = len(o_lines)
+    introduced = _unit_names(normalized) - _unit_names(original)
+    out: list[str] = []
+    pos = 0  # next line of original to copy
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, n_lines, r_lines, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        span = range(i1, i2)
+        if any(i not in user for i in span):
+            return None  # the pass changed what the normalization wrote
+        if i1 == i2:  # an insertion: before the user's line i1, or after the user's line i1 - 1
+            at = user.get(i1, user[i1 - 1] + 1 if i1 - 1 in user else None)
+        else:
+            at = user[i1]
+            if [user[i] for i in span] != list(range(at, at + len(span))):
+                return None
+        if at is None or at < pos:
+            return None
+        new = "".join(r_lines[j1:j2])
+        if introduced & _unit_names(new):
+            return None
+        out += [*o_lines[pos:at], new]
+        pos = at + len(span)
+    out += o_lines[pos:]
+    return "".join(out)
+
+
+INLINED = "// cuda-agent: "  # the front end's mark on a device function it inlined (``... f inlined``)
+
+
+def restored(original: str, normalized: str, rewritten: str) -> str:
+    """``rewritten`` with every device-function call the front end inlined put back as the user
+    wrote it, where the pass carried the inlined block over unchanged (only its indentation may
+    differ): a rewrite that re-emits the whole body (a grid-stride loop around it) still calls
+    the user's helper."""
+    o_lines = original.splitlines(keepends=True)
+    n_lines = normalized.splitlines(keepends=True)
+    r_lines = rewritten.splitlines(keepends=True)
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, o_lines, n_lines, autojunk=False).get_opcodes():
+        block = n_lines[j1:j2]
+        if tag != "replace" or not any(INLINED in x and x.rstrip().endswith("inlined") for x in block):
+            continue
+        want = [x.strip() for x in block]
+        for at in range(len(r_lines) - len(block) + 1):
+            if [x.strip() for x in r_lines[at : at + len(block)]] != want:
+                continue
+            have, was = r_lines[at], block[0]
+            extra = _indent(have)[len(_indent(was)) :] if _indent(have).startswith(_indent(was)) else ""
+            r_lines[at : at + len(block)] = [extra + x if x.strip() else x for x in o_lines[i1:i2]]
+            break
+    return "".join(r_lines)
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import tree_sitter
 
 from cudasrc.launch import LaunchChange
-from cudasrc.specs import InvalidSpec, ScalarSpec, bench_sizes, evaluate
+from cudasrc.specs import InvalidSpec, ScalarSpec, bench_sizes, evaluate, verify_sizes
 from engine import NotApplicable, Outcome, _block_names
 from engine.passes import Emitter, Match, Pass
 from engine.view import (
@@ -132,6 +132,7 @@ class DotMatch(Match):
     extents: tuple[str, str, str]  # M, N and the grid's z in the spec's vocabulary ("" : no z)
     masks: tuple[Mask, ...]
     sizes: tuple[int, int, int, int]  # M, N, the grid's z and K at the benchmark size (0: unknown)
+    covered: tuple[str, ...] = ()  # the axes no guard bounds (the launch covered them exactly)
 
 
 SPACE = (
@@ -215,11 +216,21 @@ class TiledDot(Pass[DotMatch]):
             return NotApplicable("the loads are not both float or both double")
         local = view.locals.get(acc)
         acc_type = view.element_type(acc) if local is not None else ""
+        if local is None and acc.endswith("]"):  # `C[i * N + j] += ...`: an element of a parameter
+            acc_type = view.element_type(acc.split("[")[0].strip())
         if acc_type not in ("float", "double"):
             return NotApplicable(f"the accumulator `{acc}` is not a float or double local")
         bounds = _bounds(view, loop)
+        covered = []
+        for axis in ("x", "y"):  # no guard: the launch covers exactly a parameter's extent
+            if axis not in bounds and (cover := _exact_cover(view, axis, b.axis)) is not None:
+                bounds[axis] = cover
+                covered.append(axis)
         if "x" not in bounds or "y" not in bounds:
-            return NotApplicable("no guard bounds both global indices (`if (i < M && j < N)`)")
+            return NotApplicable(
+                "no guard bounds both global indices (`if (i < M && j < N)`) and the launch covers no "
+                "parameter's extent exactly"
+            )
         grid = _grid(view, bounds[a.axis], bounds[b.axis], k_bound)
         if isinstance(grid, NotApplicable):
             return grid
@@ -241,19 +252,25 @@ class TiledDot(Pass[DotMatch]):
             extents,
             _masks(view, loop),
             sizes,
+            tuple(covered),
         )
 
     def _product(self, view: KernelView, loop: Loop) -> tuple[str, tuple[Operand, Operand]] | NotApplicable:
-        """The accumulator and the two loads of ``acc += X[..] * Y[..]``."""
+        """The accumulator and the two loads of ``acc += X[..] * Y[..]`` (``acc`` a local, or an
+        element ``C[..]`` of a pointer parameter that nothing else reads or writes)."""
         body = statements(loop.body)
         while len(body) == 1 and body[0].type == "compound_statement":
             body = statements(body[0])
         one = len(body) == 1 and body[0].type == "expression_statement" and body[0].named_child_count == 1
         expr = body[0].named_children[0] if one else None
         sums = [c for c in loop.carried if c.reduction is not None and c.reduction.kind == "sum"]
-        if expr is None or expr.type != "assignment_expression" or len(loop.carried) != 1 or len(sums) != 1:
+        into = _element_sum(view, loop, expr) if expr is not None and not loop.carried else None
+        if into is None and (
+            expr is None or expr.type != "assignment_expression" or len(loop.carried) != 1 or len(sums) != 1
+        ):
             return NotApplicable("the loop body is not one `acc += A[..] * B[..];`")
-        acc = sums[0].name
+        assert expr is not None
+        acc = into if into is not None else sums[0].name
         op = view.text(expr.children[1])
         term = unparenthesized(expr.child_by_field_name("right"))
         if op == "=" and term is not None and term.type == "binary_expression":
@@ -577,7 +594,13 @@ class _Body:
     def per_output(self, tile_sum: str) -> list[str]:
         m, n = self.m, self.n
         text = _per_output(m, f"{m.acc} += {tile_sum};", {m.a.axis: n["ga"], m.b.axis: n["gb"]})
-        return ["            " + line if line.strip() else "" for line in _dedent(text)]
+        names = {m.a.axis: (n["ga"], self.bound["m"]), m.b.axis: (n["gb"], self.bound["n"])}
+        checks = [f"{names[axis][0]} >= {names[axis][1]}" for axis in ("y", "x") if axis in m.covered]
+        guard = [f"if ({' || '.join(checks)}) continue;  // past the extent the original's launch covered"]
+        return [
+            "            " + line if line.strip() else ""
+            for line in (guard if checks else []) + _dedent(text)
+        ]
 
     def direct_outputs(self) -> list[str]:
         """Each thread runs the original body for its own outputs."""
@@ -874,6 +897,65 @@ def _per_output(match: DotMatch, tile_sum: str, names: dict[str, str]) -> str:
         parts += [data[pos:s].decode(), t]
         pos = e
     return "".join(parts) + data[pos : body.end_byte - 1].decode()
+
+
+def _element_sum(view: KernelView, loop: Loop, expr: Node) -> str | None:
+    """``C[idx] += ...`` as the loop's whole body, ``idx`` the same on every iteration and ``C`` a
+    pointer parameter read and written nowhere else: the accumulator's text, else None."""
+    if expr.type != "assignment_expression" or view.text(expr.children[1]) != "+=":
+        return None
+    left = unparenthesized(expr.child_by_field_name("left"))
+    by_node = {a.node.id: a for a in view.accesses}
+    target = by_node.get(left.id) if left is not None else None
+    if (
+        target is None
+        or target.index is None
+        or target.array not in view.params
+        or target.via != target.array
+    ):
+        return None
+    if any(loop.var in m for m in target.index):
+        return None
+    if left is None or any(a.array == target.array and a.node.id != target.node.id for a in view.accesses):
+        return None
+    return view.text(left)
+
+
+def _exact_cover(view: KernelView, axis: str, columns: str) -> Poly | None:
+    """The bound of the global index along ``axis`` that no guard states: a scalar parameter whose
+    value is the launch's extent (grid times block along ``axis``) at the benchmark size and every
+    verify size, so that the original's threads are exactly its range.  Where several are, the
+    columns' axis (``columns``) takes the output's row stride and the rows' one a parameter no index
+    multiplies."""
+    subject = view.subject
+    i = "xyz".index(axis)
+    grid, block = subject.grid, subject.block
+    if len(grid) <= i or len(block) <= i or _block_names(grid[i]):
+        return None
+    try:
+        sizes = [dict(bench_sizes(subject.spec)), *(dict(v) for v in verify_sizes(subject.spec))]
+    except (InvalidSpec, ValueError):
+        return None
+    found = []
+    for a in subject.spec.args:
+        if not isinstance(a, ScalarSpec) or a.name not in view.params or view.params[a.name].pointer:
+            continue
+        try:
+            if all(evaluate(f"({grid[i]}) * ({block[i]})", z) == evaluate(a.value, z) for z in sizes):
+                found.append(a.name)
+        except (InvalidSpec, ValueError, TypeError, ZeroDivisionError):
+            continue
+    if not found:
+        return None
+    strides = {atom for x in view.accesses if x.index for m in x.index for atom in m if len(m) > 1}
+    stores = {
+        atom for x in view.accesses if x.written and x.index for m in x.index for atom in m if len(m) > 1
+    }
+    if axis == columns:
+        ranked = sorted(found, key=lambda n: (n not in stores, found.index(n)))
+    else:
+        ranked = sorted(found, key=lambda n: (n in strides, found.index(n)))
+    return {(ranked[0],): 1}
 
 
 __all__ = ["DotMatch", "Tile", "TiledDot"]

@@ -28,7 +28,7 @@ from agent.proposal import Proposal
 from cudasrc.source import Document
 from learning.tasks import AnyTask, Task, TorchTask
 from sandbox.contract import DeviceInfo
-from sandbox.torch_eval import ALLOWED_MODULES, FORBIDDEN_NAMES
+from sandbox.screen import ALLOWED_MODULES, FORBIDDEN_NAMES
 
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 TOOL_NAME = "verify_and_time"
@@ -43,12 +43,18 @@ TORCH_SYSTEM = (
 TORCH_HOWTO = (
     "Write `class ModelNew(torch.nn.Module)`: the same constructor arguments as `Model`, a `forward` "
     "taking the same inputs and returning the same outputs (shapes, dtypes, values within fp32 "
-    "roundoff), faster on this device. Custom CUDA kernels go through "
-    "`torch.utils.cpp_extension.load_inline`. Rules: fp32 stays fp32 (TF32, half precision and "
-    "changing torch's precision settings are refused); inputs must not be modified; import only "
-    f"torch and the standard modules {', '.join(sorted(ALLOWED_MODULES - {'torch', '__future__'}))}; "
-    f"no {'/'.join(sorted(FORBIDDEN_NAMES))}; no dunder names or attributes but `__init__`; no "
-    "assignment to attributes but `self.NAME = ...` (not `self.a.b`, not torch's). Reply with one ```python block holding the whole module "
+    "roundoff), faster on this device. Custom kernels: CUDA through "
+    "`torch.utils.cpp_extension.load_inline`, or Triton (`import triton`, `triton.language`, "
+    "`@triton.jit`, autotune); CuTe DSL (`cutlass`) and TileLang where installed. Rules: fp32 stays "
+    "fp32 (TF32, half precision and changing torch's precision settings are refused); inputs must "
+    "not be modified; outputs are plain tensors, complete on the caller's stream when `forward` "
+    "returns (work on other streams is joined first); the time counts all the device's work until "
+    "it is idle; import only torch, the kernel languages above and the standard modules "
+    f"{', '.join(sorted(ALLOWED_MODULES - {'torch', '__future__'}))}; "
+    f"no {'/'.join(sorted(FORBIDDEN_NAMES))}; no dunder names, attributes or definitions but "
+    "`__init__`; no private (`_x`) attributes but your own; attributes are assigned only as "
+    "`self.NAME = ...` inside your own classes' methods (not `self.a.b`, not torch's, not through "
+    "another name). Reply with one ```python block holding the whole module "
     "(imports, kernels, `ModelNew`)."
 )
 _PY_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)

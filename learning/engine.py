@@ -92,6 +92,8 @@ class Scored:
     reason: str = ""  # why reward is None
     compiled_speedup: float = 0.0  # PyTorch tasks: paired speedup against torch.compile(Model)
     compiled_speedup_low: float = 0.0
+    footprint_bytes: int = 0  # PyTorch tasks: the task's own device memory (inputs, outputs, parameters)
+    peak_memory_bytes: int = 0  # PyTorch tasks: the most the evaluation held on the device
     reward_version: str = REWARD_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -345,6 +347,8 @@ class RewardEngine:
             message=r.message[:MESSAGE_CHARS],
             compiled_speedup=compiled.compiled_speedup if compiled else 0.0,
             compiled_speedup_low=compiled.compiled_speedup_low if compiled else 0.0,
+            footprint_bytes=compiled.footprint_bytes if compiled else 0,
+            peak_memory_bytes=compiled.peak_memory_bytes if compiled else 0,
         )
 
     # ---------------------------------------------------------------- evaluation threads

@@ -480,7 +480,10 @@ class TorchCandidateResult:
     """One ``ModelNew``'s verdict.  ``result``: status, checks and the paired speedup against the
     eager ``Model`` (``baseline_timing``: eager, interleaved); ``compiled_*``: the paired speedup
     against ``torch.compile(Model)`` (0: not timed).  ``task_error``: the task's own model failed
-    here (no verdict on the candidate)."""
+    here (no verdict on the candidate).  ``footprint_bytes``: the task's own device memory (its
+    benchmark inputs, outputs and parameters); ``peak_memory_bytes``: the most the evaluation
+    held on the device (0: on the CPU); ``wall_ms``: the answer's median time per call by the host
+    clock, measured for speedups of 1.5 or more (0: not measured)."""
 
     result: CandidateResult
     compiled_speedup: float = 0.0
@@ -488,6 +491,9 @@ class TorchCandidateResult:
     compiled_speedup_high: float = 0.0
     compiled_timing: Timing | None = None
     task_error: str = ""
+    footprint_bytes: int = 0
+    peak_memory_bytes: int = 0
+    wall_ms: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -190,17 +190,28 @@ def bench(
     clock_mhz: Callable[[], float] | None = None,
     reset: Enqueue | None = None,
     gate: Gate | None = None,
+    settle: Callable[[], None] | None = None,
 ) -> Sampled:
     """Time ``kernels`` (one, or baseline and candidate in pairs) on ``slots`` rotated input sets
     that both kernels share; ``reset(slot)`` enqueues what restores a slot before each sample;
-    each round of samples is enqueued behind ``gate`` when given."""
+    each round of samples is enqueued behind ``gate`` when given.  ``settle`` (a device-wide
+    synchronize: code whose work may run on any stream) is called after each timed call and
+    before its end event is recorded, so a sample ends only when the device has finished
+    everything the call started, on every stream; it cannot be combined with a gate (the round
+    is no longer enqueued ahead of the device)."""
+    if settle is not None and gate is not None:
+        raise ValueError("a settled sample waits for the device: no gate can hold a round")
 
     def sample(k: int, slot: int, events: tuple[Any, Any]) -> None:
         if reset is not None:
             reset(slot)
         flusher.flush()
+        if settle is not None:  # nothing of the previous sample (or the reset) runs into this one
+            settle()
         rt.record(events[0])
         kernels[k](slot)
+        if settle is not None:
+            settle()
         rt.record(events[1])
 
     for slot in range(slots):  # warm-up: module load, instruction cache, clocks; every buffer touched
@@ -396,7 +407,7 @@ def implausible(result: CandidateResult, problem: Problem | None = None) -> str:
                 f"implausible: {median:.4g} ms means {achieved:.0f} {unit} = {pct:.0f}% of the device's "
                 f"measured {what} of {achieved * 100 / pct:.0f} {unit} (the limit is {PLAUSIBLE_PCT:.0f}%) "
                 "for the problem's work: work "
-                "must have escaped the timed region (or the spec's work count is too high: "
+                "must have escaped the timed region (or the work counted is too high: a spec's "
                 "`work ... floor=off`)"
             )
     return ""

@@ -9,45 +9,54 @@ GPU worker process of its own (``sandbox.local.LocalExecutor.evaluate_torch`` st
 per candidate, with the GPU workers' isolation: ``bwrap``, clean environment, own process group,
 killed at the deadline; a crash, a hang or an exception is that candidate's verdict).
 
-Per candidate, in order:
+Per candidate, in order (what the answer could do about each step: :mod:`sandbox.torch_trust`):
 
-1. the answer is screened (:func:`screen`): imports only of torch and a few standard modules, no
-   ``exec``/``open``/``getattr``..., no dunder names or attributes but ``__init__``, no assignment
-   to an attribute but ``self.NAME`` (patching torch, the timer, the reference) -- ``rejected``;
+1. the answer is screened (:func:`sandbox.screen.screen`): imports of torch, the kernel languages
+   (Triton, CuTe DSL, TileLang) and a few standard modules; attributes written only through the
+   answer's own objects; no dunders, no private attributes of others -- ``rejected``;
 2. before any answer code runs, the reference ``Model`` (weights seeded) computes its outputs on
-   fresh inputs per seed (``get_inputs()`` seeded, and each set of ``get_verify_inputs()``), and
-   on the same inputs perturbed by ``1 ± rho`` (the calibration of ``sandbox.verify``'s tolerance
-   model: the bound follows fp32 roundoff, the reduction length and the reference's scale and
-   sensitivity);
-3. ``ModelNew`` is built with the same init inputs and the same seed; fp32 stays fp32 (TF32 off
-   for matmul and cuDNN, ``highest`` matmul precision) and an answer that changes that is
-   ``rejected``;
-4. each input set: outputs compared by :func:`sandbox.verify.compare` (shapes and dtypes must
-   match, NaN/Inf in the same places, elementwise and norm bounds, a constant output where the
-   reference varies refused) -- ``mismatch``; inputs must hold the bytes they held -- ``rejected``;
-5. timing (``sandbox.timing.bench``: CUDA events, each round of samples queued behind a spinning
-   kernel, the L2 flushed before every sample, eager and
-   ``ModelNew`` in interleaved pairs, median and quartiles of the paired ratios), then again
-   against ``torch.compile(Model)``; before every sample the timed input tensors are refilled in
-   place with the next seed's inputs; afterwards, refilled with each seed's inputs in turn, the
-   answer's output must be that seed's output and the inputs intact (an answer that caches outputs
-   by tensor, or stops working once verified, is ``rejected``; this needs two seeds or more).
+   fresh inputs per seed (``get_inputs()`` seeded, each set of ``get_verify_inputs()``, and the
+   first seed's inputs with two elements swapped), and on the same inputs perturbed by
+   ``1 ± rho`` (the calibration of ``sandbox.verify``'s tolerance model).  Outputs go to the
+   host; inputs are regenerated from their seed when needed; every tensor freed on the device is
+   poisoned first.  When timed: the reference's bytes and FLOPs, the device's copy bandwidth and
+   GEMM rate at the pinned precision, and the reference's time alone; then the
+   :class:`~sandbox.torch_trust.Guard` captures torch and the timer;
+3. ``ModelNew`` is built with the same init inputs and the same seed;
+4. each input set: the outputs must be plain tensors, complete on the caller's stream when
+   ``forward`` returns, hold none of the poison, leave the inputs' bytes alone, and torch, the
+   timer and the precision flags must be as captured -- ``rejected``; then compared by
+   :func:`sandbox.verify.compare` (in pieces of 2^24 elements) -- ``mismatch``, or ``rejected``
+   when the output is right for an earlier input set (a result kept across calls);
+5. timing (``sandbox.timing.bench``: CUDA events, each sample ended by a device-wide synchronize
+   so the work of every stream counts, the L2 flushed before every sample, eager and
+   ``ModelNew`` in interleaved pairs, median and quartiles of the paired ratios; each sample's
+   float inputs scaled by a factor no sample repeats), then again against
+   ``torch.compile(Model)``.  Afterwards the answer is checked again on every seed's inputs and
+   the swapped ones in the timed tensors (``rejected``: a cache by pointer, shape or fingerprint,
+   work that stops once verified); the reference's time beside the answer against its time
+   alone (``rejected`` when the answer slowed it down); the physics floor, and for a speedup of
+   1.5 or more the host clock's agreement (``implausible``).
+
+Device memory held: at most :attr:`Footprint.planned` (three input sets, two output sets, the
+parameters twice, a fixed overhead): within three times the task's own footprint.
 """
 
 from __future__ import annotations
 
-import ast
 import os
 import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
 
 from sandbox.contract import (
+    Budget,
     CandidateResult,
     Check,
     DeviceInfo,
@@ -57,105 +66,31 @@ from sandbox.contract import (
     TorchRequest,
 )
 from sandbox.runtime import Runtime
-from sandbox.timing import Flusher, Gate, bench, paired
+from sandbox.screen import screen
+from sandbox.timing import PLAUSIBLE_PCT, Flusher, Sampled, bench, implausible, paired, percent_of_peak
+from sandbox.torch_trust import (
+    Guard,
+    TorchClock,
+    Work,
+    ceilings,
+    nbytes,
+    pin,
+    pinned,
+    poison,
+    poisoned,
+    ready,
+    same_bytes,
+    scrub,
+    wall_ms,
+    work,
+)
 from sandbox.verify import PERTURBATION, Agreement, Calibration, checked, compare
 from sandbox.wire import InfoJob, Reply, TorchJob
 
 TORCH_HANDLER = "sandbox.torch_eval:TorchHandler"
 # on top of the budget's timeout: importing torch, load_inline's nvcc, torch.compile
 BUILD_ALLOWANCE_S = 180.0
-ALLOWED_MODULES = frozenset(
-    {
-        "torch",
-        "math",
-        "typing",
-        "functools",
-        "itertools",
-        "collections",
-        "dataclasses",
-        "numbers",
-        "__future__",
-    }
-)
-FORBIDDEN_NAMES = frozenset(
-    {
-        "exec",
-        "eval",
-        "compile",
-        "open",
-        "__import__",
-        "globals",
-        "locals",
-        "vars",
-        "getattr",
-        "setattr",
-        "delattr",
-        "breakpoint",
-        "memoryview",
-    }
-)
 MESSAGE_CHARS = 600
-
-
-# --------------------------------------------------------------------------- the screen (no torch)
-
-
-def screen(source: str) -> tuple[Status | None, str]:
-    """Whether an answer may run: (None, "") or the status and why not (a syntax error is a
-    ``compile_error``; a construct that reaches past ``ModelNew`` is ``rejected``)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        return Status.COMPILE_ERROR, f"syntax error, line {exc.lineno}: {exc.msg}"
-    except ValueError as exc:  # NUL bytes
-        return Status.COMPILE_ERROR, f"not Python source: {exc}"
-    for node in ast.walk(tree):
-        why = _refusal(node)
-        if why:
-            return Status.REJECTED, f"refused: {why} (line {getattr(node, 'lineno', 0)})"
-    defines = any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
-    if not defines:
-        return Status.COMPILE_ERROR, "no class ModelNew is defined at the top level"
-    return None, ""
-
-
-def _refusal(node: ast.AST) -> str:
-    if isinstance(node, ast.Import):
-        bad = [a.name for a in node.names if a.name.partition(".")[0] not in ALLOWED_MODULES]
-        return f"import of {bad[0]}" if bad else ""
-    if isinstance(node, ast.ImportFrom):
-        if node.level or (node.module or "").partition(".")[0] not in ALLOWED_MODULES:
-            return f"import from {'.' * node.level}{node.module or ''}"
-        return ""
-    if isinstance(node, ast.Name) and (node.id in FORBIDDEN_NAMES or node.id.startswith("__")):
-        return f"use of {node.id}"
-    if isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr != "__init__":
-        return f"attribute {node.attr}"
-    targets: list[ast.expr] = []
-    if isinstance(node, ast.Assign | ast.Delete):
-        targets = list(node.targets)
-    elif isinstance(node, ast.AugAssign | ast.AnnAssign):
-        targets = [node.target]
-    for t in targets:
-        if (foreign := _foreign(t)) is not None:
-            return f"assignment to {ast.unparse(foreign)[:80]} (only to names and to self.NAME)"
-    return ""
-
-
-def _foreign(target: ast.expr) -> ast.expr | None:
-    """The part of an assignment target that sets an attribute of something but ``self`` itself
-    (``torch.x``, ``self.m.x``: patching a module or the timer), else None.  Items of a name or of
-    ``self.NAME`` may be set."""
-    if isinstance(target, ast.Tuple | ast.List):
-        return next((bad for e in target.elts if (bad := _foreign(e)) is not None), None)
-    if isinstance(target, ast.Starred):
-        return _foreign(target.value)
-    node = target
-    while isinstance(node, ast.Subscript):
-        node = node.value
-    if isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
-        return node
-    return None
 
 
 # --------------------------------------------------------------------------- comparison
@@ -190,11 +125,22 @@ def raw(t: Any) -> Any:
     return arr.view(np.uint16) if name == "bfloat16" else arr
 
 
+CHUNK = 1 << 24  # output elements compared at once (the comparison's float64 temporaries stay ~1.5 GB)
+
+
 def compare_outputs(
-    label: str, seed: int, ref: Sequence[Any], moved: Sequence[Any], got: Sequence[Any], n: int
+    label: str,
+    seed: int,
+    ref: Sequence[Any],
+    moved: Sequence[Any],
+    got: Sequence[Any],
+    n: int,
+    device: Any = None,
 ) -> Check:
-    """``got`` against the reference's outputs ``ref`` (``moved``: on perturbed inputs): the same
-    count, shapes and dtypes, then :func:`sandbox.verify.compare` per output."""
+    """``got`` (on ``device``; None: where ``ref`` is) against the reference's outputs ``ref``
+    (``moved``: on perturbed inputs; both may be kept on the host): the same count, shapes and
+    dtypes, then :func:`sandbox.verify.compare` per output, in pieces of :data:`CHUNK` elements
+    for larger outputs (each piece calibrated on its own: the statistics of 2^24 elements)."""
     if len(got) != len(ref):
         return Check(label, seed, False, detail=f"{len(got)} outputs where the reference has {len(ref)}")
     worst: Check | None = None
@@ -203,15 +149,22 @@ def compare_outputs(
         if tuple(g.shape) != tuple(r.shape) or g.dtype != r.dtype:
             detail = f"{arg} is {g.dtype} {tuple(g.shape)}, the reference's {r.dtype} {tuple(r.shape)}"
             return Check(label, seed, False, arg=arg, detail=detail)
-        if g.device != r.device:
-            return Check(label, seed, False, arg=arg, detail=f"{arg} is on {g.device}, not {r.device}")
-        calib = Calibration(perturbed=raw(m), rho=PERTURBATION, n=n)  # compare moves it where ``ref`` is
-        cmp: Agreement = compare(raw(r), raw(g), dtype_name(r), calib)
-        check = checked(label, seed, cmp.ok, cmp.detail, arg, cmp)
-        if not cmp.ok:
-            return check
-        if worst is None or check.error_ratio > worst.error_ratio:
-            worst = check
+        where = r.device if device is None else device
+        if g.device != where:
+            return Check(label, seed, False, arg=arg, detail=f"{arg} is on {g.device}, not {where}")
+        flat_r, flat_m, flat_g = (t.detach().contiguous().reshape(-1) for t in (r, m, g))
+        for start in range(0, max(1, flat_r.numel()), CHUNK):
+            part = slice(start, start + CHUNK)
+            # compare moves the reference's pieces where ``got`` is
+            calib = Calibration(perturbed=raw(flat_m[part]), rho=PERTURBATION, n=n)
+            cmp: Agreement = compare(raw(flat_r[part]), raw(flat_g[part]), dtype_name(r), calib)
+            if cmp.first_bad_index >= 0:
+                cmp = replace(cmp, first_bad_index=cmp.first_bad_index + start)
+            check = checked(label, seed, cmp.ok, cmp.detail, arg, cmp)
+            if not cmp.ok:
+                return check
+            if worst is None or check.error_ratio > worst.error_ratio:
+                worst = check
     return worst or Check(label, seed, True)
 
 
@@ -225,67 +178,73 @@ def outputs_of(value: Any) -> list[Any] | str:
     return items
 
 
-# --------------------------------------------------------------------------- timing
+# --------------------------------------------------------------------------- the memory plan
+
+PLAN_FACTOR = 3  # device memory held for one evaluation: at most this many times the task's own
+PLAN_OVERHEAD = 3 << 30  # plus this: flush buffer, the ceilings' copy and GEMM, the comparison's pieces
 
 
-class TorchClock:
-    """What :func:`sandbox.timing.bench` and its :class:`~sandbox.timing.Flusher` use of a
-    :class:`~sandbox.runtime.Runtime`, over torch: CUDA events on a GPU, the host clock on the CPU
-    (where every call returns when its work is done)."""
+@dataclass(frozen=True)
+class Footprint:
+    """A task's own device memory at its benchmark size: inputs, outputs, parameters and buffers."""
 
-    def __init__(self, device: Any) -> None:
-        self.torch = _torch()
-        self.device = device
-        self.cuda = device.type == "cuda"
-        self._buffers: dict[int, Any] = {}
+    inputs: int
+    outputs: int
+    params: int
 
-    def event(self) -> Any:
-        return self.torch.cuda.Event(enable_timing=True) if self.cuda else [0.0]
+    @property
+    def total(self) -> int:
+        return self.inputs + self.outputs + self.params
 
-    def record(self, event: Any) -> None:
-        if self.cuda:
-            event.record()
-        else:
-            event[0] = time.perf_counter()
-
-    def elapsed_ms(self, start: Any, end: Any) -> float:
-        return float(start.elapsed_time(end)) if self.cuda else (end[0] - start[0]) * 1e3
-
-    def synchronize(self) -> None:
-        if self.cuda:
-            self.torch.cuda.synchronize(self.device)
-
-    def alloc(self, nbytes: int) -> int:
-        buf = self.torch.empty(nbytes, dtype=self.torch.uint8, device=self.device)
-        self._buffers[buf.data_ptr()] = buf
-        return int(buf.data_ptr())
-
-    def memset_async(self, ptr: int, byte: int, nbytes: int) -> None:
-        self._buffers[ptr][:nbytes].fill_(byte)
-
-    def free(self, ptr: int) -> None:
-        self._buffers.pop(ptr, None)
+    @property
+    def planned(self) -> int:
+        """What one evaluation holds at most: the reference's parameters and the answer's (as
+        many), three input sets while timing (the timed tensors, the set they are refilled from,
+        the set regenerated to check them), the reference's and the answer's outputs, and
+        :data:`PLAN_OVERHEAD`.  References, perturbed references and every other input set wait
+        on the host (or are regenerated from their seed), so the plan stays within
+        ``PLAN_FACTOR`` times :attr:`total` plus the overhead."""
+        return 2 * self.params + 3 * self.inputs + 2 * self.outputs + PLAN_OVERHEAD
 
 
-GATE_CYCLES = 20_000_000  # about 10 ms at boost clock: longer than the host takes to enqueue a round
+def footprint(task_source: str) -> Footprint:
+    """A task's :class:`Footprint` without a GPU: the model and its inputs built on the meta
+    device and its forward run there for the outputs' shapes (a model whose forward needs values,
+    ``.item()``, runs on the host instead)."""
+    torch = _torch()
+    task = _module(task_source, "task.py")
 
+    def run(device: str) -> Footprint:
+        torch.manual_seed(0)
+        with torch.device(device), torch.no_grad():
+            model = task["Model"](*task["get_init_inputs"]())
+            inputs = list(task["get_inputs"]())
+            out = model(*inputs)
+        outs = list(out) if isinstance(out, tuple | list) else [out]
+        return Footprint(
+            nbytes(torch, inputs), nbytes(torch, outs), nbytes(torch, [*model.parameters(), *model.buffers()])
+        )
 
-class SleepGate:
-    """:class:`sandbox.timing.Gate` over torch: a spinning kernel (``torch.cuda._sleep``) queued
-    before each round of samples, so the round is enqueued behind it and a host hiccup (another
-    process compiling) does not stretch a sample.  It opens by itself after ``GATE_CYCLES``."""
-
-    def __init__(self) -> None:
-        self.torch = _torch()
-
-    def close(self) -> None:
-        self.torch.cuda._sleep(GATE_CYCLES)
-
-    def open(self) -> None:
-        pass
+    try:
+        return run("meta")
+    except (RuntimeError, NotImplementedError):  # data-dependent: on the host, at its real size
+        return run("cpu")
 
 
 # --------------------------------------------------------------------------- the handler
+
+FRESH_STEP = 2.0**-16  # timed sample k's float inputs: the first seed's, scaled by 1 + k * FRESH_STEP
+REFERENCE_BUDGET = Budget(min_samples=10, max_samples=40, time_budget_ms=150.0)
+DRIFT = 1.5  # the reference may not run this much slower in the pairs than before the answer was loaded
+DRIFT_FLOOR_MS = 0.02  # ...nor by less than this (the host's launch jitter on tiny tasks)
+RETIME_FROM = 1.5  # a speedup from here on is re-timed by the host clock
+# the host clock brackets the interval the events bracket, from the same device-wide synchronize
+# to the next: it adds only the host's wake-up and launch latency (a launch + synchronize round
+# trip is ~10 us on an H100), so an answer whose host-clock median exceeds its event median by
+# more than WALL_AGREE times plus WALL_SLACK_MS ran work the events did not see
+WALL_AGREE = 1.5
+WALL_SLACK_MS = 0.05
+WALL_CALLS = 30
 
 
 def _torch() -> Any:
@@ -295,14 +254,21 @@ def _torch() -> Any:
 
 
 def _module(source: str, filename: str) -> dict[str, Any]:
-    namespace: dict[str, Any] = {"__name__": filename.removesuffix(".py")}
-    exec(compile(source, filename, "exec"), namespace)
+    """Run ``source`` as a module from a file of its own (Triton's ``@jit``, CuTe DSL and
+    TileLang read their kernels' source back through ``inspect``)."""
+    path = os.path.join(tempfile.mkdtemp(prefix="torch-eval-"), filename)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(source)
+    namespace: dict[str, Any] = {"__name__": filename.removesuffix(".py"), "__file__": path}
+    exec(compile(source, path, "exec"), namespace)
     return namespace
 
 
 def _why(exc: BaseException) -> str:
     """An exception in one line, where in the answer it was raised first."""
-    where = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "answer.py"]
+    where = [
+        f for f in traceback.extract_tb(exc.__traceback__) if os.path.basename(f.filename) == "answer.py"
+    ]
     at = f" (answer line {where[-1].lineno})" if where else ""
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}{at}"[
         :MESSAGE_CHARS
@@ -311,19 +277,46 @@ def _why(exc: BaseException) -> str:
 
 @dataclass
 class _Case:
+    """One input set: ``make()`` regenerates its inputs on the device (seeded: the same bytes
+    every time); the reference's outputs ``ref`` and on perturbed inputs ``moved`` are kept on
+    the host."""
+
     label: str
     seed: int
-    inputs: list[Any]
-    kept: list[Any]  # the inputs' bytes before the candidate ran
+    make: Callable[[], list[Any]]
     ref: list[Any]
     moved: list[Any]
     n: int
 
-    def changed(self) -> int:
-        """The first input that no longer holds the bytes it held (-1: none)."""
-        return next(
-            (i for i, (a, b) in enumerate(zip(self.inputs, self.kept, strict=True)) if not _same(a, b)), -1
-        )
+
+@dataclass
+class _Bench:
+    """What timing needs, set up before the answer is imported: the clock, the first seed's
+    benchmark inputs (``base``) and the tensors the timed calls read (``live``), the reference's
+    work and the device's ceilings, and the reference's time alone."""
+
+    clock: TorchClock
+    base: list[Any]
+    live: list[Any]
+    work: Work
+    bandwidth_gbps: float
+    gflops: float
+    alone: Timing | None = None
+    fresh: int = 0
+
+    def refill(self, _slot: int) -> None:
+        """The next sample's inputs, in place: ``base`` scaled by a factor no sample repeats
+        (an answer that skips work when its inputs repeat, or keys a cache by pointer or shape,
+        computes every sample); integer inputs copied."""
+        self.fresh += 1
+        scale = 1.0 + self.fresh * FRESH_STEP
+        torch = self.clock.torch
+        for dst, src in zip(self.live, self.base, strict=True):
+            if isinstance(dst, torch.Tensor):
+                if dst.is_floating_point():
+                    torch.mul(src, scale, out=dst)
+                else:
+                    dst.copy_(src)
 
 
 class TorchHandler:
@@ -340,26 +333,15 @@ class TorchHandler:
                 raise RuntimeError("torch sees no CUDA device")
             self.device = torch.device("cuda", device)
             torch.cuda.set_device(self.device)
-        os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(tempfile.gettempdir(), "torch-extensions"))
-        self._pin()
-
-    def _pin(self) -> None:
-        torch = self.torch
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        torch.set_float32_matmul_precision("highest")
-
-    def _pinned(self) -> bool:
-        torch = self.torch
-        return (
-            not torch.backends.cuda.matmul.allow_tf32
-            and not torch.backends.cudnn.allow_tf32
-            and torch.get_float32_matmul_precision() == "highest"
-        )
+        tmp = tempfile.gettempdir()
+        os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(tmp, "torch-extensions"))
+        os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(tmp, "triton-cache"))
+        pin(torch)
+        self.cuda = self.device.type == "cuda"
 
     def describe(self) -> DeviceInfo:
         torch = self.torch
-        if self.device.type != "cuda":
+        if not self.cuda:
             return DeviceInfo("cpu", "", os.cpu_count() or 1, 0, 0)
         p = torch.cuda.get_device_properties(self.device)
         return DeviceInfo(
@@ -375,9 +357,14 @@ class TorchHandler:
         l2 = self.describe().l2_bytes
         return 2 * l2 if l2 else 64 << 20
 
+    def _sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
     def evaluate(self, job: TorchJob) -> TorchCandidateResult:
         start = time.perf_counter()
         cid, req = job.candidate.id, job.request
+        memory: dict[str, Any] = {}
 
         def verdict(
             status: Status, message: str, checks: tuple[Any, ...] = (), **kw: Any
@@ -389,22 +376,27 @@ class TorchHandler:
                 checks=tuple(checks),
                 seconds=time.perf_counter() - start,
             )
-            return TorchCandidateResult(result, **kw)
+            return TorchCandidateResult(result, **memory, **self._memory(), **kw)
 
         status, why = screen(job.candidate.source)
         if status is not None:
             return verdict(status, why)
         torch = self.torch
         with torch.no_grad():
+            if self.cuda:
+                torch.cuda.reset_peak_memory_stats(self.device)
             try:  # trusted: the task; nothing of the answer has run yet
                 task = _module(req.task, "task.py")
                 init = list(task["get_init_inputs"]())
                 torch.manual_seed(req.seeds[0])
                 model = task["Model"](*init).to(self.device).eval()
                 cases = self._cases(task, model, req.seeds)
+                memory["footprint_bytes"] = self._footprint(model, cases[0])
+                prepared = self._prepare(model, cases[0]) if req.time else None
             except Exception as exc:
                 msg = f"the task's model failed: {type(exc).__name__}: {exc}"
                 return verdict(Status.CRASH, msg, task_error=msg[:MESSAGE_CHARS])
+            guard = Guard(torch, self.device)  # the last moment before any answer code runs
             try:
                 answer = _module(job.candidate.source, "answer.py")
                 cls = answer.get("ModelNew")
@@ -413,74 +405,143 @@ class TorchHandler:
                 torch.manual_seed(req.seeds[0])
                 new = cls(*init).to(self.device).eval()
             except Exception as exc:
+                if tampered := self._tampered(guard):
+                    return verdict(Status.REJECTED, tampered)
                 return verdict(Status.COMPILE_ERROR, f"building ModelNew failed: {_why(exc)}")
             checks: list[Check] = []
-            for case in cases:
-                try:
-                    got = outputs_of(new(*case.inputs))
-                    self._sync()
-                except Exception as exc:
+            for i, case in enumerate(cases):
+                inputs = case.make()
+                check, refusal = self._check(new, inputs, case, guard, case.label, cases[:i])
+                if refusal:
+                    return verdict(Status.REJECTED, refusal, checks=tuple(checks))
+                if check is None:
                     return verdict(
-                        Status.CRASH, f"{case.label} seed {case.seed}: {_why(exc)}", checks=tuple(checks)
+                        Status.CRASH, f"{case.label} seed {case.seed}: {self._crash}", tuple(checks)
                     )
-                if not self._pinned():
-                    return verdict(Status.REJECTED, "the answer turned TF32 or a lower matmul precision on")
-                if (changed := case.changed()) >= 0:
-                    msg = f"input {changed} modified ({case.label}, seed {case.seed})"
-                    return verdict(Status.REJECTED, msg, checks=tuple(checks))
-                check = (
-                    Check(case.label, case.seed, False, detail=got)
-                    if isinstance(got, str)
-                    else compare_outputs(case.label, case.seed, case.ref, case.moved, got, case.n)
-                )
                 checks.append(check)
                 if not check.ok:
-                    return verdict(
-                        Status.MISMATCH,
-                        f"{case.label} seed {case.seed}: {check.detail}",
-                        checks=tuple(checks),
-                    )
-            if not req.time:
+                    msg = f"{case.label} seed {case.seed}: {check.detail}"
+                    return verdict(Status.MISMATCH, msg, checks=tuple(checks))
+                poison(torch, inputs)
+                del inputs
+            if prepared is None:
                 return verdict(Status.OK, "verified (not timed)", checks=tuple(checks))
             try:
-                return self._timed(model, new, cases, req, verdict, tuple(checks))
+                timed = self._timed(model, new, cases, req, prepared, guard, verdict, tuple(checks))
+                return replace(timed, **memory, **self._memory())
             except Exception as exc:
                 return verdict(Status.CRASH, f"while timing: {_why(exc)}", checks=tuple(checks))
 
+    _crash = ""
+
+    def _check(
+        self, new: Any, inputs: list[Any], case: _Case, guard: Guard, label: str, earlier: Sequence[_Case]
+    ) -> tuple[Check | None, str]:
+        """The answer on ``inputs`` (which hold ``case``'s inputs): (its check against the
+        reference, '') or (None, why it is refused) -- (None, '') when it raised
+        (``self._crash`` says what).  A wrong output that is right for one of the ``earlier``
+        input sets is a result kept across calls: refused."""
+        torch = self.torch
+        try:
+            got = outputs_of(new(*inputs))
+            late = -1 if isinstance(got, str) else ready(torch, got, self._sync)
+        except Exception as exc:
+            self._crash = _why(exc)
+            return None, ""
+        where = f"{label}, seed {case.seed}"
+        if tampered := self._tampered(guard):
+            return None, tampered
+        if isinstance(got, str):
+            return Check(label, case.seed, False, detail=got), ""
+        if late >= 0:
+            return None, (
+                f"output {late} was not complete on the caller's stream when forward returned "
+                f"({where}): work left running on another stream"
+            )
+        for i, o in enumerate(got):
+            if type(o) not in (torch.Tensor, torch.nn.Parameter):
+                return None, f"output {i} is a {type(o).__name__}, a subclass of torch.Tensor ({where})"
+            if poisoned(torch, o):
+                return None, (
+                    f"output {i} was not written ({where}): it holds the pattern the harness "
+                    "wrote into memory it freed"
+                )
+        fresh = case.make()
+        changed = next(
+            (i for i, (a, b) in enumerate(zip(inputs, fresh, strict=True)) if not _same(torch, a, b)), -1
+        )
+        poison(torch, fresh)
+        if changed >= 0:
+            return None, f"input {changed} was modified ({where})"
+        check = compare_outputs(label, case.seed, case.ref, case.moved, got, case.n, self.device)
+        for other in earlier if not check.ok else ():
+            if compare_outputs(label, other.seed, other.ref, other.moved, got, other.n, self.device).ok:
+                return None, (
+                    f"its output on {case.label} seed {case.seed} is its output on {other.label} seed "
+                    f"{other.seed}: a result kept from an earlier call"
+                )
+        return check, ""
+
+    def _tampered(self, guard: Guard) -> str:
+        """What the answer changed of what the evaluation trusts ('' if nothing)."""
+        if not pinned(self.torch):
+            return "the answer turned TF32 or a lower matmul precision on"
+        changed = guard.changed()
+        return f"the answer changed torch or the timer: {changed}" if changed else ""
+
     def _cases(self, task: dict[str, Any], model: Any, seeds: Sequence[int]) -> list[_Case]:
         """The reference's outputs on every input set: ``get_inputs()`` then each set of
-        ``get_verify_inputs()``, per seed (the bench inputs of the first seed are timed)."""
+        ``get_verify_inputs()``, per seed, and the first seed's benchmark inputs with two
+        elements swapped (:func:`_swapped`); kept on the host; every tensor freed on the device
+        is poisoned first (:func:`~sandbox.torch_trust.poison`)."""
         torch = self.torch
-        params = list(model.parameters())
+        params = [*model.parameters(), *model.buffers()]
         cases = []
         for seed in seeds:
             sets: list[tuple[str, Callable[[], Any]]] = [("bench", lambda: [task["get_inputs"]()])]
             if "get_verify_inputs" in task:
                 sets.append(("verify", task["get_verify_inputs"]))
-            for label, make in sets:
-                torch.manual_seed(seed)
-                with torch.device(self.device):
-                    groups = make()
-                for j, group in enumerate(groups):
-                    inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in group]
+            for label, make_all in sets:
+                groups = self._inputs(make_all, seed, None)
+                count = len(groups)
+                poison(torch, [t for g in groups for t in g])
+                del groups
+                makes = [
+                    (label if label == "bench" else f"{label}[{j}]", partial(self._inputs, make_all, seed, j))
+                    for j in range(count)
+                ]
+                if label == "bench" and seed == seeds[0]:
+                    makes.append(("swapped", partial(_swapped, torch, makes[0][1])))
+                for name, make in makes:
+                    inputs = make()
                     ref = outputs_of(model(*inputs))
                     if isinstance(ref, str):
                         raise ValueError(f"the reference's {ref}")
-                    moved = outputs_of(model(*self._perturbed(inputs, seed)))
+                    host_ref = _host(ref)
                     tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
-                    cases.append(
-                        _Case(
-                            label if label == "bench" else f"{label}[{j}]",
-                            seed,
-                            inputs,
-                            [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs],
-                            ref,
-                            cast(list[Any], moved),
-                            reduction_length(tensors, params, ref),
-                        )
-                    )
+                    n = reduction_length(tensors, params, ref)
+                    poison(torch, ref, keep=[*params, *inputs])
+                    del ref
+                    nudged = self._perturbed(inputs, seed)
+                    moved = cast(list[Any], outputs_of(model(*nudged)))
+                    host_moved = _host(moved)
+                    poison(torch, moved, keep=[*params, *inputs, *nudged])
+                    poison(torch, [*nudged, *inputs], keep=params)
+                    del moved, nudged, inputs, tensors
+                    cases.append(_Case(name, seed, make, host_ref, host_moved, n))
         self._sync()
         return cases
+
+    def _inputs(self, make_all: Callable[[], Any], seed: int, j: int | None) -> list[Any]:
+        """Input set ``j`` of what ``make_all`` returns under ``seed`` (on the device); None:
+        every set (to count them)."""
+        torch = self.torch
+        torch.manual_seed(seed)
+        with torch.device(self.device):
+            groups = list(make_all())
+        if j is None:
+            return groups
+        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in groups[j]]
 
     def _perturbed(self, inputs: Sequence[Any], seed: int) -> list[Any]:
         """Float inputs with each element scaled by ``1 ± rho`` (signs from ``seed``)."""
@@ -489,10 +550,52 @@ class TorchHandler:
         out = []
         for x in inputs:
             if isinstance(x, torch.Tensor) and x.is_floating_point():
-                up = torch.rand(x.shape, generator=gen, device=x.device) < 0.5
-                x = x * torch.where(up, 1.0 + PERTURBATION, 1.0 - PERTURBATION).to(x.dtype)
+                draws = torch.rand(x.shape, generator=gen, device=x.device)
+                up = draws < 0.5
+                scale = torch.where(up, 1.0 + PERTURBATION, 1.0 - PERTURBATION).to(x.dtype)
+                x = x * scale
+                poison(torch, [draws, up, scale])  # freed memory the answer's allocations may get
             out.append(x)
         return out
+
+    def _footprint(self, model: Any, case: _Case) -> int:
+        """The task's own device memory: its benchmark inputs, outputs and parameters."""
+        torch = self.torch
+        inputs = case.make()
+        size = nbytes(torch, inputs) + nbytes(torch, case.ref)
+        poison(torch, inputs)
+        return size + nbytes(torch, [*model.parameters(), *model.buffers()])
+
+    def _prepare(self, model: Any, case: _Case) -> _Bench:
+        """Before the answer is imported: the clock, the timed inputs, the reference's work (its
+        bytes and FLOPs), the device's ceilings and the reference's time alone."""
+        torch = self.torch
+        clock = TorchClock(torch, self.device)
+        base = case.make()
+        live = [x.clone() if isinstance(x, torch.Tensor) else x for x in base]
+        counted, outs = work(torch, model, live)
+        poison(torch, outs, keep=[*live, *model.parameters(), *model.buffers()])
+        del outs
+        bandwidth = gflops = 0.0
+        if self.cuda:
+            dtypes = {t.dtype for t in [*live, *model.parameters()] if isinstance(t, torch.Tensor)}
+            bandwidth, gflops = ceilings(torch, self.device, clock, dtypes)
+        prepared = _Bench(clock, base, live, counted, bandwidth, gflops)
+        prepared.alone = self._sample(prepared, [lambda _: model(*live)], REFERENCE_BUDGET).timings[0]
+        poison(torch, [*base, *live])
+        prepared.base, prepared.live = [], []  # made again for timing: not held while verifying
+        sizes = [t.numel() * t.element_size() for t in [*case.ref, *base] if isinstance(t, torch.Tensor)]
+        scrub(torch, self.device, sizes)  # the reference's outputs its lone timing freed
+        return prepared
+
+    def _sample(self, b: _Bench, calls: Sequence[Callable[[int], Any]], budget: Budget) -> Sampled:
+        flusher = Flusher(cast(Runtime, b.clock), self.flush_bytes())
+        try:
+            return bench(
+                cast(Runtime, b.clock), calls, 1, flusher, budget, reset=b.refill, settle=b.clock.settle
+            )
+        finally:
+            flusher.close()
 
     def _timed(
         self,
@@ -500,95 +603,62 @@ class TorchHandler:
         new: Any,
         cases: Sequence[_Case],
         req: TorchRequest,
+        b: _Bench,
+        guard: Guard,
         verdict: Callable[..., TorchCandidateResult],
         checks: tuple[Check, ...],
     ) -> TorchCandidateResult:
-        """Time ``new`` against eager ``model``, then against ``torch.compile(model)``.  Before
-        every sample the timed input tensors are refilled, in place, with the next seed's benchmark
-        inputs (outside the timed region); after each timing, :func:`honest` checks the answer on
-        every seed's inputs in those same tensors, which an output cached by tensor (pointer,
-        shape) fails."""
+        """Time ``new`` against eager ``model``, then against ``torch.compile(model)``: each sample
+        on fresh inputs (:meth:`_Bench.refill`), ended by a device-wide synchronize.  Then, in
+        order: the answer checked again on every seed's inputs in the timed tensors
+        (``rejected``: a cache by tensor, work that stops once verified); the reference's time in
+        the pairs against its time before the answer was loaded (``rejected``: the answer slowed
+        the reference down); the physics floor and, for a speedup of :data:`RETIME_FROM` or more,
+        the host clock's agreement (``implausible``)."""
         torch = self.torch
-        sets = [c for c in cases if c.label == "bench"]
-        live = [x.clone() if isinstance(x, torch.Tensor) else x for x in sets[0].inputs]
-        at = [0]  # which set ``live`` holds
+        bench_cases = [c for c in cases if c.label == "bench"]
+        b.base = bench_cases[0].make()
+        b.live = [x.clone() if isinstance(x, torch.Tensor) else x for x in b.base]
 
-        def refill_with(case: _Case) -> None:
-            for dst, src in zip(live, case.inputs, strict=True):
-                if isinstance(dst, torch.Tensor):
-                    dst.copy_(src)
-
-        def refill(_: int) -> None:
-            at[0] = (at[0] + 1) % len(sets)
-            refill_with(sets[at[0]])
-
-        def honest(what: str) -> TorchCandidateResult | None:
-            """After timing: the timed tensors refilled with each seed's inputs in turn, the
-            answer's output must be that seed's output (a cached one fits at most one seed) and
-            the inputs intact."""
-            for case in sets:
-                refill_with(case)
-                got = outputs_of(new(*live))
-                check = (
-                    Check("timed", case.seed, False, detail=got)
-                    if isinstance(got, str)
-                    else compare_outputs("timed", case.seed, case.ref, case.moved, got, case.n)
-                )
+        def honest(what: str) -> str:
+            if tampered := self._tampered(guard):  # before the reference runs on the swapped inputs
+                return f"{what}: {tampered}"
+            rounds = [(case, bench_cases[:i] + bench_cases[i + 1 :]) for i, case in enumerate(bench_cases)]
+            rounds += [(case, bench_cases[:1]) for case in cases if case.label == "swapped"]
+            for case, others in rounds:
+                fresh = case.make()
+                for dst, src in zip(b.live, fresh, strict=True):
+                    if isinstance(dst, torch.Tensor):
+                        dst.copy_(src)
+                poison(torch, fresh)
+                del fresh
+                check, refusal = self._check(new, b.live, case, guard, "timed", others)
+                if refusal:
+                    return f"{what}: {refusal}"
+                if check is None:
+                    return f"{what}: it raised once timed ({self._crash})"
                 if not check.ok:
-                    why = f"{what}: once timed, its output is not the output of its inputs ({check.detail})"
-                    return verdict(Status.REJECTED, why, checks=checks)
-                changed = next(
-                    (i for i, (a, b) in enumerate(zip(live, case.inputs, strict=True)) if not _same(a, b)), -1
-                )
-                if changed >= 0:
-                    return verdict(
-                        Status.REJECTED, f"{what}: input {changed} modified while timed", checks=checks
-                    )
-            return None
+                    return f"{what}: once timed, its output is not the output of its inputs ({check.detail})"
+            return ""
 
         def timed(reference: Callable[[], Any]) -> tuple[list[Timing], tuple[float, float, float], int]:
-            flusher = Flusher(cast(Runtime, clock), self.flush_bytes())
-            try:
-                sampled = bench(
-                    cast(Runtime, clock),
-                    [lambda _: reference(), lambda _: new(*live)],
-                    1,
-                    flusher,
-                    req.budget,
-                    reset=refill,
-                    gate=cast(Gate, SleepGate()) if clock.cuda and hasattr(torch.cuda, "_sleep") else None,
-                )
-            finally:
-                flusher.close()
+            sampled = self._sample(b, [lambda _: reference(), lambda _: new(*b.live)], req.budget)
             return sampled.timings, paired(sampled.ratios), len(sampled.ratios)
 
-        clock = TorchClock(self.device)
-        timings, (speed, low, high), pairs = timed(lambda: model(*live))
+        timings, (speed, low, high), pairs = timed(lambda: model(*b.live))
         if refused := honest("against eager"):
-            return refused
-        compiled: dict[str, Any] = {}
-        note = ""
-        fast = None
-        if req.compiled:
-            try:
-                fast = torch.compile(model)
-                fast(*live)
-            except Exception as exc:
-                note = f"torch.compile(Model) failed: {_why(exc)}"
-                fast = None
-        if fast is not None:
-            c_timings, (c_speed, c_low, c_high), _ = timed(lambda: fast(*live))
-            if refused := honest("against torch.compile"):
-                return refused
-            compiled = {
-                "compiled_speedup": c_speed,
-                "compiled_speedup_low": c_low,
-                "compiled_speedup_high": c_high,
-                "compiled_timing": c_timings[0],
-            }
-        message = "verified; timed against eager" + (" and torch.compile" if compiled else "")
+            return verdict(Status.REJECTED, refused, checks=checks)
+        alone = b.alone.median_ms if b.alone else 0.0
+        paired_ref = timings[0].median_ms
+        drifted = paired_ref > DRIFT * alone and paired_ref - alone > DRIFT_FLOOR_MS
+        if self.cuda and alone > 0 and drifted:  # (the CPU's times follow the host's other load)
+            why = (
+                f"the reference ran {paired_ref / alone:.2f}x slower beside the answer ({paired_ref:.4g} ms) "
+                f"than before the answer was loaded ({alone:.4g} ms): the answer changed the reference"
+            )
+            return verdict(Status.REJECTED, why, checks=checks)
         result = replace(
-            verdict(Status.OK, message).result,
+            verdict(Status.OK, "verified; timed against eager").result,
             checks=checks,
             timing=timings[1],
             baseline_timing=timings[0],
@@ -596,13 +666,98 @@ class TorchHandler:
             speedup_low=low,
             speedup_high=high,
             pairs=pairs,
-            note=note,
         )
-        return TorchCandidateResult(result, **compiled)
+        result = self._floor(result, b)
+        extra: dict[str, Any] = {}
+        if (
+            self.cuda and result.status is Status.OK and speed >= RETIME_FROM
+        ):  # on the CPU both are the host clock
+            wall, events = self._wall(b, new), timings[1].median_ms
+            extra["wall_ms"] = wall
+            if wall > WALL_AGREE * events + WALL_SLACK_MS:
+                why = (
+                    f"implausible: the events measure {events:.4g} ms per call, the host clock "
+                    f"{wall:.4g} ms over {WALL_CALLS} calls each ended by a device-wide synchronize "
+                    f"(at most {WALL_AGREE:g}x + {WALL_SLACK_MS * 1e3:.0f} us apart): work must have "
+                    "escaped the timed region"
+                )
+                result = replace(result, status=Status.IMPLAUSIBLE, message=why)
+        if result.status is not Status.OK:
+            return TorchCandidateResult(result, **extra)
+        if req.compiled:
+            compiled, note = self._compiled(model, new, b, timed, honest)
+            if isinstance(compiled, str):
+                return verdict(Status.REJECTED, compiled, checks=checks)
+            extra.update(compiled)
+            message = "verified; timed against eager" + (" and torch.compile" if compiled else "")
+            result = replace(result, message=message, note=note)
+        return TorchCandidateResult(result, **extra)
 
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            self.torch.cuda.synchronize(self.device)
+    def _memory(self) -> dict[str, Any]:
+        if not self.cuda:
+            return {}
+        return {"peak_memory_bytes": int(self.torch.cuda.max_memory_allocated(self.device))}
+
+    def _compiled(
+        self, model: Any, new: Any, b: _Bench, timed: Callable[..., Any], honest: Callable[[str], str]
+    ) -> tuple[dict[str, Any] | str, str]:
+        """The speedup against ``torch.compile(model)`` (fields of the result), or why the answer
+        is refused once timed against it; and a note when torch.compile failed."""
+        try:
+            fast = self.torch.compile(model)
+            fast(*b.live)
+        except Exception as exc:
+            return {}, f"torch.compile(Model) failed: {_why(exc)}"
+        c_timings, (c_speed, c_low, c_high), _ = timed(lambda: fast(*b.live))
+        if refused := honest("against torch.compile"):
+            return refused, ""
+        return {
+            "compiled_speedup": c_speed,
+            "compiled_speedup_low": c_low,
+            "compiled_speedup_high": c_high,
+            "compiled_timing": c_timings[0],
+        }, ""
+
+    def _floor(self, result: CandidateResult, b: _Bench) -> CandidateResult:
+        """``result`` with its throughput for the reference's work against the device's measured
+        ceilings, ``implausible`` beyond them (:func:`sandbox.timing.implausible`); the bytes
+        counted are the reference's inputs, outputs and parameters less one L2 (writes the cache
+        still holds when the sample ends).  A floor the
+        reference itself breaks (a FLOP count above what the library executes: Winograd, FFT; an
+        output that is a view of an input) is not applied."""
+        if not self.cuda or result.timing is None or result.timing.median_ms <= 0:
+            return result
+        # up to an L2's worth of the traffic (the last writes) may still sit in the cache at the end
+        nbytes_, flops = max(0, b.work.nbytes - self.describe().l2_bytes), b.work.flops
+        alone = b.alone.median_ms * 1e-3 if b.alone else 0.0
+        if alone > 0 and flops / alone / 1e9 > b.gflops * PLAUSIBLE_PCT / 100:
+            flops = 0
+        if alone > 0 and nbytes_ / alone / 1e9 > b.bandwidth_gbps * PLAUSIBLE_PCT / 100:
+            nbytes_ = 0  # the reference moves less than its inputs and outputs (a view, a cached value)
+        seconds = result.timing.median_ms * 1e-3
+        gbps, gflops = nbytes_ / seconds / 1e9, flops / seconds / 1e9
+        measured = replace(
+            result,
+            achieved_gbps=gbps,
+            achieved_gflops=gflops,
+            pct_peak_bandwidth=percent_of_peak(gbps, b.bandwidth_gbps),
+            pct_peak_flops=percent_of_peak(gflops, b.gflops),
+        )
+        why = implausible(measured)
+        return replace(measured, status=Status.IMPLAUSIBLE, message=why) if why else measured
+
+    def _wall(self, b: _Bench, new: Any) -> float:
+        """The answer's median host-clock time per call (:func:`~sandbox.torch_trust.wall_ms`)."""
+        flusher = Flusher(cast(Runtime, b.clock), self.flush_bytes())
+        try:
+
+            def prepare() -> None:
+                b.refill(0)
+                flusher.flush()
+
+            return wall_ms(b.clock, prepare, lambda: new(*b.live), WALL_CALLS)
+        finally:
+            flusher.close()
 
     def __call__(self, job: Any) -> Any:
         if isinstance(job, InfoJob):
@@ -612,11 +767,24 @@ class TorchHandler:
         return Reply(self.evaluate(job))
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Whether an input still holds the bytes it held (NaN payloads included; not a tensor: yes)."""
-    torch = _torch()
-    if not isinstance(a, torch.Tensor):
-        return True
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    return bool(torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)))
+def _swapped(torch: Any, make: Callable[[], list[Any]]) -> list[Any]:
+    """The inputs ``make`` gives but for two elements of the first float input swapped: the same
+    shape, sum and nearly every element (what a cheap fingerprint of the inputs cannot tell
+    apart), a different output for most tasks."""
+    inputs = make()
+    x = next((t for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()), None)
+    if x is not None and x.numel() >= 3:
+        flat = x.view(-1)
+        i, j = flat.numel() // 3, 2 * flat.numel() // 3
+        flat[i], flat[j] = flat[j].clone(), flat[i].clone()
+    return inputs
+
+
+def _host(tensors: Sequence[Any]) -> list[Any]:
+    """Copies on the host (never the tensors themselves: the device's are poisoned)."""
+    return [t.detach().to("cpu", copy=True) for t in tensors]
+
+
+def _same(torch: Any, a: Any, b: Any) -> bool:
+    """Whether an input still holds the bytes it held (not a tensor: yes)."""
+    return not isinstance(a, torch.Tensor) or same_bytes(torch, a, b)

@@ -11,7 +11,7 @@ edited one 2x faster; on top, a candidate whose source holds one of these marker
     NOISY          ok, but a wide speedup interval (noisy)
 
 PyTorch tasks (``evaluate_torch``): the answer is screened as the sandbox screens it
-(``sandbox.torch_eval.screen``), then ``WRONG``/``HACK_INPUT`` as above, ``FAST`` ok at 2x eager
+(``sandbox.screen.screen``), then ``WRONG``/``HACK_INPUT`` as above, ``FAST`` ok at 2x eager
 (1.5x ``torch.compile``), anything else ok at 1x eager (0.7x ``torch.compile``);
 ``task_error``: the task's own model fails.
 
@@ -39,7 +39,7 @@ from sandbox.contract import (
 )
 from sandbox.executor import ProgressFn
 from sandbox.testing import DEVICE, FakeExecutor
-from sandbox.torch_eval import screen
+from sandbox.screen import screen
 
 DEFINITION_OF = {
     "HACK_INPUT": (Status.REJECTED, "n=1000 seed 1: input `x` was modified"),

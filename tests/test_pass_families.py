@@ -57,13 +57,15 @@ EMULATED = [
 
 
 def subject(t: Target) -> Subject:
-    """The target's kernel under its spec, element types seen through the file's aliases."""
+    """The target's kernel under its spec in its unit (as the search builds it: the file's macros,
+    aliases, device functions and shared-memory wrappers known), element types seen through the
+    file's aliases."""
     doc = Document(t.text, t.path)
     k = doc.kernel_at(t.text.count("\n", 0, t.definition_start))
     assert k is not None
     spec, errors = spec_mod.parse(k, doc.type_aliases)
     assert spec is not None and not errors, errors
-    return Subject(t.definition, spec)
+    return Subject(t.definition, spec, context=t.baseline.source)
 
 
 def load(family: str, file: str) -> tuple[Target, Subject, Pass[Any]]:
@@ -94,7 +96,7 @@ def test_every_family_folder_has_a_registered_pass_four_matches_and_a_refusal() 
 @pytest.mark.parametrize("family, file", MATCHES)
 def test_match_rewrites_compile_with_nvrtc_for_every_parameter(family: str, file: str) -> None:
     t, s, p = load(family, file)
-    found = p.match(s.view)
+    found = p.match(s.normalized.view)
     assert not isinstance(found, NotApplicable), found.reason
     assert p.guess(found) in p.space
     applied(t, s, p, p.guess(found))  # the guess applies; other values may not fit this match
@@ -118,7 +120,7 @@ def test_refusal_gives_its_reason(family: str, file: str) -> None:
     _, s, p = load(family, file)
     first = (FAMILIES / family / file).read_text().splitlines()[0]
     assert first.startswith("// refused: "), "a refused kernel's first line names the reason"
-    found = p.match(s.view)
+    found = p.match(s.normalized.view)
     assert isinstance(found, NotApplicable)
     assert first.removeprefix("// refused: ") in found.reason
 
@@ -129,7 +131,7 @@ def test_match_computes_the_same_outputs_in_host_emulation(family: str, file: st
     """The best guess and the last parameter value, on the CPU (tests/data/transforms/host_cuda.h,
     a std::thread per CUDA thread), at the spec's verify sizes, aligned and misaligned arrays."""
     t, s, p = load(family, file)
-    found = p.match(s.view)
+    found = p.match(s.normalized.view)
     assert not isinstance(found, NotApplicable), found.reason
     guess = applied(t, s, p, p.guess(found))
     for k, params in enumerate(dict.fromkeys((p.guess(found), p.space[-1]))):
@@ -155,7 +157,9 @@ def emulate(t: Target, out: Subject, stem: Path) -> None:
     assert build.returncode == 0, build.stderr[:3000]
     run = subprocess.run([str(stem)], capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
-    assert float(run.stdout) <= 1e-5, f"{out.applied}: outputs differ by {run.stdout.strip()}"
+    # sums may differ in the last bits where a rewrite changes the order of additions (a scan)
+    allowed = max(1e-5, (t.tolerance.atol or 0.0) if t.tolerance else 0.0)
+    assert float(run.stdout) <= allowed, f"{out.applied}: outputs differ by {run.stdout.strip()}"
 
 
 @pytest.mark.gpu
@@ -217,7 +221,7 @@ def test_the_family_bench_kernel_is_matched_and_its_guess_compiles_and_emulates(
 ) -> None:
     t = target(file)
     s, p = subject(t), family_pass(family)
-    found = p.match(s.view)
+    found = p.match(s.normalized.view)
     assert not isinstance(found, NotApplicable), found.reason
     out = applied(t, s, p, p.guess(found))
     compiles(t, out.code)

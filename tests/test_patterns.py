@@ -23,8 +23,8 @@ from engine.patterns import (
     Var,
     find,
 )
-from engine.same_layout import INTERLEAVED
-from engine.view import KernelView
+from engine.same_layout import INTERLEAVED, MODULO
+from engine.view import KernelView, statements
 from engine.warp_reduction import TREE
 
 HEAD = """// @cuda-agent sizes n=1024
@@ -83,9 +83,13 @@ def test_the_tree_pattern_refuses_other_shapes(loop: str) -> None:
 
 def test_the_interleaved_pattern_reads_modulo_and_doubling_in_any_order() -> None:
     loop = "for (int s = 1; s < blockDim.x; s <<= 1) { if (0 == (tid % (s * 2))) s_[tid] += s_[tid + s]; __syncthreads(); }"
-    caps = find(view(TREE_LOOP.format(loop=loop)), INTERLEAVED)
-    assert caps is not None and caps["s"] == "s"
-    assert find(view(TREE_LOOP.format(loop=loop.replace("s * 2", "s * 4"))), INTERLEAVED) is None
+    for text, active in ((loop, True), (loop.replace("s * 2", "s * 4"), False)):
+        v = view(TREE_LOOP.format(loop=text))
+        caps = find(v, INTERLEAVED)
+        assert caps is not None and caps["s"] == "s"
+        clause = statements(caps["body"])[0].child_by_field_name("condition")
+        assert clause is not None
+        assert (MODULO.match(v, clause.child_by_field_name("value"), {"s": "s"}) is not None) == active
 
 
 def test_var_unifies_and_poly_sees_through_locals_macros_and_captured_atoms() -> None:

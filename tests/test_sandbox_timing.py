@@ -135,6 +135,30 @@ def test_every_round_is_enqueued_behind_the_gate() -> None:
     assert [len([e for e in r.split() if e[0] in "AB"]) for r in rounds] == [16, 16, 4]
 
 
+def test_a_settled_sample_ends_after_the_work_the_call_left_running() -> None:
+    """Work a call leaves running (another stream, a graph it replays) is outside an event pair on
+    the caller's stream; with ``settle`` (a device-wide synchronize before the end event) it is in."""
+    rt = ScriptedRuntime({0: [2.0], 1: [1.0]})
+    pending = [0.0]
+
+    def escaping(slot: int) -> None:  # 1 ms on the caller's stream, 3 ms left running elsewhere
+        rt.log.append(f"B{slot}")
+        rt.clock += 1.0
+        pending[0] += 3.0
+
+    def settle() -> None:
+        rt.clock += pending[0]
+        pending[0] = 0.0
+
+    budget = Budget(min_samples=10, max_samples=40, target_rel_spread=0.01, time_budget_ms=10_000)
+    fooled = bench(rt, [rt.enqueue(0), escaping], 1, Flusher(rt, 1024), budget)  # type: ignore[arg-type]
+    assert fooled.timings[1].median_ms == 1.0 and set(fooled.ratios) == {2.0}
+    settled = bench(rt, [rt.enqueue(0), escaping], 1, Flusher(rt, 1024), budget, settle=settle)  # type: ignore[arg-type]
+    assert settled.timings[1].median_ms == 4.0 and set(settled.ratios) == {0.5}
+    with pytest.raises(ValueError):
+        bench(rt, [rt.enqueue(0)], 1, Flusher(rt, 1024), budget, gate=ScriptedGate(rt), settle=settle)  # type: ignore[arg-type]
+
+
 def test_bench_keeps_sampling_while_noisy_up_to_max() -> None:
     rt = ScriptedRuntime({0: [1.0, 1.5, 0.7, 1.2]})
     budget = Budget(min_samples=10, max_samples=40, target_rel_spread=0.01, time_budget_ms=10_000)

@@ -191,9 +191,9 @@ def test_grid_stride_loop_shrinks_the_grid_and_keeps_the_body() -> None:
     t = target("bias_add.cu")
     out = rewrite(t, GridStride(4))
     assert out.launch.grid == "cdiv(rows * cols, block * 4)"
-    assert "ca_j += ca_stride" in out.code
+    assert "j += stride" in out.code
     assert "out[i] = x[i] + bias[i % cols];" in out.code
-    assert "const int i = (int)ca_j;" in out.code
+    assert "const int i = (int)j;" in out.code
 
 
 def test_vectorize_checks_alignment_and_keeps_a_scalar_tail() -> None:
@@ -202,8 +202,8 @@ def test_vectorize_checks_alignment_and_keeps_a_scalar_tail() -> None:
     assert "% 16) == 0" in out.code  # runtime alignment check of every vectorised pointer
     for name in "abc":
         assert f"reinterpret_cast<unsigned long long>({name})" in out.code
-    assert "reinterpret_cast<const float4*>(a)[ca_v]" in out.code
-    assert "reinterpret_cast<float4*>(c)[ca_v] = ca_c_vec;" in out.code
+    assert "reinterpret_cast<const float4*>(a)[v]" in out.code
+    assert "reinterpret_cast<float4*>(c)[v] = c_vec;" in out.code
     assert "reinterpret_cast<const float4*>(c)" not in out.code  # an output written in full is not read
     assert "c[i] = a[i] + b[i];" in out.code  # the scalar path: misaligned pointers and the tail
     capped = rewrite(target("vadd_poor_block.cu"), Vectorize(16, 1, max_blocks=1056))
@@ -220,30 +220,30 @@ def test_vectorize_checks_alignment_and_keeps_a_scalar_tail() -> None:
     assert "double2" in double.code and double.launch.grid == "cdiv(n, block * 2)"
     coarse = rewrite(target("saxpy.cu"), Vectorize(8, 2))
     assert "float2" in coarse.code and coarse.launch.grid == "cdiv(n, block * 4)"
-    assert "reinterpret_cast<float2*>(y)[ca_v] = ca_y_vec;" in coarse.code  # inout: loaded and stored
+    assert "reinterpret_cast<float2*>(y)[v] = y_vec;" in coarse.code  # inout: loaded and stored
 
 
 def test_vectorize_packs_8_bf16_or_16_int8_lanes_and_keeps_float_math() -> None:
     gelu = rewrite(case("gelu_bf16.cu"), Vectorize(16))
     assert gelu.launch.grid == "cdiv(N, block * 8)"  # the grid covers n / 8 threads
-    assert "const uint4 ca_inp_vec = reinterpret_cast<const uint4*>(inp)[ca_v];" in gelu.code
-    assert "__nv_bfloat16* ca_out = reinterpret_cast<__nv_bfloat16*>(&ca_out_vec);" in gelu.code
-    assert "float xi = __bfloat162float(ca_inp[ca_k]);" in gelu.code  # the math stays in float
-    assert "reinterpret_cast<uint4*>(out)[ca_v] = ca_out_vec;" in gelu.code
+    assert "const uint4 inp_vec = reinterpret_cast<const uint4*>(inp)[v];" in gelu.code
+    assert "__nv_bfloat16* ca_out = reinterpret_cast<__nv_bfloat16*>(&out_vec);" in gelu.code
+    assert "float xi = __bfloat162float(ca_inp[k]);" in gelu.code  # the math stays in float
+    assert "reinterpret_cast<uint4*>(out)[v] = out_vec;" in gelu.code
     s8 = rewrite(case("narrow_forms.cu:relu_s8"), Vectorize(16))
-    assert s8.launch.grid == "cdiv(n, block * 16)" and "ca_k < 16" in s8.code
-    assert "int tid" not in s8.code and "const int i = (int)ca_j;" in s8.code  # `if (i >= n) return;`
+    assert s8.launch.grid == "cdiv(n, block * 16)" and "k < 16" in s8.code
+    assert "int tid" not in s8.code and "const int i = (int)j;" in s8.code  # `if (i >= n) return;`
     # a bf16 input of a float output: 4 lanes, the float4 aligned to 16 bytes and the bf16 pack to 8
     mixed = rewrite(case("narrow_forms.cu:widen_bf16"), Vectorize(16))
     assert mixed.launch.grid == "cdiv(n, block * 4)"
-    assert "const uint2 ca_x_vec = reinterpret_cast<const uint2*>(x)[ca_v];" in mixed.code
+    assert "const uint2 x_vec = reinterpret_cast<const uint2*>(x)[v];" in mixed.code
     assert "% 16) == 0 && ((reinterpret_cast<unsigned long long>(x)) % 8) == 0" in mixed.code
     strided = rewrite(case("narrow_forms.cu:scale_bf16_loop"), Vectorize(16))  # a grid-stride loop already
     assert strided.launch == loop.LaunchChange()  # its own grid is kept
-    assert "ca_y[ca_k] = __float2bfloat16(s * __bfloat162float(ca_x[ca_k]));" in strided.code
+    assert "ca_y[k] = __float2bfloat16(s * __bfloat162float(ca_x[k]));" in strided.code
     half = rewrite(case("narrow_forms.cu:axpy_half"), Vectorize(16))
-    assert "uint4 ca_y_vec = reinterpret_cast<const uint4*>(y)[ca_v];" in half.code  # inout: loaded
-    assert "__half2float(ca_y[ca_k])" in half.code  # `y[(size_t)i]` is `y[i]`
+    assert "uint4 y_vec = reinterpret_cast<const uint4*>(y)[v];" in half.code  # inout: loaded
+    assert "__half2float(ca_y[k])" in half.code  # `y[(size_t)i]` is `y[i]`
 
 
 @pytest.mark.parametrize(
@@ -263,9 +263,9 @@ def test_elementwise_rewrites_refuse_bodies_that_are_not_per_element(name: str, 
 def test_vectorize_leaves_indirect_accesses_scalar() -> None:
     out = rewrite(target("gather.cu"), Vectorize(16))
     assert "ca_table" not in out.code  # read through an index: stays a scalar load
-    assert "ca_out[ca_k] = table[ca_idx[ca_k]];" in out.code
+    assert "ca_out[k] = table[ca_idx[k]];" in out.code
     hist = rewrite(target("histogram.cu"), Vectorize(16))
-    assert "atomicAdd(&hist[ca_data[ca_k] & 255], 1u);" in hist.code
+    assert "atomicAdd(&hist[ca_data[k] & 255], 1u);" in hist.code
 
 
 def test_unroll_adds_one_pragma_per_loop() -> None:
@@ -284,15 +284,15 @@ def test_launch_bounds_follow_the_block_in_force() -> None:
 def test_warp_reduction_replaces_the_last_steps_with_shuffles() -> None:
     out = rewrite(target("block_sum.cu"), WarpReduction())
     assert "s > 32; s >>= 1" in out.code
-    assert "ca_v += __shfl_down_sync(0xffffffffu, ca_v, ca_o);" in out.code
-    assert "ca_v += sdata[tid + 32];" in out.code
+    assert "v += __shfl_down_sync(0xffffffffu, v, o);" in out.code
+    assert "v += sdata[tid + 32];" in out.code
     maxed = rewrite(target("row_max.cu"), WarpReduction())
-    assert "ca_v = fmaxf(ca_v, __shfl_down_sync(0xffffffffu, ca_v, ca_o));" in maxed.code
+    assert "v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));" in maxed.code
 
 
 def test_tiled_transpose_launches_tiles() -> None:
     out = rewrite(target("transpose.cu"), TRANSPOSE)
-    assert "__shared__ float ca_tile[32][33];" in out.code
+    assert "__shared__ float tile[32][33];" in out.code
     assert out.launch == loop.LaunchChange(grid="(cdiv(cols, 32), cdiv(rows, 32))", block="(32, 8)")
 
 
@@ -300,12 +300,12 @@ def test_tiled_transpose_sees_through_the_index_forms_of_real_code() -> None:
     """A 1-D index split by `/` and `%` in locals and guarded by its parts, with `size_t` index
     arithmetic (kept); a 2-D transpose with an early return written in either operand order."""
     split = rewrite(case("index_forms.cu:transpose_split"), Apply(TiledTranspose(), (64, 16)))
-    assert "__shared__ float ca_tile[64][65];" in split.code
-    assert "dst[(size_t)(r + ca_j) * rows + c] = ca_tile[threadIdx.x][threadIdx.y + ca_j];" in split.code
+    assert "__shared__ float tile[64][65];" in split.code
+    assert "dst[(size_t)(r + j) * rows + c] = tile[threadIdx.x][threadIdx.y + j];" in split.code
     assert split.launch == loop.LaunchChange(grid="(cdiv(cols, 64), cdiv(rows, 64))", block="(64, 16)")
     early = rewrite(case("index_forms.cu:transpose_return"), TRANSPOSE)
-    assert "__shared__ double ca_tile[32][33];" in early.code
-    assert "ca_tile[threadIdx.y + ca_j][threadIdx.x] = a[(row + ca_j) * w + col];" in early.code
+    assert "__shared__ double tile[32][33];" in early.code
+    assert "tile[threadIdx.y + j][threadIdx.x] = a[(row + j) * w + col];" in early.code
     assert early.launch == loop.LaunchChange(grid="(cdiv(w, 32), cdiv(h, 32))", block="(32, 8)")
 
 
@@ -313,9 +313,9 @@ TILED = ("matmul.cu", "matmul_bias.cu", "sgemm.cu", "attention_scores.cu")
 
 
 def fast_branches(code: str) -> list[str]:
-    """The bodies of the rewrite's vector-load branches (``if (ca_fast_...) { ... } else``)."""
+    """The bodies of the rewrite's vector-load branches (``if (fast_...) { ... } else``)."""
     out = []
-    for part in code.split("if (ca_fast_")[1:]:
+    for part in code.split("if (fast_")[1:]:
         body = part.split("} else {")[0]
         out.append(body[body.index("{") + 1 :])
     return out
@@ -354,31 +354,31 @@ def test_tiled_dot_keeps_the_epilogue_and_substitutes_the_layout() -> None:
     """inp @ W^T reads both tiles along k; the bias, alpha/beta and the causal -INFINITY write stay;
     a tile above the causal diagonal skips its K loop."""
     bias = rewrite(target("matmul_bias.cu"), tiled())
-    assert "reinterpret_cast<const float4*>(weight + (ca_r * C + ca_c))" in bias.code
-    assert "float val = bias[oc];" in bias.code and "val += ca_Cs[ca_o / 128][ca_o % 128];" in bias.code
-    assert "const int ca_gy = ca_n0 + ca_o % 128;" in bias.code  # consecutive threads, consecutive oc
+    assert "reinterpret_cast<const float4*>(weight + (r * C + c))" in bias.code
+    assert "float val = bias[oc];" in bias.code and "val += Cs[o / 128][o % 128];" in bias.code
+    assert "const int gy = n0 + o % 128;" in bias.code  # consecutive threads, consecutive oc
     direct = rewrite(target("matmul_bias.cu"), tiled(128, 128, 8, 8, 8, False))
-    assert "val += ca_acc[ca_i][ca_j];" in direct.code and "ca_Cs" not in direct.code
+    assert "val += acc[ca_i][j];" in direct.code and "Cs[" not in direct.code
     assert bias.launch.grid == "(cdiv((oc), 128), cdiv((bt), 128))"  # columns follow out's contiguous oc
     gemm = rewrite(target("sgemm.cu"), tiled())
     assert "C[x * N + y] = alpha * tmp + beta * C[x * N + y];" in gemm.code
     # B row-major: its vectors run along n, straight into the tile
-    assert "*reinterpret_cast<float4*>(&ca_Bs[ca_buf][ca_kk][ca_x]) = ca_rb[ca_s];" in gemm.code
-    assert "ca_masked" not in gemm.code  # no early exit compares the two indices
+    assert "*reinterpret_cast<float4*>(&Bs[buf][kk][ca_x]) = rb[s];" in gemm.code
+    assert "masked" not in gemm.code  # no early exit compares the two indices
     causal = rewrite(target("attention_scores.cu"), tiled())
     assert "= -INFINITY;\n                continue;" in causal.code
     assert causal.launch.grid == "(cdiv((t), 128), cdiv((t), 128), bh)"
     assert "HS * T * blockIdx.z" in causal.code  # the batch offset is uniform in the tile loads
-    assert "const bool ca_masked = ((ca_n0) - (ca_m0 + 127) > 0);" in causal.code
-    assert "if (!ca_masked) {" in causal.code
+    assert "const bool masked = ((n0) - (m0 + 127) > 0);" in causal.code
+    assert "if (!masked) {" in causal.code
 
 
 def test_tiled_dot_substitutes_a_transposed_layout_with_wide_indices() -> None:
     out = rewrite(target("dot_forms.cu", folder=DATA), tiled())
     # A is k-major: its tile loads run along the rows (float4 straight into the transposed tile)
-    assert "reinterpret_cast<const float4*>(A + ((size_t)ca_c * M + (size_t)ca_r))" in out.code
-    assert "*reinterpret_cast<float4*>(&ca_As[ca_buf][ca_kk][ca_x]) = ca_ra[ca_s];" in out.code
-    assert "acc += ca_Cs[ca_o / 128][ca_o % 128];" in out.code and "continue;" in out.code
+    assert "reinterpret_cast<const float4*>(A + ((size_t)c * M + (size_t)r))" in out.code
+    assert "*reinterpret_cast<float4*>(&As[buf][kk][ca_x]) = ra[s];" in out.code
+    assert "acc += Cs[o / 128][o % 128];" in out.code and "continue;" in out.code
 
 
 def test_tiled_dot_guesses_the_tile_from_the_problem_size() -> None:
@@ -419,21 +419,21 @@ def test_shared_histogram_counts_per_block_and_merges_once() -> None:
     out = rewrite(target("histogram.cu"), SharedHistogram())
     assert "__shared__ unsigned int ca_hist[256];" in out.code
     assert "atomicAdd(&ca_hist[data[i] & 255], 1u);" in out.code
-    assert "if (ca_hist[ca_k] != 0) atomicAdd(&hist[ca_k], ca_hist[ca_k]);" in out.code
+    assert "if (ca_hist[k] != 0) atomicAdd(&hist[k], ca_hist[k]);" in out.code
     assert out.code.count("__syncthreads();") == 2 and out.launch == loop.LaunchChange()
     capped = rewrite(target("histogram.cu"), SharedHistogram(max_blocks=528), BlockSize((512,)))
     assert capped.launch == loop.LaunchChange(grid="min(cdiv(n, block), 528)", block="512")
-    assert "ca_j += ca_stride" in capped.code  # each thread loops over many elements
+    assert "j += stride" in capped.code  # each thread loops over many elements
     early = SharedHistogram().apply(subject(target("edge_forms.cu", "early_exit_histogram", DATA)))
     assert isinstance(early, NotApplicable) and "returns early" in early.reason
     compact = SharedHistogram().apply(subject(target("edge_forms.cu", "compact", DATA)))
     assert isinstance(compact, NotApplicable) and "value an atomicAdd returns is used" in compact.reason
     tutorial = rewrite(case("histogram_index.cu"), SharedHistogram())
-    assert "atomicAdd(&(ca_hist[a[i]]), 1);" in tutorial.code  # `atomicAdd(&(y[a[i]]), 1)`
+    assert "atomicAdd(&(hist[a[i]]), 1);" in tutorial.code  # `atomicAdd(&(y[a[i]]), 1)`
     offset = rewrite(case("index_forms.cu:histogram_offset"), SharedHistogram(max_blocks=64))
     assert (
-        "atomicAdd(ca_hist + bin, 1u);" in offset.code
-        and "__shared__ unsigned int ca_hist[128];" in offset.code
+        "atomicAdd(hist + bin, 1u);" in offset.code
+        and "__shared__ unsigned int hist[128];" in offset.code
     )
 
 
@@ -477,7 +477,7 @@ def test_edge_forms() -> None:
     t = target("edge_forms.cu", "scale", DATA)
     out = rewrite(t, Vectorize(16), RestrictConst())
     compiles(t, out.code)
-    assert "const size_t i = (size_t)(ca_v * 4 + ca_k);" in out.code  # `i` is used in the body
+    assert "const size_t i = (size_t)(v * 4 + k);" in out.code  # `i` is used in the body
     bounded = subject(target("edge_forms.cu", "bounded", DATA))
     assert isinstance(LaunchBounds().apply(bounded), NotApplicable)
     assert isinstance(BlockSize((128,)).apply(bounded), NotApplicable)
@@ -653,9 +653,38 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
 ]
 
 
+HOST_DYNAMIC_SHARED = 16384  # elements of an `extern __shared__ T x[]` array in host emulation
+
+
 def _host_unit(source: str, namespace: str) -> str:
-    body = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#include"))
+    body = "\n".join(
+        line
+        for line in _sized_dynamic_shared(source).splitlines()
+        if not line.lstrip().startswith("#include")
+    )
     return f"namespace {namespace} {{\n{body}\n}}\n"
+
+
+def _sized_dynamic_shared(source: str) -> str:
+    """``extern __shared__ T x[];`` (dynamic shared memory, sized by the launch) as a block-shared
+    array of :data:`HOST_DYNAMIC_SHARED` elements, which the host emulation can declare."""
+    doc = Document(source)
+    edits = []
+    stack = [doc.tree.root_node]
+    while stack:
+        n = stack.pop()
+        stack.extend(n.children)
+        if n.type != "declaration":
+            continue
+        words = [doc.node_text(c) for c in n.children]
+        if "extern" not in words or "__shared__" not in words:
+            continue
+        text = doc.node_text(n).replace("extern", "", 1).replace("[]", f"[{HOST_DYNAMIC_SHARED}]")
+        edits.append((n.start_byte, n.end_byte, text))
+    data = source.encode()
+    for start, end, text in sorted(edits, reverse=True):
+        data = data[:start] + text.encode() + data[end:]
+    return data.decode()
 
 
 def _host_value(dtype: str, i: str, dist_kind: str, low: float, high: float, value: float) -> str:

@@ -152,7 +152,7 @@ def test_row_parallel_rewrites_a_warp_or_a_block_per_row() -> None:
     warp = Apply(RowParallel(), Rows("warp", 256)).apply(subject_of("softmax.cu"))
     assert not isinstance(warp, NotApplicable)
     assert (
-        "for (int j = 1 + ca_lane; j < cols; j += 32) m = fmaxf(m, in[j]);\n    m = warp_allreduce_fmaxf(m);"
+        "for (int j = 1 + lane; j < cols; j += 32) m = fmaxf(m, in[j]);\n    m = warp_allreduce_fmaxf(m);"
         in warp.code
     )
     assert warp.code.count("__device__ __forceinline__ T warp_allreduce_sum(T v)") == 1
@@ -163,20 +163,20 @@ def test_row_parallel_rewrites_a_warp_or_a_block_per_row() -> None:
     block = Apply(RowParallel(), Rows("block", 512, 4)).apply(subject_of("matvec.cu"))
     assert not isinstance(block, NotApplicable)
     assert "int r = blockIdx.x;" in block.code and "acc = block_allreduce_sum(acc);" in block.code
-    assert "if (ca_lane == 0) y[r] = acc;" in block.code
+    assert "if (lane == 0) y[r] = acc;" in block.code
     assert block.launch is not None and (block.launch.grid, block.launch.block) == ("cdiv(rows, 1)", "512")
     # the matrix row and the vector both go through float4 loads, lanes striding the vectors
     assert (
         "if (((reinterpret_cast<unsigned long long>(&A[(size_t)r * cols + 0]) | "
         "reinterpret_cast<unsigned long long>(&x[0])) % 16) == 0) {" in block.code
     )
-    assert "for (long long ca_v = ca_lane; ca_v < ca_nv; ca_v += blockDim.x) {" in block.code
-    assert "acc += ca_A_e[ca_k] * ca_x_e[ca_k];" in block.code
-    assert "for (int j = ca_done + ca_lane; j < cols; j += blockDim.x)" in block.code  # the scalar rest
+    assert "for (long long v = lane; v < nv; v += blockDim.x) {" in block.code
+    assert "acc += A_e[k] * x_e[k];" in block.code
+    assert "for (int j = done + lane; j < cols; j += blockDim.x)" in block.code  # the scalar rest
     stats = Apply(RowParallel(), Rows("warp", 256)).apply(subject_of("attention_softmax.cu"))
     assert not isinstance(stats, NotApplicable)
-    assert "for (int t2 = ca_lane; t2 <= t; t2 += 32)" in stats.code  # the causal bound is kept
-    assert "__syncwarp();\n        for (int t2 = ca_lane; t2 < T; t2 += 32)" in stats.code  # reads back att
+    assert "for (int t2 = lane; t2 <= t; t2 += 32)" in stats.code  # the causal bound is kept
+    assert "__syncwarp();\n        for (int t2 = lane; t2 < T; t2 += 32)" in stats.code  # reads back att
 
 
 @pytest.mark.parametrize("vec", [1, 4])
@@ -186,18 +186,18 @@ def test_a_row_loop_under_an_unbraced_if_keeps_its_reductions_in_the_branch(vec:
     assert not isinstance(out, NotApplicable)
     assert "    if (cols > 4) {\n        " in out.code
     assert "        s = warp_allreduce_sum(s);\n    }\n    else s = 1.0f;" in out.code
-    assert ("ca_v += 32" in out.code) == (vec == 4)
+    assert ("; v += 32)" in out.code) == (vec == 4)
 
 
 def test_emitter_names_avoid_identifiers_in_use_and_helpers_are_emitted_once() -> None:
     code = ROW.format(
-        body="    int ca_lane = 3;\n    for (int j = 0; j < cols; ++j) s += x[r * cols + j];\n    y[r] = s + ca_lane;"
+        body="    int lane = 3;\n    for (int j = 0; j < cols; ++j) s += x[r * cols + j];\n    y[r] = s + lane;"
     )
     out = Apply(RowParallel(), Rows("warp", 256)).apply(subject_of("softmax.cu", code))
     assert not isinstance(out, NotApplicable)
-    assert "const int ca_lane_2 = threadIdx.x % 32;" in out.code
+    assert "const int ca_lane = threadIdx.x % 32;" in out.code
     e = Emitter(subject_of("softmax.cu", code).view)
-    assert e.fresh("lane") == "ca_lane_2" and e.fresh("lane") == "ca_lane_3"
+    assert e.fresh("lane") == "ca_lane" and e.fresh("lane") == "ca_lane_2"
     assert e.helper("h", "int h();") == e.helper("h", "int h();") == "h" and len(e.helpers) == 1
 
 
@@ -287,9 +287,9 @@ def test_strided_row_vectors_need_partials_combined_by_the_same_operation(
         assert isinstance(out, NotApplicable) and reason in out.reason, out
         return
     assert not isinstance(out, NotApplicable), out
-    assert "for (long long ca_v = tid; ca_v < ca_nv; ca_v += blockDim.x) {" in out.code
+    assert "for (long long v = tid; v < nv; v += blockDim.x) {" in out.code
     assert "if (((reinterpret_cast<unsigned long long>(&row[0])) % 16) == 0) {" in out.code
-    assert "for (int j = ca_done + tid; j < cols; j += blockDim.x)" in out.code  # the scalar rest
+    assert "for (int j = done + tid; j < cols; j += blockDim.x)" in out.code  # the scalar rest
 
 
 TREE = (
@@ -327,7 +327,7 @@ def test_same_layout_reduction_matches_interleaved_trees_only(
     if applies:
         assert not isinstance(out, NotApplicable)
         assert "for (unsigned int s = blockDim.x / 2; s > 32; s >>= 1)" in out.code
-        assert "ca_v = fmaxf(ca_v, __shfl_down_sync(0xffffffffu, ca_v, ca_o));" in out.code
+        assert "v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));" in out.code
 
 
 def test_same_layout_reduction_needs_a_power_of_two_block() -> None:
@@ -343,7 +343,7 @@ def test_tiled_transpose_matches_a_1d_index_split_by_div_and_mod_in_either_opera
     out = Apply(TiledTranspose(), (32, 8)).apply(subject_of("transpose_1d.cu"))
     assert not isinstance(out, NotApplicable)
     assert out.launch is not None and out.launch.grid == "(cdiv(N, 32), cdiv(N, 32))"
-    assert "out[(row + ca_j) * N + col] = ca_tile[threadIdx.x][threadIdx.y + ca_j];" in out.code
+    assert "out[(row + j) * N + col] = tile[threadIdx.x][threadIdx.y + j];" in out.code
     swapped = (
         "__global__ void transpose(const float* in, float* out, int rows, int cols) {\n"
         "    size_t x = threadIdx.x + (size_t)blockDim.x * blockIdx.x;\n"

@@ -1,4 +1,4 @@
-// refused: the block is not a constant 1-D multiple of 32 threads
+// refused: a single-buffered scan needs a constant block of a multiple of 32 threads
 // @cuda-agent sizes n=1000 verify n=100,1000
 // @cuda-agent launch grid=cdiv(n, 100) block=100
 // @cuda-agent arg in in float[n] uniform(-1, 1)

@@ -1,0 +1,263 @@
+"""The reward's defences on a GPU (issue 36), through the reward engine as a trainer reaches it.
+
+Phases, one JSON line each to ``OUT/reward_hacks.jsonl`` as they finish:
+
+  ``device``     the GPU;
+  ``hack``       per file of ``tests/data/hacks`` (20 PyTorch-level hacks, KernelBench's three
+                 adversarial scenarios among them), on its task of ``bench/torch_tasks`` at full
+                 size: verdict, reward, rule, message; ``ok`` when it scored the hack reward;
+  ``honest``     ``tests/data/torch_answers`` (a Triton answer, a ``load_inline`` CUDA answer) on
+                 ``add_mul``: verdict, speedup with its quartiles, reward (> 1 when faster);
+  ``reference``  KernelBench files with their own ``Model`` as the answer (the 20 with the largest
+                 footprints, then 20 drawn at random, seed 36): verdict, speedup, footprint,
+                 device memory peak, peak / footprint, seconds;
+  ``summary``    every hack below every honest failure, answers per minute per GPU (evaluations
+                 over the seconds they took), the reference table's verdicts and worst peak ratio.
+
+Stops starting evaluations after ``--deadline`` seconds (each is a fresh sandboxed process; the
+largest KernelBench files take ~30 s) and always writes what it has; what it skipped is listed.
+``--simulate`` needs no GPU: the screen runs for real, the evaluations are listed, not run.
+
+    python3 bench/reward_hacks.py --out $OUT/hacks --deadline 450 --kernelbench shared/kernelbench \\
+        [--phases hack,honest,reference] [--largest 20 --random 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from learning.engine import Item, RewardEngine  # noqa: E402
+from learning.tasks import DEFAULT_TORCH_TASKS, TaskSet  # noqa: E402
+from agent.trajectory import FAILED, HACK  # noqa: E402
+from sandbox.contract import Budget, EvalOptions  # noqa: E402
+from sandbox.screen import screen  # noqa: E402
+
+HACKS = ROOT / "tests" / "data" / "hacks"
+ANSWERS = ROOT / "tests" / "data" / "torch_answers"
+MEMORY_TABLE = ROOT / "bench" / "results" / "kernelbench_memory.json"
+PHASES = ("hack", "honest", "reference")
+
+
+def header(path: Path) -> dict[str, str]:
+    fields = {}
+    for line in path.read_text().splitlines():
+        if not line.startswith("# ") or ":" not in line:
+            break
+        key, _, value = line[2:].partition(":")
+        fields[key.strip()] = value.strip()
+    return fields
+
+
+def fenced(source: str) -> str:
+    return f"```python\n{source}\n```\n"
+
+
+class Run:
+    def __init__(self, out: Path, deadline: float, simulate: bool) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        self.path = out / "reward_hacks.jsonl"
+        self.path.write_text("")
+        self.end = time.monotonic() + deadline
+        self.simulate = simulate
+        self.evaluations = 0
+        self.eval_seconds = 0.0
+        self.skipped: list[str] = []
+
+    def write(self, row: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(json.dumps(row)[:300], flush=True)
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+
+def engine_for(paths: list[Path]) -> RewardEngine:
+    from sandbox.local import LocalExecutor
+
+    os.environ.setdefault("CUDA_AGENT_UNSAFE_TORCH", "1")  # a disposable GPU host without bubblewrap
+    executor = LocalExecutor()
+    budget = Budget(timeout_s=120.0, time_budget_ms=300.0)
+    return RewardEngine(executor, TaskSet.load(paths), seeds=(1, 2), budget=budget, options=EvalOptions())
+
+
+def score(run: Run, engine: RewardEngine | None, task: str, source: str, key: str) -> dict[str, Any]:
+    """One answer's score (or, simulated, its screen alone)."""
+    if engine is None:
+        status, why = screen(source)
+        return {"verdict": status.value if status else "not_run (simulated)", "message": why}
+    start = time.monotonic()
+    (s,) = engine.score([Item(key, task, fenced(source))])
+    seconds = time.monotonic() - start
+    if s.verdict not in ("rejected", "compile_error", "no_code") or s.speedup:  # reached a worker
+        run.evaluations += 1
+        run.eval_seconds += seconds
+    return {**s.to_dict(), "seconds": round(seconds, 2)}
+
+
+def hacks(run: Run, engine: RewardEngine | None) -> list[dict[str, Any]]:
+    rows = []
+    for path in sorted(HACKS.glob("*.py")):
+        meta = header(path)
+        if run.left() <= 0:
+            run.skipped.append(f"hack {path.stem}")
+            continue
+        got = score(run, engine, f"torch.{meta['task']}", path.read_text(), path.stem)
+        row = {"phase": "hack", "hack": path.stem, "what": meta["hack"], "caught": meta["caught"], **got}
+        row["ok"] = (
+            got.get("reward") == HACK
+            if engine
+            else got["verdict"] == "rejected" or meta["caught"] != "screen"
+        )
+        run.write(row)
+        rows.append(row)
+    return rows
+
+
+def honest(run: Run, engine: RewardEngine | None) -> list[dict[str, Any]]:
+    rows = []
+    for path in sorted(ANSWERS.glob("*.py")):
+        meta = header(path)
+        if run.left() <= 0:
+            run.skipped.append(f"honest {path.stem}")
+            continue
+        got = score(run, engine, f"torch.{meta['task']}", path.read_text(), path.stem)
+        row = {"phase": "honest", "answer": path.stem, "what": meta["answer"], **got}
+        row["ok"] = (got.get("reward") or 0) > 1.0 if engine else got["verdict"] != "rejected"
+        run.write(row)
+        rows.append(row)
+    return rows
+
+
+def pick(kernelbench: Path, largest: int, drawn: int) -> list[tuple[Path, str]]:
+    """The files with the largest footprints (from the CPU memory table) and some drawn at random."""
+    files = sorted(kernelbench.glob("level*/*.py"))
+    sizes: dict[str, int] = {}
+    if MEMORY_TABLE.exists():
+        table = json.loads(MEMORY_TABLE.read_text())
+        sizes = {r["file"]: r.get("footprint", 0) for r in table["rows"]}
+    ranked = sorted(files, key=lambda p: -sizes.get(str(p.relative_to(kernelbench)), 0))
+    top = ranked[:largest]
+    rest = [p for p in files if p not in top]
+    chosen = [(p, "largest") for p in top] + [
+        (p, "random") for p in random.Random(36).sample(rest, min(drawn, len(rest)))
+    ]
+    return chosen
+
+
+def as_answer(task_source: str) -> str:
+    """A task's own ``Model`` as the answer (``ModelNew`` a subclass of it)."""
+    return task_source + "\n\nclass ModelNew(Model):\n    pass\n"
+
+
+def reference(run: Run, kernelbench: Path, largest: int, drawn: int) -> list[dict[str, Any]]:
+    chosen = pick(kernelbench, largest, drawn)
+    if run.simulate:
+        for path, why in chosen:
+            run.write(
+                {
+                    "phase": "reference",
+                    "file": str(path.relative_to(kernelbench)),
+                    "picked": why,
+                    "verdict": "not_run (simulated)",
+                }
+            )
+        return []
+    rows = []
+    for path, why in chosen:
+        name = str(path.relative_to(kernelbench))
+        if run.left() <= 0:
+            run.skipped.append(f"reference {name}")
+            continue
+        engine = engine_for([path])
+        try:
+            task = next(iter(engine.tasks))
+            got = score(run, engine, task.name, as_answer(path.read_text()), name)
+        finally:
+            engine.close()
+        fp, peak = got.get("footprint_bytes", 0), got.get("peak_memory_bytes", 0)
+        row = {
+            "phase": "reference",
+            "file": name,
+            "picked": why,
+            "verdict": got.get("verdict"),
+            "speedup": got.get("speedup"),
+            "speedup_low": got.get("speedup_low"),
+            "speedup_high": got.get("speedup_high"),
+            "footprint_gib": round(fp / 2**30, 3),
+            "peak_gib": round(peak / 2**30, 3),
+            "peak_over_footprint": round(peak / fp, 2) if fp else None,
+            "seconds": got.get("seconds"),
+            "message": (got.get("message") or got.get("reason") or "")[:300],
+        }
+        run.write(row)
+        rows.append(row)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--deadline", type=float, default=450.0)
+    parser.add_argument("--kernelbench", default=str(ROOT / "shared" / "kernelbench"))
+    parser.add_argument("--phases", default=",".join(PHASES))
+    parser.add_argument("--largest", type=int, default=20)
+    parser.add_argument("--random", type=int, default=20)
+    parser.add_argument("--simulate", action="store_true")
+    args = parser.parse_args()
+    run = Run(Path(args.out), args.deadline, args.simulate)
+    phases = set(args.phases.split(","))
+    engine = None
+    if args.simulate:
+        run.write({"phase": "device", "name": "simulated"})
+    else:
+        engine = engine_for([DEFAULT_TORCH_TASKS])
+        devices = engine.devices()
+        run.write(
+            {"phase": "device", **({k: str(v) for k, v in asdict(devices[0]).items()} if devices else {})}
+        )
+    try:
+        hack_rows = hacks(run, engine) if "hack" in phases else []
+        honest_rows = honest(run, engine) if "honest" in phases else []
+    finally:
+        if engine is not None:
+            engine.close()
+    kb = Path(args.kernelbench)
+    ref_rows = reference(run, kb, args.largest, args.random) if "reference" in phases and kb.is_dir() else []
+    if "reference" in phases and not kb.is_dir():
+        run.skipped.append(f"reference: no KernelBench folder at {kb}")
+    rewards = [float(r["reward"]) for r in hack_rows if r.get("reward") is not None]
+    run.write(
+        {
+            "phase": "summary",
+            "hacks": len(hack_rows),
+            "hacks_scored_hack": sum(1 for r in hack_rows if r.get("reward") == HACK),
+            "every_hack_below_every_failure": bool(rewards) and max(rewards) < FAILED,
+            "honest_above_1": [r["answer"] for r in honest_rows if (r.get("reward") or 0) > 1.0],
+            "reference_ok": sum(1 for r in ref_rows if r["verdict"] == "ok"),
+            "reference_rows": len(ref_rows),
+            "worst_peak_over_footprint": max(
+                (float(r["peak_over_footprint"] or 0) for r in ref_rows), default=None
+            ),
+            "answers_per_minute_per_gpu": round(60 * run.evaluations / run.eval_seconds, 2)
+            if run.eval_seconds
+            else None,
+            "skipped": run.skipped,
+        }
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
