@@ -116,9 +116,10 @@ def test_cli_json_lists_every_attempt_and_says_simulated(
 ) -> None:
     assert main(["optimize", str(cu), "--budget", "2c", "--trajectory", "off", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["simulated"] is True and out["candidates"] == 2 and out["verdicts"] == "2 candidates: 2 ok"
-    assert [a["candidate_id"] for a in out["attempts"]] == ["b0-c0", "b1-c0"]
-    assert set(out["attempts"][0]) == {f.name for f in dataclasses.fields(AttemptRecord)}
+    record = out["record"]  # the record the editor stores, as the CLI prints it
+    assert record["simulated"] is True and record["attempts"] == 2 and out["verdicts"] == "2 candidates: 2 ok"
+    assert [a["candidate_id"] for a in record["history"]] == ["b0-c0", "b1-c0"]
+    assert set(record["history"][0]) == {f.name for f in dataclasses.fields(AttemptRecord)}
 
 
 def test_a_compile_error_in_the_original_is_reported_at_its_file_line(

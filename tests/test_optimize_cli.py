@@ -46,8 +46,9 @@ def test_json_write_keeps_a_backup_and_edits_the_launch_site(
         rc = main(["optimize", str(cu), "--json", "--write", *llm_args(server)])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["outcome"] == "improved" and out["speedup"] == pytest.approx(2.0)
-    assert out["speedup_low"] < 2.0 < out["speedup_high"]
+    record = out["record"]
+    assert record["outcome"] == "improved" and record["speedup"] == pytest.approx(2.0)
+    assert record["speedup_low"] < 2.0 < record["speedup_high"]
     assert out["assumptions"] == ["x and y never alias"]
     assert out["launch"] == {"grid": None, "block": "256", "shared": None}
     assert [v["label"] for v in out["verification"]] == ["n=1000", "n=4097"]

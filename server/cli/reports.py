@@ -1,7 +1,8 @@
 """What each command prints with ``--json``: one typed report per command, serialised by the
 contract's converter (:func:`sandbox.contract.to_dict`; :func:`sandbox.contract.from_dict` reads one
 back), never a dictionary built by hand.  Field names are the JSON keys.  A report carries the
-lower layers' records as they are (``agent.attempts.AttemptRecord``, ``agent.compare.CandidateRef``;
+lower layers' records as they are (``optimize``: ``agent.records.OptimizeRecord``, the record the
+editor stores; ``agent.compare.CandidateRef``;
 ``profile`` prints ``agent.profile.ProfileReport`` itself, its kernels the stored
 ``agent.records.ProfiledKernel``)."""
 
@@ -10,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.attempts import AttemptRecord, SizeCheck, size_checks, verdict_summary
+from agent.attempts import SizeCheck, size_checks, verdict_summary
 from agent.capture import CaptureEdit
 from agent.check import FileCheck, KernelCheck
 from agent.compare import CandidateRef, Comparison, reason_text
 from agent.loop import OptimizeResult
+from agent.records import OptimizeRecord, optimize_record
 from agent.suite import FamilySummary, SuiteEntry, SuiteSummary
 from agent.target import Target
 from cudasrc.launch import LaunchChange, TextEdit
@@ -86,17 +88,15 @@ class BestCandidate:
 
 @dataclass(frozen=True)
 class OptimizeReport:
-    """``optimize``: the search's outcome, the best verified candidate, every attempt's verdict."""
+    """``optimize``: the run's record (:class:`agent.records.OptimizeRecord`, the one the editor
+    stores and shows: outcome, stop, speedups, every attempt's verdict in ``history``), and what
+    only the command line shows: the baseline's and the best candidate's verdicts and code, the
+    verification per size, the launch change, the diff, where it was written."""
 
     file: str
     kernel: str
-    outcome: str
-    stop_reason: str
-    stop_kind: str
+    record: OptimizeRecord
     cancelled: bool
-    speedup: float
-    speedup_low: float
-    speedup_high: float
     baseline: CandidateResult
     best: BestCandidate | None
     assumptions: tuple[str, ...]
@@ -104,12 +104,8 @@ class OptimizeReport:
     launch: LaunchChange | None
     launch_edits: tuple[TextEdit, ...]
     launch_sites: int
-    launch_todo: str
     diff: str
-    candidates: int
     verdicts: str
-    attempts: tuple[AttemptRecord, ...]
-    simulated: bool
     tokens: int
     seconds: float
     baseline_seconds: float
@@ -249,13 +245,8 @@ def optimize_report(
     return OptimizeReport(
         file=target.path,
         kernel=target.kernel,
-        outcome=result.outcome.value,
-        stop_reason=str(result.stop),
-        stop_kind=result.stop.kind.value,
+        record=optimize_record("", target, result),
         cancelled=result.cancelled,
-        speedup=result.speedup,
-        speedup_low=result.speedup_low,
-        speedup_high=result.speedup_high,
         baseline=result.baseline,
         best=None
         if best is None
@@ -271,12 +262,8 @@ def optimize_report(
         launch=result.launch,
         launch_edits=result.launch_edits,
         launch_sites=result.launch_sites,
-        launch_todo=result.launch_todo,
         diff=result.diff,
-        candidates=result.attempts,
         verdicts=verdict_summary(result.records),
-        attempts=result.records,
-        simulated=result.simulated,
         tokens=result.tokens,
         seconds=result.seconds,
         baseline_seconds=result.baseline_seconds,
