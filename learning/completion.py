@@ -67,6 +67,20 @@ def _fixed(device: DeviceInfo | None) -> DeviceInfo | None:
     )
 
 
+@dataclass(frozen=True)
+class PromptRow:
+    """One row of a trainer's dataset (``cuda-agent reward tasks --prompts``, one JSON line each):
+    the task (``name@hash``), its split and the chat prompt (``[{role, content}, ...]``)."""
+
+    task: str
+    split: str
+    prompt: list[dict[str, str]]
+
+
+def prompt_row(task: AnyTask) -> PromptRow:
+    return PromptRow(task.ref, task.split, prompt_messages(task))
+
+
 def prompt_messages(task: AnyTask, device: DeviceInfo | None = None) -> list[dict[str, str]]:
     """The chat prompt for ``task`` on ``device`` (its fixed properties only)."""
     fixed = _fixed(device)

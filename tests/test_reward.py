@@ -284,3 +284,15 @@ def test_a_task_whose_own_kernel_fails_gives_null_rewards() -> None:
         engine.close()
     assert scored[0].reward is None and "task's own kernel failed" in scored[0].reason
     assert not math.isnan(engine.stats()["rewards_per_s"])
+
+
+def test_reward_tasks_prompts_are_typed_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    from learning.completion import PromptRow
+    from sandbox.contract import from_json
+    from server.cli.main import main
+
+    args = ["reward", "tasks", "--prompts", "--tasks", str(DEFAULT_TASKS / "saxpy.cu")]
+    assert main(args) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    row = from_json(PromptRow, line)
+    assert row.task == TASKS.resolve("saxpy").ref and [m["role"] for m in row.prompt] == ["system", "user"]
