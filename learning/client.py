@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from agent.trajectory import MILESTONE_LEVEL
+from agent.trajectory import Milestone
 from base.errors import Unavailable
 
 ENV_URL = "CUDA_AGENT_REWARD_URL"
@@ -169,14 +169,22 @@ def trl_async_reward_func(
 # --------------------------------------------------------------------------- verl
 
 
+def _level(value: Any) -> float:
+    """A result's milestone as its base reward (0: none, or one this client does not know)."""
+    try:
+        return Milestone(value).level
+    except ValueError:
+        return 0.0
+
+
 def _verl_score(result: dict[str, Any], missing: float) -> dict[str, Any]:
     """verl's dict: ``score`` and numeric facts (the same keys for every item)."""
     value = result.get("reward")
     return {
         "score": missing if value is None else float(value),
-        "milestone": float(MILESTONE_LEVEL.get(result.get("milestone", ""), 0)),
+        "milestone": _level(result.get("milestone")),
         "speedup_low": float(result.get("speedup_low") or 0.0),
-        "hack": float(result.get("milestone") == "hack"),
+        "hack": float(result.get("milestone") == Milestone.HACK),
         "scored": float(value is not None),
     }
 

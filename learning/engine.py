@@ -40,7 +40,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from agent.trajectory import REWARD_VERSION, hack_rule, milestone, noisy, reward
+from agent.trajectory import REWARD_VERSION, Milestone, hack_rule, milestone, noisy, reward
 from learning.completion import Completion, cache_key, parse, parse_torch, torch_cache_key
 from learning.tasks import AnyTask, TaskError, TaskSet, TorchTask
 from sandbox.contract import (
@@ -78,7 +78,7 @@ class Scored:
     key: str
     task: str  # name@hash of the version scored
     reward: float | None
-    milestone: str = ""  # hack, failed, correct, faster, much_faster
+    milestone: Milestone | None = None  # None: not scored
     verdict: str = ""  # the sandbox's status, or no_code
     rule: str = ""  # the rule a hack broke
     speedup: float = 0.0
@@ -224,7 +224,7 @@ class RewardEngine:
             return (
                 task,
                 "",
-                Scored(item.key, task.ref, reward(None), "failed", "no_code", message=parsed.no_code),
+                Scored(item.key, task.ref, reward(None), Milestone.FAILED, "no_code", message=parsed.no_code),
             )
         key = cache_key(task, parsed.proposal)
         with self._lock:
@@ -247,7 +247,7 @@ class RewardEngine:
             return (
                 task,
                 "",
-                Scored(item.key, task.ref, reward(None), "failed", "no_code", message=parsed.no_code),
+                Scored(item.key, task.ref, reward(None), Milestone.FAILED, "no_code", message=parsed.no_code),
             )
         key = torch_cache_key(task, parsed.source)
         with self._lock:

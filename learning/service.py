@@ -42,7 +42,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from agent.trajectory import FAILED, HACK, MILESTONE_LEVEL, REWARD_VERSION
+from agent.trajectory import FAILED, HACK, REWARD_VERSION
 from base.asgi import BearerAuth, error_response, read_body
 from base.http import HEALTH_PATH
 from learning.completion import prompt_messages
@@ -280,7 +280,7 @@ class RewardService:
             "rewards": rewards,
             "scores": rewards,
             "extra_logs": {
-                "milestone": [float(MILESTONE_LEVEL.get(r.milestone, 0)) for r in results],
+                "milestone": [r.milestone.level if r.milestone else 0.0 for r in results],
                 "speedup_low": [r.speedup_low for r in results],
                 "hack": [float(r.reward == HACK) for r in results],
                 "failed": [float(r.reward == FAILED) for r in results],

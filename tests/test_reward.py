@@ -296,3 +296,11 @@ def test_reward_tasks_prompts_are_typed_rows(capsys: pytest.CaptureFixture[str])
     (line,) = capsys.readouterr().out.splitlines()
     row = from_json(PromptRow, line)
     assert row.task == TASKS.resolve("saxpy").ref and [m["role"] for m in row.prompt] == ["system", "user"]
+
+
+def test_milestones_are_an_ordered_enum_with_their_levels() -> None:
+    from agent.trajectory import Milestone
+
+    levels = [m.level for m in Milestone]
+    assert levels == sorted(levels) and Milestone.HACK.level == HACK and Milestone.CORRECT.level == CORRECT
+    assert milestone(None) is Milestone.FAILED and json.dumps(Milestone.FASTER) == '"faster"'
