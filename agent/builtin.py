@@ -119,7 +119,7 @@ def subject_for(target: Target) -> Subject:
     k = doc.kernel_at(target.text.count("\n", 0, target.definition_start))
     if k is None:
         raise ValueError(f"no kernel at the definition of {target.kernel}")
-    spec, errors = spec_mod.parse(k, doc.type_aliases)
+    spec, errors = spec_mod.parse(k, doc.type_aliases, doc.integer_constants)
     if spec is None or errors:
         raise ValueError(f"{target.kernel} has no usable spec")
     return Subject(target.definition, spec, context=target.baseline.source)

@@ -392,9 +392,10 @@ _SUFFIXES = frozenset({".cu", ".cuh", ".h", ".hpp", ".hh", ".cc", ".cpp", ".cxx"
 _SKIP = frozenset({"build", "node_modules", "__pycache__", "site-packages", "dist"})
 
 
-def source_files(roots: Sequence[str], limit: int = 5000) -> list[Path]:
+def source_files(roots: Sequence[str], limit: int = 5000, mention: bytes = b"__global__") -> list[Path]:
     """The files under ``roots`` (files or folders) that may define a kernel: C/C++/CUDA sources
-    that mention ``__global__``; hidden and build folders skipped, at most ``limit`` files looked at."""
+    that mention ``__global__`` (or ``mention``: ``<<<`` for files that may launch one); hidden and
+    build folders skipped, at most ``limit`` files looked at."""
     found: list[Path] = []
     seen = 0
     for root in roots:
@@ -410,7 +411,7 @@ def source_files(roots: Sequence[str], limit: int = 5000) -> list[Path]:
                 continue
             seen += 1
             try:
-                if path.stat().st_size < 4 << 20 and b"__global__" in path.read_bytes():
+                if path.stat().st_size < 4 << 20 and mention in path.read_bytes():
                     found.append(path)
             except OSError:
                 continue

@@ -13,7 +13,9 @@ Include paths and defines come from the caller or from a ``compile_commands.json
 from __future__ import annotations
 
 import json
+import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -63,21 +65,29 @@ class FileCheck:
         return tuple(sorted(seen.values(), key=lambda d: (d.file, d.line, d.column)))
 
 
-def check_document(doc: Document, *, arch: str = "sm_90", options: tuple[str, ...] = ()) -> FileCheck:
-    """Compile every kernel of ``doc``; compile errors are values in the result, never raised.
-    Raises :class:`sandbox.compiler.CompilerUnavailable` when NVRTC itself cannot be loaded."""
-    return FileCheck(
-        doc.path,
-        arch,
-        tuple(check_kernel(doc, k, arch=arch, options=options) for k in doc.kernels),
-        doc.issues,
-    )
+def check_document(
+    doc: Document,
+    *,
+    arch: str = "sm_90",
+    options: tuple[str, ...] = (),
+    on_kernel: Callable[[KernelCheck], None] | None = None,
+) -> FileCheck:
+    """Compile every kernel of ``doc``, in order; compile errors are values in the result, never
+    raised.  ``on_kernel`` gets each kernel's check as soon as it is compiled (a file of a hundred
+    kernels takes tens of seconds).  Raises :class:`sandbox.compiler.CompilerUnavailable` when
+    NVRTC itself cannot be loaded."""
+    checks = []
+    for k in doc.kernels:
+        checks.append(check_kernel(doc, k, arch=arch, options=options))
+        if on_kernel is not None:
+            on_kernel(checks[-1])
+    return FileCheck(doc.path, arch, tuple(checks), doc.issues)
 
 
 def check_kernel(
     doc: Document, kernel: Kernel, *, arch: str = "sm_90", options: tuple[str, ...] = ()
 ) -> KernelCheck:
-    spec, spec_errors = parse(kernel, doc.type_aliases)
+    spec, spec_errors = parse(kernel, doc.type_aliases, doc.integer_constants)
     name_expression, note = _name_expression(doc, kernel, spec if not spec_errors else None)
     targs = split_args(name_expression[len(kernel.qualified_name) :]) if name_expression else []
     unit = doc.standalone(kernel, also=template_names(tuple(targs)))
@@ -127,6 +137,18 @@ class CompileCommandsError(InputError):
     """A compile_commands.json cannot be used: unreadable, not a list, or no entry for the file."""
 
 
+class DefineError(InputError):
+    """A ``-D`` definition is not ``NAME``, ``NAME=VALUE`` or ``F(x)=...``."""
+
+
+_DEFINE = re.compile(r"[A-Za-z_]\w*(\([\w\s,.]*\))?(=[^\x00-\x1f\x7f]*)?")
+
+
+def valid_define(definition: str) -> bool:
+    """Whether a ``-D`` value reads ``NAME``, ``NAME=VALUE`` or ``F(x)=...`` (what nvcc takes)."""
+    return _DEFINE.fullmatch(definition) is not None
+
+
 def build_options(
     source: str | Path,
     include: tuple[str, ...] = (),
@@ -135,7 +157,13 @@ def build_options(
 ) -> tuple[str, ...]:
     """The one build configuration of ``source`` (``-I``, ``-D``, then its compile_commands.json
     entry's), resolved once for check, diagnostics, bench, optimize, compare and suite.  Raises
-    :class:`CompileCommandsError` when the compile commands are unusable."""
+    :class:`DefineError` when a definition is not ``NAME[=VALUE]``, :class:`CompileCommandsError`
+    when the compile commands are unusable."""
+    for d in define:
+        if not valid_define(d):
+            raise DefineError(
+                f"-D {d[:60]!r}: expected NAME or NAME=VALUE (NAME a C identifier, F(x)=... a macro)"
+            )
     options = [f"-I{Path(i).resolve()}" for i in include] + [f"-D{d}" for d in define]
     if compile_commands:
         options += compile_commands_options(compile_commands, source)

@@ -78,9 +78,6 @@ class Comparison:
         return next((c for c in self.candidate.checks if not c.ok), None)
 
 
-OWN_LINES = ("launch", "template", "precision")  # what a candidate's own spec lines may say
-
-
 def find_kernel(doc: Document, name: str | None, what: str) -> Kernel:
     if name is None:
         if len(doc.kernels) != 1:
@@ -111,7 +108,7 @@ def _own_lines(kernel: Kernel) -> dict[str, str]:
         if spec_mod.MARKER not in text:
             continue
         keyword, _, rest = text.split(spec_mod.MARKER, 1)[1].strip().partition(" ")
-        if keyword in OWN_LINES:
+        if keyword in spec_mod.REWRITE_LINES:
             out[keyword] = rest.strip()
     return out
 

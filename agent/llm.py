@@ -49,7 +49,7 @@ from typing import Any, Literal
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeContext, Proposer
 from agent.target import Target
-from base.errors import InputError, Unavailable
+from base.errors import InputError, Unavailable, install_hint
 from cudasrc import specs as spec_mod
 from cudasrc.launch import LaunchChange
 from sandbox.compile_pool import CompilePool
@@ -176,7 +176,7 @@ class OpenAIChatClient(ChatClient):
             import openai
         except ImportError as exc:
             raise EndpointError(
-                "the LLM proposer needs the `openai` package: pip install 'cuda-agent[llm]'"
+                f"the LLM proposer needs the `openai` package: {install_hint('llm')}"
             ) from exc
         if not settings.model:
             raise EndpointError("no model given (--model or CUDA_AGENT_LLM_MODEL)")
@@ -288,7 +288,7 @@ class VLLMChatClient(ChatClient):
         try:
             import vllm
         except ImportError as exc:
-            raise EndpointError("the in-process backend needs vLLM: pip install 'cuda-agent[vllm]'") from exc
+            raise EndpointError(f"the in-process backend needs vLLM: {install_hint('vllm')}") from exc
         self._vllm = vllm
         self.settings = settings
         self._llm = vllm.LLM(model=settings.model)
@@ -581,6 +581,17 @@ def fenced_arguments(text: str) -> dict[str, Any]:
     return args | _fenced_launch(text)
 
 
+def _texts(value: Any) -> tuple[str, ...] | None:
+    """A text or a list of texts as a tuple (None and empty: none); None when it is neither."""
+    if not value:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return None
+
+
 def proposal_from_arguments(
     kernel: str,
     args: dict[str, Any],
@@ -592,26 +603,35 @@ def proposal_from_arguments(
     """The :class:`Proposal` that ``verify_and_time`` arguments (or :func:`fenced_arguments`)
     describe for the kernel named ``kernel``, or None and why it is not one (no definition of
     that ``__global__`` kernel in ``code``)."""
-    code = str(args.get("code") or "")
+    code = args.get("code")
     name = kernel.split("<", 1)[0].split("::")[-1]
-    if "__global__" not in code or not re.search(rf"\b{re.escape(name)}\b", code):
+    if (
+        not isinstance(code, str)
+        or "__global__" not in code
+        or not re.search(rf"\b{re.escape(name)}\b", code)
+    ):
         return None, f"`code` must hold the complete definition of the __global__ kernel `{name}`."
     grid, block, smem = (args.get(k) for k in ("grid", "block", "smem"))
+    if not all(
+        v is None or (isinstance(v, str | int | float) and not isinstance(v, bool))
+        for v in (grid, block, smem)
+    ):
+        return None, "`grid`, `block` and `smem` must be expressions (texts or integers)."
     launch = (
         LaunchChange(*(None if v is None else str(v) for v in (grid, block, smem)))
         if (grid, block, smem) != (None, None, None)
         else None
     )
-    assumptions = args.get("assumptions") or ()
-    if isinstance(assumptions, str):
-        assumptions = (assumptions,)
-    claimed = args.get("precision") or ()
-    items = [claimed] if isinstance(claimed, str) else claimed if isinstance(claimed, list) else []
-    precision = [k.strip() for item in items for k in str(item).split(",") if k.strip()]
+    assumptions = _texts(args.get("assumptions"))
+    precision_items = _texts(args.get("precision"))
+    if assumptions is None or precision_items is None:
+        return None, "`assumptions` and `precision` must be texts or lists of texts."
+    precision = [k.strip() for item in precision_items for k in item.split(",") if k.strip()]
+    description_arg = args.get("description")
     proposal = Proposal(
         code=code if code.endswith("\n") else code + "\n",
-        description=str(args.get("description") or description),
-        assumptions=tuple(str(a) for a in assumptions),
+        description=description_arg if isinstance(description_arg, str) and description_arg else description,
+        assumptions=assumptions,
         launch=launch,
         precision=tuple(str(k) for k in precision),
         key=key,
@@ -656,6 +676,7 @@ class LLMProposer(Proposer):
         self._conversations: list[_Conversation] = []
         self._attempts: dict[str, Attempt] = {}
         self._overflow: list[Proposal] = []
+        self._last_error: ReplyError | None = None  # the last failed reply of any conversation
         self._target: Target | None = None
 
     @property
@@ -686,6 +707,13 @@ class LLMProposer(Proposer):
             if not ready:
                 break
             proposals = self._round(context, ready)
+        if (
+            not proposals
+            and not context.cancel.is_set()
+            and self._last_error is not None
+            and all(c.done and c.turns == 0 for c in self._conversations)
+        ):  # not one reply in any conversation: the endpoint is broken, not the search exhausted
+            raise EndpointError(f"{self.settings.base_url} answered no request: {self._last_error}")
         self._overflow = proposals[n:]  # a reply may call verify_and_time more often than asked
         return proposals[:n]
 
@@ -708,6 +736,7 @@ class LLMProposer(Proposer):
     def _start(self, context: OptimizeContext) -> None:
         self._target = context.target
         self._attempts = {}
+        self._last_error = None
         system = SYSTEM + "\n" + (TOOLS_HOWTO if self._tools else FENCED_HOWTO)
         prompt = initial_prompt(context)
         self._conversations = [
@@ -738,6 +767,7 @@ class LLMProposer(Proposer):
                 if context.cancel.is_set():
                     continue
                 c.failures += 1
+                self._last_error = reply
                 log.warning("conversation %d: %s", c.index, reply)
                 if c.failures >= 2:
                     c.done = True
@@ -783,6 +813,9 @@ class LLMProposer(Proposer):
                 args = json.loads(t.arguments or "{}")
                 if not isinstance(args, dict):
                     raise ValueError("arguments must be a JSON object")
+            except RecursionError:
+                c.answers[t.id] = "Error: the arguments are nested too deeply."
+                continue
             except ValueError as exc:
                 c.answers[t.id] = f"Error: the arguments are not a valid JSON object ({exc})."
                 continue

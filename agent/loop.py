@@ -47,6 +47,7 @@ from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeBudget, OptimizeContext, Proposer
 from agent.target import Target
 from agent.trajectory import RunInfo, TrajectoryLog, reward
+from base.errors import CudaAgentError
 from cudasrc.launch import (
     LaunchChange,
     LaunchEdits,
@@ -309,6 +310,7 @@ class _Run:
             original=self.target.definition,
             spec=self.target.spec_text,
             baseline_ms=baseline.timing.median_ms if baseline.timing else 0.0,
+            simulated=self.device is not None and self.device.simulated,
         )
         context = OptimizeContext(
             self.target, self.device, baseline, self.seed, self.budget, self.stop, self._profile
@@ -408,7 +410,9 @@ class _Run:
         try:
             reason = self._produce_batches(context)
         except Exception as exc:
-            log.warning("proposer %s failed: %s", self.proposer.name, exc, exc_info=True)
+            # ours (an unreachable endpoint, a refused key): the one line says it all; a bug: its traceback
+            expected = isinstance(exc, CudaAgentError)
+            log.warning("proposer %s failed: %s", self.proposer.name, exc, exc_info=not expected)
             reason = Stop(StopKind.PROPOSER_FAILED, str(exc))
         with self.done:  # let the submitted batches finish, then end the run
             while len(self.batches_done) < self.submitted and not self.stop.is_set():

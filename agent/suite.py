@@ -117,7 +117,7 @@ def find_targets(
     for path in sorted(files):
         doc = Document.from_file(path)
         for k in doc.kernels:
-            spec, _ = spec_mod.parse(k, doc.type_aliases)
+            spec, _ = spec_mod.parse(k, doc.type_aliases, doc.integer_constants)
             if spec is None:
                 continue
             try:

@@ -279,7 +279,7 @@ def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...
             names = ", ".join(k.name for k in doc.kernels) or "none"
             raise TargetError(f"no kernel {kernel!r} in {doc.path or 'file'} (kernels: {names})")
         k = found
-    spec, errors = spec_mod.parse(k, doc.type_aliases)
+    spec, errors = spec_mod.parse(k, doc.type_aliases, doc.integer_constants)
     where = f"{doc.path or 'file'}:{k.span.start_line + 1}"
     if spec is None:
         raise TargetError(

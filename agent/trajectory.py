@@ -26,8 +26,14 @@ Each line is one attempt, self-contained (schema ``cuda-agent.trajectory/1``)::
       "duplicate_of": "",               # candidate id whose verdict an identical proposal reused
       "retracts": "",                   # candidate id of an earlier line this verdict overturns
       "task": "",                       # the task (name@hash) when the run is over a task set
-      "retracted_by": ""                # set by read_trajectories on a line a later line retracts
+      "retracted_by": "",               # set by read_trajectories on a line a later line retracts
+      "simulated": false                # true: the simulated GPU's made-up verdict, not a measurement
     }
+
+Lines of a run on the simulated GPU (``sandbox.testing``: every changed candidate "verifies" 2x
+faster) are never written to the file a :class:`TrajectoryLog` is given: they go to a file of their
+own beside it (:func:`simulated_path`: ``trajectories.simulated.jsonl``), each marked ``simulated``,
+so a dataset of measured attempts never holds a made-up one.
 
 A line is a :class:`TrajectoryLine`, written and read through the sandbox contract's converter
 (:func:`sandbox.contract.to_json` / :func:`~sandbox.contract.from_json`).
@@ -203,6 +209,7 @@ class RunInfo:
     spec: str
     baseline_ms: float
     task: str = ""  # name@hash of the task, when the run is over a task set
+    simulated: bool = False  # the run's GPU is the simulated one: its verdicts are made up
 
 
 @dataclass(frozen=True)
@@ -251,6 +258,7 @@ class TrajectoryLine:
     retracts: str = ""
     task: str = ""
     retracted_by: str = ""  # set by read_trajectories: the later line that retracts this one
+    simulated: bool = False  # a verdict of the simulated GPU, not a measurement
 
 
 def trajectory_line(run: RunInfo, attempt: Attempt, retracts: str = "") -> TrajectoryLine:
@@ -283,6 +291,7 @@ def trajectory_line(run: RunInfo, attempt: Attempt, retracts: str = "") -> Traje
         duplicate_of=attempt.duplicate_of,
         retracts=retracts,
         task=run.task,
+        simulated=run.simulated,
     )
 
 
@@ -292,20 +301,32 @@ def default_path() -> Path:
     return Path(root) / DEFAULT_FILE
 
 
+def simulated_path(path: str | Path) -> Path:
+    """Where the simulated runs' lines go instead of ``path``: ``x.jsonl`` -> ``x.simulated.jsonl``."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.simulated{path.suffix or '.jsonl'}")
+
+
 class TrajectoryLog:
-    """Appends attempts to a JSONL file (created with its folders); thread-safe, flushed per line."""
+    """Appends attempts to a JSONL file (created with its folders); thread-safe, flushed per line.
+    A simulated run's attempts go to :func:`simulated_path` of it instead."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
 
+    def path_for(self, simulated: bool) -> Path:
+        """The file a run's lines go to."""
+        return simulated_path(self.path) if simulated else self.path
+
     def record(self, run: RunInfo, attempt: Attempt, retracts: str = "") -> None:
         """Append ``attempt``; ``retracts``: the candidate id of an earlier line of this run whose
         verdict this one overturns (a winner compute-sanitizer refused)."""
         text = to_json(trajectory_line(run, attempt, retracts)) + "\n"
+        path = self.path_for(run.simulated)
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as f:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as f:
                 f.write(text)
 
 

@@ -15,10 +15,12 @@ Needs the ``worker`` extra (Starlette, uvicorn); imports no other package of thi
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 import logging
 import resource
+import socket
 from collections import OrderedDict
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -41,7 +43,7 @@ def make_server(
     tls_key: str | None = None,
     log_level: str = "info",
     limits: ConnectionLimits | None = None,
-) -> uvicorn.Server:
+) -> QuietServer:
     """A uvicorn server for ``app``; run it with ``server.run(sockets=[listen(host, port)])``.
 
     No overall connection cap (uvicorn's ``limit_concurrency`` answers every request 503 while idle
@@ -52,12 +54,13 @@ def make_server(
     soft_files, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft_files != resource.RLIM_INFINITY:  # never run out of file descriptors
         limits = replace(limits, max_connections=max(1, min(limits.max_connections, soft_files // 2)))
+    quiet = QuietLog(limits.log_interval_s)
     state = {
         "waiting": OrderedDict(),
         "receiving": OrderedDict(),
         "open_by_client": {},
         "limits": limits,
-        "quiet": QuietLog(limits.log_interval_s),
+        "quiet": quiet,
     }
     guard = type("GuardedH11", (_GuardedH11,), state)
     config = uvicorn.Config(
@@ -73,7 +76,36 @@ def make_server(
         proxy_headers=bool(limits.trusted_proxies),
         forwarded_allow_ips=list(limits.trusted_proxies),
     )
-    return uvicorn.Server(config)
+    return QuietServer(config, quiet)
+
+
+class QuietServer(uvicorn.Server):
+    """uvicorn's server whose event loop reports a failing ``accept()`` once per condition per
+    interval: asyncio logs a traceback for each of the listen backlog's slots (2,048) every
+    second while the open-file limit is reached, which once filled the log at ~1,900 lines a
+    second; any other loop error goes to asyncio's default handler."""
+
+    def __init__(self, config: uvicorn.Config, quiet: QuietLog) -> None:
+        super().__init__(config)
+        self.quiet = quiet
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        asyncio.get_running_loop().set_exception_handler(self._loop_error)
+        await super().startup(sockets)
+
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if isinstance(exc, OSError) and context.get("message", "").startswith("socket.accept()"):
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+            self.quiet.log(
+                logging.ERROR,
+                f"accept:{exc.errno}",
+                "cannot accept connections: %s (open-file limit %s); new connections wait",
+                exc.strerror or exc,
+                soft,
+            )
+            return
+        loop.default_exception_handler(context)
 
 
 class _GuardedH11(H11Protocol):
@@ -203,6 +235,18 @@ class BearerAuth:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def requester(request: Request) -> str:
+    """Whose request this is: its credential (the ``Authorization`` header, hashed), never its
+    source address (any local user can send from any of 127.0.0.0/8).  Caps in flight count per
+    requester, and a worker's evaluation id names a job only for its requester: another token's
+    holder can neither cancel nor attach to it.  Holders of one shared token are told apart by the
+    ids themselves, which clients make unguessable (:class:`sandbox.remote.RemoteExecutor`)."""
+    auth = request.headers.get("authorization", "")
+    return (
+        "token:" + hashlib.sha256(auth.encode("utf-8", "replace")).hexdigest()[:16] if auth else "anonymous"
+    )
 
 
 class AsciiJSON(JSONResponse):

@@ -17,6 +17,7 @@ import; each class stays in the module that raises it.
     │   ├── sandbox.scheduler.GpuListError          a list of GPU indices does not parse
     │   ├── agent.proposer.BudgetError              a budget does not parse
     │   ├── agent.check.CompileCommandsError        a compile_commands.json is unusable
+    │   ├── agent.check.DefineError                 a -D is not NAME[=VALUE]
     │   ├── agent.capture.CaptureMismatch           a captured launch disagrees with the source
     │   ├── learning.tasks.TaskError                a reward task file is malformed
     │   ├── agent.llm.NoCode                        a model reply holds no code
@@ -69,3 +70,9 @@ class Unavailable(CudaAgentError):
 
 class Failed(CudaAgentError):
     """The work ran and failed."""
+
+
+def install_hint(extra: str) -> str:
+    """How to add an optional part (an extra of pyproject.toml): the package is on no index, so
+    from the clone."""
+    return f"pip install -e '.[{extra}]' in your clone of cuda-agent"

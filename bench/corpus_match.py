@@ -37,9 +37,9 @@ if str(ROOT) not in sys.path:
 if str(ROOT / "tests") not in sys.path:
     sys.path.append(str(ROOT / "tests"))  # the host emulation the pass tests use (test_transforms)
 
+from agent.target import Target, target_for  # noqa: E402
 from cudasrc import specs as spec_mod  # noqa: E402
 from cudasrc.source import Document  # noqa: E402
-from agent.target import Target, target_for  # noqa: E402
 from engine import NotApplicable, Subject, safe_apply  # noqa: E402
 from engine.registry import candidates  # noqa: E402
 from sandbox.compiler import compile_cuda  # noqa: E402
@@ -85,7 +85,7 @@ def subject(t: Target, kernel: str) -> Subject:
     k = doc.kernel(kernel)
     if k is None:
         raise ValueError(f"{t.path}: no kernel {kernel}")
-    spec, errors = spec_mod.parse(k, doc.type_aliases)
+    spec, errors = spec_mod.parse(k, doc.type_aliases, doc.integer_constants)
     if spec is None or errors:
         raise ValueError(f"{t.path}: no usable spec: {errors}")
     return Subject(t.definition, spec, context=t.baseline.source)

@@ -41,8 +41,8 @@ if str(ROOT) not in sys.path:
 from agent import compare as compare_mod  # noqa: E402
 from agent import suite  # noqa: E402
 from agent.proposer import OptimizeBudget  # noqa: E402
-from cudasrc.source import Document  # noqa: E402
 from agent.target import TargetError, target_for  # noqa: E402
+from cudasrc.source import Document  # noqa: E402
 from sandbox.contract import Status  # noqa: E402
 from sandbox.executor import Executor, ExecutorError  # noqa: E402
 

@@ -56,7 +56,7 @@ def subject_of(path: Path) -> Subject | None:
     k = doc.kernel_at(t.text.count("\n", 0, t.definition_start))
     if k is None:
         return None
-    spec, errors = spec_mod.parse(k, doc.type_aliases)
+    spec, errors = spec_mod.parse(k, doc.type_aliases, doc.integer_constants)
     if spec is None or errors:
         return None
     return Subject(t.definition, spec, context=t.baseline.source)

@@ -37,10 +37,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agent.trajectory import FAILED, HACK  # noqa: E402
 from learning.engine import Item, RewardEngine  # noqa: E402
 from learning.tasks import DEFAULT_TORCH_TASKS, TaskSet  # noqa: E402
-from agent.trajectory import FAILED, HACK  # noqa: E402
 from sandbox.contract import Budget, EvalOptions  # noqa: E402
+from sandbox.executor import Executor  # noqa: E402
 from sandbox.screen import screen  # noqa: E402
 
 HACKS = ROOT / "tests" / "data" / "hacks"
@@ -83,13 +84,12 @@ class Run:
         return self.end - time.monotonic()
 
 
-def engine_for(paths: list[Path]) -> RewardEngine:
-    from sandbox.local import LocalExecutor
-
-    os.environ.setdefault("CUDA_AGENT_UNSAFE_TORCH", "1")  # a disposable GPU host without bubblewrap
-    executor = LocalExecutor()
+def engine_for(paths: list[Path], executor: Executor) -> RewardEngine:
     budget = Budget(timeout_s=120.0, time_budget_ms=300.0)
-    return RewardEngine(executor, TaskSet.load(paths), seeds=(1, 2), budget=budget, options=EvalOptions())
+    tasks = TaskSet.load(paths)  # torch.compile's baseline is left out: it takes a minute a task
+    return RewardEngine(
+        executor, tasks, seeds=(1, 2), budget=budget, options=EvalOptions(), torch_compiled=False
+    )
 
 
 def score(run: Run, engine: RewardEngine | None, task: str, source: str, key: str) -> dict[str, Any]:
@@ -140,20 +140,22 @@ def honest(run: Run, engine: RewardEngine | None) -> list[dict[str, Any]]:
     return rows
 
 
+TOP = 20  # the files with the largest footprints; the random draw is from the others
+
+
 def pick(kernelbench: Path, largest: int, drawn: int) -> list[tuple[Path, str]]:
-    """The files with the largest footprints (from the CPU memory table) and some drawn at random."""
+    """The first ``largest`` of the :data:`TOP` files with the largest footprints (from the CPU
+    memory table) and ``drawn`` of the rest at random (seed 36, whatever ``largest`` is: two calls,
+    ``--largest 20 --random 0`` and ``--largest 0 --random 20``, make the same 40-file table)."""
     files = sorted(kernelbench.glob("level*/*.py"))
     sizes: dict[str, int] = {}
     if MEMORY_TABLE.exists():
         table = json.loads(MEMORY_TABLE.read_text())
         sizes = {r["file"]: r.get("footprint", 0) for r in table["rows"]}
     ranked = sorted(files, key=lambda p: -sizes.get(str(p.relative_to(kernelbench)), 0))
-    top = ranked[:largest]
-    rest = [p for p in files if p not in top]
-    chosen = [(p, "largest") for p in top] + [
-        (p, "random") for p in random.Random(36).sample(rest, min(drawn, len(rest)))
-    ]
-    return chosen
+    rest = ranked[TOP:]
+    drawn_files = random.Random(36).sample(rest, min(drawn, len(rest)))
+    return [(p, "largest") for p in ranked[: min(largest, TOP)]] + [(p, "random") for p in drawn_files]
 
 
 def as_answer(task_source: str) -> str:
@@ -161,9 +163,11 @@ def as_answer(task_source: str) -> str:
     return task_source + "\n\nclass ModelNew(Model):\n    pass\n"
 
 
-def reference(run: Run, kernelbench: Path, largest: int, drawn: int) -> list[dict[str, Any]]:
+def reference(
+    run: Run, executor: Executor | None, kernelbench: Path, largest: int, drawn: int
+) -> list[dict[str, Any]]:
     chosen = pick(kernelbench, largest, drawn)
-    if run.simulate:
+    if executor is None:
         for path, why in chosen:
             run.write(
                 {
@@ -180,7 +184,7 @@ def reference(run: Run, kernelbench: Path, largest: int, drawn: int) -> list[dic
         if run.left() <= 0:
             run.skipped.append(f"reference {name}")
             continue
-        engine = engine_for([path])
+        engine = engine_for([path], executor)
         try:
             task = next(iter(engine.tasks))
             got = score(run, engine, task.name, as_answer(path.read_text()), name)
@@ -218,23 +222,34 @@ def main() -> int:
     args = parser.parse_args()
     run = Run(Path(args.out), args.deadline, args.simulate)
     phases = set(args.phases.split(","))
+    executor: Executor | None = None
     engine = None
     if args.simulate:
         run.write({"phase": "device", "name": "simulated"})
     else:
-        engine = engine_for([DEFAULT_TORCH_TASKS])
+        from sandbox.local import LocalExecutor
+
+        os.environ.setdefault("CUDA_AGENT_UNSAFE_TORCH", "1")  # a disposable GPU host without bubblewrap
+        executor = LocalExecutor()
+        engine = engine_for([DEFAULT_TORCH_TASKS], executor)
         devices = engine.devices()
         run.write(
             {"phase": "device", **({k: str(v) for k, v in asdict(devices[0]).items()} if devices else {})}
         )
+    kb = Path(args.kernelbench)
     try:
         hack_rows = hacks(run, engine) if "hack" in phases else []
         honest_rows = honest(run, engine) if "honest" in phases else []
-    finally:
         if engine is not None:
             engine.close()
-    kb = Path(args.kernelbench)
-    ref_rows = reference(run, kb, args.largest, args.random) if "reference" in phases and kb.is_dir() else []
+        ref_rows = (
+            reference(run, executor, kb, args.largest, args.random)
+            if "reference" in phases and kb.is_dir()
+            else []
+        )
+    finally:
+        if executor is not None:
+            executor.close()
     if "reference" in phases and not kb.is_dir():
         run.skipped.append(f"reference: no KernelBench folder at {kb}")
     rewards = [float(r["reward"]) for r in hack_rows if r.get("reward") is not None]

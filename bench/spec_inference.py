@@ -73,14 +73,19 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print("kernels without an expected spec: " + ", ".join(missing), file=sys.stderr)
         return 2
+    usable = {s.kernel: s.usable for s in scores}
     fields = sum(s.fields for s in scores)
     matched = sum(s.matched for s in scores)
     total = 100.0 * matched / fields if fields else 0.0
     for s in scores:
-        print(f"{s.percent:6.1f}%  {s.matched:3}/{s.fields:<3} {s.kernel} ({s.file}, {s.confidence})")
+        mark = "" if s.usable else "  [not usable]"
+        print(f"{s.percent:6.1f}%  {s.matched:3}/{s.fields:<3} {s.kernel} ({s.file}, {s.confidence}){mark}")
         for m in s.mismatches:
             print(f"          {m}")
     print(f"total: {matched}/{fields} fields = {total:.1f}% (target {THRESHOLD:.0f}%)")
+    print(
+        f"usable specs: {sum(usable.values())}/{len(usable)} (sizes, launch, counts, roles and scalars right)"
+    )
     result = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "commit": _commit(),
@@ -88,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         "fields": fields,
         "matched": matched,
         "percent": round(total, 2),
+        "usable": sum(usable.values()),
         "per_kernel": [
             {
                 "kernel": s.kernel,
@@ -96,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                 "matched": s.matched,
                 "percent": round(s.percent, 2),
                 "confidence": s.confidence,
+                "usable": s.usable,
                 "mismatches": s.mismatches,
             }
             for s in scores
@@ -103,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if before is not None:
         result["before"] = {
-            k: before.get(k) for k in ("date", "commit", "kernels", "fields", "matched", "percent")
+            k: before.get(k) for k in ("date", "commit", "kernels", "fields", "matched", "percent", "usable")
         } | {
             "mismatches": {
                 k["kernel"]: k["mismatches"] for k in before.get("per_kernel", []) if k.get("mismatches")

@@ -60,7 +60,7 @@ def subject(t: Target) -> Subject:
     doc = Document(t.text, t.path)
     k = doc.kernel_at(t.text.count("\n", 0, t.definition_start))
     assert k is not None
-    spec, errors = spec_mod.parse(k, doc.type_aliases)
+    spec, errors = spec_mod.parse(k, doc.type_aliases, doc.integer_constants)
     if spec is None or errors:
         raise ValueError(f"{t.path}: no usable spec: {errors}")
     try:

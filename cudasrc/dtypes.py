@@ -113,3 +113,11 @@ def dtype_bytes(dtype: str) -> int:
 def is_float(dtype: str) -> bool:
     lane = _VECTOR_LANES[dtype][0] if dtype in _VECTOR_LANES else dtype
     return lane.startswith(("float", "bfloat"))
+
+
+def spellings() -> dict[str, tuple[str, ...]]:
+    """Every element type a spec may name: canonical name -> its C/CUDA spellings (vector types too)."""
+    out: dict[str, list[str]] = {name: [] for name in (*_SCALAR_BYTES, *_VECTOR_LANES)}
+    for spelling, name in _C_TYPES.items():
+        out[name].append(spelling)
+    return {name: tuple(names) for name, names in out.items()}

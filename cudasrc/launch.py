@@ -72,6 +72,16 @@ def launch_edits(
     return LaunchEdits(tuple(sorted((*edits, spec_edit), key=lambda e: e.start)), rewritten, todo)
 
 
+def sites_edits(
+    doc: Document, k: Kernel, spec: KernelSpec, change: LaunchChange
+) -> tuple[tuple[TextEdit, ...], int, int]:
+    """The edits of ``doc``'s launch sites of ``k`` (defined in this file or another: a header, a
+    launcher's translation unit) for ``change``: (edits, sites rewritten, sites in all)."""
+    sites = doc.launches_of(k.name)
+    edits, rewritten = _site_edits(doc, k, spec, sites, change)
+    return edits, rewritten, len(sites)
+
+
 def char_offset(doc: Document, byte: int) -> int:
     return len(doc.data[:byte].decode("utf-8", errors="replace"))
 

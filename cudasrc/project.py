@@ -4,7 +4,8 @@ A kernel in ``inc/ops.cuh`` is launched from ``src/main.cpp``, or from a PyTorch
 launcher called by ``train.py``; its headers are found through ``-I`` folders.  The project's root
 is the nearest folder above the file (at most :data:`_MAX_UP` levels) that holds a build or
 repository marker (``compile_commands.json``, ``CMakeLists.txt``, ``Makefile``, ``setup.py``,
-``pyproject.toml``, ``.git``), else the file's folder's parent.  Its include folders are the
+``pyproject.toml``, ``.git``), else the file's own folder: a loose file is never read together with
+the folders beside it (another project's kernel of the same name).  Its include folders are the
 ``-I`` folders of its ``compile_commands.json`` when there is one, else every folder of the tree
 that holds headers.  The walk is capped (:data:`_MAX_FILES` files, :data:`_MAX_DEPTH` levels)
 and skips hidden, build and environment folders, so a huge workspace costs a bounded scan.
@@ -49,6 +50,17 @@ def project_of(path: str | Path) -> Project:
     return _scan(root, stamp, int(time.monotonic() // _RESCAN_S))
 
 
+def display_path(path: str) -> str:
+    """``path`` as a user reads it: as given when relative, else relative to the working folder
+    when under it, else absolute."""
+    if not os.path.isabs(path):
+        return path
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
 def resolve_include(including: str | Path, written: str) -> Path | None:
     """The file a quoted ``#include "written"`` in ``including`` names: next to it, else in one of
     its project's include folders; None when not found."""
@@ -68,7 +80,7 @@ def _root(start: Path) -> Path:
         if folder.parent == folder:
             break
         folder = folder.parent
-    return start.parent if start.parent != start else start
+    return start
 
 
 @lru_cache(maxsize=16)

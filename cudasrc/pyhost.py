@@ -13,6 +13,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from cudasrc.project import display_path
+
 _FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "full", "randint"})
 _MAX_BYTES = 1 << 20
 
@@ -43,14 +45,14 @@ def call_shapes(paths: list[Path], function: str) -> list[Shape | None] | None:
             tree = ast.parse(text)
         except (SyntaxError, ValueError, RecursionError):
             continue
-        ints, tensors = _bindings(tree, path.name)
+        ints, tensors = _bindings(tree, display_path(str(path)))
         for node in ast.walk(tree):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
                 and node.func.attr == function
             ):
-                return [_shape(a, ints, tensors, path.name) for a in node.args]
+                return [_shape(a, ints, tensors, display_path(str(path))) for a in node.args]
     return None
 
 
@@ -167,7 +169,7 @@ def tuner_call(paths: list[Path], kernel: str) -> TunerCall | None:
             named = _resolve(given.get("kernel_name"), names)
             if not (isinstance(named, ast.Constant) and named.value == kernel):
                 continue
-            return _tuner(node, given, names, items, path.name)
+            return _tuner(node, given, names, items, display_path(str(path)))
     return None
 
 

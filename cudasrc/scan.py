@@ -23,6 +23,7 @@ from cudasrc.syntax import (
     Parsed,
     Standalone,
     TemplateParam,
+    printable,
 )
 
 _CONTAINERS = frozenset(
@@ -69,6 +70,8 @@ _LIBRARY_HEADERS = frozenset(
 HOST_HEADERS = _SYSTEM_HEADERS | _LIBRARY_HEADERS
 
 
+# glibc's <sys/types.h> names, which every nvcc unit gets through the host headers it includes
+_GLIBC_TYPES = {"uint": "unsigned int", "ushort": "unsigned short", "ulong": "unsigned long"}
 _MATH_MACROS = frozenset(
     {"INFINITY", "NAN", "HUGE_VAL", "HUGE_VALF", "M_PI", "M_E", "M_SQRT2", "M_LN2", "M_PI_2"}
 )
@@ -347,6 +350,10 @@ class Scan:
             # the fixed-width integers a dropped host header (torch/extension.h, ...) brought in
             lines.insert(0, "#include <cstdint>")
             line_map.insert(0, -1)
+        glibc = [name for name in _GLIBC_TYPES if name in referenced and name not in by_name]
+        if glibc:  # a typedef repeated with the same type is legal C++: a header of the user's may have it
+            lines.insert(0, " ".join(f"typedef {_GLIBC_TYPES[name]} {name};" for name in glibc))
+            line_map.insert(0, -1)
         if _MATH_MACROS & referenced:
             # nvcc includes cuda_runtime.h (and with it math.h's INFINITY, M_PI...) in every .cu
             lines.insert(0, "#include <math.h>")
@@ -422,7 +429,10 @@ def _is_host_item(doc: Parsed, item: _Item) -> bool:
     node = item.node
     if node.type == "preproc_include":
         return item.include.strip("<>") in HOST_HEADERS
-    if node.type in ("linkage_specification", "declaration"):  # `extern "C" void launch(...);`, `int f(float*);`
+    if node.type in (
+        "linkage_specification",
+        "declaration",
+    ):  # `extern "C" void launch(...);`, `int f(float*);`
         return _host_declarations(node)
     return _is_host_function(node)
 
@@ -693,8 +703,132 @@ def syntax_issues(doc: Parsed, limit: int = 20) -> list[Issue]:
         if n.is_missing:
             found.append(Issue(n.start_point.row, f"syntax error: missing {n.type}", "error"))
         elif n.is_error:
-            snippet = _squash(doc.node_text(n))[:40]
+            snippet = printable(_squash(doc.node_text(n))[:40])
             found.append(Issue(n.start_point.row, f"syntax error near `{snippet}`", "error"))
         elif n.has_error:
             stack.extend(reversed(n.children))
     return found
+
+
+# ------------------------------------------------------------------------------ integer constants
+
+INTEGER_TYPES = frozenset(
+    {"int", "unsigned", "unsigned int", "long", "long long", "size_t", "short", "int64_t", "uint32_t"}
+)
+
+
+def _walk(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def leaves(doc: Parsed, node: tree_sitter.Node) -> list[str]:
+    """The text of ``node``'s leaf tokens."""
+    return [doc.node_text(n) for n in _walk(node) if n.child_count == 0]
+
+
+def fold_integer(doc: Parsed, node: tree_sitter.Node | None, constants: dict[str, int]) -> int | None:
+    """The value of an integer constant expression (literals, known constants, + - * / % << >>)."""
+    if node is None:
+        return None
+    t = node.type
+    if t in ("parenthesized_expression", "preproc_arg") and node.named_child_count == 1:
+        return fold_integer(doc, node.named_children[0], constants)
+    if t == "number_literal":
+        s = doc.node_text(node).rstrip("uUlL")
+        try:
+            return int(s, 0)
+        except ValueError:
+            return None
+    if t == "identifier":
+        return constants.get(doc.node_text(node))
+    if t == "cast_expression":
+        return fold_integer(doc, node.child_by_field_name("value"), constants)
+    if t == "unary_expression":
+        op, arg = node.child_by_field_name("operator"), node.child_by_field_name("argument")
+        v = fold_integer(doc, arg, constants)
+        if v is None or op is None:
+            return None
+        return {"-": -v, "+": v}.get(doc.node_text(op))
+    if t == "binary_expression":
+        op = node.child_by_field_name("operator")
+        a = fold_integer(doc, node.child_by_field_name("left"), constants)
+        b = fold_integer(doc, node.child_by_field_name("right"), constants)
+        if op is None or a is None or b is None:
+            return None
+        o = doc.node_text(op)
+        if o in ("/", "%") and b == 0:
+            return None
+        ops = {
+            "+": a + b,
+            "-": a - b,
+            "*": a * b,
+        }
+        if o in ops:
+            return ops[o]
+        if o in ("<<", ">>") and 0 <= b < 64:
+            return a << b if o == "<<" else a >> b
+        if o == "/":
+            return int(a / b)
+        if o == "%":
+            return a - int(a / b) * b
+    return None
+
+
+def macro_integer(text: str, constants: dict[str, int]) -> int | None:
+    """A ``#define``'s value when it is an integer expression of C (parsed as C by tree-sitter)."""
+    doc = Parsed(f"static const int ca_macro = {text};")
+    for n in _walk(doc.tree.root_node):
+        if n.type == "init_declarator":
+            return fold_integer(doc, n.child_by_field_name("value"), constants)
+    return None
+
+
+def file_scope(n: tree_sitter.Node) -> bool:
+    up = n.parent
+    while up is not None:
+        if up.type in (
+            "function_definition",
+            "field_declaration_list",
+            "struct_specifier",
+            "class_specifier",
+        ):
+            return False
+        up = up.parent
+    return True
+
+
+def _constant_declaration(doc: Parsed, n: tree_sitter.Node, constants: dict[str, int]) -> None:
+    """``constexpr int TILE = 32;`` / ``static const int N = 4 * TILE;`` at file scope."""
+    ty = n.child_by_field_name("type")
+    words = set(leaves(doc, n))
+    if ty is None or not ({"const", "constexpr"} & words):
+        return
+    if " ".join(doc.node_text(ty).split()) not in INTEGER_TYPES:
+        return
+    for d in n.children_by_field_name("declarator"):
+        if d.type != "init_declarator":
+            continue
+        name = d.child_by_field_name("declarator")
+        v = fold_integer(doc, d.child_by_field_name("value"), constants)
+        if name is not None and name.type == "identifier" and v is not None:
+            constants.setdefault(doc.node_text(name), v)
+
+
+def integer_constants_of(doc: Parsed) -> dict[str, int]:
+    """The file's integer ``#define``\\ s and file-scope ``const``/``constexpr``/``static const``
+    integers, folded in order (a later one may use an earlier one): name -> value."""
+    constants: dict[str, int] = {}
+    for n in _walk(doc.tree.root_node):
+        if n.type == "preproc_def":
+            name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
+            if name is not None and value is not None:
+                v = macro_integer(doc.node_text(value), constants)
+                if v is not None:
+                    constants.setdefault(doc.node_text(name), v)
+        elif n.type == "declaration" and file_scope(n):
+            _constant_declaration(doc, n, constants)
+    return constants

@@ -50,7 +50,14 @@ from cudasrc.carry import (
     shift_launches,
     top_nodes,
 )
-from cudasrc.scan import Scan, function_name, macro_kernel_issues, syntax_issues, type_aliases_of
+from cudasrc.scan import (
+    Scan,
+    function_name,
+    integer_constants_of,
+    macro_kernel_issues,
+    syntax_issues,
+    type_aliases_of,
+)
 from cudasrc.syntax import LAUNCH_QUERY, Expr, Issue, Kernel, LaunchSite, Parsed, Standalone, thread_parser
 
 # ---------------------------------------------------------------------------------------- document
@@ -252,6 +259,12 @@ class Document(Parsed):
         """``typedef __nv_bfloat16 floatX;`` / ``using real = float;`` of the file and of the
         headers it includes with quotes (found next to it, recursively): alias -> type text."""
         return type_aliases_of(self, set())
+
+    @cached_property
+    def integer_constants(self) -> dict[str, int]:
+        """The file's integer macros and file-scope ``const``/``constexpr`` integers, folded:
+        name -> value (what spec expressions and the optimizer's index analysis may name)."""
+        return integer_constants_of(self)
 
     # ------------------------------------------------------------------ standalone units
 

@@ -137,6 +137,17 @@ class LaunchSite:
     caller_span: Span | None = None
 
 
+def printable(text: str) -> str:
+    """``text`` safe to show on a terminal: control characters (ESC, NUL...) and other unprintable
+    ones written as ``\\xNN``/``\\uNNNN`` escapes, tabs and newlines kept."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() or c in "\t\n" else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+        for c in text
+    )
+
+
 @dataclass(frozen=True)
 class Issue:
     """Something the model could not understand, at a 0-based line."""

@@ -108,7 +108,13 @@ class Subject:
 
     @property
     def grid(self) -> tuple[str, ...]:
-        return parse_dims(self.launch.grid) if self.launch.grid else self.spec.grid
+        """The grid dimensions in force, written over the block wherever the written grid
+        follows it (:func:`grid_over_block`: ``cdiv(rows, 64)`` with a block of 64 is
+        ``cdiv(rows, block)``), so a launch written with numbers, macros or ``constexpr``\\ s is
+        as free to change as one written over ``block``."""
+        grid = parse_dims(self.launch.grid) if self.launch.grid else self.spec.grid
+        counts = tuple(a.count for a in self.spec.args if isinstance(a, ArraySpec))
+        return grid_over_block(grid, self.block, counts)
 
     def arrays(self) -> dict[str, ArraySpec]:
         """The spec's arrays that are parameters of the kernel (pointer parameters), by name."""
@@ -183,6 +189,53 @@ def _rebuild(subject: Subject, node: Node, replace_fn: Callable[[Node], str | No
     visit(node)
     out.append(data[pos : node.end_byte])
     return b"".join(out).decode("utf-8", errors="replace")
+
+
+def grid_over_block(
+    grid: tuple[str, ...], block: tuple[str, ...], counts: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    """``grid`` with the block's constant size written as the spec's name for it (``block`` for
+    1-D blocks, ``block_x``/``block_y``/``block_z`` along each axis) in every dimension that
+    depends on the problem's sizes and does not name the block already: the same launch at the
+    written block, one that follows a new block.  A constant grid dimension (``grid=64``: a
+    fixed number of blocks) keeps its number, and so does a grid whose number is also in an
+    array's element count (``counts``: ``partial[cdiv(n, 256)]``, one output per block of 256)."""
+    sizes = constant_dims(block)
+    if sizes is None or any(_block_names(g) for g in grid):
+        return grid
+    tied = {n.value for c in counts for n in _constants(c)}
+    out = []
+    for axis, g in enumerate(grid):
+        try:
+            tree = ast.parse(g, mode="eval")
+        except (SyntaxError, ValueError, RecursionError):
+            return grid
+        size = sizes[axis] if axis < len(sizes) else 1
+        name = "block" if len(sizes) == 1 else f"block_{'xyz'[axis]}"
+        calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        sized = any(isinstance(n, ast.Name) and id(n) not in calls for n in ast.walk(tree))
+        if size == 1 or size in tied or not sized:
+            out.append(g)
+            continue
+        out.append(ast.unparse(_Named(size, name).visit(tree)))
+    return tuple(out)
+
+
+class _Named(ast.NodeTransformer):
+    """Replace the integer ``size`` by the name ``name`` in a spec expression."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self.size, self.name = size, name
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        return ast.Name(self.name) if type(node.value) is int and node.value == self.size else node
+
+
+def _constants(expr: str) -> list[ast.Constant]:
+    try:
+        return [n for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Constant)]
+    except (SyntaxError, ValueError, RecursionError):
+        return []
 
 
 def _block_names(expr: str) -> bool:

@@ -48,8 +48,8 @@ from dataclasses import dataclass
 
 import tree_sitter
 
+from engine.guards import at_least_zero, conjuncts, constant_block, guards
 from engine.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
-from engine.stencil import at_least_zero, conjuncts, constant_block, guards
 from engine.view import (
     Expander,
     KernelView,

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import tree_sitter
 
 from cudasrc.launch import LaunchChange
+from engine.guards import over_block
 from engine.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
-from engine.stencil import over_block
 from engine.view import KernelView, Loop, Reduction, poly_split, statements, walk
 
 Node = tree_sitter.Node

@@ -33,6 +33,7 @@ from typing import Protocol
 
 import tree_sitter
 
+from cudasrc.scan import leaves, macro_integer
 from cudasrc.source import Document
 from cudasrc.specs import KernelSpec, evaluate
 from cudasrc.syntax import Kernel
@@ -40,9 +41,6 @@ from cudasrc.syntax import Kernel
 Node = tree_sitter.Node
 _EFFECTS = ("call_expression", "assignment_expression", "update_expression")
 MAX_INLINE = 4  # rounds of normalization (nested device functions)
-_INTEGER_TYPES = frozenset(
-    {"int", "unsigned", "unsigned int", "long", "long long", "size_t", "short", "int64_t", "uint32_t"}
-)
 
 
 def _walk(node: Node) -> Iterator[Node]:
@@ -53,68 +51,17 @@ def _walk(node: Node) -> Iterator[Node]:
         stack.extend(reversed(n.children))
 
 
-def _integer(doc: Document, node: Node | None, constants: dict[str, int]) -> int | None:
-    """The value of an integer constant expression (literals, known constants, + - * / % << >>)."""
-    if node is None:
-        return None
-    t = node.type
-    if t in ("parenthesized_expression", "preproc_arg") and node.named_child_count == 1:
-        return _integer(doc, node.named_children[0], constants)
-    if t == "number_literal":
-        s = doc.node_text(node).rstrip("uUlL")
-        try:
-            return int(s, 0)
-        except ValueError:
-            return None
-    if t == "identifier":
-        return constants.get(doc.node_text(node))
-    if t == "cast_expression":
-        return _integer(doc, node.child_by_field_name("value"), constants)
-    if t == "unary_expression":
-        op, arg = node.child_by_field_name("operator"), node.child_by_field_name("argument")
-        v = _integer(doc, arg, constants)
-        if v is None or op is None:
-            return None
-        return {"-": -v, "+": v}.get(doc.node_text(op))
-    if t == "binary_expression":
-        op = node.child_by_field_name("operator")
-        a = _integer(doc, node.child_by_field_name("left"), constants)
-        b = _integer(doc, node.child_by_field_name("right"), constants)
-        if op is None or a is None or b is None:
-            return None
-        o = doc.node_text(op)
-        if o in ("/", "%") and b == 0:
-            return None
-        ops = {
-            "+": a + b,
-            "-": a - b,
-            "*": a * b,
-        }
-        if o in ops:
-            return ops[o]
-        if o in ("<<", ">>") and 0 <= b < 64:
-            return a << b if o == "<<" else a >> b
-        if o == "/":
-            return int(a / b)
-        if o == "%":
-            return a - int(a / b) * b
-    return None
-
-
 def _macro_value(text: str, constants: dict[str, int]) -> int | None:
-    """A ``#define``'s value when it is an integer expression (parsed as C by tree-sitter)."""
-    doc = Document(f"static const int ca_macro = {text};")
-    for n in _walk(doc.tree.root_node):
-        if n.type == "init_declarator":
-            v = _integer(doc, n.child_by_field_name("value"), constants)
-            if v is not None:
-                return v
-            try:  # a spec-style expression the C folding does not know (e.g. a call of min)
-                value = evaluate(text.strip(), constants)
-            except ValueError:
-                return None
-            return value if isinstance(value, int) else None
-    return None
+    """A ``#define``'s (or a template argument's) value when it is an integer expression: C
+    folded by the source model, else a spec-style expression (e.g. a call of ``min``)."""
+    v = macro_integer(text, constants)
+    if v is not None:
+        return v
+    try:
+        value = evaluate(text.strip(), constants)
+    except ValueError:
+        return None
+    return value if isinstance(value, int) else None
 
 
 @dataclass(frozen=True)
@@ -189,62 +136,25 @@ def context_of(subject: Unit) -> Context:
 def _unit_context(text: str) -> Context:
     """What a unit defines (read once per unit: every subject of a search shares it)."""
     doc = Document(text)
-    constants: dict[str, int] = {}
+    constants = dict(doc.integer_constants)
     functions: dict[str, Function] = {}
     wrappers: set[str] = set()
     for n in _walk(doc.tree.root_node):
-        if n.type == "preproc_def":
+        if n.type == "preproc_def":  # what the C folding left: spec-style macro values
             name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
-            if name is not None and value is not None:
+            if name is not None and value is not None and doc.node_text(name) not in constants:
                 v = _macro_value(doc.node_text(value), constants)
                 if v is not None:
-                    constants.setdefault(doc.node_text(name), v)
-        elif n.type == "declaration" and _file_scope(n):
-            _constant_declaration(doc, n, constants)
+                    constants[doc.node_text(name)] = v
         elif n.type == "function_definition":
             fn = _device_function(doc, n)
             if fn is not None:
                 functions.setdefault(fn.name, fn)
-        if n.type == "declaration" and {"extern", "__shared__"} <= set(_leaves(doc, n)):
+        if n.type == "declaration" and {"extern", "__shared__"} <= set(leaves(doc, n)):
             owner = _owner(doc, n)
             if owner:
                 wrappers.add(owner)
     return Context(constants, dict(doc.type_aliases), functions, frozenset(wrappers))
-
-
-def _leaves(doc: Document, node: Node) -> list[str]:
-    return [doc.node_text(n) for n in _walk(node) if n.child_count == 0]
-
-
-def _file_scope(n: Node) -> bool:
-    up = n.parent
-    while up is not None:
-        if up.type in (
-            "function_definition",
-            "field_declaration_list",
-            "struct_specifier",
-            "class_specifier",
-        ):
-            return False
-        up = up.parent
-    return True
-
-
-def _constant_declaration(doc: Document, n: Node, constants: dict[str, int]) -> None:
-    """``constexpr int TILE = 32;`` / ``static const int N = 4 * TILE;`` at file scope."""
-    ty = n.child_by_field_name("type")
-    words = set(_leaves(doc, n))
-    if ty is None or not ({"const", "constexpr"} & words):
-        return
-    if " ".join(doc.node_text(ty).split()) not in _INTEGER_TYPES:
-        return
-    for d in n.children_by_field_name("declarator"):
-        if d.type != "init_declarator":
-            continue
-        name = d.child_by_field_name("declarator")
-        v = _integer(doc, d.child_by_field_name("value"), constants)
-        if name is not None and name.type == "identifier" and v is not None:
-            constants.setdefault(doc.node_text(name), v)
 
 
 def _owner(doc: Document, n: Node) -> str:
@@ -268,7 +178,7 @@ def _device_function(doc: Document, n: Node) -> Function | None:
     """A ``__device__`` (not ``__global__``) non-template function definition."""
     if n.parent is not None and n.parent.type == "template_declaration":
         return None
-    words = {w for c in n.children if c.type != "compound_statement" for w in _leaves(doc, c)}
+    words = {w for c in n.children if c.type != "compound_statement" for w in leaves(doc, c)}
     if "__device__" not in words or "__global__" in words:
         return None
     decl, body, ty = (
@@ -516,7 +426,7 @@ def _late_init(doc: Document, body: Node, ctx: Context, names: set[str]) -> list
             block = stmt.parent
             if any(not (block.start_byte <= u.start_byte < block.end_byte) for u in uses):
                 continue
-            if name in _leaves(doc, assign.child_by_field_name("right") or assign):
+            if name in leaves(doc, assign.child_by_field_name("right") or assign):
                 continue
             quals = " ".join(doc.node_text(c) for c in decl.children if c.type == "type_qualifier")
             rest = [doc.node_text(x) for x in declarators if x != d]
@@ -651,7 +561,7 @@ def _while_loops(doc: Document, body: Node, ctx: Context, names: set[str]) -> li
         target = last.child_by_field_name("argument") or last.child_by_field_name("left")
         if target is None or doc.node_text(target) != name:
             continue
-        if name not in _leaves(doc, cond) or any(n.type == "continue_statement" for n in _walk(loop_body)):
+        if name not in leaves(doc, cond) or any(n.type == "continue_statement" for n in _walk(loop_body)):
             continue
         uses = [n for n in _walk(w.parent or body) if n.type == "identifier" and doc.node_text(n) == name]
         if any(not (w.start_byte <= u.start_byte < w.end_byte) and u != name_node for u in uses):
@@ -691,7 +601,26 @@ def _template_misparse(
         top = n
         while top.parent is not None and top.parent.type in ("binary_expression", "assignment_expression"):
             top = top.parent
+        holder = top.parent
+        while holder is not None and holder.type == "parenthesized_expression":
+            holder = holder.parent
+        if holder is None or holder.type not in (
+            "condition_clause",
+            "conditional_expression",
+            "for_statement",
+        ):
+            continue  # only a condition: `ok = a >= 0 && ...` assigns, and is left alone
         tokens = [c for c in _walk(top) if c.child_count == 0]
+        if any(  # a real assignment (an `=` not glued to a `<` or `>`) inside: leave it alone
+            doc.node_text(t) == "="
+            and (
+                i == 0
+                or tokens[i - 1].end_byte != t.start_byte
+                or doc.node_text(tokens[i - 1]) not in ("<", ">")
+            )
+            for i, t in enumerate(tokens)
+        ):
+            continue
         parts: list[list[str]] = [[]]
         depth = 0
         for i, tok in enumerate(tokens):

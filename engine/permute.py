@@ -10,8 +10,8 @@ gy + P0`` with ``gx``/``gy`` the 2-D global thread indices and the coefficients 
 for the whole block (parameters, ``blockIdx.z``, macros), ``Qx = 1`` and ``Py = 1`` (or the
 mirror); and the copy runs exactly where ``gx < X`` and ``gy < Y`` (from enclosing ``if``s or
 earlier ``if (...) return;``, any spelling) plus conditions the same for the whole block, kept as
-an early return.  A plain 2-D transpose (``out[x * H + y] = in[y * W + x]``) is left to
-:class:`~engine.tiled_transpose.TiledTranspose`.  Which element goes where is the index map itself: the rewrite performs the same
+an early return (a plain 2-D transpose ``out[x * H + y] = in[y * W + x]`` too: the search
+measures this rewrite beside the tiled transpose's).  Which element goes where is the index map itself: the rewrite performs the same
 assignments (each ``(gx, gy)`` of the domain once), only in another order.
 
 Rewrite (params ``(tile, rows)``): blocks of ``tile x rows`` threads on the grid of tiles
@@ -28,9 +28,8 @@ import tree_sitter
 
 from cudasrc.launch import LaunchChange
 from cudasrc.specs import ScalarSpec
+from engine.guards import facts_at, upper_bound
 from engine.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
-from engine.stencil import facts_at, upper_bound
-from engine.tiled_transpose import TiledTranspose
 from engine.view import (
     POSITION,
     KernelView,
@@ -83,8 +82,6 @@ class TiledPermute(Pass[PermuteMatch]):
     space = ((32, 8), (32, 16), (64, 16))
 
     def match(self, view: KernelView) -> PermuteMatch | NotApplicable:
-        if not isinstance(TiledTranspose().match(view), NotApplicable):  # one candidate per rewrite
-            return NotApplicable("a plain 2-D transpose: TiledTranspose rewrites it")
         if view.loops or view.cooperation:
             return NotApplicable("the kernel has loops or threads that cooperate")
         writes = [a for a in view.accesses if a.written]

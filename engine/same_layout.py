@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import tree_sitter
 
 from engine import NotApplicable, Outcome, _constant_block
+from engine.guards import split
 from engine.passes import Emitter, Match, Pass
 from engine.patterns import ANY, Assign, Bin, Captures, For, Poly, Var
-from engine.stencil import split
 from engine.view import KernelView, Loop, global_index, poly_add, poly_uniform, statements, walk
 from engine.view import Poly as PolyValue
 

@@ -37,6 +37,7 @@ from cudasrc.source import Document
 from cudasrc.specs import evaluate
 from cudasrc.syntax import Kernel
 from engine.frontend import Context
+from engine.maps import AccessMaps
 
 Node = tree_sitter.Node
 
@@ -926,6 +927,12 @@ class KernelView(Generic[S]):
         return not (self.names(node) & self.thread_dependent) and not any(
             p.startswith("threadIdx") for p in self.positions(node)
         )
+
+    @cached_property
+    def maps(self) -> AccessMaps:
+        """Every access as an integer map at the spec's concrete sizes, and the facts read from
+        them (:mod:`engine.maps`)."""
+        return AccessMaps(self)
 
     def loop_of(self, node: Node) -> Loop | None:
         for lp in self.loops:

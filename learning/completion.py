@@ -138,8 +138,10 @@ def parse_torch(completion: Completion) -> ParsedCompletion:
         if isinstance(args, str):
             try:
                 args = json.loads(args)
-            except ValueError:
-                return ParsedCompletion(None, f"no code: the {TOOL_NAME} arguments are not JSON")
+            except (ValueError, RecursionError):
+                return ParsedCompletion(
+                    None, f"no code: the {TOOL_NAME} arguments are not JSON (or nested too deeply)"
+                )
         code = args.get("code") if isinstance(args, dict) else None
         if isinstance(code, str) and _defines_model_new(code):
             return ParsedCompletion(None, source=code)
@@ -154,19 +156,38 @@ def parse_torch(completion: Completion) -> ParsedCompletion:
     return ParsedCompletion(None, source=blocks[-1].strip() + "\n")
 
 
-def _defines_model_new(code: str) -> bool:
+def _syntax_tree(code: str) -> ast.Module | None:
+    """``code`` parsed, or None when it does not parse (a syntax error, a null byte, or nesting
+    deeper than the parser's stack: 200,000 unary minuses are a ``MemoryError`` there)."""
     try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return False
-    return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
+        return ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+
+def _defines_model_new(code: str) -> bool:
+    tree = _syntax_tree(code)
+    return tree is not None and any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
 
 
 def torch_cache_key(task: TorchTask, source: str) -> str:
     """What identifies a PyTorch answer's evaluation: the task version and the answer's syntax
-    tree (layout and comments do not count)."""
-    tree = ast.dump(ast.parse(source))
-    return hashlib.sha256(repr((task.ref, tree)).encode()).hexdigest()
+    tree (layout and comments do not count), walked without recursion (a 2,000-term ``1+1+...``
+    chain is 2,000 nested nodes: ``ast.dump`` would overflow the interpreter's stack)."""
+    h = hashlib.sha256(task.ref.encode() + b"\0")
+    tree = _syntax_tree(source)
+    stack: list[Any] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.AST):  # a node: its type, then its fields (never its positions)
+            h.update(type(node).__name__.encode() + b"(")
+            stack.extend(getattr(node, name, None) for name in reversed(node._fields))
+        elif isinstance(node, list):
+            h.update(b"[%d;" % len(node))
+            stack.extend(reversed(node))
+        else:  # a constant, a name: repr delimits it
+            h.update(repr(node).encode("utf-8", "surrogatepass") + b",")
+    return h.hexdigest()
 
 
 def parse(completion: Completion, task: Task) -> ParsedCompletion:
@@ -182,8 +203,10 @@ def parse(completion: Completion, task: Task) -> ParsedCompletion:
         if isinstance(args, str):
             try:
                 args = json.loads(args)
-            except ValueError:
-                return ParsedCompletion(None, f"no code: the {TOOL_NAME} arguments are not JSON")
+            except (ValueError, RecursionError):
+                return ParsedCompletion(
+                    None, f"no code: the {TOOL_NAME} arguments are not JSON (or nested too deeply)"
+                )
         if not isinstance(args, dict):
             return ParsedCompletion(None, f"no code: the {TOOL_NAME} arguments are not a JSON object")
         proposal, why = proposal_from_arguments(kernel, args)
@@ -205,7 +228,8 @@ def _content(completion: Completion) -> tuple[str, list[dict[str, Any]]]:
     messages = [m for m in completion if isinstance(m, dict)]
     last = next((m for m in reversed(messages) if m.get("role", "assistant") == "assistant"), {})
     calls = []
-    for c in last.get("tool_calls") or ():
+    tool_calls = last.get("tool_calls")
+    for c in tool_calls if isinstance(tool_calls, list) else ():
         fn = c.get("function", c) if isinstance(c, dict) else {}
         if isinstance(fn, dict):
             calls.append({"name": fn.get("name"), "arguments": fn.get("arguments")})
@@ -221,7 +245,7 @@ def _text_tool_calls(text: str) -> list[dict[str, Any]]:
         pos = end + len(TOOL_CALL_CLOSE) if end >= 0 else len(text)
         try:
             call = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(call, dict):
             calls.append(call)

@@ -14,14 +14,16 @@ returns one :class:`Scored` per item, in order.  On the way:
   (split only past the sandbox's ``max_candidates``); tasks run concurrently up to ``workers``;
 - an ``ok`` candidate whose timing is noisy (:func:`agent.trajectory.noisy`) is timed once more;
   if it is noisy again the reward caps it at "correct";
-- deadlines: an item past its own deadline or the batch's comes back with ``reward: None`` and
-  the reason; the evaluation goes on (its verdict is cached for a retry) unless no batch waits
+- deadlines bound reading the completions as well as evaluating them: an item past its own
+  deadline or the batch's comes back with ``reward: None`` and the reason (one not read yet is
+  not read at all); the evaluation goes on (its verdict is cached for a retry) unless no batch waits
   for it any more, when it is cancelled.
 
 The reward is :func:`agent.trajectory.reward` with the task's allowed precisions.
 
-A PyTorch task's answers (``ModelNew`` modules, :func:`~learning.completion.parse_torch`) go to
-the executor as one :class:`~sandbox.contract.TorchRequest`; their reward is the same function of
+A PyTorch task's answers (``ModelNew`` modules, :func:`~learning.completion.parse_torch`) are
+screened here first (:func:`sandbox.screen.screen`: a refused answer costs no GPU time), then go
+to the executor as one :class:`~sandbox.contract.TorchRequest`; their reward is the same function of
 the verdict and its speedup against the eager ``Model``; the speedup against ``torch.compile`` is
 reported beside it (``compiled_speedup``).
 """
@@ -57,6 +59,7 @@ from sandbox.contract import (
 )
 from sandbox.executor import Executor, ExecutorError
 from sandbox.scheduler import GpuScheduler
+from sandbox.screen import screen
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +150,7 @@ class RewardEngine:
         options: EvalOptions | None = None,
         limits: RequestLimits | None = None,
         cache_size: int = 4096,
+        torch_compiled: bool = True,
     ) -> None:
         self.executor = executor
         self.tasks = tasks
@@ -155,6 +159,7 @@ class RewardEngine:
         self.options = options or EvalOptions()
         self.limits = limits or RequestLimits()
         self.cache_size = cache_size
+        self.torch_compiled = torch_compiled  # PyTorch answers: also timed against torch.compile(Model)
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="reward-eval")
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, _Verdict] = OrderedDict()
@@ -192,7 +197,24 @@ class RewardEngine:
         plans: list[tuple[AnyTask | None, str, Scored | None]] = []  # (task, cache key, decided result)
         fresh: dict[AnyTask, dict[str, Candidate | TorchCandidate]] = {}
         for i, item in enumerate(items):
-            plans.append(self._plan(i, item, fresh))
+            now = time.monotonic()
+            if now >= min(batch_end, start + item.deadline_s if item.deadline_s is not None else math.inf):
+                # reading completions takes time too: past its deadline an item is not read at all
+                late = Scored(item.key, item.task, None, reason="deadline: not read in time (retry it)")
+                plans.append((None, "", late))
+                continue
+            try:
+                plans.append(self._plan(i, item, fresh))
+            except Exception as exc:  # an unreadable completion is that item's verdict, not the batch's
+                log.warning("reward item %d: its completion could not be read (%s)", i, type(exc).__name__)
+                why = f"no code: the completion could not be read ({type(exc).__name__})"
+                plans.append(
+                    (
+                        None,
+                        "",
+                        Scored(item.key, item.task, reward(None), Milestone.FAILED, "no_code", message=why),
+                    )
+                )
         futures = self._submit(fresh, {key for _, key, _ in plans if key})
         waited: set[str] = set()
         out: list[Scored] = []
@@ -253,6 +275,11 @@ class RewardEngine:
         with self._lock:
             if key in self._cache or key in self._pending:
                 return task, key, None
+        status, why = screen(parsed.source)
+        if status is not None:  # refused before any GPU time is spent (the sandbox screens it again)
+            with self._lock:
+                self._store(key, _Verdict(CandidateResult(f"c{key[:24]}", status, why)))
+            return task, key, None
         fresh.setdefault(task, {})[key] = TorchCandidate(f"c{key[:24]}", parsed.source)
         return task, key, None
 
@@ -440,7 +467,13 @@ class RewardEngine:
     ) -> str:
         """One :class:`TorchRequest`: its verdicts into ``out``, or why there are none."""
         request = TorchRequest(
-            rid, task.text, tuple(cands), seeds=self.seeds, budget=self.budget, time=self.options.time
+            rid,
+            task.text,
+            tuple(cands),
+            seeds=self.seeds,
+            budget=self.budget,
+            time=self.options.time,
+            compiled=self.torch_compiled,
         )
         with self._lock:
             self.counts["sandbox_requests"] += 1

@@ -15,8 +15,11 @@ service has a token — the toolkit's middleware, :class:`base.asgi.BearerAuth`)
 
 A request ``id`` makes a retry idempotent: the same request again attaches to the running one or
 gets its answer; a running id with another body is a 409.  Limits, as the worker's: the body size
-(413), the items and completion sizes and the deadlines (422 naming the field), requests in flight
-per client address (429), a task the service does not have (422).
+(413), the items and completion sizes and the deadlines (422 naming the field), JSON nesting
+(422), requests in flight per token and in all (429), request bodies held at once in all (503: a
+global memory cap), a task the service does not have (422).  A deadline counts from when the
+request's body arrived and bounds reading the completions as well as evaluating them: a batch is
+answered within its deadline plus the time to parse and answer it (``tests/test_reward_deadlines.py``).
 
 Completions are untrusted text: they are parsed here and only ever reach the sandbox inside an
 ``EvalRequest`` (:mod:`learning.engine`), which checks them as the worker checks any request.
@@ -30,6 +33,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -38,12 +42,12 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from agent.trajectory import FAILED, HACK, REWARD_VERSION
-from base.asgi import BearerAuth, error_response, read_body
+from base.asgi import AsciiJSON, BearerAuth, error_response, read_body, requester
 from base.http import HEALTH_PATH
 from learning.completion import prompt_messages
 from learning.engine import Item, RewardEngine, Scored
@@ -57,10 +61,23 @@ class RewardLimits:
     max_body_bytes: int = 32 << 20
     max_items: int = 1024  # per request
     max_completion_bytes: int = 256 << 10  # per item (UTF-8)
-    max_per_client: int = 16  # requests in flight per client address
+    max_per_client: int = 16  # requests in flight per token (per credential, not per address)
+    max_in_flight: int = 64  # requests in flight in all
+    max_inflight_bytes: int = 96 << 20  # request bodies held at once, in all (each <= max_body_bytes)
     max_deadline_s: float = 1800.0  # and the default deadline of a request
-    cached_responses: int = 256  # finished answers kept for repeated request ids
+    cached_responses: int = 256  # finished answers kept for repeated request ids...
+    cached_results: int = 16_384  # ...holding at most this many items in all (memory kept after)
     missing_reward: float = 0.0  # what /openrlhf reports for an item that got no reward
+    max_json_depth: int = 64  # nesting of a body (a completion's tool-call arguments are text: not counted)
+
+
+@dataclass
+class _Ticket:
+    """An admitted request: whose (:func:`_requester`), the body bytes it holds, when it arrived."""
+
+    key: str
+    size: int
+    arrived: float
 
 
 class _Invalid(ValueError):
@@ -73,11 +90,20 @@ class RewardService:
     """The HTTP application over one :class:`RewardEngine`; ``app`` is the ASGI application."""
 
     def __init__(
-        self, engine: RewardEngine, *, token: str | None, limits: RewardLimits = RewardLimits()
+        self,
+        engine: RewardEngine,
+        *,
+        token: str | None,
+        limits: RewardLimits = RewardLimits(),
+        isolation: str = "none",
     ) -> None:
+        """``isolation``: how the compiles of this service's executor are isolated from the host
+        (:func:`sandbox.compile_pool.require_isolation`), said in ``/health``."""
         self.engine = engine
+        self.isolation = isolation
         self.limits = limits
-        self.clients: dict[str, int] = {}
+        self.clients: dict[str, int] = {}  # requests in flight by requester key (_requester)
+        self.inflight_bytes = 0
         self.running: dict[str, tuple[str, asyncio.Future[list[Scored]]]] = {}
         self.done: OrderedDict[str, tuple[str, list[Scored]]] = OrderedDict()
         app = Starlette(
@@ -102,8 +128,13 @@ class RewardService:
     # ---------------------------------------------------------------- endpoints
 
     async def health(self, request: Request) -> Response:
-        return JSONResponse(
-            {"status": "ok", "tasks": len(self.engine.tasks), "reward_version": REWARD_VERSION}
+        return AsciiJSON(
+            {
+                "status": "ok",
+                "tasks": len(self.engine.tasks),
+                "reward_version": REWARD_VERSION,
+                "isolation": self.isolation,
+            }
         )
 
     async def tasks(self, request: Request) -> Response:
@@ -118,20 +149,21 @@ class RewardService:
             if with_prompts:
                 entry["prompt"] = prompt_messages(task, devices[0] if devices else None)
             listed.append(entry)
-        return JSONResponse({"tasks": listed, "reward_version": REWARD_VERSION})
+        return AsciiJSON({"tasks": listed, "reward_version": REWARD_VERSION})
 
     async def stats(self, request: Request) -> Response:
         stats = self.engine.stats()
         devices = await run_in_threadpool(self.engine.devices)
         stats["devices"] = [to_dict(d) for d in devices]
         stats["clients_in_flight"] = sum(self.clients.values())
-        return JSONResponse(stats)
+        stats["inflight_bytes"] = self.inflight_bytes
+        return AsciiJSON(stats)
 
     async def reward(self, request: Request) -> Response:
         parsed = await self._admit(request)
         if isinstance(parsed, Response):
             return parsed
-        client, body = parsed
+        ticket, body = parsed
         try:
             request_id = _text(body.get("id", ""), "id", 200, empty=True)
             deadline = self._deadline(body.get("deadline_s"), "deadline_s")
@@ -140,9 +172,9 @@ class RewardService:
                 raise _Invalid("items", f"must be a list of 1-{self.limits.max_items} items")
             items = [self._item(i, x) for i, x in enumerate(raw)]
         except _Invalid as exc:
-            self._leave(client)
-            return JSONResponse({"error": str(exc), "field": exc.field}, status_code=422)
-        return await self._answer(client, request_id, items, deadline, _results)
+            self._leave(ticket)
+            return AsciiJSON({"error": str(exc), "field": exc.field}, status_code=422)
+        return await self._answer(ticket, request_id, items, deadline, _results)
 
     async def openrlhf(self, request: Request) -> Response:
         """OpenRLHF's remote reward: ``labels`` name the tasks; a query that starts with its prompt
@@ -150,7 +182,7 @@ class RewardService:
         parsed = await self._admit(request)
         if isinstance(parsed, Response):
             return parsed
-        client, body = parsed
+        ticket, body = parsed
         try:
             queries, labels = body.get("query"), body.get("labels")
             prompts = body.get("prompts") or [""] * (len(queries) if isinstance(queries, list) else 0)
@@ -166,40 +198,70 @@ class RewardService:
                 p = _text(p, f"prompts[{i}]", self.limits.max_completion_bytes, empty=True)
                 items.append(self._item(i, {"key": str(i), "task": label, "completion": q.removeprefix(p)}))
         except _Invalid as exc:
-            self._leave(client)
-            return JSONResponse({"error": str(exc), "field": exc.field}, status_code=422)
-        return await self._answer(client, "", items, self.limits.max_deadline_s, self._openrlhf_body)
+            self._leave(ticket)
+            return AsciiJSON({"error": str(exc), "field": exc.field}, status_code=422)
+        return await self._answer(ticket, "", items, self.limits.max_deadline_s, self._openrlhf_body)
 
     # ---------------------------------------------------------------- helpers
 
-    async def _admit(self, request: Request) -> tuple[str, dict[str, Any]] | Response:
-        """The client and the JSON object body, or the refusal (429, 413, 400)."""
-        client = request.client.host if request.client else "unknown"
-        if self.clients.get(client, 0) >= self.limits.max_per_client:
+    async def _admit(self, request: Request) -> tuple[_Ticket, dict[str, Any]] | Response:
+        """The admitted request's ticket and its JSON object body, or the refusal: 429 past the
+        requests in flight per token or in all, 503 past the bodies held in all (both with
+        ``Retry-After``), 413, 400, 422."""
+        key = requester(request)
+        limits = self.limits
+        if self.clients.get(key, 0) >= limits.max_per_client:
             return error_response(
                 429,
-                f"{self.limits.max_per_client} reward requests from {client} are already in flight",
+                f"{limits.max_per_client} reward requests with this token are already in flight",
                 headers={"Retry-After": "1"},
             )
-        self.clients[client] = self.clients.get(client, 0) + 1
-        raw = await read_body(request, self.limits.max_body_bytes)
+        if sum(self.clients.values()) >= limits.max_in_flight:
+            return error_response(
+                429, f"{limits.max_in_flight} reward requests are in flight", headers={"Retry-After": "1"}
+            )
+        declared = request.headers.get("content-length", "")
+        size = (
+            int(declared)
+            if declared.isdigit() and int(declared) <= limits.max_body_bytes
+            else limits.max_body_bytes
+        )
+        if self.inflight_bytes and self.inflight_bytes + size > limits.max_inflight_bytes:
+            return error_response(
+                503,
+                f"this service holds {self.inflight_bytes >> 20} MiB of requests already; retry",
+                headers={"Retry-After": "1"},
+            )
+        ticket = _Ticket(key, size, time.monotonic())
+        self.clients[key] = self.clients.get(key, 0) + 1
+        self.inflight_bytes += size
+        raw = await read_body(request, limits.max_body_bytes)
         if isinstance(raw, Response):
-            self._leave(client)
+            self._leave(ticket)
             return raw
-        try:
-            body = json.loads(raw)
+        ticket.arrived = time.monotonic()  # deadlines count from here
+        try:  # off the event loop: a 32 MiB body takes a while to parse
+            body = await run_in_threadpool(json.loads, raw)
         except (ValueError, RecursionError) as exc:
-            self._leave(client)
+            self._leave(ticket)
             return error_response(400, f"body is not JSON: {str(exc)[:200]}")
+        del raw
         if not isinstance(body, dict):
-            self._leave(client)
-            return JSONResponse({"error": "body: must be a JSON object", "field": "body"}, status_code=422)
-        return client, body
+            self._leave(ticket)
+            return AsciiJSON({"error": "body: must be a JSON object", "field": "body"}, status_code=422)
+        if _depth(body) > limits.max_json_depth:  # what later walks of it (repr, dumps) would recurse on
+            self._leave(ticket)
+            return AsciiJSON(
+                {"error": f"body: nested deeper than {limits.max_json_depth} levels", "field": "body"},
+                status_code=422,
+            )
+        return ticket, body
 
-    def _leave(self, client: str) -> None:
-        self.clients[client] -= 1
-        if not self.clients[client]:
-            del self.clients[client]
+    def _leave(self, ticket: _Ticket) -> None:
+        self.inflight_bytes -= ticket.size
+        self.clients[ticket.key] -= 1
+        if not self.clients[ticket.key]:
+            del self.clients[ticket.key]
 
     def _item(self, i: int, raw: Any) -> Item:
         where = f"items[{i}]"
@@ -240,22 +302,23 @@ class RewardService:
         return float(value)
 
     async def _answer(
-        self, client: str, request_id: str, items: list[Item], deadline: float, render: Any
+        self, ticket: _Ticket, request_id: str, items: list[Item], deadline: float, render: Any
     ) -> Response:
         try:
-            digest = hashlib.sha256(repr((items, deadline)).encode()).hexdigest()
+            digest = hashlib.sha256(repr((items, deadline)).encode()).hexdigest() if request_id else ""
             if request_id:
                 done = self.done.get(request_id)
                 if done is not None and done[0] == digest:
-                    return JSONResponse(render(request_id, done[1]))
+                    return AsciiJSON(render(request_id, done[1]))
                 running = self.running.get(request_id)
                 if running is not None and running[0] != digest:
                     return error_response(
                         409, f"request id {request_id!r} is in use by a different running request"
                     )
                 if running is not None:
-                    return JSONResponse(render(request_id, await asyncio.shield(running[1])))
-            future = asyncio.ensure_future(run_in_threadpool(self.engine.score, items, deadline))
+                    return AsciiJSON(render(request_id, await asyncio.shield(running[1])))
+            left = max(0.0, deadline - (time.monotonic() - ticket.arrived))  # from when the body arrived
+            future = asyncio.ensure_future(run_in_threadpool(self.engine.score, items, left))
             if request_id:
                 self.running[request_id] = (digest, future)
             try:
@@ -267,11 +330,12 @@ class RewardService:
                     self.running.pop(request_id, None)
             if request_id:
                 self.done[request_id] = (digest, results)
-                while len(self.done) > self.limits.cached_responses:
-                    self.done.popitem(last=False)
-            return JSONResponse(render(request_id, results))
+                kept = sum(len(r) for _, r in self.done.values())
+                while len(self.done) > self.limits.cached_responses or kept > self.limits.cached_results:
+                    kept -= len(self.done.popitem(last=False)[1][1])
+            return AsciiJSON(render(request_id, results))
         finally:
-            self._leave(client)
+            self._leave(ticket)
 
     def _openrlhf_body(self, request_id: str, results: list[Scored]) -> dict[str, Any]:
         missing = self.limits.missing_reward
@@ -291,6 +355,17 @@ class RewardService:
 
 def _results(request_id: str, results: list[Scored]) -> dict[str, Any]:
     return {"id": request_id, "reward_version": REWARD_VERSION, "results": [r.to_dict() for r in results]}
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` (parsed JSON) nests lists and objects, found without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
 
 
 def _text(value: Any, field: str, cap: int, empty: bool = False) -> str:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -160,11 +162,28 @@ def load_torch_file(path: str | Path) -> TorchTask:
     return TorchTask(name, text, str(p), split=split_of(name))
 
 
+MAX_TASK_BYTES = 8 << 20
+
+
 def _read(p: Path) -> str:
+    """A task file's text: a regular file of at most :data:`MAX_TASK_BYTES` (a FIFO, a device such
+    as ``/dev/zero`` or a socket is refused without blocking on it or reading it)."""
     try:
-        return p.read_bytes().decode("utf-8", errors="replace")
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise TaskError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TaskError(f"{p}: not a regular file (a device, FIFO or socket)")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_TASK_BYTES + 1)
+    except OSError as exc:
+        raise TaskError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_TASK_BYTES:
+        raise TaskError(f"{p}: larger than {MAX_TASK_BYTES >> 20} MiB")
+    return data.decode("utf-8", errors="replace")
 
 
 def load_file(path: str | Path) -> list[AnyTask]:

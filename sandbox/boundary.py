@@ -19,8 +19,11 @@ NVRTC opens an absolute ``#include`` path directly and searches the folder of th
 (the working directory for a plain name) before its include folders; in-memory headers are matched
 by exact name before any file (tested against NVRTC 13; ``-no-source-include`` cannot be used: CUDA's
 own headers include their neighbours by quoted relative names).  The scan below therefore sees the source as the preprocessor does
-(trigraphs, line splices, comments, string and raw string literals, digraph ``%:``) and errs on
-the side of finding a directive.
+(line splices, comments, string and raw string literals, digraph ``%:``) and errs on the side of
+finding a directive.  Trigraphs are replaced only where the compile's language standard replaces
+them (:func:`applies_trigraphs`: ``-std=c++03/11/14``; NVRTC's default here, C++17, and C++20 do
+not): a ``??/`` before a newline splices the next line into a comment or a string under C++14 and
+is three characters under C++17, so scanning in the wrong dialect would hide a live ``#include``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from pathlib import Path
 from sandbox.contract import KernelSource
 
 MAX_FILENAME = 100
+DEFAULT_STD = "c++17"  # the standard a compile uses when its options name none
+_TRIGRAPH_STDS = frozenset({"c++03", "c++11", "c++14"})  # trigraphs were removed in C++17
 MAX_HEADER_NAME = 200
 
 # Options an untrusted compile may pass: exact flags, and prefixes whose value is checked.
@@ -134,6 +139,22 @@ def check_kernel(kernel: KernelSource) -> str | None:
     return why or next((w for name in kernel.headers if (w := check_header_name(name))), None)
 
 
+def language_standard(options: Sequence[str]) -> str:
+    """The ``-std`` a compile with ``options`` uses: the last one given (NVRTC takes the last), or
+    :data:`DEFAULT_STD`."""
+    std = DEFAULT_STD
+    for option in options:
+        prefix = next((p for p in ("-std=", "--std=") if option.startswith(p)), None)
+        if prefix:
+            std = option[len(prefix) :]
+    return std
+
+
+def applies_trigraphs(options: Sequence[str]) -> bool:
+    """True if the preprocessor replaces trigraphs (``??/`` is ``\\``) under these options."""
+    return language_standard(options) in _TRIGRAPH_STDS
+
+
 def check_untrusted(
     source: str,
     filename: str,
@@ -153,8 +174,9 @@ def check_untrusted(
     for name in headers:
         if why := check_header_name(name):
             return why
+    trigraphs = applies_trigraphs(options)
     for where, text in [(filename, source), *headers.items()]:
-        if why := include_violation(text, headers, dirs):
+        if why := include_violation(text, headers, dirs, trigraphs=trigraphs):
             return f"{where}:{why}"
     return None
 
@@ -162,10 +184,13 @@ def check_untrusted(
 _STEERS = "an allowed header builds an #include from the name `{}` (a computed include)"
 
 
-def include_violation(text: str, headers: Mapping[str, str], include_dirs: Sequence[str]) -> str | None:
+def include_violation(
+    text: str, headers: Mapping[str, str], include_dirs: Sequence[str], *, trigraphs: bool
+) -> str | None:
     """``line: why`` for the first include of ``text`` an untrusted compile may not make, or None.
-    Messages name the include as written (shortened), never a host path."""
-    for line, directive, arg in preprocessor_includes(text):
+    ``trigraphs``: whether the compile replaces them (:func:`applies_trigraphs`).  Messages name
+    the include as written (shortened), never a host path."""
+    for line, directive, arg in preprocessor_includes(text, trigraphs=trigraphs):
         if directive in ("define", "undef"):
             if arg.startswith(_RESERVED_MACROS):
                 return f"{line}: #{directive} {arg} is not allowed in a request (it steers Thrust's includes)"
@@ -224,7 +249,7 @@ def steering_macros(include_dirs: tuple[str, ...]) -> frozenset[str]:
             params = set(_IDENT.findall(m[2] or ""))
             bodies.setdefault(m[1], set()).update(set(_IDENT.findall(m[3])) - params)
         if _COMPUTED.search(text.encode()):
-            for _, directive, arg in preprocessor_includes(text):
+            for _, directive, arg in preprocessor_includes(text, trigraphs=True):
                 if directive not in ("define", "undef") and arg[:1] not in ('"', "<"):
                     pending += _IDENT.findall(arg)
     found: set[str] = set()
@@ -261,17 +286,19 @@ _DIRECTIVES = frozenset({"include", "include_next", "import", "define", "undef"}
 
 
 _PHASE12 = re.compile(r"(?:\\|\?\?/)[ \t]*\r?\n|\?\?[=/'()!<>-]")
+_SPLICE = re.compile(r"\\[ \t]*\r?\n")
 
 
-def _phase12(src: str) -> tuple[str, Sequence[int]]:
-    """Trigraphs replaced and line splices removed (compilers accept blanks between the backslash
-    and the newline), with the original index of each character."""
-    if "?" not in src and "\\" not in src:
+def _phase12(src: str, trigraphs: bool) -> tuple[str, Sequence[int]]:
+    """Translation phases 1 and 2: trigraphs replaced (only if ``trigraphs``) and line splices
+    removed (compilers accept blanks between the backslash and the newline), with the original
+    index of each character."""
+    if ("?" not in src or not trigraphs) and "\\" not in src:
         return src, range(len(src))
     out: list[str] = []
     where: list[int] = []
     pos = 0
-    for m in _PHASE12.finditer(src):
+    for m in (_PHASE12 if trigraphs else _SPLICE).finditer(src):
         out.append(src[pos : m.start()])
         where.extend(range(pos, m.start()))
         if m[0].startswith("??") and len(m[0]) == 3:
@@ -283,12 +310,13 @@ def _phase12(src: str) -> tuple[str, Sequence[int]]:
     return "".join(out), where
 
 
-def preprocessor_includes(src: str) -> list[tuple[int, str, str]]:
+def preprocessor_includes(src: str, *, trigraphs: bool) -> list[tuple[int, str, str]]:
     """``(line, directive, argument)`` for every ``#include``/``#include_next``/``#import`` (argument:
     the header name with its quotes or brackets, or the macro text of a computed include), every
     ``#define``/``#undef`` (argument: the macro's name) and every ``__has_include(...)`` of ``src``,
-    including those in skipped ``#if`` groups.  Lines are 1-based lines of ``src``."""
-    text, where = _phase12(src)
+    including those in skipped ``#if`` groups, as a compile that replaces trigraphs (or not, as
+    ``trigraphs`` says) sees them.  Lines are 1-based lines of ``src``."""
+    text, where = _phase12(src, trigraphs)
     found: list[tuple[int, str, str]] = []
     i, n = 0, len(text)
     start_of_line = True

@@ -79,7 +79,7 @@ def no_gpu_text(exc: BaseException, device: int, backend: str, driver: bool | No
     text = f"{type(exc).__name__}: {exc}"
     low = text.lower()
     if isinstance(exc, ModuleNotFoundError):
-        cause = f"{exc.name or backend} is not installed in this Python (the `gpu` extra: pip install 'cuda-agent[gpu]')"
+        cause = f"{exc.name or backend} is not installed in this Python"
     elif any(w in low for w in ("insufficient", "libcuda", "no cuda-capable device", "driver")):
         if not (nvidia_driver_present() if driver is None else driver):
             cause = "no NVIDIA driver on this machine (no libcuda.so.1, no /dev/nvidia*)"

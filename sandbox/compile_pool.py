@@ -19,7 +19,7 @@ from sandbox.compiler import (
     cache_put,
     resource_limited,
 )
-from sandbox.confine import CompileLimits, landlock_abi
+from sandbox.confine import CompileLimits, ConfinementError, landlock_abi
 from sandbox.isolation import compile_bwrap_prefix
 from sandbox.process import WorkerProcess
 from sandbox.wire import COMPILE_HANDLER, CompileJob
@@ -33,6 +33,36 @@ def compile_isolation() -> str:
     return "+".join(parts) or "none"
 
 
+UNISOLATED = (
+    "compiles cannot be isolated from this host here (no usable bubblewrap, no Landlock), so untrusted "
+    "code could read this host's files through the compiler; install bubblewrap (or use Linux 5.13+ "
+    "with Landlock), or pass --unsafe-no-isolation to compile unconfined anyway"
+)
+
+
+class _Policy:
+    """This process's one isolation rule: untrusted compiles are confined, or refused, unless the
+    user said ``--unsafe-no-isolation`` (:func:`allow_unisolated_compiles`)."""
+
+    unisolated_allowed = False
+
+
+def allow_unisolated_compiles() -> None:
+    """``--unsafe-no-isolation``: this process may compile untrusted code where nothing confines it."""
+    _Policy.unisolated_allowed = True
+
+
+def require_isolation() -> str:
+    """:func:`compile_isolation`, or :class:`ConfinementError` when it is ``none`` and this process
+    was not started with ``--unsafe-no-isolation``.  Every process that compiles untrusted code (the
+    worker, ``reward serve``, the LLM's ``compile`` tool, simulated GPUs) passes here, through
+    :class:`CompilePool`."""
+    isolation = compile_isolation()
+    if isolation == "none" and not _Policy.unisolated_allowed:
+        raise ConfinementError(f"refusing to compile untrusted code: {UNISOLATED}")
+    return isolation
+
+
 class CompilePool:
     """Compile untrusted units (requests, LLM output) in parallel with GPU work, each in a compile
     worker process (``python -m sandbox.child`` with :class:`sandbox.child.CompileHandler`),
@@ -40,15 +70,17 @@ class CompilePool:
     (:func:`sandbox.isolation.compile_bwrap_prefix`) and confined by Landlock where the kernel has it
     (:mod:`sandbox.confine`), with an environment that holds no token or key, talking JSON, under
     ``limits``.  A compile that crashes, hangs or exceeds a limit is that unit's compile error
-    (``resource limit: ...``), and the worker is replaced.  ``sandbox=False`` (tests): no
-    isolation at all.  Results are cached by content hash."""
+    (``resource limit: ...``), and the worker is replaced.  Where nothing can isolate it, the pool
+    is refused (:func:`require_isolation`: :class:`~sandbox.confine.ConfinementError`) unless the
+    process was started with ``--unsafe-no-isolation``.  ``sandbox=False`` (tests): no isolation
+    at all.  Results are cached by content hash."""
 
     def __init__(
         self, workers: int | None = None, *, sandbox: bool = True, limits: CompileLimits | None = None
     ) -> None:
         n = workers or min(8, multiprocessing.cpu_count())
+        self.isolation = require_isolation() if sandbox else "none"
         prefix = compile_bwrap_prefix() if sandbox else ()
-        self.isolation = compile_isolation() if sandbox else "none"
         self.limits = limits = limits or CompileLimits()
         args = ["--max-memory", str(limits.memory_bytes), "--max-cpu-s", str(limits.cpu_s)]
         if "landlock" in self.isolation:

@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from base.errors import Unavailable
-from sandbox.boundary import check_untrusted
+from sandbox.boundary import DEFAULT_STD, check_untrusted
 from sandbox.confine import RESOURCE_LIMIT, on_big_stack
 from sandbox.contract import CompileResult, Diagnostic, Resources
 
 SHIM_INCLUDE = Path(__file__).with_name("nvrtc_include")
-DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo", "--ptxas-options=-v")
+DEFAULT_OPTIONS = (f"-std={DEFAULT_STD}", "-lineinfo", "--ptxas-options=-v")
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,19 @@ def nvrtc_version() -> str:
     nvrtc = _nvrtc()
     _, major, minor = nvrtc.nvrtcVersion()
     return f"{major}.{minor}"
+
+
+def arch_error(arch: str) -> str:
+    """Why NVRTC cannot compile for ``arch`` ('' when it can): not a name such as ``sm_90``, or an
+    architecture this NVRTC does not support."""
+    found = re.fullmatch(r"(sm|compute)_([1-9][0-9]{1,2})[af]?", arch)
+    if not found:
+        return f"{arch[:40]!r} is not an architecture such as sm_90"
+    _, supported = _nvrtc().nvrtcGetSupportedArchs()
+    if int(found.group(2)) not in supported:
+        names = ", ".join(f"sm_{a}" for a in supported)
+        return f"NVRTC {nvrtc_version()} cannot compile for {arch} (it supports {names})"
+    return ""
 
 
 def _nvrtc() -> Any:

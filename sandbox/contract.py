@@ -25,12 +25,13 @@ import cattrs
 import cattrs.v
 
 from base.errors import InputError
+from sandbox import recorded
 from sandbox.expr import MATH_CONSTANTS, expression_error
 
 SCHEMA_VERSION = 1
 
 Role = Literal["in", "out", "inout", "scalar"]
-DistKind = Literal["uniform", "normal", "randint", "const", "arange", "copy", "values"]
+DistKind = Literal["uniform", "normal", "randint", "const", "arange", "copy", "values", "recorded"]
 Backend = Literal["cupy", "pycuda"]
 
 # Element types a request may name: scalar name -> bytes, and CUDA vector bases (``float4``...)
@@ -103,7 +104,9 @@ class Distribution:
     (``low`` inclusive, ``high`` exclusive), ``const`` fills with ``value``, ``arange`` 0..n-1,
     ``copy`` starts as the data of the argument named ``source`` (same type and count),
     ``values`` computes each scalar from its index ``i`` by the element expression ``expr``
-    (``i % 16``, ``cos(2 * M_PI * i / 1024)``; sizes already substituted)."""
+    (``i % 16``, ``cos(2 * M_PI * i / 1024)``; sizes already substituted), ``recorded`` holds the
+    bytes a program passed (:mod:`sandbox.recorded`: ``source`` is their SHA-256; every seed
+    gets the same data)."""
 
     kind: DistKind = "uniform"
     low: float = -1.0
@@ -187,7 +190,7 @@ class Problem:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """An override of the calibrated tolerance model (README "Tolerance model").
+    """An override of the calibrated tolerance model (docs/guide/verification.md, "Tolerance model").
 
     ``atol``/``rtol`` (either given): elementwise ``|got - ref| <= atol + rtol * |ref|`` replaces
     the calibrated elementwise bound; ``norm``: the relative L2 error ``||got - ref|| / ||ref||``
@@ -761,8 +764,10 @@ class _Bounds:
                 f"{where}.count",
                 f"{count} elements of {size} bytes exceed the memory cap of {self.memory} bytes",
             )
-        if dist.kind not in ("uniform", "normal", "randint", "const", "arange", "copy", "values"):
+        if dist.kind not in ("uniform", "normal", "randint", "const", "arange", "copy", "values", "recorded"):
             raise RequestError(f"{where}.dist.kind", f"{dist.kind[:40]!r} is not a known distribution")
+        if dist.kind == "recorded" and not recorded.is_digest(dist.source):
+            raise RequestError(f"{where}.dist.source", "a recorded input is named by its SHA-256 digest")
         if dist.kind == "values" and (error := expression_error(dist.expr, ("i",))):
             raise RequestError(f"{where}.dist.expr", error)
         for key in ("low", "high", "value"):

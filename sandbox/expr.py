@@ -117,8 +117,10 @@ def _parse(text: str, names: Iterable[str], constants: Mapping[str, Number]) -> 
     try:
         tree = ast.parse(stripped, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        reason = getattr(exc, "msg", "too deeply nested")
-        raise ValueError(f"`{stripped[:80]}` is not an expression ({reason})") from None
+        deep = isinstance(exc, RecursionError | MemoryError)
+        reason = getattr(exc, "msg", None) or ("too deeply nested" if deep else "not text")
+        shown = stripped[:80].encode("utf-8", "backslashreplace").decode("utf-8")  # no lone surrogate
+        raise ValueError(f"`{shown}` is not an expression ({reason})") from None
     known = set(names)
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):

@@ -18,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from sandbox import recorded
 from sandbox.compiler import cuda_include_dirs, nvrtc_library_dirs
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,8 @@ def _code_paths() -> list[str]:
     return [p for p in dict.fromkeys(os.path.realpath(p) for p in paths if p) if os.path.isdir(p)]
 
 
-_HIDDEN_DIRS = ("/home", "/root", "/etc/ssh", "/var/lib", "/run/secrets")  # empty inside the worker
+_HOMES = ("/home", "/root")  # hidden from a GPU worker whatever else must stay visible
+_HIDDEN_DIRS = (*_HOMES, "/etc/ssh", "/var/lib", "/run/secrets")  # empty inside the worker
 _HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 
 
@@ -63,47 +65,61 @@ _HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 _GPU_PROBE = "import importlib.util, sandbox.child; importlib.util.find_spec('cupy') and __import__('cupy')"
 
 
+def _gpu_prefix(exe: str, hidden_dirs: tuple[str, ...], hide_project: bool) -> list[str]:
+    """A bubblewrap prefix for a GPU worker: no network, read-only root with ``hidden_dirs`` and
+    the password hashes (and, if ``hide_project``, the project tree but :data:`WORKER_PACKAGES`)
+    hidden, private /tmp and /proc; the interpreter and the code bound again where they live under
+    a hidden folder."""
+    prefix = [exe, "--die-with-parent", "--unshare-net", "--unshare-ipc", "--unshare-pid"]
+    prefix += ["--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for d in hidden_dirs:
+        if os.path.isdir(d):
+            prefix += ["--tmpfs", d]
+    for f in _HIDDEN_FILES:
+        prefix += ["--ro-bind-try", "/dev/null", f]
+    project = str(PACKAGE_ROOT)
+    if hide_project:  # the project tree (settings, tokens someone left there): only its code
+        prefix += ["--tmpfs", project]
+    tmp = tempfile.gettempdir()
+    covered = (*hidden_dirs, tmp, *((project,) if hide_project else ()))
+    for code in _code_paths():
+        for path in (
+            [str(PACKAGE_ROOT / p) for p in WORKER_PACKAGES] if hide_project and code == project else [code]
+        ):
+            if any(path == d or path.startswith(d + os.sep) for d in covered):
+                prefix += ["--ro-bind", path, path]
+    return prefix + _recorded_bind()
+
+
 @functools.cache
 def bwrap_prefix() -> tuple[str, ...]:
     """bubblewrap prefix for a GPU worker, or () if unusable: no network, read-only root with the
     users' homes, SSH keys, password hashes and the project tree (but its ``sandbox`` package)
     hidden, private /tmp and /proc (the GPU driver needs the rest of the system: /usr,
-    /etc/ld.so.cache, /dev/nvidia*, /sys)."""
+    /etc/ld.so.cache, /dev/nvidia*, /sys).  Where the GPU stack cannot start so, it tries again
+    with only the homes (/home, /root) and the password hashes hidden; never with them visible (a
+    PyTorch answer runs Python in the worker: it could read any user's files)."""
     exe = shutil.which("bwrap")
     if not exe:
         return ()
-    base = [
-        exe,
-        "--die-with-parent",
-        "--unshare-net",
-        "--unshare-ipc",
-        "--unshare-pid",
-        "--ro-bind",
-        "/",
-        "/",
-    ]
-    base += ["--dev-bind", "/dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    hidden = list(base)
-    for d in _HIDDEN_DIRS:
-        if os.path.isdir(d):
-            hidden += ["--tmpfs", d]
-    for f in _HIDDEN_FILES:
-        hidden += ["--ro-bind-try", "/dev/null", f]
-    tmp = tempfile.gettempdir()
-    project = str(PACKAGE_ROOT)
-    hidden += ["--tmpfs", project]  # the project tree (settings, tokens someone left there): only its code
-    # the interpreter and the code must stay reachable where they live under a hidden folder
-    for code in _code_paths():
-        for path in [str(PACKAGE_ROOT / p) for p in WORKER_PACKAGES] if code == project else [code]:
-            if any(path == d or path.startswith(d + os.sep) for d in (*_HIDDEN_DIRS, tmp, project)):
-                hidden += ["--ro-bind", path, path]
-    if _probe(hidden, _GPU_PROBE):
-        return tuple(hidden)
-    log.warning("the GPU worker cannot start with the host's homes hidden; it runs in a plain bwrap")
-    for path in _code_paths():  # as before: only what lives under the private /tmp is bound again
-        if path.startswith(tmp + os.sep):
-            base += ["--ro-bind", path, path]
-    return tuple(base) if _probe(base, _GPU_PROBE) else ()
+    for hidden_dirs, hide_project in ((_HIDDEN_DIRS, True), (_HOMES, False)):
+        prefix = _gpu_prefix(exe, hidden_dirs, hide_project)
+        if _probe(prefix, _GPU_PROBE):
+            return tuple(prefix)
+        log.warning("the GPU worker cannot start in bwrap hiding %s", ", ".join(hidden_dirs))
+    log.warning("bwrap cannot run the GPU worker with the homes hidden; it runs without bwrap")
+    return ()
+
+
+def _recorded_bind() -> list[str]:
+    """The recorded-inputs store (:mod:`sandbox.recorded`), read-only: a request names its data
+    by digest, and the worker reads it there, under a hidden home or the private /tmp."""
+    store = recorded.store_dir()
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return []
+    return ["--ro-bind", str(store), str(store)]
 
 
 @functools.cache
@@ -146,4 +162,5 @@ def clean_env(compile_only: bool = False) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     if not compile_only:
         env["CUPY_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "cuda-agent-cupy")
+        env["CUDA_AGENT_RECORDED_DIR"] = str(recorded.store_dir())  # where this process puts them
     return env

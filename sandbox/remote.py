@@ -30,14 +30,17 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import secrets
 import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
+from base.errors import install_hint
 from sandbox.contract import (
     CandidateResult,
     ContractError,
@@ -130,6 +133,7 @@ class RemoteExecutor(Executor):
         cancel_grace_s: float = 10.0,
     ) -> None:
         self.url = url.rstrip("/")
+        self._id_suffix = secrets.token_urlsafe(16)  # see evaluate: ids nobody else can guess
         self.reconnect_s = reconnect_s
         self.queue_timeout_s = queue_timeout_s
         self.cancel_grace_s = cancel_grace_s
@@ -179,12 +183,18 @@ class RemoteExecutor(Executor):
         progress: ProgressFn | None = None,
         cancel: threading.Event | None = None,
     ) -> EvalResult:
-        body = to_json(request).encode()
-        call = _Call(self, request, body, progress, cancel or threading.Event())
+        # On the wire the id is the caller's plus this client's 128 random bits: a worker shared
+        # by several holders of one token knows a job by its id alone, so nobody can guess it to
+        # cancel or watch someone else's evaluation (the same request from this client again is
+        # still a replay).  The caller sees its own id throughout.
+        wire = replace(request, id=f"{request.id[:170]}~{self._id_suffix}")
+        shown = None if progress is None else _renamed_progress(progress, request.id)
+        body = to_json(wire).encode()
+        call = _Call(self, wire, body, shown, cancel or threading.Event())
         if cancel is not None:
             threading.Thread(target=call.watch_cancel, name=f"cancel-{request.id}", daemon=True).start()
         try:
-            return call.run()
+            return replace(call.run(), request_id=request.id)
         finally:
             call.done.set()
 
@@ -282,6 +292,10 @@ class _Outage:
             self.report(message)
         time.sleep(self.delay)
         self.delay = min(self.delay * 2, 2.0)
+
+
+def _renamed_progress(progress: ProgressFn, request_id: str) -> ProgressFn:
+    return lambda p: progress(replace(p, request_id=request_id))
 
 
 class _Call:
@@ -609,7 +623,7 @@ class RayExecutor(GpuScheduler):
             import ray
         except ImportError as exc:
             raise ExecutorError(
-                "the Ray executor needs the `cluster` extra: pip install 'cuda-agent[cluster]'"
+                f"the Ray executor needs the `cluster` extra: {install_hint('cluster')}"
             ) from exc
         where = address or os.environ.get("RAY_ADDRESS") or "a local Ray instance"
         if not ray.is_initialized():

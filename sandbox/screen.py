@@ -50,8 +50,9 @@ FORBIDDEN_NAMES = frozenset(
 # the answer languages: a package is allowed where the worker can import it (else compile_error)
 KERNEL_LANGUAGES = frozenset({"triton", "cutlass", "tilelang"})  # Triton, CuTe DSL, TileLang
 # attribute names refused on any object: ways out of the answer's own objects into the
-# interpreter (``torch.os``, ``torch.sys.modules``...), global dispatch and hook registries
-# that would change the reference, and the harness's stream
+# interpreter (``torch.os``, ``torch.sys.modules``...), into the harness's frames and their
+# globals (a generator's ``gi_frame.f_back``), global dispatch and hook registries that would
+# change the reference, and the harness's stream
 REFUSED_ATTRIBUTES = frozenset(
     {
         "os",
@@ -64,6 +65,22 @@ REFUSED_ATTRIBUTES = frozenset(
         "gc",
         "threading",
         "multiprocessing",
+        "gi_frame",
+        "gi_code",
+        "gi_yieldfrom",
+        "cr_frame",
+        "cr_code",
+        "cr_await",
+        "ag_frame",
+        "ag_code",
+        "f_back",
+        "f_globals",
+        "f_locals",
+        "f_builtins",
+        "f_code",
+        "f_trace",
+        "tb_frame",
+        "tb_next",
         "library",
         "overrides",
         "set_stream",

@@ -12,7 +12,9 @@ Security: a bearer token (compared with :func:`hmac.compare_digest`) on every en
 ``/health``; :func:`base.http.check_listen_policy` refuses a non-loopback address without one.  Only JSON
 ``EvalRequest`` bodies are accepted (CUDA source and numbers: nothing that runs on the host), no
 larger than ``max_body_bytes`` (413), whose kernels pass :func:`sandbox.boundary.check_kernel`
-(allowed NVRTC options, plain filenames: 422 naming what is refused); at most ``max_per_client`` evaluations per client address at once (429).
+(allowed NVRTC options, plain filenames: 422 naming what is refused); at most ``max_per_client``
+evaluations per token and ``max_in_flight`` in all at once (429).  A request id names a job only
+for the requester that sent it (its token): only they attach to it or cancel it.
 
 Needs the ``worker`` extra (Starlette, uvicorn).
 """
@@ -39,7 +41,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from base.asgi import AsciiJSON, BearerAuth, error_response, read_body
+from base.asgi import AsciiJSON, BearerAuth, error_response, read_body, requester
 from base.http import HEALTH_PATH, ConnectionLimits, QuietLog
 from sandbox.boundary import check_kernel
 from sandbox.contract import (
@@ -83,7 +85,8 @@ class Limits(ConnectionLimits):
     """What the worker's clients may ask of it: its connections' limits and the evaluations'."""
 
     max_body_bytes: int = 8 << 20
-    max_per_client: int = 8  # evaluations in flight per client address
+    max_per_client: int = 8  # evaluations in flight per token (requester), not per address
+    max_in_flight: int = 64  # evaluations in flight in all
     heartbeat_s: float = HEARTBEAT_S
     disconnect_grace_s: float = 10.0  # an unwatched job is cancelled after this
     cached_results: int = 1024  # finished results kept for repeated request ids
@@ -98,9 +101,12 @@ class _Job:
     state to replay to a client that attaches late.  Mutated only on the event loop; the lane thread
     reaches it through :meth:`post`."""
 
-    def __init__(self, request: EvalRequest, digest: str, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, request: EvalRequest, digest: str, loop: asyncio.AbstractEventLoop, owner: str
+    ) -> None:
         self.request = request
         self.digest = digest
+        self.owner = owner  # who sent it (base.asgi.requester): only they can attach to it or cancel it
         self.loop = loop
         self.cancel = threading.Event()
         self.subscribers: set[asyncio.Queue[StreamEvent]] = set()
@@ -200,9 +206,12 @@ class WorkerService:
         self.isolation = isolation
         self.quiet = QuietLog(limits.log_interval_s)  # disconnects, logged once per client per interval
         self.lanes = [_Lane(i, e, self._finished) for i, e in enumerate(executors)]
-        self.running: dict[str, _Job] = {}
-        self.done: OrderedDict[str, tuple[str, ResultEvent]] = OrderedDict()  # id -> (digest, result)
-        self.clients: dict[str, int] = {}
+        # jobs by (requester, id): a request id names a job only for whoever sent it (requester)
+        self.running: dict[tuple[str, str], _Job] = {}
+        self.done: OrderedDict[tuple[str, str], tuple[str, ResultEvent]] = (
+            OrderedDict()
+        )  # -> (digest, result)
+        self.clients: dict[str, int] = {}  # evaluations in flight by requester
         app = Starlette(
             routes=[
                 Route(HEALTH_PATH, self.health, methods=["GET"]),
@@ -257,22 +266,27 @@ class WorkerService:
             request_id = from_json(CancelRequest, body).id
         except ContractError:
             return error_response(400, 'expected {"id": "<request id>"}')
-        job = self.running.get(request_id)
+        key = (requester(request), request_id)  # only its requester can cancel an evaluation
+        job = self.running.get(key)
         if job is not None:
             job.cancel.set()
             log.info("cancel requested for %s", request_id)
             return JSONResponse(to_dict(CancelReply(request_id, cancelled=True)))
-        if request_id in self.done:
+        if key in self.done:
             return JSONResponse(to_dict(CancelReply(request_id, cancelled=False, finished=True)))
         return error_response(404, f"no evaluation with id {request_id!r}")
 
     async def evaluate(self, request: Request) -> Response:
-        client = request.client.host if request.client else "unknown"
+        client = requester(request)
         if self.clients.get(client, 0) >= self.limits.max_per_client:
             return error_response(
                 429,
-                f"{self.limits.max_per_client} evaluations from {client} are already in flight",
+                f"{self.limits.max_per_client} evaluations with this token are already in flight",
                 headers={"Retry-After": "1"},
+            )
+        if sum(self.clients.values()) >= self.limits.max_in_flight:
+            return error_response(
+                429, f"{self.limits.max_in_flight} evaluations are in flight", headers={"Retry-After": "1"}
             )
         body = await read_body(
             request,
@@ -288,8 +302,9 @@ class WorkerService:
             return parsed
         digest = hashlib.sha256(to_json(parsed).encode()).hexdigest()  # the request, not its spelling
 
-        cached = self.done.get(parsed.id)
-        job = self.running.get(parsed.id)
+        key = (client, parsed.id)
+        cached = self.done.get(key)
+        job = self.running.get(key)
         if (
             job and job.digest != digest
         ):  # two live evaluations under one id: cancel could not tell them apart
@@ -297,7 +312,7 @@ class WorkerService:
         if cached and cached[0] == digest:  # a replay: the same request again
             return _EventStream(_replay([cached[1]]), on_close=lambda: None)
         if job is None:
-            job = self.running[parsed.id] = _Job(parsed, digest, asyncio.get_running_loop())
+            job = self.running[key] = _Job(parsed, digest, asyncio.get_running_loop(), client)
             min(self.lanes, key=lambda lane: lane.load).submit(job)
         else:
             log.info("client reattached to %s", parsed.id)
@@ -343,12 +358,12 @@ class WorkerService:
 
     def _finished(self, job: _Job, lane: _Lane) -> None:
         lane.load -= 1
-        self.running.pop(job.request.id, None)
+        self.running.pop((job.owner, job.request.id), None)
         final = job.final
         _log_outcome(job.request, final, job.abandoned)
         # Results of abandoned jobs are not kept: a client that comes back later gets a fresh run.
         if isinstance(final, ResultEvent) and not job.abandoned:
-            self.done[job.request.id] = (job.digest, final)
+            self.done[(job.owner, job.request.id)] = (job.digest, final)
             while len(self.done) > self.limits.cached_results:
                 self.done.popitem(last=False)
 

@@ -44,7 +44,9 @@ parameters twice, a fixed overhead): within three times the task's own footprint
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import tempfile
 import time
 import traceback
@@ -55,6 +57,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from sandbox import timing, verify
 from sandbox.contract import (
     Budget,
     CandidateResult,
@@ -86,6 +89,8 @@ from sandbox.torch_trust import (
 )
 from sandbox.verify import PERTURBATION, Agreement, Calibration, checked, compare
 from sandbox.wire import InfoJob, Reply, TorchJob
+
+log = logging.getLogger(__name__)
 
 TORCH_HANDLER = "sandbox.torch_eval:TorchHandler"
 # on top of the budget's timeout: importing torch, load_inline's nvcc, torch.compile
@@ -396,7 +401,8 @@ class TorchHandler:
             except Exception as exc:
                 msg = f"the task's model failed: {type(exc).__name__}: {exc}"
                 return verdict(Status.CRASH, msg, task_error=msg[:MESSAGE_CHARS])
-            guard = Guard(torch, self.device)  # the last moment before any answer code runs
+            harness = (sys.modules[__name__], timing, verify)
+            guard = Guard(torch, self.device, harness)  # the last moment before any answer code runs
             try:
                 answer = _module(job.candidate.source, "answer.py")
                 cls = answer.get("ModelNew")
@@ -447,7 +453,7 @@ class TorchHandler:
             late = -1 if isinstance(got, str) else ready(torch, got, self._sync)
         except Exception as exc:
             self._crash = _why(exc)
-            return None, ""
+            return None, self._tampered(guard)  # a crash after tampering is the tampering
         where = f"{label}, seed {case.seed}"
         if tampered := self._tampered(guard):
             return None, tampered
@@ -573,13 +579,20 @@ class TorchHandler:
         clock = TorchClock(torch, self.device)
         base = case.make()
         live = [x.clone() if isinstance(x, torch.Tensor) else x for x in base]
-        counted, outs = work(torch, model, live)
-        poison(torch, outs, keep=[*live, *model.parameters(), *model.buffers()])
-        del outs
-        bandwidth = gflops = 0.0
+        try:
+            counted, outs = work(torch, model, live)
+            poison(torch, outs, keep=[*live, *model.parameters(), *model.buffers()])
+            del outs
+        except Exception as exc:  # an op the flop counter cannot trace: the floor by bytes alone
+            log.warning("the flop counter failed on the reference (%s): no FLOP floor", exc)
+            counted = Work(nbytes(torch, live) + nbytes(torch, case.ref), 0)
+        bandwidth = gflops = 0.0  # 0: that floor is off
         if self.cuda:
             dtypes = {t.dtype for t in [*live, *model.parameters()] if isinstance(t, torch.Tensor)}
-            bandwidth, gflops = ceilings(torch, self.device, clock, dtypes)
+            try:
+                bandwidth, gflops = ceilings(torch, self.device, clock, dtypes)
+            except torch.cuda.OutOfMemoryError:
+                log.warning("no room to measure the device's ceilings beside the task: no physics floor")
         prepared = _Bench(clock, base, live, counted, bandwidth, gflops)
         prepared.alone = self._sample(prepared, [lambda _: model(*live)], REFERENCE_BUDGET).timings[0]
         poison(torch, [*base, *live])
@@ -685,7 +698,7 @@ class TorchHandler:
         if result.status is not Status.OK:
             return TorchCandidateResult(result, **extra)
         if req.compiled:
-            compiled, note = self._compiled(model, new, b, timed, honest)
+            compiled, note = self._compiled(model, b, guard, timed, honest)
             if isinstance(compiled, str):
                 return verdict(Status.REJECTED, compiled, checks=checks)
             extra.update(compiled)
@@ -699,15 +712,18 @@ class TorchHandler:
         return {"peak_memory_bytes": int(self.torch.cuda.max_memory_allocated(self.device))}
 
     def _compiled(
-        self, model: Any, new: Any, b: _Bench, timed: Callable[..., Any], honest: Callable[[str], str]
+        self, model: Any, b: _Bench, guard: Guard, timed: Callable[..., Any], honest: Callable[[str], str]
     ) -> tuple[dict[str, Any] | str, str]:
         """The speedup against ``torch.compile(model)`` (fields of the result), or why the answer
-        is refused once timed against it; and a note when torch.compile failed."""
+        is refused once timed against it; and a note when torch.compile failed.  The guard,
+        clean after the eager timing's checks, holds what the compiler's warm-up installed."""
         try:
             fast = self.torch.compile(model)
             fast(*b.live)
         except Exception as exc:
             return {}, f"torch.compile(Model) failed: {_why(exc)}"
+        finally:
+            guard.recapture()
         c_timings, (c_speed, c_low, c_high), _ = timed(lambda: fast(*b.live))
         if refused := honest("against torch.compile"):
             return refused, ""

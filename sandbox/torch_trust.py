@@ -10,7 +10,7 @@ inside the answer's own objects; this module holds what does not depend on the s
   synchronize, so work on any stream (streams the answer creates, library handles on other
   streams, CUDA graphs it replays, work still running when ``forward`` returns) is inside it;
 - :class:`Guard`: the public functions and classes of the torch modules the reference and the
-  timer run through (and ``time``), the current stream, the global hook registries, the torch
+  timer run through, of ``time`` and of the harness's own modules, the current stream, the global hook registries, the torch
   function and dispatch mode stacks and torch's global switches (deterministic algorithms,
   cuDNN, reduced-precision reductions, default dtype), as they were before the answer was
   imported; after the answer ran, anything changed is a ``rejected`` verdict;
@@ -32,6 +32,7 @@ agreement (``implausible``), and outputs checked on fresh inputs after timing.
 
 from __future__ import annotations
 
+import sys
 import time
 import types
 from collections.abc import Callable, Iterable, Sequence
@@ -126,12 +127,12 @@ def _watched(torch: Any) -> list[tuple[str, Any]]:
     ]
 
 
-def _held(owner: Any) -> dict[str, Any]:
+def _held(owner: Any, private: bool = False) -> dict[str, Any]:
     """What of ``owner`` is watched: a class's every callable attribute, a module's public
-    functions, classes and submodules."""
+    functions, classes and submodules (``private``: its private ones too)."""
     found = {}
     for name, value in list(vars(owner).items()):
-        if isinstance(owner, types.ModuleType) and name.startswith("_"):
+        if isinstance(owner, types.ModuleType) and name.startswith("_") and not private:
             continue
         if callable(value) or isinstance(value, types.ModuleType | classmethod | staticmethod | property):
             found[name] = value
@@ -140,13 +141,24 @@ def _held(owner: Any) -> dict[str, Any]:
 
 class Guard:
     """The objects the reference, the comparison and the timer run through, captured before the
-    answer is imported (:meth:`changed` names the first one the answer replaced)."""
+    answer is imported (:meth:`changed` names the first one the answer replaced); ``harness``:
+    the evaluation's own modules, whose globals the timer and the comparison look up."""
 
-    def __init__(self, torch: Any, device: Any) -> None:
+    def __init__(self, torch: Any, device: Any, harness: Sequence[types.ModuleType] = ()) -> None:
         self.torch = torch
+        self.device = device
         self.cuda = device.type == "cuda"
-        self.owners = _watched(torch)
-        self.held = {label: _held(owner) for label, owner in self.owners}
+        mine = [sys.modules[__name__], *harness]  # the timer's and the comparison's own modules
+        self.owners = _watched(torch) + [(m.__name__, m) for m in mine]
+        self.private = {m.__name__ for m in mine}  # watched with their private names
+        self.recapture()
+
+    def recapture(self) -> None:
+        """Hold everything as it is now (after trusted code changed it: ``torch.compile``'s
+        warm-up; never while answer code may have run since the last :meth:`changed`)."""
+        torch = self.torch
+        device = self.device
+        self.held = {label: _held(owner, label in self.private) for label, owner in self.owners}
         self.stream = torch.cuda.current_stream(device) if self.cuda else None
         self.hooks = {name: len(getattr(torch.nn.modules.module, name, {})) for name in HOOK_REGISTRIES}
         self.modes = self._modes()

@@ -26,6 +26,7 @@ from server import (
     results,
     rewrites,
     runs,
+    speedup,
     symbols,
 )
 from server.lsp import GC_YOUNG_THRESHOLD, CudaLanguageServer, install_logging
@@ -41,7 +42,7 @@ def create_server() -> CudaLanguageServer:
     _setup_lifecycle(ls)
     # the runs first: each run feature (optimize ... capture) adds its row to the runs' table
     views = (symbols, lenses, hints, hover, diagnostics, rewrites, results)
-    for feature in (runs, *views, optimize, benchmark, compare, profile, capture):
+    for feature in (runs, *views, optimize, benchmark, compare, profile, capture, speedup):
         feature.setup(ls)
     return ls
 

@@ -274,7 +274,7 @@ def _spills(k: Kernel, r: Resources, arch: str) -> list[lsp.Diagnostic]:
 
 
 def _spec_diagnostics(doc: Document, k: Kernel) -> list[lsp.Diagnostic]:
-    view = spec_view(k, doc.type_aliases)
+    view = spec_view(k, doc.type_aliases, doc.integer_constants)
     spec, errors = view.spec, view.errors
 
     def at(line: int) -> lsp.Range:

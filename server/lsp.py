@@ -80,7 +80,9 @@ class OpenDocument:
 
     def spec(self, kernel: Kernel) -> KernelSpecView:
         """The spec written above ``kernel``."""
-        return spec_view(kernel, self.doc.type_aliases if self.doc is not None else {})
+        if self.doc is None:
+            return spec_view(kernel, {})
+        return spec_view(kernel, self.doc.type_aliases, self.doc.integer_constants)
 
 
 _SPEC_MEMO: OrderedDict[tuple[Any, ...], KernelSpecView] = OrderedDict()
@@ -90,12 +92,15 @@ _SPEC_MEMO_SIZE = 4096
 GC_YOUNG_THRESHOLD = 20_000
 
 
-def spec_view(kernel: Kernel, aliases: Mapping[str, str]) -> KernelSpecView:
+def spec_view(
+    kernel: Kernel, aliases: Mapping[str, str], names: Mapping[str, int] | None = None
+) -> KernelSpecView:
     """:func:`cudasrc.specs.parse`, memoised on what it reads: the comment block (with its lines), the
-    kernel's name and parameters, the file's type aliases.  A keystroke re-parses only the kernel
+    kernel's name and parameters, the file's type aliases and integer constants.  A keystroke re-parses only the kernel
     it lands in."""
     key = (
         tuple(sorted(aliases.items())),
+        tuple(sorted((names or {}).items())),
         kernel.qualified_name,
         kernel.comment,
         tuple(
@@ -107,7 +112,7 @@ def spec_view(kernel: Kernel, aliases: Mapping[str, str]) -> KernelSpecView:
     )
     view = _SPEC_MEMO.get(key)
     if view is None:
-        spec, errors = specs.parse(kernel, aliases)
+        spec, errors = specs.parse(kernel, aliases, names)
         view = KernelSpecView(spec if not errors else None, errors, spec is not None)
         _SPEC_MEMO[key] = view
         if len(_SPEC_MEMO) > _SPEC_MEMO_SIZE:
@@ -153,6 +158,16 @@ class _Protocol(LanguageServerProtocol):
         return wire.REQUEST_TYPES.get(method) or super().get_message_type(method)
 
     def structure_message(self, data: dict[str, Any]) -> Any:
+        msg_id = data.get("id")
+        if "jsonrpc" in data and (
+            isinstance(msg_id, bool) or not isinstance(msg_id, int | float | str | None)
+        ):
+            # JSON-RPC: an id is a string, a number or null; an invalid one is answered with a null
+            # id, never echoed back (pygls' own response would drop the id field altogether)
+            refused = JsonRpcInvalidRequest("invalid request id: it must be a string or a number")
+            reply = {"code": refused.code, "message": refused.message}
+            self._send_data({"jsonrpc": "2.0", "id": None, "error": reply})
+            raise refused
         try:
             message = super().structure_message(data)
         except JsonRpcException as exc:

@@ -96,7 +96,8 @@ async def _optimize(
             report(int(100 * (ev.fraction or 0.0)), told, ev.kind == "improved")
 
         executor = runs.executor(settings.executor)
-        proposer = make_proposer(settings.proposer.kind, settings.proposer.llm(), runs.compiler)
+        p = settings.proposer
+        proposer = make_proposer(p.kind, p.llm() if p.kind == "llm" else None, runs.compiler)
         b = settings.budget
         budget = OptimizeBudget(
             wall_s=b.seconds,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import typing
 from typing import Any
 
@@ -51,6 +52,7 @@ BENCHMARK_COMMAND = "cudaAgent.benchmark"  # [KernelRef] -> RunStarted; then RUN
 COMPARE_COMMAND = "cudaAgent.compare"  # [CompareRef] -> RunStarted; then RUN_FINISHED
 PROFILE_COMMAND = "cudaAgent.profile"  # [KernelRef] -> RunStarted; then RUN_FINISHED
 CAPTURE_COMMAND = "cudaAgent.capture"  # [CaptureRef] -> RunStarted; then workspace/applyEdit, RUN_FINISHED
+SPEEDUP_COMMAND = "cudaAgent.speedup"  # [SpeedupRef] -> RunStarted; then workspace/applyEdit, RUN_FINISHED
 CANCEL_COMMAND = "cudaAgent.cancel"  # [RunRef] -> CancelResult
 APPLY_REWRITE_COMMAND = "cudaAgent.applyRewrite"  # [RunRef] -> ApplyResult (via workspace/applyEdit)
 ADD_SPEC_COMMAND = "cudaAgent.addSpec"  # [KernelRef] -> ApplyResult (via workspace/applyEdit)
@@ -65,6 +67,7 @@ METHODS = {
     "COMPARE_COMMAND": COMPARE_COMMAND,
     "PROFILE_COMMAND": PROFILE_COMMAND,
     "CAPTURE_COMMAND": CAPTURE_COMMAND,
+    "SPEEDUP_COMMAND": SPEEDUP_COMMAND,
     "CANCEL_COMMAND": CANCEL_COMMAND,
     "APPLY_REWRITE_COMMAND": APPLY_REWRITE_COMMAND,
     "ADD_SPEC_COMMAND": ADD_SPEC_COMMAND,
@@ -75,6 +78,7 @@ METHODS = {
 }
 
 ANNOTATION = "cuda-agent.verified-rewrite"  # change annotation of a rewrite's workspace edit
+PROGRAM_ANNOTATION = "cuda-agent.program-speedup"  # of a program's rewrites (always previewed)
 
 
 # ------------------------------------------------------------------------------------- values
@@ -86,6 +90,7 @@ class RunKind(str, enum.Enum):
     COMPARE = "compare"
     PROFILE = "profile"
     CAPTURE = "capture"
+    SPEEDUP = "speedup"
 
 
 class StartStatus(str, enum.Enum):
@@ -161,6 +166,29 @@ class CaptureRef:
     command: list[str]
     kernel: str | None = None
     cwd: str | None = None
+
+
+@attrs.define(frozen=True)
+class SpeedupRef:
+    """Make the program ``command`` faster (``cuda-agent speedup``): run it in ``cwd`` (default: the
+    workspace folder), optimize its hottest kernels (``top``, up to ``share`` of GPU time, in
+    ``budgetS`` seconds), and, with ``build``, check the patched program end to end (rebuilt, run,
+    ``outputs`` and standard output (less lines matching ``ignore``) compared within
+    ``rtol``/``atol``) before the files are restored; the rewrites then come as one edit to
+    confirm (``workspace/applyEdit``, every file, annotated ``needsConfirmation``)."""
+
+    uri: str
+    command: list[str]
+    cwd: str | None = None
+    build: str | None = None
+    outputs: list[str] = attrs.field(factory=list)
+    ignore: list[str] = attrs.field(factory=list)
+    rtol: float = 1e-5
+    atol: float = 1e-8
+    top: int = 3
+    share: float = 0.8
+    budget_s: float = 120.0
+    runs: int = 3
 
 
 @attrs.define(frozen=True)
@@ -305,6 +333,7 @@ WIRE_TYPES: list[type] = [
     KernelRef,
     CompareRef,
     CaptureRef,
+    SpeedupRef,
     RunRef,
     RunStarted,
     RunOutcome,
@@ -341,6 +370,7 @@ INPUT_TYPES = (
     KernelRef,
     CompareRef,
     CaptureRef,
+    SpeedupRef,
     RunRef,
     ResultsParams,
 )  # what clients send: strings must be strings
@@ -379,12 +409,21 @@ def register(converter: cattrs.Converter) -> None:
             raise TypeError("expected a list of strings")
         return list(value)
 
+    def number(value: Any, tp: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise TypeError(f"expected a finite number, got {value!r}"[:80])
+        return float(value)
+
+    def integer(value: Any, tp: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"expected an integer, got {value!r}"[:80])
+        return value
+
+    hooks = {list[str]: texts, float: number, int: integer}
     for input_cls in INPUT_TYPES:
         hints = typing.get_type_hints(input_cls)
         renames = {
-            f.name: cattrs.gen.override(
-                rename=camel(f.name), struct_hook=texts if hints[f.name] == list[str] else text
-            )
+            f.name: cattrs.gen.override(rename=camel(f.name), struct_hook=hooks.get(hints[f.name], text))
             for f in attrs.fields(input_cls)
         }
         hook = cattrs.gen.make_dict_structure_fn(input_cls, converter, **renames)  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from server.protocol import ANNOTATION, METHODS, WIRE_TYPES, camel
+from server.protocol import ANNOTATION, METHODS, PROGRAM_ANNOTATION, WIRE_TYPES, camel
 from server.texts import SIMULATED
 
 GENERATED = Path(__file__).resolve().parent.parent / "extension" / "src" / "protocol.generated.ts"
@@ -86,6 +86,7 @@ def typescript() -> str:
     out = [HEADER]
     out += [f'export const {name} = "{value}";' for name, value in METHODS.items()]
     out.append(f'export const REWRITE_ANNOTATION = "{ANNOTATION}";')
+    out.append(f'export const PROGRAM_ANNOTATION = "{PROGRAM_ANNOTATION}";')
     out.append(f'export const SIMULATED = "{SIMULATED}";')
     for cls in WIRE_TYPES:
         out += ["", _declaration(cls)]

@@ -20,11 +20,12 @@ from typing import Any, TypeVar
 from lsprotocol import types as lsp
 
 from agent.proposal import Proposal
+from agent.records import BenchmarkRecord, CompareRecord, OptimizeRecord, ProfileRecord
 from agent.target import Target, TargetError, target_for
-from base.errors import InputError
+from base.errors import InputError, Unavailable
 from sandbox.compile_pool import CompilePool
 from sandbox.contract import Progress as EvalProgress
-from sandbox.executor import Executor, ExecutorError, NoGpuError
+from sandbox.executor import Executor, NoGpuError
 from sandbox.executors import ExecutorSettings, make_executor
 from server import protocol as wire
 from server.lsp import CudaLanguageServer, OpenDocument
@@ -344,16 +345,36 @@ def start_run(ls: CudaLanguageServer, kind: RunKind, params: Any) -> wire.RunSta
     return wire.RunStarted(run.run_id, kind, StartStatus.STARTED, plan.title[0].lower() + plan.title[1:])
 
 
-def run_finished(run: ActiveRun, status: RunStatus, message: str, **fields: Any) -> wire.RunFinished:
-    """The run's end: ``fields`` are :class:`~server.protocol.RunFinished`'s optional ones (the
-    run's record under its kind's name, ``rewrite_ready``, ``simulated``)."""
-    values: dict[str, Any] = {
-        "cancelled": run.cancel.is_set(),
-        "rewrite_ready": False,
-        "simulated": False,
-        **fields,
-    }
-    return wire.RunFinished(run.run_id, run.kind, run.uri, run.kernel, status, message, **values)
+def run_finished(
+    run: ActiveRun,
+    status: RunStatus,
+    message: str,
+    *,
+    cancelled: bool | None = None,
+    rewrite_ready: bool = False,
+    simulated: bool = False,
+    benchmark: BenchmarkRecord | None = None,
+    optimize: OptimizeRecord | None = None,
+    compare: CompareRecord | None = None,
+    profile: ProfileRecord | None = None,
+) -> wire.RunFinished:
+    """The run's end, with the run's record under its kind's name (``cancelled``: by default,
+    whether the run was asked to stop)."""
+    return wire.RunFinished(
+        run.run_id,
+        run.kind,
+        run.uri,
+        run.kernel,
+        status,
+        message,
+        run.cancel.is_set() if cancelled is None else cancelled,
+        rewrite_ready,
+        simulated,
+        benchmark,
+        optimize,
+        compare,
+        profile,
+    )
 
 
 async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody) -> None:
@@ -376,7 +397,7 @@ async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody
             "(executor.kind remote); or the simulated GPU to try the flow (executor.kind test)",
         )
         finished = run_finished(run, RunStatus.ERROR, f"failed: {exc}")
-    except ExecutorError as exc:
+    except Unavailable as exc:  # no worker, nothing to confine compiles with, no model endpoint
         _must_act(ls, f"CUDA Agent: cannot {run.kind.value} {run.kernel}: {exc}")
         finished = run_finished(run, RunStatus.ERROR, f"failed: {exc}")
     except Exception as exc:

@@ -5,15 +5,33 @@ They arrive as ``initializationOptions`` and as the ``cudaAgent`` section of
 shape (the keys VS Code shows as ``cudaAgent.executor.kind`` and so on)::
 
     {
-      "executor": {"kind": "local", "gpu": 0, "gpus": [0, 1], "url": "", "token": "env:CUDA_AGENT_TOKEN", "rayAddress": ""},
-      "proposer": {"kind": "builtin", "endpoint": "", "model": "", "apiKey": "env:OPENAI_API_KEY"},
+      "executor": {"kind": "local", "gpu": 0, "gpus": [0, 1]},
+      "proposer": {"kind": "builtin", "model": ""},
       "budget": {"seconds": 60, "candidates": 40, "tokens": 200000},
       "arch": "sm_90", "includePaths": [], "defines": [], "compileCommands": "",
-      "diagnosticsDelayMs": 400
+      "diagnosticsDelayMs": 400,
+      "machine": {
+        "executor": {"url": "", "token": "env:CUDA_AGENT_TOKEN", "rayAddress": ""},
+        "proposer": {"endpoint": "", "apiKey": "env:OPENAI_API_KEY"}
+      }
     }
 
 Secrets (``token``, ``apiKey``) name where the value lives, never the value itself:
 ``env:NAME`` (an environment variable of the server) or ``file:PATH`` (first line of a file).
+
+**Where code and secrets go is the user's choice, never a workspace's.**  A cloned repository's
+``.vscode/settings.json`` (or any project-local configuration a client merges in) must not pick
+the URL a kernel, a worker token or an API key is sent to, nor the file or variable a secret is
+read from.  So the routes (:data:`ROUTES`: ``executor.url``, ``executor.token``,
+``executor.rayAddress``, ``proposer.endpoint``, ``proposer.apiKey``) are read from the
+``machine`` object only, which a client fills from its user- or machine-level configuration and
+never from a workspace or folder (VS Code: our extension declares these settings
+``"scope": "machine"``, restricts them in untrusted workspaces, and builds ``machine`` from the
+user's values alone, replacing any ``machine`` key a workspace wrote); anywhere else they are
+ignored, with a problem line.  The server's own environment (``CUDA_AGENT_WORKER_URL`` with
+``CUDA_AGENT_TOKEN``, ``CUDA_AGENT_LLM_URL``) is the user's too.  A secret is sent only to the URL
+configured beside it: an LLM proposer without an endpoint in the same place fails instead of
+sending the key to a default address (:func:`server.optimize.make_proposer`).
 
 Parsing never raises: a bad value keeps its default and comes back as a problem to report.
 The server's environment has its say over the executor as it has for the CLI
@@ -32,17 +50,21 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agent.check import CompileCommandsError, build_options
+from agent.check import CompileCommandsError, build_options, valid_define
 from agent.proposers import PROPOSER_KINDS, ProposerKind
 from base.secrets import Secret
-from sandbox.executors import EXECUTOR_KINDS, ExecutorSettings, from_environment
+from sandbox.executors import EXECUTOR_KINDS, TOKEN_ENV, ExecutorSettings, from_environment
 
 if TYPE_CHECKING:
     from agent.llm import LLMSettings
 
 log = logging.getLogger(__name__)
 
+LLM_URL_ENV = "CUDA_AGENT_LLM_URL"
+SECRET_ENV = frozenset({TOKEN_ENV, "OPENAI_API_KEY"})  # what the editor sets in our environment
 SECTION = "cudaAgent"
+MACHINE = "machine"  # the object that holds the routes: filled from user or machine settings only
+ROUTES = {"executor": ("url", "token", "rayAddress"), "proposer": ("endpoint", "apiKey")}
 
 
 @dataclass(frozen=True)
@@ -53,9 +75,16 @@ class ProposerSettings:
     api_key: Secret = field(default_factory=lambda: Secret("env:OPENAI_API_KEY"))
 
     def llm(self) -> LLMSettings:
-        """The LLM client's settings: these over the ``CUDA_AGENT_LLM_*`` environment."""
-        from agent.llm import LLMSettings
+        """The LLM client's settings: these over the ``CUDA_AGENT_LLM_*`` environment.  Without an
+        endpoint here or in the environment, :class:`~agent.llm.EndpointError`: the key goes only
+        to an endpoint set beside it, never to a default address."""
+        from agent.llm import EndpointError, LLMSettings
 
+        if not self.endpoint and not os.environ.get(LLM_URL_ENV):
+            raise EndpointError(
+                f"the llm proposer has no endpoint: set {SECTION}.proposer.endpoint in your user settings "
+                f"(a workspace cannot choose where the API key is sent) or {LLM_URL_ENV}"
+            )
         kind, _, where = self.api_key.source.partition(":")
         return LLMSettings.from_env(
             base_url=self.endpoint or None,
@@ -159,27 +188,41 @@ def parse_settings(data: Any, env: Mapping[str, str] = os.environ) -> tuple[Sett
     ex = root.child("executor")
     pr = root.child("proposer")
     bu = root.child("budget")
+    machine = root.child(MACHINE)
+    for group, keys in ROUTES.items():
+        for key in keys:
+            if key in root.child(group).data:
+                problems.append(
+                    f"{group}.{key}: ignored: where code and secrets go is read from user or machine "
+                    f"settings only ({SECTION}.{MACHINE}.{group}.{key}), never from a workspace's"
+                )
+    mex, mpr = machine.child("executor"), machine.child("proposer")
     d = Settings()
     executor = ExecutorSettings(
         kind=ex.choice("kind", d.executor.kind, EXECUTOR_KINDS),
         gpu=ex.integer("gpu", d.executor.gpu, 0),
         gpus=ex.indices("gpus"),
-        url=ex.text("url"),
-        token=ex.secret("token", d.executor.token),
-        ray_address=ex.text("rayAddress"),
+        url=mex.text("url"),
+        token=mex.secret("token", d.executor.token),
+        ray_address=mex.text("rayAddress"),
     )
     executor, notes = from_environment(executor, named="kind" in ex.data, env=env)
     problems += [f"executor: {note}" for note in notes]
     if executor.kind == "remote" and not executor.url:
-        problems.append("executor.url: the remote executor needs the worker's URL")
+        problems.append(
+            f"{MACHINE}.executor.url: the remote executor needs the worker's URL (in user or machine settings)"
+        )
     proposer = ProposerSettings(
         kind=pr.choice("kind", d.proposer.kind, PROPOSER_KINDS),
-        endpoint=pr.text("endpoint"),
+        endpoint=mpr.text("endpoint"),
         model=pr.text("model"),
-        api_key=pr.secret("apiKey", d.proposer.api_key),
+        api_key=mpr.secret("apiKey", d.proposer.api_key),
     )
-    if proposer.kind == "llm" and not proposer.endpoint:
-        problems.append("proposer.endpoint: the llm proposer needs an OpenAI-compatible endpoint URL")
+    if proposer.kind == "llm" and not proposer.endpoint and not env.get(LLM_URL_ENV):
+        problems.append(
+            f"{MACHINE}.proposer.endpoint: the llm proposer needs an OpenAI-compatible endpoint URL "
+            "(in user or machine settings)"
+        )
     settings = Settings(
         executor=executor,
         proposer=proposer,
@@ -194,7 +237,7 @@ def parse_settings(data: Any, env: Mapping[str, str] = os.environ) -> tuple[Sett
         compile_commands=root.text("compileCommands"),
         diagnostics_delay_ms=root.integer("diagnosticsDelayMs", d.diagnostics_delay_ms, 0),
     )
-    known = {_camel(f.name) for f in fields(Settings)}
+    known = {_camel(f.name) for f in fields(Settings)} | {MACHINE}
     problems += [f"{key}: unknown setting" for key in root.data if key not in known]
     return settings, tuple(problems)
 
@@ -206,11 +249,13 @@ def _camel(name: str) -> str:
 
 def compile_options(settings: Settings, path: Path) -> tuple[str, ...]:
     """The editor's build configuration of ``path`` (the same resolution as the CLI's flags); an
-    unusable compile_commands.json is logged and left out."""
+    unusable compile_commands.json, and a definition that is not ``NAME[=VALUE]``, are logged and
+    left out."""
+    defines = tuple(d for d in settings.defines if valid_define(d))
+    for bad in set(settings.defines) - set(defines):
+        log.warning("cudaAgent.defines: %r is not NAME or NAME=VALUE; left out", bad)
     try:
-        return build_options(
-            path, settings.include_paths, settings.defines, settings.compile_commands or None
-        )
+        return build_options(path, settings.include_paths, defines, settings.compile_commands or None)
     except CompileCommandsError as exc:
         log.info("%s", exc)
-        return build_options(path, settings.include_paths, settings.defines)
+        return build_options(path, settings.include_paths, defines)

@@ -9,7 +9,9 @@ import functools
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,3 +69,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+@pytest.fixture(scope="module")
+def gpu_executor() -> Iterator[Any]:
+    """A local executor for PyTorch answers on this machine's GPU (``gpu`` tests only)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed (the `torch` extra)")
+    from sandbox.local import UNSAFE_TORCH_ENV, LocalExecutor
+
+    with pytest.MonkeyPatch.context() as mp:  # GPU hosts without bubblewrap: the test host is disposable
+        mp.setenv(UNSAFE_TORCH_ENV, "1")
+        with LocalExecutor() as executor:
+            yield executor

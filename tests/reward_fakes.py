@@ -38,8 +38,8 @@ from sandbox.contract import (
     TorchResult,
 )
 from sandbox.executor import ProgressFn
-from sandbox.testing import DEVICE, FakeExecutor
 from sandbox.screen import screen
+from sandbox.testing import DEVICE, FakeExecutor
 
 DEFINITION_OF = {
     "HACK_INPUT": (Status.REJECTED, "n=1000 seed 1: input `x` was modified"),

@@ -34,6 +34,23 @@ class KernelScore:
             self.mismatches.append(f"{name}: expected {expected}, inferred {got}")
 
     @property
+    def usable(self) -> bool:
+        """The spec runs the kernel as the program does: the launch, each array's count and role,
+        each scalar's value and every size it names right.  A distribution or a type may still
+        differ, a size may have another name (the counts and values say it is right), and an
+        ``out`` array may be ``inout`` (initialised and compared: verification only gets stricter)."""
+
+        def breaks(m: str) -> bool:
+            field, _, rest = m.partition(":")
+            if field.startswith("size "):
+                return not rest.endswith("inferred None")
+            if field.endswith(" role"):
+                return rest.strip() != "expected out, inferred inout"
+            return field in ("grid", "block", "smem") or field.endswith((" count", " value"))
+
+        return not any(breaks(m) for m in self.mismatches)
+
+    @property
     def percent(self) -> float:
         return 100.0 * self.matched / self.fields if self.fields else 0.0
 

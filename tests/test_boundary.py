@@ -18,7 +18,13 @@ from scripted_llm import Call, Say, ScriptedLLM
 from agent.llm import LLMProposer, LLMSettings, scrub
 from agent.loop import LoopSettings, optimize
 from agent.proposer import OptimizeBudget
-from sandbox.boundary import check_options, preprocessor_includes
+from sandbox.boundary import (
+    DEFAULT_STD,
+    applies_trigraphs,
+    check_options,
+    language_standard,
+    preprocessor_includes,
+)
 from sandbox.compile_pool import CompilePool
 from sandbox.compiler import Compiled, carry_headers, compile_cuda, refused
 from sandbox.contract import Candidate, CandidateResult, KernelSource, RequestLimits, Status, to_json
@@ -103,7 +109,7 @@ def test_cuda_headers_and_the_requests_own_headers_compile_untrusted() -> None:
 
 def test_the_scan_finds_directives_as_the_preprocessor_does() -> None:
     src = '// #include "a"\n"#include \\"b\\""\nR"(\n#include "c"\n)"\n  #  include <d>\n#define X 1\nint x = 1\'000;\n'
-    assert preprocessor_includes(src) == [(6, "include", "<d>"), (7, "define", "X")]
+    assert preprocessor_includes(src, trigraphs=True) == [(6, "include", "<d>"), (7, "define", "X")]
 
 
 def service_refusal(kernel: KernelSource) -> dict[str, str]:
@@ -393,3 +399,59 @@ def test_remote_worker_on_loopback_refuses_host_reads_and_file_writes(
         blob = to_json(r)
         assert SECRET not in blob and "PATH=" not in blob and "root:" not in blob
     assert not pch.exists()
+
+
+def trigraph_probes(secret: Path) -> dict[str, str]:
+    """Includes that hide behind ``??/`` in one dialect and are live in the other (issue 37)."""
+    s = str(secret)
+    return {
+        "comment ??/": f'// x ??/\n#include "{s}"\n',
+        "string ending ??/": f'const char* t = "a??/";\n#include "{s}"\n',
+        "open string ??/": f'const char* t = "??/\n#include "{s}"\n";\n',
+        "stringizer": f'#define S(x) #x\nstatic_assert(false, S(\n// x ??/\n#include "{s}"\n));\n',
+        "??= directive": f'??=include "{s}"\n',
+        "splice after ??/": f'// ??/\\\n#include "{s}"\n',
+    }
+
+
+STDS = (None, "c++03", "c++11", "c++14", "c++17", "c++20")
+
+
+@pytest.mark.parametrize("std", STDS)
+def test_trigraph_includes_return_nothing_under_any_std_confined_or_not(
+    std: str | None, secret_file: Path
+) -> None:
+    """Each probe against NVRTC itself: unguarded, NVRTC reads the file under some ``-std`` (the
+    probes are real); untrusted, in this process (unconfined) and in the compile pool (confined
+    where this host can), no byte of it comes back, and the scan reads the dialect the compile uses."""
+    options = (f"-std={std}",) if std else ()
+    probes = trigraph_probes(secret_file)
+    pool = CompilePool(1)
+    try:
+        leaked = []
+        for name, probe in probes.items():
+            source = probe + KERNEL
+            unguarded = compile_cuda(source, name_expressions=("k",), options=options, trusted=True).result
+            if SECRET in unguarded.log:
+                leaked.append(name)
+            direct = compile_cuda(source, name_expressions=("k",), options=options).result
+            pooled = pool.submit(source, name_expressions=("k",), options=options).result(timeout=120)
+            for out in (direct, pooled.result):
+                assert SECRET not in to_json(out), (std, name)
+                assert not out.ok or SECRET not in unguarded.log, (std, name)
+    finally:
+        pool.close()
+    assert leaked  # under every -std at least one probe reaches the file when unguarded
+    if applies := std in ("c++03", "c++11", "c++14"):
+        assert "??= directive" in leaked
+    else:
+        assert {"comment ??/", "stringizer"} <= set(leaked)
+    assert applies == applies_trigraphs(options)
+
+
+def test_the_scan_reads_each_dialect() -> None:
+    src = '// x ??/\n#include "a"\n??=include "b"\n'
+    assert preprocessor_includes(src, trigraphs=False) == [(2, "include", '"a"')]
+    assert preprocessor_includes(src, trigraphs=True) == [(3, "include", '"b"')]
+    assert language_standard(("-std=c++14", "--std=c++20")) == "c++20"
+    assert language_standard(()) == DEFAULT_STD == "c++17"

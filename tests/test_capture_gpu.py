@@ -89,3 +89,16 @@ def test_pointers_into_one_allocation_and_a_2d_launch(
     assert problem.launch == Launch((-(-COLS // 32), ROWS, 1), (32, 1, 1), 0)
     arrays = {a.name: (a.role, a.count) for a in problem.args if a.role != "scalar"}
     assert arrays == {"acc": ("inout", COLS), "x": ("in", ROWS * COLS)}
+
+
+def test_every_launch_is_timed_on_the_gpu_and_nothing_is_recorded(program: Path) -> None:
+    """``times=True, max_launches=0`` (what ``cuda-agent speedup`` ranks kernels with): every
+    kernel's launches counted and timed from CUPTI's activity records, no launch recorded."""
+    run = runner.run_program([str(program), str(N), "3"], max_launches=0, times=True, capture_stdout=True)
+    assert run.returncode == 0 and run.launches == () and not run.errors, run.errors
+    assert sorted(run.times) == sorted(run.kernels) and len(run.times) == 4
+    for name, t in run.times.items():
+        assert t.launches == run.kernels[name] == 3, name
+        assert 0 < t.ns < 1e9 and sum(n for n, _ in t.shapes.values()) == 3
+    assert 0 < run.gpu_ns <= run.span_ns < run.seconds * 1e9
+    assert run.stdout.startswith(b"y[0]=")

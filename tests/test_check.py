@@ -178,3 +178,17 @@ def test_specialisations_aliases_and_preprocessor_blocks_compile(data_dir: Path)
     assert [k.name_expression for k in result.kernels] == ["combine<Mode::Add>", "tiled_transpose"]
     t = result.kernels[1].resources
     assert t is not None and t.shared_bytes == 32 * 33 * 2  # __half tile[kTile][kTile + 1]
+
+
+GLIBC_NAMES = """__global__ void hist(const uint* keys, uint* bins, ushort shift, ulong n) {
+    ulong i = blockIdx.x * (ulong)blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(&bins[keys[i] >> shift], 1u);
+}
+"""
+
+
+@pytest.mark.parametrize("own", ["", "typedef unsigned int uint;\n"])
+def test_glibc_type_names_compile_as_under_nvcc(own: str) -> None:
+    result = check_document(Document(own + GLIBC_NAMES, "hist.cu"))
+    (k,) = result.kernels
+    assert k.ok, [d.message for d in k.diagnostics]

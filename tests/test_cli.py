@@ -65,9 +65,11 @@ def test_bench_without_gpu_is_one_line_with_the_remote_hint(monkeypatch) -> None
     assert out.returncode == 1
     (line,) = out.stderr.strip().splitlines()
     assert "no usable GPU" in line and "CUDA_AGENT_WORKER_URL" in line
-    # the cause, then both ways forward: a GPU (here: the `gpu` extra; or a worker), the simulated GPU
+    # the cause, then both ways forward: a GPU (here: CuPy from the clone; or a worker), the simulated GPU
     assert any(c in line for c in ("is not installed", "no NVIDIA driver", "driver is older", "finds no GPU"))
-    assert "the `gpu` extra" in line and "the simulated GPU (CUDA_AGENT_TEST_EXECUTOR=1)" in line
+    # the package is on no index: the hint installs the extra from the clone, never `cuda-agent[gpu]`
+    assert "pip install -e '.[gpu]' in your clone" in line and "cuda-agent[gpu]" not in line
+    assert "--simulate" in line
 
 
 def test_bench_reports_timing_and_bandwidth_from_the_executor() -> None:
@@ -123,3 +125,41 @@ def test_kernels_lists_every_kernel_of_a_file_with_hostile_specs(capsys: pytest.
     for kernel, line, needle in HOSTILE:
         assert f"{kernel}(" in out.out and f"spec error, line {line}: " in out.out and needle in out.out
     assert "good_first(" in out.out and "good_last(" in out.out
+
+
+def test_check_prints_each_kernel_as_soon_as_it_is_compiled(tmp_path, monkeypatch, capsys) -> None:
+    import agent.check
+
+    source = "".join(f"__global__ void k{i}(float* y) {{ y[threadIdx.x] = {i}.0f; }}\n" for i in range(3))
+    (tmp_path / "three.cu").write_text(source)
+    real, seen = agent.check.check_kernel, []
+
+    def compile_one(doc, kernel, **kw):  # before each compile: the kernels before it are on stdout
+        seen.append([line.split()[1].rstrip(":") for line in capsys.readouterr().out.splitlines()])
+        return real(doc, kernel, **kw)
+
+    monkeypatch.setattr(agent.check, "check_kernel", compile_one)
+    assert main(["check", str(tmp_path / "three.cu")]) == 0
+    assert seen == [[], ["k0"], ["k1"]] and capsys.readouterr().out.startswith("ok   k2:")
+
+
+def test_bare_cuda_agent_lists_the_commands(capsys) -> None:
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Usage: cuda-agent") and "Commands:" in out
+    for name in ("bench", "capture", "check", "compare", "kernels", "optimize", "profile", "reward", "serve"):
+        assert f"\n  {name} " in out
+
+
+def test_capture_help_keeps_its_usage_line_apart(capsys) -> None:
+    assert main(["capture", "--help"]) == 0
+    assert "\n  cuda-agent capture [OPTIONS] -- PROGRAM [ARGS]...\n\n" in capsys.readouterr().out
+
+
+def test_suite_on_a_folder_without_specs_names_the_files_plainly(tmp_path, capsys) -> None:
+    assert main(["suite", str(tmp_path)]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("no kernel with a `// @cuda-agent` spec in its .cu/.cuh files")
+    )

@@ -105,3 +105,67 @@ def test_a_crlf_file_stays_crlf(tmp_path: Path) -> None:
     )
     data = cu.read_bytes()
     assert data == REWRITTEN.replace("\n", "\r\n").encode()
+
+
+@pytest.mark.parametrize("command", ["check", "kernels"])
+def test_a_binary_file_is_one_line_exit_2(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from server.cli.main import main
+
+    elf = tmp_path / "app.cu"
+    elf.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00\x03\x00>\x00\x01\x00\x1b[31m" * 40)
+    assert main([command, str(elf)]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and "a binary file, not CUDA source" in out.err
+
+
+@pytest.mark.parametrize("command", ["check", "kernels"])
+def test_a_text_file_that_is_not_cuda_fails_and_its_control_bytes_are_never_echoed(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from server.cli.main import main
+
+    text = tmp_path / "notes.cu"
+    text.write_text("hello \x1b[31mred\x1b[0m world \x07\n")
+    assert main([command, str(text)]) == 1
+    out = capsys.readouterr()
+    assert "\x1b" not in out.out + out.err and "\x07" not in out.out + out.err
+    assert "hello \\x1b[31mred" in out.out
+    assert "no CUDA kernels and 1 syntax error(s)" in out.err
+
+
+def test_a_python_file_given_to_check_exits_1(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nprint(torch.cuda.is_available())\n")
+    out = cli("check", str(script), cwd=tmp_path)
+    assert out.returncode == 1 and "is it CUDA source?" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--arch", "sm_bogus"], "--arch: 'sm_bogus' is not an architecture such as sm_90"),
+        (["--arch", "sm_35"], "cannot compile for sm_35 (it supports sm_"),
+        (["-D", "1X=3"], "-D '1X=3': expected NAME or NAME=VALUE"),
+        (["-D", "-Ifoo"], "-D '-Ifoo': expected NAME or NAME=VALUE"),
+        (["-D", "X=a\x1bb"], "expected NAME or NAME=VALUE"),
+    ],
+)
+def test_a_bad_arch_or_definition_is_one_line_on_stderr_exit_2_before_any_compile(
+    args: list[str], needle: str, saxpy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from server.cli.main import main
+
+    assert main(["check", str(saxpy), *args]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and needle in out.err, out
+
+
+def test_definitions_that_nvcc_takes_are_taken(saxpy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from server.cli.main import main
+
+    assert (
+        main(["check", str(saxpy), "-D", "N", "-D", "TILE=32", "-D", "SQ(x)=((x)*(x))", "--arch", "sm_90a"])
+        == 0
+    )

@@ -178,13 +178,15 @@ def test_tools_on_with_a_refusing_server_ends_the_run() -> None:
     )
 
 
-def test_a_slow_server_times_out_and_the_conversation_ends() -> None:
+def test_a_server_that_never_replies_in_time_fails_the_run() -> None:
     with ScriptedLLM(lambda body, i: Slow(3, Say("too late"))) as server:
         t0 = time.monotonic()
         res = run(settings(server, timeout_s=0.4))
         took = time.monotonic() - t0
     assert len(server.requests) == 2  # the request and one retry
-    assert res.stop == Stop(StopKind.PROPOSER_EXHAUSTED) and res.attempts == 0
+    # no conversation got one reply: the endpoint failed, the search was not exhausted
+    assert res.stop.kind is StopKind.PROPOSER_FAILED and res.attempts == 0
+    assert "answered no request: no reply within 0.4 s" in res.stop.detail
     assert took < 4.5  # two 0.4 s timeouts, not two 3 s replies
 
 

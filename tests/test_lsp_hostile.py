@@ -54,3 +54,28 @@ async def test_exit_without_shutdown_exits_with_status_1(
     proc, conn = server
     conn.send(b'{"jsonrpc": "2.0", "method": "exit"}')
     assert await asyncio.wait_for(proc.wait(), 10) == 1
+
+
+@pytest.mark.parametrize("bad_id", [{"a": 1}, [1, 2], True], ids=["object", "list", "boolean"])
+async def test_an_invalid_request_id_is_answered_with_a_null_id(
+    server: tuple[asyncio.subprocess.Process, RawConnection], bad_id: object
+) -> None:
+    proc, conn = server
+    conn.send(
+        json.dumps({"jsonrpc": "2.0", "id": bad_id, "method": "textDocument/hover", "params": {}}).encode()
+    )
+
+    async def error_reply() -> dict[str, object]:
+        assert proc.stdout is not None
+        while True:
+            length = 0
+            while (line := await proc.stdout.readline()) != b"\r\n":
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            msg = json.loads(await proc.stdout.readexactly(length))
+            if "error" in msg:
+                return msg  # type: ignore[no-any-return]
+
+    reply = await asyncio.wait_for(error_reply(), 10)
+    assert "id" in reply and reply["id"] is None and reply["error"]["code"] == -32600  # type: ignore[index]
+    assert (await asyncio.wait_for(conn.request("shutdown", None), 10))["result"] is None

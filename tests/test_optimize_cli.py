@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from loop_fakes import SAXPY, saxpy_target, variant
-from scripted_llm import Call, Say, ScriptedLLM
+from scripted_llm import Call, Fail, Say, ScriptedLLM
 
 from server.cli.main import main
 
@@ -57,6 +60,23 @@ def test_json_write_keeps_a_backup_and_edits_the_launch_site(
     assert "// wider blocks" in text and "saxpy<<<(n + (256 - 1)) / 256, 256>>>(n, 2.0f, x, y);" in text
     lines = Path(out["trajectory"]).read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["reward"] > 2
+
+
+def test_a_simulated_run_writes_its_records_only_to_a_file_of_its_own(
+    cu: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("CUDA_AGENT_TEST_EXECUTOR")
+    real = cu.parent / "xdg" / "cuda-agent" / "trajectories.jsonl"
+    real.parent.mkdir(parents=True)
+    real.write_text('{"measured": "a line of the user\'s own"}\n')
+    assert main(["optimize", str(cu), "--simulate", "--budget", "6c", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["simulated"] is True
+    assert real.read_text() == '{"measured": "a line of the user\'s own"}\n'  # untouched
+    assert out["trajectory"] == str(real.with_name("trajectories.simulated.jsonl"))
+    lines = [json.loads(line) for line in Path(out["trajectory"]).read_text().splitlines()]
+    assert len(lines) == out["candidates"] > 0
+    assert all(line["simulated"] is True for line in lines)
 
 
 def test_diff_prints_a_patch_and_leaves_the_file_alone(cu: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,3 +135,28 @@ def test_a_kernel_without_a_spec_is_refused(tmp_path: Path, capsys: pytest.Captu
     cu.write_text("__global__ void k(float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = 0; }\n")
     assert main(["optimize", str(cu)]) == 2
     assert "kernel k has no spec" in capsys.readouterr().err
+
+
+def test_an_unreachable_endpoint_is_one_line_without_a_traceback(cu: Path) -> None:
+    env = {**os.environ, "CUDA_AGENT_TEST_EXECUTOR": "1"}
+    args = ["optimize", str(cu), "--proposer", "llm", "--llm-url", "http://127.0.0.1:9/v1", "--model", "m"]
+    out = subprocess.run(
+        [sys.executable, "-m", "server", *args, "--trajectory", "off"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) <= 2, out.stderr
+    assert out.stderr.splitlines()[-1].startswith("cuda-agent: error: proposer failed: cannot reach")
+
+
+def test_an_endpoint_that_answers_every_request_with_an_http_error_fails_the_run(
+    cu: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with ScriptedLLM(lambda body, n: Fail(501, "Not Implemented")) as server:
+        rc = main(["optimize", str(cu), "--trajectory", "off", *llm_args(server)])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "answered no request: server error 501" in err.splitlines()[-1]

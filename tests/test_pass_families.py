@@ -63,7 +63,7 @@ def subject(t: Target) -> Subject:
     doc = Document(t.text, t.path)
     k = doc.kernel_at(t.text.count("\n", 0, t.definition_start))
     assert k is not None
-    spec, errors = spec_mod.parse(k, doc.type_aliases)
+    spec, errors = spec_mod.parse(k, doc.type_aliases, doc.integer_constants)
     assert spec is not None and not errors, errors
     return Subject(t.definition, spec, context=t.baseline.source)
 

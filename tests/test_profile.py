@@ -169,8 +169,8 @@ def test_the_report_of_a_replaced_profile_is_its_lines() -> None:
     assert report_lines(p)[1] == "occupancy 83% achieved"
 
 
-def test_the_readme_shows_what_the_command_prints_for_the_recorded_profile() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_docs_show_what_the_command_prints_for_the_recorded_profile() -> None:
+    readme = (ROOT / "docs" / "guide" / "profile.md").read_text(encoding="utf-8")
     shown = readme.split("$ cuda-agent profile bench/kernels/saxpy.cu\n", 1)[1].split("```", 1)[0]
     target = target_for(Document(SAXPY.read_text(), str(SAXPY)), "saxpy")
     report = prof.profile(target, ProfilingGpu())

@@ -19,7 +19,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -86,7 +88,8 @@ class WatchedExecutor(FakeExecutor):
 
     @property
     def evaluated(self) -> list[str]:
-        return [r.id for r in self.requests]
+        """The callers' ids (a RemoteExecutor adds its unguessable suffix on the wire)."""
+        return [r.id.split("~")[0] for r in self.requests]
 
     def evaluate(
         self,
@@ -133,6 +136,11 @@ def running_worker(
         server.should_exit = True
         thread.join(15)
         sock.close()
+
+
+def ids(jobs: dict[tuple[str, str], Any]) -> set[str]:
+    """The callers' ids of a worker's jobs (keyed by requester and wire id)."""
+    return {wire.split("~")[0] for _, wire in jobs}
 
 
 def auth(token: str = TOKEN) -> dict[str, str]:
@@ -333,21 +341,24 @@ def test_a_client_that_disconnects_for_good_cancels_its_job() -> None:
             assert fake.running.wait(5)
         assert fake.saw_cancel.wait(5)
         deadline = time.monotonic() + 5
-        while "gone" in service.running:
+        while ids(service.running):
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        assert "gone" not in service.done  # an abandoned job's result is not served to a later retry
+        assert "gone" not in ids(service.done)  # an abandoned job's result is not served to a later retry
 
 
 def test_a_client_that_reconnects_in_time_gets_the_same_job() -> None:
     fake = WatchedExecutor(delay_s=0.3)
     request = make_request("blip", candidates=2)
-    with running_worker(fake, limits=Limits(disconnect_grace_s=5.0)) as (url, _):
-        with httpx.stream("POST", f"{url}/evaluate", content=to_json(request), headers=auth()) as r:
+    with (
+        running_worker(fake, limits=Limits(disconnect_grace_s=5.0)) as (url, _),
+        RemoteExecutor(url, TOKEN) as remote,
+    ):
+        wire = replace(request, id=f"blip~{remote._id_suffix}")  # as this client sends it
+        with httpx.stream("POST", f"{url}/evaluate", content=to_json(wire), headers=auth()) as r:
             next(r.iter_lines())
             assert fake.running.wait(5)
-        with RemoteExecutor(url, TOKEN) as remote:
-            result = remote.evaluate(request)
+        result = remote.evaluate(request)
     assert not fake.saw_cancel.is_set()
     assert fake.evaluated == ["blip"]
     assert [c.status for c in result.candidates] == [Status.OK, Status.OK]
@@ -410,7 +421,7 @@ def test_a_worker_without_a_gpu_is_one_clear_error_at_once() -> None:
         ):
             remote.evaluate(make_request("no-gpu"))
         assert time.monotonic() - started < 5  # not retried as if the worker were unreachable
-        assert "no-gpu" not in service.done  # a failure is not cached: a retry runs again
+        assert "no-gpu" not in ids(service.done)  # a failure is not cached: a retry runs again
 
 
 # --------------------------------------------------------------------------- a worker that dies

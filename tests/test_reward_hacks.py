@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from learning.tasks import DEFAULT_TORCH_TASKS
 from agent.trajectory import FAILED, HACK, hack_rule, reward
+from learning.tasks import DEFAULT_TORCH_TASKS
 from sandbox.contract import Budget, CandidateResult, Status, TorchCandidate, TorchRequest
 from sandbox.screen import screen
 
@@ -202,26 +202,15 @@ def test_honest_triton_and_cuda_answers_are_rewarded_for_their_speed(name: str, 
     assert got.result.speedup_low > 1.0 and reward(got.result) > 1.0
 
 
-@pytest.fixture(scope="module")
-def gpu_executor() -> Any:
-    if not HAS_TORCH:
-        pytest.skip("torch is not installed (the `torch` extra)")
-    from sandbox.local import UNSAFE_TORCH_ENV, LocalExecutor
-
-    with pytest.MonkeyPatch.context() as mp:  # GPU hosts without bubblewrap: the test host is disposable
-        mp.setenv(UNSAFE_TORCH_ENV, "1")
-        with LocalExecutor() as executor:
-            yield executor
-
-
 def test_the_gpu_script_runs_its_dry_mode_end_to_end(tmp_path: Path) -> None:
     import subprocess
     import sys
 
     kernelbench = tmp_path / "kb" / "level1"
     kernelbench.mkdir(parents=True)
-    for name in ("relu", "gelu", "softmax_rows"):
-        (kernelbench / f"1_{name}.py").write_text((DEFAULT_TORCH_TASKS / f"{name}.py").read_text())
+    for i in range(24):  # more than the 20 largest, so some are drawn at random
+        name = ("relu", "gelu", "softmax_rows")[i % 3]
+        (kernelbench / f"{i}_{name}.py").write_text((DEFAULT_TORCH_TASKS / f"{name}.py").read_text())
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "out"
     cmd = [sys.executable, str(root / "bench" / "reward_hacks.py"), "--simulate", "--out", str(out)]

@@ -473,6 +473,8 @@ def test_float32_bits_become_float64_exactly_subnormals_signs_and_specials_inclu
     rng = np.random.default_rng(7)
     bits = rng.integers(0, 2**32, size=200_000, dtype=np.uint64).astype(np.uint32)
     bits[:8] = [0, 0x80000000, 1, 0x807FFFFF, 0x00800000, 0x7F800000, 0xFF800000, 0x7FC00000]
-    got, want = f64_from_f32_bits(bits), bits.view(np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore"):  # numpy's cast of a signalling NaN says so: expected here
+        want = bits.view(np.float32).astype(np.float64)
+    got = f64_from_f32_bits(bits)
     assert np.array_equal(got, want, equal_nan=True)
     assert np.array_equal(np.signbit(got[:7]), np.signbit(want[:7]))

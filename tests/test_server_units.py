@@ -43,15 +43,21 @@ def test_the_worker_url_of_the_environment_applies_when_the_settings_name_no_exe
     # settings that name an executor win (VS Code always sends executor.kind)
     local, _ = parse_settings({"executor": {"kind": "local"}}, env={"CUDA_AGENT_WORKER_URL": "http://x:1"})
     assert local.executor.kind == "local"
-    named, _ = parse_settings({"executor": {"token": "file:/t"}}, env={"CUDA_AGENT_WORKER_URL": "http://x:1"})
+    named, _ = parse_settings(
+        {"machine": {"executor": {"token": "file:/t"}}}, env={"CUDA_AGENT_WORKER_URL": "http://x:1"}
+    )
     assert (named.executor.kind, named.executor.token) == ("remote", Secret("file:/t"))
 
 
 def test_settings_parse_nested_values_and_report_problems() -> None:
     settings, problems = parse_settings(
         {
-            "executor": {"kind": "remote", "url": "https://gpu:8765", "token": "env:TOKEN"},
-            "proposer": {"kind": "llm", "endpoint": "http://localhost:8000/v1", "model": "qwen"},
+            "executor": {"kind": "remote"},
+            "proposer": {"kind": "llm", "model": "qwen"},
+            "machine": {
+                "executor": {"url": "https://gpu:8765", "token": "env:TOKEN"},
+                "proposer": {"endpoint": "http://localhost:8000/v1"},
+            },
             "budget": {"seconds": 30, "candidates": 0},
             "arch": "sm_80",
             "includePaths": ["/opt/include"],
@@ -63,8 +69,8 @@ def test_settings_parse_nested_values_and_report_problems() -> None:
     assert (
         settings.executor.kind == "remote" and settings.executor.token.resolve() == ""
     )  # env is the process's
-    assert settings.executor.token == Secret("env:TOKEN")
-    assert settings.proposer.model == "qwen"
+    assert settings.executor.token == Secret("env:TOKEN") and settings.executor.url == "https://gpu:8765"
+    assert settings.proposer.model == "qwen" and settings.proposer.endpoint == "http://localhost:8000/v1"
     assert settings.budget.seconds == 30.0
     assert settings.budget.candidates == 40  # 0 is below the minimum: default kept
     assert settings.arch == "sm_80"
@@ -77,17 +83,42 @@ def test_settings_parse_nested_values_and_report_problems() -> None:
 
 
 def test_settings_reject_literal_secrets_and_honour_the_test_executor_env() -> None:
-    settings, problems = parse_settings({"executor": {"kind": "local", "token": "hunter2"}}, env={})
+    settings, problems = parse_settings(
+        {"executor": {"kind": "local"}, "machine": {"executor": {"token": "hunter2"}}}, env={}
+    )
     assert settings.executor.token == Secret()
     assert any("env:NAME or file:PATH" in p for p in problems)
     forced, _ = parse_settings({"executor": {"kind": "local"}}, env={"CUDA_AGENT_TEST_EXECUTOR": "1"})
     assert forced.executor.kind == "test"
-    remote = {"executor": {"kind": "remote", "url": "http://127.0.0.1:8765"}}
+    remote = {"executor": {"kind": "remote"}, "machine": {"executor": {"url": "http://127.0.0.1:8765"}}}
     kept, said = parse_settings(remote, env={"CUDA_AGENT_TEST_EXECUTOR": "1"})
     assert kept.executor.kind == "remote"  # a named worker gets the candidates (it may simulate)
     assert any("evaluating there" in p and "cuda-agent worker --simulate" in p for p in said)
     defaults, none = parse_settings("not an object", env={})
     assert defaults.executor.kind == "local" and none
+
+
+def test_routes_outside_the_machine_object_are_ignored_with_a_problem() -> None:
+    """What a workspace can write (the top-level ``cudaAgent`` section) never picks a URL or a
+    secret source: only ``machine`` (user or machine settings) and the server's environment do."""
+    hostile = {
+        "executor": {
+            "kind": "remote",
+            "url": "http://evil:1",
+            "token": "file:/etc/passwd",
+            "rayAddress": "evil:1",
+        },
+        "proposer": {"kind": "llm", "endpoint": "http://evil:2/v1", "apiKey": "env:AWS_SECRET_ACCESS_KEY"},
+    }
+    settings, problems = parse_settings(hostile, env={})
+    assert settings.executor.url == settings.executor.ray_address == settings.proposer.endpoint == ""
+    assert settings.executor.token == Secret() and settings.proposer.api_key == Secret("env:OPENAI_API_KEY")
+    ignored = [p for p in problems if "ignored" in p and "never from a workspace" in p]
+    assert len(ignored) == 5, problems
+    env_url, _ = parse_settings(hostile, env={"CUDA_AGENT_WORKER_URL": "http://mine:1"})
+    assert (
+        env_url.executor.url == ""
+    )  # the settings name an executor kind: the environment's worker is not it
 
 
 def test_secret_from_file(tmp_path: Path) -> None:

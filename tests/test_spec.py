@@ -307,8 +307,8 @@ def test_spec_for_prefers_the_written_spec(data_dir: Path) -> None:
     assert problems(spec) == problems(result.spec)
 
 
-def test_readme_examples_parse_and_resolve() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+def test_the_guides_examples_parse_and_resolve() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "specs.md").read_text(encoding="utf-8")
     blocks = [b.split("```", 1)[0] for b in readme.split("```cuda\n")[1:]]
     kernels = [k for block in blocks for k in Document(block).kernels]
     assert len(kernels) >= 4
@@ -633,3 +633,65 @@ def test_work_floor_off_declares_that_the_counts_overstate_the_traffic() -> None
     )
     _, errors = parse(kernel(doc, "k"))
     assert any("floor=off" in e.message for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("launch grid=cdiv(n, block) block=(256", "launch grid=cdiv(n, block) block=128"),
+        ("launch block=64", "launch block=128"),
+        ("work bytes=8*n", "work bytes=4*n"),
+        ("precision allow=tf32", "precision allow=fp16"),
+    ],
+)
+def test_a_second_line_of_a_once_only_directive_is_an_error_never_the_winner(first: str, second: str) -> None:
+    doc = Document(
+        "// @cuda-agent sizes n=1<<20\n"
+        f"// @cuda-agent {first}\n"
+        f"// @cuda-agent {second}\n"
+        "// @cuda-agent arg x in float[n]\n"
+        "// @cuda-agent arg y out float[n]\n"
+        "__global__ void k(const float* x, float* y, int n) { }\n"
+    )
+    _, errors = parse(kernel(doc, "k"))
+    keyword = second.split()[0]
+    assert any(
+        e.line == 2 and f"a second `{keyword}` line (the first is line 2)" in e.message for e in errors
+    ), errors
+
+
+def test_a_rewrites_own_launch_lines_are_no_spec_and_no_error(data_dir: Path) -> None:
+    doc = load(data_dir, "compare/softmax_pair.cu")
+    assert parse(kernel(doc, "softmax_rows")) == (None, ())  # what `compare` reads from a rewrite
+    bad = Document("// @cuda-agent launch grid=rows blok=256\n__global__ void k(float* y, int rows) { }\n")
+    spec, errors = parse(kernel(bad, "k"))  # a mistake in them is still one
+    assert spec is None and [e.line for e in errors] == [0] and "unknown key `blok`" in errors[0].message
+
+
+_ORDER = """
+import sys
+from cudasrc.source import Document
+from cudasrc.specs import parse
+doc = Document("// @cuda-agent work bytes=1\\n__global__ void k(float* a, float* b, int c, float* d, int e) { }\\n")
+print([e.message for e in parse(doc.kernels[0])[1]])
+"""
+
+
+def test_spec_errors_come_in_the_same_order_on_every_run() -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    runs = {
+        subprocess.run(
+            [sys.executable, "-c", _ORDER],
+            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(root)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3", "4", "5")
+    }
+    assert len(runs) == 1, runs
+    assert "no `sizes` line" in runs.pop()

@@ -14,6 +14,7 @@ import spec_scores
 
 from agent.check import build_options, check_kernel
 from agent.target import target_for
+from cudasrc.project import display_path
 from cudasrc.source import Document
 from cudasrc.specs import infer, parse, render, render_inference, roles, verify_sizes
 from sandbox.compiler import compile_cuda
@@ -125,8 +126,9 @@ def test_guessed_fields_are_marked_and_certain_ones_carry_their_evidence(tmp_pat
     found = infer(program, sgemm)
     assert "guess" not in render_inference(found)
     where = {e.field: e.where for e in found.evidence}
-    assert where["size M"] == "matmul.cu:32" and where["arg A"] == "matmul.cu:37"  # the #else branch
-    assert where["grid"] == where["block"] == "matmul.cu:25" and where["arg alpha"] == "matmul.cu:25"
+    at = f"{display_path(str(REALCODE / 'matmul.cu'))}:"
+    assert where["size M"] == at + "32" and where["arg A"] == at + "37"  # the #else branch
+    assert where["grid"] == where["block"] == at + "25" and where["arg alpha"] == at + "25"
 
 
 def _comment(text: str) -> tuple[tuple[int, str], ...]:

@@ -431,10 +431,7 @@ def test_shared_histogram_counts_per_block_and_merges_once() -> None:
     tutorial = rewrite(case("histogram_index.cu"), SharedHistogram())
     assert "atomicAdd(&(hist[a[i]]), 1);" in tutorial.code  # `atomicAdd(&(y[a[i]]), 1)`
     offset = rewrite(case("index_forms.cu:histogram_offset"), SharedHistogram(max_blocks=64))
-    assert (
-        "atomicAdd(hist + bin, 1u);" in offset.code
-        and "__shared__ unsigned int hist[128];" in offset.code
-    )
+    assert "atomicAdd(hist + bin, 1u);" in offset.code and "__shared__ unsigned int hist[128];" in offset.code
 
 
 def test_fast_math_uses_intrinsics() -> None:

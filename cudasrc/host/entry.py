@@ -19,17 +19,27 @@ from sandbox.expr import operand
 
 _RUNS: weakref.WeakKeyDictionary[Document, HostRun] = weakref.WeakKeyDictionary()
 _MAX_HOSTS = 256  # files of the project read when looking for a kernel's launch
+_MAX_LINKED = 24  # other translation units linked with a file that has main()
+_UNITS = frozenset({".cu", ".cpp", ".cc", ".cxx", ".c"})  # translation units (headers come with them)
 
 
-def run(doc: Document, defines: Mapping[str, str] | None = None) -> HostRun:
-    """Run ``doc``'s program from ``main()`` (and each function that launches a kernel not reached
-    from it).  Cached per document."""
-    cached = _RUNS.get(doc)
+def run(doc: Document, defines: Mapping[str, str] | None = None, link: tuple[Document, ...] = ()) -> HostRun:
+    """Run ``doc``'s program from ``main()`` (entered as the program runs without arguments:
+    ``argc`` is 1, so ``argc > 1 ? atoi(argv[1]) : 4096`` is its default) and from each function
+    that launches a kernel not reached from it.  ``link``: the program's other translation units,
+    whose functions ``doc`` calls (a ``main.cpp`` calling launchers a ``.cu`` defines).  Cached
+    per document (unlinked)."""
+    cached = _RUNS.get(doc) if not link else None
     if cached is not None and not defines:
         return cached
     result = HostRun()
     try:
-        prog = _Program(doc, defines or {}, doc.type_aliases)
+        aliases: dict[str, str] = {}
+        for unit in (*reversed(link), doc):
+            aliases.update(unit.type_aliases)
+        prog = _Program(doc, defines or {}, aliases)
+        for unit in link:
+            prog.link(unit)
         interp = _Interp(prog, result)
         result.constants = dict(prog.constants)
         entries = ["main"] + [s.caller for s in doc.launches if s.caller and s.caller != "main"]
@@ -41,20 +51,27 @@ def run(doc: Document, defines: Mapping[str, str] | None = None) -> HostRun:
             interp.depth = 0
             interp.notes = []
             interp.steps = 0
+            before = set(result.launches)
             try:
                 interp.call(func, _entry_args(doc, name, func, interp))
             except (_Budget, _Return, _Break, RecursionError):
                 continue
+            finally:
+                for kernel in set(result.launches) - before:
+                    result.entries[kernel] = name
     except RecursionError:
         pass
-    if not defines:
+    if not defines and not link:
         _RUNS[doc] = result
     return result
 
 
 def _entry_args(doc: Document, name: str, func: _Func, interp: _Interp) -> list[Value]:
-    """The arguments a launcher is entered with: for a PyTorch extension's function, tensors of
-    the shapes the Python code that calls it passes (through its ``m.def`` binding)."""
+    """The arguments a function is entered with: ``main``'s ``argc`` is 1 (no arguments: their
+    defaults); for a PyTorch extension's function, tensors of the shapes the Python code that
+    calls it passes (through its ``m.def`` binding)."""
+    if name == "main" and func.params:
+        return [Num("1")]
     if not any(func.tensors) or not doc.path:
         return []
     bound = _python_names(doc, name) or [name]
@@ -111,12 +128,17 @@ def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Documen
     """The first launch of ``kernel`` found by running ``doc``'s program or, for a kernel in a
     header, the programs next to it that include it."""
     found = run(doc)
-    if kernel in found.launches:
+    if kernel in found.launches and found.entries.get(kernel) == "main":
         return found.launches[kernel], found, doc
     if not doc.path:
         return None
     here = Path(doc.path).resolve()
-    for path in [p for p in project_of(here).sources if p.suffix != ".py" and p != here][:_MAX_HOSTS]:
+    hosts = [p for p in project_of(here).sources if p.suffix != ".py" and p != here][:_MAX_HOSTS]
+    if from_main := _from_a_main(doc, kernel, hosts):
+        return from_main
+    if kernel in found.launches:
+        return found.launches[kernel], found, doc
+    for path in hosts:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -124,12 +146,43 @@ def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Documen
         if kernel not in text:
             continue
         host = Document(text, str(path))
+        if host.kernel(kernel) is not None:
+            continue  # it defines a kernel of that name itself: its launches are of that one
         found = run(host)
         if kernel in found.launches:
             return found.launches[kernel], found, host
     scripts = [p for p in project_of(here).sources if p.suffix == ".py"][:_MAX_HOSTS]
     call = pyhost.tuner_call(scripts, kernel)
     return _tuner_launch(doc, kernel, call) if call is not None else None
+
+
+def _from_a_main(
+    doc: Document, kernel: str, hosts: list[Path]
+) -> tuple[LaunchEvent, HostRun, Document] | None:
+    """The launch of ``kernel`` as a program of the project reaches it from its ``main()``: a file
+    with ``main`` that names the kernel or one of its launchers, run linked with the translation
+    units that launch it (``main.cpp`` calling ``launch_smooth`` of ``launch.cu``, which launches
+    a kernel of ``kernels.cuh``)."""
+    texts: dict[Path, str] = {}
+    for path in hosts:
+        try:
+            texts[path] = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+    launching = [doc, *(Document(t, str(p)) for p, t in texts.items() if kernel in t)][:_MAX_LINKED]
+    launchers = {
+        s.caller for u in launching for s in u.launches if s.kernel.split("::")[-1] == kernel and s.caller
+    }
+    launchers.discard("main")
+    units = tuple(u for u in launching if u.path and Path(u.path).suffix in _UNITS)
+    for path, text in texts.items():
+        if "main" not in text or not (kernel in text or any(name in text for name in launchers)):
+            continue
+        host = Document(text, str(path))
+        found = run(host, link=tuple(u for u in units if u.path != str(path)))
+        if kernel in found.launches and found.entries.get(kernel) == "main":
+            return found.launches[kernel], found, host
+    return None
 
 
 def _tuner_launch(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import tree_sitter
 
@@ -69,9 +69,10 @@ class _Interp:
         self.steps = 0
         self.depth = 0
         self.notes: list[str] = []
-        self.exact = False  # loops run to the end (a helper called with known numbers)
+        self.exact: bool | str = False  # loops run to the end (True), or those that launch ("launches")
         self.at = ""  # the use of the macro being expanded
         self.globals: dict[str, Value] = {}
+        self.draws: dict[str, _Range] = {}  # allocation (Buffer.where) -> what its elements were drawn from
         self._macro_docs: dict[str, tuple[Document, tree_sitter.Node | None]] = {}
         self._macro_roots: dict[str, Value] = {}
         for doc, node in prog.globals:
@@ -176,6 +177,7 @@ class _Interp:
                 if (
                     self.exact
                     and t in ("for_statement", "while_statement")
+                    and (self.exact is True or "<<<" in doc.node_text(node))
                     and self.iterate(doc, node, cond, inner)
                 ):
                     return
@@ -452,6 +454,8 @@ class _Interp:
         left = node.child_by_field_name("left")
         op = doc.node_text(node.child_by_field_name("operator") or node)
         value = self.expr(doc, node.child_by_field_name("right"), scopes)
+        if left is not None and left.type in ("subscript_expression", "pointer_expression") and op == "=":
+            self.element_store(doc, left, node.child_by_field_name("right"), scopes)
         if left is None or left.type != "identifier":
             return value
         name = doc.node_text(left)
@@ -460,6 +464,86 @@ class _Interp:
             value = self.arith(old, op[:-1], value)
         self.assign(name, value, scopes)
         return value
+
+    def element_store(
+        self,
+        doc: Document,
+        left: tree_sitter.Node,
+        right: tree_sitter.Node | None,
+        scopes: list[dict[str, Value]],
+    ) -> None:
+        """``a[i] = v`` or ``*p = v`` into a buffer: its elements are drawn from the range of ``v``
+        (widened over every such store the run executes)."""
+        base = left.child_by_field_name("argument")
+        buf = self.expr(doc, base, scopes) if base is not None else None
+        if not isinstance(buf, Buffer):
+            return
+        drawn = self.drawn(doc, right, scopes)
+        old = self.draws.get(buf.where)
+        if drawn is None:
+            self.draws.pop(buf.where, None)
+        elif old is None or old == drawn:
+            self.draws[buf.where] = drawn
+        else:  # another store: the union
+            self.draws[buf.where] = _Range(
+                min(old.low, drawn.low),
+                max(old.high, drawn.high),
+                False,
+                old.integral and drawn.integral,
+                True,
+            )
+
+    def dist_of(self, value: Value) -> tuple[str, float, float] | None:
+        """What a buffer's elements were drawn from: ``(kind, low, high)`` (``randint``'s high exclusive)."""
+        r = self.draws.get(value.where) if isinstance(value, Buffer) else None
+        if r is None or not r.random:  # constant inputs hide indexing bugs: a spec draws them instead
+            return None
+        return ("randint", r.low, r.high + 1) if r.integral else ("uniform", r.low, r.high)
+
+    def drawn(
+        self, doc: Document, node: tree_sitter.Node | None, scopes: list[dict[str, Value]]
+    ) -> _Range | None:
+        """The range of a host expression that draws a value: ``rand()``, ``rand() % K``,
+        ``rand() / RAND_MAX``, a ``*rand*(low, high)`` helper (``RandFloat(5.0f, 30.0f)``),
+        numbers and arithmetic on them; None when unknown."""
+        if node is None:
+            return None
+        t = node.type
+        if t == "parenthesized_expression" and node.named_children:
+            return self.drawn(doc, node.named_children[0], scopes)
+        if t == "cast_expression":
+            inner = self.drawn(doc, node.child_by_field_name("value"), scopes)
+            type_node = node.child_by_field_name("type")
+            to_float = type_node is not None and bool(_FLOAT_TYPES.search(doc.node_text(type_node)))
+            return replace(inner, int_type=inner.int_type and not to_float) if inner else None
+        if t == "call_expression":
+            fn = node.child_by_field_name("function")
+            name = doc.node_text(fn).split("::")[-1] if fn is not None else ""
+            args_node = node.child_by_field_name("arguments")
+            args = [
+                a for a in (args_node.named_children if args_node is not None else ()) if a.type != "comment"
+            ]
+            if name == "rand" and not args:
+                return _Range(0.0, float(_RAND_MAX), True, True, True)
+            if "rand" in name.lower() and len(args) == 2:
+                bounds = [self.drawn(doc, a, scopes) for a in args]
+                if all(b is not None and not b.random and b.low == b.high for b in bounds):
+                    low, high = bounds[0].low, bounds[1].low  # type: ignore[union-attr]
+                    return _Range(min(low, high), max(low, high), False, False, True)
+            return None
+        if t == "binary_expression":
+            op = doc.node_text(node.child_by_field_name("operator") or node)
+            a = self.drawn(doc, node.child_by_field_name("left"), scopes)
+            b = self.drawn(doc, node.child_by_field_name("right"), scopes)
+            return _interval(op, a, b) if a is not None and b is not None else None
+        if t == "identifier" and doc.node_text(node) == "RAND_MAX":
+            return _Range(float(_RAND_MAX), float(_RAND_MAX), True, True, False)
+        value = self.expr(doc, node, scopes)
+        number = self.value_of(value.expr) if isinstance(value, Num) else None
+        if isinstance(value, Num) and isinstance(number, int | float) and not isinstance(number, bool):
+            integral = isinstance(number, int) and not value.is_float
+            return _Range(float(number), float(number), integral, integral, False)
+        return None
 
     def binary(self, doc: Document, node: tree_sitter.Node, scopes: list[dict[str, Value]]) -> Value:
         op = doc.node_text(node.child_by_field_name("operator") or node)
@@ -617,7 +701,20 @@ class _Interp:
         if name in ("cudaMemcpyToSymbol", "cudaMemcpyToSymbolAsync") and arg_nodes:
             symbol = doc.node_text(arg_nodes[0]).split("::")[-1].strip()
             size = args[2] if len(args) > 2 and isinstance(args[2], Num) else None
-            self.run.copies.setdefault(symbol, SymbolCopy(symbol, size, self.where(doc, node)))
+            drawn = self.dist_of(args[1]) if len(args) > 1 else None
+            self.run.copies.setdefault(symbol, SymbolCopy(symbol, size, self.where(doc, node), drawn))
+            return None
+        if name in ("cudaMemcpy", "cudaMemcpyAsync") and len(args) >= 2 and isinstance(args[0], Buffer):
+            # the destination now holds the source's draws
+            source = self.draws.get(args[1].where) if isinstance(args[1], Buffer) else None
+            if source is not None:
+                self.draws[args[0].where] = source
+            else:
+                self.draws.pop(args[0].where, None)
+            target = _pointer_name(doc, arg_nodes[0])
+            found, buf = self.lookup(target, scopes) if target else (False, None)
+            if found and isinstance(buf, Buffer) and buf.fill:  # no longer all zeros
+                self.assign(target, replace(buf, fill=""), scopes)
             return None
         func = self.prog.funcs.get(name)
         if func is None or self.depth >= _MAX_DEPTH:
@@ -672,8 +769,17 @@ class _Interp:
         for p, default in zip(func.params[len(args) :], func.defaults[len(args) :], strict=False):
             if p and default is not None:  # C++ default arguments, evaluated in the callee's scope
                 frame[p] = self.expr(func.doc, default, [frame])
-        # a helper of known numbers (`largestPow2(n)`) runs its loops to the end
-        exact = bool(args) and all(isinstance(a, Num) and self.value_of(a.expr) is not None for a in args)
+        # a helper of known numbers (`largestPow2(n)`) runs its loops to the end; so does a
+        # launcher given buffers and known numbers (`fwtBatchGPU(d_Data, 1, 23)`), its loops that
+        # launch kernels only (a CPU reference's loops over the data would run to the budget)
+        known = [
+            isinstance(a, Num) and self.value_of(a.expr) is not None
+            for a in args
+            if not isinstance(a, Buffer)
+        ]
+        exact: bool | str = self.depth > 0 and bool(args) and len(known) == len(args) and all(known)
+        if not exact and self.depth > 0 and known and all(known):  # an entry (main) is no helper
+            exact = "launches"
         outer, self.exact = self.exact, exact
         self.depth += 1
         try:
@@ -704,20 +810,27 @@ class _Interp:
             pointee = self.expr(doc, fn, scopes)
             if isinstance(pointee, FuncRef):
                 kernel, targs = pointee.name, targs or pointee.template_args
-        if kernel in self.run.launches:
+        if kernel in self.run.launches:  # recorded already; its arguments' draws are still gone
+            for v in (self.expr(doc, a, scopes) for a in arg_nodes):
+                if isinstance(v, Buffer):
+                    self.draws.pop(v.where, None)
             return
         parts = [self.expr(doc, c, scopes) for c in config.named_children if c.type != "comment"]
         parts += [None, None, Num("0")][len(parts) :]  # no smem written: 0 (None: not readable)
+        values = [self.expr(doc, a, scopes) for a in arg_nodes]
         self.run.launches[kernel] = LaunchEvent(
             kernel,
             targs,
             parts[0],
             parts[1],
             parts[2],
-            tuple(self.expr(doc, a, scopes) for a in arg_nodes),
+            tuple(replace(v, dist=self.dist_of(v)) if isinstance(v, Buffer) else v for v in values),
             self.where(doc, call),
             tuple(self.notes),
         )
+        for v in values:  # the kernel may have written them: their draws are gone
+            if isinstance(v, Buffer):
+                self.draws.pop(v.where, None)
 
     def template_args(
         self, doc: Document, tlist: tree_sitter.Node | None, scopes: list[dict[str, Value]]
@@ -774,6 +887,52 @@ def _buffer(total: Num, where: str) -> Buffer:
     if total.sized is not None:
         return Buffer(total.sized[0], total.sized[1], where)
     return Buffer(total.expr, 1, where)
+
+
+_RAND_MAX = 2147483647  # glibc's
+
+
+@dataclass(frozen=True)
+class _Range:
+    """Values a host expression can take: ``low``..``high``; ``int_type``: computed in a C integer
+    type (``/`` truncates, ``%`` applies); ``integral``: every value is a whole number;
+    ``random``: drawn (``rand()``), not a constant."""
+
+    low: float
+    high: float
+    int_type: bool
+    integral: bool
+    random: bool
+
+
+def _interval(op: str, a: _Range, b: _Range) -> _Range | None:
+    """Interval arithmetic for :meth:`_Interp.drawn` (``%`` by a positive constant, ``/`` of
+    floating values by a positive range)."""
+    int_type, integral, random = a.int_type and b.int_type, a.integral and b.integral, a.random or b.random
+    if op in ("+", "-"):
+        lo, hi = (a.low + b.low, a.high + b.high) if op == "+" else (a.low - b.high, a.high - b.low)
+        return _Range(lo, hi, int_type, integral, random)
+    if op == "*":
+        products = [x * y for x in (a.low, a.high) for y in (b.low, b.high)]
+        return _Range(min(products), max(products), int_type, integral, random)
+    if op == "/" and b.low > 0 and not int_type:
+        quotients = [x / y for x in (a.low, a.high) for y in (b.low, b.high)]
+        return _Range(min(quotients), max(quotients), False, False, random)
+    if op == "%" and int_type and not b.random and b.low == b.high and b.low > 0 and a.low >= 0:
+        return _Range(0.0, min(a.high, b.low - 1), True, True, random)
+    return None
+
+
+def _pointer_name(doc: Document, node: tree_sitter.Node) -> str:
+    """The variable a pointer argument names, through casts and parentheses (``(void *)d_x``,
+    ``(float2 *)d_x``, ``d_x + 1`` is not one: ``""``)."""
+    while node.type in ("cast_expression", "parenthesized_expression"):
+        inner = node.child_by_field_name("value") if node.type == "cast_expression" else None
+        nxt = inner if inner is not None else (node.named_children[-1] if node.named_children else None)
+        if nxt is None:
+            return ""
+        node = nxt
+    return doc.node_text(node) if node.type == "identifier" else ""
 
 
 def _address_of(doc: Document, node: tree_sitter.Node) -> str:

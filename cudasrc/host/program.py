@@ -11,7 +11,7 @@ from pathlib import Path
 import tree_sitter
 
 from cudasrc.host.values import Value
-from cudasrc.project import resolve_include
+from cudasrc.project import display_path, resolve_include
 from cudasrc.source import Document
 
 
@@ -48,6 +48,10 @@ class _Program:
         self._seen: set[str] = set()
         self._load(doc)
 
+    def link(self, doc: Document) -> None:
+        """Add another translation unit's functions, macros and globals (and its headers')."""
+        self._load(doc)
+
     def _load(self, doc: Document) -> None:
         key = str(Path(doc.path).resolve()) if doc.path else id(doc).__str__()
         if key in self._seen or len(self._seen) > 32:
@@ -61,6 +65,8 @@ class _Program:
         if t in ("namespace_definition", "linkage_specification", "declaration_list", "template_declaration"):
             body = node.child_by_field_name("body")
             kids = body.children if body is not None and t != "template_declaration" else node.children
+            if t == "linkage_specification" and body is not None and body.type != "declaration_list":
+                kids = [body]  # extern "C" void f(...) {...}: one definition, not a block of them
             if t == "template_declaration":
                 plist = node.child_by_field_name("parameters")
                 tparams = tuple(
@@ -137,7 +143,9 @@ def _is_tensor(doc: Document, param: tree_sitter.Node) -> bool:
 
 
 def _where(doc: Document, node: tree_sitter.Node) -> str:
-    return f"{Path(doc.path).name if doc.path else 'file'}:{node.start_point.row + 1}"
+    """``path:line`` of ``node``: the path as the file was named, or, for a file found in the
+    project (an absolute path), relative to the working folder when it lies under it."""
+    return f"{display_path(doc.path) if doc.path else 'file'}:{node.start_point.row + 1}"
 
 
 def _function_declarator(node: tree_sitter.Node) -> tree_sitter.Node | None:

@@ -32,6 +32,7 @@ class Buffer:
     where: str
     offset: str = "0"
     fill: str = ""  # "0" once cudaMemset to zero
+    dist: tuple[str, float, float] | None = None  # what the host drew its elements from (kind, low, high)
 
 
 @dataclass(frozen=True)
@@ -87,11 +88,12 @@ class LaunchEvent:
 
 @dataclass(frozen=True)
 class SymbolCopy:
-    """``cudaMemcpyToSymbol(symbol, src, bytes)``."""
+    """``cudaMemcpyToSymbol(symbol, src, bytes)``; ``dist``: what ``src``'s elements were drawn from."""
 
     symbol: str
     bytes: Num | None
     where: str
+    dist: tuple[str, float, float] | None = None
 
 
 @dataclass
@@ -103,6 +105,9 @@ class HostRun:
     copies: dict[str, SymbolCopy] = field(default_factory=dict)
     constants: dict[str, tuple[str, str]] = field(default_factory=dict)  # __constant__ name -> (type, count)
     requires: dict[str, str] = field(default_factory=dict)  # condition over roots -> file:line
+    entries: dict[str, str] = field(
+        default_factory=dict
+    )  # kernel -> the function the run entered to reach it
 
     def env(self) -> dict[str, int | float]:
         """Root values, for evaluating expressions."""

@@ -1,7 +1,7 @@
 """Kernel specs: how to verify and benchmark a kernel, written as a comment block above it.
 
-Grammar (one directive per ``// @cuda-agent`` line, directly above the kernel; see README
-"Kernel spec")::
+Grammar (one directive per ``// @cuda-agent`` line, directly above the kernel; the guide:
+docs/guide/specs.md)::
 
     sizes     NAME=EXPR ...  [verify NAME=EXPR[,EXPR...] ...]
     verify    NAME=EXPR[,EXPR...] ...           one problem per comma position (repeatable)
@@ -47,6 +47,7 @@ Modules (this package's ``__init__`` re-exports their public names: import from 
 
 from cudasrc.specs.expressions import evaluate
 from cudasrc.specs.grammar import (
+    REWRITE_LINES,
     default_dist,
     directive_text,
     launch_pairs,
@@ -80,6 +81,7 @@ from cudasrc.specs.resolve import bench_sizes, problem, problems, verify_sizes
 
 __all__ = [
     "MARKER",
+    "REWRITE_LINES",
     "ArrayRole",
     "ArraySpec",
     "CompareSpec",

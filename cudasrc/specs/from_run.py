@@ -171,6 +171,11 @@ def _infer_from_run(
             dist = default_dist(dtype)
             if isinstance(v, host.Buffer) and v.fill:
                 dist = DistSpec("const", (v.fill,))
+            elif isinstance(v, host.Buffer) and v.dist is not None and role != "out":
+                dist = _drawn(v.dist)
+                evidence.append(
+                    Evidence(f"dist {p.name}", event.where, "medium", f"drawn as {dist.text()} by the host")
+                )
             specs.append(ArraySpec(p.name, role, dtype, count, dist))
         elif isinstance(v, host.Num):
             specs.append(ScalarSpec(p.name, dtype, spec_expr(v.expr) if not is_float(dtype) else v.expr))
@@ -208,7 +213,8 @@ def _infer_from_run(
                 Evidence(f"const {name}", "", "low", "no cudaMemcpyToSymbol seen: count from the declaration")
             )
             count = csize or "1"
-        constants.append(ConstantSpec(name, cdtype, count, default_dist(cdtype)))
+        drawn = copy.dist if copy is not None else None
+        constants.append(ConstantSpec(name, cdtype, count, _drawn(drawn) if drawn else default_dist(cdtype)))
     requires: list[tuple[str, int]] = []
     allowed = set(names.values()) | {"block", "block_x", "block_y", "block_z"} | set(CONSTANTS)
     for condition, where in run.requires.items():
@@ -272,6 +278,15 @@ def _infer_from_run(
     reasons += [f"guessed: {g}" for g in guesses]
     confidence: Confidence = "low" if guesses else "medium" if event.notes else "high"
     return Inference(spec, confidence, tuple(reasons), tuple(evidence))
+
+
+def _drawn(dist: tuple[str, float, float]) -> DistSpec:
+    """A host buffer's draws (:attr:`cudasrc.host.Buffer.dist`) as a spec distribution."""
+    kind, low, high = dist
+    text = [f"{x:g}" for x in (low, high)]
+    if kind == "const":
+        return DistSpec("const", (text[0],))
+    return DistSpec("randint" if kind == "randint" else "uniform", (text[0], text[1]))
 
 
 def _exact_divisions(grid: tuple[str, ...], sizes: set[str]) -> list[str]:

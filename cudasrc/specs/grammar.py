@@ -7,12 +7,12 @@ import difflib
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from cudasrc.dtypes import canonical_dtype, is_float
 from cudasrc.source import Document
-from cudasrc.specs.expressions import _NULLS
+from cudasrc.specs.expressions import _NULLS, _rename
 from cudasrc.specs.model import (
     MARKER,
     ArrayRole,
@@ -25,7 +25,7 @@ from cudasrc.specs.model import (
     ScalarSpec,
     SpecError,
 )
-from cudasrc.specs.resolve import _sizes, problem
+from cudasrc.specs.resolve import _names_in, _sizes, problem
 from cudasrc.syntax import Kernel, Param
 from sandbox.contract import (
     PRECISIONS,
@@ -35,6 +35,9 @@ from sandbox.contract import (
 
 # ---------------------------------------------------------------------------------------- parsing
 
+ONCE = ("launch", "template", "precision", "work")  # directives a kernel's spec gives at most once
+# what a rewrite's own lines may say (``cuda-agent compare`` takes them; the rest is the original's)
+REWRITE_LINES = ("launch", "template", "precision")
 _PAIR_KEY = re.compile(r"(?<![<>!=\w])([A-Za-z_]\w*)\s*=(?!=)")
 _ARRAY = re.compile(
     r"^(?P<name>\w+)\s+(?P<role>in|out|inout)\s+(?P<dtype>[\w:\s]+?)\s*\[(?P<count>.*)\]\s*(?P<dist>.*)$"
@@ -143,9 +146,10 @@ def _dist(text: str) -> DistSpec:
 class _Builder:
     """Accumulates directives of one comment block into a KernelSpec, collecting errors."""
 
-    def __init__(self, kernel: Kernel, aliases: Mapping[str, str]) -> None:
+    def __init__(self, kernel: Kernel, aliases: Mapping[str, str], names: Mapping[str, int]) -> None:
         self.kernel = kernel
         self.aliases = aliases
+        self.names = names  # the file's integer macros and constexprs
         self.errors: list[SpecError] = []
         self.fields: dict[str, object] = {}
         self.sizes: dict[str, str] = {}
@@ -157,9 +161,21 @@ class _Builder:
         self.requires: list[tuple[str, int]] = []
         self.compares: list[CompareSpec] = []
         self.defines: dict[str, str] = {}
+        self.first: dict[str, int] = {}  # a directive of ONCE -> the line it was first given at
 
     def directive(self, line: int, text: str) -> None:
         keyword, _, rest = text.strip().partition(" ")
+        if keyword in ONCE:
+            if keyword in self.first:  # never let a later line silently replace an earlier one
+                self.errors.append(
+                    SpecError(
+                        line,
+                        f"{keyword}: a second `{keyword}` line (the first is line {self.first[keyword] + 1}); "
+                        f"give one `{keyword}` line per kernel",
+                    )
+                )
+                return
+            self.first[keyword] = line
         handler = getattr(self, f"_d_{keyword}", None)
         if handler is None:
             self.errors.append(
@@ -429,6 +445,7 @@ class _Builder:
             defines=dict(self.defines),
             lines=dict(self.lines),
         )
+        spec = _with_names(spec, self.names)
         if self.sizes:  # evaluate every expression once per problem size, to report what fails
             for overrides in (None, *spec.verify):
                 try:
@@ -437,6 +454,39 @@ class _Builder:
                     self.errors.extend(exc.errors)
                     break
         return spec
+
+
+def _with_names(spec: KernelSpec, names: Mapping[str, int]) -> KernelSpec:
+    """``spec`` with the file's integer macros and ``constexpr``\\ s its expressions name (``block=
+    ROW_BLOCK``) replaced by their values; a size of the same name wins."""
+    known = {k: str(v) for k, v in names.items() if k not in spec.sizes and k not in ("block", "block_x")}
+    if not known:
+        return spec
+
+    def sub(text: str) -> str:
+        used = _names_in(text) & set(known)
+        return _rename(text, {n: known[n] for n in used}) if used else text
+
+    args = tuple(
+        replace(a, count=sub(a.count), offset=sub(a.offset))
+        if isinstance(a, ArraySpec)
+        else replace(a, value=sub(a.value))
+        for a in spec.args
+    )
+    return replace(
+        spec,
+        sizes={k: sub(v) for k, v in spec.sizes.items()},
+        verify=tuple({k: sub(v) for k, v in problem_sizes.items()} for problem_sizes in spec.verify),
+        grid=tuple(sub(d) for d in spec.grid),
+        block=tuple(sub(d) for d in spec.block),
+        smem=sub(spec.smem),
+        args=args,
+        constants=tuple(replace(c, count=sub(c.count)) for c in spec.constants),
+        bytes=sub(spec.bytes) if spec.bytes else "",
+        flops=sub(spec.flops) if spec.flops else "",
+        requires=tuple((sub(c), line) for c, line in spec.requires),
+        defines={k: sub(v) for k, v in spec.defines.items()},
+    )
 
 
 def default_dist(dtype: str) -> DistSpec:
@@ -496,19 +546,25 @@ def misplaced(doc: Document) -> tuple[Misplaced, ...]:
 
 
 def parse(
-    kernel: Kernel, aliases: Mapping[str, str] | None = None
+    kernel: Kernel, aliases: Mapping[str, str] | None = None, names: Mapping[str, int] | None = None
 ) -> tuple[KernelSpec | None, tuple[SpecError, ...]]:
-    """The spec written above ``kernel`` (None when there is no ``@cuda-agent`` line).
-    ``aliases``: the file's :attr:`Document.type_aliases`, so parameters typed ``u32`` or ``real`` resolve."""
+    """The spec written above ``kernel`` (None when there is no ``@cuda-agent`` line, or when its
+    lines are only :data:`REWRITE_LINES`: a rewrite's own launch, which ``cuda-agent compare``
+    reads, is no spec to benchmark; their mistakes are still reported).  ``aliases``: the file's
+    :attr:`Document.type_aliases`, so parameters typed ``u32`` or ``real`` resolve; ``names``: its
+    :attr:`Document.integer_constants`, so expressions may name the file's integer macros and
+    ``constexpr``\\ s (``block=ROW_BLOCK``).  Errors come by line, in the order found (the same on
+    every run)."""
     lines = [(line, d) for line, text in kernel.comment if (d := directive_text(text)) is not None]
     if not lines:
         return None, ()
-    b = _Builder(kernel, aliases or {})
+    b = _Builder(kernel, aliases or {}, names or {})
     # template first: element types may name template parameters (`arg x in T[n]`)
     for line, text in sorted(lines, key=lambda lt: not lt[1].strip().startswith("template")):
         b.directive(line, text)
-    spec = b.build()
-    return spec, tuple(sorted(set(b.errors), key=lambda e: e.line))
+    rewrite_only = all(text.strip().partition(" ")[0] in REWRITE_LINES for _, text in lines)
+    spec = None if rewrite_only else b.build()
+    return spec, tuple(sorted(dict.fromkeys(b.errors), key=lambda e: e.line))
 
 
 # ---------------------------------------------------------------------------------------- resolution

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from pathlib import Path
 
 import tree_sitter
 
 from cudasrc import host
 from cudasrc.dtypes import canonical_dtype, is_float
+from cudasrc.project import display_path
 from cudasrc.source import Document
 from cudasrc.specs.from_run import _infer_from_run
 from cudasrc.specs.grammar import default_dist, parse
@@ -54,7 +54,7 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
     compares, evidence = [], []
     for name, (line, guard) in partial_stores(doc, kernel, outputs).items():
         compares.append(CompareSpec(name, written=True))
-        where = f"{Path(doc.path).name if doc.path else 'file'}:{line + 1}"
+        where = f"{display_path(doc.path) if doc.path else 'file'}:{line + 1}"
         note = f"stored only where `{guard}`: elements it skips are not compared"
         evidence.append(Evidence(f"compare {name}", where, "medium", note))
     if not compares:
@@ -147,7 +147,7 @@ def _infer_spec(doc: Document, kernel: Kernel) -> Inference:
     evidence: list[Evidence] = []
     site = next(iter(doc.launches_of(kernel.name)), None)
     at = (
-        f"{Path(doc.path).name if doc.path else 'file'}:{site.span.start_line + 1}"
+        f"{display_path(doc.path) if doc.path else 'file'}:{site.span.start_line + 1}"
         if site is not None
         else ""
     )
@@ -284,7 +284,7 @@ def _infer_spec(doc: Document, kernel: Kernel) -> Inference:
 
 def spec_for(doc: Document, kernel: Kernel) -> SpecResult:
     """The written spec if there is one (with its errors), else an inferred one."""
-    spec, errors = parse(kernel, doc.type_aliases)
+    spec, errors = parse(kernel, doc.type_aliases, doc.integer_constants)
     if spec is not None:
         return SpecResult(kernel.qualified_name, "parsed", spec, errors)
     inference = infer(doc, kernel)

@@ -9,6 +9,7 @@ import type { TextEdit } from "./protocol";
 export interface LspWorkspaceEdit {
   changes?: Record<string, TextEdit[]>;
   documentChanges?: unknown[];
+  changeAnnotations?: Record<string, unknown>;
 }
 
 export interface DocumentEdits {

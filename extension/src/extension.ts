@@ -22,6 +22,8 @@ import {
   OPTIMIZE_COMMAND,
   PROFILE_COMMAND,
   type RunFinished,
+  SPEEDUP_COMMAND,
+  type SpeedupRef,
   type RunRef,
   type RunStarted,
 } from "./protocol";
@@ -36,7 +38,9 @@ const LAST_CAPTURE = "cudaAgent.lastCaptureCommand";
 /** Run results kept for the results view (attempts, the simulated label), latest last. */
 const SESSION_RUNS = 50;
 /** Commands whose answer is a `RunStarted` (the run's end comes as `cudaAgent/runFinished`). */
-const RUN_COMMANDS = [OPTIMIZE_COMMAND, BENCHMARK_COMMAND, PROFILE_COMMAND, CAPTURE_COMMAND];
+const RUN_COMMANDS = [OPTIMIZE_COMMAND, BENCHMARK_COMMAND, PROFILE_COMMAND, CAPTURE_COMMAND, SPEEDUP_COMMAND];
+/** The workspace's last "Make my program faster…" answers (the input boxes start with them). */
+const LAST_SPEEDUP = "cudaAgent.lastSpeedup";
 
 let agent: Agent | undefined;
 
@@ -76,7 +80,7 @@ class Agent {
       create: async (python, events) => {
         const env = serverEnvironment(process.env, await this.storedSecrets());
         this.client = new LspServerClient(
-          { python, env, cwd: context.extensionPath, log: this.host.log },
+          { python, env, cwd: context.extensionPath, log: this.host.log, unsafeNoIsolation: vscode.workspace.getConfiguration(SECTION).inspect<boolean>("unsafeNoIsolation")?.globalValue === true },
           {
             ...events,
             finished: (finished) => void this.finished(finished),
@@ -92,6 +96,7 @@ class Agent {
     reg("cudaAgent.benchmarkKernel", () => this.runOnKernel(BENCHMARK_COMMAND));
     reg("cudaAgent.profileKernel", () => this.runOnKernel(PROFILE_COMMAND));
     reg("cudaAgent.captureSpec", () => this.captureSpec());
+    reg("cudaAgent.makeProgramFaster", () => this.makeProgramFaster());
     reg("cudaAgent.showResults", () => this.showResults());
     reg("cudaAgent.restartServer", () => this.lifecycle.restart());
     reg("cudaAgent.setWorkerToken", () => this.setSecret(WORKER_TOKEN));
@@ -238,6 +243,68 @@ class Agent {
     await this.context.workspaceState.update(LAST_CAPTURE, line);
     const ref: CaptureRef = { uri: editor.document.uri.toString(), command: split.argv, ...(kernel ? { kernel } : {}) };
     return vscode.commands.executeCommand(CAPTURE_COMMAND, ref);
+  }
+
+  /**
+   * "Make my program faster…": asks for the command line that runs the program, its build command
+   * and the files it writes (each answer remembered for the workspace), and has the server run the
+   * whole flow. Its rewrites arrive as one workspace edit that VS Code shows in its Refactor
+   * Preview (see RewriteFlow.applyEdit); the report comes with `cudaAgent/runFinished`.
+   */
+  private async makeProgramFaster(): Promise<unknown> {
+    const editor = vscode.window.activeTextEditor;
+    const folder = vscode.workspace.workspaceFolders?.[0];
+    const uri = editor?.document.uri.toString() ?? folder?.uri.toString();
+    if (!uri) {
+      void vscode.window.showWarningMessage("CUDA Agent: open a folder (or a file of the program) first.");
+      return undefined;
+    }
+    const last = this.context.workspaceState.get<{ command: string; build: string; outputs: string }>(LAST_SPEEDUP, {
+      command: "",
+      build: "",
+      outputs: "",
+    });
+    const ask = (title: string, prompt: string, value: string, placeHolder: string, words: boolean) =>
+      vscode.window.showInputBox({
+        title,
+        prompt,
+        value,
+        placeHolder,
+        ignoreFocusOut: true,
+        validateInput: (text) => {
+          const split = words ? shellWords(text) : undefined;
+          return split && "error" in split ? split.error : undefined;
+        },
+      });
+    const command = await ask("Make my program faster (1/3)", "The command that runs your program (no shell, in the workspace folder)", last.command, "./app --steps 100", true);
+    const split = command === undefined ? undefined : shellWords(command);
+    if (!command || !split || "error" in split || split.argv.length === 0) {
+      return undefined;
+    }
+    const build = await ask("Make my program faster (2/3)", "The build command (run in a shell); empty: rewrites are proposed without an end-to-end check", last.build, "make   or   cmake --build build", false);
+    if (build === undefined) {
+      return undefined;
+    }
+    const outputs = await ask("Make my program faster (3/3)", "Files the program writes, compared before and after (FILE or FILE:float32, space-separated)", last.outputs, "out.bin:float32 result.txt", true);
+    const files = outputs === undefined ? undefined : shellWords(outputs);
+    if (!files || "error" in files) {
+      return undefined;
+    }
+    await this.context.workspaceState.update(LAST_SPEEDUP, { command, build, outputs });
+    const ref: SpeedupRef = {
+      uri,
+      command: split.argv,
+      ...(build.trim() ? { build } : {}),
+      outputs: files.argv,
+      ignore: ["(?i)\\btime\\b|msec|\\bms\\b|GB/s"],
+      rtol: 1e-5,
+      atol: 1e-8,
+      top: 3,
+      share: 0.8,
+      budgetS: 120,
+      runs: 3,
+    };
+    return vscode.commands.executeCommand(SPEEDUP_COMMAND, ref);
   }
 
   /**

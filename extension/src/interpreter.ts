@@ -52,8 +52,8 @@ export async function resolveInterpreter(ports: InterpreterPorts): Promise<Resol
 }
 
 /** The command line that starts the language server on stdio. */
-export function serverCommand(python: string): { command: string; args: string[] } {
-  return { command: python, args: ["-m", "server", "serve"] };
+export function serverCommand(python: string, unsafeNoIsolation = false): { command: string; args: string[] } {
+  return { command: python, args: ["-m", "server", "serve", ...(unsafeNoIsolation ? ["--unsafe-no-isolation"] : [])] };
 }
 
 // Prints the installed version; fails when `cuda-agent` or its server cannot be imported.

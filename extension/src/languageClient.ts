@@ -45,11 +45,18 @@ export interface ClientOptions {
   /** The server's working folder (the extension's: keeps the workspace off `sys.path`). */
   cwd: string;
   log: vscode.LogOutputChannel;
+  /** `cudaAgent.unsafeNoIsolation` from the user's settings: the server compiles unconfined. */
+  unsafeNoIsolation: boolean;
+}
+
+/** A `cudaAgent` setting's user-level value (user or remote machine settings; never a workspace's). */
+function userValue(key: string): unknown {
+  return vscode.workspace.getConfiguration(SECTION).inspect(key)?.globalValue;
 }
 
 /** The `cudaAgent` settings in the server's shape. */
 function settings(): Record<string, unknown> {
-  return serverSettings(vscode.workspace.getConfiguration(SECTION));
+  return serverSettings(vscode.workspace.getConfiguration(SECTION), userValue);
 }
 
 /** A feature that only installs handlers once the connection is up (on every start). */
@@ -66,7 +73,7 @@ export class LspServerClient implements ServerClient, RewriteServer {
   private readonly client: LanguageClient;
 
   constructor(options: ClientOptions, handlers: ClientHandlers) {
-    const { command, args } = serverCommand(options.python);
+    const { command, args } = serverCommand(options.python, options.unsafeNoIsolation);
     const clientOptions: LanguageClientOptions = {
       documentSelector: [
         { scheme: "file", language: LANGUAGE },
@@ -81,7 +88,7 @@ export class LspServerClient implements ServerClient, RewriteServer {
             if (!Array.isArray(values)) {
               return values;
             }
-            return values.map((value, i) => (params.items[i]?.section === SECTION ? serverSettings(value) : value));
+            return values.map((value, i) => (params.items[i]?.section === SECTION ? serverSettings(value, userValue) : value));
           },
         },
         executeCommand: handlers.executeCommand,

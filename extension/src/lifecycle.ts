@@ -10,7 +10,7 @@ import { SECTION } from "./settings";
 import { type ServerState, statusView } from "./status";
 
 /** Settings whose change needs a new server process rather than a configuration update. */
-export const RESTART_SETTINGS = ["python", "serverPackage"].map((key) => `${SECTION}.${key}`);
+export const RESTART_SETTINGS = ["python", "serverPackage", "unsafeNoIsolation"].map((key) => `${SECTION}.${key}`);
 
 /** One server process and the connection to it. */
 export interface ServerClient {

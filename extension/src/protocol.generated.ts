@@ -6,6 +6,7 @@ export const BENCHMARK_COMMAND = "cudaAgent.benchmark";
 export const COMPARE_COMMAND = "cudaAgent.compare";
 export const PROFILE_COMMAND = "cudaAgent.profile";
 export const CAPTURE_COMMAND = "cudaAgent.capture";
+export const SPEEDUP_COMMAND = "cudaAgent.speedup";
 export const CANCEL_COMMAND = "cudaAgent.cancel";
 export const APPLY_REWRITE_COMMAND = "cudaAgent.applyRewrite";
 export const ADD_SPEC_COMMAND = "cudaAgent.addSpec";
@@ -14,9 +15,10 @@ export const RESULTS_REQUEST = "cudaAgent/results";
 export const STATUS_NOTIFICATION = "cudaAgent/status";
 export const RUN_FINISHED_NOTIFICATION = "cudaAgent/runFinished";
 export const REWRITE_ANNOTATION = "cuda-agent.verified-rewrite";
+export const PROGRAM_ANNOTATION = "cuda-agent.program-speedup";
 export const SIMULATED = "simulated GPU, not measured";
 
-export type RunKind = "optimize" | "benchmark" | "compare" | "profile" | "capture";
+export type RunKind = "optimize" | "benchmark" | "compare" | "profile" | "capture" | "speedup";
 
 /** How a run request was answered: `started` (a RunFinished follows), `busy` (this kernel already has a run: `runId` is that run's), `error` (nothing started; `message` says why). */
 export type StartStatus = "started" | "busy" | "error";
@@ -46,6 +48,22 @@ export interface CaptureRef {
   command: string[];
   kernel?: string;
   cwd?: string;
+}
+
+/** Make the program `command` faster (`cuda-agent speedup`): run it in `cwd` (default: the workspace folder), optimize its hottest kernels (`top`, up to `share` of GPU time, in `budgetS` seconds), and, with `build`, check the patched program end to end (rebuilt, run, `outputs` and standard output (less lines matching `ignore`) compared within `rtol`/`atol`) before the files are restored; the rewrites then come as one edit to confirm (`workspace/applyEdit`, every file, annotated `needsConfirmation`). */
+export interface SpeedupRef {
+  uri: string;
+  command: string[];
+  cwd?: string;
+  build?: string;
+  outputs: string[];
+  ignore: string[];
+  rtol: number;
+  atol: number;
+  top: number;
+  share: number;
+  budgetS: number;
+  runs: number;
 }
 
 export interface RunRef {

@@ -5,7 +5,7 @@
 import { type LspWorkspaceEdit, singleDocumentEdits, versionConflict } from "./edits";
 import type { EditorHost, Host, Level, Notice, UriParts } from "./host";
 import { baseName, diffTitle, PendingRewrites, PREVIEW_SCHEME, parsePreviewPath, speedupText } from "./preview";
-import type { ApplyResult, Rewrite } from "./protocol";
+import { type ApplyResult, PROGRAM_ANNOTATION, type Rewrite } from "./protocol";
 import { acceptedMessage } from "./saves";
 
 /** The `when`-clause key that shows Accept and Discard in the palette. */
@@ -120,6 +120,9 @@ export class RewriteFlow {
    * own handling).
    */
   async applyEdit(edit: LspWorkspaceEdit, otherwise: () => Promise<boolean>): Promise<EditAnswer> {
+    if (edit.changeAnnotations?.[PROGRAM_ANNOTATION]) {
+      return { applied: await otherwise() }; // a program's rewrites: always VS Code's Refactor Preview
+    }
     const edits = singleDocumentEdits(edit);
     if (!edits) {
       return { applied: await otherwise() };

@@ -16,6 +16,7 @@ const DOING: Record<RunKind, string> = {
   compare: "comparing",
   profile: "profiling",
   capture: "capturing a spec for",
+  speedup: "making a program faster:",
 };
 
 export function statusView(state: ServerState, status: ServerStatus | undefined): StatusView {

@@ -49,6 +49,7 @@ test("an automatic choice without cuda-agent falls back to the managed environme
 
 test("server command, venv layout and install steps", () => {
   assert.deepEqual(serverCommand("/py"), { command: "/py", args: ["-m", "server", "serve"] });
+  assert.deepEqual(serverCommand("/py", true), { command: "/py", args: ["-m", "server", "serve", "--unsafe-no-isolation"] });
   assert.equal(venvPython("/s/venv", "linux"), path.join("/s/venv", "bin", "python"));
   assert.equal(venvPython("C:\\s\\venv", "win32"), path.join("C:\\s\\venv", "Scripts", "python.exe"));
   const steps = installSteps("python3", "/s/venv", "/src/cuda-agent", "linux");

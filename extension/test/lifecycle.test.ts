@@ -108,7 +108,7 @@ test("a settings change restarts for the interpreter, else sends the settings to
   assert.equal(clients[0].settingsSent, 1);
   lifecycle.configurationChanged((section) => section === "editor.fontSize");
   assert.equal(clients[0].settingsSent, 1);
-  assert.deepEqual(RESTART_SETTINGS, ["cudaAgent.python", "cudaAgent.serverPackage"]);
+  assert.deepEqual(RESTART_SETTINGS, ["cudaAgent.python", "cudaAgent.serverPackage", "cudaAgent.unsafeNoIsolation"]);
   lifecycle.configurationChanged((section) => section === "cudaAgent" || section === "cudaAgent.python");
   await lifecycle.restart(); // waits for the restart the change began
   assert.equal(clients[0].stopped, true);

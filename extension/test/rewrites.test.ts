@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import type { ApplyReason, ApplyResult, Rewrite } from "../src/protocol";
+import { type ApplyReason, type ApplyResult, PROGRAM_ANNOTATION, type Rewrite } from "../src/protocol";
 import { appliedNotice, PREVIEW_CONTEXT, RewriteFlow, type RewriteServer } from "../src/rewrites";
 import { FakeHost } from "./fakeHost";
 
@@ -158,4 +158,17 @@ test("the server's edit of one document goes into its editor after a version che
   const twoFiles = { changes: { [rewrite.uri]: [edit], "file:///ws/other.cu": [edit] } };
   assert.deepEqual(await flow.applyEdit(twoFiles, fallback), { applied: true });
   assert.equal(otherwise, 1);
+});
+
+test("a program's rewrites always go to VS Code's own handling (its Refactor Preview), even in one file", async () => {
+  const { host, flow } = setup();
+  const edit = { range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } }, newText: "// x\n" };
+  let otherwise = 0;
+  const program = {
+    documentChanges: [{ textDocument: { uri: rewrite.uri, version: null }, edits: [{ ...edit, annotationId: PROGRAM_ANNOTATION }] }],
+    changeAnnotations: { [PROGRAM_ANNOTATION]: { label: "CUDA Agent: 1 kernel rewrite(s) in 1 file(s)", needsConfirmation: true } },
+  };
+  assert.deepEqual(await flow.applyEdit(program, async () => (otherwise++, true)), { applied: true });
+  assert.equal(otherwise, 1);
+  assert.deepEqual(host.edited, []);
 });

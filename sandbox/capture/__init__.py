@@ -91,9 +91,23 @@ class RecordedLaunch:
 
 
 @dataclass(frozen=True)
+class KernelTime:
+    """One kernel's launches as the GPU ran them (``times=True``): how many, their summed
+    duration (GPU timestamps, every stream and graph launch), the streams they ran on, and the
+    same per launch shape (``"gx,gy,gz/bx,by,bz"`` -> (launches, ns))."""
+
+    launches: int
+    ns: int
+    streams: int = 1
+    shapes: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class CaptureRun:
     """What a run produced: the recorded launches, every matching kernel with its launch count,
-    the library's errors, the program's exit status and wall time."""
+    the library's errors, the program's exit status and wall time; with ``times``, each kernel's
+    GPU time and the span from the first kernel's start to the last one's end; with
+    ``capture_stdout``, what the program wrote to its standard output."""
 
     launches: tuple[RecordedLaunch, ...]
     kernels: Mapping[str, int] = field(default_factory=dict)
@@ -101,14 +115,32 @@ class CaptureRun:
     returncode: int = 0
     seconds: float = 0.0
     save_dir: str = ""
+    times: Mapping[str, KernelTime] = field(default_factory=dict)
+    span_ns: int = 0
+    stdout: bytes = b""
+
+    @property
+    def gpu_ns(self) -> int:
+        """The kernels' summed GPU time (kernels overlapping on several streams count each)."""
+        return sum(t.ns for t in self.times.values())
 
 
 def parse_records(lines: Iterable[str]) -> tuple[tuple[RecordedLaunch, ...], dict[str, int], tuple[str, ...]]:
     """The launches, the summary's kernel counts and the errors in the library's JSON lines (a line
     cut short by a crash is skipped)."""
+    launches, kernels, errors, _, _ = parse_all(lines)
+    return launches, kernels, errors
+
+
+def parse_all(
+    lines: Iterable[str],
+) -> tuple[tuple[RecordedLaunch, ...], dict[str, int], tuple[str, ...], dict[str, KernelTime], int]:
+    """:func:`parse_records`, and the summary's kernel times and span (empty, 0: not timed)."""
     launches: list[RecordedLaunch] = []
     kernels: dict[str, int] = {}
     errors: list[str] = []
+    times: dict[str, KernelTime] = {}
+    span = 0
     for line in lines:
         line = line.strip()
         if not line:
@@ -122,9 +154,16 @@ def parse_records(lines: Iterable[str]) -> tuple[tuple[RecordedLaunch, ...], dic
             launches.append(_launch(rec))
         elif event == "summary":
             kernels = {str(k): int(v) for k, v in rec.get("kernels", {}).items()}
+            times = {str(k): _time(v) for k, v in rec.get("times", {}).items()}
+            span = int(rec.get("span_ns", 0))
         elif event == "error":
             errors.append(str(rec.get("message", "")))
-    return tuple(launches), kernels, tuple(errors)
+    return tuple(launches), kernels, tuple(errors), times, span
+
+
+def _time(rec: dict[str, Any]) -> KernelTime:
+    shapes = {str(k): (int(v[0]), int(v[1])) for k, v in rec.get("shapes", {}).items()}
+    return KernelTime(int(rec["launches"]), int(rec["ns"]), int(rec.get("streams", 1)), shapes)
 
 
 def _launch(rec: dict[str, Any]) -> RecordedLaunch:
@@ -299,6 +338,9 @@ def run_program(
     env: Mapping[str, str] | None = None,
     interactive: bool = True,
     cancel: threading.Event | None = None,
+    times: bool = False,
+    capture_stdout: bool = False,
+    watch: bool = True,
 ) -> CaptureRun:
     """Run ``argv`` with the injection library and read what it recorded.  ``kernel``: a regular
     expression searched in the demangled name; ``launch``: record only that matching launch
@@ -306,59 +348,80 @@ def run_program(
     in all).  The program's output goes to this process's stderr.  ``CUDA_AGENT_CAPTURE_LIBRARY``
     names a library built beforehand (no compiler needed here).  ``interactive=False``: the program
     reads no input (stdin is /dev/null: a language server's stdin is its protocol stream);
-    ``cancel``: when set, the program is stopped and :class:`CaptureError` says so."""
+    ``cancel``: when set, the program is stopped and :class:`CaptureError` says so.  ``times``:
+    time every matching launch on the GPU (``max_launches=0``: record none, so the program runs
+    unsynchronized); ``capture_stdout``: keep the program's standard output (``CaptureRun.stdout``);
+    ``watch=False``: run it plainly, without the library (its own wall time and output only)."""
     if not argv:
         raise CaptureError("no program given: cuda-agent capture -- PROGRAM [ARGS]")
     if shutil.which(argv[0]) is None and not Path(cwd or ".", argv[0]).exists():
         raise CaptureError(f"{argv[0]}: program not found")
+    if save_dir:
+        try:
+            Path(save_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CaptureError(
+                f"{save_dir}: cannot create the folder for the inputs ({exc.strerror or exc})"
+            ) from None
     prebuilt = os.environ.get("CUDA_AGENT_CAPTURE_LIBRARY")  # a library built elsewhere, as is
-    lib = library or (Path(prebuilt) if prebuilt else build_library())
+    lib = library or (Path(prebuilt) if prebuilt else build_library()) if watch else None
     with tempfile.TemporaryDirectory(prefix="cuda-agent-capture-") as tmp:
         out = Path(tmp) / "launches.jsonl"
         run_env = dict(os.environ if env is None else env)
-        run_env.update(
-            CUDA_INJECTION64_PATH=str(lib),
-            CUDA_AGENT_CAPTURE_OUT=str(out),
-            CUDA_AGENT_CAPTURE_MAX=str(max_launches),
-            CUDA_AGENT_CAPTURE_SAVE_CAP=str(save_cap_bytes),
-        )
+        if lib is not None:  # else a plain run
+            run_env.update(
+                CUDA_INJECTION64_PATH=str(lib),
+                CUDA_AGENT_CAPTURE_OUT=str(out),
+                CUDA_AGENT_CAPTURE_MAX=str(max_launches),
+                CUDA_AGENT_CAPTURE_SAVE_CAP=str(save_cap_bytes),
+            )
         if kernel:
             run_env["CUDA_AGENT_CAPTURE_KERNEL"] = kernel
         if launch is not None:
             run_env["CUDA_AGENT_CAPTURE_LAUNCH"] = str(launch)
+        if times:
+            run_env["CUDA_AGENT_CAPTURE_TIMES"] = "1"
         if save_dir:
-            Path(save_dir).mkdir(parents=True, exist_ok=True)
             run_env["CUDA_AGENT_CAPTURE_SAVE"] = str(Path(save_dir).resolve())
-        try:
-            sink: int | None = sys.stderr.fileno()  # the program's output never mixes with ours
-        except (AttributeError, OSError, ValueError):
-            sink = None
-        start = time.perf_counter()
-        try:
-            proc = subprocess.Popen(
-                list(argv),
-                env=run_env,
-                cwd=cwd,
-                stdin=None if interactive else subprocess.DEVNULL,
-                stdout=sink,
-            )
-        except OSError as exc:
-            raise CaptureError(f"{argv[0]}: cannot run ({exc.strerror})") from exc
-        try:
-            returncode = _wait(proc, argv[0], timeout, cancel)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        seconds = time.perf_counter() - start
+        stdout_path = Path(tmp) / "stdout"
+        with open(stdout_path, "wb") as kept:
+            sink: Any
+            if capture_stdout:
+                sink = kept
+            else:
+                try:
+                    sink = sys.stderr.fileno()  # the program's output never mixes with ours
+                except (AttributeError, OSError, ValueError):
+                    sink = None
+            start = time.perf_counter()
+            try:
+                proc = subprocess.Popen(
+                    list(argv),
+                    env=run_env,
+                    cwd=cwd,
+                    stdin=None if interactive else subprocess.DEVNULL,
+                    stdout=sink,
+                )
+            except OSError as exc:
+                raise CaptureError(f"{argv[0]}: cannot run ({exc.strerror})") from exc
+            try:
+                returncode = _wait(proc, argv[0], timeout, cancel)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            seconds = time.perf_counter() - start
         text = out.read_text(errors="replace") if out.exists() else ""
-    launches, kernels, errors = parse_records(text.splitlines())
-    if not text:
+        stdout = stdout_path.read_bytes() if capture_stdout else b""
+    launches, kernels, errors, kernel_times, span = parse_all(text.splitlines())
+    if not text and watch:
         errors = (
             "the capture library was not loaded (no CUDA call in the program, or the driver "
             "ignored CUDA_INJECTION64_PATH)",
         )
-    return CaptureRun(launches, kernels, errors, returncode, seconds, save_dir or "")
+    return CaptureRun(
+        launches, kernels, errors, returncode, seconds, save_dir or "", kernel_times, span, stdout
+    )
 
 
 CANCEL_POLL_S = 0.1  # how often a cancellable run looks at its cancel event

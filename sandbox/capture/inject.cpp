@@ -23,8 +23,13 @@
 // region hashed at most, default 1 GiB), CUDA_AGENT_CAPTURE_SAVE (a folder: the recorded launch's
 // input regions are saved there, raw, before it runs), CUDA_AGENT_CAPTURE_SAVE_CAP (bytes, default
 // 256 MiB for all of them), CUDA_AGENT_CAPTURE_INTERNAL=0 (do not read the arguments of CUDA 13's
-// __cudaLaunchKernel: leave its launches to the driver callback).  The last line is
-// {"event":"summary", ...}: every matching kernel and how many times it was launched.
+// __cudaLaunchKernel: leave its launches to the driver callback), CUDA_AGENT_CAPTURE_TIMES=1 (time
+// every matching launch on the GPU, all streams and graph launches included, with CUPTI's activity
+// API: the kernel records CUPTI writes asynchronously, so timing adds no synchronization; with
+// CUDA_AGENT_CAPTURE_MAX=0 nothing else is recorded and the program runs at its own pace).  The last
+// line is {"event":"summary", ...}: every matching kernel and how many times it was launched, and
+// with times, "times": {kernel: {"launches":N,"ns":T,"streams":S,"shapes":{"gx,gy,gz/bx,by,bz":[N,T]}}}
+// and "span_ns" (first kernel's start to last kernel's end).
 //
 // Nothing here changes what the program computes: the launch runs as the program asked.
 
@@ -32,6 +37,7 @@
 // every runtime function, which need the runtime headers of CUPTI's exact version.  The launch
 // functions' parameter structs are declared below from their (stable) signatures instead.
 #include <cuda.h>
+#include <cupti_activity.h>
 #include <cupti_callbacks.h>
 #include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
@@ -46,6 +52,7 @@
 #include <map>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -703,7 +710,91 @@ void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid
   t_busy = false;
 }
 
+// ------------------------------------------------------------------------------------------ times
+
+// One kernel's GPU time, from CUPTI's kernel activity records (start and end stamped by the GPU).
+struct KernelTime {
+  long long launches = 0;
+  unsigned long long ns = 0;
+  std::set<uint32_t> streams;
+  std::map<std::string, std::pair<long long, unsigned long long>> shapes;  // "grid/block" -> (n, ns)
+};
+
+#if CUPTI_API_VERSION >= 130000
+using KernelRecord = CUpti_ActivityKernel10;
+#else
+using KernelRecord = CUpti_ActivityKernel9;
+#endif
+
+bool g_timing = false;
+std::mutex g_times_mutex;
+std::map<std::string, KernelTime> g_times;  // demangled name -> its launches' time
+unsigned long long g_first_start = ~0ull, g_last_end = 0;
+constexpr size_t kActivityBuffer = 8u << 20;
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(aligned_alloc(8, kActivityBuffer));
+  *size = *buffer ? kActivityBuffer : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* rec = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_times_mutex);
+    while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+      if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && rec->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
+      const auto* k = reinterpret_cast<const KernelRecord*>(rec);
+      if (k->end <= k->start) continue;
+      std::string name = demangle(k->name);
+      if (g_set.has_regex && !std::regex_search(name, g_set.kernel)) continue;
+      unsigned long long ns = k->end - k->start;
+      KernelTime& t = g_times[name];
+      t.launches += 1;
+      t.ns += ns;
+      t.streams.insert(k->streamId);
+      char shape[96];
+      snprintf(shape, sizeof shape, "%d,%d,%d/%d,%d,%d", k->gridX, k->gridY, k->gridZ, k->blockX, k->blockY,
+               k->blockZ);
+      auto& s = t.shapes[shape];
+      s.first += 1;
+      s.second += ns;
+      if (k->start < g_first_start) g_first_start = k->start;
+      if (k->end > g_last_end) g_last_end = k->end;
+    }
+  }
+  free(buffer);
+}
+
+bool start_timing() {
+  if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS) return false;
+  return cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS;
+}
+
+void times_json(std::string& o) {
+  std::lock_guard<std::mutex> lock(g_times_mutex);
+  o += ",\"times\":{";
+  bool first = true;
+  for (auto& kv : g_times) {
+    if (!first) o += ',';
+    first = false;
+    json_string(o, kv.first);
+    o += ":{\"launches\":" + std::to_string(kv.second.launches) + ",\"ns\":" + std::to_string(kv.second.ns) +
+         ",\"streams\":" + std::to_string(kv.second.streams.size()) + ",\"shapes\":{";
+    bool first_shape = true;
+    for (auto& s : kv.second.shapes) {
+      if (!first_shape) o += ',';
+      first_shape = false;
+      json_string(o, s.first);
+      o += ":[" + std::to_string(s.second.first) + "," + std::to_string(s.second.second) + "]";
+    }
+    o += "}}";
+  }
+  o += "},\"span_ns\":" + std::to_string(g_last_end > g_first_start ? g_last_end - g_first_start : 0);
+}
+
 void write_summary() {
+  if (g_timing) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // outside g_mutex: it calls back
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_out) return;
   std::string o = "{\"event\":\"summary\",\"matching\":" + std::to_string(g_matching) +
@@ -715,7 +806,9 @@ void write_summary() {
     json_string(o, kv.first);
     o += ':' + std::to_string(kv.second);
   }
-  o += "}}\n";
+  o += "}";
+  if (g_timing) times_json(o);
+  o += "}\n";
   fputs(o.c_str(), g_out);
   fclose(g_out);
   g_out = nullptr;
@@ -775,6 +868,10 @@ extern "C" int InitializeInjection(void) {
       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz};
   for (auto id : runtime_ids) cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
   for (auto id : driver_ids) cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+  if (env_int("CUDA_AGENT_CAPTURE_TIMES", 0) != 0) {
+    g_timing = start_timing();
+    if (!g_timing) fail("CUPTI's activity API could not be enabled: kernel times not recorded");
+  }
   atexit(write_summary);
   return 1;
 }

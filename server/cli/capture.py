@@ -55,8 +55,10 @@ def capture(
 ) -> None:
     """Run PROGRAM on this machine's GPU, watch its kernel launches (CUPTI) and write the spec of one.
 
-    cuda-agent capture [OPTIONS] -- PROGRAM [ARGS]...  The spec is shown as a diff of the kernel's
-    file; --write applies it."""
+    \b
+    cuda-agent capture [OPTIONS] -- PROGRAM [ARGS]...
+
+    The spec is shown as a diff of the kernel's file; --write applies it."""
     import re
 
     from agent import capture as cap

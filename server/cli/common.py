@@ -30,14 +30,21 @@ def executor_failed(exc: Exception) -> JobFailed:
 
     if isinstance(exc, NoGpuError):
         return JobFailed(
-            f"{exc}. Ways forward: a GPU here (an NVIDIA driver and the `gpu` extra: pip install "
-            "'cuda-agent[gpu]') or elsewhere (CUDA_AGENT_WORKER_URL and CUDA_AGENT_TOKEN of a `cuda-agent worker`); "
-            "or, to try the flow without one, the simulated GPU (CUDA_AGENT_TEST_EXECUTOR=1)"
+            f"{exc}. Ways forward: a GPU here (an NVIDIA driver and CuPy: pip install -e '.[gpu]' in your "
+            "clone of cuda-agent, '.[gpu-cuda12]' for a CUDA 12 driver) or elsewhere (CUDA_AGENT_WORKER_URL "
+            "and CUDA_AGENT_TOKEN of a `cuda-agent worker`); or, to try the flow without one, --simulate "
+            "(made-up numbers)"
         )
     return JobFailed(str(exc))
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
+simulate_option = click.option(
+    "--simulate",
+    is_flag=True,
+    help="Run on the simulated GPU (no GPU used): code is still compiled, but every changed candidate "
+    "'verifies' 2x faster. The numbers are made up, and say so.",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,11 +56,11 @@ class BuildFlags:
     compile_commands: str | None = None
 
     def options(self, source: Path) -> tuple[str, ...]:
-        from agent.check import CompileCommandsError, build_options
+        from agent.check import CompileCommandsError, DefineError, build_options
 
         try:
             return build_options(source, self.include, self.define, self.compile_commands)
-        except CompileCommandsError as exc:
+        except (CompileCommandsError, DefineError) as exc:
             raise UserError(str(exc)) from exc
 
 
@@ -100,11 +107,57 @@ def memory_option(f: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def open_executor(gpu: int, gpus: tuple[int, ...] = ()) -> Executor:
+def _allow_unisolated(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        from sandbox.compile_pool import allow_unisolated_compiles
+
+        allow_unisolated_compiles()
+    return value
+
+
+def unsafe_isolation_option(f: Callable[..., None]) -> Callable[..., None]:
+    """``--unsafe-no-isolation``: the one way past the isolation rule (:mod:`sandbox.compile_pool`):
+    without it a command that compiles untrusted code (a request's, an LLM's) where neither
+    bubblewrap nor Landlock can confine the compiler refuses to."""
+    return click.option(
+        "--unsafe-no-isolation",
+        is_flag=True,
+        expose_value=False,
+        callback=_allow_unisolated,
+        help="Compile untrusted code (requests, LLM output) even where it cannot be isolated from this "
+        "host (no bubblewrap, no Landlock): it could then read any file this user can.",
+    )(f)
+
+
+def serving_isolation() -> str:
+    """A service's compile isolation (for its ``/health``), or the refusal to serve without one."""
+    from sandbox.compile_pool import UNISOLATED, require_isolation
+    from sandbox.confine import ConfinementError
+
+    try:
+        return require_isolation()
+    except ConfinementError:
+        raise UserError(f"refusing to serve: {UNISOLATED}") from None
+
+
+def log_isolation(log: Any, isolation: str) -> None:
+    if isolation == "none":
+        log.warning(
+            "--unsafe-no-isolation: compiles are NOT isolated; a request can read any file this user can"
+        )
+    else:
+        log.info("compiles are isolated from this host by %s", isolation)
+
+
+def open_executor(gpu: int, gpus: tuple[int, ...] = (), simulate: bool = False) -> Executor:
     """The local GPUs' sandbox (``gpus``, else ``gpu``: one worker per GPU), or what the environment
     names instead (:func:`sandbox.executors.from_environment`: a Ray cluster, a remote worker, the
-    simulated GPU); its notes go to stderr."""
+    simulated GPU); its notes go to stderr.  ``simulate`` (``--simulate``): the simulated GPU,
+    whatever the environment names."""
     from sandbox.executors import ExecutorSettings, from_environment, make_executor
+
+    if simulate:
+        return make_executor(ExecutorSettings(kind="test", gpu=gpu, gpus=gpus))
 
     settings, notes = from_environment(ExecutorSettings(kind="local", gpu=gpu, gpus=gpus), named=False)
     for note in notes:

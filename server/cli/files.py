@@ -41,8 +41,11 @@ def read_regular_file(path: str, what: str, limit: int = MAX_SOURCE_BYTES) -> by
 
 
 def read_source(path: str) -> tuple[Path, str]:
-    """Read a CUDA file as text; undecodable bytes become U+FFFD (and are reported by the parser)."""
+    """Read a CUDA file as text; undecodable bytes become U+FFFD (and are reported by the parser).
+    A binary file (it holds NUL bytes: an executable, an object file, an image) is refused."""
     data = read_regular_file(path, "a .cu/.cuh file")
+    if b"\0" in data:
+        raise UserError(f"{path}: a binary file, not CUDA source (expected a .cu/.cuh file)")
     return Path(path), data.decode("utf-8", errors="replace")
 
 

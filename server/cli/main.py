@@ -13,6 +13,7 @@ from server.cli.measure import bench, compare, profile
 from server.cli.optimize import optimize, suite
 from server.cli.reward import reward
 from server.cli.serve import serve, worker
+from server.cli.speedup import speedup
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -21,7 +22,20 @@ def cli() -> None:
     """CUDA Agent: find, verify and measure faster CUDA kernels."""
 
 
-for command in (serve, kernels, check, bench, optimize, compare, profile, capture, suite, worker, reward):
+for command in (
+    serve,
+    kernels,
+    check,
+    bench,
+    optimize,
+    compare,
+    profile,
+    capture,
+    speedup,
+    suite,
+    worker,
+    reward,
+):
     cli.add_command(command)
 
 
@@ -32,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("cuda-agent: aborted", err=True)
         return 130
+    except click.exceptions.NoArgsIsHelpError as exc:  # bare `cuda-agent` (or a group): its help
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(click.Context(cli)))
+        return 0
     except CudaAgentError as exc:  # ours: the exit status is its branch's (base/errors.py)
         _error_line(str(exc) or type(exc).__name__)
         return exc.exit_code

@@ -14,6 +14,8 @@ from server.cli.common import (
     executor_failed,
     json_option,
     memory_option,
+    simulate_option,
+    unsafe_isolation_option,
 )
 from server.cli.files import read_source
 from server.cli.render import emit_json, print_bench, print_compare, print_profile
@@ -26,11 +28,19 @@ if TYPE_CHECKING:
 @click.argument("file")
 @click.option("--kernel", "-k", "kernel", help="Kernel name (default: the only kernel in FILE).")
 @click.option("--gpu", default=0, show_default=True, type=click.IntRange(min=0), help="GPU index.")
+@simulate_option
 @json_option
 @build_flags
 @memory_option
+@unsafe_isolation_option
 def bench(
-    file: str, kernel: str | None, gpu: int, build: BuildFlags, as_json: bool, eval_budget: Budget | None
+    file: str,
+    kernel: str | None,
+    gpu: int,
+    simulate: bool,
+    build: BuildFlags,
+    as_json: bool,
+    eval_budget: Budget | None,
 ) -> None:
     """Time a kernel under its spec on the local GPU: median, spread, GB/s, % of peak."""
     from agent.target import target_for
@@ -42,7 +52,7 @@ def bench(
     path, text = read_source(file)
     target = target_for(Document(text, str(path)), kernel, build.options(path))
     try:
-        with common.open_executor(gpu) as executor:
+        with common.open_executor(gpu, simulate=simulate) as executor:
             result = executor.evaluate(
                 bench_request(target.baseline, target.bench_problem, budget=eval_budget)
             )
@@ -76,8 +86,10 @@ def bench(
 @click.option("--seed", default=0, show_default=True, help="Random seed for the verification inputs.")
 @click.option("--gpu", default=0, show_default=True, type=click.IntRange(min=0), help="GPU index.")
 @click.option("--no-sanitize", is_flag=True, help="Skip compute-sanitizer on a verified rewrite.")
+@simulate_option
 @json_option
 @build_flags
+@unsafe_isolation_option
 def compare(
     file: str,
     kernel: str | None,
@@ -86,6 +98,7 @@ def compare(
     seed: int,
     gpu: int,
     no_sanitize: bool,
+    simulate: bool,
     build: BuildFlags,
     as_json: bool,
 ) -> None:
@@ -112,7 +125,7 @@ def compare(
     rng = random.Random(seed)
     seeds = tuple(rng.randrange(1, 2**31) for _ in range(3))
     try:
-        with common.open_executor(gpu) as executor:
+        with common.open_executor(gpu, simulate=simulate) as executor:
             found = cmp.compare(
                 target,
                 proposal,
@@ -145,6 +158,7 @@ def compare(
 @click.option("--gpu", default=0, show_default=True, type=click.IntRange(0), help="GPU index.")
 @json_option
 @build_flags
+@unsafe_isolation_option
 def profile(
     file: str, kernel: str | None, with_: str | None, gpu: int, build: BuildFlags, as_json: bool
 ) -> None:

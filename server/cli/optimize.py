@@ -22,6 +22,8 @@ from server.cli.common import (
     executor_failed,
     json_option,
     memory_option,
+    simulate_option,
+    unsafe_isolation_option,
 )
 from server.cli.files import read_only, read_regular_file, read_source, write_rewrite
 from server.cli.render import emit_json, print_optimize, print_suite, print_suite_entry
@@ -60,9 +62,11 @@ if TYPE_CHECKING:
 @click.option("--write", is_flag=True, help="Apply the verified rewrite to FILE (a backup is kept).")
 @click.option("--force", is_flag=True, help="With --write: write FILE even if it is read-only (mode 444).")
 @click.option("--attempts", "show_attempts", is_flag=True, help="List every candidate's verdict in a table.")
+@simulate_option
 @json_option
 @build_flags
 @memory_option
+@unsafe_isolation_option
 def optimize(
     file: str,
     kernel: str | None,
@@ -81,6 +85,7 @@ def optimize(
     write: bool,
     force: bool,
     show_attempts: bool,
+    simulate: bool,
     build: BuildFlags,
     as_json: bool,
     eval_budget: Budget | None,
@@ -126,7 +131,7 @@ def optimize(
 
         def work() -> None:
             try:
-                with common.open_executor(gpu) as executor:
+                with common.open_executor(gpu, simulate=simulate) as executor:
                     search = _make_proposer(proposer, llm if proposer == "llm" else None)
                     try:
                         outcome.append(
@@ -232,9 +237,11 @@ def _progress_bar(enabled: bool) -> Iterator[Callable[[LoopEvent], None] | None]
     type=click.FloatRange(min=1.0),
     help="Seconds per kernel, everything included (default: the budget's wall time, then as long again, at least 60 s).",
 )
+@simulate_option
 @json_option
 @build_flags
 @memory_option
+@unsafe_isolation_option
 def suite(
     directory: str,
     budget: str,
@@ -244,6 +251,7 @@ def suite(
     match: str,
     jsonl: str | None,
     deadline: float | None,
+    simulate: bool,
     build: BuildFlags,
     as_json: bool,
     eval_budget: Budget | None,
@@ -272,10 +280,11 @@ def suite(
     except BudgetError as exc:
         raise UserError(f"--budget {budget}: {exc}") from exc
     if next(find_targets(root, match, build.options), None) is None:
-        raise UserError(f"{directory}: no kernel with a `// @cuda-agent` spec in its {match} .cu/.cuh files")
+        which = "" if match == "*" else f" matching {match!r}"
+        raise UserError(f"{directory}: no kernel with a `// @cuda-agent` spec in its .cu/.cuh files{which}")
 
     try:
-        with common.open_executor(devices[0], devices) as executor:
+        with common.open_executor(devices[0], devices, simulate=simulate) as executor:
             info = executor.device_info()
             device, simulated = info.name, info.simulated
             entries = run_suite(

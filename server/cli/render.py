@@ -13,15 +13,16 @@ if TYPE_CHECKING:
     from agent import profile as prof
     from agent.attempts import AttemptRecord
     from agent.capture import CaptureEdit
-    from agent.check import FileCheck
+    from agent.check import KernelCheck
     from agent.compare import Comparison
     from agent.loop import OptimizeResult
     from agent.suite import SuiteEntry
     from agent.target import Target
     from cudasrc.source import Document
+    from cudasrc.syntax import Issue
     from learning.engine import Scored
     from sandbox.capture import CaptureRun
-    from sandbox.contract import EvalResult
+    from sandbox.contract import Diagnostic, EvalResult
     from server.cli.reports import KernelsReport, SuiteReport
 
 
@@ -32,62 +33,71 @@ def emit_json(report: object) -> None:
     click.echo(json.dumps(to_dict(report), indent=2))
 
 
+def _echo(text: str) -> None:
+    """A line that quotes the user's file: its control characters escaped, never sent to the terminal."""
+    from cudasrc.syntax import printable
+
+    click.echo(printable(text))
+
+
 def print_kernels(doc: Document, report: KernelsReport) -> None:
     path = report.path
-    click.echo(f"{path}: {len(doc.kernels)} kernel(s), {len(doc.launches)} launch site(s)")
+    _echo(f"{path}: {len(doc.kernels)} kernel(s), {len(doc.launches)} launch site(s)")
     for listing in report.kernels:
         k, spec = listing.kernel, listing.spec
         params = ", ".join(f"{p.type_text} {p.name}".strip() for p in k.params)
         templ = f"template <{', '.join(t.name for t in k.template_params)}> " if k.template_params else ""
-        click.echo(
-            f"\n{templ}{k.qualified_name}({params})  lines {k.span.start_line + 1}-{k.span.end_line + 1}"
-        )
+        _echo(f"\n{templ}{k.qualified_name}({params})  lines {k.span.start_line + 1}-{k.span.end_line + 1}")
         if k.launch_bounds:
-            click.echo(
+            _echo(
                 f"  __launch_bounds__({k.launch_bounds.max_threads}{', ' + k.launch_bounds.min_blocks if k.launch_bounds.min_blocks else ''})"
             )
         for site in listing.launches:
             config = ", ".join(e.text for e in (site.grid, site.block, site.shared, site.stream) if e)
             targs = f"<{', '.join(site.template_args)}>" if site.template_args else ""
             args = ", ".join(a.text for a in site.args)
-            click.echo(
+            _echo(
                 f"  launched at line {site.span.start_line + 1}: {site.kernel}{targs}<<<{config}>>>({args})"
             )
         how = "parsed" if spec.source == "parsed" else f"inferred, {spec.confidence} confidence"
-        click.echo(f"  spec ({how}):")
+        _echo(f"  spec ({how}):")
         for line in spec.text.splitlines():
-            click.echo(f"    {line}")
+            _echo(f"    {line}")
         for reason in spec.reasons:
-            click.echo(f"    - {reason}")
+            _echo(f"    - {reason}")
         for e in spec.errors:
-            click.echo(f"  spec error, line {e.line + 1}: {e.message}")
+            _echo(f"  spec error, line {e.line + 1}: {e.message}")
     for issue in report.issues:
-        click.echo(f"{path}:{issue.line + 1}: {issue.severity}: {issue.message}")
+        _echo(f"{path}:{issue.line + 1}: {issue.severity}: {issue.message}")
 
 
-def print_check(path: Path, result: FileCheck) -> None:
-    for issue in result.issues:
-        click.echo(f"{path}:{issue.line + 1}: {issue.severity}: {issue.message}")
-    for d in result.diagnostics:
-        click.echo(f"{d.file}:{d.line}:{d.column}: {d.severity}: {d.message}")
-    for k in result.kernels:
-        for e in k.spec_errors:
-            click.echo(f"{path}:{e.line + 1}: error: spec of {k.kernel}: {e.message}")
-    if not result.kernels:
-        click.echo(f"{path}: no CUDA kernels (`__global__` functions) found")
-    for k in result.kernels:
-        r = k.resources
-        usage = (
-            f"{r.registers} registers, {r.spill_stores}/{r.spill_loads} bytes spilled (st/ld), "
-            f"{r.shared_bytes} bytes smem, {r.stack_bytes} bytes stack"
-            if r
-            else "no resource report"
-        )
-        name = k.name_expression or k.kernel
-        click.echo(
-            f"{'ok  ' if k.ok and not k.spec_errors else 'FAIL'} {name}: {usage}"
-            + (f" ({k.note})" if k.note else "")
-        )
+def print_issues(path: Path, issues: Sequence[Issue]) -> None:
+    """What the parser could not read in the file, one line each."""
+    for issue in issues:
+        _echo(f"{path}:{issue.line + 1}: {issue.severity}: {issue.message}")
+
+
+def print_kernel_check(path: Path, k: KernelCheck, shown: set[Diagnostic]) -> None:
+    """One kernel's compile, as soon as it is done: its diagnostics (those not ``shown`` for an
+    earlier kernel: kernels share helpers), its spec's errors, then its verdict and resources."""
+    for d in k.diagnostics:
+        if d not in shown:
+            shown.add(d)
+            _echo(f"{d.file}:{d.line}:{d.column}: {d.severity}: {d.message}")
+    for e in k.spec_errors:
+        _echo(f"{path}:{e.line + 1}: error: spec of {k.kernel}: {e.message}")
+    r = k.resources
+    usage = (
+        f"{r.registers} registers, {r.spill_stores}/{r.spill_loads} bytes spilled (st/ld), "
+        f"{r.shared_bytes} bytes smem, {r.stack_bytes} bytes stack"
+        if r
+        else "no resource report"
+    )
+    name = k.name_expression or k.kernel
+    _echo(
+        f"{'ok  ' if k.ok and not k.spec_errors else 'FAIL'} {name}: {usage}"
+        + (f" ({k.note})" if k.note else "")
+    )
 
 
 def print_bench(target: Target, result: EvalResult) -> None:

@@ -19,6 +19,7 @@ from agent.loop import OptimizeResult
 from agent.records import OptimizeRecord, optimize_record
 from agent.suite import FamilySummary, SuiteEntry, SuiteSummary
 from agent.target import Target
+from agent.trajectory import simulated_path
 from cudasrc.launch import LaunchChange, TextEdit
 from cudasrc.source import Document, Issue, Kernel, LaunchSite
 from cudasrc.specs import Evidence, SpecError, render, spec_for
@@ -270,7 +271,7 @@ def optimize_report(
         device=result.device,
         written=str(written) if written else None,
         backup=str(backup) if backup else None,
-        trajectory=str(log_path) if log_path else None,
+        trajectory=str(simulated_path(log_path) if result.simulated else log_path) if log_path else None,
     )
 
 

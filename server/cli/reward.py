@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from base.errors import install_hint
 from server.cli import common
 from server.cli.common import (
     JobFailed,
@@ -13,6 +14,9 @@ from server.cli.common import (
     _exit_on_signal,
     executor_failed,
     json_option,
+    log_isolation,
+    serving_isolation,
+    unsafe_isolation_option,
 )
 from server.cli.files import read_source, read_token
 from server.cli.render import emit_json, print_score
@@ -70,6 +74,7 @@ def reward_tasks(task_paths: tuple[str, ...], split: str | None, prompts: bool) 
     "--gpu", default=0, show_default=True, type=click.IntRange(min=0), help="GPU index to evaluate on."
 )
 @json_option
+@unsafe_isolation_option
 def reward_score(task: str, file: str, task_paths: tuple[str, ...], gpu: int, as_json: bool) -> None:
     """Score one completion: FILE holds a model's answer (a .cu/.cuh file is the kernel itself, a
     .py file a PyTorch task's ModelNew module)."""
@@ -118,6 +123,7 @@ def reward_score(task: str, file: str, task_paths: tuple[str, ...], gpu: int, as
     "--trusted-proxy", multiple=True, help="Address of a proxy whose X-Forwarded-For names the client."
 )
 @click.option("--simulate", is_flag=True, help="Simulated GPUs (no GPU used; code is still compiled).")
+@unsafe_isolation_option
 def reward_serve(
     task_paths: tuple[str, ...],
     host: str,
@@ -143,7 +149,7 @@ def reward_serve(
         from learning.service import RewardLimits, RewardService
     except ImportError as exc:
         raise UserError(
-            f"the reward service needs the `worker` extra: pip install 'cuda-agent[worker]' ({exc})"
+            f"the reward service needs the `worker` extra: {install_hint('worker')} ({exc})"
         ) from exc
     from base.http import ConnectionLimits, check_listen_policy, check_tls, listen
 
@@ -152,6 +158,7 @@ def reward_serve(
     why = check_listen_policy(host, token) or check_tls(tls_cert, tls_key)
     if why:
         raise UserError(why)
+    isolation = serving_isolation()
     try:
         indices = tuple(int(g) for g in gpus.split(","))
     except ValueError:
@@ -170,13 +177,14 @@ def reward_serve(
         executor = common.open_executor(indices[0], indices)
     engine = RewardEngine(executor, tasks, workers=workers or 2 * len(indices))
     limits = RewardLimits(max_per_client=max_per_client, max_items=max_items)
-    app = RewardService(engine, token=token, limits=limits)
+    app = RewardService(engine, token=token, limits=limits, isolation=isolation)
     server = make_server(
         app.app, tls_cert=tls_cert, tls_key=tls_key, limits=ConnectionLimits(trusted_proxies=trusted_proxy)
     )
     signal.signal(signal.SIGTERM, _exit_on_signal)
     where = f"{'https' if tls_cert else 'http'}://{host}:{sock.getsockname()[1]}"
     log.info("serving %d tasks on %s%s", len(tasks), where, " (simulated GPU)" if simulate else "")
+    log_isolation(log, isolation)
     try:
         server.run(sockets=[sock])
     finally:

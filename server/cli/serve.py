@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from server.cli.common import JobFailed, UserError, _exit_on_signal
+from base.errors import install_hint
+from server.cli.common import (
+    JobFailed,
+    UserError,
+    _exit_on_signal,
+    log_isolation,
+    serving_isolation,
+    unsafe_isolation_option,
+)
 from server.cli.files import read_token
 
 if TYPE_CHECKING:
@@ -16,6 +24,7 @@ if TYPE_CHECKING:
 
 @click.command()
 @click.option("--tcp", metavar="HOST:PORT", help="Listen on TCP instead of stdio (for debugging).")
+@unsafe_isolation_option
 def serve(tcp: str | None) -> None:
     """Run the language server on stdio."""
     if tcp is not None:
@@ -78,12 +87,7 @@ def serve(tcp: str | None) -> None:
     is_flag=True,
     help="Serve simulated GPUs (no GPU used; code is still compiled): to try the remote flow anywhere.",
 )
-@click.option(
-    "--unsafe-no-isolation",
-    is_flag=True,
-    help="Serve even where compiles cannot be isolated from this host (no bubblewrap, no Landlock): "
-    "a request could then read any file this user can.",
-)
+@unsafe_isolation_option
 def worker(
     host: str,
     port: int,
@@ -97,7 +101,6 @@ def worker(
     max_candidates: int,
     trusted_proxy: tuple[str, ...],
     simulate: bool,
-    unsafe_no_isolation: bool,
 ) -> None:
     """Serve this machine's GPUs to remote editors and optimizers over HTTP."""
     import logging
@@ -107,11 +110,8 @@ def worker(
         from base.asgi import make_server
         from sandbox import service
     except ImportError as exc:
-        raise UserError(
-            f"the worker needs the `worker` extra: pip install 'cuda-agent[worker]' ({exc})"
-        ) from exc
+        raise UserError(f"the worker needs the `worker` extra: {install_hint('worker')} ({exc})") from exc
     from base.http import check_listen_policy, check_tls, is_loopback, listen
-    from sandbox.compile_pool import compile_isolation
     from sandbox.contract import RequestLimits
     from sandbox.executor import ExecutorError
     from sandbox.remote import local_gpu_executor
@@ -121,17 +121,11 @@ def worker(
     why = check_listen_policy(host, token) or check_tls(tls_cert, tls_key)
     if why:
         raise UserError(why)
+    isolation = serving_isolation()
     try:
         indices = [int(g) for g in gpus.split(",")]
     except ValueError:
         raise UserError(f"--gpus {gpus!r}: expected comma-separated GPU indices such as 0,1") from None
-    isolation = compile_isolation()
-    if isolation == "none" and not unsafe_no_isolation:
-        raise UserError(
-            "refusing to serve: compiles cannot be isolated from this host here (no usable bubblewrap, "
-            "no Landlock), so a request could read this host's files through the compiler; install "
-            "bubblewrap (or use Linux 5.13+ with Landlock), or pass --unsafe-no-isolation to serve anyway"
-        )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("cuda_agent.worker")
     try:
@@ -174,12 +168,7 @@ def worker(
                 )
             else:
                 log.info("serving GPUs %s (%s) on %s", gpus, ", ".join(names), where)
-        if isolation == "none":
-            log.warning(
-                "--unsafe-no-isolation: compiles are NOT isolated; a request can read any file this user can"
-            )
-        else:
-            log.info("compiles are isolated from this host by %s", isolation)
+        log_isolation(log, isolation)
         if not token:
             log.warning("no --token-file: any user of this machine can run kernels on its GPUs")
         elif not tls_cert and not is_loopback(host):

@@ -59,6 +59,11 @@ __global__ void offset(T* a, int s)
   a[i] = a[i] + 1;
 }
 
+// @cuda-agent sizes n=4*1024*1024/4 verify n=1024,4096
+// @cuda-agent launch grid=n / 256 block=256
+// @cuda-agent template float
+// @cuda-agent arg a inout float[n * 2]
+// @cuda-agent arg s = 2
 template <typename T>
 __global__ void stride(T* a, int s)
 {

@@ -1,4 +1,4 @@
-// refused: a plain 2-D transpose: TiledTranspose rewrites it
+// A plain 2-D transpose: the tiled transpose rewrites it too, and the search measures both.
 // @cuda-agent sizes h=20 w=30 verify h=5,20 w=9,30
 // @cuda-agent launch grid=(cdiv(w, block_x), cdiv(h, block_y)) block=(16, 16)
 // @cuda-agent arg in in float[h * w] uniform(-1, 1)

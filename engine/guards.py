@@ -1,0 +1,165 @@
+"""What holds where a statement runs, read from the conditions around it: the shared facts of
+the passes that rely on bounds checks (the stencil, the scans, the column reduction and the
+permute read them here; no pass imports another).
+
+- :func:`guards` / :func:`conjuncts`: the conditions in force at a node (enclosing ``if`` and
+  ``?:`` conditions, earlier ``if (...) return;``), each as a term and whether it is negated;
+- :func:`at_least_zero` / :func:`different` / :func:`facts_at`: those terms as polynomials
+  ``q >= 0`` (and ``d != 0``) over the view's atoms; :func:`upper_bound`: ``pos < B`` read off one;
+- :func:`constant_block`, :func:`over_block`, :func:`grid_follows_block`: what the spec's launch
+  says about the block.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import tree_sitter
+
+from engine import constant_dims
+from engine.view import (
+    Expander,
+    KernelView,
+    Poly,
+    global_index,
+    poly_add,
+    statements,
+    unparenthesized,
+)
+
+Node = tree_sitter.Node
+
+
+def constant_block(view: KernelView) -> tuple[int, ...] | None:
+    """The spec's block dimensions when all of them are integer constants."""
+    return constant_dims(view.subject.block)
+
+
+def over_block(expr: str) -> bool:
+    """Whether the spec expression ``expr`` is written over ``block``/``block_x``/``block_y``."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.Name) and n.id.startswith("block") for n in ast.walk(tree))
+
+
+def grid_follows_block(view: KernelView) -> bool:
+    """Whether the spec's grid is written over the block in every dimension that has more than one
+    block, so a new block size keeps the grid covering the problem."""
+    return all(over_block(d) or d.strip() == "1" for d in view.subject.grid)
+
+
+def conjuncts(view: KernelView, node: Node, top: Node) -> list[Node]:
+    """The terms of every condition that holds where ``node`` runs, up to ``top``: enclosing
+    ``if`` conditions (``node`` in the consequence) and ``?:`` conditions (in the true branch),
+    split at ``&&``."""
+    out: list[Node] = []
+    child, up = node, node.parent
+    while up is not None and child != top:
+        cond = None
+        if up.type == "if_statement" and up.child_by_field_name("consequence") == child:
+            clause = up.child_by_field_name("condition")
+            cond = clause.child_by_field_name("value") if clause is not None else None
+        elif up.type == "conditional_expression" and up.child_by_field_name("consequence") == child:
+            cond = up.child_by_field_name("condition")
+        out += split(view, cond, "&&")
+        child, up = up, up.parent
+    return out
+
+
+def split(view: KernelView, cond: Node | None, joiner: str) -> list[Node]:
+    """The terms of ``cond`` joined by ``joiner`` (``&&`` or ``||``), parentheses removed."""
+    out: list[Node] = []
+    stack = [cond]
+    while stack:
+        t = unparenthesized(stack.pop())
+        if t is not None and t.type == "binary_expression" and view.text(t.children[1]) == joiner:
+            stack += [t.child_by_field_name("left"), t.child_by_field_name("right")]
+        elif t is not None:
+            out.append(t)
+    return out
+
+
+def different(expand: Expander, view: KernelView, term: Node, negate: bool) -> Poly | None:
+    """``a - b`` when ``term`` (negated when ``negate``) says ``a != b``."""
+    if term.type != "binary_expression" or view.text(term.children[1]) != ("==" if negate else "!="):
+        return None
+    left, right = term.child_by_field_name("left"), term.child_by_field_name("right")
+    a = expand.poly(left) if left is not None else None
+    b = expand.poly(right) if right is not None else None
+    return poly_add(a, b, -1) if a is not None and b is not None else None
+
+
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def at_least_zero(expand: Expander, view: KernelView, term: Node, negate: bool = False) -> Poly | None:
+    """``term`` (a comparison, or its negation) as ``q >= 0`` over integers, or None."""
+    if term.type != "binary_expression":
+        return None
+    op = view.text(term.children[1])
+    op = _NEGATED.get(op, "") if negate else op
+    left, right = term.child_by_field_name("left"), term.child_by_field_name("right")
+    if op not in ("<", "<=", ">", ">=") or left is None or right is None:
+        return None
+    a, b = expand.poly(left), expand.poly(right)
+    if a is None or b is None:
+        return None
+    q = poly_add(b, a, -1) if op in ("<", "<=") else poly_add(a, b, -1)
+    return poly_add(q, {(): -1}) if op in ("<", ">") else q
+
+
+def guards(view: KernelView, node: Node) -> list[tuple[Node, bool]]:
+    """The comparisons that hold where ``node`` runs, each with whether it holds negated: the
+    enclosing conditions, and the terms of ``if (a || b) return;`` (or ``continue;`` inside a loop)
+    before its statement in any enclosing block."""
+    out = [(t, False) for t in conjuncts(view, node, view.body)]
+    child, up = node, node.parent
+    while up is not None and child != view.body:  # in an `else`: each term of the `||` is false
+        holder = up.parent
+        if up.type == "else_clause" and holder is not None and holder.type == "if_statement":
+            clause = holder.child_by_field_name("condition")
+            value = clause.child_by_field_name("value") if clause is not None else None
+            out += [(t, True) for t in split(view, value, "||")]
+        child, up = up, up.parent
+    child = node
+    while child.parent is not None and child != view.body:  # `if (a || b) return;` (or `continue;`) before it
+        block = child.parent
+        if block.type == "compound_statement":
+            for s in block.named_children:
+                if s.start_byte >= child.start_byte:
+                    break
+                conseq = s.child_by_field_name("consequence") if s.type == "if_statement" else None
+                if conseq is None or s.child_by_field_name("alternative") is not None:
+                    continue
+                leaves = [c.type for c in statements(conseq)]
+                if leaves != ["return_statement"] and (
+                    leaves != ["continue_statement"] or block == view.body
+                ):
+                    continue
+                clause = s.child_by_field_name("condition")
+                value = clause.child_by_field_name("value") if clause else None
+                out += [(t, True) for t in split(view, value, "||")]
+        child = block
+    return out
+
+
+def facts_at(view: KernelView, expand: Expander, node: Node) -> list[Poly]:
+    """What holds where ``node`` runs, as polynomials ``q >= 0``: the thread's global indices,
+    the comparisons of :func:`guards`, and ``d - 1 >= 0`` from ``d != 0`` with ``d >= 0`` known
+    (``x != 0`` in the ``else`` of ``x == 0 || ...``)."""
+    facts = [global_index("x"), global_index("y")]  # thread positions are never negative
+    held = guards(view, node)
+    facts += [q for t, neg in held if (q := at_least_zero(expand, view, t, neg)) is not None]
+    unequal = [d for t, neg in held if (d := different(expand, view, t, neg)) is not None]
+    signed = [side for d in unequal for side in (d, poly_add({}, d, -1))]
+    return facts + [poly_add(side, {(): -1}) for side in signed if side in facts]
+
+
+def upper_bound(q: Poly, pos: Poly) -> str:
+    """``B`` when the fact ``q >= 0`` gives ``pos < B`` for a single atom ``B`` ("" otherwise)."""
+    bound = poly_add(poly_add(q, pos), {(): 1})  # pos < bound
+    over = bound.pop((), 0)
+    (mono, coeff), *more = list(bound.items()) or [((), 0)]
+    return mono[0] if over <= 0 and not more and coeff == 1 and len(mono) == 1 else ""
