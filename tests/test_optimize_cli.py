@@ -71,11 +71,11 @@ def test_a_simulated_run_writes_its_records_only_to_a_file_of_its_own(
     real.write_text('{"measured": "a line of the user\'s own"}\n')
     assert main(["optimize", str(cu), "--simulate", "--budget", "6c", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["simulated"] is True
+    assert out["record"]["simulated"] is True
     assert real.read_text() == '{"measured": "a line of the user\'s own"}\n'  # untouched
     assert out["trajectory"] == str(real.with_name("trajectories.simulated.jsonl"))
     lines = [json.loads(line) for line in Path(out["trajectory"]).read_text().splitlines()]
-    assert len(lines) == out["candidates"] > 0
+    assert len(lines) == out["record"]["attempts"] > 0
     assert all(line["simulated"] is True for line in lines)
 
 
