@@ -27,13 +27,12 @@ from agent.llm import FENCED_HOWTO, SYSTEM, NoCode, describe_device, fenced_argu
 from agent.proposal import Proposal
 from cudasrc.source import Document
 from learning.tasks import AnyTask, Task, TorchTask
+from learning.wire import Completion
 from sandbox.contract import DeviceInfo
 from sandbox.screen import ALLOWED_MODULES, FORBIDDEN_NAMES
 
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 TOOL_NAME = "verify_and_time"
-
-Completion = str | list[dict[str, Any]]
 
 
 TORCH_SYSTEM = (

@@ -50,8 +50,9 @@ from agent.trajectory import FAILED, HACK, REWARD_VERSION
 from base.asgi import AsciiJSON, BearerAuth, error_response, read_body, requester
 from base.http import HEALTH_PATH
 from learning.completion import prompt_messages
-from learning.engine import Item, RewardEngine, Scored
+from learning.engine import RewardEngine
 from learning.tasks import TaskError
+from learning.wire import Item, RewardResponse, Scored
 from sandbox.contract import to_dict
 from sandbox.executor import ExecutorError
 
@@ -354,7 +355,7 @@ class RewardService:
 
 
 def _results(request_id: str, results: list[Scored]) -> dict[str, Any]:
-    return {"id": request_id, "reward_version": REWARD_VERSION, "results": [r.to_dict() for r in results]}
+    return to_dict(RewardResponse(request_id, REWARD_VERSION, tuple(results)))
 
 
 def _depth(value: Any) -> int:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from agent.target import Target
     from cudasrc.source import Document
     from cudasrc.syntax import Issue
-    from learning.engine import Scored
+    from learning.wire import Scored
     from sandbox.capture import CaptureRun
     from sandbox.contract import Diagnostic, EvalResult
     from server.cli.reports import KernelsReport, SuiteReport
