@@ -8,7 +8,7 @@ editor stores; ``agent.compare.CandidateRef``;
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent.attempts import SizeCheck, size_checks, verdict_summary
@@ -16,7 +16,7 @@ from agent.capture import CaptureEdit
 from agent.check import FileCheck, KernelCheck
 from agent.compare import CandidateRef, Comparison, reason_text
 from agent.loop import OptimizeResult
-from agent.records import OptimizeRecord, optimize_record
+from agent.records import CompareRecord, OptimizeRecord, compare_record, optimize_record
 from agent.suite import FamilySummary, SuiteEntry, SuiteSummary
 from agent.target import Target
 from agent.trajectory import simulated_path
@@ -137,19 +137,17 @@ class Precision:
 
 @dataclass(frozen=True)
 class CompareReport:
-    """``compare``: a rewrite verified against the original and timed beside it."""
+    """``compare``: a rewrite verified against the original and timed beside it: the comparison's
+    record (:class:`agent.records.CompareRecord`, the one the editor stores: verified, the
+    rewrite's status, its speedups), and what only the command line shows."""
 
     file: str
     kernel: str
     candidate: CandidateRef
-    verified: bool
-    status: str
+    record: CompareRecord
     message: str
     reason: str
     first_failure: Check | None
-    speedup: float
-    speedup_low: float
-    speedup_high: float
     original: Side
     rewrite: Side
     launch: LaunchChange | None
@@ -288,20 +286,22 @@ def _side(r: CandidateResult) -> Side:
     )
 
 
+def _candidate_text(found: Comparison) -> str:
+    """The rewrite as ``--with`` names it: ``FILE:KERNEL`` (or the file alone)."""
+    kernel = found.proposal.kernel
+    return f"{found.candidate_path}:{kernel}" if kernel else found.candidate_path
+
+
 def compare_report(found: Comparison) -> CompareReport:
     c, base = found.candidate, found.result.baseline
     return CompareReport(
         file=found.target.path,
         kernel=found.target.kernel,
         candidate=CandidateRef(found.candidate_path, found.proposal.kernel),
-        verified=found.verified,
-        status=c.status.value,
+        record=replace(compare_record("", found), other=_candidate_text(found)),
         message=c.message,
         reason=reason_text(found),
         first_failure=found.first_failure,
-        speedup=c.speedup,
-        speedup_low=c.speedup_low,
-        speedup_high=c.speedup_high,
         original=_side(base),
         rewrite=_side(c),
         launch=found.proposal.launch,
