@@ -44,6 +44,7 @@ class ExpressionError(InputError, ValueError):
     """An expression is not in the grammar, or cannot be evaluated (division by zero, out of
     range); one line naming it."""
 
+
 # name -> (minimum, maximum) arguments
 FUNCTIONS: dict[str, tuple[int, int]] = {
     "min": (2, 16),
@@ -153,7 +154,9 @@ def _parse(text: str, names: Iterable[str], constants: Mapping[str, Number]) -> 
             and node.id not in known
             and node.id not in constants
         ):
-            raise ExpressionError(f"unknown name `{node.id[:40]}` (known: {', '.join(sorted(known)) or 'none'})")
+            raise ExpressionError(
+                f"unknown name `{node.id[:40]}` (known: {', '.join(sorted(known)) or 'none'})"
+            )
     return tree.body
 
 

@@ -335,6 +335,7 @@ def print_score(scored: Scored) -> None:
     value = "none" if scored.reward is None else f"{scored.reward:+.3f}"
     rule = f" ({scored.rule})" if scored.rule else ""
     speed = f", speedup {scored.speedup:.2f}x (low {scored.speedup_low:.2f}x)" if scored.speedup else ""
-    click.echo(f"{scored.task}: reward {value}, {scored.milestone.value if scored.milestone else 'not scored'}{rule}{speed}")
+    reached = scored.milestone.value if scored.milestone else "not scored"
+    click.echo(f"{scored.task}: reward {value}, {reached}{rule}{speed}")
     if scored.message or scored.reason:
         click.echo(f"  {scored.message or scored.reason}")
