@@ -144,7 +144,11 @@ async def test_compare_with_offers_matching_kernels_runs_with_progress_and_shows
     other = await finished(workspace, started["runId"])
     assert other["status"] == "ok"
     stored = plain(await client.protocol.send_request_async("cudaAgent/results", {}))
-    rows = {(r["file"], r["kernel"]): r["results"]["compare"] for r in stored["results"] if "compare" in r["results"]}
+    rows = {
+        (r["file"], r["kernel"]): r["results"]["compare"]
+        for r in stored["results"]
+        if "compare" in r["results"]
+    }
     assert rows[("vadd_elsewhere.cu", "vadd_grid_stride")]["other"] == "vadd_pair.cu:vadd"
     assert rows[("vadd_pair.cu", "vadd")]["other"] == "vadd_elsewhere.cu:vadd_grid_stride"
 

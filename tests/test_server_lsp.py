@@ -748,7 +748,9 @@ async def test_benchmark_and_optimize_on_the_gpu(gpu_client: LanguageClient, wor
     stored = plain(await gpu_client.protocol.send_request_async("cudaAgent/results", {"uri": uri}))
     (entry,) = stored["results"]
     assert entry["results"]["optimize"] == result["optimize"]  # the run's end carried the stored record
-    assert entry["results"]["optimize"]["device"] and entry["results"]["optimize"]["device"] != "simulated GPU"
+    assert (
+        entry["results"]["optimize"]["device"] and entry["results"]["optimize"]["device"] != "simulated GPU"
+    )
     assert entry["results"]["benchmark"]["medianMs"] == pytest.approx(bench["benchmark"]["medianMs"])
     hints = await gpu_client.text_document_inlay_hint_async(
         lsp.InlayHintParams(
