@@ -4,6 +4,7 @@ and they come back equal, on the wire and from the store's file."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pygls.protocol import default_converter
@@ -12,7 +13,7 @@ from agent import records
 from agent.attempts import AttemptRecord
 from agent.loop import RunOutcome, StopKind
 from agent.records import CompareRole
-from sandbox.contract import Profile, Stall, Status
+from sandbox.contract import Profile, Stall, Status, to_dict
 from server import protocol as wire
 from server.store import ResultStore
 
@@ -125,3 +126,19 @@ def test_the_run_finished_carries_the_stored_record(tmp_path: Path) -> None:
     data = c.unstructure(finished)  # type: ignore[attr-defined]
     assert data["optimize"]["runId"] == "r1" and "benchmark" not in data
     assert c.structure(data, wire.RunFinished) == finished  # type: ignore[attr-defined]
+
+
+def test_a_store_written_before_the_enums_and_new_fields_still_loads(tmp_path: Path) -> None:
+    r = sample()
+    assert r.optimize is not None and r.profile is not None
+    old = to_dict(r)
+    del old["optimize"]["stop_kind"]  # fields the previous build did not write
+    for k in old["profile"]["kernels"]:
+        del k["status"], k["message"]
+    store_dir = tmp_path / ".cuda-agent"
+    store_dir.mkdir()
+    (store_dir / "results.json").write_text(json.dumps({"version": 1, "files": {"vadd.cu": {"vadd": old}}}))
+    kept = ResultStore(tmp_path).get(tmp_path / "vadd.cu", "vadd")
+    assert kept.optimize is not None and kept.optimize.outcome is RunOutcome.IMPROVED
+    assert kept.compare is not None and kept.compare.role is CompareRole.ORIGINAL
+    assert kept.profile is not None and kept.profile.kernels[0].status is Status.OK
