@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from agent.trajectory import FAILED, HACK  # noqa: E402
 from learning.engine import Item, RewardEngine  # noqa: E402
 from learning.tasks import DEFAULT_TORCH_TASKS, TaskSet  # noqa: E402
-from sandbox.contract import Budget, EvalOptions  # noqa: E402
+from sandbox.contract import Budget, EvalOptions, to_dict  # noqa: E402
 from sandbox.executor import Executor  # noqa: E402
 from sandbox.screen import screen  # noqa: E402
 
@@ -118,7 +118,7 @@ def score(run: Run, engine: RewardEngine | None, task: str, source: str, key: st
     if s.verdict not in ("rejected", "compile_error", "no_code") or s.speedup:  # reached a worker
         run.evaluations += 1
         run.eval_seconds += seconds
-    return {**s.to_dict(), "seconds": round(seconds, 2)}
+    return {**to_dict(s), "seconds": round(seconds, 2)}
 
 
 def hacks(run: Run, engine: RewardEngine | None) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from learning.client import RewardClient
+from learning.wire import Item
 
 REWARD_NAME = "cuda_agent_reward"
 
@@ -31,10 +32,8 @@ def reward_function(
     (``completion``: chat messages or text; ``answer``: the task)."""
 
     async def reward(completion: Any, answer: str, **kwargs: Any) -> float:
-        item = {"key": "0", "task": str(answer), "completion": completion}
-        (result,) = await client.ascore([item], deadline_s)
-        value = result.get("reward")
-        return missing_reward if value is None else float(value)
+        (result,) = await client.ascore([Item("0", str(answer), completion)], deadline_s)
+        return missing_reward if result.reward is None else float(result.reward)
 
     reward.__name__ = REWARD_NAME
     return reward

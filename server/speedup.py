@@ -162,8 +162,7 @@ async def _speedup(
         lsp.ApplyWorkspaceEditParams(edit=workspace_edit(report), label=_label(report))
     )
     told = "edit applied" if applied.applied else f"edit not applied ({applied.failure_reason or 'declined'})"
-    best = max((r.speedup for r in report.rewrites if r.applied), default=0.0)
-    return run_finished(run, RunStatus.OK, f"{summary}; {told}", speedup=report.measured or best)
+    return run_finished(run, RunStatus.OK, f"{summary}; {told}")
 
 
 def _unsaved(ls: CudaLanguageServer, files: tuple[str, ...]) -> list[str]:
