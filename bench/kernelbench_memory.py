@@ -2,7 +2,7 @@
 
 For each ``level*/*.py`` of a KernelBench checkout: the task's own device memory at its benchmark
 size (inputs, outputs, parameters: :func:`sandbox.torch_eval.footprint`, shapes from the meta
-device) and what one evaluation plans to hold (:attr:`sandbox.torch_eval.Footprint.planned`),
+device) and what one evaluation plans to hold (:attr:`sandbox.torch_eval.TaskMemory.planned`),
 against an 80 GB H100.  Writes one JSON document:
 
     python3 bench/kernelbench_memory.py --kernelbench /path/to/KernelBench/KernelBench --out bench/results/kernelbench_memory.json
@@ -54,7 +54,7 @@ def main() -> int:
         )
     planned = [r for r in rows if "planned" in r]
     doc = {
-        "what": "planned device memory of one evaluation per KernelBench file (sandbox.torch_eval.Footprint)",
+        "what": "planned device memory of one evaluation per KernelBench file (sandbox.torch_eval.TaskMemory)",
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "device_bytes": DEVICE_BYTES,
         "plan_factor": PLAN_FACTOR,

@@ -4,8 +4,9 @@ A kernel in ``inc/ops.cuh`` is launched from ``src/main.cpp``, or from a PyTorch
 launcher called by ``train.py``; its headers are found through ``-I`` folders.  The project's root
 is the nearest folder above the file (at most :data:`_MAX_UP` levels) that holds a build or
 repository marker (``compile_commands.json``, ``CMakeLists.txt``, ``Makefile``, ``setup.py``,
-``pyproject.toml``, ``.git``), else the file's own folder: a loose file is never read together with
-the folders beside it (another project's kernel of the same name).  Its include folders are the
+``pyproject.toml``, ``.git``), else the file's folder's parent (``inc/`` beside ``src/``; a file there
+that defines a kernel of the same name launches its own, never this one: :func:`cudasrc.host.launch_of`).
+Its include folders are the
 ``-I`` folders of its ``compile_commands.json`` when there is one, else every folder of the tree
 that holds headers.  The walk is capped (:data:`_MAX_FILES` files, :data:`_MAX_DEPTH` levels)
 and skips hidden, build and environment folders, so a huge workspace costs a bounded scan.
@@ -80,7 +81,7 @@ def _root(start: Path) -> Path:
         if folder.parent == folder:
             break
         folder = folder.parent
-    return start
+    return start.parent if start.parent != start else start
 
 
 @lru_cache(maxsize=16)

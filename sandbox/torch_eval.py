@@ -38,7 +38,7 @@ Per candidate, in order (what the answer could do about each step: :mod:`sandbox
    alone (``rejected`` when the answer slowed it down); the physics floor, and for a speedup of
    1.5 or more the host clock's agreement (``implausible``).
 
-Device memory held: at most :attr:`Footprint.planned` (three input sets, two output sets, the
+Device memory held: at most :attr:`TaskMemory.planned` (three input sets, two output sets, the
 parameters twice, a fixed overhead): within three times the task's own footprint.
 """
 
@@ -190,7 +190,7 @@ PLAN_OVERHEAD = 3 << 30  # plus this: flush buffer, the ceilings' copy and GEMM,
 
 
 @dataclass(frozen=True)
-class Footprint:
+class TaskMemory:
     """A task's own device memory at its benchmark size: inputs, outputs, parameters and buffers."""
 
     inputs: int
@@ -212,21 +212,21 @@ class Footprint:
         return 2 * self.params + 3 * self.inputs + 2 * self.outputs + PLAN_OVERHEAD
 
 
-def footprint(task_source: str) -> Footprint:
-    """A task's :class:`Footprint` without a GPU: the model and its inputs built on the meta
+def footprint(task_source: str) -> TaskMemory:
+    """A task's :class:`TaskMemory` without a GPU: the model and its inputs built on the meta
     device and its forward run there for the outputs' shapes (a model whose forward needs values,
     ``.item()``, runs on the host instead)."""
     torch = _torch()
     task = _module(task_source, "task.py")
 
-    def run(device: str) -> Footprint:
+    def run(device: str) -> TaskMemory:
         torch.manual_seed(0)
         with torch.device(device), torch.no_grad():
             model = task["Model"](*task["get_init_inputs"]())
             inputs = list(task["get_inputs"]())
             out = model(*inputs)
         outs = list(out) if isinstance(out, tuple | list) else [out]
-        return Footprint(
+        return TaskMemory(
             nbytes(torch, inputs), nbytes(torch, outs), nbytes(torch, [*model.parameters(), *model.buffers()])
         )
 

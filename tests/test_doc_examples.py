@@ -41,6 +41,8 @@ NOT_RUN = {
     "cuda-agent profile bench/kernels/saxpy.cu": "needs a GPU with Nsight Compute; the output shown is checked "
     "against a recorded profile by tests/test_profile.py",
     "reward score torch.relu model_new.py": "a PyTorch answer runs only in a GPU worker inside bubblewrap",
+    "cuda-agent speedup --": "builds and runs the user's program on a GPU (tests/test_program.py runs speedup "
+    "end to end on a fixture project with the simulated GPU)",
     "CUDA_AGENT_RAY_ADDRESS=": "needs a Ray cluster with GPUs (tests/test_ray.py runs the Ray executor on a "
     "local CPU-only Ray)",
 }

@@ -81,3 +81,14 @@ def test_the_site_builds_with_no_broken_link(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "site" / "reference" / "cli.html").exists()
+
+
+def test_every_pass_has_its_page_in_the_site() -> None:
+    from engine.registry import PASSES
+
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    for module in sorted({type(p).__module__.rsplit(".", 1)[1] for p in PASSES}):
+        page = ROOT / "docs" / "internals" / "passes" / f"{module}.md"
+        assert page.exists(), f"no page for the pass module engine/{module}.py"
+        assert f"internals/passes/{module}.md" in nav
+        assert f"<!-- docstring: engine/{module}.py -->" in page.read_text(encoding="utf-8")

@@ -41,7 +41,8 @@ def test_the_generator_follows_the_python_declarations() -> None:
     assert "export interface KernelRef {\n  uri: string;\n  kernel?: string;\n}" in ts
     assert "  running: RunningStatus | null;" in ts and "  edits: TextEdit[];" in ts
     assert (
-        'export type RunKind = "optimize" | "benchmark" | "compare" | "profile" | "capture" | "speedup";' in ts
+        'export type RunKind = "optimize" | "benchmark" | "compare" | "profile" | "capture" | "speedup";'
+        in ts
     )
     assert "export interface CompareRef {\n  uri: string;\n  with: string;\n  kernel?: string;\n}" in ts
     assert f'export const RUN_FINISHED_NOTIFICATION = "{wire.RUN_FINISHED_NOTIFICATION}";' in ts

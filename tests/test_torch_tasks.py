@@ -523,12 +523,12 @@ def test_every_kernelbench_file_fits_an_80gb_h100_under_the_memory_plan() -> Non
     """The committed table (``bench/kernelbench_memory.py``: shapes from the meta device) holds all
     250 files, each planned within 3x its footprint plus the overhead, and within 80 GB; the plan
     is the code's (a stale table fails)."""
-    from sandbox.torch_eval import PLAN_FACTOR, PLAN_OVERHEAD, Footprint
+    from sandbox.torch_eval import PLAN_FACTOR, PLAN_OVERHEAD, TaskMemory
 
     rows = json.loads(MEMORY_TABLE.read_text())["rows"]
     assert len(rows) == 250 and all("planned" in r for r in rows), [r for r in rows if "planned" not in r]
     for r in rows:
-        fp = Footprint(r["inputs"], r["outputs"], r["params"])
+        fp = TaskMemory(r["inputs"], r["outputs"], r["params"])
         assert fp.planned == r["planned"] and fp.total == r["footprint"], r["file"]
         assert fp.planned <= PLAN_FACTOR * fp.total + PLAN_OVERHEAD, r["file"]
         assert fp.planned <= H100_BYTES, r["file"]

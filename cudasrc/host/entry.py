@@ -133,7 +133,10 @@ def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Documen
     if not doc.path:
         return None
     here = Path(doc.path).resolve()
-    hosts = [p for p in project_of(here).sources if p.suffix != ".py" and p != here][:_MAX_HOSTS]
+    hosts = [
+        p for p in project_of(here).sources if p.suffix != ".py" and p != here and _may_launch(p, kernel)
+    ]
+    hosts = hosts[:_MAX_HOSTS]
     if from_main := _from_a_main(doc, kernel, hosts):
         return from_main
     if kernel in found.launches:
@@ -146,14 +149,22 @@ def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Documen
         if kernel not in text:
             continue
         host = Document(text, str(path))
-        if host.kernel(kernel) is not None:
-            continue  # it defines a kernel of that name itself: its launches are of that one
         found = run(host)
         if kernel in found.launches:
             return found.launches[kernel], found, host
     scripts = [p for p in project_of(here).sources if p.suffix == ".py"][:_MAX_HOSTS]
     call = pyhost.tuner_call(scripts, kernel)
     return _tuner_launch(doc, kernel, call) if call is not None else None
+
+
+def _may_launch(path: Path, kernel: str) -> bool:
+    """Whether a host file of the project may launch our ``kernel``: not when it defines a kernel
+    of that name itself (another program's, in a folder beside ours): its launches are of that one."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return kernel not in text or Document(text).kernel(kernel) is None  # no path: its own text only
 
 
 def _from_a_main(
