@@ -818,3 +818,47 @@ def test_rewrite_computes_the_same_outputs_in_host_emulation(
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert float(run.stdout) <= (1e-5 if t.tolerance else 1e-6), f"outputs differ by {run.stdout.strip()}"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ for the host emulation")
+def test_host_emulation_defines_what_the_device_runtime_defines(tmp_path: Path) -> None:
+    """Real kernels' spellings build and run on the host: a `bool` and a `char*` parameter, NULL
+    for a pointer, unqualified `max`/`min`, a variable-template `__constant__`, and an
+    `extern "C"` kernel named like a C symbol, twice in one program (original and rewrite)."""
+    cu = """
+#include <cuda_runtime.h>
+template <typename T> __constant__ T w[4];
+extern "C" {
+__global__ void add(int n, const char* v, float* skip, float* out, bool neg) {
+    int i = threadIdx.x;
+    if (i < n) out[i] = max(0, (int)v[i]) + min(w<float>[i % 4], 2.5f) * (neg ? -1 : 1) + (skip == 0);
+}
+}
+"""
+    body = [_host_unit(cu, "orig"), _host_unit(cu, "cand")]
+    main = """int main() {
+    signed char v[4] = {-3, 1, 2, 3};
+    float out[4];
+    for (int i = 0; i < 4; ++i) orig::w<float>[i] = cand::w<float>[i] = (float)i;
+    launch(orig::add, dim3{1, 1, 1}, dim3{4, 1, 1}, 4, v, (unsigned long long)(0), out, (bool)(1.0));
+    printf("%g %g %g %g\\n", out[0], out[1], out[2], out[3]);
+    return 0;
+}
+"""
+    src = tmp_path / "emulate.cpp"
+    src.write_text('#include "host_cuda.h"\n' + "\n".join(body) + main)
+    exe = tmp_path / "emulate"
+    build = subprocess.run(
+        ["g++", "-std=c++20", "-pthread", "-O0", "-w", f"-I{DATA}", str(src), "-o", str(exe)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert build.returncode == 0, build.stderr[:3000]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert run.stdout.split() == [
+        "1",
+        "1",
+        "1",
+        "2.5",
+    ]  # max(0, -3) - 0 + 1, 1 - 1 + 1, 2 - 2 + 1, 3 - 2.5 + 1
