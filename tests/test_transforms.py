@@ -586,6 +586,7 @@ HOST_TYPES = {
     "uint8": "unsigned char",
     "float16": "__half",
     "bfloat16": "__nv_bfloat16",
+    "bool": "bool",
 }
 # (file, transforms): rewrites whose outputs the host emulation (tests/data/transforms/host_cuda.h) compares
 HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
@@ -655,22 +656,33 @@ HOST_DYNAMIC_SHARED = 16384  # elements of an `extern __shared__ T x[]` array in
 
 def _host_unit(source: str, namespace: str) -> str:
     body = "\n".join(
-        line
-        for line in _sized_dynamic_shared(source).splitlines()
-        if not line.lstrip().startswith("#include")
+        line for line in _host_source(source).splitlines() if not line.lstrip().startswith("#include")
     )
     return f"namespace {namespace} {{\n{body}\n}}\n"
 
 
-def _sized_dynamic_shared(source: str) -> str:
-    """``extern __shared__ T x[];`` (dynamic shared memory, sized by the launch) as a block-shared
-    array of :data:`HOST_DYNAMIC_SHARED` elements, which the host emulation can declare."""
+def _host_source(source: str) -> str:
+    """The unit as the host emulation declares it inside a namespace of its own:
+    ``extern __shared__ T x[];`` (dynamic shared memory, sized by the launch) as a block-shared
+    array of :data:`HOST_DYNAMIC_SHARED` elements, and ``extern "C"`` linkage dropped (on the GPU
+    each unit is its own module; on the host the original and the rewrite share one program, and
+    two C functions of one name in two namespaces are one symbol)."""
     doc = Document(source)
-    edits = []
+    edits: list[tuple[int, int, str]] = []
     stack = [doc.tree.root_node]
     while stack:
         n = stack.pop()
         stack.extend(n.children)
+        if n.type == "linkage_specification":
+            body = n.child_by_field_name("body")
+            if body is None:
+                continue
+            edits.append((n.start_byte, body.start_byte, ""))
+            if body.type == "declaration_list":  # extern "C" { ... }: keep what is between the braces
+                for brace in body.children:
+                    if brace.type in ("{", "}"):
+                        edits.append((brace.start_byte, brace.end_byte, ""))
+            continue
         if n.type != "declaration":
             continue
         words = [doc.node_text(c) for c in n.children]
@@ -682,6 +694,23 @@ def _sized_dynamic_shared(source: str) -> str:
     for start, end, text in sorted(edits, reverse=True):
         data = data[:start] + text.encode() + data[end:]
     return data.decode()
+
+
+def _template_variables(source: str) -> set[str]:
+    """The names of the unit's variable templates (``template <class T> __constant__ T w[N];``)."""
+    doc = Document(source)
+    names: set[str] = set()
+    for n in doc.tree.root_node.children:
+        if n.type != "template_declaration":
+            continue
+        for d in n.children:
+            if d.type != "declaration":
+                continue
+            for c in d.children_by_field_name("declarator"):
+                while c.child_by_field_name("declarator") is not None:
+                    c = c.child_by_field_name("declarator")
+                names.add(doc.node_text(c))
+    return names
 
 
 def _host_value(dtype: str, i: str, dist_kind: str, low: float, high: float, value: float) -> str:
@@ -702,6 +731,7 @@ def host_program(t: Target, out: Subject) -> str:
     lines = ['#include "host_cuda.h"', _host_unit(t.baseline.source, "orig")]
     lines += [_host_unit(t.unit_with(out.code), "cand"), "int main() {", "    double worst = 0;"]
     launches = t.relaunch(out.launch) if (out.launch.grid or out.launch.block) and t.relaunch else None
+    templated = _template_variables(t.baseline.source)
     for misalign, (k, p) in itertools.product((0, 1), enumerate(t.verify_problems)):
         new = launches[k] if launches else p.launch
         lines.append("    {")
@@ -721,6 +751,17 @@ def host_program(t: Target, out: Subject) -> str:
             ]
             call_o.append(f"{a.name}_o")
             call_c.append(f"{a.name}_c + {misalign}")
+        for c in p.constants:  # a variable template is named with the constant's element type
+            symbol = f"{c.name}<{HOST_TYPES[c.dtype]}>" if c.name in templated else c.name
+            d = c.dist
+            init = (
+                f"{d.source}_o[i]"
+                if d.kind == "copy"
+                else _host_value(c.dtype, "i", d.kind, d.low, d.high, d.value)
+            )
+            lines.append(
+                f"        for (long long i = 0; i < {c.count}; ++i) orig::{symbol}[i] = cand::{symbol}[i] = {init};"
+            )
         g, b, g2, b2 = p.launch.grid, p.launch.block, new.grid, new.block
         lines.append(
             f"        {{ using namespace orig; launch({kernel}, dim3{{{g[0]}, {g[1]}, {g[2]}}}, dim3{{{b[0]}, {b[1]}, {b[2]}}}, {', '.join(call_o)}); }}"
@@ -731,7 +772,7 @@ def host_program(t: Target, out: Subject) -> str:
         for a in p.args:
             if a.role in ("out", "inout"):
                 lines.append(
-                    f"        for (long long i = 0; i < {a.count}; ++i) {{ double o = {a.name}_o[i], c = {a.name}_c[i + {misalign}], d = o == c ? 0.0 : std::fabs(o - c); if (!(d <= worst)) worst = d != d ? 1e30 : d; }}"
+                    f"        for (long long i = 0; i < {a.count}; ++i) {{ double o = {a.name}_o[i], c = {a.name}_c[i + {misalign}], d = o == c || (o != o && c != c) ? 0.0 : std::fabs(o - c); if (!(d <= worst)) worst = d != d ? 1e30 : d; }}"
                 )
         lines.append("    }")
     lines += ['    printf("%g\\n", worst);', "    return 0;", "}"]
@@ -777,3 +818,43 @@ def test_rewrite_computes_the_same_outputs_in_host_emulation(
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert float(run.stdout) <= (1e-5 if t.tolerance else 1e-6), f"outputs differ by {run.stdout.strip()}"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ for the host emulation")
+def test_host_emulation_defines_what_the_device_runtime_defines(tmp_path: Path) -> None:
+    """Real kernels' spellings build and run on the host: a `bool` and a `char*` parameter, NULL
+    for a pointer, unqualified `max`/`min`, a variable-template `__constant__`, and an
+    `extern "C"` kernel named like a C symbol, twice in one program (original and rewrite)."""
+    cu = """
+#include <cuda_runtime.h>
+template <typename T> __constant__ T w[4];
+extern "C" {
+__global__ void add(int n, const char* v, float* skip, float* out, bool neg) {
+    int i = threadIdx.x;
+    if (i < n) out[i] = max(0, (int)v[i]) + min(w<float>[i % 4], 2.5f) * (neg ? -1 : 1) + (skip == 0);
+}
+}
+"""
+    body = [_host_unit(cu, "orig"), _host_unit(cu, "cand")]
+    main = """int main() {
+    signed char v[4] = {-3, 1, 2, 3};
+    float out[4];
+    for (int i = 0; i < 4; ++i) orig::w<float>[i] = cand::w<float>[i] = (float)i;
+    launch(orig::add, dim3{1, 1, 1}, dim3{4, 1, 1}, 4, v, (unsigned long long)(0), out, (bool)(1.0));
+    printf("%g %g %g %g\\n", out[0], out[1], out[2], out[3]);
+    return 0;
+}
+"""
+    src = tmp_path / "emulate.cpp"
+    src.write_text('#include "host_cuda.h"\n' + "\n".join(body) + main)
+    exe = tmp_path / "emulate"
+    build = subprocess.run(
+        ["g++", "-std=c++20", "-pthread", "-O0", "-w", f"-I{DATA}", str(src), "-o", str(exe)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert build.returncode == 0, build.stderr[:3000]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    # max(0, v[i]) - min(w[i], 2.5) + 1, as skip is NULL
+    assert run.stdout.split() == ["1", "1", "1", "1.5"]

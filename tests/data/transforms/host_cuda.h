@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #define __global__
@@ -19,6 +20,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
+#define __constant__ static
 #define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
@@ -88,12 +90,39 @@ template <class T> T __ldg(const T* p) { return *p; }
 template <class T> T atomicAdd(T* p, T v) { std::lock_guard<std::mutex> hold(atomics); T old = *p; *p += v; return old; }
 inline float __expf(float x) { return expf(x); }
 inline float __logf(float x) { return logf(x); }
+inline float __log2f(float x) { return log2f(x); }
+inline float __log10f(float x) { return log10f(x); }
+inline float __exp10f(float x) { return powf(10.0f, x); }
+inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
 inline float __sinf(float x) { return sinf(x); }
 inline float __cosf(float x) { return cosf(x); }
 inline float __tanf(float x) { return tanf(x); }
 inline float __powf(float x, float y) { return powf(x, y); }
 inline float __fdividef(float x, float y) { return x / y; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+// CUDA's device runtime has unqualified min/max over the arithmetic types, mixed ones included
+// (both operands converted to their common type, as the usual arithmetic conversions do).
+template <class A, class B>
+    requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
+std::common_type_t<A, B> max(A a, B b) {
+    using C = std::common_type_t<A, B>;
+    return (C)a < (C)b ? (C)b : (C)a;
+}
+template <class A, class B>
+    requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
+std::common_type_t<A, B> min(A a, B b) {
+    using C = std::common_type_t<A, B>;
+    return (C)b < (C)a ? (C)b : (C)a;
+}
+
+// An argument as the kernel's parameter type: the host arrays' element types are the spec's
+// (`signed char` for int8), a kernel may take the same bytes as `char*`, as a CUDA launch allows.
+template <class P, class A> P as_param(A a) {
+    if constexpr (std::is_pointer_v<P> && (std::is_pointer_v<A> || std::is_integral_v<A>))  // NULL as 0
+        return reinterpret_cast<P>(a);
+    else
+        return static_cast<P>(a);
+}
 
 template <class... P, class... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, A... args) {
@@ -110,7 +139,7 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, A... args) {
                     warps.push_back(std::make_unique<Warp>(std::min(32u, threads - w * 32)));
                 auto run = [=](unsigned t) {
                     threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-                    kernel(args...);
+                    kernel(as_param<P>(args)...);
                 };
 #ifdef HOST_CUDA_THREADS
                 std::vector<std::thread> team;
