@@ -63,6 +63,7 @@ from agent.outputs import Difference, OutputFile, OutputTolerance, Produced, com
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeBudget, Proposer
 from agent.target import Target, TargetError, target_for
+from base.errors import Failed
 from cudasrc import dtypes, specs
 from cudasrc.launch import TextEdit, sites_edits
 from cudasrc.source import Document
@@ -328,7 +329,7 @@ class ProgramReport:
 ProgressFn = Callable[[str], None]
 
 
-class Cancelled(RuntimeError):
+class Cancelled(Failed, RuntimeError):
     """The caller cancelled; files already restored."""
 
 

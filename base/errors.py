@@ -21,6 +21,8 @@ import; each class stays in the module that raises it.
     │   ├── agent.check.DefineError                 a -D is not NAME[=VALUE]
     │   ├── agent.capture.CaptureMismatch           a captured launch disagrees with the source
     │   ├── learning.tasks.TaskError                a reward task file is malformed
+    │   ├── sandbox.recorded.RecordedMissing        no recorded inputs under that digest
+    │   ├── engine.maps.Unmapped                    an index is not quasi-affine at a size
     │   ├── agent.llm.NoCode                        a model reply holds no code
     │   └── server.cli.common.UserError             a command-line mistake
     ├── Unavailable                    this machine lacks something            exit 1, -32603
@@ -39,6 +41,7 @@ import; each class stays in the module that raises it.
     └── Failed                         the work ran and failed                 exit 1, -32603
         ├── sandbox.runtime.CudaError               a CUDA call returned an error
         ├── sandbox.runtime.MemoryCapExceeded       a run asked for more than its memory cap
+        ├── agent.program.Cancelled                 a speedup run was cancelled (files restored)
         └── server.cli.common.JobFailed             a CLI job's verdict is a failure
 
 Built-in bases are kept beside the branch where callers catch them (``InvalidSpec`` is still a

@@ -43,6 +43,7 @@ except ImportError:  # a checkout without the wheel: every fact answers why not,
     isl = None  # type: ignore[assignment]
 import tree_sitter
 
+from base.errors import InputError
 from cudasrc.specs import ScalarSpec, evaluate, verify_sizes
 from cudasrc.specs import bench_sizes as _bench_sizes
 
@@ -75,7 +76,7 @@ class MapsView(Protocol):
 
 
 @dataclass(frozen=True)
-class Problem:
+class SizePoint:
     """One concrete size: the values of the scalar parameters, the launch, the label."""
 
     label: str
@@ -130,7 +131,7 @@ class ReductionAxis:
     strides: Mapping[str, tuple[int, ...]]  # array -> its stride along the loop, per problem
 
 
-class Unmapped(Exception):
+class Unmapped(InputError):
     """The expression is not quasi-affine at a concrete size (the message says why)."""
 
 
@@ -143,7 +144,7 @@ class _Lift:
     def __init__(
         self,
         maps: AccessMaps,
-        problem: Problem,
+        problem: SizePoint,
         loop_dims: Mapping[str, Expr],
         moved: Mapping[str, str] | None = None,
     ) -> None:
@@ -315,7 +316,7 @@ class AccessMaps:
         self.constants: dict[str, int] = {k: v for k, v in front.constants.items() if k not in view.params}
 
     @cached_property
-    def problems(self) -> tuple[Problem, ...] | str:
+    def problems(self) -> tuple[SizePoint, ...] | str:
         """The spec's verification problems and its benchmark problem, at the launch in force."""
         if isl is None:
             return "islpy is not installed: no access maps"
@@ -343,7 +344,7 @@ class AccessMaps:
                 return f"the launch does not resolve at {dict(sizes)}: {exc}"
             gx, gy, gz = (*grid, 1, 1, 1)[:3]
             label = ", ".join(f"{k}={v}" for k, v in sizes)
-            out.append(Problem(label, dict(sizes), scalars, (gx, gy, gz), (bx, by, bz)))
+            out.append(SizePoint(label, dict(sizes), scalars, (gx, gy, gz), (bx, by, bz)))
         return tuple(out)
 
     def _loops_of(self, node: Node) -> list[Any]:
@@ -402,7 +403,7 @@ class AccessMaps:
         return tuple(out)
 
     def _pieces(
-        self, problem: Problem, node: Node, access: Any, loops: list[Any]
+        self, problem: SizePoint, node: Node, access: Any, loops: list[Any]
     ) -> tuple[tuple[str, str], ...]:
         names: dict[str, Expr] = {lp.var: self._dim(lp) for lp in loops if lp.var}
         try:

@@ -71,7 +71,7 @@ Node = tree_sitter.Node
 
 
 @dataclass(frozen=True)
-class Span:
+class TapSpan:
     """The offsets a tap takes over its loops along one axis, ``lo`` to ``hi`` (uniform)."""
 
     lo: Poly
@@ -86,8 +86,8 @@ class Footprint:
     hi`` for each of ``rows_hi``; the same for columns) and every offset between the spans' ends
     is read; ``uniform``: the guards that are the same for the whole block, as written."""
 
-    rows: Span | None
-    cols: Span
+    rows: TapSpan | None
+    cols: TapSpan
     rows_lo: tuple[Poly, ...]
     rows_hi: tuple[Poly, ...]
     cols_lo: tuple[Poly, ...]
@@ -112,7 +112,9 @@ class Tap:
     node: Node  # the subscript expression ``in[...]``
     row: Poly | None  # offset of the row from the thread's row (None: a 1-D stencil)
     col: Poly  # offset of the column from the thread's column
-    spans: tuple[Span | None, Span] | None = None  # the (row, col) offsets its loops reach (constant ends)
+    spans: tuple[TapSpan | None, TapSpan] | None = (
+        None  # the (row, col) offsets its loops reach (constant ends)
+    )
     footprint: Footprint | None = None  # an unguarded tap: where its threads read
 
 
@@ -185,7 +187,7 @@ def _loops_of(view: KernelView, node: Node) -> list[Loop]:
     return sorted(out, key=lambda lp: -lp.node.start_byte)
 
 
-def _span(view: KernelView, off: Poly, loops: list[Loop]) -> tuple[Span, frozenset[str]] | None:
+def _span(view: KernelView, off: Poly, loops: list[Loop]) -> tuple[TapSpan, frozenset[str]] | None:
     """The ends of ``off`` (an offset over loop variables with unit coefficients) as its loops run
     (each loop ``for (v = S; v < B; ++v)`` or ``v <= B``, bounds uniform), and the variables it
     uses; None when it is not such an offset."""
@@ -219,7 +221,7 @@ def _span(view: KernelView, off: Poly, loops: list[Loop]) -> tuple[Span, frozens
     if not poly_uniform(rest) or any(lp.var in m for lp in loops for m in rest if lp.var):
         return None
     fold = view.front.constants  # macros kept as atoms for the rewrite's text: their values here
-    return Span(_folded(poly_add(lo, rest), fold), _folded(poly_add(hi, rest), fold)), frozenset(used)
+    return TapSpan(_folded(poly_add(lo, rest), fold), _folded(poly_add(hi, rest), fold)), frozenset(used)
 
 
 def _folded(p: Poly, constants: dict[str, int]) -> Poly:
@@ -234,7 +236,7 @@ def _folded(p: Poly, constants: dict[str, int]) -> Poly:
     return out
 
 
-def _spans(view: KernelView, n: Node, tap: Tap) -> tuple[Span | None, Span] | None:
+def _spans(view: KernelView, n: Node, tap: Tap) -> tuple[TapSpan | None, TapSpan] | None:
     """The row and column spans of a tap whose axes run over different loop variables."""
     loops = _loops_of(view, n)
     col = _span(view, tap.col, loops)
@@ -303,7 +305,7 @@ def _footprint(view: KernelView, expand: Expander, n: Node, tap: Tap) -> Footpri
     )
 
 
-def _ends(span: Span) -> tuple[int, ...]:
+def _ends(span: TapSpan) -> tuple[int, ...]:
     """The span's ends when both are constants, else ()."""
     if set(span.lo) <= {()} and set(span.hi) <= {()}:
         return span.lo.get((), 0), span.hi.get((), 0)

@@ -17,10 +17,12 @@ import re
 import tempfile
 from pathlib import Path
 
+from base.errors import InputError
+
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
-class RecordedMissing(LookupError):
+class RecordedMissing(InputError, LookupError):
     """The store holds no data under that digest (or the file's bytes do not match it)."""
 
 
