@@ -415,9 +415,10 @@ class TorchHandler:
                     return verdict(Status.REJECTED, tampered)
                 return verdict(Status.COMPILE_ERROR, f"building ModelNew failed: {_why(exc)}")
             checks: list[Check] = []
+            held: list[Any] = []  # the answer's outputs on the previous input set, alive
             for i, case in enumerate(cases):
                 inputs = case.make()
-                check, refusal = self._check(new, inputs, case, guard, case.label, cases[:i])
+                check, refusal = self._check(new, inputs, case, guard, case.label, cases[:i], held)
                 if refusal:
                     return verdict(Status.REJECTED, refusal, checks=tuple(checks))
                 if check is None:
@@ -430,6 +431,7 @@ class TorchHandler:
                     return verdict(Status.MISMATCH, msg, checks=tuple(checks))
                 poison(torch, inputs)
                 del inputs
+            del held
             if prepared is None:
                 return verdict(Status.OK, "verified (not timed)", checks=tuple(checks))
             try:
@@ -441,12 +443,22 @@ class TorchHandler:
     _crash = ""
 
     def _check(
-        self, new: Any, inputs: list[Any], case: _Case, guard: Guard, label: str, earlier: Sequence[_Case]
+        self,
+        new: Any,
+        inputs: list[Any],
+        case: _Case,
+        guard: Guard,
+        label: str,
+        earlier: Sequence[_Case],
+        held: list[Any],
     ) -> tuple[Check | None, str]:
         """The answer on ``inputs`` (which hold ``case``'s inputs): (its check against the
         reference, '') or (None, why it is refused) -- (None, '') when it raised
         (``self._crash`` says what).  A wrong output that is right for one of the ``earlier``
-        input sets is a result kept across calls: refused."""
+        input sets is a result kept across calls: refused.  So is an output in the storage of
+        one of ``held`` (the answer's outputs on the previous set, still alive: no allocation
+        can hand their memory out again) -- a buffer the answer keeps and returns on every call,
+        a replayed CUDA graph's.  ``held`` becomes this call's outputs."""
         torch = self.torch
         try:
             got = outputs_of(new(*inputs))
@@ -459,6 +471,16 @@ class TorchHandler:
             return None, tampered
         if isinstance(got, str):
             return Check(label, case.seed, False, detail=got), ""
+        kept = {o.untyped_storage().data_ptr() for o in held if o.numel()}
+        again = next(
+            (i for i, o in enumerate(got) if o.numel() and o.untyped_storage().data_ptr() in kept), -1
+        )
+        held[:] = got
+        if again >= 0:
+            return None, (
+                f"output {again} on {where} is in the memory of its output on the input set before, "
+                "still alive: a result kept from an earlier call"
+            )
         if late >= 0:
             return None, (
                 f"output {late} was not complete on the caller's stream when forward returned "
@@ -638,6 +660,7 @@ class TorchHandler:
                 return f"{what}: {tampered}"
             rounds = [(case, bench_cases[:i] + bench_cases[i + 1 :]) for i, case in enumerate(bench_cases)]
             rounds += [(case, bench_cases[:1]) for case in cases if case.label == "swapped"]
+            held: list[Any] = []
             for case, others in rounds:
                 fresh = case.make()
                 for dst, src in zip(b.live, fresh, strict=True):
@@ -645,7 +668,7 @@ class TorchHandler:
                         dst.copy_(src)
                 poison(torch, fresh)
                 del fresh
-                check, refusal = self._check(new, b.live, case, guard, "timed", others)
+                check, refusal = self._check(new, b.live, case, guard, "timed", others, held)
                 if refusal:
                     return f"{what}: {refusal}"
                 if check is None:
