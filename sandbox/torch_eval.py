@@ -38,7 +38,7 @@ Per candidate, in order (what the answer could do about each step: :mod:`sandbox
    alone (``rejected`` when the answer slowed it down); the physics floor, and for a speedup of
    1.5 or more the host clock's agreement (``implausible``).
 
-Device memory held: at most :attr:`TaskMemory.planned` (three input sets, two output sets, the
+Device memory held: at most :attr:`TaskMemory.planned` (two input sets, two output sets, the
 parameters twice, a fixed overhead): within three times the task's own footprint.
 """
 
