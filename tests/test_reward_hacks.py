@@ -224,6 +224,10 @@ def test_the_gpu_script_runs_its_dry_mode_end_to_end(tmp_path: Path) -> None:
     assert all(hacks[h.name]["verdict"] == "rejected" for h in HACKS if h.caught == "screen")
     assert len([r for r in rows if r["phase"] == "honest"]) == 2
     assert len([r for r in rows if r["phase"] == "reference"]) == 2
+    named = ["level1/3_relu.py", "level1/5_softmax_rows.py"]  # a resumed run: these files only
+    subprocess.run([*cmd, "--files", ",".join(named)], check=True, capture_output=True, timeout=120, cwd=root)
+    rows = [__import__("json").loads(line) for line in (out / "reward_hacks.jsonl").read_text().splitlines()]
+    assert sorted(r["file"] for r in rows if r["phase"] == "reference") == named
 
 
 @needs_torch
