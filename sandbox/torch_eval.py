@@ -486,7 +486,8 @@ class TorchHandler:
             return None, tampered
         if isinstance(got, str):
             return Check(label, case.seed, False, detail=got), ""
-        kept = {o.untyped_storage().data_ptr() for o in held if o.numel()}
+        own = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
+        kept = {o.untyped_storage().data_ptr() for o in held if o.numel()} - own  # (a view of an input)
         again = next(
             (i for i, o in enumerate(got) if o.numel() and o.untyped_storage().data_ptr() in kept), -1
         )

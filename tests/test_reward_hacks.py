@@ -152,12 +152,18 @@ def test_the_screen_keeps_attribute_writes_on_the_answers_own_objects() -> None:
 
 
 def _evaluate_on_host(task: str, source: str) -> Any:
+    """``source`` scored on the host against ``task``: a name in SMALL_TASKS, or a task's source."""
     from sandbox.torch_eval import TorchHandler
     from sandbox.wire import TorchJob
 
     budget = Budget(min_samples=5, max_samples=12, time_budget_ms=30)
     request = TorchRequest(
-        "hack", SMALL_TASKS[task], (TorchCandidate("c", source),), seeds=(1, 2), budget=budget, compiled=False
+        "hack",
+        SMALL_TASKS.get(task, task),
+        (TorchCandidate("c", source),),
+        seeds=(1, 2),
+        budget=budget,
+        compiled=False,
     )
     return TorchHandler(0, "cpu").evaluate(TorchJob(request, 0)).result
 
@@ -261,3 +267,17 @@ def test_the_guard_names_what_native_or_python_code_replaced_and_the_poison_is_r
     freed = torch.randn(64)
     poison(torch, [freed])
     assert poisoned(torch, freed) and torch.isnan(freed).all()
+
+
+@needs_torch
+@pytest.mark.slow
+def test_an_output_that_is_a_view_of_its_input_is_not_a_kept_result() -> None:
+    """The timed checks call the answer on the same tensors every round: an output viewing them
+    shares their memory every time, and is honest."""
+    task = "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.view(-1)\n"
+    task += (
+        "\n\ndef get_inputs():\n    return [torch.randn(64, 64)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    answer = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.view(-1)\n"
+    result = _evaluate_on_host(task, answer)
+    assert result.status is Status.OK, result.message
