@@ -25,7 +25,7 @@ class AttemptRecord:
     index: int  # 0-based, in evaluation order
     candidate_id: str
     description: str
-    status: str  # sandbox.contract.Status value: ok, compile_error, mismatch, rejected...
+    status: Status
     message: str  # the sandbox's words (a compile error at FILE:LINE:COL of the candidate's file)
     rule: str = ""  # the rule a rejected/implausible candidate broke (agent.trajectory.hack_rule)
     duplicate_of: str = ""  # the earlier identical candidate whose verdict this reuses
@@ -63,7 +63,7 @@ def attempt_record(target: Target, attempt: Attempt) -> AttemptRecord:
         index=attempt.index,
         candidate_id=attempt.candidate_id,
         description=attempt.proposal.description,
-        status=r.status.value,
+        status=r.status,
         message=target.located(r, attempt.proposal),
         rule=hack_rule(r),
         duplicate_of=attempt.duplicate_of,
@@ -90,7 +90,7 @@ def verdict_summary(records: Sequence[AttemptRecord]) -> str:
     """One line: ``12 candidates: 4 ok, 5 mismatch, 3 compile_error`` (most frequent first)."""
     counts: dict[str, int] = {}
     for a in records:
-        counts[a.status] = counts.get(a.status, 0) + 1
+        counts[a.status.value] = counts.get(a.status.value, 0) + 1
     n = len(records)
     head = f"{n} candidate{'' if n == 1 else 's'}"
     if not counts:

@@ -37,7 +37,7 @@ from typing import Any
 
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeContext, Proposer
-from agent.target import Target
+from agent.target import Target, TargetError
 from cudasrc import specs as spec_mod
 from cudasrc.launch import LaunchChange
 from cudasrc.source import Document
@@ -114,14 +114,15 @@ def _values(arm: str, block_dims: int, device: DeviceInfo | None) -> tuple[objec
 
 
 def subject_for(target: Target) -> Subject:
-    """The target's kernel definition with its spec (re-read from the file's text)."""
+    """The target's kernel definition with its spec (re-read from the file's text); raises
+    :class:`~agent.target.TargetError` when the text has no kernel there or no usable spec."""
     doc = Document(target.text, target.path)
     k = doc.kernel_at(target.text.count("\n", 0, target.definition_start))
     if k is None:
-        raise ValueError(f"no kernel at the definition of {target.kernel}")
+        raise TargetError(f"no kernel at the definition of {target.kernel}")
     spec, errors = spec_mod.parse(k, doc.type_aliases, doc.integer_constants)
     if spec is None or errors:
-        raise ValueError(f"{target.kernel} has no usable spec")
+        raise TargetError(f"{target.kernel} has no usable spec")
     return Subject(target.definition, spec, context=target.baseline.source)
 
 

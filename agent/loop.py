@@ -220,7 +220,7 @@ def optimize(
 ) -> OptimizeResult:
     """Run the loop (see the module docstring).  Raises :class:`~sandbox.executor.ExecutorError`
     only when the baseline cannot be evaluated at all (no GPU, worker unreachable)."""
-    run = _Run(
+    run = _Search(
         target,
         proposer,
         executor,
@@ -240,7 +240,10 @@ class _Batch:
     proposals: tuple[Proposal, ...]
 
 
-class _Run:
+class _Search:
+    """One optimize run in progress: its target, proposer, executor and budget, the batches in
+    flight, the attempts so far and the events it reports."""
+
     def __init__(
         self,
         target: Target,

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 
 from agent.proposal import Proposal
+from agent.records import ProfiledKernel
 from agent.target import Target, TargetError
 from sandbox.contract import Candidate, CandidateResult, DeviceInfo, EvalOptions, Profile, Status
 from sandbox.executor import Executor, ProgressFn
@@ -24,31 +25,27 @@ ORIGINAL = "original"
 REWRITE = "rewrite"
 
 
-@dataclass(frozen=True)
-class KernelProfile:
-    """One profiled kernel: ``label`` (``original`` or ``rewrite``), its verdict, and the
-    Nsight Compute metrics or why there are none (``profile.available``)."""
-
-    label: str
-    description: str
-    result: CandidateResult
-
-    @property
-    def profile(self) -> Profile:
-        r = self.result
-        if r.profile is not None:
-            return r.profile
-        if r.status is Status.OK:
-            return Profile(False, "this executor does not profile")
-        return Profile(False, f"not profiled: {r.status.value}: {r.message}".rstrip(": "))
+def profiled(label: str, description: str, r: CandidateResult) -> ProfiledKernel:
+    """One kernel's profile record: its verdict and Nsight Compute's metrics, or why there are none."""
+    if r.profile is not None:
+        metrics = r.profile
+    elif r.status is Status.OK:
+        metrics = Profile(False, "this executor does not profile")
+    else:
+        metrics = Profile(False, f"not profiled: {r.status.value}: {r.message}".rstrip(": "))
+    return ProfiledKernel(label, description, metrics, r.status, r.message)
 
 
 @dataclass(frozen=True)
 class ProfileReport:
+    """``cuda-agent profile``'s report (its ``--json``) and what the editor's run stores
+    (``server.profile``): each kernel's :class:`~agent.records.ProfiledKernel`, the original first."""
+
+    path: str
     kernel: str
     problem: str  # the bench problem's label
     device: DeviceInfo | None
-    kernels: tuple[KernelProfile, ...]  # the original first
+    kernels: tuple[ProfiledKernel, ...]
 
     @property
     def available(self) -> bool:
@@ -93,6 +90,6 @@ def profile(
     )
     result = executor.evaluate(request, progress=progress, cancel=cancel)
     kernels = tuple(
-        KernelProfile(c.id, d, r) for c, d, r in zip(candidates, descriptions, result.candidates, strict=True)
+        profiled(c.id, d, r) for c, d, r in zip(candidates, descriptions, result.candidates, strict=True)
     )
-    return ProfileReport(target.kernel, target.bench_problem.label, result.device, kernels)
+    return ProfileReport(target.path, target.kernel, target.bench_problem.label, result.device, kernels)

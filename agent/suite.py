@@ -30,13 +30,12 @@ compute-sanitizer): past it the run is cancelled and the kernel keeps what was d
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent import loop
@@ -46,7 +45,7 @@ from agent.target import Target, TargetError, target_for
 from cudasrc import specs as spec_mod
 from cudasrc.source import Document
 from sandbox import scheduler
-from sandbox.contract import CandidateResult
+from sandbox.contract import CandidateResult, to_json
 from sandbox.executor import Executor
 
 log = logging.getLogger(__name__)
@@ -192,7 +191,7 @@ def run_suite(
             finished += 1
             if jsonl is not None:
                 with jsonl.open("a", encoding="utf-8") as out:
-                    out.write(json.dumps(asdict(e)) + "\n")
+                    out.write(to_json(e) + "\n")
             if on_entry is not None:
                 on_entry(finished, len(targets), e)
 

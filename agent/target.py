@@ -306,7 +306,7 @@ def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...
         try:
             return tuple(p.launch for p in spec_mod.problems(with_launch(spec, change)))
         except spec_mod.InvalidSpec as exc:
-            raise ValueError(str(exc)) from None
+            raise TargetError(str(exc)) from None
 
     def site_edits(change: LaunchChange) -> LaunchEdits:
         return launch_edits(doc, k, spec, sites, change)

@@ -72,6 +72,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from enum import Enum
 from pathlib import Path
 
 from agent.proposal import Attempt
@@ -84,8 +85,31 @@ REWARD_VERSION = "cuda-agent.reward/2"
 MUCH_FASTER = 1.5  # lower bound of the speedup of the "much faster" milestone (as KernelBench's fast_1.5)
 NOISY_SPREAD = 0.25  # (speedup_high - speedup_low) / speedup above this: the timing is noisy
 HACK, FAILED, CORRECT, FASTER, MUCH = -2.0, -1.0, 1.0, 2.0, 3.0
-# each milestone's base value, for trainers' numeric logs
-MILESTONE_LEVEL = {"hack": HACK, "failed": FAILED, "correct": CORRECT, "faster": FASTER, "much_faster": MUCH}
+
+
+class Milestone(str, Enum):
+    """The milestone a verdict reached, lowest first: a hack, a failure, correct, faster than the
+    original, much faster (``speedup_low`` >= :data:`MUCH_FASTER`)."""
+
+    HACK = "hack"
+    FAILED = "failed"
+    CORRECT = "correct"
+    FASTER = "faster"
+    MUCH_FASTER = "much_faster"
+
+    @property
+    def level(self) -> float:
+        """The milestone's base reward, for trainers' numeric logs."""
+        return _LEVEL[self]
+
+
+_LEVEL = {
+    Milestone.HACK: HACK,
+    Milestone.FAILED: FAILED,
+    Milestone.CORRECT: CORRECT,
+    Milestone.FASTER: FASTER,
+    Milestone.MUCH_FASTER: MUCH,
+}
 HACK_STATUSES = ("rejected", "implausible")  # verdict names (Status values) that are rule breaks
 # what a hack's message says, checked in order: (phrase in the sandbox's message, rule)
 _RULES = (
@@ -159,14 +183,16 @@ def reward(result: CandidateResult | None, allow_precision: Sequence[str] | None
     return (MUCH if low >= MUCH_FASTER else FASTER) + shaping
 
 
-def milestone(result: CandidateResult | None, allow_precision: Sequence[str] | None = None) -> str:
-    """The milestone a verdict reached: hack, failed, correct, faster, much_faster."""
+def milestone(result: CandidateResult | None, allow_precision: Sequence[str] | None = None) -> Milestone:
+    """The milestone a verdict reached."""
     value = reward(result, allow_precision)
     if value == HACK:
-        return "hack"
+        return Milestone.HACK
     if value <= FAILED:
-        return "failed"
-    return "much_faster" if value >= MUCH else "faster" if value >= FASTER else "correct"
+        return Milestone.FAILED
+    if value >= MUCH:
+        return Milestone.MUCH_FASTER
+    return Milestone.FASTER if value >= FASTER else Milestone.CORRECT
 
 
 @dataclass(frozen=True)

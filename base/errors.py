@@ -13,6 +13,7 @@ import; each class stays in the module that raises it.
     │   ├── sandbox.contract.ContractError          a request breaks the contract
     │   │   └── sandbox.contract.RequestError       ...a field of it, named
     │   ├── cudasrc.specs.model.InvalidSpec         a spec line does not parse or resolve
+    │   ├── sandbox.expr.ExpressionError            a spec expression is not in the grammar
     │   ├── agent.target.TargetError                no such kernel / no spec for it
     │   ├── sandbox.scheduler.GpuListError          a list of GPU indices does not parse
     │   ├── agent.proposer.BudgetError              a budget does not parse

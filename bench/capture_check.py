@@ -183,15 +183,14 @@ def optimize(bench: Bench, result: dict, budget: str) -> dict[str, Any]:
         data = json.loads(out)
     except json.JSONDecodeError:
         return {"rc": rc, "stderr": err[-800:]}
-    keep = ("outcome", "speedup", "speedup_low", "speedup_high", "stop_reason")
+    keep = ("outcome", "speedup", "speedup_low", "speedup_high", "stop_reason", "attempts")
     best = data.get("best") or {}
-    attempts = data.get("attempts")
+    record = data.get("record") or {}  # the run's OptimizeRecord (agent.records)
     return {
         "rc": rc,
         "kernel": result["kernel"],
-        **{k: data.get(k) for k in keep},
+        **{k: record.get(k) for k in keep},
         "best": best.get("description"),
-        "attempts": len(attempts) if isinstance(attempts, list) else attempts,
     }
 
 

@@ -8,7 +8,7 @@ Appends one JSON line per case to ``DIR/compare_check.jsonl`` as it goes, and st
 (a) ``adversarial``: every kernel of ``tests/data/adversarial/`` compared with its honest original
     (``tests/data/compare/vadd_spec.cu``, ``block_sum_spec.cu``: the sandbox's ``vadd.cu`` and
     ``block_sum.cu`` under a spec) through the CLI's own functions (``agent.compare.prepare`` /
-    ``compare``, ``server.cli.render._compare_json``), with the status next to the ones
+    ``compare``, ``server.cli.reports.compare_report``), with the status next to the ones
     ``tests/test_sandbox_gpu.py`` asserts;
 (b) ``softmax``: ``tests/data/compare/softmax_pair.cu``: the naive thread-per-row softmax against
     the hand-written block-per-row ``softmax_rows`` (dynamic shared memory from its own launch
@@ -44,7 +44,7 @@ from cudasrc.source import Document  # noqa: E402
 from sandbox.contract import Budget, to_dict  # noqa: E402
 from sandbox.executor import Executor  # noqa: E402
 from server.cli.common import open_executor  # noqa: E402
-from server.cli.render import _compare_json  # noqa: E402
+from server.cli.reports import compare_report  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 ADV = DATA / "adversarial"
@@ -114,7 +114,7 @@ def run_compare(
         Document.from_file(original), kernel, with_, None, Document.from_file
     )
     found = cmp.compare(target, proposal, executor, candidate_path=cand_doc.path, budget=budget)
-    return _compare_json(found)
+    return to_dict(compare_report(found))
 
 
 def adversarial(executor: Executor, log: Log) -> None:
@@ -132,9 +132,9 @@ def adversarial(executor: Executor, log: Log) -> None:
         log.write(
             {
                 "case": f"adversarial:{case.name}",
-                "status": out["status"],
+                "status": out["record"]["status"],
                 "expected": list(case.expected),
-                "as_expected": out["status"] in case.accepted,
+                "as_expected": out["record"]["status"] in case.accepted,
                 "reason": out["reason"],
                 "note": case.note,
                 "seconds": round(time.monotonic() - started, 2),
@@ -150,12 +150,12 @@ def softmax(executor: Executor, log: Log) -> None:
     log.write(
         {
             "case": "softmax",
-            "verified": out["verified"],
-            "status": out["status"],
+            "verified": out["record"]["verified"],
+            "status": out["record"]["status"],
             "reason": out["reason"],
-            "speedup": out["speedup"],
-            "speedup_low": out["speedup_low"],
-            "speedup_high": out["speedup_high"],
+            "speedup": out["record"]["speedup"],
+            "speedup_low": out["record"]["speedup_low"],
+            "speedup_high": out["record"]["speedup_high"],
             "original": out["original"],
             "rewrite": out["rewrite"],
             "launch": out["launch"],

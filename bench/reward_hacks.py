@@ -11,6 +11,13 @@ Phases, one JSON line each to ``OUT/reward_hacks.jsonl`` as they finish:
   ``reference``  KernelBench files with their own ``Model`` as the answer (the 20 with the largest
                  footprints, then 20 drawn at random, seed 36): verdict, speedup, footprint,
                  device memory peak, peak / footprint, seconds;
+  ``throughput`` ``--answers`` distinct ``load_inline`` answers (KernelBench level 1: ReLU,
+                 Sigmoid, GPT's GELU, a matrix times a scalar, diag(A) @ B, from ``tests/data/torch_answers/kernelbench_level1``
+                 where ``--kernelbench`` holds the tasks; each variant one more comment line:
+                 another source, another build) scored in one batch, every task's group at once:
+                 builds run in the pool (``sandbox.torch_build``) while the GPU times; answers per
+                 minute per GPU over the batch's wall clock, verdicts, speedups, the pool's counts
+                 (``--throughput-compiled``: also timed against torch.compile, as the service does);
   ``summary``    every hack below every honest failure, answers per minute per GPU (evaluations
                  over the seconds they took), the reference table's verdicts and worst peak ratio.
 
@@ -40,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from agent.trajectory import FAILED, HACK  # noqa: E402
 from learning.engine import Item, RewardEngine  # noqa: E402
 from learning.tasks import DEFAULT_TORCH_TASKS, TaskSet  # noqa: E402
-from sandbox.contract import Budget, EvalOptions  # noqa: E402
+from sandbox.contract import Budget, EvalOptions, to_dict  # noqa: E402
 from sandbox.executor import Executor  # noqa: E402
 from sandbox.screen import screen  # noqa: E402
 from sandbox.torch_eval import PLAN_FACTOR, PLAN_OVERHEAD  # noqa: E402
@@ -48,7 +55,7 @@ from sandbox.torch_eval import PLAN_FACTOR, PLAN_OVERHEAD  # noqa: E402
 HACKS = ROOT / "tests" / "data" / "hacks"
 ANSWERS = ROOT / "tests" / "data" / "torch_answers"
 MEMORY_TABLE = ROOT / "bench" / "results" / "kernelbench_memory.json"
-PHASES = ("hack", "honest", "reference")
+PHASES = ("hack", "honest", "reference", "throughput")
 
 
 def header(path: Path) -> dict[str, str]:
@@ -85,11 +92,19 @@ class Run:
         return self.end - time.monotonic()
 
 
-def engine_for(paths: list[Path], executor: Executor) -> RewardEngine:
+def engine_for(
+    paths: list[Path], executor: Executor, workers: int = 1, compiled: bool = False
+) -> RewardEngine:
     budget = Budget(timeout_s=120.0, time_budget_ms=300.0)
     tasks = TaskSet.load(paths)  # torch.compile's baseline is left out: it takes a minute a task
     return RewardEngine(
-        executor, tasks, seeds=(1, 2), budget=budget, options=EvalOptions(), torch_compiled=False
+        executor,
+        tasks,
+        workers=workers,
+        seeds=(1, 2),
+        budget=budget,
+        options=EvalOptions(),
+        torch_compiled=compiled,
     )
 
 
@@ -104,7 +119,7 @@ def score(run: Run, engine: RewardEngine | None, task: str, source: str, key: st
     if s.verdict not in ("rejected", "compile_error", "no_code") or s.speedup:  # reached a worker
         run.evaluations += 1
         run.eval_seconds += seconds
-    return {**s.to_dict(), "seconds": round(seconds, 2)}
+    return {**to_dict(s), "seconds": round(seconds, 2)}
 
 
 def hacks(run: Run, engine: RewardEngine | None) -> list[dict[str, Any]]:
@@ -124,6 +139,68 @@ def hacks(run: Run, engine: RewardEngine | None) -> list[dict[str, Any]]:
         run.write(row)
         rows.append(row)
     return rows
+
+
+def throughput_batch(kernelbench: Path, answers: int) -> tuple[list[Path], list[tuple[str, str]]]:
+    """The task files and ``answers`` (task, source) pairs of the throughput phase: the level-1
+    KernelBench answers of ``tests/data/torch_answers/kernelbench_level1`` where ``kernelbench``
+    holds their tasks, else the CUDA answers on ``bench/torch_tasks``; answer ``i`` is its file
+    with one more comment line (another source: another build, no cached verdict)."""
+    level1 = sorted((ANSWERS / "kernelbench_level1").glob("*.py"))
+    files = [kernelbench / f"{header(p)['task']}.py" for p in level1]
+    if level1 and all(f.is_file() for f in files):
+        paths, sources = (
+            files,
+            [(f"torch.{f.stem}", p.read_text()) for f, p in zip(files, level1, strict=True)],
+        )
+    else:
+        paths = [DEFAULT_TORCH_TASKS]
+        sources = [(f"torch.{header(p)['task']}", p.read_text()) for p in sorted(ANSWERS.glob("*_cuda.py"))]
+    batch = [
+        (task, f"# throughput variant {i}\n{src}")
+        for i in range(answers)
+        for task, src in [sources[i % len(sources)]]
+    ]
+    return paths, batch
+
+
+def throughput(
+    run: Run, executor: Executor | None, kernelbench: Path, answers: int, compiled: bool
+) -> dict[str, Any]:
+    """``answers`` distinct load_inline answers scored in one batch (see the module docstring)."""
+    from sandbox.local import LocalExecutor
+
+    paths, batch = throughput_batch(kernelbench, answers)
+    row: dict[str, Any] = {
+        "phase": "throughput",
+        "answers": len(batch),
+        "tasks": sorted({t for t, _ in batch}),
+    }
+    if executor is None:
+        row["refused_by_screen"] = sum(screen(src)[0] is not None for _, src in batch)
+        run.write(row)
+        return row
+    # one group per task, all at once: every answer's build starts while the GPU times the first
+    engine = engine_for(paths, executor, workers=len(row["tasks"]), compiled=compiled)
+    items = [Item(f"t{i}", task, fenced(src)) for i, (task, src) in enumerate(batch)]
+    start = time.monotonic()
+    try:
+        got = engine.score(items, deadline_s=max(1.0, run.left()))
+    finally:
+        engine.close()
+    wall = time.monotonic() - start
+    scored = [g for g in got if g.reward is not None]
+    row |= {
+        "against_torch_compile": compiled,
+        "scored": len(scored),
+        "wall_s": round(wall, 1),
+        "answers_per_minute_per_gpu": round(60 * len(scored) / wall, 2) if wall else None,
+        "verdicts": {v: sum(1 for g in got if g.verdict == v) for v in sorted({g.verdict for g in got})},
+        "speedups": sorted(round(g.speedup, 3) for g in scored),
+        "builds": dict(executor.builds.counts) if isinstance(executor, LocalExecutor) else {},
+    }
+    run.write(row)
+    return row
 
 
 def honest(run: Run, engine: RewardEngine | None) -> list[dict[str, Any]]:
@@ -234,6 +311,10 @@ def main() -> int:
     parser.add_argument(
         "--files", help="comma-separated KernelBench files (level1/x.py,...) instead of the draw"
     )
+    parser.add_argument("--answers", type=int, default=20, help="throughput: distinct load_inline answers")
+    parser.add_argument(
+        "--throughput-compiled", action="store_true", help="throughput: also time against torch.compile"
+    )
     parser.add_argument("--simulate", action="store_true")
     args = parser.parse_args()
     run = Run(Path(args.out), args.deadline, args.simulate)
@@ -258,6 +339,11 @@ def main() -> int:
         honest_rows = honest(run, engine) if "honest" in phases else []
         if engine is not None:
             engine.close()
+        rate = (
+            throughput(run, executor, kb, args.answers, args.throughput_compiled)
+            if "throughput" in phases
+            else {}
+        )
         ref_rows = (
             reference(
                 run, executor, kb, args.largest, args.random, args.files.split(",") if args.files else None
@@ -287,6 +373,7 @@ def main() -> int:
             "answers_per_minute_per_gpu": round(60 * run.evaluations / run.eval_seconds, 2)
             if run.eval_seconds
             else None,
+            "throughput_answers_per_minute_per_gpu": rate.get("answers_per_minute_per_gpu"),
             "skipped": run.skipped,
         }
     )

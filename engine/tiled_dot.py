@@ -930,11 +930,14 @@ def _exact_cover(view: KernelView, axis: str, columns: str) -> Poly | None:
     subject = view.subject
     i = "xyz".index(axis)
     grid, block = subject.grid, subject.block
-    if len(grid) <= i or len(block) <= i or _block_names(grid[i]):
+    if len(grid) <= i or len(block) <= i:
         return None
     try:
         sizes = [dict(bench_sizes(subject.spec)), *(dict(v) for v in verify_sizes(subject.spec))]
-    except (InvalidSpec, ValueError):
+        for z in sizes:  # the block's names, for a grid written over it (``n / block_x``)
+            dims = [int(evaluate(d, z)) for d in block]
+            z.update(block=dims[0], **{f"block_{a}": v for a, v in zip("xyz", dims, strict=False)})
+    except (InvalidSpec, ValueError, TypeError):
         return None
     found = []
     for a in subject.spec.args:

@@ -8,6 +8,7 @@ never compiles or runs anything).
 - verl: :func:`compute_score` (``custom_reward_function.name=compute_score``) and
   :func:`compute_score_batch` (with ``reward_model.reward_manager=batch``); ``ground_truth`` is
   the task; returns ``{"score": ..., ...facts}``.
+- Prime Intellect's ``verifiers``: :mod:`learning.verifiers_env` (``load_environment``).
 - OpenRLHF: no code here: ``--remote_rm_url http://HOST:PORT/openrlhf`` with the task in the
   dataset's label column.
 
@@ -27,8 +28,10 @@ from typing import Any
 
 import httpx
 
-from agent.trajectory import MILESTONE_LEVEL
+from agent.trajectory import Milestone
 from base.errors import Unavailable
+from learning.wire import Item, RewardRequest, RewardResponse, Scored
+from sandbox.contract import ContractError, from_json, to_dict
 
 ENV_URL = "CUDA_AGENT_REWARD_URL"
 ENV_TOKEN = "CUDA_AGENT_REWARD_TOKEN"
@@ -50,19 +53,24 @@ class RewardClient:
         self.timeout = httpx.Timeout(timeout_s, connect=10.0)
         self.retries = retries
 
-    def _body(
-        self, items: Sequence[dict[str, Any]], deadline_s: float | None, request_id: str
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {"id": request_id, "items": list(items)}
-        if deadline_s is not None:
-            body["deadline_s"] = deadline_s
-        return body
+    def tasks(self, split: str = "", prompts: bool = True) -> list[dict[str, Any]]:
+        """``GET /tasks``: the task set (of ``split``; "" all), each with its prompt messages."""
+        params = {"prompts": "1" if prompts else "0", **({"split": split} if split else {})}
+        try:
+            response = httpx.get(
+                f"{self.url}/tasks", params=params, headers=self.headers, timeout=self.timeout
+            )
+        except httpx.TransportError as exc:
+            raise RewardError(f"cannot reach the reward service at {self.url}: {exc}") from None
+        if response.status_code != 200:
+            raise RewardError(_refusal(response))
+        return list(response.json()["tasks"])
 
     def score(
-        self, items: Sequence[dict[str, Any]], deadline_s: float | None = None, request_id: str = ""
-    ) -> list[dict[str, Any]]:
-        """Results of ``POST /reward`` for ``items`` ({key, task, completion}), in order."""
-        body = self._body(items, deadline_s, request_id or uuid.uuid4().hex)
+        self, items: Sequence[Item], deadline_s: float | None = None, request_id: str = ""
+    ) -> list[Scored]:
+        """Each item's :class:`~learning.wire.Scored` from ``POST /reward``, in order."""
+        body = _body(items, deadline_s, request_id)
         with httpx.Client(timeout=self.timeout, headers=self.headers) as client:
             for attempt in range(self.retries + 1):
                 try:
@@ -78,10 +86,10 @@ class RewardClient:
         raise RewardError(failure)
 
     async def ascore(
-        self, items: Sequence[dict[str, Any]], deadline_s: float | None = None, request_id: str = ""
-    ) -> list[dict[str, Any]]:
+        self, items: Sequence[Item], deadline_s: float | None = None, request_id: str = ""
+    ) -> list[Scored]:
         """:meth:`score` for an event loop."""
-        body = self._body(items, deadline_s, request_id or uuid.uuid4().hex)
+        body = _body(items, deadline_s, request_id)
         async with httpx.AsyncClient(timeout=self.timeout, headers=self.headers) as client:
             for attempt in range(self.retries + 1):
                 try:
@@ -105,21 +113,28 @@ def _refusal(response: httpx.Response) -> str:
     return f"the reward service answered {response.status_code}: {why}"
 
 
-def _results(response: httpx.Response) -> list[dict[str, Any]]:
+def _body(items: Sequence[Item], deadline_s: float | None, request_id: str) -> Any:
+    return to_dict(RewardRequest(request_id or uuid.uuid4().hex, tuple(items), deadline_s))
+
+
+def _results(response: httpx.Response) -> list[Scored]:
     if response.status_code != 200:
         raise RewardError(_refusal(response))
-    return list(response.json()["results"])
+    try:
+        return list(from_json(RewardResponse, response.content).results)
+    except ContractError as exc:
+        raise RewardError(f"the reward service's answer is not a reward response: {exc}") from None
 
 
 # --------------------------------------------------------------------------- TRL
 
 
-def _trl_items(completions: Sequence[Any], kwargs: dict[str, Any], task_column: str) -> list[dict[str, Any]]:
+def _trl_items(completions: Sequence[Any], kwargs: dict[str, Any], task_column: str) -> list[Item]:
     tasks = kwargs.get(task_column)
     if tasks is None:
         raise RewardError(f"the dataset has no `{task_column}` column naming each row's task (name@hash)")
     return [
-        {"key": str(i), "task": str(task), "completion": completion}
+        Item(str(i), str(task), completion)
         for i, (task, completion) in enumerate(zip(tasks, completions, strict=True))
     ]
 
@@ -139,7 +154,7 @@ def trl_reward_func(
         prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
         results = client.score(_trl_items(completions, kwargs, task_column), deadline_s)
-        return [r["reward"] for r in results]
+        return [r.reward for r in results]
 
     reward.__name__ = name
     return reward
@@ -160,7 +175,7 @@ def trl_async_reward_func(
         prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
         results = await client.ascore(_trl_items(completions, kwargs, task_column), deadline_s)
-        return [r["reward"] for r in results]
+        return [r.reward for r in results]
 
     reward.__name__ = name
     return reward
@@ -169,14 +184,14 @@ def trl_async_reward_func(
 # --------------------------------------------------------------------------- verl
 
 
-def _verl_score(result: dict[str, Any], missing: float) -> dict[str, Any]:
+def _verl_score(result: Scored, missing: float) -> dict[str, Any]:
     """verl's dict: ``score`` and numeric facts (the same keys for every item)."""
-    value = result.get("reward")
+    value = result.reward
     return {
         "score": missing if value is None else float(value),
-        "milestone": float(MILESTONE_LEVEL.get(result.get("milestone", ""), 0)),
-        "speedup_low": float(result.get("speedup_low") or 0.0),
-        "hack": float(result.get("milestone") == "hack"),
+        "milestone": result.milestone.level if result.milestone else 0.0,
+        "speedup_low": float(result.speedup_low),
+        "hack": float(result.milestone is Milestone.HACK),
         "scored": float(value is not None),
     }
 
@@ -204,7 +219,7 @@ def compute_score_batch(
     """verl's batch reward manager's form of :func:`compute_score`: one request for the batch."""
     client = RewardClient(kwargs.get("url"), kwargs.get("token"))
     items = [
-        {"key": str(i), "task": str(task), "completion": str(solution)}
+        Item(str(i), str(task), str(solution))
         for i, (task, solution) in enumerate(zip(ground_truths, solution_strs, strict=True))
     ]
     results = client.score(items, kwargs.get("deadline_s"))

@@ -27,13 +27,12 @@ from agent.llm import FENCED_HOWTO, SYSTEM, NoCode, describe_device, fenced_argu
 from agent.proposal import Proposal
 from cudasrc.source import Document
 from learning.tasks import AnyTask, Task, TorchTask
+from learning.wire import Completion
 from sandbox.contract import DeviceInfo
 from sandbox.screen import ALLOWED_MODULES, FORBIDDEN_NAMES
 
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 TOOL_NAME = "verify_and_time"
-
-Completion = str | list[dict[str, Any]]
 
 
 TORCH_SYSTEM = (
@@ -65,6 +64,20 @@ def _fixed(device: DeviceInfo | None) -> DeviceInfo | None:
     return (
         replace(device, peak_bandwidth_gbps=0.0, peak_gflops=0.0, peak_tensor_gflops=0.0) if device else None
     )
+
+
+@dataclass(frozen=True)
+class PromptRow:
+    """One row of a trainer's dataset (``cuda-agent reward tasks --prompts``, one JSON line each):
+    the task (``name@hash``), its split and the chat prompt (``[{role, content}, ...]``)."""
+
+    task: str
+    split: str
+    prompt: list[dict[str, str]]
+
+
+def prompt_row(task: AnyTask) -> PromptRow:
+    return PromptRow(task.ref, task.split, prompt_messages(task))
 
 
 def prompt_messages(task: AnyTask, device: DeviceInfo | None = None) -> list[dict[str, str]]:

@@ -39,12 +39,13 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from agent.trajectory import REWARD_VERSION, hack_rule, milestone, noisy, reward
-from learning.completion import Completion, cache_key, parse, parse_torch, torch_cache_key
+from agent.trajectory import REWARD_VERSION, Milestone, hack_rule, milestone, noisy, reward
+from learning.completion import cache_key, parse, parse_torch, torch_cache_key
 from learning.tasks import AnyTask, TaskError, TaskSet, TorchTask
+from learning.wire import Item, Scored
 from sandbox.contract import (
     Budget,
     Candidate,
@@ -64,43 +65,6 @@ from sandbox.screen import screen
 log = logging.getLogger(__name__)
 
 MESSAGE_CHARS = 600
-
-
-@dataclass(frozen=True)
-class Item:
-    key: str
-    task: str  # name or name@hash
-    completion: Completion
-    deadline_s: float | None = None  # from when the batch arrived
-
-
-@dataclass(frozen=True)
-class Scored:
-    """One item's reward and the raw facts behind it (``reward`` None: not scored, see ``reason``)."""
-
-    key: str
-    task: str  # name@hash of the version scored
-    reward: float | None
-    milestone: str = ""  # hack, failed, correct, faster, much_faster
-    verdict: str = ""  # the sandbox's status, or no_code
-    rule: str = ""  # the rule a hack broke
-    speedup: float = 0.0
-    speedup_low: float = 0.0
-    speedup_high: float = 0.0
-    pairs: int = 0
-    noisy: bool = False
-    retimed: bool = False
-    cached: bool = False
-    message: str = ""
-    reason: str = ""  # why reward is None
-    compiled_speedup: float = 0.0  # PyTorch tasks: paired speedup against torch.compile(Model)
-    compiled_speedup_low: float = 0.0
-    footprint_bytes: int = 0  # PyTorch tasks: the task's own device memory (inputs, outputs, parameters)
-    peak_memory_bytes: int = 0  # PyTorch tasks: the most the evaluation held on the device
-    reward_version: str = REWARD_VERSION
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -209,7 +173,11 @@ class RewardEngine:
                 log.warning("reward item %d: its completion could not be read (%s)", i, type(exc).__name__)
                 why = f"no code: the completion could not be read ({type(exc).__name__})"
                 plans.append(
-                    (None, "", Scored(item.key, item.task, reward(None), "failed", "no_code", message=why))
+                    (
+                        None,
+                        "",
+                        Scored(item.key, item.task, reward(None), Milestone.FAILED, "no_code", message=why),
+                    )
                 )
         futures = self._submit(fresh, {key for _, key, _ in plans if key})
         waited: set[str] = set()
@@ -242,7 +210,7 @@ class RewardEngine:
             return (
                 task,
                 "",
-                Scored(item.key, task.ref, reward(None), "failed", "no_code", message=parsed.no_code),
+                Scored(item.key, task.ref, reward(None), Milestone.FAILED, "no_code", message=parsed.no_code),
             )
         key = cache_key(task, parsed.proposal)
         with self._lock:
@@ -265,7 +233,7 @@ class RewardEngine:
             return (
                 task,
                 "",
-                Scored(item.key, task.ref, reward(None), "failed", "no_code", message=parsed.no_code),
+                Scored(item.key, task.ref, reward(None), Milestone.FAILED, "no_code", message=parsed.no_code),
             )
         key = torch_cache_key(task, parsed.source)
         with self._lock:

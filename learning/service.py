@@ -46,12 +46,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from agent.trajectory import FAILED, HACK, MILESTONE_LEVEL, REWARD_VERSION
+from agent.trajectory import FAILED, HACK, REWARD_VERSION
 from base.asgi import AsciiJSON, BearerAuth, error_response, read_body, requester
 from base.http import HEALTH_PATH
 from learning.completion import prompt_messages
-from learning.engine import Item, RewardEngine, Scored
+from learning.engine import RewardEngine
 from learning.tasks import TaskError
+from learning.wire import Item, RewardResponse, Scored
 from sandbox.contract import to_dict
 from sandbox.executor import ExecutorError
 
@@ -344,7 +345,7 @@ class RewardService:
             "rewards": rewards,
             "scores": rewards,
             "extra_logs": {
-                "milestone": [float(MILESTONE_LEVEL.get(r.milestone, 0)) for r in results],
+                "milestone": [r.milestone.level if r.milestone else 0.0 for r in results],
                 "speedup_low": [r.speedup_low for r in results],
                 "hack": [float(r.reward == HACK) for r in results],
                 "failed": [float(r.reward == FAILED) for r in results],
@@ -354,7 +355,7 @@ class RewardService:
 
 
 def _results(request_id: str, results: list[Scored]) -> dict[str, Any]:
-    return {"id": request_id, "reward_version": REWARD_VERSION, "results": [r.to_dict() for r in results]}
+    return to_dict(RewardResponse(request_id, REWARD_VERSION, tuple(results)))
 
 
 def _depth(value: Any) -> int:

@@ -94,4 +94,8 @@ def make_executor(settings: ExecutorSettings) -> Executor:
 
     if len(gpus) == 1:
         return LocalExecutor(gpus)
-    return local_scheduler(gpus, lambda gpu: LocalExecutor((gpu,)))
+    from sandbox.isolation import bwrap_prefix
+    from sandbox.torch_build import BUILD_WORKERS, BuildPool, spawn_builder
+
+    builds = BuildPool(spawn_builder(bwrap_prefix()), workers=BUILD_WORKERS)  # one for the host's GPUs
+    return local_scheduler(gpus, lambda gpu: LocalExecutor((gpu,), builds=builds))

@@ -31,11 +31,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from base.errors import InputError
+
 if TYPE_CHECKING:
     import numpy as np
 
 Number = int | float
 V = TypeVar("V")
+
+
+class ExpressionError(InputError, ValueError):
+    """An expression is not in the grammar, or cannot be evaluated (division by zero, out of
+    range); one line naming it."""
+
 
 # name -> (minimum, maximum) arguments
 FUNCTIONS: dict[str, tuple[int, int]] = {
@@ -112,7 +120,7 @@ def _parse(text: str, names: Iterable[str], constants: Mapping[str, Number]) -> 
     """The syntax tree of ``text`` over ``names`` and ``constants``; raises ValueError naming
     the first thing outside the grammar."""
     if len(text) > MAX_CHARS:
-        raise ValueError(f"expression longer than {MAX_CHARS} characters")
+        raise ExpressionError(f"expression longer than {MAX_CHARS} characters")
     stripped = text.strip()
     try:
         tree = ast.parse(stripped, mode="eval")
@@ -120,33 +128,35 @@ def _parse(text: str, names: Iterable[str], constants: Mapping[str, Number]) -> 
         deep = isinstance(exc, RecursionError | MemoryError)
         reason = getattr(exc, "msg", None) or ("too deeply nested" if deep else "not text")
         shown = stripped[:80].encode("utf-8", "backslashreplace").decode("utf-8")  # no lone surrogate
-        raise ValueError(f"`{shown}` is not an expression ({reason})") from None
+        raise ExpressionError(f"`{shown}` is not an expression ({reason})") from None
     known = set(names)
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
         if not isinstance(node, _NODES):
             shown = ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__
-            raise ValueError(f"`{shown[:80]}` is not allowed (use {_ALLOWED})")
+            raise ExpressionError(f"`{shown[:80]}` is not allowed (use {_ALLOWED})")
         if isinstance(node, ast.Constant) and (
             isinstance(node.value, bool) or not isinstance(node.value, int | float)
         ):
-            raise ValueError(f"`{node.value!r}`"[:80] + " is not a number")
+            raise ExpressionError(f"`{node.value!r}`"[:80] + " is not a number")
         if isinstance(node, ast.Constant) and isinstance(node.value, int) and abs(node.value) > LIMIT:
-            raise ValueError(f"`{str(node.value)[:40]}` is out of range (more than 2^62)")
+            raise ExpressionError(f"`{str(node.value)[:40]}` is out of range (more than 2^62)")
         if isinstance(node, ast.Call):
             name = node.func.id if isinstance(node.func, ast.Name) else ""
             if name not in FUNCTIONS:
-                raise ValueError(f"`{ast.unparse(node)[:80]}` is not a call of {', '.join(FUNCTIONS)}")
+                raise ExpressionError(f"`{ast.unparse(node)[:80]}` is not a call of {', '.join(FUNCTIONS)}")
             low, high = FUNCTIONS[name]
             if node.keywords or not low <= len(node.args) <= high:
-                raise ValueError(f"{name} takes {low if low == high else f'{low} to {high}'} arguments")
+                raise ExpressionError(f"{name} takes {low if low == high else f'{low} to {high}'} arguments")
         elif (
             isinstance(node, ast.Name)
             and id(node) not in called
             and node.id not in known
             and node.id not in constants
         ):
-            raise ValueError(f"unknown name `{node.id[:40]}` (known: {', '.join(sorted(known)) or 'none'})")
+            raise ExpressionError(
+                f"unknown name `{node.id[:40]}` (known: {', '.join(sorted(known)) or 'none'})"
+            )
     return tree.body
 
 
@@ -224,10 +234,10 @@ def _walk(node: ast.AST, env: Mapping[str, V], constants: Mapping[str, Number], 
         except ValueError as exc:
             if str(exc) != "math domain error":
                 raise
-            raise ValueError(
+            raise ExpressionError(
                 f"`{ast.unparse(node)}` cannot be evaluated (outside the domain of {name})"
             ) from None
-    raise ValueError(f"`{ast.unparse(node)}` is not allowed")  # _parse refused it first
+    raise ExpressionError(f"`{ast.unparse(node)}` is not allowed")  # _parse refused it first
 
 
 # ---------------------------------------------------------------------------------------- numbers
@@ -235,7 +245,7 @@ def _walk(node: ast.AST, env: Mapping[str, V], constants: Mapping[str, Number], 
 
 def _checked(v: Number) -> Number:
     if isinstance(v, int) and abs(v) > LIMIT:
-        raise ValueError("value out of range (more than 2^62)")
+        raise ExpressionError("value out of range (more than 2^62)")
     return v
 
 
@@ -250,7 +260,7 @@ def _c_divide(a: Number, b: Number) -> Number:
 def _shift(op: Callable[[int, int], int]) -> Callable[[Number, Number], Number]:
     def apply(a: Number, b: Number) -> Number:
         if not isinstance(a, int) or not isinstance(b, int) or not 0 <= b < 64:
-            raise ValueError("shifts take integers and a shift count in 0..63")
+            raise ExpressionError("shifts take integers and a shift count in 0..63")
         return op(a, b)
 
     return apply
@@ -265,14 +275,14 @@ def _cdiv(a: Number, b: Number) -> Number:
 def _pow(a: Number, b: Number) -> Number:
     if isinstance(a, int) and isinstance(b, int) and b >= 0:
         if abs(a) > 1 and b > 62:
-            raise ValueError("value out of range")
+            raise ExpressionError("value out of range")
         return a**b
     return math.pow(a, b)
 
 
 def _sqrt(a: Number) -> Number:
     if a < 0:
-        raise ValueError(f"sqrt of a negative number ({a})")
+        raise ExpressionError(f"sqrt of a negative number ({a})")
     return math.sqrt(a)
 
 
@@ -338,11 +348,11 @@ def number(
     try:
         value = _walk(tree, env, constants, _NUMBERS)
     except ZeroDivisionError:
-        raise ValueError(f"`{shown}` divides by zero") from None
+        raise ExpressionError(f"`{shown}` divides by zero") from None
     except (ArithmeticError, TypeError, RecursionError):  # overflow of a float, math domain errors
-        raise ValueError(f"`{shown}` cannot be evaluated (a value is out of range)") from None
+        raise ExpressionError(f"`{shown}` cannot be evaluated (a value is out of range)") from None
     if finite and isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"`{shown}` is {value}, not a finite number")
+        raise ExpressionError(f"`{shown}` is {value}, not a finite number")
     return value
 
 
@@ -368,7 +378,7 @@ def _arrays() -> _Semantics[Any]:
     def shift(op: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
         def apply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             if not (is_int(a) and is_int(b)) or b.min(initial=0) < 0 or b.max(initial=0) > 63:
-                raise ValueError("shifts take integers and a shift count in 0..63")
+                raise ExpressionError("shifts take integers and a shift count in 0..63")
             return op(a, b)
 
         return apply
@@ -440,9 +450,9 @@ def evaluate(text: str, env: Mapping[str, np.ndarray]) -> np.ndarray:
         with np.errstate(divide="raise", over="ignore", invalid="raise"):
             return np.asarray(_walk(tree, env, MATH_CONSTANTS, _arrays()))
     except FloatingPointError as exc:
-        raise ValueError(f"`{text.strip()}` cannot be evaluated ({exc})") from None
+        raise ExpressionError(f"`{text.strip()}` cannot be evaluated ({exc})") from None
     except (ArithmeticError, TypeError, RecursionError, MemoryError):
-        raise ValueError(f"`{text.strip()}` cannot be evaluated (a value is out of range)") from None
+        raise ExpressionError(f"`{text.strip()}` cannot be evaluated (a value is out of range)") from None
 
 
 def values(text: str, count: int) -> np.ndarray:

@@ -28,7 +28,18 @@ from sandbox.precision import allowed_roundoff, lower_precision
 from sandbox.runtime import CudaError, MemoryCapExceeded, make_runtime
 from sandbox.timing import Flusher, Gate, bench, measure_ceilings, modes, paired
 from sandbox.verify import DEVICE_MIN_BYTES, GUARD_BYTES, POISON_A, Verifier, Workspace, compare
-from sandbox.wire import CompileJob, EvalJob, InfoJob, Job, Reply, TorchJob, converter, failure_result, job_id
+from sandbox.wire import (
+    BuildJob,
+    CompileJob,
+    EvalJob,
+    InfoJob,
+    Job,
+    Reply,
+    TorchJob,
+    converter,
+    failure_result,
+    job_id,
+)
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +135,7 @@ class GpuHandler:
     def __call__(self, job: Job) -> Reply:
         if isinstance(job, InfoJob):
             return Reply(self.describe(job.known))
-        if isinstance(job, CompileJob | TorchJob):
+        if isinstance(job, CompileJob | TorchJob | BuildJob):
             return Reply(None, unavailable="a CUDA GPU worker neither compiles nor runs PyTorch jobs")
         try:
             return Reply(self.evaluate(job))

@@ -51,6 +51,7 @@ from sandbox.instrumented import nsight_profile, sanitize
 from sandbox.isolation import bwrap_prefix
 from sandbox.process import CANCEL_POLL_S, WorkerProcess
 from sandbox.timing import cached_ceilings, physics_floor, store_ceilings, with_throughput
+from sandbox.torch_build import BUILD_WORKERS, BuildPool, spawn_builder
 from sandbox.torch_eval import BUILD_ALLOWANCE_S, TORCH_HANDLER
 from sandbox.verify import static_rejection
 from sandbox.wire import DEFAULT_HANDLER, Binary, EvalJob, InfoJob, Reply, TorchJob
@@ -74,6 +75,7 @@ class LocalExecutor(Executor):
         limits: RequestLimits | None = None,
         compile_limits: CompileLimits | None = None,
         torch_handler: str = TORCH_HANDLER,
+        builds: BuildPool | None = None,
     ) -> None:
         self.torch_handler = torch_handler
         self.limits = limits or RequestLimits()
@@ -85,6 +87,10 @@ class LocalExecutor(Executor):
         for w in self._workers:
             self._idle.put(w)
         self._pool = CompilePool(compile_workers, sandbox=sandbox, limits=compile_limits)
+        # PyTorch answers' extensions: built where answers run (the GPU workers' prefix), ahead of
+        # timing; ``builds``: one pool shared by the host's GPUs (sandbox.executors), closed with the process
+        self._own_builds = builds is None
+        self.builds = builds or BuildPool(spawn_builder(prefix), workers=BUILD_WORKERS)
         self._info: dict[int, DeviceInfo] = {}
         self._info_lock = threading.Lock()
 
@@ -160,17 +166,41 @@ class LocalExecutor(Executor):
                 "PyTorch answers run only inside bubblewrap, which is not usable here; on a machine "
                 f"that holds nothing to protect, {UNSAFE_TORCH_ENV}=1 runs them without it"
             )
+        arch = self.device_info().compute_capability  # the arch list every build is for
+        deadline = time.monotonic() + self.builds.wall_s  # queueing included
+        # every candidate builds while the GPU times others (this request's and other requests')
+        builds = [self.builds.submit(c.source, arch, deadline) for c in request.candidates]
         worker = self._idle.get()
         results: list[TorchCandidateResult] = []
         try:
             info = self._device_info(worker)
             timeout = request.budget.timeout_s + BUILD_ALLOWANCE_S
-            for index in range(len(request.candidates)):
-                job = TorchJob(request, index)
+            for index, build in enumerate(builds):
+                cid = request.candidates[index].id
                 if cancel is not None and cancel.is_set():
-                    results.append(TorchCandidateResult(CandidateResult(job.candidate.id, Status.CANCELLED)))
+                    results.append(TorchCandidateResult(CandidateResult(cid, Status.CANCELLED)))
                     continue
-                proc = WorkerProcess(worker.device, worker.backend, self.torch_handler, worker.prefix)
+                while not build.done() and not (cancel is not None and cancel.is_set()):
+                    concurrent.futures.wait([build], timeout=CANCEL_POLL_S)
+                if not build.done():
+                    results.append(TorchCandidateResult(CandidateResult(cid, Status.CANCELLED)))
+                    continue
+                built = build.result()
+                if built.verdict is not None:  # decided by its build: no GPU time
+                    results.append(
+                        TorchCandidateResult(
+                            CandidateResult(cid, built.verdict, built.message, seconds=built.seconds)
+                        )
+                    )
+                    continue
+                directory = self.builds.directory(request.candidates[index].source, arch)
+                if directory:  # a build that did not finish left none
+                    os.makedirs(directory, exist_ok=True)
+                job = TorchJob(request, index, directory, arch)
+                bind = ("--bind", directory, directory) if worker.prefix and directory else ()
+                proc = WorkerProcess(
+                    worker.device, worker.backend, self.torch_handler, (*worker.prefix, *bind)
+                )
                 try:
                     reply = proc.call(job, timeout, cancel)
                 finally:
@@ -188,6 +218,8 @@ class LocalExecutor(Executor):
         for w in self._workers:
             w.close()
         self._pool.close()
+        if self._own_builds:
+            self.builds.close()
 
 
 def split_by_defines(req: EvalRequest) -> tuple[EvalRequest, ...]:

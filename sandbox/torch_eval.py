@@ -263,6 +263,20 @@ def _torch() -> Any:
     return torch
 
 
+EXTENSIONS = "extensions"  # TORCH_EXTENSIONS_DIR under a build directory (sandbox.torch_build)
+TRITON = "triton"  # TRITON_CACHE_DIR under it
+
+
+def point_at(directory: str, arch: str) -> None:
+    """Make this process's ``load_inline`` and Triton build into / load from ``directory`` (the
+    build stage's, :mod:`sandbox.torch_build`); ``arch``: ``TORCH_CUDA_ARCH_LIST``, the same at
+    build and at load (other ``-gencode`` flags and ninja would build again)."""
+    os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(directory, EXTENSIONS)
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(directory, TRITON)
+    if arch:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = arch
+
+
 def _module(source: str, filename: str) -> dict[str, Any]:
     """Run ``source`` as a module from a file of its own (Triton's ``@jit``, CuTe DSL and
     TileLang read their kernels' source back through ``inspect``)."""
@@ -380,6 +394,8 @@ class TorchHandler:
     def evaluate(self, job: TorchJob) -> TorchCandidateResult:
         start = time.perf_counter()
         cid, req = job.candidate.id, job.request
+        if job.build_dir:  # the build stage built it there: load_inline only loads it
+            point_at(job.build_dir, job.arch)
         memory: dict[str, Any] = {}
 
         def verdict(

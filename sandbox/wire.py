@@ -73,10 +73,14 @@ class CompileJob:
 
 @dataclass(frozen=True)
 class TorchJob:
-    """Evaluate candidate ``index`` of ``request`` (in a worker process of its own)."""
+    """Evaluate candidate ``index`` of ``request`` (in a worker process of its own); ``build_dir``:
+    where the build stage built it (:mod:`sandbox.torch_build`; "": build in the worker), for the
+    arch list ``arch``."""
 
     request: TorchRequest
     index: int
+    build_dir: str = ""
+    arch: str = ""
 
     @property
     def candidate(self) -> TorchCandidate:
@@ -84,13 +88,37 @@ class TorchJob:
 
 
 @dataclass(frozen=True)
+class BuildJob:
+    """Build one PyTorch answer's extensions into ``directory`` for the arch list ``arch``
+    (in a build worker: :class:`sandbox.torch_build.BuildHandler`)."""
+
+    source: str
+    directory: str
+    arch: str
+
+
+@dataclass(frozen=True)
+class Built:
+    """A build stage's verdict on one answer: ``verdict`` None: time it (built, or left for the
+    timing worker to build); otherwise the answer's verdict (``compile_error``: its extension
+    failed to build; ``timeout``: no build in time).  ``final``: the same source would end the
+    same way (cached); not final: a deadline or a broken worker."""
+
+    verdict: Status | None
+    message: str
+    seconds: float
+    final: bool = True
+    cached: bool = False
+
+
+@dataclass(frozen=True)
 class Reply:
-    value: CandidateResult | DeviceInfo | Compiled | TorchCandidateResult | None
+    value: CandidateResult | DeviceInfo | Compiled | TorchCandidateResult | Built | None
     restart: bool = False  # the worker exits after this reply (sticky CUDA error)
     unavailable: str = ""  # the worker cannot work at all (no GPU, no CuPy): why
 
 
-Job = EvalJob | InfoJob | CompileJob | TorchJob
+Job = EvalJob | InfoJob | CompileJob | TorchJob | BuildJob
 Handler = Callable[[Job], Reply]
 
 # --------------------------------------------------------------------------- the wire (JSON)
@@ -98,12 +126,19 @@ Handler = Callable[[Job], Reply]
 converter = cattrs.Converter()
 converter.register_unstructure_hook(bytes, lambda b: base64.b64encode(b).decode("ascii"))
 converter.register_structure_hook(bytes, lambda v, _: base64.b64decode(v, validate=True))
-_JOBS: dict[str, type[Any]] = {"eval": EvalJob, "info": InfoJob, "compile": CompileJob, "torch": TorchJob}
+_JOBS: dict[str, type[Any]] = {
+    "eval": EvalJob,
+    "info": InfoJob,
+    "compile": CompileJob,
+    "torch": TorchJob,
+    "build": BuildJob,
+}
 _VALUES: dict[str, type[Any]] = {
     "candidate": CandidateResult,
     "device": DeviceInfo,
     "compiled": Compiled,
     "torch": TorchCandidateResult,
+    "built": Built,
 }
 
 
@@ -138,7 +173,13 @@ def decode_job(data: bytes) -> Job | None:
 def decode_reply(data: bytes, job: Job) -> Reply:
     """The worker's reply to ``job``, validated: JSON of the value type the job expects (for an
     evaluation, a result for that very candidate).  Raises :class:`ContractError` otherwise."""
-    expected = {EvalJob: "candidate", InfoJob: "device", CompileJob: "compiled", TorchJob: "torch"}[type(job)]
+    expected = {
+        EvalJob: "candidate",
+        InfoJob: "device",
+        CompileJob: "compiled",
+        TorchJob: "torch",
+        BuildJob: "built",
+    }[type(job)]
     try:
         body = json.loads(data)
         if not isinstance(body, dict) or set(body) != {"reply", "value", "restart", "unavailable"}:
@@ -181,6 +222,9 @@ def failed_reply(job: Job, status: Status, message: str) -> Reply:
         if status in (Status.TIMEOUT, Status.CRASH):
             return Reply(resource_limited(f"compile {message}"))
         return Reply(None, unavailable=f"compile worker: {message}")
+    if isinstance(job, BuildJob):  # hung: the answer's timeout; died: the timing worker judges it
+        verdict = Status.TIMEOUT if status is Status.TIMEOUT else None
+        return Reply(Built(verdict, f"build {message}", 0.0, final=False))
     return Reply(failure_result(job, status, message))
 
 

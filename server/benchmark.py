@@ -2,12 +2,13 @@
 
 ``cudaAgent.benchmark`` ``[KernelRef]`` (the **Benchmark** code lens) answers at once with a
 :class:`~server.protocol.RunStarted` and ends with ``cudaAgent/runFinished`` (kind ``benchmark``:
-median time, spread, bandwidth); the result is stored (:class:`server.store.BenchmarkRecord`) and
+median time, spread, bandwidth); the result, an :class:`agent.records.BenchmarkRecord`, is stored, sent with the end and
 shown above the kernel and in its hover.
 """
 
 from __future__ import annotations
 
+from agent.records import benchmark_record
 from agent.target import Target
 from sandbox.contract import CandidateResult, DeviceInfo
 from server import protocol as wire
@@ -21,37 +22,11 @@ from server.runs import (
     Runs,
     RunType,
     add_run_type,
-    record_date,
     run_finished,
     run_with_progress,
     target_of,
 )
-from server.store import BenchmarkRecord, roofline
 from server.texts import SIMULATED, describe_executor, spread_text
-
-
-def benchmark_record(
-    target: Target, r: CandidateResult, device: str, info: DeviceInfo | None = None
-) -> BenchmarkRecord:
-    t = r.timing
-    assert t is not None
-    res = r.resources
-    return BenchmarkRecord(
-        median_ms=t.median_ms,
-        q1_ms=t.q1_ms,
-        q3_ms=t.q3_ms,
-        rel_spread=t.rel_spread,
-        gbps=r.achieved_gbps,
-        pct_peak=r.pct_peak_bandwidth,
-        problem=target.bench_problem.label,
-        device=device,
-        date=record_date(),
-        registers=res.registers if res else 0,
-        spill_bytes=(res.spill_stores + res.spill_loads) if res else 0,
-        gflops=r.achieved_gflops,
-        roofline=roofline(target, info),
-        simulated=info.simulated if info is not None else False,
-    )
 
 
 def plan_benchmark(ls: CudaLanguageServer, ref: wire.KernelRef) -> Plan:
@@ -83,7 +58,7 @@ async def _benchmark(
     if baseline.timing is None:
         message = f"{baseline.status.value}: {target.located(baseline)}".strip(": ")
         return run_finished(run, RunStatus(baseline.status.value), message)
-    record = benchmark_record(target, baseline, device, info)
+    record = benchmark_record(target, baseline, info)
     ls.store.put(od.path, run.kernel, benchmark=record)
     message = (
         f"{record.median_ms:.4g} ms ({spread_text(record.rel_spread)}) · {record.gbps:.0f} GB/s · "
@@ -94,10 +69,7 @@ async def _benchmark(
         RunStatus(baseline.status.value),
         f"{SIMULATED}: {message}" if simulated else message,
         simulated=simulated,
-        median_ms=record.median_ms,
-        rel_spread=record.rel_spread,
-        gbps=record.gbps,
-        pct_peak=record.pct_peak,
+        benchmark=record,
     )
 
 

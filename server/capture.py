@@ -18,7 +18,6 @@ model); nothing GPU-specific is imported here.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,7 +43,7 @@ from server.runs import (
     run_finished,
     run_with_progress,
 )
-from server.settings import SECRET_ENV, Settings
+from server.settings import program_environment
 
 ANNOTATION = "cuda-agent.captured-spec"  # change annotation of a captured spec's edit
 ANY_KERNEL = "(any kernel)"  # the run's kernel when the command names none
@@ -102,19 +101,6 @@ def plan_capture(ls: CudaLanguageServer, ref: wire.CaptureRef) -> Plan:
         f"Capturing a spec from a run of {program}",
         lambda run, progress: _capture(ls, run, ref, path, cwd, progress),
     )
-
-
-def program_environment(settings: Settings, base: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The environment of the user's program: this server's, without the secrets the editor put
-    there for us (the worker token, the LLM key: :data:`SECRET_ENV` and the variables the
-    settings' secrets name) or any other ``CUDA_AGENT_*`` setting of ours."""
-    named = {
-        s.source.partition(":")[2]
-        for s in (settings.executor.token, settings.proposer.api_key)
-        if s.source.startswith("env:")
-    }
-    drop = SECRET_ENV | named
-    return {k: v for k, v in base.items() if k not in drop and not k.startswith("CUDA_AGENT_")}
 
 
 async def _capture(

@@ -8,7 +8,7 @@
   (:func:`server.runs.start_run`): answers ``RunStarted`` at once, reports progress the user can
   cancel, and ends with ``cudaAgent/runFinished`` (kind ``compare``; ``status`` ``ok`` when the
   rewrite verified, else its sandbox status or ``error``; the speedup with its range).
-- The result is stored on both kernels (:class:`server.store.CompareRecord`), so it shows as an
+- The result is stored on both kernels (:class:`agent.records.CompareRecord`), so it shows as an
   inlay hint and in the hover of each, and in the results view (``cudaAgent/results``).
 """
 
@@ -23,6 +23,7 @@ from lsprotocol import types as lsp
 
 from agent import compare as cmp
 from agent.proposal import Proposal
+from agent.records import CompareRecord, CompareRole, compare_record, kernel_hash
 from agent.target import Target, TargetError, signature_mismatch
 from cudasrc.source import Document
 from cudasrc.syntax import Kernel
@@ -38,12 +39,11 @@ from server.runs import (
     RunType,
     add_run_type,
     evaluation_steps,
-    record_date,
     run_finished,
     run_with_progress,
 )
 from server.settings import compile_options
-from server.store import STORE_DIR, CompareRecord, kernel_hash
+from server.store import STORE_DIR
 from server.texts import SIMULATED, describe_executor
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ def code_actions(ls: CudaLanguageServer, od: OpenDocument, k: Kernel) -> list[ls
             command=lsp.Command(
                 title="Compare with…",
                 command=wire.COMPARE_COMMAND,
-                arguments=[{"uri": od.uri, "kernel": k.qualified_name, "with": o.ref}],
+                arguments=[wire.CompareRef(od.uri, o.ref, k.qualified_name)],
             ),
         )
         for o in comparisons.others(od, k)[:MAX_ACTIONS]
@@ -198,8 +198,8 @@ async def _compare(
         return run_finished(run, RunStatus.ERROR, str(exc))
     if found.result.device is not None:
         runs.device = found.result.device.name
-    headline = cmp.headline(found)
-    _store(ls, od, run.run_id, found, cand_doc, headline)
+    record = _store(ls, od, compare_record(run.run_id, found), found, cand_doc)
+    headline = record.headline
     c = found.candidate
     reason = cmp.reason_text(found)
     simulated = found.result.device is not None and found.result.device.simulated
@@ -209,53 +209,36 @@ async def _compare(
         RunStatus.OK if found.verified else RunStatus(c.status.value),
         f"{SIMULATED}: {message}" if simulated else message,
         simulated=simulated,
-        speedup=c.speedup,
-        speedup_low=c.speedup_low,
-        speedup_high=c.speedup_high,
-        median_ms=c.timing.median_ms if c.timing else 0.0,
+        compare=record,
     )
 
 
 def _store(
     ls: CudaLanguageServer,
     od: OpenDocument,
-    run_id: str,
+    common: CompareRecord,
     found: cmp.Comparison,
     cand_doc: Document,
-    headline: str,
-) -> None:
-    """The comparison on both kernels' records."""
+) -> CompareRecord:
+    """The comparison on both kernels' records; the original's."""
     assert od.doc is not None
-    c, base = found.candidate, found.result.baseline
+    original_record = common
     same_file = Path(cand_doc.path).resolve() == od.path.resolve()
     original = od.doc.kernel(found.target.kernel.partition("<")[0])
     rewrite = cand_doc.kernel((found.proposal.kernel or "").partition("<")[0])
-    common = CompareRecord(
-        run_id=run_id,
-        role="",
-        other="",
-        verified=found.verified,
-        status=c.status.value,
-        headline=headline,
-        speedup=c.speedup,
-        speedup_low=c.speedup_low,
-        speedup_high=c.speedup_high,
-        original_ms=base.timing.median_ms if base.timing else 0.0,
-        rewrite_ms=c.timing.median_ms if c.timing else 0.0,
-        device=found.result.device.name if found.result.device else "",
-        date=record_date(),
-        simulated=found.result.device is not None and found.result.device.simulated,
-    )
     for doc, k, role, other, other_doc in (
-        (od.doc, original, "original", rewrite, cand_doc),
-        (cand_doc, rewrite, "rewrite", original, od.doc),
+        (od.doc, original, CompareRole.ORIGINAL, rewrite, cand_doc),
+        (cand_doc, rewrite, CompareRole.REWRITE, original, od.doc),
     ):
         if k is None or other is None:
             continue
         name = other.qualified_name if same_file else f"{Path(other_doc.path).name}:{other.qualified_name}"
         record = replace(common, role=role, other=name, kernel_hash=kernel_hash(doc, k))
         ls.store.put(Path(doc.path), k.qualified_name, compare=record)
+        if role is CompareRole.ORIGINAL:
+            original_record = record
     ls.results_changed()
+    return original_record
 
 
 def setup(ls: CudaLanguageServer) -> None:

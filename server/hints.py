@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
+from agent.records import kernel_hash
 from cudasrc.syntax import Kernel
 from server.lsp import CudaLanguageServer, OpenDocument
-from server.store import kernel_hash
 from server.texts import compare_details, compare_label, speedup_details, speedup_label
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
+from agent.records import kernel_hash
 from cudasrc import specs as specs
 from cudasrc.syntax import Kernel
 from server.lsp import CudaLanguageServer, OpenDocument, lsp_range
-from server.store import kernel_hash
 from server.texts import benchmark_line, compare_details, profile_details, signature, speedup_details
 
 

@@ -14,12 +14,12 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
+from agent.records import OptimizeRecord, kernel_hash
 from cudasrc import specs as specs
 from cudasrc.syntax import Kernel
 from server import protocol as wire
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.runs import Runs
-from server.store import OptimizeRecord, kernel_hash
 from server.texts import benchmark_line, benchmark_title
 
 log = logging.getLogger(__name__)
@@ -31,12 +31,12 @@ def code_lenses(ls: CudaLanguageServer, od: OpenDocument) -> list[lsp.CodeLens]:
     runs = ls.part(Runs)
     for k in od.kernels:
         rng = lsp.Range(lsp.Position(k.span.start_line, 0), lsp.Position(k.span.start_line, 0))
-        arg: dict[str, Any] = {"uri": od.uri, "kernel": k.qualified_name}
+        arg = wire.KernelRef(od.uri, k.qualified_name)
         view = od.spec(k)
         running = runs.running(od.uri, k.qualified_name) if runs is not None else None
         if running is not None:
             title = f"⏹ Cancel {running.kind.value} (running)"
-            lenses.append(_lens(rng, title, wire.CANCEL_COMMAND, {"runId": running.run_id}))
+            lenses.append(_lens(rng, title, wire.CANCEL_COMMAND, wire.RunRef(running.run_id)))
         elif view.spec is not None:
             lenses.append(_lens(rng, "▶ Benchmark", wire.BENCHMARK_COMMAND, arg))
             lenses.append(_lens(rng, "⚡ Optimize", wire.OPTIMIZE_COMMAND, arg))
@@ -53,10 +53,10 @@ def code_lenses(ls: CudaLanguageServer, od: OpenDocument) -> list[lsp.CodeLens]:
         todo = _launch_todo(od, k, rec.optimize if rec is not None else None)
         if todo:
             lenses.append(_lens(rng, f"⚠ {todo}", "", None))
-        rewrite = runs.pending(od, k.qualified_name) if runs is not None else None
-        if rewrite is not None:
-            title = f"✓ Apply verified rewrite ({rewrite.speedup_text})"
-            lenses.append(_lens(rng, title, wire.APPLY_REWRITE_COMMAND, {"runId": rewrite.run_id}))
+        pending = runs.pending(od, k.qualified_name) if runs is not None else None
+        if pending is not None:
+            title = f"✓ Apply verified rewrite ({pending.rewrite.speedup_text})"
+            lenses.append(_lens(rng, title, wire.APPLY_REWRITE_COMMAND, wire.RunRef(pending.rewrite.run_id)))
     return lenses
 
 
@@ -69,8 +69,14 @@ def _launch_todo(od: OpenDocument, k: Kernel, rec: OptimizeRecord | None) -> str
 
 
 def _lens(
-    rng: lsp.Range, title: str, command: str, arg: dict[str, Any] | None, tooltip: str | None = None
+    rng: lsp.Range,
+    title: str,
+    command: str,
+    arg: wire.KernelRef | wire.RunRef | None,
+    tooltip: str | None = None,
 ) -> lsp.CodeLens:
+    """A lens running ``command`` on ``arg`` (a protocol class: camelCase on the wire, as the
+    command's handler structures it), or a plain line of text (no command)."""
     return lsp.CodeLens(
         range=rng,
         command=lsp.Command(title=title, command=command, tooltip=tooltip, arguments=[arg] if arg else None),
@@ -124,14 +130,14 @@ def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[l
         return moves
     view = od.spec(k)
     name = k.qualified_name
-    arg = {"uri": od.uri, "kernel": name}
+    arg = wire.KernelRef(od.uri, name)
     runs = ls.part(Runs)
-    rewrite = runs.pending(od, name) if runs is not None else None
+    pending = runs.pending(od, name) if runs is not None else None
     running = runs.running(od.uri, name) if runs is not None else None
     actions = []
-    if rewrite is not None:
-        title = f"Apply verified rewrite of {name} ({rewrite.speedup_text})"
-        run = {"runId": rewrite.run_id}
+    if pending is not None:
+        title = f"Apply verified rewrite of {name} ({pending.rewrite.speedup_text})"
+        run = wire.RunRef(pending.rewrite.run_id)
         actions.append(
             lsp.CodeAction(
                 title=title,
@@ -142,7 +148,7 @@ def code_actions(ls: CudaLanguageServer, params: lsp.CodeActionParams) -> list[l
         )
     if running is not None:
         title = f"Cancel the {running.kind.value} run of {name}"
-        run = {"runId": running.run_id}
+        run = wire.RunRef(running.run_id)
         actions.append(
             lsp.CodeAction(
                 title=title, command=lsp.Command(title=title, command=wire.CANCEL_COMMAND, arguments=[run])

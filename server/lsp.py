@@ -152,7 +152,7 @@ class _Protocol(LanguageServerProtocol):
 
     def __init__(self, server: LanguageServer, converter: cattrs.Converter) -> None:
         super().__init__(server, converter)
-        wire.register_strict_inputs(converter)
+        wire.register(converter)
 
     def get_message_type(self, method: str) -> Any:  # type: ignore[override]  # pygls caches its own
         return wire.REQUEST_TYPES.get(method) or super().get_message_type(method)

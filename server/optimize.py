@@ -4,7 +4,8 @@
 table, :mod:`server.runs`) answers at once with a :class:`~server.protocol.RunStarted` (the run
 id); the run goes on in a background thread through the configured executor, with progress the
 user can cancel (the best verified candidate so far is kept).  The end: a ``cudaAgent/runFinished``
-notification; a verified faster rewrite then waits in the runs (:class:`server.runs.Rewrite`),
+notification carrying the run's :class:`~agent.records.OptimizeRecord` (the one stored); a
+verified faster rewrite then waits in the runs (:class:`server.runs.PendingRewrite`),
 offered as an **Apply** code lens and code action on the kernel (:mod:`server.rewrites` applies
 it).  Each finished run is recorded in the workspace's result store; lenses and hints refresh.
 """
@@ -12,7 +13,6 @@ it).  Each finished run is recorded in the workspace's result store; lenses and 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 
 from lsprotocol import types as lsp
 
@@ -20,27 +20,25 @@ from agent import loop
 from agent.attempts import verdict_summary
 from agent.proposer import OptimizeBudget
 from agent.proposers import make_proposer
+from agent.records import kernel_hash, optimize_record, rewrite_summary, text_hash
 from agent.target import Target
 from cudasrc.source import Document
-from sandbox.contract import Tolerance
 from server import protocol as wire
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, RunStatus
 from server.runs import (
     ActiveRun,
+    PendingRewrite,
     Plan,
     Report,
-    Rewrite,
     RunProgress,
     Runs,
     RunType,
     add_run_type,
-    record_date,
     run_finished,
     run_with_progress,
     target_of,
 )
-from server.store import OptimizeRecord, kernel_hash, roofline, text_hash
 from server.texts import SIMULATED, describe_executor, plural
 
 log = logging.getLogger(__name__)
@@ -66,72 +64,6 @@ def rewrite_edits(target: Target, result: loop.OptimizeResult) -> tuple[lsp.Text
     return tuple(
         lsp.TextEdit(lsp.Range(position_at(text, e.start), position_at(text, e.end)), e.new_text)
         for e in sorted(edits, key=lambda e: e.start)
-    )
-
-
-def summary_of(result: loop.OptimizeResult) -> str:
-    """One line: what the rewrite does, its launch, what it assumes, what the user must still do."""
-    if result.best is None:
-        return str(result.stop)
-    p = result.best.proposal
-    parts = [p.description]
-    if result.launch is not None:
-        launch = result.launch
-        parts.append(
-            "launch "
-            + " ".join(
-                f"{k}={v}"
-                for k, v in (("grid", launch.grid), ("block", launch.block), ("smem", launch.shared))
-                if v
-            )
-        )
-    parts += [f"assumes {a}" for a in p.assumptions]
-    if result.launch_todo:
-        parts.append(f"⚠ {result.launch_todo}")
-    return "; ".join(x for x in parts if x)
-
-
-def _tolerance(t: Tolerance | None) -> str:
-    return t.text() if t is not None else "calibrated"
-
-
-def optimize_record(
-    run_id: str,
-    target: Target,
-    result: loop.OptimizeResult,
-    original_hash: str,
-    rewritten_hash: str,
-    seeds: int,
-) -> OptimizeRecord:
-    best = result.best.result if result.best is not None else None
-    base = result.baseline.timing
-    cand = best.timing if best is not None else None
-    return OptimizeRecord(
-        run_id=run_id,
-        outcome=result.outcome.value,
-        speedup=result.speedup,
-        speedup_low=result.speedup_low,
-        speedup_high=result.speedup_high,
-        baseline_ms=base.median_ms if base else 0.0,
-        baseline_spread=base.rel_spread if base else 0.0,
-        candidate_ms=cand.median_ms if cand else 0.0,
-        candidate_spread=cand.rel_spread if cand else 0.0,
-        sizes=tuple(c.label for c in result.verification),
-        seeds=seeds,
-        tolerance=_tolerance(target.tolerance),
-        device=result.device.name if result.device else "",
-        date=record_date(),
-        summary=summary_of(result),
-        attempts=result.attempts,
-        stop_reason=str(result.stop),
-        original_hash=original_hash,
-        rewritten_hash=rewritten_hash,
-        launch_todo=result.launch_todo,
-        baseline_gbps=result.baseline.achieved_gbps,
-        baseline_gflops=result.baseline.achieved_gflops,
-        roofline=roofline(target, result.device),
-        simulated=result.simulated,
-        history=result.records,
     )
 
 
@@ -203,21 +135,20 @@ def _record_optimize(
         new_doc = Document(result.rewritten, str(od.path))
         nk = new_doc.kernel(run.kernel)
         rewritten_hash = kernel_hash(new_doc, nk) if nk is not None else text_hash(result.rewritten)
-        runs.rewrites[run.run_id] = Rewrite(
+        rewrite = wire.Rewrite(
             run.run_id,
             od.uri,
             od.version,
             run.kernel,
             target.text,
             result.rewritten,
-            rewrite_edits(target, result),
             result.speedup,
-            summary_of(result),
-            result.best.proposal if result.best else None,
+            rewrite_summary(result),
             result.simulated,
         )
-    seeds = len({c.seed for c in result.best.result.checks}) if result.best else 0
-    record = optimize_record(run.run_id, target, result, original_hash, rewritten_hash, seeds)
+        proposal = result.best.proposal if result.best else None
+        runs.rewrites[run.run_id] = PendingRewrite(rewrite, rewrite_edits(target, result), proposal)
+    record = optimize_record(run.run_id, target, result, original_hash, rewritten_hash)
     ls.store.put(od.path, run.kernel, optimize=record)
     if improved:
         message = (
@@ -239,11 +170,8 @@ def _record_optimize(
         message,
         cancelled=result.cancelled,
         rewrite_ready=improved,
-        speedup=result.speedup if improved else 0.0,
-        speedup_low=result.speedup_low if improved else 0.0,
-        speedup_high=result.speedup_high if improved else 0.0,
-        attempts=[wire.AttemptRecord(**asdict(a)) for a in result.records],
         simulated=result.simulated,
+        optimize=record,
     )
 
 

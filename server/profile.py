@@ -6,7 +6,7 @@ editor.
   off the event loop in the runs' thread pool; progress the user can cancel); answers
   ``RunStarted`` at once and ends with ``cudaAgent/runFinished`` (kind ``profile``; ``status``
   ``ok`` when every kernel has metrics, else ``unavailable`` with the reason in ``message``).
-- The result is stored (:class:`server.store.ProfileRecord`): the hover of the kernel shows it
+- The result is stored (:class:`agent.records.ProfileRecord`): the hover of the kernel shows it
   (speed of light, occupancy and its limiter, top stalls, DRAM/L2 bytes), and so does the results
   view (``cudaAgent/results``).
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from agent import profile as prof
 from agent.proposal import Proposal
+from agent.records import ProfileRecord, kernel_hash, record_date
 from agent.target import Target, TargetError
 from server import protocol as wire
 from server.lsp import CudaLanguageServer, OpenDocument
@@ -30,12 +31,10 @@ from server.runs import (
     RunType,
     add_run_type,
     evaluation_steps,
-    record_date,
     run_finished,
     run_with_progress,
     target_of,
 )
-from server.store import ProfiledKernel, ProfileRecord, kernel_hash
 from server.texts import describe_executor, profile_summary
 
 
@@ -85,13 +84,12 @@ async def _profile(
         problem=report.problem,
         device=report.device.name if report.device else "",
         date=record_date(),
-        kernels=tuple(ProfiledKernel(p.label, p.description, p.profile) for p in report.kernels),
+        kernels=report.kernels,
         kernel_hash=kernel_hash(od.doc, k) if k is not None else "",
     )
     ls.store.put(od.path, run.kernel, profile=record)
-    return run_finished(
-        run, RunStatus.OK if report.available else RunStatus.UNAVAILABLE, profile_summary(record)
-    )
+    status = RunStatus.OK if report.available else RunStatus.UNAVAILABLE
+    return run_finished(run, status, profile_summary(record), profile=record)
 
 
 def setup(ls: CudaLanguageServer) -> None:

@@ -1,14 +1,17 @@
 """The editor <-> server contract: every custom LSP method and command, with its params and result.
 
-One typed module, one casing.  The classes are attrs classes with snake_case attributes; on the
-wire they are camelCase, through the converter pygls already uses (lsprotocol's, which renames
-every attrs class's fields and structures command arguments from the handlers' annotations).
-Fields without a default are always sent; a field whose default is ``None`` is left out when it
-is ``None`` (``kernel?: string`` in TypeScript).
+One typed module, one casing.  The messages are attrs classes declared here; the results they
+carry are the records of the lower layers, used as they are (:mod:`agent.records`: one frozen
+dataclass per result kind, the same object the result store keeps; :class:`sandbox.contract.Profile`
+and ``Status``; :class:`agent.attempts.AttemptRecord`).  Attributes are snake_case; on the wire
+they are camelCase, through the converter pygls already uses (lsprotocol's, which renames every
+attrs class's fields, plus :func:`register` for the records and the strict inputs).  Fields without
+a default are always sent; a field whose default is ``None`` is left out when it is ``None``
+(``kernel?: string`` in TypeScript).
 
-``extension/src/protocol.ts`` carries the same declarations between its ``BEGIN generated`` and
-``END generated`` lines: :func:`typescript` writes them, and ``tests/test_protocol.py`` fails when
-the two disagree (``python -m server.protocol extension/src/protocol.ts`` rewrites that block).
+``extension/src/protocol.generated.ts`` declares every type of :data:`WIRE_TYPES` in TypeScript,
+written by :mod:`server.protocol_ts` (``python -m server.protocol_ts``); ``tests/test_protocol.py``
+fails when the checked-in file is not current.
 
 To add a method or command: declare its classes here, add them to :data:`WIRE_TYPES` (and its
 name to :data:`METHODS`), and regenerate the TypeScript.
@@ -16,12 +19,10 @@ name to :data:`METHODS`), and regenerate the TypeScript.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
-import sys
-import types
 import typing
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -29,6 +30,19 @@ import cattrs
 import cattrs.gen
 from lsprotocol import types as lsp
 
+from agent.attempts import AttemptRecord
+from agent.loop import RunOutcome, StopKind
+from agent.records import (
+    BenchmarkRecord,
+    CompareRecord,
+    CompareRole,
+    KernelResults,
+    OptimizeRecord,
+    ProfiledKernel,
+    ProfileRecord,
+    Roofline,
+)
+from sandbox.contract import Profile, Stall, Status
 from server.texts import SIMULATED
 
 # ------------------------------------------------------------------------------------- names
@@ -191,48 +205,12 @@ class RunStarted:
 
 
 @attrs.define(frozen=True)
-class AttemptRecord:
-    """One candidate's verdict (``agent.attempts.AttemptRecord``, field for field).  ``status``: ok,
-    compile_error, launch_error, crash, timeout, mismatch, rejected, cancelled, implausible;
-    ``rule``: the rule a rejected/implausible candidate broke; the check fields (``problem``,
-    ``output``, ``firstBadIndex`` (-1: none), ``values``, ``errorRatio``) describe the failing
-    check, else the one closest to its bound; ``compileLine``/``compileColumn`` (1-based, 0: none)
-    place the first compile error in the candidate's file (the original file with the candidate in
-    place of the kernel), ``compileLog`` is the compiler's log from there; ``reward`` is absent for
-    a cancelled candidate.  Numbers a verdict lacks are 0."""
-
-    index: int
-    candidate_id: str
-    description: str
-    status: str
-    message: str
-    rule: str
-    duplicate_of: str
-    problem: str
-    output: str
-    first_bad_index: int
-    values: str
-    error_ratio: float
-    compile_line: int
-    compile_column: int
-    compile_log: str
-    speedup: float
-    speedup_low: float
-    speedup_high: float
-    median_ms: float
-    registers: int
-    spill_stores: int
-    spill_loads: int
-    reward: float | None = None
-
-
-@attrs.define(frozen=True)
 class RunFinished:
     """The end of a run (``status``: see ``RunStatus``; an optimize run's ``ok`` comes with a
-    verified faster rewrite ready: ``rewriteReady``).  Optimize fills ``speedup*``,
-    benchmark the timing fields; the others are 0.  ``attempts``: every candidate's verdict of an
-    optimize run, in evaluation order (empty for the others); ``simulated``: the numbers come from
-    the simulated GPU (``executor.kind test``), not a measurement."""
+    verified faster rewrite ready: ``rewriteReady``).  The run's record, as stored, is in the field
+    of its kind (``optimize``: every candidate's verdict in ``history``; ``compare``: the original
+    kernel's side), absent when the run ended before it had one; ``simulated``: the numbers come
+    from the simulated GPU (``executor.kind test``), not a measurement."""
 
     run_id: str
     kind: RunKind
@@ -242,15 +220,11 @@ class RunFinished:
     message: str
     cancelled: bool
     rewrite_ready: bool
-    speedup: float
-    speedup_low: float
-    speedup_high: float
-    median_ms: float
-    rel_spread: float
-    gbps: float
-    pct_peak: float
-    attempts: list[AttemptRecord]
     simulated: bool
+    benchmark: BenchmarkRecord | None = None
+    optimize: OptimizeRecord | None = None
+    compare: CompareRecord | None = None
+    profile: ProfileRecord | None = None
 
 
 @attrs.define(frozen=True)
@@ -277,8 +251,9 @@ class ApplyResult:
 
 @attrs.define(frozen=True)
 class Rewrite:
-    """A verified rewrite for the side-by-side diff; ``edits`` turn ``original`` into ``rewritten``;
-    ``simulated``: its speedup comes from the simulated GPU, not a measurement."""
+    """A verified rewrite waiting for the user, for the side-by-side diff: ``original`` (the whole
+    document as the run saw it, at ``version``) and ``rewritten``; ``simulated``: its speedup
+    comes from the simulated GPU, not a measurement."""
 
     run_id: str
     uri: str
@@ -286,10 +261,13 @@ class Rewrite:
     kernel: str
     original: str
     rewritten: str
-    edits: list[lsp.TextEdit]
     speedup: float
     summary: str
     simulated: bool
+
+    @property
+    def speedup_text(self) -> str:
+        return f"{self.speedup:.2f}× faster{', ' + SIMULATED if self.simulated else ''}"
 
 
 @attrs.define(frozen=True)
@@ -298,158 +276,17 @@ class ResultsParams:
 
 
 @attrs.define(frozen=True)
-class Roofline:
-    """The device's measured ceilings (0: not measured) and the bench problem's work from the spec
-    (``server.store.Roofline``): arithmetic intensity is ``flops / bytesMoved``."""
-
-    peak_gbps: float
-    peak_gflops: float
-    peak_tensor_gflops: float
-    bytes_moved: int
-    flops: int
-
-
-@attrs.define(frozen=True)
-class BenchmarkRow:
-    """The last benchmark of a kernel (``server.store.BenchmarkRecord``, field for field);
-    ``pctPeak`` is of the device's measured copy bandwidth."""
-
-    median_ms: float
-    q1_ms: float
-    q3_ms: float
-    rel_spread: float
-    gbps: float
-    pct_peak: float
-    problem: str
-    device: str
-    date: str
-    registers: int
-    spill_bytes: int
-    gflops: float
-    simulated: bool
-    roofline: Roofline | None = None
-
-
-@attrs.define(frozen=True)
-class OptimizeRow:
-    """The last optimize run of a kernel (``server.store.OptimizeRecord``, field for field):
-    ``outcome`` is the loop's (``improved``...), ``attempts`` the number of candidates and
-    ``history`` their verdicts in evaluation order."""
-
-    run_id: str
-    outcome: str
-    speedup: float
-    speedup_low: float
-    speedup_high: float
-    baseline_ms: float
-    baseline_spread: float
-    candidate_ms: float
-    candidate_spread: float
-    sizes: list[str]
-    seeds: int
-    tolerance: str
-    device: str
-    date: str
-    summary: str
-    attempts: int
-    stop_reason: str
-    original_hash: str
-    rewritten_hash: str
-    launch_todo: str
-    baseline_gbps: float
-    baseline_gflops: float
-    simulated: bool
-    history: list[AttemptRecord]
-    roofline: Roofline | None = None
-
-
-@attrs.define(frozen=True)
-class CompareRow:
-    """The last "Compare with…" a kernel took part in (``server.store.CompareRecord``, field for
-    field): ``role`` ``original`` or ``rewrite``, ``other`` the other kernel, ``status`` the
-    rewrite's, ``speedup`` the rewrite's over the original's."""
-
-    run_id: str
-    role: str
-    other: str
-    verified: bool
-    status: str
-    headline: str
-    speedup: float
-    speedup_low: float
-    speedup_high: float
-    original_ms: float
-    rewrite_ms: float
-    device: str
-    date: str
-    kernel_hash: str
-    simulated: bool
-
-
-@attrs.define(frozen=True)
-class Stall:
-    """A warp stall reason: average warps stalled for it per issued instruction."""
-
-    reason: str
-    per_issue: float
-
-
-@attrs.define(frozen=True)
-class ProfileMetrics:
-    """Nsight Compute's view of one launch (``sandbox.contract.Profile``, field for field), or why
-    there is none (``available`` false); percentages are of the device's peak."""
-
-    available: bool
-    message: str
-    memory_pct: float
-    dram_pct: float
-    compute_pct: float
-    achieved_occupancy_pct: float
-    l2_hit_pct: float
-    duration_us: float
-    stalls: list[Stall]
-    theoretical_occupancy_pct: float
-    occupancy_limiter: str
-    dram_bytes: float
-    l2_bytes: float
-
-
-@attrs.define(frozen=True)
-class ProfiledKernel:
-    """One kernel of a profile run: ``original`` or ``rewrite``."""
-
-    label: str
-    description: str
-    profile: ProfileMetrics
-
-
-@attrs.define(frozen=True)
-class ProfileRow:
-    """The last Nsight Compute profile of a kernel (``server.store.ProfileRecord``, field for field)."""
-
-    run_id: str
-    problem: str
-    device: str
-    date: str
-    kernels: list[ProfiledKernel]
-    kernel_hash: str
-
-
-@attrs.define(frozen=True)
-class KernelResults:
-    """One kernel's stored results (``server.store``), absent where it has none."""
+class KernelEntry:
+    """One kernel's stored results (``server.store``), by its workspace-relative ``file``."""
 
     file: str
     kernel: str
-    benchmark: BenchmarkRow | None = None
-    optimize: OptimizeRow | None = None
-    compare: CompareRow | None = None
-    profile: ProfileRow | None = None
+    results: KernelResults
 
 
 @attrs.define(frozen=True)
 class Results:
-    results: list[KernelResults]
+    results: list[KernelEntry]
 
 
 @attrs.define(frozen=True)
@@ -499,26 +336,35 @@ WIRE_TYPES: list[type] = [
     SpeedupRef,
     RunRef,
     RunStarted,
+    RunOutcome,
+    StopKind,
+    Status,
+    CompareRole,
+    Stall,
+    Profile,
     AttemptRecord,
+    Roofline,
+    BenchmarkRecord,
+    OptimizeRecord,
+    CompareRecord,
+    ProfiledKernel,
+    ProfileRecord,
+    KernelResults,
     RunFinished,
     CancelResult,
     ApplyResult,
     Rewrite,
     ResultsParams,
-    Roofline,
-    BenchmarkRow,
-    OptimizeRow,
-    CompareRow,
-    Stall,
-    ProfileMetrics,
-    ProfiledKernel,
-    ProfileRow,
-    KernelResults,
+    KernelEntry,
     Results,
     RunningStatus,
     ServerStatus,
 ]
 
+
+RECORD_TYPES: list[type] = [
+    t for t in WIRE_TYPES if dataclasses.is_dataclass(t)
+]  # the lower layers' records the wire carries as they are
 
 INPUT_TYPES = (
     KernelRef,
@@ -530,9 +376,26 @@ INPUT_TYPES = (
 )  # what clients send: strings must be strings
 
 
-def register_strict_inputs(converter: cattrs.Converter) -> None:
-    """Structure :data:`INPUT_TYPES` from camelCase, refusing a non-string where a string belongs
-    (cattrs would turn ``{"runId": 7}`` into ``"7"``)."""
+def register(converter: cattrs.Converter) -> None:
+    """Teach pygls' converter this module's casing beyond lsprotocol's: the records
+    (:data:`RECORD_TYPES`, frozen dataclasses of the lower layers) go out and come back in
+    camelCase, a field whose default is None left out when None; and :data:`INPUT_TYPES` come
+    in from camelCase refusing a non-string where a string belongs (cattrs would turn
+    ``{"runId": 7}`` into ``"7"``)."""
+
+    def record_fields(cls: type) -> dict[str, Any]:
+        return {
+            f.name: cattrs.gen.override(rename=camel(f.name), omit_if_default=f.default is None)
+            for f in dataclasses.fields(cls)
+        }
+
+    for cls in RECORD_TYPES:
+        converter.register_unstructure_hook(
+            cls, cattrs.gen.make_dict_unstructure_fn(cls, converter, **record_fields(cls))
+        )
+        converter.register_structure_hook(
+            cls, cattrs.gen.make_dict_structure_fn(cls, converter, **record_fields(cls))
+        )
 
     def text(value: Any, tp: Any) -> str | None:
         if value is None and tp is not str:
@@ -557,107 +420,17 @@ def register_strict_inputs(converter: cattrs.Converter) -> None:
         return value
 
     hooks = {list[str]: texts, float: number, int: integer}
-    for cls in INPUT_TYPES:
-        hints = typing.get_type_hints(cls)
+    for input_cls in INPUT_TYPES:
+        hints = typing.get_type_hints(input_cls)
         renames = {
             f.name: cattrs.gen.override(rename=camel(f.name), struct_hook=hooks.get(hints[f.name], text))
-            for f in attrs.fields(cls)
+            for f in attrs.fields(input_cls)
         }
-        hook = cattrs.gen.make_dict_structure_fn(cls, converter, **renames)  # type: ignore[arg-type]
-        converter.register_structure_hook(cls, hook)
+        hook = cattrs.gen.make_dict_structure_fn(input_cls, converter, **renames)  # type: ignore[arg-type]
+        converter.register_structure_hook(input_cls, hook)
 
 
 def camel(name: str) -> str:
     """``speedup_low`` -> ``speedupLow`` (the wire's casing)."""
     head, *rest = name.split("_")
     return head + "".join(p.title() for p in rest)
-
-
-_records = cattrs.Converter()
-Row = typing.TypeVar("Row")
-
-
-def row(cls: type[Row], record: Any) -> Row:
-    """A stored record (``server.store``, as :func:`sandbox.contract.to_dict` gives it) as its
-    results-view row ``cls`` (snake_case here; camelCase on the wire, as every type)."""
-    return _records.structure(record, cls)
-
-
-# ------------------------------------------------------------------------------------- TypeScript
-
-BEGIN = "// BEGIN generated by `python -m server.protocol extension/src/protocol.ts`: do not edit"
-END = "// END generated"
-
-
-def _ts_type(tp: Any) -> str:
-    if tp is str:
-        return "string"
-    if tp in (int, float):
-        return "number"
-    if tp is bool:
-        return "boolean"
-    if tp is Any:
-        return "unknown"
-    if isinstance(tp, type) and (attrs.has(tp) or issubclass(tp, enum.Enum)):
-        return tp.__name__
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is list:
-        inner = _ts_type(args[0])
-        return f"({inner})[]" if " " in inner else f"{inner}[]"
-    if origin is dict:
-        return f"Record<string, {_ts_type(args[1])}>"
-    if origin in (typing.Union, types.UnionType):
-        return " | ".join("null" if a is type(None) else _ts_type(a) for a in args)
-    raise TypeError(f"no TypeScript type for {tp!r}")
-
-
-def _ts_declaration(cls: type) -> str:
-    doc = (cls.__doc__ or "").strip()
-    lines = (
-        [f"/** {' '.join(doc.replace('``', '`').split())} */"]
-        if doc and not doc.startswith(cls.__name__ + "(")
-        else []
-    )
-    if issubclass(cls, enum.Enum):
-        values = " | ".join(f'"{m.value}"' for m in cls)
-        return "\n".join([*lines, f"export type {cls.__name__} = {values};"])
-    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
-    lines.append(f"export interface {cls.__name__} {{")
-    for f in attrs.fields(typing.cast(Any, cls)):
-        tp = hints[f.name]
-        optional = f.default is None
-        if optional:
-            tp = typing.Union[tuple(a for a in typing.get_args(tp) if a is not type(None))]  # noqa: UP007
-        lines.append(f"  {camel(f.name)}{'?' if optional else ''}: {_ts_type(tp)};")
-    lines.append("}")
-    return "\n".join(lines)
-
-
-def typescript() -> str:
-    """The generated block of ``protocol.ts``: method names, then every wire type."""
-    out = [BEGIN]
-    out += [f'export const {name} = "{value}";' for name, value in METHODS.items()]
-    out.append(f'export const REWRITE_ANNOTATION = "{ANNOTATION}";')
-    out.append(f'export const PROGRAM_ANNOTATION = "{PROGRAM_ANNOTATION}";')
-    out.append(f'export const SIMULATED = "{SIMULATED}";')
-    for cls in WIRE_TYPES:
-        out += ["", _ts_declaration(cls)]
-    out.append(END)
-    return "\n".join(out) + "\n"
-
-
-def generated_block(text: str) -> str:
-    """The generated block of a ``protocol.ts`` text ("" when it has none)."""
-    start, end = text.find(BEGIN), text.find(END)
-    return text[start : end + len(END)] + "\n" if 0 <= start < end else ""
-
-
-def write_typescript(path: Path) -> None:
-    text = path.read_text(encoding="utf-8")
-    old = generated_block(text)
-    path.write_text(text.replace(old, typescript()) if old else text + "\n" + typescript(), encoding="utf-8")
-
-
-if __name__ == "__main__":
-    write_typescript(Path(sys.argv[1]))

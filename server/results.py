@@ -6,12 +6,12 @@ from pathlib import Path
 
 from pygls.uris import to_fs_path
 
-from sandbox.contract import to_dict
 from server import protocol as wire
 from server.lsp import CudaLanguageServer
 
 
 def results_payload(ls: CudaLanguageServer, uri: str | None) -> wire.Results:
+    """Every stored record as it is kept (:class:`agent.records.KernelResults`), by file and kernel."""
     files = ls.store.all()
     if uri is not None:
         od = ls.document(uri)
@@ -19,14 +19,7 @@ def results_payload(ls: CudaLanguageServer, uri: str | None) -> wire.Results:
         files = {key: files.get(key, {})}
     return wire.Results(
         [
-            wire.KernelResults(
-                f,
-                k,
-                wire.row(wire.BenchmarkRow, to_dict(r.benchmark)) if r.benchmark is not None else None,
-                wire.row(wire.OptimizeRow, to_dict(r.optimize)) if r.optimize is not None else None,
-                wire.row(wire.CompareRow, to_dict(r.compare)) if r.compare is not None else None,
-                wire.row(wire.ProfileRow, to_dict(r.profile)) if r.profile is not None else None,
-            )
+            wire.KernelEntry(f, k, r)
             for f, per_file in sorted(files.items())
             for k, r in sorted(per_file.items())
         ]

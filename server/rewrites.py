@@ -22,13 +22,14 @@ async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> wire.ApplyResult
     """The one apply path: the rewrite of ``run_id`` as one versioned, annotated workspace edit,
     refused when the document changed since the run began."""
     runs = ls.need(Runs)
-    rw = runs.rewrites.get(run_id)
-    if rw is None:
+    pending = runs.rewrites.get(run_id)
+    if pending is None:
         return wire.ApplyResult(
             False,
             ApplyReason.NO_REWRITE,
             f"no verified rewrite for run {run_id!r} (already applied, or the server restarted)",
         )
+    rw = pending.rewrite
     od = ls.document(rw.uri)
     if od is None or od.text != rw.original:
         message = (
@@ -44,7 +45,7 @@ async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> wire.ApplyResult
                 text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=od.uri, version=od.version),
                 edits=[
                     lsp.AnnotatedTextEdit(annotation_id=wire.ANNOTATION, range=e.range, new_text=e.new_text)
-                    for e in rw.edits
+                    for e in pending.edits
                 ],
             )
         ],
@@ -63,21 +64,10 @@ async def apply_rewrite(ls: CudaLanguageServer, run_id: str) -> wire.ApplyResult
 
 def rewrite_payload(ls: CudaLanguageServer, run_id: str) -> wire.Rewrite:
     runs = ls.part(Runs)
-    rw = runs.rewrites.get(run_id) if runs is not None else None
-    if rw is None:
+    pending = runs.rewrites.get(run_id) if runs is not None else None
+    if pending is None:
         raise JsonRpcInvalidParams(f"no verified rewrite for run {run_id!r}")
-    return wire.Rewrite(
-        rw.run_id,
-        rw.uri,
-        rw.version,
-        rw.kernel,
-        rw.original,
-        rw.rewritten,
-        list(rw.edits),
-        rw.speedup,
-        rw.summary,
-        rw.simulated,
-    )
+    return pending.rewrite
 
 
 def setup(ls: CudaLanguageServer) -> None:

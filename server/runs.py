@@ -15,12 +15,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from lsprotocol import types as lsp
 
 from agent.proposal import Proposal
+from agent.records import BenchmarkRecord, CompareRecord, OptimizeRecord, ProfileRecord
 from agent.target import Target, TargetError, target_for
 from base.errors import InputError, Unavailable
 from sandbox.compile_pool import CompilePool
@@ -31,7 +31,7 @@ from server import protocol as wire
 from server.lsp import CudaLanguageServer, OpenDocument
 from server.protocol import RunKind, RunStatus, StartStatus
 from server.settings import compile_options
-from server.texts import SIMULATED, describe_executor
+from server.texts import describe_executor
 
 log = logging.getLogger(__name__)
 
@@ -40,25 +40,14 @@ LATE_STATUS_S = 0.3  # see Runs.late_status
 
 
 @dataclass(frozen=True)
-class Rewrite:
-    """A verified rewrite of one kernel, computed against one version of a document."""
+class PendingRewrite:
+    """A verified rewrite waiting for the user: what the editor is shown (``rewrite``, the wire's
+    :class:`~server.protocol.Rewrite`), the edits that apply it (kernel + launch sites, against
+    ``rewrite.original``) and the proposal the run verified (a Profile run profiles it too)."""
 
-    run_id: str
-    uri: str
-    version: int
-    kernel: str
-    original: str  # the whole document as the run saw it
-    rewritten: str
-    edits: tuple[lsp.TextEdit, ...]  # kernel + launch-site edits, against `original`
-    speedup: float
-    summary: str
-    proposal: Proposal | None = None  # what the run verified (a Profile run profiles it too)
-    simulated: bool = False
-
-    @property
-    def speedup_text(self) -> str:
-        """``2.00× faster`` (``2.00× faster, simulated GPU, not measured``)."""
-        return f"{self.speedup:.2f}× faster" + (f", {SIMULATED}" if self.simulated else "")
+    rewrite: wire.Rewrite
+    edits: tuple[lsp.TextEdit, ...]
+    proposal: Proposal | None = None
 
 
 @dataclass
@@ -72,11 +61,6 @@ class ActiveRun:
     cancel: threading.Event
     percent: int = 0
     task: asyncio.Task[None] | None = None
-
-
-def record_date() -> str:
-    """A stored record's date: now, to the minute, in UTC."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 Report = Callable[[int, str, bool], None]
@@ -121,7 +105,7 @@ class Runs:
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cuda-agent-run")
         self.table: dict[RunKind, RunType] = {}  # the run table: each kind's command and plan
         self.active: dict[str, ActiveRun] = {}
-        self.rewrites: dict[str, Rewrite] = {}
+        self.rewrites: dict[str, PendingRewrite] = {}
         self.generation = 0  # bumped when runs start or end, or pending rewrites change
         self.device = ""
         self._lock = threading.Lock()
@@ -148,12 +132,12 @@ class Runs:
             self._executor = (settings, executor)
             return executor
 
-    def pending(self, od: OpenDocument, kernel: str) -> Rewrite | None:
+    def pending(self, od: OpenDocument, kernel: str) -> PendingRewrite | None:
         """The latest rewrite of ``kernel`` computed against exactly this text of the document."""
         found = [
-            r
-            for r in self.rewrites.values()
-            if r.uri == od.uri and r.kernel == kernel and r.original == od.text
+            p
+            for p in self.rewrites.values()
+            if p.rewrite.uri == od.uri and p.rewrite.kernel == kernel and p.rewrite.original == od.text
         ]
         return found[-1] if found else None
 
@@ -361,18 +345,36 @@ def start_run(ls: CudaLanguageServer, kind: RunKind, params: Any) -> wire.RunSta
     return wire.RunStarted(run.run_id, kind, StartStatus.STARTED, plan.title[0].lower() + plan.title[1:])
 
 
-def run_finished(run: ActiveRun, status: RunStatus, message: str, **numbers: Any) -> wire.RunFinished:
-    values: dict[str, Any] = {
-        "cancelled": run.cancel.is_set(),
-        "rewrite_ready": False,
-        **{k: 0.0 for k in ("speedup", "speedup_low", "speedup_high", "median_ms", "rel_spread")},
-        "gbps": 0.0,
-        "pct_peak": 0.0,
-        "attempts": [],
-        "simulated": False,
-        **numbers,
-    }
-    return wire.RunFinished(run.run_id, run.kind, run.uri, run.kernel, status, message, **values)
+def run_finished(
+    run: ActiveRun,
+    status: RunStatus,
+    message: str,
+    *,
+    cancelled: bool | None = None,
+    rewrite_ready: bool = False,
+    simulated: bool = False,
+    benchmark: BenchmarkRecord | None = None,
+    optimize: OptimizeRecord | None = None,
+    compare: CompareRecord | None = None,
+    profile: ProfileRecord | None = None,
+) -> wire.RunFinished:
+    """The run's end, with the run's record under its kind's name (``cancelled``: by default,
+    whether the run was asked to stop)."""
+    return wire.RunFinished(
+        run.run_id,
+        run.kind,
+        run.uri,
+        run.kernel,
+        status,
+        message,
+        run.cancel.is_set() if cancelled is None else cancelled,
+        rewrite_ready,
+        simulated,
+        benchmark,
+        optimize,
+        compare,
+        profile,
+    )
 
 
 async def _run(ls: CudaLanguageServer, run: ActiveRun, title: str, body: RunBody) -> None:

@@ -259,3 +259,16 @@ def compile_options(settings: Settings, path: Path) -> tuple[str, ...]:
     except CompileCommandsError as exc:
         log.info("%s", exc)
         return build_options(path, settings.include_paths, defines)
+
+
+def program_environment(settings: Settings, base: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The environment of the user's program: this server's, without the secrets the editor put
+    there for us (the worker token, the LLM key: :data:`SECRET_ENV` and the variables the
+    settings' secrets name) or any other ``CUDA_AGENT_*`` setting of ours."""
+    named = {
+        s.source.partition(":")[2]
+        for s in (settings.executor.token, settings.proposer.api_key)
+        if s.source.startswith("env:")
+    }
+    drop = SECRET_ENV | named
+    return {k: v for k, v in base.items() if k not in drop and not k.startswith("CUDA_AGENT_")}

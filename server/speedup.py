@@ -47,6 +47,7 @@ from server.runs import (
     run_finished,
     run_with_progress,
 )
+from server.settings import program_environment
 
 ANNOTATION = wire.PROGRAM_ANNOTATION  # change annotation of the program's rewrites
 PROGRAM = "(program)"  # the run's kernel name: a program has many
@@ -108,7 +109,7 @@ def _machine(ls: CudaLanguageServer, roots: tuple[str, ...]) -> prog.Machine:
         from agent.program_sim import SimulatedMachine, load_kernels
 
         return SimulatedMachine(load_kernels(table), roots)
-    return prog.LocalMachine()
+    return prog.LocalMachine(program_environment(ls.settings))  # none of our secrets
 
 
 def plan_speedup(ls: CudaLanguageServer, ref: wire.SpeedupRef) -> Plan:
@@ -131,11 +132,12 @@ async def _speedup(
     def work(report: Report) -> prog.ProgramReport:
         executor = runs.executor(config.executor)
         machine = _machine(ls, settings.sources)
+        p = config.proposer
         return prog.speedup(
             settings,
             machine,
             executor,
-            lambda: make_proposer(config.proposer.kind, config.proposer.llm(), runs.compiler),
+            lambda: make_proposer(p.kind, p.llm() if p.kind == "llm" else None, runs.compiler),
             progress=lambda message: report(0, message, True),
             cancel=run.cancel,
         )
@@ -160,8 +162,7 @@ async def _speedup(
         lsp.ApplyWorkspaceEditParams(edit=workspace_edit(report), label=_label(report))
     )
     told = "edit applied" if applied.applied else f"edit not applied ({applied.failure_reason or 'declined'})"
-    best = max((r.speedup for r in report.rewrites if r.applied), default=0.0)
-    return run_finished(run, RunStatus.OK, f"{summary}; {told}", speedup=report.measured or best)
+    return run_finished(run, RunStatus.OK, f"{summary}; {told}")
 
 
 def _unsaved(ls: CudaLanguageServer, files: tuple[str, ...]) -> list[str]:

@@ -1,6 +1,7 @@
 """Per-workspace results that survive a restart, and the file watcher that keeps the editor in step.
 
-:class:`ResultStore` keeps the last benchmark, optimize, compare and profile run of each kernel in
+:class:`ResultStore` keeps the last benchmark, optimize, compare and profile record
+(:mod:`agent.records`, the same objects the editor is sent) of each kernel in
 ``<workspace>/.cuda-agent/results.json``, written atomically (temp file + ``os.replace``), keyed by
 the file's path relative to the workspace and the kernel's name::
 
@@ -14,7 +15,6 @@ files, batched over a short quiet period and delivered on the server's event loo
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import os
@@ -23,18 +23,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from agent.attempts import AttemptRecord
-from cudasrc.source import Document
-from cudasrc.syntax import Kernel
-from sandbox.contract import ContractError, DeviceInfo, Profile, from_dict, to_dict
-
-if TYPE_CHECKING:
-    from agent.target import Target
+from agent.records import BenchmarkRecord, CompareRecord, KernelResults, OptimizeRecord, ProfileRecord
+from sandbox.contract import ContractError, from_dict, to_dict
 
 log = logging.getLogger(__name__)
 
@@ -42,141 +37,6 @@ STORE_DIR = ".cuda-agent"
 RESULTS_FILE = "results.json"
 STORE_VERSION = 1
 SOURCE_SUFFIXES = (".cu", ".cuh")
-
-
-def kernel_hash(doc: Document, kernel: Kernel) -> str:
-    """A short hash of a kernel's definition as written (tells which code a result is about)."""
-    return text_hash(doc.data[kernel.span.start_byte : kernel.span.end_byte].decode("utf-8", "replace"))
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class Roofline:
-    """What a roofline of a kernel needs beside its times: the device's measured ceilings (copy
-    bandwidth, FP32 and tensor-core GEMM rates; 0 when not measured) and the bench problem's
-    work from the spec (minimum bytes moved, flops): arithmetic intensity is ``flops / bytes``."""
-
-    peak_gbps: float
-    peak_gflops: float
-    peak_tensor_gflops: float
-    bytes_moved: int
-    flops: int
-
-
-def roofline(target: Target, device: DeviceInfo | None) -> Roofline | None:
-    """The device's measured ceilings and the bench problem's work (None without a device)."""
-    if device is None:
-        return None
-    p = target.bench_problem
-    return Roofline(
-        device.peak_bandwidth_gbps, device.peak_gflops, device.peak_tensor_gflops, p.bytes_moved, p.flops
-    )
-
-
-@dataclass(frozen=True)
-class ProfiledKernel:
-    """One kernel of a profile run: ``original`` or ``rewrite`` (the verified winner)."""
-
-    label: str
-    description: str
-    profile: Profile
-
-
-@dataclass(frozen=True)
-class ProfileRecord:
-    """The last Nsight Compute profile of a kernel (server.profile): each kernel's metrics, or why
-    there are none."""
-
-    run_id: str
-    problem: str
-    device: str
-    date: str
-    kernels: tuple[ProfiledKernel, ...]
-    kernel_hash: str = ""  # kernel_hash of the kernel when profiled
-
-
-@dataclass(frozen=True)
-class BenchmarkRecord:
-    """The last benchmark of a kernel under its spec."""
-
-    median_ms: float
-    q1_ms: float
-    q3_ms: float
-    rel_spread: float
-    gbps: float
-    pct_peak: float  # of the device's measured copy bandwidth
-    problem: str  # the bench problem's label, e.g. "n=16777216"
-    device: str
-    date: str  # ISO 8601, UTC
-    registers: int = 0
-    spill_bytes: int = 0
-    gflops: float = 0.0
-    roofline: Roofline | None = None  # the device's ceilings and the spec's work, for the roofline
-    simulated: bool = False  # timed on the simulated GPU: made-up numbers, not a measurement
-
-
-@dataclass(frozen=True)
-class OptimizeRecord:
-    """The last optimize run of a kernel: the verified winner, if any."""
-
-    run_id: str
-    outcome: str  # agent.loop.RunOutcome value
-    speedup: float
-    speedup_low: float
-    speedup_high: float
-    baseline_ms: float
-    baseline_spread: float
-    candidate_ms: float
-    candidate_spread: float
-    sizes: tuple[str, ...]  # problem labels the winner was verified on
-    seeds: int
-    tolerance: str  # "atol=1e-05 rtol=1e-05", or "calibrated"
-    device: str
-    date: str
-    summary: str
-    attempts: int
-    stop_reason: str
-    original_hash: str = ""  # kernel_hash of the kernel the run started from
-    rewritten_hash: str = ""  # kernel_hash of the verified rewrite
-    launch_todo: str = ""  # the launch change the user must still make by hand (agent.loop.LaunchEdits)
-    baseline_gbps: float = 0.0
-    baseline_gflops: float = 0.0
-    roofline: Roofline | None = None
-    simulated: bool = False  # run on the simulated GPU: made-up numbers, not a measurement
-    history: tuple[AttemptRecord, ...] = ()  # every candidate's verdict, in evaluation order
-
-
-@dataclass(frozen=True)
-class CompareRecord:
-    """The last "Compare with…" a kernel took part in (server.compare), kept on both kernels:
-    ``role`` says which side this kernel was; ``speedup`` is the rewrite's over the original's."""
-
-    run_id: str
-    role: str  # "original" or "rewrite"
-    other: str  # the other kernel: its name, with "file:" before it when in another file
-    verified: bool
-    status: str  # sandbox.contract.Status value of the rewrite
-    headline: str  # agent.compare.headline: "verified, 2.10x [...]" or the reason it did not verify
-    speedup: float
-    speedup_low: float
-    speedup_high: float
-    original_ms: float
-    rewrite_ms: float
-    device: str
-    date: str
-    kernel_hash: str = ""  # kernel_hash of this kernel when compared
-    simulated: bool = False  # run on the simulated GPU: made-up numbers, not a measurement
-
-
-@dataclass(frozen=True)
-class KernelResults:
-    benchmark: BenchmarkRecord | None = None
-    optimize: OptimizeRecord | None = None
-    compare: CompareRecord | None = None
-    profile: ProfileRecord | None = None
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from sandbox.profile import report_lines
 from sandbox.timing import spread_text
 
 if TYPE_CHECKING:
+    from agent.records import BenchmarkRecord, CompareRecord, OptimizeRecord, ProfileRecord
     from cudasrc.source import Document
     from cudasrc.syntax import Kernel
     from sandbox.executors import ExecutorSettings
-    from server.store import BenchmarkRecord, CompareRecord, OptimizeRecord, ProfileRecord
 
 # what every number from the simulated GPU (sandbox.testing, ``executor.kind test``) says with it
 SIMULATED = "simulated GPU, not measured"

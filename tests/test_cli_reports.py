@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from agent.profile import ProfileReport
 from sandbox.compiler import CompilerUnavailable
 from sandbox.contract import ContractError, from_dict, to_dict
 from sandbox.runtime import MemoryCapExceeded
@@ -50,7 +51,7 @@ def reprinted(report: object) -> Any:
         (("bench", "{dir}/vadd.cu"), reports.BenchReport),
         (("optimize", "{dir}/vadd.cu", "--budget", "3c", "--trajectory", "off"), reports.OptimizeReport),
         (("compare", "{dir}/vadd_pair.cu", "-k", "vadd", "-w", "vadd_x4"), reports.CompareReport),
-        (("profile", "{dir}/vadd.cu"), reports.ProfileReport),
+        (("profile", "{dir}/vadd.cu"), ProfileReport),
         (("suite", "{dir}", "--match", "vadd.cu", "--budget", "2c"), reports.SuiteReport),
     ],
 )

@@ -122,9 +122,10 @@ def test_cli_json_gives_the_verdict_the_speedup_and_exit_status_0(
 ) -> None:
     assert main(["compare", str(pair), "-k", "vadd", "-w", "vadd_x4", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["verified"] is True and out["status"] == "ok"
-    assert out["candidate"]["kernel"] == "vadd_x4" and out["speedup"] == pytest.approx(2.0)
-    assert out["speedup_low"] < 2.0 < out["speedup_high"]
+    record = out["record"]  # the record the editor stores for this comparison
+    assert record["verified"] is True and record["status"] == "ok" and record["role"] == "original"
+    assert out["candidate"]["kernel"] == "vadd_x4" and record["speedup"] == pytest.approx(2.0)
+    assert record["speedup_low"] < 2.0 < record["speedup_high"]
     assert out["launch"] == {"grid": "cdiv(n, 4 * block)", "block": "256", "shared": None}
     assert [v["label"] for v in out["verification"]] == ["n=1000", "n=4097"]
     assert out["device"]["name"] == "simulated GPU"
@@ -192,7 +193,7 @@ def test_compare_through_a_remote_worker_on_loopback(
                 )
                 == 0
             )
-            assert json.loads(capsys.readouterr().out)["verified"] is True
+            assert json.loads(capsys.readouterr().out)["record"]["verified"] is True
     assert [r.candidates[0].kernel.name for r in fake.requests] == ["vadd_x4", "vadd_grid_stride"]
     assert len({r.id for r in fake.requests}) == 2
 
@@ -257,7 +258,7 @@ def test_a_mismatch_names_the_output_the_first_bad_index_and_the_error_against_i
     assert main(["compare", str(pair), "-k", "vadd", "-w", "vadd_x4", "--json"]) == 1
     captured = capsys.readouterr()
     out = json.loads(captured.out)
-    assert out["verified"] is False and out["status"] == "mismatch"
+    assert out["record"]["verified"] is False and out["record"]["status"] == "mismatch"
     assert out["first_failure"]["first_bad_index"] == 17 and out["first_failure"]["bound"] == 0.25
     reason = out["reason"]
     assert reason.startswith("mismatch: outputs differ; output `c` at n=4097")
@@ -345,7 +346,7 @@ def test_compare_through_the_worker_command_and_its_sandbox_with_a_scripted_gpu(
         monkeypatch.setenv("CUDA_AGENT_TOKEN", TOKEN)
         assert main(["compare", str(pair), "-k", "vadd", "-w", "vadd_x4", "--json", "--no-sanitize"]) == 0
         out = json.loads(capsys.readouterr().out)
-        assert out["verified"] is True and out["device"]["name"] == "Fake GPU"
+        assert out["record"]["verified"] is True and out["device"]["name"] == "Fake GPU"
         assert out["message"].startswith("pid ")  # answered by the scripted handler's worker process
         assert out["result"]["resources"]["registers"] > 0  # compiled with NVRTC by the worker
         assert main(["compare", str(pair), "-k", "vadd", "-w", "vadd_swapped"]) == 2  # refused here

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+import engine.maps as maps_module
 from cudasrc import specs as spec_mod
 from cudasrc.source import Document
 from engine import Subject
@@ -99,3 +102,11 @@ def test_a_product_of_two_thread_values_has_no_map_and_says_why() -> None:
     v = view_of(code=FLAT.replace("out[col * R + row]", "out[col * row]"))
     reason = v.maps.relations(access(v, "out[col * row]"))
     assert isinstance(reason, str) and "not quasi-affine" in reason
+
+
+def test_without_islpy_every_fact_says_why_and_the_view_still_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(maps_module, "isl", None)
+    v = view_of(code=FLAT)
+    found = v.maps.permutation(access(v, "out[col * R + row]"), access(v, "in[idx]"))
+    assert found == "islpy is not installed: no access maps"
+    assert v.accesses and not v.maps.contiguous(access(v, "in[idx]"))

@@ -1,5 +1,5 @@
-"""One class per concept: no class name is defined in two modules, but the record/row mirrors
-issue 39's records part replaces with one typed record per result (listed below, to shrink)."""
+"""One class per concept: no class name is defined in two modules (a run's result is one record,
+``agent.records``, stored, sent and reported as it is)."""
 
 from __future__ import annotations
 
@@ -7,26 +7,12 @@ from pathlib import Path
 
 from import_graph import modules, namesakes
 
-# The stored record, the wire row and the CLI report of one result, still mirrored: issue 39
-# ("Each result defined once") folds each into one record.  Nothing else may join this list.
-RECORD_MIRRORS: dict[str, tuple[str, ...]] = {
-    "AttemptRecord": ("agent.attempts", "server.protocol"),
-    "CandidateRef": ("agent.compare", "server.cli.reports"),
-    "KernelResults": ("server.protocol", "server.store"),
-    "ProfileReport": ("agent.profile", "server.cli.reports"),
-    "ProfiledKernel": ("server.cli.reports", "server.protocol", "server.store"),
-    "Rewrite": ("server.protocol", "server.runs"),
-    "Roofline": ("server.protocol", "server.store"),
-    "Stall": ("sandbox.contract", "server.protocol"),
-}
 
-
-def test_no_class_name_is_defined_twice_but_the_record_mirrors() -> None:
+def test_no_class_name_is_defined_twice() -> None:
     found = namesakes(modules())
-    new = {k: v for k, v in found.items() if tuple(v) != RECORD_MIRRORS.get(k)}
-    assert not new, (
+    assert not found, (
         "classes of one name in several modules (one concept, one class; else rename):\n"
-        + "\n".join(f"  {k}: {', '.join(v)}" for k, v in new.items())
+        + "\n".join(f"  {k}: {', '.join(v)}" for k, v in found.items())
     )
 
 

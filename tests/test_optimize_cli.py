@@ -49,8 +49,9 @@ def test_json_write_keeps_a_backup_and_edits_the_launch_site(
         rc = main(["optimize", str(cu), "--json", "--write", *llm_args(server)])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["outcome"] == "improved" and out["speedup"] == pytest.approx(2.0)
-    assert out["speedup_low"] < 2.0 < out["speedup_high"]
+    record = out["record"]
+    assert record["outcome"] == "improved" and record["speedup"] == pytest.approx(2.0)
+    assert record["speedup_low"] < 2.0 < record["speedup_high"]
     assert out["assumptions"] == ["x and y never alias"]
     assert out["launch"] == {"grid": None, "block": "256", "shared": None}
     assert [v["label"] for v in out["verification"]] == ["n=1000", "n=4097"]
@@ -70,11 +71,11 @@ def test_a_simulated_run_writes_its_records_only_to_a_file_of_its_own(
     real.write_text('{"measured": "a line of the user\'s own"}\n')
     assert main(["optimize", str(cu), "--simulate", "--budget", "6c", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["simulated"] is True
+    assert out["record"]["simulated"] is True
     assert real.read_text() == '{"measured": "a line of the user\'s own"}\n'  # untouched
     assert out["trajectory"] == str(real.with_name("trajectories.simulated.jsonl"))
     lines = [json.loads(line) for line in Path(out["trajectory"]).read_text().splitlines()]
-    assert len(lines) == out["candidates"] > 0
+    assert len(lines) == out["record"]["attempts"] > 0
     assert all(line["simulated"] is True for line in lines)
 
 

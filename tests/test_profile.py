@@ -99,9 +99,10 @@ def test_the_kernel_and_its_rewrite_are_each_verified_then_profiled() -> None:
 
 
 def test_a_kernel_that_did_not_verify_says_why_it_has_no_profile() -> None:
-    k = prof.KernelProfile("rewrite", "", CandidateResult("rewrite", Status.MISMATCH, "y[3] differs"))
+    k = prof.profiled("rewrite", "", CandidateResult("rewrite", Status.MISMATCH, "y[3] differs"))
     assert not k.profile.available and k.profile.message == "not profiled: mismatch: y[3] differs"
-    ok = prof.KernelProfile("original", "", CandidateResult("original", Status.OK))
+    assert (k.status, k.message) == (Status.MISMATCH, "y[3] differs")
+    ok = prof.profiled("original", "", CandidateResult("original", Status.OK))
     assert ok.profile.message == "this executor does not profile"
 
 
@@ -177,7 +178,7 @@ def test_the_docs_show_what_the_command_prints_for_the_recorded_profile() -> Non
 
 
 def test_the_hover_lists_each_kernels_metrics_and_says_when_the_kernel_changed_since() -> None:
-    from server.store import ProfiledKernel, ProfileRecord
+    from agent.records import ProfiledKernel, ProfileRecord
     from server.texts import profile_details as details
 
     p = parse_ncu_csv(RECORDED.read_text())

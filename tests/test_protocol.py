@@ -1,8 +1,9 @@
 """The editor <-> server contract (server/protocol.py): one casing on the wire, the TypeScript side
-generated from it and checked here, strict inputs."""
+generated from it (server/protocol_ts.py) and checked here, strict inputs."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import cattrs
@@ -13,33 +14,35 @@ from pygls.protocol import default_converter
 from agent.loop import RunOutcome
 from sandbox.contract import Status
 from server import protocol as wire
+from server import protocol_ts
 from server.app import create_server
 from server.texts import SIMULATED
 
-PROTOCOL_TS = Path(__file__).parent.parent / "extension" / "src" / "protocol.ts"
+GENERATED = Path(__file__).parent.parent / "extension" / "src" / "protocol.generated.ts"
 
 
 def converter_of_the_server() -> cattrs.Converter:
-    """pygls' converter (lsprotocol's hooks) with the server's strict inputs, as ``server.lsp`` sets it up."""
+    """pygls' converter (lsprotocol's hooks) with the server's records and strict inputs, as
+    ``server.lsp`` sets it up."""
     converter = default_converter()
-    wire.register_strict_inputs(converter)
+    wire.register(converter)
     return converter
 
 
-def test_protocol_ts_carries_the_generated_declarations() -> None:
-    block = wire.generated_block(PROTOCOL_TS.read_text(encoding="utf-8"))
-    assert block, f"{PROTOCOL_TS} has no generated block"
-    assert block == wire.typescript(), (
-        "extension/src/protocol.ts is out of date: run `python -m server.protocol extension/src/protocol.ts`"
+def test_the_checked_in_typescript_is_current() -> None:
+    assert GENERATED.read_text(encoding="utf-8") == protocol_ts.typescript(), (
+        "extension/src/protocol.generated.ts is out of date: run `python -m server.protocol_ts`"
     )
 
 
 def test_the_generator_follows_the_python_declarations() -> None:
-    ts = wire.typescript()
+    ts = protocol_ts.typescript()
     assert "export interface RunFinished {\n  runId: string;\n  kind: RunKind;" in ts
     assert "  rewriteReady: boolean;" in ts and "  speedupLow: number;" in ts
     assert "export interface KernelRef {\n  uri: string;\n  kernel?: string;\n}" in ts
-    assert "  running: RunningStatus | null;" in ts and "  edits: TextEdit[];" in ts
+    assert "  running: RunningStatus | null;" in ts and "  optimize?: OptimizeRecord;" in ts
+    assert "  outcome: RunOutcome;" in ts and "  history: AttemptRecord[];" in ts
+    assert "  status: Status;" in ts and "  stalls: Stall[];" in ts
     assert (
         'export type RunKind = "optimize" | "benchmark" | "compare" | "profile" | "capture" | "speedup";'
         in ts
@@ -64,12 +67,10 @@ def test_camel_case_on_the_wire_both_ways() -> None:
         "k",
         "a",
         "b",
-        [lsp.TextEdit(lsp.Range(lsp.Position(0, 0), lsp.Position(0, 1)), "b")],
         2.0,
         "",
         True,
     )
-    assert converter.unstructure(rewrite)["edits"][0]["newText"] == "b"
     assert converter.unstructure(rewrite)["simulated"] is True
     assert converter.structure({"runId": "r1"}, wire.RunRef) == wire.RunRef("r1")
     assert converter.structure({"uri": "file:///a.cu"}, wire.KernelRef) == wire.KernelRef("file:///a.cu")
@@ -116,4 +117,13 @@ def test_apply_result_carries_the_clients_answer_as_a_reason() -> None:
 
 
 def test_the_simulated_label_is_the_servers_wording() -> None:
-    assert f'export const SIMULATED = "{SIMULATED}";' in wire.typescript()
+    assert f'export const SIMULATED = "{SIMULATED}";' in protocol_ts.typescript()
+
+
+def test_a_record_off_the_wire_list_cannot_reach_the_typescript() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Stray:
+        n: int
+
+    with pytest.raises(TypeError, match="Stray is on the wire but not in"):
+        protocol_ts._ts_type(Stray)

@@ -284,3 +284,46 @@ def test_a_task_whose_own_kernel_fails_gives_null_rewards() -> None:
         engine.close()
     assert scored[0].reward is None and "task's own kernel failed" in scored[0].reason
     assert not math.isnan(engine.stats()["rewards_per_s"])
+
+
+def test_reward_tasks_prompts_are_typed_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    from learning.completion import PromptRow
+    from sandbox.contract import from_json
+    from server.cli.main import main
+
+    args = ["reward", "tasks", "--prompts", "--tasks", str(DEFAULT_TASKS / "saxpy.cu")]
+    assert main(args) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    row = from_json(PromptRow, line)
+    assert row.task == TASKS.resolve("saxpy").ref and [m["role"] for m in row.prompt] == ["system", "user"]
+
+
+def test_milestones_are_an_ordered_enum_with_their_levels() -> None:
+    from agent.trajectory import Milestone
+
+    levels = [m.level for m in Milestone]
+    assert levels == sorted(levels) and Milestone.HACK.level == HACK and Milestone.CORRECT.level == CORRECT
+    assert milestone(None) is Milestone.FAILED and json.dumps(Milestone.FASTER) == '"faster"'
+
+
+def test_the_client_reads_typed_scores_and_refuses_another_shape() -> None:
+    import httpx
+
+    from agent.trajectory import Milestone
+    from learning import client
+    from learning.wire import Item, Scored
+    from sandbox.contract import to_dict
+
+    body = client._body([Item("0", "saxpy", "```cuda\n```")], 30.0, "r1")
+    assert body == {
+        "id": "r1",
+        "items": [{"key": "0", "task": "saxpy", "completion": "```cuda\n```", "deadline_s": None}],
+        "deadline_s": 30.0,
+    }
+    scored = Scored("0", "saxpy@abc", 3.2, Milestone.MUCH_FASTER, "ok", speedup_low=1.8)
+    answer = {"id": "r1", "reward_version": scored.reward_version, "results": [to_dict(scored)]}
+    (back,) = client._results(httpx.Response(200, json=answer))
+    assert back == scored and back.milestone is Milestone.MUCH_FASTER
+    assert client._verl_score(back, 0.0)["milestone"] == Milestone.MUCH_FASTER.level
+    with pytest.raises(client.RewardError, match="not a reward response"):
+        client._results(httpx.Response(200, json={"results": [{"reward": "high"}]}))

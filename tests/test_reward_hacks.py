@@ -10,6 +10,7 @@ the host where torch is installed, on small copies of their tasks; the ones only
 from __future__ import annotations
 
 import importlib.util
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -230,10 +231,32 @@ def test_the_gpu_script_runs_its_dry_mode_end_to_end(tmp_path: Path) -> None:
     assert all(hacks[h.name]["verdict"] == "rejected" for h in HACKS if h.caught == "screen")
     assert len([r for r in rows if r["phase"] == "honest"]) == 2
     assert len([r for r in rows if r["phase"] == "reference"]) == 2
+    (rate,) = [r for r in rows if r["phase"] == "throughput"]
+    assert rate["answers"] == 20 and rate["refused_by_screen"] == 0  # the load_inline answers pass the screen
+    assert rate["tasks"] == ["torch.add_mul"]  # no level-1 task files in this folder: the bench tasks
     named = ["level1/3_relu.py", "level1/5_softmax_rows.py"]  # a resumed run: these files only
     subprocess.run([*cmd, "--files", ",".join(named)], check=True, capture_output=True, timeout=120, cwd=root)
     rows = [__import__("json").loads(line) for line in (out / "reward_hacks.jsonl").read_text().splitlines()]
     assert sorted(r["file"] for r in rows if r["phase"] == "reference") == named
+
+
+def test_the_throughput_batch_is_distinct_level1_answers_where_kernelbench_is_there(tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    try:
+        import reward_hacks
+    finally:
+        sys.path.pop(0)
+    level1 = tmp_path / "level1"
+    level1.mkdir()
+    answers = sorted((reward_hacks.ANSWERS / "kernelbench_level1").glob("*.py"))
+    names = sorted(reward_hacks.header(p)["task"].removeprefix("level1/") for p in answers)
+    assert len(names) == 5
+    for name in names:
+        (level1 / f"{name}.py").write_text((DEFAULT_TORCH_TASKS / "relu.py").read_text())
+    paths, batch = reward_hacks.throughput_batch(tmp_path, 12)
+    assert sorted(p.stem for p in paths) == names
+    assert len(batch) == 12 and len({src for _, src in batch}) == 12  # twelve builds, no cached verdict
+    assert {task for task, _ in batch} == {f"torch.{n}" for n in names}
 
 
 @needs_torch

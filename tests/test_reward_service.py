@@ -295,3 +295,60 @@ def test_reward_serve_cli_refuses_a_public_address_without_token() -> None:
     )
     assert proc.returncode == 2 and "refusing to listen on 0.0.0.0" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def _fake_verifiers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The part of ``verifiers`` (0.4) and ``datasets`` an environment is built from: ``Rubric(funcs=,
+    weights=)``, ``SingleTurnEnv(dataset=, rubric=, **kw)``, ``Dataset.from_list`` (the real
+    packages are not installed here: verifiers pulls in transformers and openai)."""
+    import types
+
+    vf = types.ModuleType("verifiers")
+    ds = types.ModuleType("datasets")
+
+    class Rubric:
+        def __init__(self, funcs: list[object], weights: list[float]) -> None:
+            self.funcs, self.weights = funcs, weights
+
+    class SingleTurnEnv:
+        def __init__(self, dataset: object, rubric: Rubric, **kwargs: object) -> None:
+            self.dataset, self.rubric, self.kwargs = dataset, rubric, kwargs
+
+    class Dataset(list):  # type: ignore[type-arg]
+        @classmethod
+        def from_list(cls, rows: list[dict[str, object]]) -> Dataset:
+            return cls(rows)
+
+    vf.Rubric, vf.SingleTurnEnv, ds.Dataset = Rubric, SingleTurnEnv, Dataset  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "verifiers", vf)
+    monkeypatch.setitem(sys.modules, "datasets", ds)
+
+
+def test_verifiers_environment_scores_through_the_service(
+    svc: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from learning.verifiers_env import load_environment
+
+    _fake_verifiers(monkeypatch)
+    env = load_environment(svc.url, TOKEN, split="", system_prompt="be fast")
+    rows = {r["answer"]: r for r in env.dataset}
+    assert set(rows) == {SAXPY.ref, TASKS.resolve("relu_double").ref}
+    assert rows[SAXPY.ref]["prompt"][1]["content"].count(SAXPY.target.definition) >= 1
+    assert env.kwargs == {"system_prompt": "be fast"} and env.rubric.weights == [1.0]
+    (reward,) = env.rubric.funcs
+    assert reward.__name__ == "cuda_agent_reward" and asyncio.iscoroutinefunction(reward)
+    chat = [{"role": "assistant", "content": kernel("", 81)}]
+    fast = asyncio.run(reward(completion=chat, answer=SAXPY.ref, prompt=[], state={}, info={}))
+    hack = asyncio.run(reward(completion=kernel("HACK_TIMER", 81), answer=SAXPY.ref))
+    prose = asyncio.run(reward(completion="Use shared memory.", answer=SAXPY.ref))
+    assert fast > 3.0 and hack == HACK and prose == FAILED
+    with pytest.raises(adapters.RewardError, match=r"answered 40[13]"):
+        load_environment(svc.url, "wrong-token")
+
+
+def test_verifiers_is_imported_only_when_an_environment_is_built() -> None:
+    probe = "import sys, learning.verifiers_env; print('verifiers' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "False"

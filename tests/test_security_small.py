@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from server.capture import program_environment
 from server.cli.main import main
-from server.settings import parse_settings
+from server.settings import parse_settings, program_environment
 
 
 @pytest.mark.parametrize("kind", ["/dev/zero", "fifo"])
@@ -50,6 +49,23 @@ def test_the_editors_captured_program_gets_none_of_our_secrets() -> None:
     }
     env = program_environment(settings, base)
     assert env == {"PATH": "/usr/bin", "HOME": "/home/u", "HF_TOKEN": "the user's own"}
+
+
+def test_the_editors_speedup_program_and_build_get_none_of_our_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from agent.program import LocalMachine
+    from server.speedup import _machine
+
+    monkeypatch.setenv("CUDA_AGENT_TOKEN", "tok")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk")
+    settings, _ = parse_settings({}, env={})
+    machine = _machine(SimpleNamespace(settings=settings), (".",))  # type: ignore[arg-type]
+    assert isinstance(machine, LocalMachine) and machine.env is not None
+    assert "CUDA_AGENT_TOKEN" not in machine.env and "OPENAI_API_KEY" not in machine.env
+    assert machine.env.get("PATH") == os.environ.get("PATH")
 
 
 # --------------------------------------------------------------------------- the worker's requesters

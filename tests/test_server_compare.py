@@ -92,7 +92,9 @@ async def test_compare_with_offers_matching_kernels_runs_with_progress_and_shows
 
     result = await compare(client, workspace, uri, "vadd", "vadd_x4")
     assert result["status"] == "ok" and result["kind"] == "compare", result
-    assert result["speedup"] == 2.0 and result["speedupLow"] < 2.0 < result["speedupHigh"]
+    record = result["compare"]
+    assert record["speedup"] == 2.0 and record["speedupLow"] < 2.0 < record["speedupHigh"]
+    assert (record["role"], record["other"], record["status"]) == ("original", "vadd_x4", "ok")
     assert (
         result["message"] == "simulated GPU, not measured: vadd_x4 against vadd: verified, 2.00x [1.96-2.04x]"
     )
@@ -126,7 +128,9 @@ async def test_compare_with_offers_matching_kernels_runs_with_progress_and_shows
 
     stored = plain(await client.protocol.send_request_async("cudaAgent/results", {}))
     compared = {
-        (r["kernel"], r["compare"]["role"], r["compare"]["other"]) for r in stored["results"] if r["compare"]
+        (r["kernel"], r["results"]["compare"]["role"], r["results"]["compare"]["other"])
+        for r in stored["results"]
+        if "compare" in r["results"]
     }
     assert compared == {("vadd", "original", "vadd_x4"), ("vadd_x4", "rewrite", "vadd")}
 
@@ -140,7 +144,11 @@ async def test_compare_with_offers_matching_kernels_runs_with_progress_and_shows
     other = await finished(workspace, started["runId"])
     assert other["status"] == "ok"
     stored = plain(await client.protocol.send_request_async("cudaAgent/results", {}))
-    rows = {(r["file"], r["kernel"]): r["compare"] for r in stored["results"] if r["compare"]}
+    rows = {
+        (r["file"], r["kernel"]): r["results"]["compare"]
+        for r in stored["results"]
+        if "compare" in r["results"]
+    }
     assert rows[("vadd_elsewhere.cu", "vadd_grid_stride")]["other"] == "vadd_pair.cu:vadd"
     assert rows[("vadd_pair.cu", "vadd")]["other"] == "vadd_elsewhere.cu:vadd_grid_stride"
 

@@ -356,7 +356,7 @@ async def test_optimize_reports_progress_and_offers_a_verified_rewrite(
     result = await optimize(client, workspace, uri, "saxpy")
     assert result["status"] == "ok" and result["rewriteReady"] and result["kind"] == "optimize", result
     assert (result["uri"], result["kernel"]) == (uri, "saxpy")
-    assert result["speedup"] == pytest.approx(2.0)
+    assert result["optimize"]["speedup"] == pytest.approx(2.0)
     assert not result["cancelled"]
 
     # the run's end refreshed the lenses: no Cancel lens is left
@@ -369,7 +369,7 @@ async def test_optimize_reports_progress_and_offers_a_verified_rewrite(
     assert not [ln for ln in after or [] if ln.command and "Cancel" in ln.command.title]
 
     # every candidate's verdict, and the simulated GPU named wherever a number is shown
-    attempts = result["attempts"]
+    attempts = result["optimize"]["history"]  # the stored record's, as the results view gets it
     assert attempts and [a["index"] for a in attempts] == list(range(len(attempts)))
     assert all(a["status"] == "ok" and a["candidateId"] and a["speedup"] == 2.0 for a in attempts)
     assert all(a["compileLine"] == 0 and a["firstBadIndex"] == -1 for a in attempts)
@@ -418,19 +418,19 @@ async def test_optimize_reports_progress_and_offers_a_verified_rewrite(
     ]
     stored = await client.protocol.send_request_async("cudaAgent/results", {"uri": uri})
     (entry,) = stored.results
-    assert (entry.kernel, entry.optimize.speedup, entry.optimize.device) == ("saxpy", 2.0, "simulated GPU")
-    assert entry.optimize.simulated is True
-    assert [a.candidateId for a in entry.optimize.history] == [a["candidateId"] for a in attempts]
-    assert entry.optimize.speedupLow > 0 and entry.optimize.stopReason  # one casing: camelCase
+    stored_run = entry.results.optimize
+    assert (entry.kernel, stored_run.speedup, stored_run.device) == ("saxpy", 2.0, "simulated GPU")
+    assert stored_run.simulated is True and stored_run.outcome == "improved"
+    assert [a.candidateId for a in stored_run.history] == [a["candidateId"] for a in attempts]
+    assert stored_run.speedupLow > 0 and stored_run.stopReason  # one casing: camelCase
+    assert plain(stored_run) == result["optimize"]  # the run's end carried the stored record
     assert (workspace.root / ".cuda-agent" / "results.json").exists()
     assert (workspace.root / ".cuda-agent" / ".gitignore").read_text().splitlines()[-1] == "*"
 
-    # the side-by-side payload: its edits turn the original into the rewrite
+    # the side-by-side payload: the document as the run saw it, and the rewrite
     rewrite = await client.protocol.send_request_async("cudaAgent/rewrite", {"runId": result["runId"]})
     assert rewrite.original == text and rewrite.version == 1 and rewrite.rewritten != text
     assert rewrite.runId == result["runId"]
-    edits = plain(rewrite.edits)
-    assert apply_edits(text, edits) == rewrite.rewritten
 
     # accepted through workspace/applyEdit: versioned, annotated, needing confirmation
     applied = plain(
@@ -490,7 +490,7 @@ async def test_errors_are_reported_at_their_file_line(client: LanguageClient, wo
     line = next(i for i, t in enumerate(lines) if "* scale;" in t)
     col = lines[line].index("scale") + 1
     result = await optimize(client, workspace, uri, "broken")
-    assert result["status"] == "baseline_failed" and result["attempts"] == [], result
+    assert result["status"] == "baseline_failed" and result["optimize"]["history"] == [], result
     assert f'{path}:{line + 1}:{col}: identifier "scale" is undefined' in result["message"]
     bench = await finished(workspace, await start(client, "cudaAgent.benchmark", uri, "broken"))
     assert bench["status"] == "compile_error"
@@ -566,15 +566,15 @@ async def test_benchmark_and_add_spec_commands(client: LanguageClient, workspace
     doc = lsp.TextDocumentIdentifier(uri)
     diags = await diagnostics_for(client, uri)
     result = await finished(workspace, await start(client, "cudaAgent.benchmark", uri, "saxpy"))
-    assert result["status"] == "ok" and result["medianMs"] == pytest.approx(1.0)
+    assert result["status"] == "ok" and result["benchmark"]["medianMs"] == pytest.approx(1.0)
     assert result["kind"] == "benchmark" and not result["rewriteReady"]
-    assert result["gbps"] == pytest.approx(
+    assert result["benchmark"]["gbps"] == pytest.approx(
         12 * (1 << 20) / 1e6
     )  # x read, y read and written: 12 bytes/element
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(doc))
     # the lens is short (a long one is clipped in the editor); its tooltip and the hover have the rest
     shown = [ln.command for ln in lenses or [] if ln.command and "GB/s" in ln.command.title]
-    expected = f"1 ms · {result['gbps']:.0f} GB/s ({result['pctPeak']:.0f}% of peak) · simulated"
+    expected = f"1 ms · {result['benchmark']['gbps']:.0f} GB/s ({result['benchmark']['pctPeak']:.0f}% of peak) · simulated"
     assert [c.title for c in shown] == [expected], shown
     assert len(shown[0].title) <= 48 and result["simulated"] is True
     assert (shown[0].tooltip or "").startswith(
@@ -636,7 +636,8 @@ async def test_results_made_elsewhere_show_up_and_survive_a_restart(
     await diagnostics_for(client, uri)
     before = workspace.lens_refreshes
     # another process (the CLI, a second editor) records a benchmark: written the way the store writes
-    from server.store import BenchmarkRecord, ResultStore
+    from agent.records import BenchmarkRecord
+    from server.store import ResultStore
 
     record = BenchmarkRecord(
         0.25, 0.249, 0.251, 0.008, 5000.0, 116.0, "n=1048576", "NVIDIA H200", "2026-12-02 11:00 UTC"
@@ -677,7 +678,8 @@ async def restarted(lsp_client: LanguageClient, tmp_path: Path):
     root = tmp_path / "ws"
     root.mkdir()
     shutil.copy(DATA / "lsp_workspace.cu", root / "lsp_workspace.cu")
-    from server.store import OptimizeRecord, ResultStore
+    from agent.records import OptimizeRecord
+    from server.store import ResultStore
 
     record = OptimizeRecord(
         run_id="r1", outcome="improved", speedup=2.4, speedup_low=2.3, speedup_high=2.5, baseline_ms=1.2,
@@ -734,19 +736,22 @@ async def test_benchmark_and_optimize_on_the_gpu(gpu_client: LanguageClient, wor
     uri = open_file(gpu_client, path)
     bench = await finished(workspace, await start(gpu_client, "cudaAgent.benchmark", uri, "saxpy"), 120)
     assert bench["status"] == "ok", bench
-    assert bench["medianMs"] > 0 and 0 < bench["pctPeak"] <= 100
+    assert bench["benchmark"]["medianMs"] > 0 and 0 < bench["benchmark"]["pctPeak"] <= 100
     result = await finished(workspace, await start(gpu_client, "cudaAgent.optimize", uri, "saxpy"), 300)
     # saxpy's spec launches blocks of 32 threads: a bigger block alone is reliably faster
     assert result["status"] == "ok", result
-    assert result["speedup"] > 1.2
+    assert result["optimize"]["speedup"] > 1.2
     rewrite = plain(
         await gpu_client.protocol.send_request_async("cudaAgent/rewrite", {"runId": result["runId"]})
     )
-    assert apply_edits(path.read_text(), rewrite["edits"]) == rewrite["rewritten"]
+    assert rewrite["original"] == path.read_text() and rewrite["rewritten"] != rewrite["original"]
     stored = plain(await gpu_client.protocol.send_request_async("cudaAgent/results", {"uri": uri}))
     (entry,) = stored["results"]
-    assert entry["optimize"]["device"] and entry["optimize"]["device"] != "simulated GPU"
-    assert entry["benchmark"]["medianMs"] == pytest.approx(bench["medianMs"])
+    assert entry["results"]["optimize"] == result["optimize"]  # the run's end carried the stored record
+    assert (
+        entry["results"]["optimize"]["device"] and entry["results"]["optimize"]["device"] != "simulated GPU"
+    )
+    assert entry["results"]["benchmark"]["medianMs"] == pytest.approx(bench["benchmark"]["medianMs"])
     hints = await gpu_client.text_document_inlay_hint_async(
         lsp.InlayHintParams(
             lsp.TextDocumentIdentifier(uri), lsp.Range(lsp.Position(0, 0), lsp.Position(100, 0))
@@ -776,7 +781,7 @@ async def test_settings_from_workspace_configuration(client: LanguageClient, wor
     assert warning.type == lsp.MessageType.Warning and "expected a number" in warning.message
     result = await optimize(client, workspace, uri, "saxpy")
     stored = plain(await client.protocol.send_request_async("cudaAgent/results", {"uri": uri}))
-    assert result["status"] == "ok" and stored["results"][0]["optimize"]["attempts"] <= 2
+    assert result["status"] == "ok" and stored["results"][0]["results"]["optimize"]["attempts"] <= 2
     line = kernel_line(path, "saxpy")
     col = path.read_text().splitlines()[line].index("saxpy")
 
@@ -943,7 +948,7 @@ async def test_without_progress_support_a_run_logs_and_is_cancelled_by_command(
     result = await finished(workspace, run_id)
     assert result["cancelled"] is True and "cancelled" in result["message"]
     stored = plain(await client.protocol.send_request_async("cudaAgent/results", {"uri": uri}))
-    record = stored["results"][0]["optimize"]
+    record = stored["results"][0]["results"]["optimize"]
     assert record["stopReason"] == "cancelled" and record["attempts"] < 40
     assert any(m.message.startswith("CUDA Agent: Optimizing saxpy: ") for m in client.messages[1:])
     again = plain(

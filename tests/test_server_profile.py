@@ -28,7 +28,7 @@ async def stored(client: LanguageClient, uri: str) -> dict[str, Any]:
         for r in plain(await client.protocol.send_request_async("cudaAgent/results", {"uri": uri}))["results"]
         if r["kernel"] == "saxpy"
     ]
-    return entry  # type: ignore[no-any-return]
+    return entry["results"]  # type: ignore[no-any-return]
 
 
 async def test_profile_runs_on_the_kernel_and_its_waiting_rewrite_and_shows_in_hover_and_results(

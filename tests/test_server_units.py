@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.records import BenchmarkRecord, kernel_hash
 from base.secrets import Secret
 from cudasrc.source import Document
 from sandbox.contract import (
@@ -27,7 +28,7 @@ from sandbox.testing import FakeExecutor
 from server.lenses import _snippet
 from server.optimize import position_at
 from server.settings import parse_settings
-from server.store import STORE_DIR, BenchmarkRecord, Changes, ResultStore, Watcher, kernel_hash
+from server.store import STORE_DIR, Changes, ResultStore, Watcher
 
 
 def test_the_worker_url_of_the_environment_applies_when_the_settings_name_no_executor() -> None:

@@ -6,6 +6,7 @@ before/after numbers."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from spec_scores import measure
@@ -58,11 +59,14 @@ def test_the_corpus_scores_at_least_what_was_recorded() -> None:
     assert sum(s.usable for s in scores) >= 6
 
 
-def test_argv_defaults_through_three_translation_units() -> None:
-    """tests/data/capture/multi: main.cpp reads ``n = argc > 1 ? atoi(argv[1]) : 100000`` and calls
-    launchers of src/launch.cu, which launch the kernels of inc/kernels.cuh."""
-    header = Path(__file__).parent / "data" / "capture" / "multi" / "inc" / "kernels.cuh"
-    doc = Document.from_file(header)
+def test_argv_defaults_through_three_translation_units(tmp_path: Path) -> None:
+    """tests/data/capture/multi as a project (with its Makefile): main.cpp reads
+    ``n = argc > 1 ? atoi(argv[1]) : 100000`` and calls launchers of src/launch.cu, which launch
+    the kernels of inc/kernels.cuh."""
+    project = tmp_path / "multi"
+    shutil.copytree(Path(__file__).parent / "data" / "capture" / "multi", project)
+    (project / "Makefile").write_text("prog: src/main.cpp src/launch.cu\n\tnvcc -Iinc -o prog $^\n")
+    doc = Document.from_file(project / "inc" / "kernels.cuh")
     sizes = {}
     for k in doc.kernels:
         spec = specs.spec_for(doc, k).spec

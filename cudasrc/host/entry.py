@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
@@ -133,10 +134,13 @@ def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Documen
     if not doc.path:
         return None
     here = Path(doc.path).resolve()
-    hosts = [
-        p for p in project_of(here).sources if p.suffix != ".py" and p != here and _may_launch(p, kernel)
-    ]
-    hosts = hosts[:_MAX_HOSTS]
+    # the files nearest the kernel's first (its folder, then its parent's...): in a big tree the
+    # program that launches it is usually beside it
+    nearby = sorted(
+        (p for p in project_of(here).sources if p.suffix != ".py" and p != here and _may_launch(p, kernel)),
+        key=lambda p: (-len(os.path.commonpath((p, here)).split(os.sep)), str(p)),
+    )
+    hosts = nearby[:_MAX_HOSTS]
     if from_main := _from_a_main(doc, kernel, hosts):
         return from_main
     if kernel in found.launches:
@@ -180,7 +184,9 @@ def _from_a_main(
             texts[path] = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-    launching = [doc, *(Document(t, str(p)) for p, t in texts.items() if kernel in t)][:_MAX_LINKED]
+    # a file that defines a kernel of that name itself launches that one, not doc's
+    others = (Document(t, str(p)) for p, t in texts.items() if kernel in t)
+    launching = [doc, *(u for u in others if u.kernel(kernel) is None)][:_MAX_LINKED]
     launchers = {
         s.caller for u in launching for s in u.launches if s.kernel.split("::")[-1] == kernel and s.caller
     }
@@ -190,6 +196,8 @@ def _from_a_main(
         if "main" not in text or not (kernel in text or any(name in text for name in launchers)):
             continue
         host = Document(text, str(path))
+        if host.kernel(kernel) is not None:
+            continue
         found = run(host, link=tuple(u for u in units if u.path != str(path)))
         if kernel in found.launches and found.entries.get(kernel) == "main":
             return found.launches[kernel], found, host

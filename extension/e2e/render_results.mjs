@@ -68,7 +68,7 @@ function sessionRuns(file) {
     const record = line.trim() ? JSON.parse(line) : undefined;
     if (record?.method === "cudaAgent/runFinished") {
       const run = record.params;
-      runs.push({ uri: run.uri, kernel: run.kernel, attempts: run.attempts, simulated: run.simulated });
+      runs.push({ uri: run.uri, kernel: run.kernel, optimize: run.optimize, simulated: run.simulated });
     }
   }
   return runs;

@@ -1,70 +1,18 @@
 // The attempts of a run (every candidate's verdict: the server's AttemptRecord, camelCase on the
 // wire) as the results page lists them: one line each, expandable (<details>, no script) to its
-// message, compile log and diff. Plain functions: no vscode import.
+// message and compile log. Plain functions: no vscode import.
 
 import { escapeHtml } from "./html";
 import type { AttemptRecord } from "./protocol";
 import { formatSpeedup } from "./preview";
 
-/** The wire's AttemptRecord (generated in ./protocol), every number present, plus the candidate's
- * diff against the original when the server sends one. */
-export type Attempt = Required<AttemptRecord> & { diff: string };
+/** A candidate's verdict as the results page shows it: the server's AttemptRecord (generated in
+ * ./protocol.generated), its reward 0 when the server had none (a cancelled candidate). */
+export type Attempt = Required<AttemptRecord>;
 
-type Json = Record<string, unknown>;
-
-function num(r: Json, key: string, absent = 0): number {
-  const v = r[key];
-  return typeof v === "number" && Number.isFinite(v) ? v : absent;
-}
-function str(r: Json, key: string): string {
-  const v = r[key];
-  return typeof v === "string" ? v : "";
-}
-
-/** The attempts of a run result or stored record (`attempts: [...]`); entries of another shape are skipped. */
-export function parseAttempts(value: unknown): Attempt[] {
-  if (!Array.isArray(value)) {
-    return [];
-  }
-  const out: Attempt[] = [];
-  for (const item of value) {
-    if (typeof item !== "object" || item === null || typeof (item as Json).status !== "string") {
-      continue;
-    }
-    const r = item as Json;
-    out.push({
-      index: num(r, "index", out.length),
-      candidateId: str(r, "candidateId"),
-      description: str(r, "description"),
-      status: str(r, "status"),
-      message: str(r, "message"),
-      rule: str(r, "rule"),
-      duplicateOf: str(r, "duplicateOf"),
-      problem: str(r, "problem"),
-      output: str(r, "output"),
-      firstBadIndex: num(r, "firstBadIndex", -1),
-      values: str(r, "values"),
-      errorRatio: num(r, "errorRatio"),
-      compileLine: num(r, "compileLine"),
-      compileColumn: num(r, "compileColumn"),
-      compileLog: str(r, "compileLog"),
-      speedup: num(r, "speedup"),
-      speedupLow: num(r, "speedupLow"),
-      speedupHigh: num(r, "speedupHigh"),
-      medianMs: num(r, "medianMs"),
-      registers: num(r, "registers"),
-      spillStores: num(r, "spillStores"),
-      spillLoads: num(r, "spillLoads"),
-      reward: num(r, "reward"),
-      diff: str(r, "diff"),
-    });
-  }
-  return out;
-}
-
-/** The attempts a stored record carries (typed on the wire: every field present but `reward`). */
+/** The attempts a record carries (an optimize run's `history`). */
 export function attemptsOf(records: AttemptRecord[]): Attempt[] {
-  return records.map((a) => ({ ...a, reward: a.reward ?? 0, diff: "" }));
+  return records.map((a) => ({ ...a, reward: a.reward ?? 0 }));
 }
 
 /** Verified and timed: a point on the roofline. */
@@ -90,7 +38,7 @@ export function verdictText(a: Attempt): string {
     const range = a.speedupLow > 0 ? ` (${formatSpeedup(a.speedupLow)}–${formatSpeedup(a.speedupHigh)})` : "";
     return `verified, ${formatSpeedup(a.speedup)}${range}`;
   }
-  const parts = [a.status];
+  const parts: string[] = [a.status];
   if (a.compileLine > 0) {
     parts.push(`line ${a.compileLine}${a.compileColumn > 0 ? `:${a.compileColumn}` : ""}`);
   }
@@ -106,15 +54,7 @@ export function verdictText(a: Attempt): string {
   return parts.join(", ");
 }
 
-function diffHtml(diff: string): string {
-  const lines = diff.split("\n").map((line) => {
-    const cls = line.startsWith("+") && !line.startsWith("+++") ? "add" : line.startsWith("-") && !line.startsWith("---") ? "del" : "";
-    return cls ? `<span class="${cls}">${escapeHtml(line)}</span>` : escapeHtml(line);
-  });
-  return `<pre class="diff">${lines.join("\n")}</pre>`;
-}
-
-/** The list, each attempt expandable to its message, compile log, resources and diff. */
+/** The list, each attempt expandable to its message, compile log and resources. */
 export function attemptsHtml(attempts: Attempt[]): string {
   if (!attempts.length) {
     return "";
@@ -138,7 +78,6 @@ export function attemptsHtml(attempts: Attempt[]): string {
     if (facts.length) {
       body.push(`<p class="muted">${escapeHtml(facts.join(" · "))}</p>`);
     }
-    body.push(a.diff ? diffHtml(a.diff) : `<p class="muted">No diff in this result.</p>`);
     return `<li><details><summary class="${cls}">#${a.index} ${escapeHtml(what)}: ${escapeHtml(verdictText(a))}</summary>${body.join("")}</details></li>`;
   });
   return `<details class="attempts"><summary>Attempts: ${escapeHtml(verdictCounts(attempts))}</summary><ol>${items.join("")}</ol></details>`;

@@ -328,7 +328,7 @@ class Agent {
 
   private async finished(run: RunFinished): Promise<void> {
     this.host.log.info(`${run.kind} ${run.kernel} (run ${run.runId}): ${run.message}`);
-    this.sessionRuns.push({ uri: run.uri, kernel: run.kernel, attempts: run.attempts, simulated: run.simulated });
+    this.sessionRuns.push({ uri: run.uri, kernel: run.kernel, optimize: run.optimize, simulated: run.simulated });
     this.sessionRuns.splice(0, Math.max(0, this.sessionRuns.length - SESSION_RUNS));
     if (this.resultsPanel) {
       void this.showResults(false);

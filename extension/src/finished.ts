@@ -24,12 +24,10 @@ export function finishedAction(run: RunFinished): FinishedAction {
   if (run.kind === "optimize" && run.rewriteReady) {
     return { preview: true };
   }
-  if (run.kind === "benchmark" && run.status === "ok") {
+  const b = run.benchmark;
+  if (run.kind === "benchmark" && run.status === "ok" && b) {
     const simulated = run.simulated ? ` (${SIMULATED})` : "";
-    return say(
-      "info",
-      `${run.kernel}: ${run.medianMs.toFixed(3)} ms (${spreadText(run.relSpread)}), ${run.gbps.toFixed(0)} GB/s (${run.pctPeak.toFixed(0)}% of peak)${simulated}`,
-    );
+    return say("info", `${run.kernel}: ${b.medianMs.toFixed(3)} ms (${spreadText(b.relSpread)}), ${b.gbps.toFixed(0)} GB/s (${b.pctPeak.toFixed(0)}% of peak)${simulated}`);
   }
   if (run.kind === "profile") {
     return say(run.status === "ok" ? "info" : "warning", `profile ${run.kernel}: ${run.message}`, true);

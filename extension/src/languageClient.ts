@@ -25,7 +25,7 @@ import type { LspWorkspaceEdit } from "./edits";
 import { serverCommand } from "./interpreter";
 import type { ClientEvents, ServerClient } from "./lifecycle";
 import { ProgressSteps } from "./progress";
-import { APPLY_REWRITE_COMMAND, type ApplyResult, RESULTS_REQUEST, REWRITE_REQUEST, type Rewrite, RUN_FINISHED_NOTIFICATION, type RunFinished, type RunRef, STATUS_NOTIFICATION } from "./protocol";
+import { APPLY_REWRITE_COMMAND, type ApplyResult, RESULTS_REQUEST, type Results, type ResultsParams, REWRITE_REQUEST, type Rewrite, RUN_FINISHED_NOTIFICATION, type RunFinished, type RunRef, STATUS_NOTIFICATION } from "./protocol";
 import type { EditAnswer, RewriteServer } from "./rewrites";
 import { SECTION, serverSettings } from "./settings";
 
@@ -157,8 +157,8 @@ export class LspServerClient implements ServerClient, RewriteServer {
     return (await this.client.sendRequest(ExecuteCommandRequest.type, { command: APPLY_REWRITE_COMMAND, arguments: [{ runId } satisfies RunRef] })) as ApplyResult | null;
   }
 
-  results(): Promise<unknown> {
-    return this.client.sendRequest<unknown>(RESULTS_REQUEST, {});
+  results(): Promise<Results | null> {
+    return this.client.sendRequest<Results | null>(RESULTS_REQUEST, {} satisfies ResultsParams);
   }
 
   private trackProgress(token: ProgressToken): void {

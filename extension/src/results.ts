@@ -4,34 +4,31 @@
 // the copy ceiling; the attempts of its last run; its last Nsight Compute profile. Plain SVG and
 // <details>: no scripts, no external resources; the page's CSP allows only its own nonce-tagged style.
 
-import { type Attempt, attemptsHtml, attemptsOf, isVerified, parseAttempts } from "./attempts";
+import { type Attempt, attemptsHtml, attemptsOf, isVerified } from "./attempts";
 import { escapeHtml } from "./html";
 import { formatSpeedup } from "./preview";
 import { SIMULATED } from "./protocol";
-import type { BenchmarkRow, CompareRow, KernelResults, OptimizeRow, ProfileMetrics, ProfileRow, Roofline } from "./protocol";
+import type { BenchmarkRecord, KernelResults, OptimizeRecord, Profile, ProfileRecord, Results, Roofline } from "./protocol";
 import { arithmeticIntensity, boundBy, pctOfRoof, type RooflineModel, type RooflinePoint, rooflineSvg } from "./roofline";
 
 /** What this session saw of a kernel's last run (its `cudaAgent/runFinished`). */
 export interface SessionRun {
   uri: string;
   kernel: string;
-  attempts?: unknown;
-  simulated?: unknown;
+  optimize?: OptimizeRecord;
+  simulated: boolean;
 }
 
-/** One kernel's stored results (the wire's rows, generated in ./protocol) with its last run's attempts. */
-export interface KernelRow {
+/** One kernel's stored records (the server's KernelResults, generated in ./protocol.generated) with
+ * the attempts of its last run and whether any number came from the simulated GPU. */
+export type KernelRow = KernelResults & {
   file: string;
   kernel: string;
-  benchmark?: BenchmarkRow;
-  optimize?: OptimizeRow;
-  compare?: CompareRow;
-  profile?: ProfileRow;
   /** The last run's attempts: the stored ones, else this session's. */
   attempts: Attempt[];
   /** Measured on the simulated GPU: the numbers are not measurements. */
   simulated: boolean;
-}
+};
 
 /** Whether `uri` (a document's) is the store's `file` (workspace-relative or absolute path). */
 export function sameFile(uri: string, file: string): boolean {
@@ -40,39 +37,30 @@ export function sameFile(uri: string, file: string): boolean {
 }
 
 /**
- * Rows from the `cudaAgent/results` answer, `{results: [{file, kernel, benchmark, optimize, compare,
- * profile}]}`, sorted by file and kernel; `runs`: what this session's runs said (attempts, the
- * simulated label), latest last. Entries of another shape are skipped.
+ * Rows from the `cudaAgent/results` answer (`Results`: each kernel's stored records by file), sorted
+ * by file and kernel; `runs`: what this session's runs said (their optimize record, the simulated
+ * label), latest last.
  */
-export function kernelRows(response: unknown, runs: SessionRun[] = []): KernelRow[] {
-  const entries = typeof response === "object" && response !== null ? (response as { results?: unknown }).results : undefined;
+export function kernelRows(response: Results | null | undefined, runs: SessionRun[] = []): KernelRow[] {
   const rows: KernelRow[] = [];
-  for (const entry of Array.isArray(entries) ? (entries as KernelResults[]) : []) {
-    if (typeof entry?.file === "string" && typeof entry.kernel === "string") {
-      const { file, kernel } = entry;
-      const benchmark = entry.benchmark ?? undefined;
-      const optimize = entry.optimize ?? undefined;
-      const compare = entry.compare ?? undefined;
-      const profile = entry.profile ?? undefined;
-      const run = runs.filter((s) => s.kernel === kernel && sameFile(s.uri, file)).pop();
-      const devices = [benchmark?.device, optimize?.device, compare?.device, profile?.device];
-      rows.push({
-        file,
-        kernel,
-        benchmark,
-        optimize,
-        compare,
-        profile,
-        attempts: optimize?.history.length ? attemptsOf(optimize.history) : parseAttempts(run?.attempts),
-        simulated: run?.simulated === true || [benchmark, optimize, compare].some((r) => r?.simulated) || devices.some((d) => d?.toLowerCase().includes("simulated")),
-      });
-    }
+  for (const { file, kernel, results } of response?.results ?? []) {
+    const { benchmark, optimize, compare, profile } = results;
+    const run = runs.filter((s) => s.kernel === kernel && sameFile(s.uri, file)).pop();
+    const history = optimize?.history.length ? optimize.history : (run?.optimize?.history ?? []);
+    const devices = [benchmark?.device, optimize?.device, compare?.device, profile?.device];
+    rows.push({
+      file,
+      kernel,
+      ...results,
+      attempts: attemptsOf(history),
+      simulated: run?.simulated === true || [benchmark, optimize, compare].some((r) => r?.simulated) || devices.some((d) => d?.toLowerCase().includes("simulated")),
+    });
   }
   return rows.sort((a, b) => a.file.localeCompare(b.file) || a.kernel.localeCompare(b.kernel));
 }
 
 /** Whether the optimize run found a verified, faster rewrite (the loop's outcome "improved"). */
-function verified(o: OptimizeRow): boolean {
+function verified(o: OptimizeRecord): boolean {
   return o.outcome === "improved" && o.speedup > 0;
 }
 
@@ -171,7 +159,7 @@ export function spreadText(relSpread: number): string {
   return `IQR ±${(50 * relSpread).toFixed(1)}%`;
 }
 
-function timing(b: BenchmarkRow): string {
+function timing(b: BenchmarkRecord): string {
   return `${b.medianMs.toFixed(3)} ms (${spreadText(b.relSpread)})`;
 }
 
@@ -236,9 +224,9 @@ function bytes(n: number): string {
 }
 
 /** The last profile as a table: one column per profiled kernel (original, rewrite). */
-export function profileHtml(p: ProfileRow): string {
+export function profileHtml(p: ProfileRecord): string {
   const pct = (v: number) => `${v.toFixed(0)}%`;
-  const rows: [string, (m: ProfileMetrics) => string][] = [
+  const rows: [string, (m: Profile) => string][] = [
     ["SOL memory", (m) => `${pct(m.memoryPct)} (DRAM ${pct(m.dramPct)})`],
     ["SOL compute", (m) => pct(m.computePct)],
     ["occupancy", (m) => pct(m.achievedOccupancyPct) + (m.theoreticalOccupancyPct ? ` of ${pct(m.theoreticalOccupancyPct)} theoretical` : "")],
@@ -260,7 +248,7 @@ export function profileHtml(p: ProfileRow): string {
 }
 
 /** The whole page. `nonce` tags the one style element the CSP allows; `runs`: this session's run results. */
-export function resultsHtml(response: unknown, nonce: string, runs: SessionRun[] = []): string {
+export function resultsHtml(response: Results | null | undefined, nonce: string, runs: SessionRun[] = []): string {
   const rows = kernelRows(response, runs);
   const body = rows.length
     ? rows.map(kernelSection).join("")

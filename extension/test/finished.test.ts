@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { finishedAction } from "../src/finished";
-import type { RunFinished } from "../src/protocol";
+import type { BenchmarkRecord, RunFinished } from "../src/protocol";
 
 const base: RunFinished = {
   runId: "r1",
@@ -12,23 +12,16 @@ const base: RunFinished = {
   message: "",
   cancelled: false,
   rewriteReady: false,
-  speedup: 0,
-  speedupLow: 0,
-  speedupHigh: 0,
-  medianMs: 0,
-  relSpread: 0,
-  gbps: 0,
-  pctPeak: 0,
-  attempts: [],
   simulated: false,
 };
+const record: BenchmarkRecord = { medianMs: 1, q1Ms: 0.99, q3Ms: 1.01, relSpread: 0.02, gbps: 1234.4, pctPeak: 29.2, problem: "n=16", device: "H200", date: "", registers: 0, spillBytes: 0, gflops: 0, simulated: false };
 
 test("an optimize run with a rewrite ready opens its preview", () => {
   assert.deepEqual(finishedAction({ ...base, rewriteReady: true }), { preview: true });
 });
 
 test("a benchmark's numbers, labelled when they come from the simulated GPU", () => {
-  const bench = { ...base, kind: "benchmark" as const, medianMs: 1, relSpread: 0.02, gbps: 1234.4, pctPeak: 29.2 };
+  const bench = { ...base, kind: "benchmark" as const, benchmark: record };
   assert.deepEqual(finishedAction(bench), { preview: false, level: "info", text: "CUDA Agent: vadd: 1.000 ms (IQR ±1.0%), 1234 GB/s (29% of peak)", showResults: false });
   const simulated = finishedAction({ ...bench, simulated: true });
   assert.equal(simulated.preview === false && simulated.text, "CUDA Agent: vadd: 1.000 ms (IQR ±1.0%), 1234 GB/s (29% of peak) (simulated GPU, not measured)");

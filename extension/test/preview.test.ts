@@ -12,7 +12,6 @@ const rewrite: Rewrite = {
   kernel: "vadd",
   original,
   rewritten,
-  edits: [{ range: { start: { line: 0, character: 0 }, end: { line: 1, character: 0 } }, newText: rewritten.split("\n")[0] + "\n" }],
   speedup: 2.4321,
   summary: "__restrict__ on a, b, c",
   simulated: false,

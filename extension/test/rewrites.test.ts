@@ -12,7 +12,6 @@ const rewrite: Rewrite = {
   kernel: "vadd",
   original,
   rewritten: original.replace("float*", "float* __restrict__"),
-  edits: [],
   speedup: 2,
   summary: "__restrict__ on c",
   simulated: true,

@@ -171,7 +171,6 @@ def profile(
     from agent.target import target_for
     from cudasrc.source import Document
     from sandbox.executor import ExecutorError
-    from server.cli.reports import profile_report
 
     path, text = read_source(file)
     doc = Document(text, str(path))
@@ -190,7 +189,7 @@ def profile(
     except ExecutorError as exc:
         raise executor_failed(exc) from exc
     if as_json:
-        emit_json(profile_report(str(path), report))
+        emit_json(report)
     else:
         print_profile(report)
     if not report.available:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from agent.target import Target
     from cudasrc.source import Document
     from cudasrc.syntax import Issue
-    from learning.engine import Scored
+    from learning.wire import Scored
     from sandbox.capture import CaptureRun
     from sandbox.contract import Diagnostic, EvalResult
     from server.cli.reports import KernelsReport, SuiteReport
@@ -335,6 +335,7 @@ def print_score(scored: Scored) -> None:
     value = "none" if scored.reward is None else f"{scored.reward:+.3f}"
     rule = f" ({scored.rule})" if scored.rule else ""
     speed = f", speedup {scored.speedup:.2f}x (low {scored.speedup_low:.2f}x)" if scored.speedup else ""
-    click.echo(f"{scored.task}: reward {value}, {scored.milestone or 'not scored'}{rule}{speed}")
+    reached = scored.milestone.value if scored.milestone else "not scored"
+    click.echo(f"{scored.task}: reward {value}, {reached}{rule}{speed}")
     if scored.message or scored.reason:
         click.echo(f"  {scored.message or scored.reason}")

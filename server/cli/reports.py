@@ -1,18 +1,22 @@
 """What each command prints with ``--json``: one typed report per command, serialised by the
 contract's converter (:func:`sandbox.contract.to_dict`; :func:`sandbox.contract.from_dict` reads one
-back), never a dictionary built by hand.  Field names are the JSON keys."""
+back), never a dictionary built by hand.  Field names are the JSON keys.  A report carries the
+lower layers' records as they are (``optimize``: ``agent.records.OptimizeRecord``, the record the
+editor stores; ``agent.compare.CandidateRef``;
+``profile`` prints ``agent.profile.ProfileReport`` itself, its kernels the stored
+``agent.records.ProfiledKernel``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from agent import profile as prof
-from agent.attempts import AttemptRecord, SizeCheck, size_checks, verdict_summary
+from agent.attempts import SizeCheck, size_checks, verdict_summary
 from agent.capture import CaptureEdit
 from agent.check import FileCheck, KernelCheck
-from agent.compare import Comparison, reason_text
+from agent.compare import CandidateRef, Comparison, reason_text
 from agent.loop import OptimizeResult
+from agent.records import CompareRecord, OptimizeRecord, compare_record, optimize_record
 from agent.suite import FamilySummary, SuiteEntry, SuiteSummary
 from agent.target import Target
 from agent.trajectory import simulated_path
@@ -20,7 +24,7 @@ from cudasrc.launch import LaunchChange, TextEdit
 from cudasrc.source import Document, Issue, Kernel, LaunchSite
 from cudasrc.specs import Evidence, SpecError, render, spec_for
 from sandbox.capture import CaptureRun
-from sandbox.contract import CandidateResult, Check, DeviceInfo, EvalResult, Profile
+from sandbox.contract import CandidateResult, Check, DeviceInfo, EvalResult
 
 
 @dataclass(frozen=True)
@@ -85,17 +89,15 @@ class BestCandidate:
 
 @dataclass(frozen=True)
 class OptimizeReport:
-    """``optimize``: the search's outcome, the best verified candidate, every attempt's verdict."""
+    """``optimize``: the run's record (:class:`agent.records.OptimizeRecord`, the one the editor
+    stores and shows: outcome, stop, speedups, every attempt's verdict in ``history``), and what
+    only the command line shows: the baseline's and the best candidate's verdicts and code, the
+    verification per size, the launch change, the diff, where it was written."""
 
     file: str
     kernel: str
-    outcome: str
-    stop_reason: str
-    stop_kind: str
+    record: OptimizeRecord
     cancelled: bool
-    speedup: float
-    speedup_low: float
-    speedup_high: float
     baseline: CandidateResult
     best: BestCandidate | None
     assumptions: tuple[str, ...]
@@ -103,12 +105,8 @@ class OptimizeReport:
     launch: LaunchChange | None
     launch_edits: tuple[TextEdit, ...]
     launch_sites: int
-    launch_todo: str
     diff: str
-    candidates: int
     verdicts: str
-    attempts: tuple[AttemptRecord, ...]
-    simulated: bool
     tokens: int
     seconds: float
     baseline_seconds: float
@@ -116,12 +114,6 @@ class OptimizeReport:
     written: str | None
     backup: str | None
     trajectory: str | None
-
-
-@dataclass(frozen=True)
-class CandidateRef:
-    file: str
-    kernel: str | None
 
 
 @dataclass(frozen=True)
@@ -145,19 +137,17 @@ class Precision:
 
 @dataclass(frozen=True)
 class CompareReport:
-    """``compare``: a rewrite verified against the original and timed beside it."""
+    """``compare``: a rewrite verified against the original and timed beside it: the comparison's
+    record (:class:`agent.records.CompareRecord`, the one the editor stores: verified, the
+    rewrite's status, its speedups), and what only the command line shows."""
 
     file: str
     kernel: str
     candidate: CandidateRef
-    verified: bool
-    status: str
+    record: CompareRecord
     message: str
     reason: str
     first_failure: Check | None
-    speedup: float
-    speedup_low: float
-    speedup_high: float
     original: Side
     rewrite: Side
     launch: LaunchChange | None
@@ -168,26 +158,6 @@ class CompareReport:
     result: CandidateResult
     device: DeviceInfo | None
     simulated: bool
-
-
-@dataclass(frozen=True)
-class ProfiledKernel:
-    label: str
-    description: str
-    status: str
-    message: str
-    profile: Profile
-
-
-@dataclass(frozen=True)
-class ProfileReport:
-    """``profile``: Nsight Compute's metrics of a kernel (and of a rewrite of it)."""
-
-    path: str
-    kernel: str
-    problem: str
-    device: DeviceInfo | None
-    kernels: tuple[ProfiledKernel, ...]
 
 
 @dataclass(frozen=True)
@@ -274,13 +244,8 @@ def optimize_report(
     return OptimizeReport(
         file=target.path,
         kernel=target.kernel,
-        outcome=result.outcome.value,
-        stop_reason=str(result.stop),
-        stop_kind=result.stop.kind.value,
+        record=optimize_record("", target, result),
         cancelled=result.cancelled,
-        speedup=result.speedup,
-        speedup_low=result.speedup_low,
-        speedup_high=result.speedup_high,
         baseline=result.baseline,
         best=None
         if best is None
@@ -296,12 +261,8 @@ def optimize_report(
         launch=result.launch,
         launch_edits=result.launch_edits,
         launch_sites=result.launch_sites,
-        launch_todo=result.launch_todo,
         diff=result.diff,
-        candidates=result.attempts,
         verdicts=verdict_summary(result.records),
-        attempts=result.records,
-        simulated=result.simulated,
         tokens=result.tokens,
         seconds=result.seconds,
         baseline_seconds=result.baseline_seconds,
@@ -325,20 +286,22 @@ def _side(r: CandidateResult) -> Side:
     )
 
 
+def _candidate_text(found: Comparison) -> str:
+    """The rewrite as ``--with`` names it: ``FILE:KERNEL`` (or the file alone)."""
+    kernel = found.proposal.kernel
+    return f"{found.candidate_path}:{kernel}" if kernel else found.candidate_path
+
+
 def compare_report(found: Comparison) -> CompareReport:
     c, base = found.candidate, found.result.baseline
     return CompareReport(
         file=found.target.path,
         kernel=found.target.kernel,
         candidate=CandidateRef(found.candidate_path, found.proposal.kernel),
-        verified=found.verified,
-        status=c.status.value,
+        record=replace(compare_record("", found), other=_candidate_text(found)),
         message=c.message,
         reason=reason_text(found),
         first_failure=found.first_failure,
-        speedup=c.speedup,
-        speedup_low=c.speedup_low,
-        speedup_high=c.speedup_high,
         original=_side(base),
         rewrite=_side(c),
         launch=found.proposal.launch,
@@ -350,14 +313,6 @@ def compare_report(found: Comparison) -> CompareReport:
         device=found.result.device,
         simulated=found.result.device is not None and found.result.device.simulated,
     )
-
-
-def profile_report(path: str, report: prof.ProfileReport) -> ProfileReport:
-    kernels = tuple(
-        ProfiledKernel(k.label, k.description, k.result.status.value, k.result.message, k.profile)
-        for k in report.kernels
-    )
-    return ProfileReport(path, report.kernel, report.problem, report.device, kernels)
 
 
 def capture_report(

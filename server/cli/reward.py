@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -55,13 +54,14 @@ def reward() -> None:
 @click.option("--prompts", is_flag=True, help="JSON lines {task, split, prompt}: a dataset for a trainer.")
 def reward_tasks(task_paths: tuple[str, ...], split: str | None, prompts: bool) -> None:
     """List the tasks (name@hash, split, kernel)."""
-    from learning.completion import prompt_messages
+    from learning.completion import prompt_row
+    from sandbox.contract import to_json
 
     for task in _task_set(task_paths):
         if split and task.split != split:
             continue
         if prompts:
-            click.echo(json.dumps({"task": task.ref, "split": task.split, "prompt": prompt_messages(task)}))
+            click.echo(to_json(prompt_row(task)))
         else:
             click.echo(f"{task.ref}  {task.split:5}  {task.kernel}  ({task.path})")
 

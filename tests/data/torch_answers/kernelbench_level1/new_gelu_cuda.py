@@ -1,0 +1,47 @@
+# answer: GPT's tanh GELU fused into one CUDA kernel built by load_inline (the reference launches six), 16-byte accesses
+# task: level1/88_MinGPTNewGelu
+import torch
+from torch.utils.cpp_extension import load_inline
+
+CUDA = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+
+__device__ __forceinline__ float gelu(float v) {
+    const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+    return 0.5f * v * (1.f + tanhf(k * (v + 0.044715f * v * v * v)));
+}
+
+__global__ void gelu4(const float4* __restrict__ x, float4* __restrict__ y, long n4) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n4; i += (long)gridDim.x * blockDim.x) {
+        float4 v = x[i];
+        y[i] = make_float4(gelu(v.x), gelu(v.y), gelu(v.z), gelu(v.w));
+    }
+}
+
+__global__ void gelu1(const float* __restrict__ x, float* __restrict__ y, long start, long n) {
+    long i = start + blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = gelu(x[i]);
+}
+
+torch::Tensor new_gelu(torch::Tensor x) {
+    TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kFloat32, "a float32 CUDA tensor");
+    x = x.contiguous();
+    auto y = torch::empty_like(x);
+    long n = x.numel(), n4 = n / 4;
+    auto stream = at::cuda::getCurrentCUDAStream();
+    if (n4 > 0) {
+        int blocks = (int)std::min<long>((n4 + 255) / 256, 65535L * 8);
+        gelu4<<<blocks, 256, 0, stream>>>((const float4*)x.data_ptr<float>(), (float4*)y.data_ptr<float>(), n4);
+    }
+    if (n > n4 * 4) gelu1<<<1, 32, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), n4 * 4, n);
+    return y;
+}
+"""
+CPP = "torch::Tensor new_gelu(torch::Tensor x);"
+ext = load_inline("kb1_new_gelu", cpp_sources=CPP, cuda_sources=CUDA, functions=["new_gelu"], verbose=False)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return ext.new_gelu(x)
