@@ -50,6 +50,7 @@ from learning.tasks import DEFAULT_TORCH_TASKS, TaskSet  # noqa: E402
 from sandbox.contract import Budget, EvalOptions, to_dict  # noqa: E402
 from sandbox.executor import Executor  # noqa: E402
 from sandbox.screen import screen  # noqa: E402
+from sandbox.torch_eval import PLAN_FACTOR, PLAN_OVERHEAD  # noqa: E402
 
 HACKS = ROOT / "tests" / "data" / "hacks"
 ANSWERS = ROOT / "tests" / "data" / "torch_answers"
@@ -220,19 +221,30 @@ def honest(run: Run, engine: RewardEngine | None) -> list[dict[str, Any]]:
 TOP = 20  # the files with the largest footprints; the random draw is from the others
 
 
-def pick(kernelbench: Path, largest: int, drawn: int) -> list[tuple[Path, str]]:
+def pick(
+    kernelbench: Path, largest: int, drawn: int, named: list[str] | None = None
+) -> list[tuple[Path, str]]:
     """The first ``largest`` of the :data:`TOP` files with the largest footprints (from the CPU
     memory table) and ``drawn`` of the rest at random (seed 36, whatever ``largest`` is: two calls,
-    ``--largest 20 --random 0`` and ``--largest 0 --random 20``, make the same 40-file table)."""
+    ``--largest 20 --random 0`` and ``--largest 0 --random 20``, make the same 40-file table);
+    or the ``named`` files (``--files``: a resumed run).  Largest footprint first, so the files
+    that can run out of memory run while the call has time."""
     files = sorted(kernelbench.glob("level*/*.py"))
     sizes: dict[str, int] = {}
     if MEMORY_TABLE.exists():
         table = json.loads(MEMORY_TABLE.read_text())
         sizes = {r["file"]: r.get("footprint", 0) for r in table["rows"]}
-    ranked = sorted(files, key=lambda p: -sizes.get(str(p.relative_to(kernelbench)), 0))
+
+    def size(p: Path) -> int:
+        return -sizes.get(str(p.relative_to(kernelbench)), 0)
+
+    if named is not None:
+        return [(kernelbench / n, "named") for n in sorted(named, key=lambda n: size(kernelbench / n))]
+    ranked = sorted(files, key=size)
     rest = ranked[TOP:]
     drawn_files = random.Random(36).sample(rest, min(drawn, len(rest)))
-    return [(p, "largest") for p in ranked[: min(largest, TOP)]] + [(p, "random") for p in drawn_files]
+    chosen = [(p, "largest") for p in ranked[: min(largest, TOP)]] + [(p, "random") for p in drawn_files]
+    return sorted(chosen, key=lambda c: size(c[0]))
 
 
 def as_answer(task_source: str) -> str:
@@ -241,9 +253,9 @@ def as_answer(task_source: str) -> str:
 
 
 def reference(
-    run: Run, executor: Executor | None, kernelbench: Path, largest: int, drawn: int
+    run: Run, executor: Executor | None, kernelbench: Path, largest: int, drawn: int, named: list[str] | None
 ) -> list[dict[str, Any]]:
-    chosen = pick(kernelbench, largest, drawn)
+    chosen = pick(kernelbench, largest, drawn, named)
     if executor is None:
         for path, why in chosen:
             run.write(
@@ -279,6 +291,7 @@ def reference(
             "footprint_gib": round(fp / 2**30, 3),
             "peak_gib": round(peak / 2**30, 3),
             "peak_over_footprint": round(peak / fp, 2) if fp else None,
+            "within_plan": bool(fp) and peak <= PLAN_FACTOR * fp + PLAN_OVERHEAD,
             "seconds": got.get("seconds"),
             "message": (got.get("message") or got.get("reason") or "")[:300],
         }
@@ -295,6 +308,9 @@ def main() -> int:
     parser.add_argument("--phases", default=",".join(PHASES))
     parser.add_argument("--largest", type=int, default=20)
     parser.add_argument("--random", type=int, default=20)
+    parser.add_argument(
+        "--files", help="comma-separated KernelBench files (level1/x.py,...) instead of the draw"
+    )
     parser.add_argument("--answers", type=int, default=20, help="throughput: distinct load_inline answers")
     parser.add_argument(
         "--throughput-compiled", action="store_true", help="throughput: also time against torch.compile"
@@ -329,7 +345,9 @@ def main() -> int:
             else {}
         )
         ref_rows = (
-            reference(run, executor, kb, args.largest, args.random)
+            reference(
+                run, executor, kb, args.largest, args.random, args.files.split(",") if args.files else None
+            )
             if "reference" in phases and kb.is_dir()
             else []
         )
@@ -348,6 +366,7 @@ def main() -> int:
             "honest_above_1": [r["answer"] for r in honest_rows if (r.get("reward") or 0) > 1.0],
             "reference_ok": sum(1 for r in ref_rows if r["verdict"] == "ok"),
             "reference_rows": len(ref_rows),
+            "reference_within_plan": all(r["within_plan"] for r in ref_rows),
             "worst_peak_over_footprint": max(
                 (float(r["peak_over_footprint"] or 0) for r in ref_rows), default=None
             ),
@@ -358,7 +377,7 @@ def main() -> int:
             "skipped": run.skipped,
         }
     )
-    return 0
+    return 0 if all(r["within_plan"] for r in ref_rows) else 1
 
 
 if __name__ == "__main__":

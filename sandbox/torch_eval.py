@@ -38,7 +38,7 @@ Per candidate, in order (what the answer could do about each step: :mod:`sandbox
    alone (``rejected`` when the answer slowed it down); the physics floor, and for a speedup of
    1.5 or more the host clock's agreement (``implausible``).
 
-Device memory held: at most :attr:`TaskMemory.planned` (three input sets, two output sets, the
+Device memory held: at most :attr:`TaskMemory.planned` (two input sets, two output sets, the
 parameters twice, a fixed overhead): within three times the task's own footprint.
 """
 
@@ -130,7 +130,7 @@ def raw(t: Any) -> Any:
     return arr.view(np.uint16) if name == "bfloat16" else arr
 
 
-CHUNK = 1 << 24  # output elements compared at once (the comparison's float64 temporaries stay ~1.5 GB)
+CHUNK = 1 << 22  # elements compared or perturbed at once (the comparison's float64 temporaries stay ~0.4 GB)
 
 
 def compare_outputs(
@@ -186,7 +186,10 @@ def outputs_of(value: Any) -> list[Any] | str:
 # --------------------------------------------------------------------------- the memory plan
 
 PLAN_FACTOR = 3  # device memory held for one evaluation: at most this many times the task's own
-PLAN_OVERHEAD = 3 << 30  # plus this: flush buffer, the ceilings' copy and GEMM, the comparison's pieces
+# plus this, the largest of what a phase allocates beside the task's tensors: the ceilings' copy
+# (2 x 256 MiB) and GEMM (3 x 64 MiB, fp32 4096^2), the comparison's float64 pieces (~0.4 GB at
+# CHUNK), the perturbation's pieces; and the L2 flush buffer (2 x L2, 100 MB on an H100)
+PLAN_OVERHEAD = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -204,12 +207,14 @@ class TaskMemory:
     @property
     def planned(self) -> int:
         """What one evaluation holds at most: the reference's parameters and the answer's (as
-        many), three input sets while timing (the timed tensors, the set they are refilled from,
-        the set regenerated to check them), the reference's and the answer's outputs, and
-        :data:`PLAN_OVERHEAD`.  References, perturbed references and every other input set wait
-        on the host (or are regenerated from their seed), so the plan stays within
-        ``PLAN_FACTOR`` times :attr:`total` plus the overhead."""
-        return 2 * self.params + 3 * self.inputs + 2 * self.outputs + PLAN_OVERHEAD
+        many), two input sets (the set an output is checked on and that set regenerated to
+        check the answer left it alone; the reference's inputs and their perturbed copy; timed
+        samples rescale one set in place), two output sets (the answer's on this set and on the
+        previous one, kept alive to see it return the same memory), and :data:`PLAN_OVERHEAD`.
+        References, perturbed references and every other input set wait on the host (or are
+        regenerated from their seed), so the plan stays within ``PLAN_FACTOR`` times
+        :attr:`total` plus the overhead."""
+        return 2 * self.params + 2 * self.inputs + 2 * self.outputs + PLAN_OVERHEAD
 
 
 def footprint(task_source: str) -> TaskMemory:
@@ -310,32 +315,38 @@ class _Case:
 
 @dataclass
 class _Bench:
-    """What timing needs, set up before the answer is imported: the clock, the first seed's
-    benchmark inputs (``base``) and the tensors the timed calls read (``live``), the reference's
-    work and the device's ceilings, and the reference's time alone."""
+    """What timing needs, set up before the answer is imported: the clock, the tensors the timed
+    calls read (``live``: the first seed's benchmark inputs, scaled by ``scale``), the
+    reference's work and the device's ceilings, and the reference's time alone."""
 
     clock: TorchClock
-    base: list[Any]
     live: list[Any]
     work: Work
     bandwidth_gbps: float
     gflops: float
     alone: Timing | None = None
     fresh: int = 0
+    scale: float = 1.0
 
     def refill(self, _slot: int) -> None:
-        """The next sample's inputs, in place: ``base`` scaled by a factor no sample repeats
-        (an answer that skips work when its inputs repeat, or keys a cache by pointer or shape,
-        computes every sample); integer inputs copied."""
+        """The next sample's inputs, in place: the float inputs rescaled so they are the
+        benchmark inputs times a factor no sample repeats (an answer that skips work when its
+        inputs repeat, or keys a cache by pointer or shape, computes every sample); no second
+        copy of the inputs is held.  Integer inputs stay as they are."""
         self.fresh += 1
         scale = 1.0 + self.fresh * FRESH_STEP
         torch = self.clock.torch
-        for dst, src in zip(self.live, self.base, strict=True):
-            if isinstance(dst, torch.Tensor):
-                if dst.is_floating_point():
-                    torch.mul(src, scale, out=dst)
-                else:
-                    dst.copy_(src)
+        for t in self.live:
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                t.mul_(scale / self.scale)
+        self.scale = scale
+
+    def load(self, inputs: Sequence[Any]) -> None:
+        """``live`` set to ``inputs`` (unscaled), in place."""
+        for dst, src in zip(self.live, inputs, strict=True):
+            if isinstance(dst, self.clock.torch.Tensor):
+                dst.copy_(src)
+        self.scale = 1.0
 
 
 class TorchHandler:
@@ -412,6 +423,7 @@ class TorchHandler:
                 torch.manual_seed(req.seeds[0])
                 model = task["Model"](*init).to(self.device).eval()
                 cases = self._cases(task, model, req.seeds)
+                self._release()
                 memory["footprint_bytes"] = self._footprint(model, cases[0])
                 prepared = self._prepare(model, cases[0]) if req.time else None
             except Exception as exc:
@@ -431,9 +443,10 @@ class TorchHandler:
                     return verdict(Status.REJECTED, tampered)
                 return verdict(Status.COMPILE_ERROR, f"building ModelNew failed: {_why(exc)}")
             checks: list[Check] = []
+            held: list[Any] = []  # the answer's outputs on the previous input set, alive
             for i, case in enumerate(cases):
                 inputs = case.make()
-                check, refusal = self._check(new, inputs, case, guard, case.label, cases[:i])
+                check, refusal = self._check(new, inputs, case, guard, case.label, cases[:i], held)
                 if refusal:
                     return verdict(Status.REJECTED, refusal, checks=tuple(checks))
                 if check is None:
@@ -446,6 +459,8 @@ class TorchHandler:
                     return verdict(Status.MISMATCH, msg, checks=tuple(checks))
                 poison(torch, inputs)
                 del inputs
+            del held
+            self._release()
             if prepared is None:
                 return verdict(Status.OK, "verified (not timed)", checks=tuple(checks))
             try:
@@ -457,12 +472,24 @@ class TorchHandler:
     _crash = ""
 
     def _check(
-        self, new: Any, inputs: list[Any], case: _Case, guard: Guard, label: str, earlier: Sequence[_Case]
+        self,
+        new: Any,
+        inputs: list[Any],
+        case: _Case,
+        guard: Guard,
+        label: str,
+        earlier: Sequence[_Case],
+        held: list[Any],
+        expected: list[Any] | None = None,
     ) -> tuple[Check | None, str]:
         """The answer on ``inputs`` (which hold ``case``'s inputs): (its check against the
         reference, '') or (None, why it is refused) -- (None, '') when it raised
         (``self._crash`` says what).  A wrong output that is right for one of the ``earlier``
-        input sets is a result kept across calls: refused."""
+        input sets is a result kept across calls: refused.  So is an output in the storage of
+        one of ``held`` (the answer's outputs on the previous set, still alive: no allocation
+        can hand their memory out again) -- a buffer the answer keeps and returns on every call,
+        a replayed CUDA graph's.  ``held`` becomes this call's outputs.  ``expected``: what
+        ``inputs`` held before the call (None: regenerated here)."""
         torch = self.torch
         try:
             got = outputs_of(new(*inputs))
@@ -475,6 +502,17 @@ class TorchHandler:
             return None, tampered
         if isinstance(got, str):
             return Check(label, case.seed, False, detail=got), ""
+        own = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
+        kept = {o.untyped_storage().data_ptr() for o in held if o.numel()} - own  # (a view of an input)
+        again = next(
+            (i for i, o in enumerate(got) if o.numel() and o.untyped_storage().data_ptr() in kept), -1
+        )
+        held[:] = got
+        if again >= 0:
+            return None, (
+                f"output {again} on {where} is in the memory of its output on the input set before, "
+                "still alive: a result kept from an earlier call"
+            )
         if late >= 0:
             return None, (
                 f"output {late} was not complete on the caller's stream when forward returned "
@@ -488,11 +526,13 @@ class TorchHandler:
                     f"output {i} was not written ({where}): it holds the pattern the harness "
                     "wrote into memory it freed"
                 )
-        fresh = case.make()
+        fresh = case.make() if expected is None else expected
         changed = next(
             (i for i, (a, b) in enumerate(zip(inputs, fresh, strict=True)) if not _same(torch, a, b)), -1
         )
-        poison(torch, fresh)
+        if expected is None:
+            poison(torch, fresh)
+        del fresh
         if changed >= 0:
             return None, f"input {changed} was modified ({where})"
         check = compare_outputs(label, case.seed, case.ref, case.moved, got, case.n, self.device)
@@ -572,11 +612,15 @@ class TorchHandler:
         out = []
         for x in inputs:
             if isinstance(x, torch.Tensor) and x.is_floating_point():
-                draws = torch.rand(x.shape, generator=gen, device=x.device)
-                up = draws < 0.5
-                scale = torch.where(up, 1.0 + PERTURBATION, 1.0 - PERTURBATION).to(x.dtype)
-                x = x * scale
-                poison(torch, [draws, up, scale])  # freed memory the answer's allocations may get
+                x = x.clone(memory_format=torch.contiguous_format)
+                flat = x.view(-1)
+                for at in range(0, flat.numel(), CHUNK):  # in pieces: one more input set, no more
+                    piece = flat[at : at + CHUNK]
+                    draws = torch.rand(piece.shape, generator=gen, device=x.device)
+                    up = draws < 0.5
+                    scale = torch.where(up, 1.0 + PERTURBATION, 1.0 - PERTURBATION).to(x.dtype)
+                    piece.mul_(scale)
+                    poison(torch, [draws, up, scale])  # freed memory the answer's allocations may get
             out.append(x)
         return out
 
@@ -593,8 +637,7 @@ class TorchHandler:
         bytes and FLOPs), the device's ceilings and the reference's time alone."""
         torch = self.torch
         clock = TorchClock(torch, self.device)
-        base = case.make()
-        live = [x.clone() if isinstance(x, torch.Tensor) else x for x in base]
+        live = case.make()
         try:
             counted, outs = work(torch, model, live)
             poison(torch, outs, keep=[*live, *model.parameters(), *model.buffers()])
@@ -609,12 +652,13 @@ class TorchHandler:
                 bandwidth, gflops = ceilings(torch, self.device, clock, dtypes)
             except torch.cuda.OutOfMemoryError:
                 log.warning("no room to measure the device's ceilings beside the task: no physics floor")
-        prepared = _Bench(clock, base, live, counted, bandwidth, gflops)
+        prepared = _Bench(clock, live, counted, bandwidth, gflops)
         prepared.alone = self._sample(prepared, [lambda _: model(*live)], REFERENCE_BUDGET).timings[0]
-        poison(torch, [*base, *live])
-        prepared.base, prepared.live = [], []  # made again for timing: not held while verifying
-        sizes = [t.numel() * t.element_size() for t in [*case.ref, *base] if isinstance(t, torch.Tensor)]
+        sizes = [t.numel() * t.element_size() for t in [*case.ref, *live] if isinstance(t, torch.Tensor)]
+        poison(torch, live)
+        prepared.live = live = []  # made again for timing: not held while verifying
         scrub(torch, self.device, sizes)  # the reference's outputs its lone timing freed
+        self._release()
         return prepared
 
     def _sample(self, b: _Bench, calls: Sequence[Callable[[int], Any]], budget: Budget) -> Sampled:
@@ -646,22 +690,20 @@ class TorchHandler:
         the host clock's agreement (``implausible``)."""
         torch = self.torch
         bench_cases = [c for c in cases if c.label == "bench"]
-        b.base = bench_cases[0].make()
-        b.live = [x.clone() if isinstance(x, torch.Tensor) else x for x in b.base]
+        b.live, b.scale = bench_cases[0].make(), 1.0
 
         def honest(what: str) -> str:
             if tampered := self._tampered(guard):  # before the reference runs on the swapped inputs
                 return f"{what}: {tampered}"
             rounds = [(case, bench_cases[:i] + bench_cases[i + 1 :]) for i, case in enumerate(bench_cases)]
             rounds += [(case, bench_cases[:1]) for case in cases if case.label == "swapped"]
+            held: list[Any] = []
             for case, others in rounds:
                 fresh = case.make()
-                for dst, src in zip(b.live, fresh, strict=True):
-                    if isinstance(dst, torch.Tensor):
-                        dst.copy_(src)
+                b.load(fresh)
+                check, refusal = self._check(new, b.live, case, guard, "timed", others, held, fresh)
                 poison(torch, fresh)
                 del fresh
-                check, refusal = self._check(new, b.live, case, guard, "timed", others)
                 if refusal:
                     return f"{what}: {refusal}"
                 if check is None:
@@ -721,6 +763,13 @@ class TorchHandler:
             message = "verified; timed against eager" + (" and torch.compile" if compiled else "")
             result = replace(result, message=message, note=note)
         return TorchCandidateResult(result, **extra)
+
+    def _release(self) -> None:
+        """Between phases: the caching allocator's free blocks back to the device (a large task's
+        next phase allocates sizes its cached blocks may not fit)."""
+        if self.cuda:
+            self._sync()
+            self.torch.cuda.empty_cache()
 
     def _memory(self) -> dict[str, Any]:
         if not self.cuda:

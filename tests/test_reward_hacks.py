@@ -153,12 +153,18 @@ def test_the_screen_keeps_attribute_writes_on_the_answers_own_objects() -> None:
 
 
 def _evaluate_on_host(task: str, source: str) -> Any:
+    """``source`` scored on the host against ``task``: a name in SMALL_TASKS, or a task's source."""
     from sandbox.torch_eval import TorchHandler
     from sandbox.wire import TorchJob
 
     budget = Budget(min_samples=5, max_samples=12, time_budget_ms=30)
     request = TorchRequest(
-        "hack", SMALL_TASKS[task], (TorchCandidate("c", source),), seeds=(1, 2), budget=budget, compiled=False
+        "hack",
+        SMALL_TASKS.get(task, task),
+        (TorchCandidate("c", source),),
+        seeds=(1, 2),
+        budget=budget,
+        compiled=False,
     )
     return TorchHandler(0, "cpu").evaluate(TorchJob(request, 0)).result
 
@@ -228,6 +234,10 @@ def test_the_gpu_script_runs_its_dry_mode_end_to_end(tmp_path: Path) -> None:
     (rate,) = [r for r in rows if r["phase"] == "throughput"]
     assert rate["answers"] == 20 and rate["refused_by_screen"] == 0  # the load_inline answers pass the screen
     assert rate["tasks"] == ["torch.add_mul"]  # no level-1 task files in this folder: the bench tasks
+    named = ["level1/3_relu.py", "level1/5_softmax_rows.py"]  # a resumed run: these files only
+    subprocess.run([*cmd, "--files", ",".join(named)], check=True, capture_output=True, timeout=120, cwd=root)
+    rows = [__import__("json").loads(line) for line in (out / "reward_hacks.jsonl").read_text().splitlines()]
+    assert sorted(r["file"] for r in rows if r["phase"] == "reference") == named
 
 
 def test_the_throughput_batch_is_distinct_level1_answers_where_kernelbench_is_there(tmp_path: Path) -> None:
@@ -280,3 +290,17 @@ def test_the_guard_names_what_native_or_python_code_replaced_and_the_poison_is_r
     freed = torch.randn(64)
     poison(torch, [freed])
     assert poisoned(torch, freed) and torch.isnan(freed).all()
+
+
+@needs_torch
+@pytest.mark.slow
+def test_an_output_that_is_a_view_of_its_input_is_not_a_kept_result() -> None:
+    """The timed checks call the answer on the same tensors every round: an output viewing them
+    shares their memory every time, and is honest."""
+    task = "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.view(-1)\n"
+    task += (
+        "\n\ndef get_inputs():\n    return [torch.randn(64, 64)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    answer = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.view(-1)\n"
+    result = _evaluate_on_host(task, answer)
+    assert result.status is Status.OK, result.message

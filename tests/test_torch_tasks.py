@@ -552,3 +552,35 @@ def test_the_memory_plan_recomputed_from_every_kernelbench_file_matches_the_tabl
         row = rows[str(path.relative_to(KERNELBENCH))]
         assert (fp.inputs, fp.outputs, fp.params) == (row["inputs"], row["outputs"], row["params"]), path.name
         assert fp.planned <= H100_BYTES
+
+
+@needs_torch
+def test_timed_inputs_are_rescaled_in_place_without_a_copy_to_refill_from() -> None:
+    import torch
+
+    from sandbox.torch_eval import FRESH_STEP, _Bench
+    from sandbox.torch_trust import TorchClock
+
+    x, n = torch.arange(1.0, 9.0), torch.arange(4)
+    b = _Bench(TorchClock(torch, torch.device("cpu")), [x.clone(), n.clone()], None, 0.0, 0.0)  # type: ignore[arg-type]
+    ptr = b.live[0].data_ptr()
+    for _ in range(3):
+        b.refill(0)
+    assert b.live[0].data_ptr() == ptr
+    assert torch.allclose(b.live[0], x * (1 + 3 * FRESH_STEP)) and torch.equal(b.live[1], n)
+    b.load([x, n])
+    assert torch.equal(b.live[0], x) and b.scale == 1.0
+
+
+@needs_torch
+def test_the_inputs_untouched_check_sees_one_byte_in_its_last_piece(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from sandbox import torch_trust
+
+    monkeypatch.setattr(torch_trust, "SAME_PIECE", 64)
+    a = torch.zeros(1000)
+    b = a.clone()
+    assert torch_trust.same_bytes(torch, a, b)
+    b.view(torch.uint8)[-1] = 1
+    assert not torch_trust.same_bytes(torch, a, b)
