@@ -62,14 +62,14 @@ from agent.loop import LoopSettings, OptimizeResult, RunOutcome, optimize
 from agent.outputs import Difference, OutputFile, OutputTolerance, Produced, compare
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeBudget, Proposer
-from agent.target import Target, TargetError, target_for
+from agent.target import Relauncher, Target, TargetError, target_for
 from base.errors import Failed
 from cudasrc import dtypes, specs
-from cudasrc.launch import TextEdit, sites_edits
+from cudasrc.launch import LaunchChange, TextEdit, sites_edits
 from cudasrc.source import Document
 from sandbox import recorded
 from sandbox.capture import CaptureError, CaptureRun, RecordedLaunch
-from sandbox.contract import ArgSpec, Budget, Distribution, Problem, Status
+from sandbox.contract import ArgSpec, Budget, Distribution, Launch, Problem, Status
 from sandbox.executor import Executor
 
 log = logging.getLogger(__name__)
@@ -485,10 +485,29 @@ def prepare(
     target = target_for(Document(spec_text, doc.path), kernel.qualified_name, options)
     problem, why = _recorded_problem(target, first, save_dir)
     if problem is not None:
-        target = replace(target, verify_problems=(*target.verify_problems, problem))
+        target = replace(
+            target,
+            verify_problems=(*target.verify_problems, problem),
+            relaunch=_with_recorded_launch(target.relaunch),
+        )
     else:
         notes.append(f"not verified on the recorded inputs: {why}")
     return _Prepared(share, doc, kernel.qualified_name, spec_text, target, tuple(notes))
+
+
+def _with_recorded_launch(relaunch: Relauncher | None) -> Relauncher | None:
+    """``relaunch`` for a target whose verification problems gained the recorded problem (the
+    benchmark problem's sizes with the program's own data): a launch for it too, the benchmark
+    problem's, before the benchmark problem's own."""
+    if relaunch is None:
+        return None
+    inner = relaunch
+
+    def with_recorded(change: LaunchChange) -> tuple[Launch, ...]:
+        launches = inner(change)
+        return (*launches[:-1], launches[-1], launches[-1])
+
+    return with_recorded
 
 
 def memory_cap(target: Target, device_bytes: int) -> tuple[Budget | None, str]:

@@ -379,6 +379,12 @@ def test_a_kernel_launched_with_several_shapes_gets_a_spec_that_verifies_each(pr
     assert labels == ["n=100000", "n=5000", "recorded"]
     assert prepared.target.bench_problem.sizes == {"n": 100000}
     assert "// @cuda-agent verify n=100000,5000\n" in prepared.spec_text
+    # a launch change resolves for every problem, the recorded one too (the contract refuses a
+    # candidate with fewer launches than problems: what the first GPU run of `speedup` hit)
+    relaunch = prepared.target.relaunch
+    assert relaunch is not None
+    request = prepared.target.request("r", ())
+    assert len(relaunch(LaunchChange(block="128"))) == len(request.verify_problems) + 1
 
 
 def test_the_cli_refuses_bad_options_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
