@@ -114,7 +114,8 @@ def test_worker_caps_are_per_token_and_in_total_not_per_source_address() -> None
     from sandbox.contract import to_json
     from sandbox.service import Limits
 
-    with running_worker(WatchedExecutor(delay_s=1.0), limits=Limits(max_per_client=2)) as (url, _):
+    # each admitted evaluation holds its slot 4 s: long enough that all six requests overlap on a loaded machine
+    with running_worker(WatchedExecutor(delay_s=4.0), limits=Limits(max_per_client=2)) as (url, _):
 
         def post(i: int) -> int:
             transport = httpx.HTTPTransport(local_address=f"127.0.0.{20 + i}")

@@ -50,7 +50,9 @@ torch::Tensor diag_matmul(torch::Tensor a, torch::Tensor b) {
 }
 """
 CPP = "torch::Tensor diag_matmul(torch::Tensor a, torch::Tensor b);"
-ext = load_inline("kb1_diag_matmul", cpp_sources=CPP, cuda_sources=CUDA, functions=["diag_matmul"], verbose=False)
+ext = load_inline(
+    "kb1_diag_matmul", cpp_sources=CPP, cuda_sources=CUDA, functions=["diag_matmul"], verbose=False
+)
 
 
 class ModelNew(torch.nn.Module):
