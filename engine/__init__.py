@@ -39,6 +39,7 @@ import tree_sitter
 from cudasrc.launch import LaunchChange
 from cudasrc.source import Document
 from cudasrc.specs import ArraySpec, KernelSpec, evaluate, parse_dims
+from cudasrc.specs.rendering import render_dims
 from cudasrc.syntax import Kernel
 from engine.frontend import Context, context_of, normalized_code
 from engine.view import KernelView
@@ -124,8 +125,14 @@ class Subject:
     def then(self, rewrite: Transformed) -> Subject:
         """This subject with ``rewrite`` applied (launch changes merge, later fields win)."""
         new = rewrite.launch or LaunchChange()
+        grid = new.grid or self.launch.grid
+        written = parse_dims(self.launch.grid) if self.launch.grid else self.spec.grid
+        if new.block and not new.grid and self.grid != written:
+            # a grid written with the block's number (``cdiv(w, 16)`` at block 16) follows a new
+            # block only if the change says so: the relaunch reads the spec's grid as written
+            grid = render_dims(self.grid)
         launch = LaunchChange(
-            grid=new.grid or self.launch.grid,
+            grid=grid,
             block=new.block or self.launch.block,
             shared=new.shared or self.launch.shared,
         )
