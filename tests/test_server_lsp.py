@@ -543,7 +543,7 @@ async def test_cancel_keeps_the_best_so_far_and_a_changed_document_refuses_the_r
     assert result["rewriteReady"]
     assert isinstance(client.progress_reports[token][-1], lsp.WorkDoneProgressEnd)
     stored = await client.protocol.send_request_async("cudaAgent/results", {"uri": uri})
-    assert stored.results[0].optimize.attempts < 40  # stopped before the candidate budget
+    assert stored.results[0].results.optimize.attempts < 40  # stopped before the candidate budget
 
     # the user types while the rewrite waits: it is refused, nothing is sent
     change(client, uri, 2, (0, 0), (0, 0), "// edited\n")
