@@ -106,7 +106,8 @@ NARROW: list[tuple[str, tuple[Transform, ...]]] = [
     ("index_forms.cu:transpose_split", (Apply(TiledTranspose(), (64, 16)),)),
     ("index_forms.cu:transpose_return", (Apply(TiledTranspose(), (32, 16)), RestrictConst())),
     ("index_forms.cu:histogram_offset", (SharedHistogram(max_blocks=3),)),
-    ("histogram_index.cu", (SharedHistogram(max_blocks=3), BlockSize((64,)))),
+    # (BlockSize after it is refused: the tutorial sizes a static __shared__ array by its written block)
+    ("histogram_index.cu", (SharedHistogram(max_blocks=3),)),
     ("transpose_1d.cu", (Apply(TiledTranspose(), (32, 16)),)),
 ]
 # (file, transforms, what the rewrite must contain)
