@@ -105,6 +105,7 @@ def test_every_file_is_indexed_and_every_family_names_registered_passes() -> Non
 
 
 @pytest.mark.slow  # an NVRTC compile and a g++ build per matched kernel
+@pytest.mark.timeout(1800)  # about 6-12 minutes on the 2-core machine: 83 kernels, emulated
 def test_the_engine_matches_at_least_todays_share_of_the_structural_pairs(tmp_path: Path) -> None:
     match = _load("corpus_match")
     rows = [match.check(e) for e in INDEX]

@@ -69,7 +69,7 @@ def test_it_records_the_results_view_of_an_optimize_run(tmp_path: Path) -> None:
     run_id = summary["started"]["runId"]
 
     (row,) = json.loads((out / "results_view.json").read_text())["results"]
-    opt = row["optimize"]
+    opt = row["results"]["optimize"]  # a KernelEntry: file, kernel, and its results by kind
     assert (row["file"], row["kernel"], opt["runId"]) == ("scale.cu", "scale", run_id)
     assert opt["simulated"] is True and opt["device"] == "simulated GPU"  # camelCase: the wire's own keys
     assert 1 <= opt["attempts"] <= 4 and len(opt["history"]) == opt["attempts"]
