@@ -132,6 +132,7 @@ def run(
     budget_s: float,
     match: str = "*",
     corpus: Path = CORPUS,
+    pairs_only: bool = False,
 ) -> dict[str, Any]:
     """The corpus suite (see the module docstring); returns the summary it writes."""
     started = time.monotonic()
@@ -144,7 +145,7 @@ def run(
     skipped: list[str] = []
     budget = OptimizeBudget(wall_s=budget_s)
     for entry in index(corpus):
-        if not fnmatch.fnmatch(entry["file"], match):
+        if not fnmatch.fnmatch(entry["file"], match) or (pairs_only and not entry.get("expert")):
             continue
         left = deadline_s - (time.monotonic() - started)
         need = budget_s + OVERHEAD_S
@@ -199,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--budget-per-kernel", type=float, default=20.0, help="search seconds per kernel")
     ap.add_argument("--match", default="*", help="only the corpus files matching this glob (family/file.cu)")
+    ap.add_argument("--pairs", action="store_true", help="only the kernels with an expert pair")
     ap.add_argument("--gpu", type=int, default=0, help="the GPU to use")
     ap.add_argument("--simulate", action="store_true", help="the simulated GPU: no CUDA device needed")
     args = ap.parse_args(argv)
@@ -213,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
 
         executor = LocalExecutor((args.gpu,))
     try:
-        record = run(executor, args.out, args.deadline, args.budget_per_kernel, args.match)
+        record = run(
+            executor, args.out, args.deadline, args.budget_per_kernel, args.match, pairs_only=args.pairs
+        )
     finally:
         close = getattr(executor, "close", None)
         if close is not None:

@@ -143,3 +143,13 @@ def test_the_gpu_script_stops_before_a_kernel_that_cannot_fit_its_deadline(tmp_p
     assert suite.main(["--out", str(out), "--deadline", "5", "--budget-per-kernel", "20", "--simulate"]) == 0
     record = json.loads((out / "corpus_suite.json").read_text())
     assert record["kernels"] == 0 and len(record["skipped_for_deadline"]) == len(INDEX)
+
+
+def test_the_gpu_script_can_run_only_the_kernels_with_an_expert_pair(tmp_path: Path) -> None:
+    suite = _load("corpus_suite")
+    out = tmp_path / "suite"
+    assert suite.main(["--out", str(out), "--deadline", "120", "--budget-per-kernel", "1", "--simulate",
+                       "--match", "histogram/*", "--pairs"]) == 0  # fmt: skip
+    rows = [json.loads(line) for line in (out / "corpus_suite.jsonl").read_text().splitlines()]
+    paired = [e["kernel"] for e in INDEX if e["family"] == "histogram" and e.get("expert")]
+    assert [r["kernel"] for r in rows] == paired and all("expert" in r for r in rows)
