@@ -450,6 +450,26 @@ class KernelView(Generic[S]):
                 return True
         return False
 
+    def atomic_target(self, address: Node) -> Node | None:
+        """The array's name node in an atomic's address: ``&H[k]``, ``&(H[k])``, ``H + k``, ``k + H``."""
+        a = unparenthesized(address)
+        if a is not None and a.type == "pointer_expression" and a.children[0].type == "&":
+            sub = unparenthesized(a.child_by_field_name("argument"))
+            base = (
+                sub.child_by_field_name("argument")
+                if sub is not None and sub.type == "subscript_expression"
+                else None
+            )
+            return base if base is not None and base.type == "identifier" else None
+        if a is not None and a.type == "binary_expression" and self.text(a.children[1]) == "+":
+            sides = [unparenthesized(a.child_by_field_name(f)) for f in ("left", "right")]
+            arrays = [
+                x for x in sides if x is not None and x.type == "identifier" and self.params.get(self.text(x))
+            ]
+            pointers = [x for x in arrays if self.params[self.text(x)].pointer == 1]
+            return pointers[0] if len(pointers) == 1 else None
+        return None
+
     def element_type(self, name: str) -> str:
         """The canonical element type of the array (or the type of the scalar) ``name`` — a
         parameter or a local — with aliases and template parameters resolved and qualifiers
