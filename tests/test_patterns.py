@@ -98,7 +98,9 @@ def test_the_tree_pattern_refuses_other_shapes(loop: str) -> None:
 def test_the_interleaved_step_is_judged_by_the_threads_its_test_selects(
     cond: str, every: int | None, selects: bool
 ) -> None:
-    loop = f"for (int s = 1; s < blockDim.x; s <<= 1) {{ if ({cond}) s_[tid] += s_[tid + s]; __syncthreads(); }}"
+    loop = (
+        f"for (int s = 1; s < blockDim.x; s <<= 1) {{ if ({cond}) s_[tid] += s_[tid + s]; __syncthreads(); }}"
+    )
     v = view(TREE_LOOP.format(loop=loop))
     caps = find(v, INTERLEAVED)
     assert caps is not None and caps["s"] == "s"
