@@ -22,8 +22,8 @@ Facts (each holds only if it holds at every problem; a pass reads them, never th
 - :meth:`AccessMaps.strides`: how an access's index moves when one domain dimension (``tx``, a
   loop iterator) steps by one; ``contiguous`` along ``threadIdx.x`` is the stride set ``{1}``;
 - :meth:`AccessMaps.selects`: a condition inside a tree's loop holds exactly at the threads whose
-  ``threadIdx.x`` is a multiple of a multiple of the stride (or at all of them), for each of the
-  stride's values — what the test means, however it is spelled;
+  ``threadIdx.x`` is a multiple of a fixed factor times the stride (or at every thread that runs
+  it), for each of the stride's values — what the test means, however it is spelled;
 - :meth:`AccessMaps.reduction_axis`: a loop whose reads move by a fixed stride per iteration and
   whose writes do not move with it — a reduction over that one dimension (its projection).
 
