@@ -879,11 +879,30 @@ def _grid(
 
 def _outputs_only(view: KernelView) -> NotApplicable | None:
     """Refuses thread positions other than the global indices and ``blockIdx.z`` (the per-output
-    body must be a function of the output's coordinates)."""
+    body must be a function of the output's coordinates).  A local that only names a position
+    (``const int ty = threadIdx.y;``, ``DEFINE2D(tx, ty, ...)`` expanded) is one where every use of
+    it is inside a global index (``by * BY + ty``) or there is none: the rewrite replaces those."""
     covered: list[Node] = []
     for n in view.nodes:
         if n.type == "binary_expression" and any(view.poly(n) == global_index(a) for a in ("x", "y")):
             covered.append(n)
+
+    def inside(n: Node) -> bool:
+        return any(c.start_byte <= n.start_byte < c.end_byte for c in covered)
+
+    named = set()  # the initialisers of locals that only name a position
+    for loc in view.locals.values():
+        if loc.value is None or loc.reassigned or loc.value.type != "field_expression":
+            continue
+        uses = [
+            n
+            for n in view.nodes
+            if n.type == "identifier"
+            and view.text(n) == loc.name
+            and not (loc.decl.start_byte <= n.start_byte < loc.decl.end_byte)
+        ]
+        if all(inside(u) for u in uses):
+            named.add(loc.value.id)
     for n in view.nodes:
         if n.type != "field_expression":
             continue
@@ -891,7 +910,7 @@ def _outputs_only(view: KernelView) -> NotApplicable | None:
         name = view.text(n).replace(" ", "")
         if arg is None or view.text(arg) not in ("threadIdx", "blockIdx", "blockDim", "gridDim"):
             continue
-        if name == "blockIdx.z" or any(c.start_byte <= n.start_byte < c.end_byte for c in covered):
+        if name == "blockIdx.z" or inside(n) or n.id in named:
             continue
         return NotApplicable(f"`{view.text(n)}` is used other than in the global index")
     return None
