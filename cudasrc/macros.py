@@ -73,7 +73,9 @@ def definitions(doc: Parsed) -> dict[str, Macro]:
             plist = n.child_by_field_name("parameters")
             params = tuple(doc.node_text(p) for p in plist.named_children) if plist is not None else ()
         text = doc.node_text(value).replace("\\\n", " ") if value is not None else ""  # spliced lines
-        body = tuple(t for t, _, _ in tokens(Parsed(text), Parsed(text).tree.root_node)) if text.strip() else ()
+        body = (
+            tuple(t for t, _, _ in tokens(Parsed(text), Parsed(text).tree.root_node)) if text.strip() else ()
+        )
         body = tuple(Token(t.text, t.spaced and i > 0) for i, t in enumerate(body))
         if any(t.text in ("#", "##", "__VA_ARGS__") for t in body) or "..." in (params or ()):
             continue
@@ -117,7 +119,7 @@ def expand(stream: list[Token], macros: dict[str, Macro], wanted: Callable[[str]
             stream[i : i + 1] = _placed(m.body, (), {}, t.spaced, hide)
             continue
         found = _arguments(stream, i + 1) if i + 1 < len(stream) and stream[i + 1].text == "(" else None
-        if found is None or len(found[0]) != len(m.params) and not (m.params == () and found[0] == []):
+        if found is None or len(found[0]) != len(m.params):
             out.append(t)
             i += 1
             continue
@@ -138,7 +140,9 @@ def _placed(
     for t in body:
         if t.text in params:
             arg = actual[t.text]
-            out += [Token(a.text, (t.spaced if k == 0 else a.spaced), a.hidden | hide) for k, a in enumerate(arg)]
+            out += [
+                Token(a.text, (t.spaced if k == 0 else a.spaced), a.hidden | hide) for k, a in enumerate(arg)
+            ]
         else:
             out.append(Token(t.text, t.spaced, t.hidden | hide))
     if out:
@@ -166,7 +170,11 @@ def expansions(
             continue
         end = i
         if m.params is not None or _calls(m, macros):  # through its `(...)`
-            found = _arguments([s[0] for s in spans], i + 1) if i + 1 < len(spans) and spans[i + 1][0].text == "(" else None
+            found = (
+                _arguments([s[0] for s in spans], i + 1)
+                if i + 1 < len(spans) and spans[i + 1][0].text == "("
+                else None
+            )
             if found is None:
                 i += 1
                 continue

@@ -213,7 +213,9 @@ def _device_function(doc: Document, n: Node) -> Function | None:
             d = d.child_by_field_name("declarator") or (d.named_children[-1] if d.named_children else None)
         if (d is None or d.type != "identifier") and not empty:
             return None
-        params.append((doc.node_text(p), doc.node_text(d) if d is not None and d.type == "identifier" else ""))
+        params.append(
+            (doc.node_text(p), doc.node_text(d) if d is not None and d.type == "identifier" else "")
+        )
     return Function(doc.node_text(name), doc.node_text(ty), tuple(params), doc, body)
 
 
@@ -268,15 +270,14 @@ def expanded_lines(subject: Unit) -> dict[str, str]:
         return {}
     ctx = subject.front
     by_line: dict[int, list[tuple[int, int, str]]] = {}
+    spanning = set()  # lines an invocation runs past: not restored
     for start, end, text in expansions(doc, body, ctx.macros, ctx.expands):
         row = doc.data.count(b"\n", 0, start)
         by_line.setdefault(row, []).append((start, end, text))
         if b"\n" in doc.data[start:end]:
-            by_line[row].append((-1, -1, ""))  # spans lines: not restored
+            spanning.add(row)
     out = {}
-    for row, edits in by_line.items():
-        if (-1, -1, "") in edits:
-            continue
+    for edits in (e for row, e in by_line.items() if row not in spanning):
         first = doc.data.rfind(b"\n", 0, edits[0][0]) + 1
         last = doc.data.find(b"\n", edits[-1][1])
         last = len(doc.data) if last < 0 else last

@@ -349,7 +349,9 @@ def lifted(original: str, normalized: str, rewritten: str) -> str | None:
 INLINED = "// cuda-agent: "  # the front end's mark on a device function it inlined (``... f inlined``)
 
 
-def restored(original: str, normalized: str, rewritten: str, expanded: Mapping[str, str] | None = None) -> str:
+def restored(
+    original: str, normalized: str, rewritten: str, expanded: Mapping[str, str] | None = None
+) -> str:
     """``rewritten`` with every device-function call the front end inlined put back as the user
     wrote it, where the pass carried the inlined block over unchanged (only its indentation may
     differ): a rewrite that re-emits the whole body (a grid-stride loop around it) still calls

@@ -324,7 +324,11 @@ class TiledDot(Pass[DotMatch]):
                 f"tile {t.bm}x{t.bn}x{t.bk} with {t.tm}x{t.tn} per thread does not divide into warps"
             )
         size = dtype_bytes(canonical_dtype(match.elem) or "")
-        stage = (t.bm // t.tm) * (t.bn + 4) * dtype_bytes(canonical_dtype(match.acc_type) or "") if t.staged else 0
+        stage = (
+            (t.bm // t.tm) * (t.bn + 4) * dtype_bytes(canonical_dtype(match.acc_type) or "")
+            if t.staged
+            else 0
+        )
         if 2 * t.bk * (t.bm + t.bn + 8) * size + stage > SHARED_LIMIT:
             return NotApplicable(f"tile {t} needs more than 48 KiB of shared memory")
         view = match.view
@@ -351,28 +355,26 @@ class _Body:
 
     def __init__(self, match: DotMatch, tile: Tile, e: Emitter) -> None:
         self.m, self.t, self.e = match, tile, e
-        self.n = {
-            s: e.fresh(s)
-            for s in (
-                "As",
-                "Bs",
-                "tx",
-                "ty",
-                "m0",
-                "n0",
-                "acc",
-                "k0",
-                "buf",
-                "kk",
-                "i",
-                "j",
-                "s",
-                "l",
-                "x",
-                "r",
-                "c",
-            )
-        }
+        stems = (
+            "As",
+            "Bs",
+            "tx",
+            "ty",
+            "m0",
+            "n0",
+            "acc",
+            "k0",
+            "buf",
+            "kk",
+            "i",
+            "j",
+            "s",
+            "l",
+            "x",
+            "r",
+            "c",
+        )
+        self.n = {s: e.fresh(s) for s in stems}
         self.n.update({"ga": e.fresh(f"g{match.a.axis}"), "gb": e.fresh(f"g{match.b.axis}")})
         self.n.update({s: e.fresh(s) for s in ("fast_a", "fast_b", "ra", "rb", "a", "b", "v", "masked")})
         self.bound = {
@@ -667,7 +669,7 @@ class _Body:
 
 
 def _kind(elem: str) -> str | None:
-    """"float" (float, double), "integer" (char ... long long, signed or not) or None (half,
+    """ "float" (float, double), "integer" (char ... long long, signed or not) or None (half,
     bfloat16, vector types, bool: the tiles do not take them) for a canonical element type."""
     dtype = canonical_dtype(elem)
     if dtype in ("float32", "float64"):
