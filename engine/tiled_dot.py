@@ -355,26 +355,8 @@ class _Body:
 
     def __init__(self, match: DotMatch, tile: Tile, e: Emitter) -> None:
         self.m, self.t, self.e = match, tile, e
-        stems = (
-            "As",
-            "Bs",
-            "tx",
-            "ty",
-            "m0",
-            "n0",
-            "acc",
-            "k0",
-            "buf",
-            "kk",
-            "i",
-            "j",
-            "s",
-            "l",
-            "x",
-            "r",
-            "c",
-        )
-        self.n = {s: e.fresh(s) for s in stems}
+        tiles = ("As", "Bs", "tx", "ty", "m0", "n0", "acc", "k0", "buf", "kk")
+        self.n = {s: e.fresh(s) for s in (*tiles, "i", "j", "s", "l", "x", "r", "c")}
         self.n.update({"ga": e.fresh(f"g{match.a.axis}"), "gb": e.fresh(f"g{match.b.axis}")})
         self.n.update({s: e.fresh(s) for s in ("fast_a", "fast_b", "ra", "rb", "a", "b", "v", "masked")})
         self.bound = {
