@@ -110,19 +110,19 @@ _SOFTMAX_SIM = Simulated(
     "PASS",
 )
 _ATTENTION_SIM = Simulated(
-    ("4096", "256", "0", "8"),
+    ("4096", "1024", "0", "8"),
     (
         SimKernelLaunch(
             "attention_kernel1(float const*, float const*, float*, float*, int, int)",
             (16, *_ONE),
             (256, *_ONE),
             (
-                Buffer(_f32(4096 * 256), False),
-                Buffer(_f32(256), False),
+                Buffer(_f32(4096 * 1024), False),
+                Buffer(_f32(1024), False),
                 Buffer(_f32(4096), True),
                 Buffer(_f32(1), True),
                 Scalar("i", 4096),
-                Scalar("i", 256),
+                Scalar("i", 1024),
             ),
             8,
             400_000,
@@ -137,14 +137,14 @@ _ATTENTION_SIM = Simulated(
         ),
         SimKernelLaunch(
             "attention_kernel3(float const*, float const*, float*, int, int)",
-            (1, *_ONE),
+            (4, *_ONE),
             (256, *_ONE),
             (
                 Buffer(_f32(4096), False),
-                Buffer(_f32(4096 * 256), False),
-                Buffer(_f32(256), True),
+                Buffer(_f32(4096 * 1024), False),
+                Buffer(_f32(1024), True),
                 Scalar("i", 4096),
-                Scalar("i", 256),
+                Scalar("i", 1024),
             ),
             8,
             600_000,
