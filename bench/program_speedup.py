@@ -102,7 +102,12 @@ _SOFTMAX_SIM = Simulated(
             "softMax(int, int, float const*, float*)",
             (16, *_ONE),
             (256, *_ONE),
-            (Scalar("i", 4096), Scalar("i", 256), Buffer(_f32(4096 * 256), False), Buffer(_f32(4096 * 256), True)),
+            (
+                Scalar("i", 4096),
+                Scalar("i", 256),
+                Buffer(_f32(4096 * 256), False),
+                Buffer(_f32(4096 * 256), True),
+            ),
             10,
             2_000_000,
         ),

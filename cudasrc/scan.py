@@ -315,11 +315,11 @@ class Scan:
                         chosen.add(j)
                         todo.append(j)
         for i, (_, it) in enumerate(entries):
-            header = it.include.strip('<>"')
-            library = header.split("/")[0] if "/" in header else ""
+            written = it.include.strip('<>"')
+            library = written.split("/")[0] if "/" in written else ""
             if library in _NVRTC_UNSUPPORTED and library not in referenced:
                 continue
-            if it.always or (it.include and header not in HOST_HEADERS):
+            if it.always or (it.include and written not in HOST_HEADERS):
                 chosen.add(i)
         local_headers = False
         base = Path(doc.path).resolve().parent if doc.path else None

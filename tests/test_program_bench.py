@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ def test_simulate_mode_writes_a_line_with_every_field(tmp_path: Path) -> None:
     assert any(r["applied"] and "recorded" in r["verified"] for r in rec["rewrites"])
 
 
-def _bench():  # type: ignore[no-untyped-def]
+def _bench() -> Any:
     sys.path.insert(0, str(ROOT / "bench"))
     import program_speedup as bench
 
@@ -62,7 +63,7 @@ def test_the_programs_named_by_the_script_are_vendored_with_their_origin() -> No
         assert (folder / "Makefile").is_file()
 
 
-def _launch(p, signature: str):  # type: ignore[no-untyped-def]
+def _launch(p: Any, signature: str) -> Any:
     from agent.program_sim import launch_record
     from sandbox.capture import parse_records
 
@@ -77,7 +78,11 @@ def _launch(p, signature: str):  # type: ignore[no-untyped-def]
 # (float rounding: 4096 * 2^-23; on a GPU the calibrated tolerance model allows for it)
 HOTTEST = {
     "softmax": ("softMax(int, int, float const*, float*)", "RowParallel", 0.0),
-    "attention": ("attention_kernel3(float const*, float const*, float*, int, int)", "ColumnReduction", 4096 * 2**-23),
+    "attention": (
+        "attention_kernel3(float const*, float const*, float*, int, int)",
+        "ColumnReduction",
+        4096 * 2**-23,
+    ),
     "transpose": ("transposeNaive(float*, float const*)", "LoopedTranspose", 0.0),
 }
 
@@ -112,13 +117,16 @@ def test_each_programs_hottest_kernel_gets_its_rewrite_equal_under_host_emulatio
     docs = [Document.from_file(f) for f in cap.source_files([str(folder)])]
     doc, kernel = cap.find_kernel(docs, launch)
     captured = cap.spec_from_launch(doc, kernel, launch)
-    t = target_for(Document(cap.with_spec(doc, kernel, cap.render(captured.spec)), doc.path), kernel.qualified_name)
+    t = target_for(
+        Document(cap.with_spec(doc, kernel, cap.render(captured.spec)), doc.path), kernel.qualified_name
+    )
     base = corpus_match.subject(t, kernel.qualified_name)
     out = next(
         (
             o
             for shape in candidates()
-            if getattr(shape, "name", "") == wanted and not isinstance(o := safe_apply(shape, base), NotApplicable)
+            if getattr(shape, "name", "") == wanted
+            and not isinstance(o := safe_apply(shape, base), NotApplicable)
         ),
         None,
     )
@@ -136,10 +144,23 @@ def test_the_vendored_programs_run_the_whole_flow_on_the_simulated_gpu(tmp_path:
     recorded inputs too), the patch written into its real files (attention: the kernels' header and
     the launch sites in main.cu), rebuilt, re-run and its output compared equal."""
     cmd = [sys.executable, str(ROOT / "bench" / "program_speedup.py"), "--out", str(tmp_path)]
-    cmd += ["--deadline", "600", "--simulate", "--only", "softmax,attention,transpose", "--budget", "10", "--runs", "2"]
+    cmd += [
+        "--deadline",
+        "600",
+        "--simulate",
+        "--only",
+        "softmax,attention,transpose",
+        "--budget",
+        "10",
+        "--runs",
+        "2",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    recs = {json.loads(line)["program"]: json.loads(line) for line in (tmp_path / "program_speedup.jsonl").read_text().splitlines()}
+    recs = {
+        json.loads(line)["program"]: json.loads(line)
+        for line in (tmp_path / "program_speedup.jsonl").read_text().splitlines()
+    }
     assert set(recs) == {f"{n} (simulated GPU)" for n in ("softmax", "attention", "transpose")}
     for name, (signature, _, _) in HOTTEST.items():
         rec = recs[f"{name} (simulated GPU)"]
@@ -152,5 +173,7 @@ def test_the_vendored_programs_run_the_whole_flow_on_the_simulated_gpu(tmp_path:
         assert (tmp_path / f"{name}.patch").read_text().startswith("--- a/")
     patched = {Path(f).name for f in recs["attention (simulated GPU)"]["files_patched"]}
     assert "kernels.h" in patched
-    transposed = [k["kernel"].split("(")[0] for k in recs["transpose (simulated GPU)"]["kernels"] if k["chosen"]]
+    transposed = [
+        k["kernel"].split("(")[0] for k in recs["transpose (simulated GPU)"]["kernels"] if k["chosen"]
+    ]
     assert transposed == ["transposeNaive", "transposeCoalesced"]  # 52% of the GPU time: top 2
