@@ -2,9 +2,10 @@
 
     python3 bench/program_speedup.py --out DIR --deadline S [--budget S] [--runs N] [--only NAME,...]
     python3 bench/program_speedup.py --out DIR --deadline S --simulate      # CPU: the flow's plumbing
+    python3 bench/program_speedup.py --out DIR --deadline S --simulate --only softmax,attention,transpose
 
-Each program of ``bench/programs/`` (NVIDIA cuda-samples, BSD-3-Clause, vendored with origin
-headers; see bench/programs/README.md) is copied to DIR/work/NAME, built with its own build (CMake
+Each program of ``bench/programs/`` (NVIDIA cuda-samples, HeCBench, NVIDIA-developer-blog
+code-samples; BSD-3-Clause, vendored with origin headers; see bench/programs/README.md) is copied to DIR/work/NAME, built with its own build (CMake
 when there is a CMakeLists.txt and cmake, else its Makefile), and run through the whole flow of
 :func:`agent.program.speedup` with ``apply``: baseline runs timed with the capture library,
 kernels ranked by GPU time, the hot ones captured (specs and recorded inputs), optimized with the
@@ -19,7 +20,9 @@ budget is cut to what is left.
 
 ``--simulate``: no GPU; the multi-file fixture program (tests/data/capture/multi) on the simulated
 GPU of :mod:`agent.program_sim` with the simulated executor, so the script's plumbing runs on a CPU
-(tests/test_program_bench.py).
+(tests/test_program_bench.py).  With ``--only``, the named vendored programs instead: their real
+sources ranked, captured from their launch tables (:class:`Simulated`), rewritten by the engine,
+patched and compared, with a stand-in printing what the program prints.
 
 Needs on the GPU machine, besides python3/numpy/CuPy/nvcc: the pure-Python packages tree-sitter,
 tree-sitter-cuda, cattrs (+attrs), and a C++ compiler and CUPTI for the capture library (CUDA's
