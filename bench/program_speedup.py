@@ -203,7 +203,7 @@ PROGRAMS = (
         "single-query attention, three kernels in a header (HeCBench attention-cuda, ML)",
         "attention",
         "./attention",
-        ("4096", "1024", "0", "8"),  # rows, columns, implementation 0 (naive kernels), repeat
+        ("4096", "1024", "0", "4"),  # rows, columns, implementation 0 (naive kernels), repeat
         simulated=_ATTENTION_SIM,
     ),
     Program(
