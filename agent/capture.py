@@ -25,7 +25,7 @@ import itertools
 import math
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from base.errors import InputError
@@ -307,6 +307,9 @@ def spec_from_launch(doc: Document, kernel: Kernel, launch: RecordedLaunch) -> C
             dtype = dtypes.canonical_dtype(p.base_type, aliases) or "int32"
             args.append(specs.ScalarSpec(p.name, dtype, scalars[p.name]))
 
+    if not sizes:
+        args = _sized_by_count(args, {p.name for p in kernel.params}, sizes)
+
     block = _trim(launch.block)
     grid = _trim(launch.grid)
     axes = ("block",) if len(block) == 1 else ("block_x", "block_y", "block_z")
@@ -325,6 +328,25 @@ def spec_from_launch(doc: Document, kernel: Kernel, launch: RecordedLaunch) -> C
         template_args=name.template_args,
     )
     return Captured(launch, kernel, spec, tuple(notes), saved)
+
+
+def _sized_by_count(
+    args: list[specs.ArraySpec | specs.ScalarSpec], taken: set[str], sizes: dict[str, int]
+) -> list[specs.ArraySpec | specs.ScalarSpec]:
+    """``args`` of a kernel without integer parameters (its extent is its launch's, as a transpose
+    that reads ``gridDim``) with the largest array's element count as its size ``n`` (added to
+    ``sizes``): the spec has a size to verify at, and the counts are written with it."""
+    counts = [int(a.count) for a in args if isinstance(a, specs.ArraySpec) and a.count.isdigit()]
+    if not counts:
+        return args
+    name = next(n for n in ("n", "n_elements", "n_total") if n not in taken)
+    sizes[name] = max(counts)
+    return [
+        replace(a, count=_count_expr(int(a.count), sizes))
+        if isinstance(a, specs.ArraySpec) and a.count.isdigit()
+        else a
+        for a in args
+    ]
 
 
 def render(spec: specs.KernelSpec) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import struct
 import subprocess
 import threading
 import time
@@ -125,6 +126,78 @@ def _saved(record: str, folder: Path) -> str:
             name = f"launch{rec['index']}_param{p['index']}.bin"
             (folder / name).write_bytes(hashlib.shake_256(name.encode()).digest(int(ptr["region_size"])))
             ptr["saved"] = name
+    return json.dumps(rec)
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A pointer parameter of a simulated launch: a device allocation of ``size`` bytes, which the
+    launch changes when ``written``."""
+
+    size: int
+    written: bool
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A by-value parameter of a simulated launch: ``value`` packed with :mod:`struct` format
+    ``fmt`` (``"i"``: int, ``"I"``: unsigned, ``"f"``: float, ``"d"``: double, ``"q"``: long long)."""
+
+    fmt: str
+    value: int | float
+
+
+_HEAP = 0x7F0000000000  # where the simulated allocations start (each in its own GiB)
+
+
+def launch_record(
+    index: int,
+    kernel: str,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    params: Sequence[Buffer | Scalar],
+    smem: int = 0,
+) -> str:
+    """One launch record (a JSON line) as the capture library writes it for a launch of
+    ``kernel`` (its demangled signature) with ``params`` in order: parameter offsets aligned to
+    their size, each buffer in an allocation of its own, written or not."""
+    out: list[dict[str, object]] = []
+    offset = 0
+    for i, p in enumerate(params):
+        if isinstance(p, Buffer):
+            size = 8
+            address = _HEAP + (i << 30)
+            raw = address.to_bytes(8, "little")
+            pointer = {
+                "value": address,
+                "base": address,
+                "alloc_size": p.size,
+                "region_start": address,
+                "region_size": p.size,
+                "offset": 0,
+                "before": "00000000000000a1",
+                "after": "00000000000000b2" if p.written else "00000000000000a1",
+            }
+        else:
+            raw = struct.pack("<" + p.fmt, p.value)
+            size = len(raw)
+        offset = (offset + size - 1) // size * size
+        param: dict[str, object] = {"index": i, "offset": offset, "size": size, "hex": raw.hex()}
+        if isinstance(p, Buffer):
+            param["pointer"] = pointer
+        out.append(param)
+        offset += size
+    rec = {
+        "event": "launch",
+        "index": index,
+        "api": "__cudaLaunchKernel",
+        "kernel": kernel,
+        "mangled": "_Z" + kernel.split("(")[0].split()[-1],
+        "grid": list(grid),
+        "block": list(block),
+        "smem": smem,
+        "params": out,
+    }
     return json.dumps(rec)
 
 

@@ -2,9 +2,10 @@
 
     python3 bench/program_speedup.py --out DIR --deadline S [--budget S] [--runs N] [--only NAME,...]
     python3 bench/program_speedup.py --out DIR --deadline S --simulate      # CPU: the flow's plumbing
+    python3 bench/program_speedup.py --out DIR --deadline S --simulate --only softmax,attention,transpose
 
-Each program of ``bench/programs/`` (NVIDIA cuda-samples, BSD-3-Clause, vendored with origin
-headers; see bench/programs/README.md) is copied to DIR/work/NAME, built with its own build (CMake
+Each program of ``bench/programs/`` (NVIDIA cuda-samples, HeCBench, NVIDIA-developer-blog
+code-samples; BSD-3-Clause, vendored with origin headers; see bench/programs/README.md) is copied to DIR/work/NAME, built with its own build (CMake
 when there is a CMakeLists.txt and cmake, else its Makefile), and run through the whole flow of
 :func:`agent.program.speedup` with ``apply``: baseline runs timed with the capture library,
 kernels ranked by GPU time, the hot ones captured (specs and recorded inputs), optimized with the
@@ -19,7 +20,9 @@ budget is cut to what is left.
 
 ``--simulate``: no GPU; the multi-file fixture program (tests/data/capture/multi) on the simulated
 GPU of :mod:`agent.program_sim` with the simulated executor, so the script's plumbing runs on a CPU
-(tests/test_program_bench.py).
+(tests/test_program_bench.py).  With ``--only``, the named vendored programs instead: their real
+sources ranked, captured from their launch tables (:class:`Simulated`), rewritten by the engine,
+patched and compared, with a stand-in printing what the program prints.
 
 Needs on the GPU machine, besides python3/numpy/CuPy/nvcc: the pure-Python packages tree-sitter,
 tree-sitter-cuda, cattrs (+attrs), and a C++ compiler and CUPTI for the capture library (CUDA's
@@ -46,9 +49,35 @@ sys.path.insert(0, str(ROOT))
 
 from agent import program as prog  # noqa: E402
 from agent.outputs import OutputFile, OutputTolerance  # noqa: E402
+from agent.program_sim import Buffer, Scalar, SimKernel, launch_record  # noqa: E402
 
 PROGRAMS_DIR = ROOT / "bench" / "programs"
 TIMING_LINES = r"(?i)time|msec|\bms\b|GB/s|GOP/s|throughput|gigaoptions|MPixels"
+
+
+@dataclass(frozen=True)
+class SimKernelLaunch:
+    """A kernel of a program on the simulated GPU: one launch's configuration and parameters (as
+    the capture library records them), how many times the program launches it, and an estimate of
+    one launch's GPU time (it only ranks the kernels)."""
+
+    signature: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    params: tuple[Buffer | Scalar, ...]
+    launches: int
+    ns_per_launch: int
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """A program on the simulated GPU (``--simulate --only NAME``): its kernels' launches at
+    ``args`` (small sizes: recorded inputs are written for real) and what it prints there, less
+    timings (a stand-in prints it: the GPU binary cannot run without a GPU)."""
+
+    args: tuple[str, ...]
+    kernels: tuple[SimKernelLaunch, ...]
+    stdout: str
 
 
 @dataclass(frozen=True)
@@ -60,7 +89,95 @@ class Program:
     args: tuple[str, ...] = ()
     rtol: float = 1e-4
     atol: float = 1e-6  # the programs print GPU-vs-CPU error norms (~1e-8): rounding may move them
+    ignore: tuple[str, ...] = ()  # more stdout lines to leave out of the comparison (besides timings)
+    simulated: Simulated | None = None
 
+
+def _f32(n: int) -> int:
+    return 4 * n
+
+
+_ONE = (1, 1)
+_SOFTMAX_SIM = Simulated(
+    ("4096", "256", "0", "10"),
+    (
+        SimKernelLaunch(
+            "softMax(int, int, float const*, float*)",
+            (16, *_ONE),
+            (256, *_ONE),
+            (
+                Scalar("i", 4096),
+                Scalar("i", 256),
+                Buffer(_f32(4096 * 256), False),
+                Buffer(_f32(4096 * 256), True),
+            ),
+            10,
+            2_000_000,
+        ),
+    ),
+    "PASS",
+)
+_ATTENTION_SIM = Simulated(
+    ("4096", "1024", "0", "8"),
+    (
+        SimKernelLaunch(
+            "attention_kernel1(float const*, float const*, float*, float*, int, int)",
+            (16, *_ONE),
+            (256, *_ONE),
+            (
+                Buffer(_f32(4096 * 1024), False),
+                Buffer(_f32(1024), False),
+                Buffer(_f32(4096), True),
+                Buffer(_f32(1), True),
+                Scalar("i", 4096),
+                Scalar("i", 1024),
+            ),
+            8,
+            400_000,
+        ),
+        SimKernelLaunch(
+            "attention_kernel2(float const*, float const*, float*, int)",
+            (16, *_ONE),
+            (256, *_ONE),
+            (Buffer(_f32(1), False), Buffer(_f32(4096), False), Buffer(_f32(4096), True), Scalar("i", 4096)),
+            8,
+            5_000,
+        ),
+        SimKernelLaunch(
+            "attention_kernel3(float const*, float const*, float*, int, int)",
+            (4, *_ONE),
+            (256, *_ONE),
+            (
+                Buffer(_f32(4096), False),
+                Buffer(_f32(4096 * 1024), False),
+                Buffer(_f32(1024), True),
+                Scalar("i", 4096),
+                Scalar("i", 1024),
+            ),
+            8,
+            600_000,
+        ),
+    ),
+    "PASS",
+)
+_MATRIX = (Buffer(_f32(1024 * 1024), True), Buffer(_f32(1024 * 1024), False))
+_TRANSPOSE_SIM = Simulated(
+    (),
+    tuple(
+        SimKernelLaunch(f"{name}(float*, float const*)", (32, 32, 1), (32, 8, 1), _MATRIX, 101, ns)
+        for name, ns in (
+            ("copy", 4_000),
+            ("copySharedMem", 4_500),
+            ("transposeNaive", 9_000),
+            ("transposeCoalesced", 5_000),
+            ("transposeNoBankConflicts", 4_500),
+        )
+    ),
+    "Device : simulated GPU\nPASS",
+)
+
+# transpose.cu prints each kernel's bandwidth after its name: "   naive transpose   391.18"
+_BANDWIDTH_LINES = r"^\s*[a-z -]+\s+[0-9.]+$"
 
 PROGRAMS = (
     Program("blackscholes", "option pricing (finance simulation)", "blackscholes", "./blackscholes"),
@@ -73,6 +190,30 @@ PROGRAMS = (
     ),
     Program("convolution", "separable image convolution (image processing)", "convolution", "./convolution"),
     Program("fwt", "fast Walsh transform dyadic convolution (signal processing)", "fwt", "./fwt"),
+    Program(
+        "softmax",
+        "row softmax, a thread per row (HeCBench softmax-cuda, ML)",
+        "softmax",
+        "./softmax",
+        ("100000", "784", "0", "500"),  # slices, slice size, implementation 0 (naive), repeat
+        simulated=_SOFTMAX_SIM,
+    ),
+    Program(
+        "attention",
+        "single-query attention, three kernels in a header (HeCBench attention-cuda, ML)",
+        "attention",
+        "./attention",
+        ("4096", "1024", "0", "4"),  # rows, columns, implementation 0 (naive kernels), repeat
+        simulated=_ATTENTION_SIM,
+    ),
+    Program(
+        "transpose",
+        "matrix copy and transpose, five kernels (NVIDIA-developer-blog code-samples)",
+        "transpose",
+        "./transpose",
+        ignore=(_BANDWIDTH_LINES,),
+        simulated=_TRANSPOSE_SIM,
+    ),
 )
 
 
@@ -197,7 +338,7 @@ def run_real(args: argparse.Namespace, bench: Bench) -> None:
                     sources=(str(folder),),
                     build=build,
                     tolerance=OutputTolerance(p.rtol, p.atol),
-                    ignore=(TIMING_LINES,),
+                    ignore=(TIMING_LINES, *p.ignore),
                     top=args.top,
                     share=0.8,
                     budget_s=budget,
@@ -221,6 +362,64 @@ def run_real(args: argparse.Namespace, bench: Bench) -> None:
 
 
 def run_simulated(args: argparse.Namespace, bench: Bench) -> None:
+    """The fixture, or with ``--only`` the named programs, on the simulated GPU."""
+    if args.only:
+        wanted = args.only.split(",")
+        unknown = [n for n in wanted if n not in {p.name for p in PROGRAMS if p.simulated}]
+        if unknown:
+            raise SystemExit(f"--simulate --only: no simulated table for {', '.join(unknown)}")
+        for p in PROGRAMS:
+            if p.name in wanted:
+                simulate_program(p, args, bench)
+        return
+    simulate_fixture(args, bench)
+
+
+def simulated_kernels(sim: Simulated) -> dict[str, SimKernel]:
+    """The simulated GPU's kernel table of a program: one recorded launch per kernel."""
+    return {
+        k.signature: SimKernel(
+            (launch_record(i, k.signature, k.grid, k.block, k.params),), k.launches, k.ns_per_launch
+        )
+        for i, k in enumerate(sim.kernels)
+    }
+
+
+def simulate_program(p: Program, args: argparse.Namespace, bench: Bench) -> prog.ProgramReport:
+    """A vendored program's whole flow with the simulated GPU: its real sources ranked, captured
+    (from the simulated launches), optimized by the built-in engine (candidates verified by the
+    simulated executor), patched and compared; a stand-in prints what the program prints."""
+    from agent.builtin import BuiltinProposer
+    from agent.program_sim import SimulatedMachine
+    from sandbox.testing import FakeExecutor
+
+    assert p.simulated is not None
+    folder = args.out / "work" / p.folder
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(PROGRAMS_DIR / p.folder, folder)
+    os.environ.setdefault("CUDA_AGENT_RECORDED_DIR", str(args.out / "recorded"))
+    machine = SimulatedMachine(simulated_kernels(p.simulated), [str(folder)])
+    settings = prog.ProgramSettings(
+        argv=(sys.executable, "-c", f"print({p.simulated.stdout!r})", *p.simulated.args),
+        cwd=str(folder),
+        sources=(str(folder),),
+        build="true",
+        tolerance=OutputTolerance(p.rtol, p.atol),
+        ignore=(TIMING_LINES, *p.ignore),
+        top=args.top,
+        share=0.8,
+        budget_s=min(args.budget, max(bench.left() - 10, 1)),
+        runs=args.runs,
+        apply=True,
+    )
+    start = time.monotonic()
+    report = prog.speedup(settings, machine, FakeExecutor(), BuiltinProposer)
+    (args.out / f"{p.name}.patch").write_text(report.patch)
+    bench.write(record(f"{p.name} (simulated GPU)", p.kind, report, time.monotonic() - start))
+    return report
+
+
+def simulate_fixture(args: argparse.Namespace, bench: Bench) -> None:
     from agent.builtin import BuiltinProposer
     from agent.program_sim import SimulatedMachine, load_kernels
     from sandbox.testing import FakeExecutor
@@ -260,7 +459,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="runs of each program before and after")
     ap.add_argument("--top", type=int, default=2, help="kernels optimized per program, at most")
     ap.add_argument("--only", default="", help="comma-separated program names")
-    ap.add_argument("--simulate", action="store_true", help="no GPU: the fixture on the simulated GPU")
+    ap.add_argument(
+        "--simulate",
+        action="store_true",
+        help="no GPU: the fixture (or the --only programs) on the simulated GPU",
+    )
     args = ap.parse_args(argv)
     bench = Bench(args.out, args.deadline)
     if args.simulate:

@@ -68,6 +68,10 @@ _LIBRARY_HEADERS = frozenset(
     }
 )  # fmt: skip
 HOST_HEADERS = _SYSTEM_HEADERS | _LIBRARY_HEADERS
+# Device libraries NVRTC cannot compile (CUB: "#error ... not supported when compiling with
+# NVRTC"): a unit keeps their headers only when its code names the library's namespace, so a
+# kernel beside one that uses them (HeCBench attention's kernels.h) compiles on its own.
+_NVRTC_UNSUPPORTED = frozenset({"cub", "thrust"})
 
 
 # glibc's <sys/types.h> names, which every nvcc unit gets through the host headers it includes
@@ -311,7 +315,11 @@ class Scan:
                         chosen.add(j)
                         todo.append(j)
         for i, (_, it) in enumerate(entries):
-            if it.always or (it.include and it.include.strip('<>"') not in HOST_HEADERS):
+            written = it.include.strip('<>"')
+            library = written.split("/")[0] if "/" in written else ""
+            if library in _NVRTC_UNSUPPORTED and library not in referenced:
+                continue
+            if it.always or (it.include and written not in HOST_HEADERS):
                 chosen.add(i)
         local_headers = False
         base = Path(doc.path).resolve().parent if doc.path else None

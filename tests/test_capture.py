@@ -410,3 +410,28 @@ def test_a_cancelled_run_stops_the_program(tmp_path: Path) -> None:
     program = [sys.executable, "-c", "import time; time.sleep(60)"]
     with pytest.raises(runner.CaptureError, match="cancelled"):
         runner.run_program(program, library=tmp_path / "never-loaded.so", interactive=False, cancel=cancel)
+
+
+def test_a_kernel_without_integer_parameters_gets_its_arrays_count_as_its_size() -> None:
+    """NVIDIA's blog transpose reads its extent from gridDim: the captured spec still has a size
+    (the largest array's count, so it parses and verifies) and writes the counts with it."""
+    from agent.program_sim import Buffer, launch_record
+    from sandbox.capture import parse_records
+
+    root = Path(__file__).resolve().parent.parent / "bench" / "programs" / "transpose"
+    doc = Document.from_file(root / "transpose.cu")
+    matrix = (Buffer(4 * 64 * 64, True), Buffer(4 * 64 * 64, False))
+    (launch,), _, _ = parse_records(
+        [launch_record(0, "transposeNaive(float*, float const*)", (2, 2, 1), (32, 8, 1), matrix)]
+    )
+    c = cap.spec_from_launch(doc, doc.kernel("transposeNaive"), launch)  # type: ignore[arg-type]
+    assert dict(c.spec.sizes) == {"n": "4096"}
+    assert [(a.name, a.role, a.count) for a in c.spec.args if isinstance(a, specs.ArraySpec)] == [
+        ("odata", "out", "n"),
+        ("idata", "in", "n"),
+    ]
+    text = cap.with_spec(doc, doc.kernel("transposeNaive"), cap.render(c.spec))  # type: ignore[arg-type]
+    k = Document(text, doc.path).kernel("transposeNaive")
+    assert k is not None
+    spec, errors = specs.parse(k)
+    assert spec is not None and not errors

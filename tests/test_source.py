@@ -388,3 +388,21 @@ def test_pathological_nesting_is_reported_not_crashed() -> None:
     for text in ("{" * 20000, "int x = " + "(" * 20000, "template <" * 5000, "__global__ " * 5000):
         doc = Document(text)
         assert doc.kernels == () and doc.issues
+
+
+def test_a_standalone_unit_includes_cub_only_when_its_code_names_it() -> None:
+    """HeCBench attention's kernels.h includes <cub/cub.cuh> for two of its kernels; NVRTC cannot
+    include CUB, so the others' units leave it out (the CUB users' keep it)."""
+    path = Path(__file__).resolve().parent.parent / "bench" / "programs" / "attention" / "kernels.h"
+    doc = Document.from_file(path)
+
+    def includes(name: str) -> list[str]:
+        k = doc.kernel(name)
+        assert k is not None
+        return [
+            ln.strip() for ln in doc.standalone(k).source.splitlines() if ln.lstrip().startswith("#include")
+        ]
+
+    assert "#include <cub/cub.cuh>" not in includes("attention_kernel3")
+    assert "#include <cooperative_groups.h>" in includes("attention_kernel3")
+    assert "#include <cub/cub.cuh>" in includes("attention_kernel1_blockReduce")

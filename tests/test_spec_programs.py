@@ -6,6 +6,7 @@ before/after numbers."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -15,6 +16,13 @@ from cudasrc import specs
 from cudasrc.source import Document
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "bench" / "programs"
+# the files of the NVIDIA cuda-samples programs
+SAMPLES = (
+    "BlackScholes_kernel.cuh",
+    "convolutionSeparable.cu",
+    "FDTD3dGPUKernel.cuh",
+    "fastWalshTransform_kernel.cuh",
+)
 
 
 def inferred(path: str, kernel: str) -> specs.KernelSpec:
@@ -52,11 +60,19 @@ def test_a_kernel_that_ran_before_wipes_the_draws_of_what_it_was_given() -> None
 
 
 def test_the_corpus_scores_at_least_what_was_recorded() -> None:
+    """The whole corpus at least at bench/results/spec_programs.json; the cuda-samples programs
+    (sizes in the source) at 85% and 6 of 7 usable.  HeCBench's softmax and attention take their
+    sizes from argv without defaults: their expected specs are upstream's Makefile run lines."""
     scores, missing = measure(PROGRAMS)
     assert not missing
+    recorded = json.loads((PROGRAMS.parent / "results" / "spec_programs.json").read_text())
     fields, matched = sum(s.fields for s in scores), sum(s.matched for s in scores)
-    assert 100.0 * matched / fields >= 85.0
-    assert sum(s.usable for s in scores) >= 6
+    assert (fields, len(scores)) == (recorded["fields"], recorded["kernels"])
+    assert matched >= recorded["matched"] and sum(s.usable for s in scores) >= recorded["usable"]
+    samples = [s for s in scores if s.file in SAMPLES]
+    assert len(samples) == 7
+    assert 100.0 * sum(s.matched for s in samples) / sum(s.fields for s in samples) >= 85.0
+    assert sum(s.usable for s in samples) >= 6
 
 
 def test_argv_defaults_through_three_translation_units(tmp_path: Path) -> None:
