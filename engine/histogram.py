@@ -25,27 +25,6 @@ HISTOGRAM_STEM = "hist"  # the per-block copy is named ca_hist (the emitter's fr
 SHARED_HISTOGRAM_BYTES = 16 << 10  # leave most of the SM's shared memory to other blocks
 
 
-def _atomic_target(view: KernelView, address: Node) -> Node | None:
-    """The array's name node in an atomic's address: ``&H[k]``, ``&(H[k])``, ``H + k``, ``k + H``."""
-    a = unparenthesized(address)
-    if a is not None and a.type == "pointer_expression" and a.children[0].type == "&":
-        sub = unparenthesized(a.child_by_field_name("argument"))
-        base = (
-            sub.child_by_field_name("argument")
-            if sub is not None and sub.type == "subscript_expression"
-            else None
-        )
-        return base if base is not None and base.type == "identifier" else None
-    if a is not None and a.type == "binary_expression" and view.text(a.children[1]) == "+":
-        sides = [unparenthesized(a.child_by_field_name(f)) for f in ("left", "right")]
-        arrays = [
-            x for x in sides if x is not None and x.type == "identifier" and view.params.get(view.text(x))
-        ]
-        pointers = [x for x in arrays if view.params[view.text(x)].pointer == 1]
-        return pointers[0] if len(pointers) == 1 else None
-    return None
-
-
 @dataclass(frozen=True)
 class Histogram(Match):
     name: str  # the array H
@@ -63,7 +42,9 @@ def _find(view: KernelView) -> Histogram | NotApplicable:
         fn, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
         if fn is None or args is None or view.text(fn) != "atomicAdd" or not args.named_children:
             continue
-        base = _atomic_target(view, args.named_children[0])
+        base = view.atomic_target(call)
+        if base is not None and base == unparenthesized(args.named_children[0]):
+            continue  # a bare `H`: one element, no bins to privatise
         if base is not None and view.text(base) in params:
             if call.parent is None or call.parent.type != "expression_statement":
                 return NotApplicable(

@@ -359,15 +359,45 @@ class KernelView(Generic[S]):
         """How the kernel's threads already cooperate (shared memory, barriers, atomics, warp
         shuffles), the first found, or "" when they do not: passes that give a thread's work to
         a group of threads refuse such kernels."""
+        return self.cooperation_besides()
+
+    def cooperation_besides(self, *allowed: str) -> str:
+        """:attr:`cooperation` other than the kinds ``allowed`` (e.g. "atomics", for a pass that
+        checks the kernel's atomics itself)."""
         for what, nodes in (
             ("shared memory", self.shared),
             ("barriers", self.barriers),
             ("atomics", self.atomics),
             ("warp shuffles", self.shuffles),
         ):
-            if nodes:
+            if nodes and what not in allowed:
                 return what
         return ""
+
+    def atomic_target(self, call: Node) -> Node | None:
+        """The name node of the array an atomic call updates, read from its address argument:
+        ``&H[k]``, ``&(H[k])``, ``H + k``, ``k + H`` (``H`` a pointer parameter) or a bare ``H``;
+        None for any other address."""
+        args = call.child_by_field_name("arguments")
+        a = unparenthesized(args.named_children[0]) if args is not None and args.named_children else None
+        if a is not None and a.type == "identifier":
+            return a
+        if a is not None and a.type == "pointer_expression" and a.children[0].type == "&":
+            sub = unparenthesized(a.child_by_field_name("argument"))
+            base = (
+                sub.child_by_field_name("argument")
+                if sub is not None and sub.type == "subscript_expression"
+                else None
+            )
+            return base if base is not None and base.type == "identifier" else None
+        if a is not None and a.type == "binary_expression" and self.text(a.children[1]) == "+":
+            sides = [unparenthesized(a.child_by_field_name(f)) for f in ("left", "right")]
+            arrays = [
+                x for x in sides if x is not None and x.type == "identifier" and self.params.get(self.text(x))
+            ]
+            pointers = [x for x in arrays if self.params[self.text(x)].pointer == 1]
+            return pointers[0] if len(pointers) == 1 else None
+        return None
 
     # ----------------------------------------------------------------------- basics
 
