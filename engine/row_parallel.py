@@ -254,11 +254,16 @@ class _Walker:
         return None
 
     def _touches(self, s: Node) -> set[str]:
-        """The arrays ``s`` reads (a plain ``a[i] = ...`` does not read ``a``)."""
+        """The arrays ``s`` reads (neither a plain ``a[i] = ...`` nor an atomic's ``&a[i]`` reads
+        ``a``)."""
+        view = self.view
+        updated = {t.parent.id for c in view.atomics if (t := view.atomic_target(c)) is not None and t.parent}
         return {
             a.array
-            for a in self.view.accesses
-            if s.start_byte <= a.node.start_byte < s.end_byte and not (a.written and _plain_store(a.node))
+            for a in view.accesses
+            if s.start_byte <= a.node.start_byte < s.end_byte
+            and not (a.written and _plain_store(a.node))
+            and a.node.id not in updated
         }
 
     def _writes(self, s: Node) -> list[tuple[str, Node]]:
