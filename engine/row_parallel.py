@@ -216,11 +216,18 @@ class RowParallel(Pass[RowMatch]):
                 e.insert_before(loop.node, "".join(f"{b}\n{lind}" for b in before))
             if after:
                 e.insert_after(loop.node, "".join(f"\n{lind}{a}" for a in after))
-        for s in match.syncs:
-            if s.type != "for_statement":
-                e.insert_before(s, f"{sync}\n{e.indent(s)}")
-        for s in match.single:
-            e.insert_before(s, f"if ({lane} == 0) ")
+        single = {s.id for s in match.single}
+        for s in {x.id: x for x in (*match.syncs, *match.single) if x.type != "for_statement"}.values():
+            barrier = s.id in syncs
+            guard = f"if ({lane} == 0) " if s.id in single else ""
+            parent = s.parent
+            if parent is not None and parent.type != "compound_statement" and (
+                barrier or (parent.type == "if_statement" and parent.child_by_field_name("alternative"))
+            ):  # the branch of an `if`: one statement (and no `else` taken by the guard's `if`)
+                e.insert_before(s, "{ " + (f"{sync} " if barrier else "") + guard)
+                e.insert_after(s, " }")
+            else:
+                e.insert_before(s, (f"{sync}\n{e.indent(s)}" if barrier else "") + guard)
         if warp:
             scaled = _grid(match.grid[0], ast.BinOp(ast.Name("block"), ast.Div(), ast.Constant(32)))
         else:

@@ -205,6 +205,17 @@ def test_row_parallel_runs_a_rows_atomic_updates_on_one_lane() -> None:
         )
 
 
+def test_a_lane_0_write_under_an_if_with_an_else_keeps_the_else_its_own() -> None:
+    code = ROW.format(
+        body="    for (int j = 0; j < cols; ++j) s += x[(size_t)r * cols + j];\n"
+        "    if (s > 0) y[r] = s;\n    else y[r] = 0;\n    if (s > 1) y[r + 1] = y[r];"
+    )
+    out = Apply(RowParallel(), Rows("warp", 256)).apply(subject_of("softmax.cu", code))
+    assert not isinstance(out, NotApplicable), out
+    assert "    if (s > 0) { if (lane == 0) y[r] = s; }\n    else if (lane == 0) y[r] = 0;\n" in out.code
+    assert "    if (s > 1) { __syncwarp(); if (lane == 0) y[r + 1] = y[r]; }" in out.code  # the barrier in the branch
+
+
 @pytest.mark.parametrize("vec", [1, 4])
 def test_a_row_loop_under_an_unbraced_if_keeps_its_reductions_in_the_branch(vec: int) -> None:
     body = "    if (cols > 4) for (int j = 0; j < cols; ++j) s += x[(size_t)r * cols + j];\n    else s = 1.0f;\n    y[r] = s;"

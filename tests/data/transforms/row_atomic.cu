@@ -1,6 +1,6 @@
 // A thread-per-row kernel whose rows also add into grid-wide results atomically (as HeCBench's
-// attention_kernel1 adds each row's exp into one sum): a bare pointer, `&a[k]` at an index the row
-// computes, and `p + k`.  Each row makes the same atomic updates after the row-parallel rewrite,
+// attention_kernel1 adds each row's exp into one sum): a bare pointer, `&a[k]`, and `p + k` at an
+// index the row computes, under an `if` whose `else` must stay its own.  Each row makes the same atomic updates after the row-parallel rewrite,
 // from one lane.
 // @cuda-agent sizes rows=37 cols=45 verify rows=5,37 cols=3,45
 // @cuda-agent launch grid=cdiv(rows, block) block=64
@@ -21,7 +21,8 @@ __global__ void row_atomic(const float* x, const float* w, float* y, float* tota
         for (int j = 0; j < cols; ++j) s += x[r * cols + j] * w[j];
         y[r] = s;
         atomicAdd(total, s);
-        atomicAdd(&signs[s > 0.0f ? 1 : 0], 1);
+        if (s > 0.0f) atomicAdd(&signs[1], 1);
+        else atomicAdd(signs, 1);
         atomicAdd(parts + r % 4, expf(s));
     }
 }
