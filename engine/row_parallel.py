@@ -221,8 +221,10 @@ class RowParallel(Pass[RowMatch]):
             barrier = s.id in syncs
             guard = f"if ({lane} == 0) " if s.id in single else ""
             parent = s.parent
-            if parent is not None and parent.type != "compound_statement" and (
-                barrier or (parent.type == "if_statement" and parent.child_by_field_name("alternative"))
+            if (
+                parent is not None
+                and parent.type != "compound_statement"
+                and (barrier or (parent.type == "if_statement" and parent.child_by_field_name("alternative")))
             ):  # the branch of an `if`: one statement (and no `else` taken by the guard's `if`)
                 e.insert_before(s, "{ " + (f"{sync} " if barrier else "") + guard)
                 e.insert_after(s, " }")

@@ -129,10 +129,22 @@ ROW = (
         ("    y[r] = s;", "no loop over the row"),
         ("    for (int j = 0; j < cols; ++j) { s += x[j]; j += 1; }", "assigns its variable"),
         ("    for (int j = 0; j < cols; ++j) atomicAdd(y, x[r * cols + j]);", "updates an array atomically"),
-        ("    for (int j = 0; j < cols; ++j) s += x[j];\n    float old = atomicAdd(y, s);", "returns is used"),
-        ("    for (int j = 0; j < cols; ++j) s += x[j];\n    if (atomicAdd(y, s) > 0) s = 0;", "returns is used"),
-        ("    for (int j = 0; j < cols; ++j) s += x[j];\n    atomicAdd(y, s);\n    y[r] = s;", "`y` is used besides"),
-        ("    for (int j = 0; j < cols; ++j) s += x[j];\n    atomicAdd(&s, 1.0f);", "not in an array parameter"),
+        (
+            "    for (int j = 0; j < cols; ++j) s += x[j];\n    float old = atomicAdd(y, s);",
+            "returns is used",
+        ),
+        (
+            "    for (int j = 0; j < cols; ++j) s += x[j];\n    if (atomicAdd(y, s) > 0) s = 0;",
+            "returns is used",
+        ),
+        (
+            "    for (int j = 0; j < cols; ++j) s += x[j];\n    atomicAdd(y, s);\n    y[r] = s;",
+            "`y` is used besides",
+        ),
+        (
+            "    for (int j = 0; j < cols; ++j) s += x[j];\n    atomicAdd(&s, 1.0f);",
+            "not in an array parameter",
+        ),
         (
             "    for (int j = 0; j < cols; ++j) s += x[j];\n    atomicAdd(y, __shfl_xor_sync(~0u, s, 1));",
             "already uses warp shuffles",
@@ -213,7 +225,9 @@ def test_a_lane_0_write_under_an_if_with_an_else_keeps_the_else_its_own() -> Non
     out = Apply(RowParallel(), Rows("warp", 256)).apply(subject_of("softmax.cu", code))
     assert not isinstance(out, NotApplicable), out
     assert "    if (s > 0) { if (lane == 0) y[r] = s; }\n    else if (lane == 0) y[r] = 0;\n" in out.code
-    assert "    if (s > 1) { __syncwarp(); if (lane == 0) y[r + 1] = y[r]; }" in out.code  # the barrier in the branch
+    assert (
+        "    if (s > 1) { __syncwarp(); if (lane == 0) y[r + 1] = y[r]; }" in out.code
+    )  # the barrier in the branch
 
 
 @pytest.mark.parametrize("vec", [1, 4])
