@@ -15,7 +15,7 @@ from cudasrc.specs import evaluate
 from engine import NotApplicable, Outcome
 from engine.elementwise import GridStride, _capped
 from engine.passes import PAD, Emitter, Match, Parameterized
-from engine.view import KernelView, unparenthesized, walk
+from engine.view import KernelView, walk
 from sandbox.contract import DeviceInfo
 
 Node = tree_sitter.Node
@@ -42,9 +42,7 @@ def _find(view: KernelView) -> Histogram | NotApplicable:
         fn, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
         if fn is None or args is None or view.text(fn) != "atomicAdd" or not args.named_children:
             continue
-        base = view.atomic_target(call)
-        if base is not None and base == unparenthesized(args.named_children[0]):
-            continue  # a bare `H`: one element, no bins to privatise
+        base = view.atomic_target(args.named_children[0])
         if base is not None and view.text(base) in params:
             if call.parent is None or call.parent.type != "expression_statement":
                 return NotApplicable(

@@ -21,6 +21,9 @@ Facts (each holds only if it holds at every problem; a pass reads them, never th
   x + i]`` against ``out[y * W + x]``), each tap's offset constant over the threads;
 - :meth:`AccessMaps.strides`: how an access's index moves when one domain dimension (``tx``, a
   loop iterator) steps by one; ``contiguous`` along ``threadIdx.x`` is the stride set ``{1}``;
+- :meth:`AccessMaps.selects`: a condition inside a tree's loop holds exactly at the threads whose
+  ``threadIdx.x`` is a multiple of a fixed factor times the stride (or at every thread that runs
+  it), for each of the stride's values — what the test means, however it is spelled;
 - :meth:`AccessMaps.reduction_axis`: a loop whose reads move by a fixed stride per iteration and
   whose writes do not move with it — a reduction over that one dimension (its projection).
 
@@ -746,6 +749,40 @@ class AccessMaps:
             moved = Relation(rp.dims, tuple((index, dom) for _, dom in rp.pieces))
             if not rp.map().is_equal(moved.map()):
                 return False
+        return True
+
+    def selects(self, node: Node, cond: Node, loop: Any, every: int | None) -> bool | str:
+        """Whether ``cond`` holds, among the threads that run ``node``, exactly at those whose
+        ``threadIdx.x`` is a multiple of ``every * s`` (``every`` None: at all of them), at every
+        problem and every value ``s`` of ``loop``'s iterator (a tree's strides, constants at each
+        problem: ``idx % (2 * s) == 0`` over the global index is ``tid % (2 * s) == 0`` when the
+        block is a multiple of ``2 * s``); the reason where not."""
+        problems = self.problems
+        if isinstance(problems, str):
+            return problems
+        loops = self._loops_of(node)
+        if loop not in loops or not loop.var:
+            return f"`{self.view.text(cond)}` is not inside the loop"
+        others = [lp for lp in loops if lp is not loop]
+        dims = ", ".join((*THREAD, *(self._dim(lp) for lp in others)))
+        for problem in problems:
+            names: dict[str, Expr] = {lp.var: self._dim(lp) for lp in others if lp.var}
+            try:
+                outer = _Lift(self, problem, names)
+                values = self._values(outer, loop, outer.expr(loop.start), outer.expr(loop.bound))
+                if values is None:
+                    return f"the loop over `{loop.var}` takes no constant values at {problem.label}"
+                for s in values:
+                    lift = _Lift(self, problem, {**names, loop.var: s})
+                    runs = isl.Set(f"{{ [{dims}] : {' and '.join(self._domain(lift, node, others))} }}")
+                    held = runs.intersect(isl.Set(f"{{ [{dims}] : {lift.cond(cond)} }}"))
+                    wanted = runs
+                    if every is not None:
+                        wanted = runs.intersect(isl.Set(f"{{ [{dims}] : tx mod {every * s} = 0 }}"))
+                    if not held.is_equal(wanted):
+                        return f"`{self.view.text(cond)}` selects other threads at {loop.var} = {s}, {problem.label}"
+            except Unmapped as exc:
+                return str(exc)
         return True
 
     def strides(self, access: Any, dim: str, warp: bool = False) -> tuple[frozenset[int], ...] | str:

@@ -32,6 +32,7 @@ from engine.same_layout import SameLayoutReduction
 from engine.stencil import StencilTile
 from engine.tiled_dot import TiledDot
 from engine.tiled_transpose import TiledTranspose
+from engine.warp_atomic import WarpAtomic
 from engine.warp_reduction import WarpReduction
 from engine.whole_grid import WholeGridPacks
 from sandbox.contract import DeviceInfo
@@ -41,6 +42,7 @@ PASSES: tuple[Pass[Any], ...] = (
     RowParallel(),
     StridedRowVectors(),
     SameLayoutReduction(),
+    WarpAtomic(),
     TiledTranspose(),
     StencilTile(),
     ColumnReduction(),

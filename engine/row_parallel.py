@@ -266,7 +266,9 @@ class _Walker:
         """The arrays ``s`` reads (neither a plain ``a[i] = ...`` nor an atomic's ``&a[i]`` reads
         ``a``)."""
         view = self.view
-        updated = {t.parent.id for c in view.atomics if (t := view.atomic_target(c)) is not None and t.parent}
+        updated = {
+            t.parent.id for c in view.atomics if (t := _atomic_target(view, c)) is not None and t.parent
+        }
         return {
             a.array
             for a in view.accesses
@@ -282,7 +284,7 @@ class _Walker:
         return [(a.array, a.node) for a in view.accesses if a.written and a.node.start_byte in inside] + [
             (view.text(target), call)
             for call in view.atomics
-            if call.start_byte in inside and (target := view.atomic_target(call)) is not None
+            if call.start_byte in inside and (target := _atomic_target(view, call)) is not None
         ]
 
     def statement(self, s: Node) -> NotApplicable | None:
@@ -573,18 +575,26 @@ def _body_lines(text: str) -> list[str]:
     return textwrap.dedent("\n".join(lines)).splitlines() or [";"]
 
 
+def _atomic_target(view: KernelView, call: Node) -> Node | None:
+    """The name node of the array the atomic ``call`` updates (its address ``&a[k]``, ``a + k``
+    or ``a``)."""
+    args = call.child_by_field_name("arguments")
+    address = args.named_children[0] if args is not None and args.named_children else None
+    return view.atomic_target(address, bare=True) if address is not None else None
+
+
 def _lone_atomic(view: KernelView, call: Node) -> str:
     """Why the atomic ``call`` could not run on a row's lane 0 alone ('' when it can): it is a
     statement of its own (its value unused) into a pointer parameter that the kernel names
     nowhere but in its atomics' addresses (nothing reads what other rows add)."""
-    target = view.atomic_target(call)
+    target = _atomic_target(view, call)
     name = view.text(target) if target is not None else ""
     p = view.params.get(name)
     if target is None or p is None or p.pointer < 1:
         return f"`{view.text(call)}` updates an address that is not in an array parameter"
     if call.parent is None or call.parent.type != "expression_statement":
         return f"the value `{view.text(call)}` returns is used: one lane per row would run it"
-    targets = {t.id for c in view.atomics if (t := view.atomic_target(c)) is not None}
+    targets = {t.id for c in view.atomics if (t := _atomic_target(view, c)) is not None}
     if any(n.type == "identifier" and view.text(n) == name and n.id not in targets for n in view.nodes):
         return f"`{name}` is used besides its atomic updates"
     return ""

@@ -13,7 +13,11 @@ __shared__ T X[]``, or a pointer from a wrapper of it: ``T* X = SharedMemory<T>(
 the loop only at ``X[0]`` (where the block's result lies, in both forms), and a constant
 power-of-two block of at least 64 threads; the bound may be ``blockDim.x`` or the block's size
 under any name (``s < blockSize``, a template parameter).  The step may be any statement writing
-``X[tid]`` from ``X[tid]`` and ``X[tid + s]``.
+``X[tid]`` from ``X[tid]`` and ``X[tid + s]``.  Its condition is judged by what it selects
+(:meth:`~engine.maps.AccessMaps.selects`), not by its spelling: a test that holds exactly at the
+threads whose ``threadIdx.x`` is a multiple of ``2 * s`` is the modulo form (``tid % (2 * s) ==
+0``, ``idx % (s << 1) == 0`` over the global index of a block that is a multiple of ``2 * s``), and
+a test that holds wherever the step runs at every size the spec verifies is no test.
 
 Rewrite: the same steps with sequential addressing (``s`` from ``blockDim.x / 2`` down, active
 threads ``tid < s``: whole warps retire, no bank conflicts; the loop's own bound, step and barrier
@@ -45,16 +49,6 @@ INTERLEAVED = For(
     cond=Bin("<", Var("s"), ANY @ "bound"),
     update=Assign("*=", Var("s"), Poly({(): 2})) | Assign("<<=", Var("s"), Poly({(): 1})),
     body=ANY @ "body",
-)
-# tid % (2 * s) == 0  (or `% (s << 1)`): the modulo form of the active threads
-MODULO = Bin(
-    "==",
-    Bin(
-        "%",
-        Poly(_THREAD, free=("s",)),
-        Poly({("$s",): 2}, free=("s",)) | Bin("<<", Var("s"), Poly({(): 1})),
-    ),
-    Poly({}),
 )
 
 
@@ -130,8 +124,8 @@ class SameLayoutReduction(Pass[TreeMatch]):
         near: PolyValue | None = None
         kept = []
         for term in terms:
-            if MODULO.match(view, term, {"s": s}) is not None:
-                near = _THREAD
+            if view.maps.selects(guard, term, loop, 2) is True:
+                near = _THREAD  # `tid % (2 * s) == 0`, however spelled (the global index, a block multiple)
                 continue
             op = view.text(term.children[1]) if term.type == "binary_expression" else ""
             left, right = term.child_by_field_name("left"), term.child_by_field_name("right")
@@ -150,6 +144,8 @@ class SameLayoutReduction(Pass[TreeMatch]):
                     term
                 )  # the far element exists (`i + s < n`): the same pairs are skipped in both forms
                 continue
+            if view.maps.selects(guard, term, loop, None) is True:
+                continue  # true wherever the step runs, at every size the spec verifies: no test
             return NotApplicable(
                 f"the step's condition `{view.text(term)}` is not one the sequential form keeps (a tail check "
                 "that does not test the far element lets the tree read elements the block never loaded)"

@@ -374,31 +374,6 @@ class KernelView(Generic[S]):
                 return what
         return ""
 
-    def atomic_target(self, call: Node) -> Node | None:
-        """The name node of the array an atomic call updates, read from its address argument:
-        ``&H[k]``, ``&(H[k])``, ``H + k``, ``k + H`` (``H`` a pointer parameter) or a bare ``H``;
-        None for any other address."""
-        args = call.child_by_field_name("arguments")
-        a = unparenthesized(args.named_children[0]) if args is not None and args.named_children else None
-        if a is not None and a.type == "identifier":
-            return a
-        if a is not None and a.type == "pointer_expression" and a.children[0].type == "&":
-            sub = unparenthesized(a.child_by_field_name("argument"))
-            base = (
-                sub.child_by_field_name("argument")
-                if sub is not None and sub.type == "subscript_expression"
-                else None
-            )
-            return base if base is not None and base.type == "identifier" else None
-        if a is not None and a.type == "binary_expression" and self.text(a.children[1]) == "+":
-            sides = [unparenthesized(a.child_by_field_name(f)) for f in ("left", "right")]
-            arrays = [
-                x for x in sides if x is not None and x.type == "identifier" and self.params.get(self.text(x))
-            ]
-            pointers = [x for x in arrays if self.params[self.text(x)].pointer == 1]
-            return pointers[0] if len(pointers) == 1 else None
-        return None
-
     # ----------------------------------------------------------------------- basics
 
     def text(self, node: Node) -> str:
@@ -479,6 +454,29 @@ class KernelView(Generic[S]):
             if fn is not None and self.text(fn) in self.front.shared_wrappers:
                 return True
         return False
+
+    def atomic_target(self, address: Node, bare: bool = False) -> Node | None:
+        """The array's name node in an atomic's address: ``&H[k]``, ``&(H[k])``, ``H + k``, ``k + H``
+        (and a bare ``H`` when ``bare``)."""
+        a = unparenthesized(address)
+        if bare and a is not None and a.type == "identifier":
+            return a
+        if a is not None and a.type == "pointer_expression" and a.children[0].type == "&":
+            sub = unparenthesized(a.child_by_field_name("argument"))
+            base = (
+                sub.child_by_field_name("argument")
+                if sub is not None and sub.type == "subscript_expression"
+                else None
+            )
+            return base if base is not None and base.type == "identifier" else None
+        if a is not None and a.type == "binary_expression" and self.text(a.children[1]) == "+":
+            sides = [unparenthesized(a.child_by_field_name(f)) for f in ("left", "right")]
+            arrays = [
+                x for x in sides if x is not None and x.type == "identifier" and self.params.get(self.text(x))
+            ]
+            pointers = [x for x in arrays if self.params[self.text(x)].pointer == 1]
+            return pointers[0] if len(pointers) == 1 else None
+        return None
 
     def element_type(self, name: str) -> str:
         """The canonical element type of the array (or the type of the scalar) ``name`` — a

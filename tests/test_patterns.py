@@ -23,7 +23,7 @@ from engine.patterns import (
     Var,
     find,
 )
-from engine.same_layout import INTERLEAVED, MODULO
+from engine.same_layout import INTERLEAVED
 from engine.view import KernelView, statements
 from engine.warp_reduction import TREE
 
@@ -81,15 +81,34 @@ def test_the_tree_pattern_refuses_other_shapes(loop: str) -> None:
     assert find(view(TREE_LOOP.format(loop=loop)), TREE) is None
 
 
-def test_the_interleaved_pattern_reads_modulo_and_doubling_in_any_order() -> None:
-    loop = "for (int s = 1; s < blockDim.x; s <<= 1) { if (0 == (tid % (s * 2))) s_[tid] += s_[tid + s]; __syncthreads(); }"
-    for text, active in ((loop, True), (loop.replace("s * 2", "s * 4"), False)):
-        v = view(TREE_LOOP.format(loop=text))
-        caps = find(v, INTERLEAVED)
-        assert caps is not None and caps["s"] == "s"
-        clause = statements(caps["body"])[0].child_by_field_name("condition")
-        assert clause is not None
-        assert (MODULO.match(v, clause.child_by_field_name("value"), {"s": "s"}) is not None) == active
+@pytest.mark.parametrize(
+    "cond, every, selects",
+    [
+        ("0 == (tid % (s * 2))", 2, True),
+        ("(tid & (2 * s - 1)) == 0", 2, True),
+        ("((blockIdx.x * blockDim.x + threadIdx.x) % (s << 1)) == 0", 2, True),  # a block is a multiple of 2s
+        ("((blockIdx.x * blockDim.x + threadIdx.x + 1) % (2 * s)) == 0", 2, False),
+        ("tid % (s * 4) == 0", 2, False),
+        ("tid % (s * 2) == 1", 2, False),
+        ("blockIdx.x * blockDim.x < n", None, True),  # every block starts inside the array
+        ("blockIdx.x * blockDim.x + s < n", None, False),  # not at the spec's verify sizes (n = 97)
+        ("blockIdx.x * blockDim.x + tid + s < n", None, False),
+    ],
+)
+def test_the_interleaved_step_is_judged_by_the_threads_its_test_selects(
+    cond: str, every: int | None, selects: bool
+) -> None:
+    loop = (
+        f"for (int s = 1; s < blockDim.x; s <<= 1) {{ if ({cond}) s_[tid] += s_[tid + s]; __syncthreads(); }}"
+    )
+    v = view(TREE_LOOP.format(loop=loop))
+    caps = find(v, INTERLEAVED)
+    assert caps is not None and caps["s"] == "s"
+    guard = statements(caps["body"])[0]
+    clause = guard.child_by_field_name("condition")
+    assert clause is not None
+    answer = v.maps.selects(guard, clause.child_by_field_name("value"), caps["loop"], every)
+    assert (answer is True) == selects, answer
 
 
 def test_var_unifies_and_poly_sees_through_locals_macros_and_captured_atoms() -> None:

@@ -19,6 +19,7 @@ from engine.row_parallel import RowParallel, Rows, StridedRowVectors
 from engine.same_layout import SameLayoutReduction
 from engine.tiled_transpose import TiledTranspose
 from engine.view import global_index
+from engine.warp_atomic import WarpAtomic
 from engine.warp_reduction import WarpReduction
 
 KERNELS = Path(__file__).parent.parent / "bench" / "kernels"
@@ -388,6 +389,45 @@ def test_same_layout_reduction_needs_a_power_of_two_block() -> None:
     odd = Subject(odd.code, odd.spec.__class__(**{**odd.spec.__dict__, "block": ("96",)}))
     out = Apply(SameLayoutReduction(), "sequential").apply(odd)
     assert isinstance(out, NotApplicable) and "power of two" in out.reason
+
+
+ATOMIC = """// @cuda-agent sizes n=4096
+// @cuda-agent launch grid=cdiv(n, {block}) block={block}
+// @cuda-agent arg out inout {t}[cdiv(n, {block})] const(0)
+// @cuda-agent arg x in {t}[n]
+// @cuda-agent arg n = n
+__global__ void total({t}* out, const {t}* x, int n) {{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    {body}
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    "body, block, t, reason",
+    [
+        ("atomicAdd(&out[0], x[i]);", 256, "float", None),
+        ("atomicAdd(out + blockIdx.x, i < n ? x[i] : 0);", 128, "int", None),  # one address per block
+        ("atomicAdd(&out[threadIdx.x % 4], x[i]);", 256, "float", "not one address"),
+        ("if (i < n) atomicAdd(out, x[i]);", 256, "float", "inside a loop or a condition"),
+        ("if (i >= n) return;\n    atomicAdd(out, x[i]);", 256, "float", "returns early"),
+        ("float old = atomicAdd(out, x[i]); out[1] = old;", 256, "float", "its value is used"),
+        ("atomicAdd(out, x[i]);", 96 + 16, "float", "multiple of 32"),
+    ],
+)
+def test_warp_atomic_sums_a_warp_before_one_atomic_into_one_address(
+    body: str, block: int, t: str, reason: str | None
+) -> None:
+    doc = Document(ATOMIC.format(body=body, block=block, t=t))
+    spec, errors = spec_mod.parse(doc.kernels[0])
+    assert spec is not None and not errors, errors
+    out = Apply(WarpAtomic(), "warp").apply(Subject(doc.text_in(doc.kernels[0].span), spec))
+    if reason is not None:
+        assert isinstance(out, NotApplicable) and reason in out.reason, out
+        return
+    assert not isinstance(out, NotApplicable), out
+    assert f"{t} v = " in out.code and "v += __shfl_down_sync(0xffffffffu, v, o);" in out.code
+    assert out.code.count("atomicAdd(") == 1 and "if (threadIdx.x % 32 == 0) atomicAdd(" in out.code
 
 
 def test_tiled_transpose_matches_a_1d_index_split_by_div_and_mod_in_either_operand_order() -> None:

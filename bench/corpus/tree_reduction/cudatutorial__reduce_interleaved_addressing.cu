@@ -11,8 +11,9 @@
 
 const int len = 32 * 1024 * 1024;
 
-// @cuda-agent sizes n=32*1024*1024 verify n=1000,4097
+// @cuda-agent sizes n=32*1024*1024 verify n=768,3840
 // @cuda-agent launch grid=cdiv(n, 256) block=256
+// @cuda-agent require n % 256 == 0
 // @cuda-agent template 256
 // @cuda-agent arg arr in int[n] randint(-100, 100)
 // @cuda-agent arg out out int[cdiv(n, 256)]
