@@ -3,8 +3,11 @@
 Matches (on the :class:`~engine.view.KernelView`) a kernel whose row is the global
 thread index (``r = blockIdx.x * blockDim.x + threadIdx.x``, casts allowed), launched with 1-D
 blocks on a grid whose x is written over ``block`` (y and z, e.g. a batch over ``blockIdx.y``,
-are kept), that reads no other thread position and uses no shared memory, barriers, atomics or
-shuffles.  The statements that work on the row are, recursively through
+are kept), that reads no other thread position and uses no shared memory, barriers or shuffles.
+Its atomics, if any, are statements of their own outside the row loops (``atomicAdd(total,
+e);``, the value returned unused) into arrays the kernel touches only through atomics: each row
+makes the same atomic updates after the rewrite, from lane 0 (e.g. a row's result added into a
+grid-wide sum).  The statements that work on the row are, recursively through
 ``if``/``{}`` (all their conditions are uniform per row):
 
 - *row loops* ``for (T j = S; j < B; ++j)`` (or ``<=``, ``j++``, ``j += 1``; the bound may depend
@@ -14,7 +17,7 @@ shuffles.  The statements that work on the row are, recursively through
   different element for each ``j`` (the index is affine in ``j``) and are read back in the loop
   only at the element written;
 - other statements: they compute the same values on every lane; those that write arrays write
-  nothing else.
+  nothing else (an atomic update counts as a write of its array).
 
 Rewrite (params :class:`Rows`): the row becomes the warp's index (``(global index) / 32``) or the
 block's (``blockIdx.x``); every row loop starts at ``S + lane`` and steps by the lanes (32 or
@@ -107,8 +110,11 @@ class RowParallel(Pass[RowMatch]):
 
     def match(self, view: KernelView) -> RowMatch | NotApplicable:
         subject = view.subject
-        if what := view.cooperation:
+        if what := view.cooperation_besides("atomics"):
             return NotApplicable(f"the kernel already uses {what}: its threads cooperate")
+        for call in view.atomics:
+            if why := _lone_atomic(view, call):
+                return NotApplicable(why)
         block_x = [d for d in subject.block[1:] if d.strip() != "1"]
         grid = subject.grid
         if block_x or not _block_names(grid[0]) or any(_block_names(g) for g in grid[1:]):
@@ -210,11 +216,20 @@ class RowParallel(Pass[RowMatch]):
                 e.insert_before(loop.node, "".join(f"{b}\n{lind}" for b in before))
             if after:
                 e.insert_after(loop.node, "".join(f"\n{lind}{a}" for a in after))
-        for s in match.syncs:
-            if s.type != "for_statement":
-                e.insert_before(s, f"{sync}\n{e.indent(s)}")
-        for s in match.single:
-            e.insert_before(s, f"if ({lane} == 0) ")
+        single = {s.id for s in match.single}
+        for s in {x.id: x for x in (*match.syncs, *match.single) if x.type != "for_statement"}.values():
+            barrier = s.id in syncs
+            guard = f"if ({lane} == 0) " if s.id in single else ""
+            parent = s.parent
+            if (
+                parent is not None
+                and parent.type != "compound_statement"
+                and (barrier or (parent.type == "if_statement" and parent.child_by_field_name("alternative")))
+            ):  # the branch of an `if`: one statement (and no `else` taken by the guard's `if`)
+                e.insert_before(s, "{ " + (f"{sync} " if barrier else "") + guard)
+                e.insert_after(s, " }")
+            else:
+                e.insert_before(s, (f"{sync}\n{e.indent(s)}" if barrier else "") + guard)
         if warp:
             scaled = _grid(match.grid[0], ast.BinOp(ast.Name("block"), ast.Div(), ast.Constant(32)))
         else:
@@ -248,18 +263,28 @@ class _Walker:
         return None
 
     def _touches(self, s: Node) -> set[str]:
-        """The arrays ``s`` reads (a plain ``a[i] = ...`` does not read ``a``)."""
+        """The arrays ``s`` reads (neither a plain ``a[i] = ...`` nor an atomic's ``&a[i]`` reads
+        ``a``)."""
+        view = self.view
+        updated = {
+            t.parent.id for c in view.atomics if (t := _atomic_target(view, c)) is not None and t.parent
+        }
         return {
             a.array
-            for a in self.view.accesses
-            if s.start_byte <= a.node.start_byte < s.end_byte and not (a.written and _plain_store(a.node))
+            for a in view.accesses
+            if s.start_byte <= a.node.start_byte < s.end_byte
+            and not (a.written and _plain_store(a.node))
+            and a.node.id not in updated
         }
 
     def _writes(self, s: Node) -> list[tuple[str, Node]]:
-        return [
-            (a.array, a.node)
-            for a in self.view.accesses
-            if a.written and s.start_byte <= a.node.start_byte < s.end_byte
+        """The arrays ``s`` writes: its assigned subscripts and its atomics' targets."""
+        view = self.view
+        inside = range(s.start_byte, s.end_byte)
+        return [(a.array, a.node) for a in view.accesses if a.written and a.node.start_byte in inside] + [
+            (view.text(target), call)
+            for call in view.atomics
+            if call.start_byte in inside and (target := _atomic_target(view, call)) is not None
         ]
 
     def statement(self, s: Node) -> NotApplicable | None:
@@ -347,6 +372,8 @@ class _Walker:
                     return NotApplicable(f"`{head}` assigns its variable in the body")
             if n.type == "pointer_expression" and n.children[0].type == "*" and _assigned(n):
                 return NotApplicable(f"`{head}` writes through a pointer")
+        if any(loop.body.start_byte <= c.start_byte < loop.body.end_byte for c in view.atomics):
+            return NotApplicable(f"`{head}` updates an array atomically: its lanes would split the updates")
         inside = [a for a in view.accesses if loop.node.start_byte <= a.node.start_byte < loop.node.end_byte]
         params = view.params
         for a in inside:
@@ -546,6 +573,31 @@ def _body_lines(text: str) -> list[str]:
     if len(lines) > 1 and not lines[0].startswith((" ", "\t")):
         lines = [lines[0], *textwrap.dedent("\n".join(lines[1:])).splitlines()]
     return textwrap.dedent("\n".join(lines)).splitlines() or [";"]
+
+
+def _atomic_target(view: KernelView, call: Node) -> Node | None:
+    """The name node of the array the atomic ``call`` updates (its address ``&a[k]``, ``a + k``
+    or ``a``)."""
+    args = call.child_by_field_name("arguments")
+    address = args.named_children[0] if args is not None and args.named_children else None
+    return view.atomic_target(address, bare=True) if address is not None else None
+
+
+def _lone_atomic(view: KernelView, call: Node) -> str:
+    """Why the atomic ``call`` could not run on a row's lane 0 alone ('' when it can): it is a
+    statement of its own (its value unused) into a pointer parameter that the kernel names
+    nowhere but in its atomics' addresses (nothing reads what other rows add)."""
+    target = _atomic_target(view, call)
+    name = view.text(target) if target is not None else ""
+    p = view.params.get(name)
+    if target is None or p is None or p.pointer < 1:
+        return f"`{view.text(call)}` updates an address that is not in an array parameter"
+    if call.parent is None or call.parent.type != "expression_statement":
+        return f"the value `{view.text(call)}` returns is used: one lane per row would run it"
+    targets = {t.id for c in view.atomics if (t := _atomic_target(view, c)) is not None}
+    if any(n.type == "identifier" and view.text(n) == name and n.id not in targets for n in view.nodes):
+        return f"`{name}` is used besides its atomic updates"
+    return ""
 
 
 def _plain_store(n: Node) -> bool:

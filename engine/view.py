@@ -359,13 +359,18 @@ class KernelView(Generic[S]):
         """How the kernel's threads already cooperate (shared memory, barriers, atomics, warp
         shuffles), the first found, or "" when they do not: passes that give a thread's work to
         a group of threads refuse such kernels."""
+        return self.cooperation_besides()
+
+    def cooperation_besides(self, *allowed: str) -> str:
+        """:attr:`cooperation` other than the kinds ``allowed`` (e.g. "atomics", for a pass that
+        checks the kernel's atomics itself)."""
         for what, nodes in (
             ("shared memory", self.shared),
             ("barriers", self.barriers),
             ("atomics", self.atomics),
             ("warp shuffles", self.shuffles),
         ):
-            if nodes:
+            if nodes and what not in allowed:
                 return what
         return ""
 
@@ -450,9 +455,12 @@ class KernelView(Generic[S]):
                 return True
         return False
 
-    def atomic_target(self, address: Node) -> Node | None:
-        """The array's name node in an atomic's address: ``&H[k]``, ``&(H[k])``, ``H + k``, ``k + H``."""
+    def atomic_target(self, address: Node, bare: bool = False) -> Node | None:
+        """The array's name node in an atomic's address: ``&H[k]``, ``&(H[k])``, ``H + k``, ``k + H``
+        (and a bare ``H`` when ``bare``)."""
         a = unparenthesized(address)
+        if bare and a is not None and a.type == "identifier":
+            return a
         if a is not None and a.type == "pointer_expression" and a.children[0].type == "&":
             sub = unparenthesized(a.child_by_field_name("argument"))
             base = (

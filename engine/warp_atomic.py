@@ -30,7 +30,7 @@ import tree_sitter
 
 from engine import NotApplicable, Outcome, _constant_block
 from engine.passes import Emitter, Match, Pass
-from engine.view import KernelView, unparenthesized
+from engine.view import KernelView
 
 Node = tree_sitter.Node
 _ADDABLE = ("float", "double", "int", "unsigned int", "unsigned long long")
@@ -64,8 +64,7 @@ class WarpAtomic(Pass[AtomicSum]):
                 why = "the atomicAdd is inside a loop or a condition, or its value is used"
                 continue
             address, value = args.named_children
-            bare = unparenthesized(address)
-            base = bare if bare is not None and bare.type == "identifier" else view.atomic_target(address)
+            base = view.atomic_target(address, bare=True)
             if base is None or view.text(base) not in view.params or not view.uniform(address):
                 why = f"`{view.text(address)}` is not one address for the whole block"
                 continue

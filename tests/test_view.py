@@ -129,6 +129,27 @@ ROW = (
         ("    for (int j = 0; j < cols; ++j) s += x[j] * threadIdx.x;", "besides the row index"),
         ("    y[r] = s;", "no loop over the row"),
         ("    for (int j = 0; j < cols; ++j) { s += x[j]; j += 1; }", "assigns its variable"),
+        ("    for (int j = 0; j < cols; ++j) atomicAdd(y, x[r * cols + j]);", "updates an array atomically"),
+        (
+            "    for (int j = 0; j < cols; ++j) s += x[j];\n    float old = atomicAdd(y, s);",
+            "returns is used",
+        ),
+        (
+            "    for (int j = 0; j < cols; ++j) s += x[j];\n    if (atomicAdd(y, s) > 0) s = 0;",
+            "returns is used",
+        ),
+        (
+            "    for (int j = 0; j < cols; ++j) s += x[j];\n    atomicAdd(y, s);\n    y[r] = s;",
+            "`y` is used besides",
+        ),
+        (
+            "    for (int j = 0; j < cols; ++j) s += x[j];\n    atomicAdd(&s, 1.0f);",
+            "not in an array parameter",
+        ),
+        (
+            "    for (int j = 0; j < cols; ++j) s += x[j];\n    atomicAdd(y, __shfl_xor_sync(~0u, s, 1));",
+            "already uses warp shuffles",
+        ),
     ],
 )
 def test_row_parallel_refuses_what_it_cannot_do_right(body: str, reason: str) -> None:
@@ -178,6 +199,36 @@ def test_row_parallel_rewrites_a_warp_or_a_block_per_row() -> None:
     assert not isinstance(stats, NotApplicable)
     assert "for (int t2 = lane; t2 <= t; t2 += 32)" in stats.code  # the causal bound is kept
     assert "__syncwarp();\n        for (int t2 = lane; t2 < T; t2 += 32)" in stats.code  # reads back att
+
+
+def test_row_parallel_runs_a_rows_atomic_updates_on_one_lane() -> None:
+    """The row's results added atomically into grid-wide sums (HeCBench's attention_kernel1): each
+    row still makes each update once, from lane 0, after the all-reduce."""
+    code = ROW.format(
+        body="    for (int j = 0; j < cols; ++j) s += x[(size_t)r * cols + j];\n"
+        "    atomicAdd(y, __expf(s));\n    atomicAdd(&y[1 + (s > 0)], 1.0f);"
+    )
+    for rows, lanes in ((Rows("warp", 256), "32"), (Rows("block", 256), "blockDim.x")):
+        out = Apply(RowParallel(), rows).apply(subject_of("softmax.cu", code))
+        assert not isinstance(out, NotApplicable), out
+        assert f"j += {lanes}) s += x[(size_t)r * cols + j];" in out.code
+        assert (
+            "    if (lane == 0) atomicAdd(y, __expf(s));\n    if (lane == 0) atomicAdd(&y[1 + (s > 0)], 1.0f);"
+            in out.code
+        )
+
+
+def test_a_lane_0_write_under_an_if_with_an_else_keeps_the_else_its_own() -> None:
+    code = ROW.format(
+        body="    for (int j = 0; j < cols; ++j) s += x[(size_t)r * cols + j];\n"
+        "    if (s > 0) y[r] = s;\n    else y[r] = 0;\n    if (s > 1) y[r + 1] = y[r];"
+    )
+    out = Apply(RowParallel(), Rows("warp", 256)).apply(subject_of("softmax.cu", code))
+    assert not isinstance(out, NotApplicable), out
+    assert "    if (s > 0) { if (lane == 0) y[r] = s; }\n    else if (lane == 0) y[r] = 0;\n" in out.code
+    assert (
+        "    if (s > 1) { __syncwarp(); if (lane == 0) y[r + 1] = y[r]; }" in out.code
+    )  # the barrier in the branch
 
 
 @pytest.mark.parametrize("vec", [1, 4])
