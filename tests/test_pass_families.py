@@ -47,7 +47,7 @@ def kernels(refused: bool) -> list[tuple[str, str]]:
 
 MATCHES = kernels(refused=False)
 REFUSALS = kernels(refused=True)
-# the host emulation (a g++ build and a thread per CUDA thread: seconds each) of every match runs
+# the host emulation (a g++ build and a fiber per CUDA thread: seconds each) of every match runs
 # in the full run; the default run emulates each family's first match
 FIRST = {family: file for family, file in reversed(MATCHES)}
 EMULATED = [
@@ -113,6 +113,20 @@ def test_match_rewrites_compile_with_nvrtc_for_every_parameter(family: str, file
             raise
         if out.launch.grid or out.launch.block:
             assert t.relaunch is not None and len(t.relaunch(out.launch)) == len(t.problems)
+
+
+def test_stencil_keeps_the_block_where_the_output_store_is_unguarded() -> None:
+    """The spec's grid over a new block may run threads the original's does not (cols=48 in 32-wide
+    blocks): with no bounds check on the store they would store past each row, so the rewrite keeps
+    the spec's 16x16 block for every parameter value; behind a bounds check (``if (i >= w || j >=
+    h) return;``) the threads past the image store nothing and the rewrite takes the new block."""
+    p = family_pass("stencil")
+    t, s, _ = load("stencil", "unguarded_store.cu")
+    kept = [out for params in p.space if (out := fitting(s, p, params)) is not None]
+    assert kept and all(out.launch.block is None for out in kept)
+    assert all("per 16x16 block" in out.code for out in kept)
+    t, s, _ = load("stencil", "jacobi_like.cu")
+    assert applied(t, s, p, (32, 8, 8)).launch.block == "(32, 8)"
 
 
 @pytest.mark.parametrize("family, file", REFUSALS)

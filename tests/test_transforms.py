@@ -786,7 +786,7 @@ def host_program(t: Target, out: Subject) -> str:
 def test_rewrite_computes_the_same_outputs_in_host_emulation(
     name: str, transforms: tuple[Transform, ...], tmp_path: Path
 ) -> None:
-    """Rewrites run on the CPU (a std::thread per CUDA thread, tests/data/transforms/host_cuda.h)
+    """Rewrites run on the CPU (a fiber per CUDA thread, tests/data/transforms/host_cuda.h)
     give the original's outputs, with aligned arrays (vector path) and misaligned ones (scalar path);
     sums may differ in the last bits where a reduction changes the order of additions."""
     t = case(name)
