@@ -143,7 +143,7 @@ def test_refusal_gives_its_reason(family: str, file: str) -> None:
 @pytest.mark.parametrize("family, file", EMULATED)
 def test_match_computes_the_same_outputs_in_host_emulation(family: str, file: str, tmp_path: Path) -> None:
     """The best guess and the last parameter value, on the CPU (tests/data/transforms/host_cuda.h,
-    a std::thread per CUDA thread), at the spec's verify sizes, aligned and misaligned arrays."""
+    a fiber per CUDA thread), at the spec's verify sizes, aligned and misaligned arrays."""
     t, s, p = load(family, file)
     found = p.match(s.normalized.view)
     assert not isinstance(found, NotApplicable), found.reason
