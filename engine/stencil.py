@@ -547,7 +547,9 @@ class StencilTile(Pass[StencilMatch]):
         if match.literal or unbounded or moved or not follows:  # the spec's own block, with this halo
             shape = (*fixed, 1)[:2] if fixed is not None else None
             if shape is None or (not two_d and shape[1] != 1):
-                return NotApplicable(moved or "the spec's grid does not follow its block, which is not a constant")
+                return NotApplicable(
+                    moved or "the spec's grid does not follow its block, which is not a constant"
+                )
             bx, by = shape
         elif fixed not in ((bx, by), (bx,) if by == 1 else (bx, by)):
             launch = LaunchChange(block=f"({bx}, {by})" if two_d else str(bx))
