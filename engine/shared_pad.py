@@ -1,7 +1,9 @@
-"""Shared-memory padding: a 1-D ``__shared__`` array whose threads touch elements a power of two
-of banks apart (``temp[2 * tid]``, a work-efficient scan's ``temp[offset * (2 * tid + 1) - 1]``, a
-flattened tile read down its columns ``tile[tx * 32 + ty]``) gets a padding word after every 32
-elements, so those strides spread over the banks (GPU Gems 3, ch. 39's ``CONFLICT_FREE_OFFSET``).
+"""Shared-memory padding: a 1-D ``__shared__`` array whose threads touch elements an even number
+apart gets a padding word after every 32 elements, so those strides spread over the banks.
+
+Consecutive threads at ``temp[2 * tid]``, a work-efficient scan's ``temp[offset * (2 * tid + 1) -
+1]`` or a flattened tile read down its columns ``tile[tx * 32 + ty]`` land on a few banks; GPU
+Gems 3, ch. 39's ``CONFLICT_FREE_OFFSET`` spreads them.
 
 Matches (on the :class:`~engine.view.KernelView`) a ``__shared__ T X[S]`` declared in the kernel
 (one dimension, no initializer, ``T`` 4 bytes: one bank per element, ``S`` a constant) that the
