@@ -33,6 +33,7 @@ from typing import Protocol
 
 import tree_sitter
 
+from cudasrc.macros import Macro, definitions, expansions
 from cudasrc.scan import leaves, macro_integer
 from cudasrc.source import Document
 from cudasrc.specs import KernelSpec, evaluate
@@ -83,6 +84,14 @@ class Context:
     types: dict[str, str] = field(default_factory=dict)  # alias or type parameter -> canonical type
     functions: dict[str, Function] = field(default_factory=dict)
     shared_wrappers: frozenset[str] = frozenset()  # names whose call returns dynamic shared memory
+    macros: dict[str, Macro] = field(default_factory=dict)  # the unit's #defines (cudasrc.macros)
+
+    def expands(self, name: str) -> bool:
+        """Whether the macro ``name``, written in a kernel, expands in the normalized text:
+        function-like ones and object-like ones other than the integer constants the view folds
+        (those stay atoms, as written)."""
+        m = self.macros.get(name)
+        return m is not None and (m.params is not None or name not in self.constants)
 
     def canonical(self, type_text: str) -> str:
         """``type_text`` without qualifiers, pointers and ``__restrict__``, aliases resolved:
@@ -129,7 +138,7 @@ def context_of(subject: Unit) -> Context:
             constants[tp.name] = folded
         elif arg in functions:
             functions[tp.name] = functions[arg]
-    return Context(constants, types, functions, unit.shared_wrappers)
+    return Context(constants, types, functions, unit.shared_wrappers, unit.macros)
 
 
 @functools.lru_cache(maxsize=16)
@@ -154,7 +163,7 @@ def _unit_context(text: str) -> Context:
             owner = _owner(doc, n)
             if owner:
                 wrappers.add(owner)
-    return Context(constants, dict(doc.type_aliases), functions, frozenset(wrappers))
+    return Context(constants, dict(doc.type_aliases), functions, frozenset(wrappers), definitions(doc))
 
 
 def _owner(doc: Document, n: Node) -> str:
@@ -175,8 +184,11 @@ def _owner(doc: Document, n: Node) -> str:
 
 
 def _device_function(doc: Document, n: Node) -> Function | None:
-    """A ``__device__`` (not ``__global__``) non-template function definition."""
-    if n.parent is not None and n.parent.type == "template_declaration":
+    """A ``__device__`` (not ``__global__``) function definition: not a template, unless its body
+    is empty (``template <class T> __device__ void unused(T&&) {}``: its calls inline to nothing)."""
+    body = n.child_by_field_name("body")
+    empty = body is not None and not _statements(body)
+    if n.parent is not None and n.parent.type == "template_declaration" and not empty:
         return None
     words = {w for c in n.children if c.type != "compound_statement" for w in leaves(doc, c)}
     if "__device__" not in words or "__global__" in words:
@@ -199,9 +211,11 @@ def _device_function(doc: Document, n: Node) -> Function | None:
         d = p.child_by_field_name("declarator")
         while d is not None and d.type in ("pointer_declarator", "reference_declarator"):
             d = d.child_by_field_name("declarator") or (d.named_children[-1] if d.named_children else None)
-        if d is None or d.type != "identifier":
+        if (d is None or d.type != "identifier") and not empty:
             return None
-        params.append((doc.node_text(p), doc.node_text(d)))
+        params.append(
+            (doc.node_text(p), doc.node_text(d) if d is not None and d.type == "identifier" else "")
+        )
     return Function(doc.node_text(name), doc.node_text(ty), tuple(params), doc, body)
 
 
@@ -229,7 +243,12 @@ def _normalized_once(code: str, ctx: Context) -> str:
         return code
     span = doc.kernels[-1].body_span
     body = doc.tree.root_node.named_descendant_for_byte_range(span.start_byte, span.end_byte)
-    if body is None or doc.tree.root_node.has_error:
+    if body is None:
+        return code
+    expanded = expansions(doc, body, ctx.macros, ctx.expands)  # before the parse: macros may break it
+    if expanded:
+        return _apply(doc, expanded)
+    if doc.tree.root_node.has_error:
         return code
     names = {doc.node_text(n) for n in _walk(body) if n.type == "identifier"}
     for step in (_inline, _late_init, _hoisted_loops, _while_loops, _template_misparse):
@@ -237,6 +256,39 @@ def _normalized_once(code: str, ctx: Context) -> str:
         if edits:
             return _apply(doc, edits)
     return code
+
+
+def expanded_lines(subject: Unit) -> dict[str, str]:
+    """The lines of ``subject``'s kernel body that hold macro invocations, as the normalization
+    expands them -> as written (both stripped): every invocation on the line, none spanning lines."""
+    doc = Document(subject.code)
+    if not doc.kernels or doc.kernels[-1].body_span is None:
+        return {}
+    span = doc.kernels[-1].body_span
+    body = doc.tree.root_node.named_descendant_for_byte_range(span.start_byte, span.end_byte)
+    if body is None:
+        return {}
+    ctx = subject.front
+    by_line: dict[int, list[tuple[int, int, str]]] = {}
+    spanning = set()  # lines an invocation runs past: not restored
+    for start, end, text in expansions(doc, body, ctx.macros, ctx.expands):
+        row = doc.data.count(b"\n", 0, start)
+        by_line.setdefault(row, []).append((start, end, text))
+        if b"\n" in doc.data[start:end]:
+            spanning.add(row)
+    out = {}
+    for edits in (e for row, e in by_line.items() if row not in spanning):
+        first = doc.data.rfind(b"\n", 0, edits[0][0]) + 1
+        last = doc.data.find(b"\n", edits[-1][1])
+        last = len(doc.data) if last < 0 else last
+        line, pos = [], first
+        for start, end, text in edits:
+            line += [doc.data[pos:start], text.encode()]
+            pos = end
+        line.append(doc.data[pos:last])
+        written = doc.data[first:last].decode("utf-8", "replace").strip()
+        out[b"".join(line).decode("utf-8", "replace").strip()] = written
+    return out
 
 
 def _apply(doc: Document, edits: list[tuple[int, int, str]]) -> str:
@@ -302,6 +354,11 @@ def _inline(doc: Document, body: Node, ctx: Context, names: set[str]) -> list[tu
             target, stmt = doc.node_text(name), decl
         if stmt is None or stmt.type not in ("expression_statement", "declaration"):
             continue
+        if not _statements(fn.node) and not target:  # an empty function: nothing to run
+            if not any(x.type in _EFFECTS for x in _walk(args)):
+                return [(stmt.start_byte, stmt.end_byte, "")]
+            if not all(name for _, name in fn.params):
+                continue  # an unnamed parameter cannot hold the argument's effects
         text = _inlined(
             fn,
             [doc.node_text(a) for a in args.named_children],

@@ -29,7 +29,7 @@ from __future__ import annotations
 import abc
 import difflib
 import functools
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -38,6 +38,7 @@ import tree_sitter
 from cudasrc.launch import LaunchChange
 from cudasrc.source import Document
 from engine import NotApplicable, Outcome, Subject, Transform, Transformed, _rebuild
+from engine.frontend import expanded_lines
 from engine.view import KernelView
 from sandbox.contract import DeviceInfo
 
@@ -104,9 +105,9 @@ class Apply(Transform):
         if isinstance(out, NotApplicable) or normalized is subject:
             return out
         code = lifted(subject.code, normalized.code, out.code)
-        return replace(
-            out, code=code if code is not None else restored(subject.code, normalized.code, out.code)
-        )
+        if code is None:
+            code = restored(subject.code, normalized.code, out.code, expanded_lines(subject))
+        return replace(out, code=code)
 
     def __repr__(self) -> str:
         return repr(self.params) if isinstance(self.params, Pass) else f"{self.name}({self.params!r})"
@@ -348,11 +349,15 @@ def lifted(original: str, normalized: str, rewritten: str) -> str | None:
 INLINED = "// cuda-agent: "  # the front end's mark on a device function it inlined (``... f inlined``)
 
 
-def restored(original: str, normalized: str, rewritten: str) -> str:
+def restored(
+    original: str, normalized: str, rewritten: str, expanded: Mapping[str, str] | None = None
+) -> str:
     """``rewritten`` with every device-function call the front end inlined put back as the user
     wrote it, where the pass carried the inlined block over unchanged (only its indentation may
     differ): a rewrite that re-emits the whole body (a grid-stride loop around it) still calls
-    the user's helper."""
+    the user's helper.  Likewise each line whose macros the front end expanded (``expanded``:
+    :func:`engine.frontend.expanded_lines`) is put back as written where the pass carried it over
+    unchanged: ``GET2D(a, r, c, YC) = s;``, not ``(a)[(r)*(YC) + (c)] = s;``."""
     o_lines = original.splitlines(keepends=True)
     n_lines = normalized.splitlines(keepends=True)
     r_lines = rewritten.splitlines(keepends=True)
@@ -368,6 +373,10 @@ def restored(original: str, normalized: str, rewritten: str) -> str:
             extra = _indent(have)[len(_indent(was)) :] if _indent(have).startswith(_indent(was)) else ""
             r_lines[at : at + len(block)] = [extra + x if x.strip() else x for x in o_lines[i1:i2]]
             break
+    for at, line in enumerate(r_lines):
+        written = (expanded or {}).get(line.strip())
+        if written is not None:
+            r_lines[at] = _indent(line) + written + line[len(line.rstrip()) :]
     return "".join(r_lines)
 
 

@@ -4,8 +4,11 @@ B[g(k, j)]`` becomes an expert's SGEMM: shared-memory K tiles and register block
 Match (on the :class:`~engine.view.KernelView`):
 
 * the kernel's one loop runs ``k`` from 0 to a uniform bound by 1 and its body is one
-  ``acc += X[...] * Y[...]`` (or ``acc = acc + ...``; ``acc`` a float or double local, the only
-  variable the loop carries) over two pointer parameters of one floating type that nothing writes;
+  ``acc += X[...] * Y[...]`` (or ``acc = acc + ...``; ``acc`` a float, double or integer local,
+  the only variable the loop carries) over two pointer parameters of one element type that
+  nothing writes: float, double or an integer type (an integer ``acc`` only over integer loads:
+  a sum of integers is exact in any order, one of float products truncates at each step); the
+  tiles, registers and zero fills take the loads' type and the sums the accumulator's;
 * the two index expressions (canonical polynomials of the view, aliases resolved) are affine in
   the loop variable and in one of the global indices ``gx = blockIdx.x * blockDim.x +
   threadIdx.x`` / ``gy`` each, X in one (its rows ``i``), Y in the other (its columns ``j``);
@@ -39,6 +42,7 @@ from dataclasses import dataclass
 
 import tree_sitter
 
+from cudasrc.dtypes import canonical_dtype, dtype_bytes
 from cudasrc.launch import LaunchChange
 from cudasrc.specs import InvalidSpec, ScalarSpec, bench_sizes, evaluate, verify_sizes
 from engine import NotApplicable, Outcome, _block_names
@@ -212,14 +216,17 @@ class TiledDot(Pass[DotMatch]):
             if acc_.written and acc_.array in (a.array, b.array):
                 return NotApplicable(f"the kernel writes {acc_.array}, which the loop reads")
         elem = view.element_type(a.array)
-        if view.element_type(b.array) != elem or elem not in ("float", "double"):
-            return NotApplicable("the loads are not both float or both double")
+        if view.element_type(b.array) != elem or _kind(elem) is None:
+            return NotApplicable("the loads are not of one float, double or integer type")
         local = view.locals.get(acc)
         acc_type = view.element_type(acc) if local is not None else ""
         if local is None and acc.endswith("]"):  # `C[i * N + j] += ...`: an element of a parameter
             acc_type = view.element_type(acc.split("[")[0].strip())
-        if acc_type not in ("float", "double"):
-            return NotApplicable(f"the accumulator `{acc}` is not a float or double local")
+        if _kind(acc_type) is None or (_kind(acc_type) == "integer" and _kind(elem) != "integer"):
+            # an integer sum of float products truncates at each step: its order matters
+            return NotApplicable(
+                f"the accumulator `{acc}` is not a float, double or (over integer loads) integer local"
+            )
         bounds = _bounds(view, loop)
         covered = []
         for axis in ("x", "y"):  # no guard: the launch covers exactly a parameter's extent
@@ -316,8 +323,12 @@ class TiledDot(Pass[DotMatch]):
             return NotApplicable(
                 f"tile {t.bm}x{t.bn}x{t.bk} with {t.tm}x{t.tn} per thread does not divide into warps"
             )
-        size = 8 if match.elem == "double" else 4
-        stage = (t.bm // t.tm) * (t.bn + 4) * (8 if match.acc_type == "double" else 4) if t.staged else 0
+        size = dtype_bytes(canonical_dtype(match.elem) or "")
+        stage = (
+            (t.bm // t.tm) * (t.bn + 4) * dtype_bytes(canonical_dtype(match.acc_type) or "")
+            if t.staged
+            else 0
+        )
         if 2 * t.bk * (t.bm + t.bn + 8) * size + stage > SHARED_LIMIT:
             return NotApplicable(f"tile {t} needs more than 48 KiB of shared memory")
         view = match.view
@@ -344,28 +355,8 @@ class _Body:
 
     def __init__(self, match: DotMatch, tile: Tile, e: Emitter) -> None:
         self.m, self.t, self.e = match, tile, e
-        self.n = {
-            s: e.fresh(s)
-            for s in (
-                "As",
-                "Bs",
-                "tx",
-                "ty",
-                "m0",
-                "n0",
-                "acc",
-                "k0",
-                "buf",
-                "kk",
-                "i",
-                "j",
-                "s",
-                "l",
-                "x",
-                "r",
-                "c",
-            )
-        }
+        tiles = ("As", "Bs", "tx", "ty", "m0", "n0", "acc", "k0", "buf", "kk")
+        self.n = {s: e.fresh(s) for s in (*tiles, "i", "j", "s", "l", "x", "r", "c")}
         self.n.update({"ga": e.fresh(f"g{match.a.axis}"), "gb": e.fresh(f"g{match.b.axis}")})
         self.n.update({s: e.fresh(s) for s in ("fast_a", "fast_b", "ra", "rb", "a", "b", "v", "masked")})
         self.bound = {
@@ -409,7 +400,7 @@ class _Body:
         if v == 1:
             fast_body = [f"    {regs}[{n['s']}] = {op.array}[{op.index(n['r'], n['c'])}];"]
             slow_body = [
-                f"    {regs}[{n['s']}] = {n['r']} < {bound} && {n['c']} < {k_bound} ? {op.array}[{op.index(n['r'], n['c'])}] : {elem}(0);"
+                f"    {regs}[{n['s']}] = {n['r']} < {bound} && {n['c']} < {k_bound} ? {op.array}[{op.index(n['r'], n['c'])}] : {_zero(elem)};"
             ]
         else:
             vec = f"float{v}"
@@ -421,7 +412,7 @@ class _Body:
                 step = f" + {q}" if q else ""
                 r, c = (n["r"], f"{n['c']}{step}") if op.contiguous == "k" else (f"{n['r']}{step}", n["c"])
                 slow_body.append(
-                    f"    {regs}[{n['s']}].{comp} = {r} < {bound} && {c} < {k_bound} ? {op.array}[{op.index(_wrap(r), _wrap(c))}] : 0.0f;"
+                    f"    {regs}[{n['s']}].{comp} = {r} < {bound} && {c} < {k_bound} ? {op.array}[{op.index(_wrap(r), _wrap(c))}] : {_zero(elem)};"
                 )
         out = [
             f"if ({fast} && {n['k0']} + {t.bk} <= {k_bound}) {{",
@@ -481,7 +472,7 @@ class _Body:
         if per % 4 or elem != "float":
             return [
                 "#pragma unroll",
-                f"for (int {n['s']} = 0; {n['s']} < {per}; ++{n['s']}) {reg}[{n['s']}] = {tile}[{n['buf']}][{n['kk']}][{thread} * {per} + {n['s']}];",
+                f"for (int {n['s']} = 0; {n['s']} < {per}; ++{n['s']}) {reg}[{n['s']}] = {tile}[{n['buf']}][{n['kk']}][{self.coord('0', thread, n['s'], per, threads)}];",
             ]
         out = []
         for g in range(per // 4):
@@ -657,6 +648,23 @@ class _Body:
 
 
 # ----------------------------------------------------------------------------------- helpers
+
+
+def _kind(elem: str) -> str | None:
+    """ "float" (float, double), "integer" (char ... long long, signed or not) or None (half,
+    bfloat16, vector types, bool: the tiles do not take them) for a canonical element type."""
+    dtype = canonical_dtype(elem)
+    if dtype in ("float32", "float64"):
+        return "float"
+    return "integer" if dtype in _INTEGERS else None
+
+
+_INTEGERS = frozenset(f"{sign}int{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64))
+
+
+def _zero(elem: str) -> str:
+    """A zero of the element type ``elem`` as a literal of that type (the fill of a load past the bounds)."""
+    return {"float32": "0.0f", "float64": "0.0"}.get(canonical_dtype(elem) or "", "0")
 
 
 def _wrap(text: str) -> str:
@@ -855,11 +863,30 @@ def _grid(
 
 def _outputs_only(view: KernelView) -> NotApplicable | None:
     """Refuses thread positions other than the global indices and ``blockIdx.z`` (the per-output
-    body must be a function of the output's coordinates)."""
+    body must be a function of the output's coordinates).  A local that only names a position
+    (``const int ty = threadIdx.y;``, ``DEFINE2D(tx, ty, ...)`` expanded) is one where every use of
+    it is inside a global index (``by * BY + ty``) or there is none: the rewrite replaces those."""
     covered: list[Node] = []
     for n in view.nodes:
         if n.type == "binary_expression" and any(view.poly(n) == global_index(a) for a in ("x", "y")):
             covered.append(n)
+
+    def inside(n: Node) -> bool:
+        return any(c.start_byte <= n.start_byte < c.end_byte for c in covered)
+
+    named = set()  # the initialisers of locals that only name a position
+    for loc in view.locals.values():
+        if loc.value is None or loc.reassigned or loc.value.type != "field_expression":
+            continue
+        uses = [
+            n
+            for n in view.nodes
+            if n.type == "identifier"
+            and view.text(n) == loc.name
+            and not (loc.decl.start_byte <= n.start_byte < loc.decl.end_byte)
+        ]
+        if all(inside(u) for u in uses):
+            named.add(loc.value.id)
     for n in view.nodes:
         if n.type != "field_expression":
             continue
@@ -867,7 +894,7 @@ def _outputs_only(view: KernelView) -> NotApplicable | None:
         name = view.text(n).replace(" ", "")
         if arg is None or view.text(arg) not in ("threadIdx", "blockIdx", "blockDim", "gridDim"):
             continue
-        if name == "blockIdx.z" or any(c.start_byte <= n.start_byte < c.end_byte for c in covered):
+        if name == "blockIdx.z" or inside(n) or n.id in named:
             continue
         return NotApplicable(f"`{view.text(n)}` is used other than in the global index")
     return None

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
@@ -145,3 +146,34 @@ def test_the_gpu_script_can_run_only_the_kernels_with_an_expert_pair(tmp_path: P
     rows = [json.loads(line) for line in (out / "corpus_suite.jsonl").read_text().splitlines()]
     paired = [e["kernel"] for e in INDEX if e["family"] == "histogram" and e.get("expert")]
     assert [r["kernel"] for r in rows] == paired and all("expert" in r for r in rows)
+
+
+@pytest.mark.slow  # an NVRTC compile and a g++ build per kernel
+@pytest.mark.parametrize(
+    "file",
+    ["dot/matrix-multiplication-cuda__kernelSimple.cu", "dot/matrix-cuda__gpu_matrix_mult.cu"],
+)
+def test_the_tiled_dot_product_takes_a_macro_matmul_and_an_integer_one(file: str, tmp_path: Path) -> None:
+    """kernelSimple is written with its repository's function-like macros (``DEFINE2D(...)``
+    without a semicolon, ``GET2D(x, r, c, C)`` as an lvalue): the passes read their expansion and
+    the rewrite keeps the lines it carries over as written.  gpu_matrix_mult multiplies ints: the
+    tiles, registers and zero fills are ints, the sum is the original's int, and the host emulation
+    compares the outputs exactly."""
+    match = _load("corpus_match")
+    entry = next(e for e in INDEX if e["file"] == file)
+    row = match.check(entry)
+    assert row.proposed and row.compiles and row.equal, row
+    out, _, t = match.rewrite(entry)
+    assert out is not None
+    if "kernelSimple" in file:
+        assert "            DEFINE2D(tx, ty, bx, by, BX, BY, GX, GY)\n" in out.code
+        assert "GET2D(a, r, c, YC) = s;" in out.code and "(a)[(r)*(YC) + (c)]" not in out.code
+        assert "UNUSED_CUDA" not in out.code  # an empty function's calls: nothing to carry
+    else:
+        assert "__shared__ __align__(16) int As[2][8][132];" in out.code and "int acc[8][8];" in out.code
+        assert "? a[r * n + ca_c] : 0;" in out.code and "0.0f" not in out.code and "float" not in out.code
+        # an integer output off by one anywhere is a difference, whatever the float tolerance
+        wrong = replace(out, code=out.code.replace("int sum = 0;", "int sum = 1;"))
+        assert wrong.code != out.code
+        equal, message = match.emulate(t, wrong, tmp_path)
+        assert not equal and message == "outputs differ by inf (allowed 0.0001)", message

@@ -6,7 +6,8 @@ keeping the kernel's meaning (the variant corpus, tests/test_variants.py, checks
 from __future__ import annotations
 
 from cudasrc.specs import KernelSpec
-from engine import Subject
+from engine import Subject, safe_apply
+from engine.elementwise import GridStride
 from engine.view import global_index
 
 
@@ -220,3 +221,51 @@ def test_a_parameter_the_function_changes_gets_its_own_copy() -> None:
     )
     code = subject(unit).normalized.code
     assert "int n_2 = n;" in code and "n_2--;" in code and "y[0] = v + n;" in code
+
+
+def test_the_units_macros_expand_for_the_passes_and_stay_as_written_in_the_rewrite() -> None:
+    """Function-like macros (a declaration without its semicolon, an index, an object-like name for
+    a function-like one: the rescan) expand into the normalized text the view reads; an integer
+    constant stays the atom the view folds; a rewrite that re-emits the body (the grid-stride loop)
+    puts each line it carries over back as written, macros and all."""
+    unit = (
+        "#define IDX(r, c, w) ((r) * (w) + (c))\n"
+        "#define DECL(i) const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "#define N 64\n"
+        "#define TWICE SCALE\n"
+        "#define SCALE(x) (2.0f * (x))\n"
+        "__global__ void k(const float* x, float* y) {\n"
+        "    DECL(i)\n"
+        "    if (i < N) {\n"
+        "        y[IDX(i, 0, 1)] = TWICE(x[IDX(0, i, 1)]);\n"
+        "    }\n"
+        "}\n"
+    )
+    s = subject(unit)
+    normalized = s.normalized.code
+    assert "    const int i = blockIdx.x * blockDim.x + threadIdx.x;\n" in normalized
+    assert "y[((i) * (1) + (0))] = (2.0f * (x[((0) * (1) + (i))]));" in normalized
+    assert "if (i < N)" in normalized  # the constant stays an atom
+    assert first_access(s, "y").index == first_access(s, "x").index == global_index("x")
+    out = safe_apply(GridStride(1), s)
+    assert isinstance(out, Subject), out
+    assert "        y[IDX(i, 0, 1)] = TWICE(x[IDX(0, i, 1)]);\n" in out.code
+    assert "DECL(i)" not in out.code  # the line the rewrite changed: `i` from the loop
+    assert "((i) * (1) + (0))" not in out.code
+
+
+def test_calls_of_an_empty_template_device_function_inline_to_nothing() -> None:
+    """``template <class T> __device__ void unused(T&&) {}`` marks variables used: its calls (with
+    arguments free of effects) leave the normalized kernel; a call whose argument has an effect
+    stays."""
+    unit = (
+        "template <class T>\n__device__ void unused(T&&) {}\n"
+        "__global__ void k(float* y, int n) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    const int g = gridDim.x;\n"
+        "    unused(g); unused(n++);\n"
+        "    if (i < n) y[i] = 1.0f;\n"
+        "}\n"
+    )
+    code = subject(unit).normalized.code
+    assert "unused(g);" not in code and "unused(n++);" in code

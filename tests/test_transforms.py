@@ -589,6 +589,8 @@ HOST_TYPES = {
     "bfloat16": "__nv_bfloat16",
     "bool": "bool",
 }
+# outputs compared exactly by the host emulation: any difference is an infinite one
+EXACT = frozenset(d for d in HOST_TYPES if d.startswith(("int", "uint", "bool")))
 # (file, transforms): rewrites whose outputs the host emulation (tests/data/transforms/host_cuda.h) compares
 HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     (
@@ -727,7 +729,7 @@ def _host_value(dtype: str, i: str, dist_kind: str, low: float, high: float, val
 def host_program(t: Target, out: Subject) -> str:
     """A C++ program that runs the original and the rewrite on every verify problem, twice: with
     the rewrite's arrays aligned (its vector path) and shifted by one element (its scalar path),
-    and prints the largest difference of any output."""
+    and prints the largest difference of any output (``inf`` where an integer output differs)."""
     kernel = t.kernel  # with its template arguments, if any
     lines = ['#include "host_cuda.h"', _host_unit(t.baseline.source, "orig")]
     lines += [_host_unit(t.unit_with(out.code), "cand"), "int main() {", "    double worst = 0;"]
@@ -771,7 +773,11 @@ def host_program(t: Target, out: Subject) -> str:
             f"        {{ using namespace cand; launch({kernel}, dim3{{{g2[0]}, {g2[1]}, {g2[2]}}}, dim3{{{b2[0]}, {b2[1]}, {b2[2]}}}, {', '.join(call_c)}); }}"
         )
         for a in p.args:
-            if a.role in ("out", "inout"):
+            if a.role in ("out", "inout") and a.dtype in EXACT:  # integers must match exactly
+                lines.append(
+                    f"        for (long long i = 0; i < {a.count}; ++i) if ({a.name}_o[i] != {a.name}_c[i + {misalign}]) worst = HUGE_VAL;"
+                )
+            elif a.role in ("out", "inout"):
                 lines.append(
                     f"        for (long long i = 0; i < {a.count}; ++i) {{ double o = {a.name}_o[i], c = {a.name}_c[i + {misalign}], d = o == c || (o != o && c != c) ? 0.0 : std::fabs(o - c); if (!(d <= worst)) worst = d != d ? 1e30 : d; }}"
                 )
