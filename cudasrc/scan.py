@@ -76,6 +76,7 @@ _NVRTC_UNSUPPORTED = frozenset({"cub", "thrust"})
 
 # glibc's <sys/types.h> names, which every nvcc unit gets through the host headers it includes
 _GLIBC_TYPES = {"uint": "unsigned int", "ushort": "unsigned short", "ulong": "unsigned long"}
+_GLIBC_INTS = frozenset({"int8_t", "int16_t", "int32_t", "int64_t"})  # <sys/types.h> has them too
 _MATH_MACROS = frozenset(
     {"INFINITY", "NAN", "HUGE_VAL", "HUGE_VALF", "M_PI", "M_E", "M_SQRT2", "M_LN2", "M_PI_2"}
 )
@@ -354,8 +355,17 @@ class Scan:
                 lines.append(line)
                 line_map.append(node.start_point.row + k if scan is self else -1)
         dropped = any(it.include.strip('<>"') in _LIBRARY_HEADERS for _, it in entries)
+        ints = {  # tree-sitter reads `int64_t` as a primitive type, not a name
+            scan.doc.node_text(n)
+            for i in chosen
+            for scan, it in [entries[i]]
+            for n in _walk(it.node)
+            if n.type == "primitive_type"
+        }
+        dropped = dropped or bool(_GLIBC_INTS & (referenced | ints) - set(by_name))
         if dropped and not any(it.include.strip("<>") in ("cstdint", "stdint.h") for _, it in entries):
-            # the fixed-width integers a dropped host header (torch/extension.h, ...) brought in
+            # the fixed-width integers a dropped host header (torch/extension.h, ...) brought in, or
+            # that glibc's <sys/types.h> gives every nvcc unit (`const int64_t n` with no include)
             lines.insert(0, "#include <cstdint>")
             line_map.insert(0, -1)
         glibc = [name for name in _GLIBC_TYPES if name in referenced and name not in by_name]

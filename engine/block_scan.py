@@ -4,7 +4,8 @@ a scan within each warp by ``__shfl_up_sync``, the warps' totals scanned by the 
 Matches (on the :class:`~engine.view.KernelView`) on a constant 1-D block of ``B``
 threads (a multiple of 32, at most 1024) a loop
 
-    for (int s = 1; s < B; s <<= 1) {          // or s *= 2, s += s; bound blockDim.x or B
+    for (int s = 1; s < B; s <<= 1) {          // or s *= 2, s += s; bound blockDim.x, B or a
+                                               // parameter whose value is B (n, the block's elements)
         T t = tid >= s ? X[tid - s] : 0;       // or if (tid >= s) t = X[tid - s]; (t declared anywhere)
         __syncthreads();
         X[tid] += t;                           // or X[tid] = X[tid] + t, under tid >= s or not
@@ -48,12 +49,14 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from engine.guards import at_least_zero, conjuncts, constant_block, guards
+from cudasrc.specs import InvalidSpec
+from engine.guards import at_least_zero, at_problems, conjuncts, constant_block, guards, value
 from engine.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
 from engine.view import (
     Expander,
     KernelView,
     Loop,
+    Poly,
     global_index,
     poly_add,
     poly_render,
@@ -167,9 +170,6 @@ class BlockScan(Pass[ScanMatch | BufferedScan | NaivePrefix]):
         step = (view.text(update.children[1]), view.text(right)) if right is not None else ("", "")
         if step not in _DOUBLING and not (step[0] == "+=" and step[1] == s):
             return None
-        bound = view.poly(loop.bound)
-        if loop.op != "<" or bound not in ({("blockDim.x",): 1}, {(): threads}):
-            return NotApplicable(f"the scan loop does not run while `{s} < blockDim.x`")
         inside = [a for a in view.accesses if loop.node.start_byte <= a.node.start_byte < loop.node.end_byte]
         free = frozenset({s})
         expand = view.expander(free)
@@ -180,8 +180,15 @@ class BlockScan(Pass[ScanMatch | BufferedScan | NaivePrefix]):
             return NotApplicable("the scan loop writes something other than one __shared__ array")
         x = arrays.pop()
         writes = [a for a in inside if a.written]
-        if any(a.index != tid for a in writes) or any(not self._adds(view, a.node) for a in writes):
+        if elsewhere := next((a for a in writes if a.index != tid), None):
+            return NotApplicable(
+                f"the scan loop writes `{view.text(elsewhere.node)}`, not `{x}[tid]`: no Hillis-Steele "
+                "step (a work-efficient up- or down-sweep is not rewritten)"
+            )
+        if any(not self._adds(view, a.node) for a in writes):
             return NotApplicable(f"the scan loop does not add into `{x}[tid]`")
+        if loop.op != "<" or not _over_block(view, view.poly(loop.bound), threads):
+            return NotApplicable(f"the scan loop does not run while `{s} < blockDim.x`")
         for a in inside:
             if a.array != x or a.written:
                 continue
@@ -426,6 +433,19 @@ def _buffered(view: KernelView, loop: Loop, shared: dict[str, str]) -> BufferedS
         checked,
         barriers[0],
     )
+
+
+def _over_block(view: KernelView, bound: Poly | None, threads: int) -> bool:
+    """Whether ``bound`` is the block's thread count: ``blockDim.x``, the spec's constant block, or
+    scalar parameters whose values are the block's size at every problem of the spec (``s < n``
+    with ``n`` the block's element count, one per thread)."""
+    if bound in ({("blockDim.x",): 1}, {(): threads}):
+        return True
+    try:
+        problems = at_problems(view)
+    except InvalidSpec:
+        return False
+    return bound is not None and all(value(bound, env) == launch.block[0] for launch, env in problems)
 
 
 def _inside(node: Node, outer: Node) -> bool:

@@ -7,7 +7,9 @@ permute read them here; no pass imports another).
 - :func:`at_least_zero` / :func:`different` / :func:`facts_at`: those terms as polynomials
   ``q >= 0`` (and ``d != 0``) over the view's atoms; :func:`upper_bound`: ``pos < B`` read off one;
 - :func:`constant_block`, :func:`over_block`, :func:`grid_follows_block`: what the spec's launch
-  says about the block.
+  says about the block; :func:`at_problems` / :func:`value`: the launch and the scalar
+  parameters at every problem of the spec, a polynomial over them; :func:`stores_kept`: whether a
+  new block (the spec's grid over it) keeps the threads that store to global memory the original's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import ast
 
 import tree_sitter
 
+from cudasrc.specs import InvalidSpec, bench_sizes, problem, verify_sizes
 from engine import constant_dims
 from engine.view import (
     Expander,
@@ -26,6 +29,7 @@ from engine.view import (
     statements,
     unparenthesized,
 )
+from sandbox.contract import Launch
 
 Node = tree_sitter.Node
 
@@ -163,3 +167,69 @@ def upper_bound(q: Poly, pos: Poly) -> str:
     over = bound.pop((), 0)
     (mono, coeff), *more = list(bound.items()) or [((), 0)]
     return mono[0] if over <= 0 and not more and coeff == 1 and len(mono) == 1 else ""
+
+
+def at_problems(
+    view: KernelView, block: tuple[int, ...] | None = None
+) -> list[tuple[Launch, dict[str, float]]]:
+    """The launch and the scalar parameters' values at every problem of the spec (its benchmark
+    and verify sizes), ``block`` overriding the spec's block (raises InvalidSpec)."""
+    spec = view.subject.spec
+    out = []
+    for sizes in (bench_sizes(spec), *verify_sizes(spec)):
+        p = problem(spec, sizes, block)
+        out.append((p.launch, {a.name: a.value for a in p.args if a.role == "scalar"}))
+    return out
+
+
+def value(p: Poly, env: dict[str, float]) -> float | None:
+    """``p`` at the scalar parameters' values ``env`` (None where it has another atom)."""
+    total = 0.0
+    for mono, c in p.items():
+        term = float(c)
+        for atom in mono:
+            if atom not in env:
+                return None
+            term *= env[atom]
+        total += term
+    return total
+
+
+def stores_kept(view: KernelView, expand: Expander, block: tuple[int, int]) -> str:
+    """Why launching with the 2-D ``block`` (the spec's grid over it) could change which threads
+    store to global memory ("" when it cannot).  Along each axis whose block size changes, every
+    store must be guarded by ``g < B`` (``g`` the thread's global index along it, ``B`` over scalar
+    parameters) with ``B`` at most the threads both launches run along it at every problem of the
+    spec: the threads past ``B`` store nothing, so the ones that store are the original's.  An
+    unguarded store (``out[y * w + x] = ...``, the grid covering the image exactly) keeps no store
+    the same under a block that overhangs the image."""
+    try:
+        pairs = list(zip(at_problems(view), at_problems(view, block), strict=True))
+    except InvalidSpec as e:
+        return f"the spec does not resolve with a {block[0]}x{block[1]} block: {e}"
+    stores = [
+        a.node
+        for a in view.accesses
+        if (a.written or a.address) and a.array in view.params and view.params[a.array].pointer
+    ]
+    for k, axis in enumerate("xy"):
+        if all(o.block[k] == block[k] for (o, _), _ in pairs):
+            continue
+        pos = global_index(axis)
+        for node in stores:
+            limits = [
+                poly_add(poly_add(q, pos), {(): 1}) for q in facts_at(view, expand, node)
+            ]  # pos < limit
+            if not any(
+                all(
+                    (v := value(limit, env)) is not None
+                    and v <= min(o.grid[k] * o.block[k], n.grid[k] * n.block[k])
+                    for (o, env), (n, _) in pairs
+                )
+                for limit in limits
+            ):
+                return (
+                    f"the store `{view.text(node)}` is not bounded along {axis} within the threads both "
+                    f"launches run: a {block[0]}x{block[1]} block would store where the original's threads do not"
+                )
+    return ""

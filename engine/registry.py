@@ -29,6 +29,7 @@ from engine.passes import Apply, Pass
 from engine.permute import TiledPermute
 from engine.row_parallel import RowParallel, StridedRowVectors
 from engine.same_layout import SameLayoutReduction
+from engine.shared_pad import SharedPad
 from engine.stencil import StencilTile
 from engine.tiled_dot import TiledDot
 from engine.tiled_transpose import TiledTranspose
@@ -49,6 +50,7 @@ PASSES: tuple[Pass[Any], ...] = (
     LaunchFill(),
     WholeGridPacks(),
     BlockScan(),
+    SharedPad(),
     TiledPermute(),
     FlatPermute(),
     LoopedTranspose(),

@@ -51,6 +51,7 @@ from engine.guards import (
     facts_at,
     grid_follows_block,
     guards,
+    stores_kept,
     upper_bound,
 )
 from engine.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
@@ -152,6 +153,14 @@ class BlockExpander(Expander):
                     self.literal = True
             out = poly_add(out, {m: c})
         return out
+
+
+def _expander(view: KernelView) -> BlockExpander:
+    """The expander of the taps' indices: the view's own folding of literal block sizes is off
+    here, this one folds them itself and records that it did (the rewrite must then keep the
+    spec's block)."""
+    plain = view.expander(_free_names(view))
+    return BlockExpander(**{**vars(plain), "block": {}}, shape=constant_block(view) or ())
 
 
 def _offset(index: Poly, axis: str) -> Poly | None:
@@ -386,10 +395,7 @@ class StencilTile(Pass[StencilMatch]):
     def match(self, view: KernelView) -> StencilMatch | NotApplicable:
         if view.cooperation:
             return NotApplicable(f"the kernel already uses {view.cooperation}")
-        free = _free_names(view)
-        # the view's own folding of literal block sizes is off here: this expander folds them itself
-        # and records that it did (the rewrite must then keep the spec's block)
-        expand = BlockExpander(**{**vars(view.expander(free)), "block": {}}, shape=constant_block(view) or ())
+        expand = _expander(view)
         reads: dict[str, list[Node]] = {}
         written = set()
         for a in view.accesses:
@@ -535,10 +541,15 @@ class StencilTile(Pass[StencilMatch]):
             t.footprint is not None and (not t.footprint.cols_hi or (two_d and not t.footprint.rows_hi))
             for t in match.taps
         )
-        if match.literal or unbounded or not grid_follows_block(view):  # the spec's own block, with this halo
+        follows = grid_follows_block(view)
+        # a new block must not change which threads store (an unguarded `out[y * w + x] = ...`)
+        moved = stores_kept(view, _expander(view), (bx, by)) if follows else ""
+        if match.literal or unbounded or moved or not follows:  # the spec's own block, with this halo
             shape = (*fixed, 1)[:2] if fixed is not None else None
             if shape is None or (not two_d and shape[1] != 1):
-                return NotApplicable("the spec's grid does not follow its block, which is not a constant")
+                return NotApplicable(
+                    moved or "the spec's grid does not follow its block, which is not a constant"
+                )
             bx, by = shape
         elif fixed not in ((bx, by), (bx,) if by == 1 else (bx, by)):
             launch = LaunchChange(block=f"({bx}, {by})" if two_d else str(bx))

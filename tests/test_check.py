@@ -192,3 +192,20 @@ def test_glibc_type_names_compile_as_under_nvcc(own: str) -> None:
     result = check_document(Document(own + GLIBC_NAMES, "hist.cu"))
     (k,) = result.kernels
     assert k.ok, [d.message for d in k.diagnostics]
+
+
+@pytest.mark.parametrize("include", ["#include <stdlib.h>\n", "#include <cstdint>\n"])
+def test_fixed_width_integers_without_stdint_compile_as_under_nvcc(include: str) -> None:
+    """HeCBench's scan takes `const int64_t nblocks` and includes only host headers: nvcc's units
+    have `int64_t` through glibc's <sys/types.h>; the standalone unit includes NVRTC's <cstdint>
+    (once: not again where the file includes it)."""
+    text = (
+        include
+        + """__global__ void fill(const int64_t n, int32_t* out) {
+    for (int64_t i = blockIdx.x; i < n; i += gridDim.x) out[i] = (int32_t)i;
+}
+"""
+    )
+    result = check_document(Document(text, "fill.cu"))
+    (k,) = result.kernels
+    assert k.ok, [d.message for d in k.diagnostics]

@@ -47,7 +47,7 @@ def kernels(refused: bool) -> list[tuple[str, str]]:
 
 MATCHES = kernels(refused=False)
 REFUSALS = kernels(refused=True)
-# the host emulation (a g++ build and a thread per CUDA thread: seconds each) of every match runs
+# the host emulation (a g++ build and a fiber per CUDA thread: seconds each) of every match runs
 # in the full run; the default run emulates each family's first match
 FIRST = {family: file for family, file in reversed(MATCHES)}
 EMULATED = [
@@ -115,6 +115,20 @@ def test_match_rewrites_compile_with_nvrtc_for_every_parameter(family: str, file
             assert t.relaunch is not None and len(t.relaunch(out.launch)) == len(t.problems)
 
 
+def test_stencil_keeps_the_block_where_the_output_store_is_unguarded() -> None:
+    """The spec's grid over a new block may run threads the original's does not (cols=48 in 32-wide
+    blocks): with no bounds check on the store they would store past each row, so the rewrite keeps
+    the spec's 16x16 block for every parameter value; behind a bounds check (``if (i >= w || j >=
+    h) return;``) the threads past the image store nothing and the rewrite takes the new block."""
+    p = family_pass("stencil")
+    t, s, _ = load("stencil", "unguarded_store.cu")
+    kept = [out for params in p.space if (out := fitting(s, p, params)) is not None]
+    assert kept and all(out.launch.block is None for out in kept)
+    assert all("per 16x16 block" in out.code for out in kept)
+    t, s, _ = load("stencil", "jacobi_like.cu")
+    assert applied(t, s, p, (32, 8, 8)).launch.block == "(32, 8)"
+
+
 @pytest.mark.parametrize("family, file", REFUSALS)
 def test_refusal_gives_its_reason(family: str, file: str) -> None:
     _, s, p = load(family, file)
@@ -129,7 +143,7 @@ def test_refusal_gives_its_reason(family: str, file: str) -> None:
 @pytest.mark.parametrize("family, file", EMULATED)
 def test_match_computes_the_same_outputs_in_host_emulation(family: str, file: str, tmp_path: Path) -> None:
     """The best guess and the last parameter value, on the CPU (tests/data/transforms/host_cuda.h,
-    a std::thread per CUDA thread), at the spec's verify sizes, aligned and misaligned arrays."""
+    a fiber per CUDA thread), at the spec's verify sizes, aligned and misaligned arrays."""
     t, s, p = load(family, file)
     found = p.match(s.normalized.view)
     assert not isinstance(found, NotApplicable), found.reason

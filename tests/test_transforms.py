@@ -795,7 +795,7 @@ def host_program(t: Target, out: Subject) -> str:
 def test_rewrite_computes_the_same_outputs_in_host_emulation(
     name: str, transforms: tuple[Transform, ...], tmp_path: Path
 ) -> None:
-    """Rewrites run on the CPU (a std::thread per CUDA thread, tests/data/transforms/host_cuda.h)
+    """Rewrites run on the CPU (a fiber per CUDA thread, tests/data/transforms/host_cuda.h)
     give the original's outputs, with aligned arrays (vector path) and misaligned ones (scalar path);
     sums may differ in the last bits where a reduction changes the order of additions."""
     t = case(name)
@@ -868,3 +868,110 @@ __global__ void add(int n, const char* v, float* skip, float* out, bool neg) {
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     # max(0, v[i]) - min(w[i], 2.5) + 1, as skip is NULL
     assert run.stdout.split() == ["1", "1", "1", "1.5"]
+
+
+def _emulated(tmp_path: Path, program: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    """``program`` built with the host emulation's threads (fibers) and run."""
+    src = tmp_path / "emulate.cpp"
+    src.write_text('#include "host_cuda.h"\n' + program)
+    exe = tmp_path / "emulate"
+    build = subprocess.run(
+        ["g++", "-std=c++20", "-O1", "-w", "-DHOST_CUDA_THREADS", f"-I{DATA}", str(src), "-o", str(exe)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert build.returncode == 0, build.stderr[:3000]
+    return subprocess.run([str(exe)], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ for the host emulation")
+def test_host_emulation_barriers_order_the_threads_and_a_missing_one_shows(tmp_path: Path) -> None:
+    """Each thread of a block runs alone up to its next barrier: behind ``__syncthreads`` every
+    thread reads what the others wrote and shuffles exchange through the warp; without the barrier
+    a read of a later thread's element finds it not yet written, so a rewrite that drops a barrier
+    computes other outputs."""
+    run = _emulated(
+        tmp_path,
+        """
+__global__ void flip(int* out, bool sync) {
+    __shared__ int s[64];
+    const int t = threadIdx.x;
+    s[t] = t + 1;
+    if (sync) __syncthreads();
+    int v = s[63 - t];
+    v += __shfl_down_sync(0xffffffffu, v, 1);  // lane 31 keeps its own
+    out[t] = v;
+    __syncthreads();
+    s[t] = 0;  // the next block's threads start from zeros
+}
+int main() {
+    static int out[64];
+    launch(flip, dim3{1, 1, 1}, dim3{64, 1, 1}, out, true);
+    printf("%d %d %d ", out[0], out[31], out[63]);
+    launch(flip, dim3{1, 1, 1}, dim3{64, 1, 1}, out, false);
+    printf("%d %d\\n", out[0], out[63]);
+    return 0;
+}
+""",
+    )
+    assert run.returncode == 0, run.stderr
+    # with the barrier: s[63 - t] = 64 - t plus the next lane's 63 - t; lane 31 gets its own 33 back
+    # (66), thread 63 reads s[0] = 1 (2); without it thread 0 reads s[63] before thread 63 has
+    # written it (0, and thread 1's s[62] too), thread 63 still finds s[0] written (2)
+    assert run.stdout.split() == ["127", "66", "2", "0", "2"]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ for the host emulation")
+def test_host_emulation_stops_at_a_barrier_some_threads_never_reach(tmp_path: Path) -> None:
+    run = _emulated(
+        tmp_path,
+        """
+__global__ void early(int* out) {
+    if (threadIdx.x < 3) return;
+    __syncthreads();
+    out[threadIdx.x] = 1;
+}
+int main() {
+    static int out[64];
+    launch(early, dim3{1, 1, 1}, dim3{64, 1, 1}, out);
+    return 0;
+}
+""",
+        timeout=30,
+    )
+    assert run.returncode != 0 and "never reach" in run.stderr
+
+
+@pytest.mark.slow  # seconds on an idle machine, a minute on a loaded one
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ for the host emulation")
+def test_host_emulation_runs_four_million_threads_with_barriers(tmp_path: Path) -> None:
+    """A 2048x2048 transpose through a shared tile (4096 blocks of 32x32 threads, two barriers
+    each: the corpus' naive transpose at its one size), well inside the corpus check's time (a
+    std::thread per CUDA thread took over ten minutes here)."""
+    run = _emulated(
+        tmp_path,
+        """
+__global__ void tiled(const int* in, int* out, int n) {
+    __shared__ int tile[32][33];
+    int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
+    tile[threadIdx.y][threadIdx.x] = in[y * n + x];
+    __syncthreads();
+    x = blockIdx.y * 32 + threadIdx.x, y = blockIdx.x * 32 + threadIdx.y;
+    out[y * n + x] = tile[threadIdx.x][threadIdx.y];
+    __syncthreads();
+}
+static int in[2048 * 2048], out[2048 * 2048];
+int main() {
+    for (int i = 0; i < 2048 * 2048; ++i) in[i] = i;
+    launch(tiled, dim3{64, 64, 1}, dim3{32, 32, 1}, (const int*)in, out, 2048);
+    long long wrong = 0;
+    for (int y = 0; y < 2048; ++y)
+        for (int x = 0; x < 2048; ++x) wrong += out[y * 2048 + x] != in[x * 2048 + y];
+    printf("%lld\\n", wrong);
+    return 0;
+}
+""",
+        timeout=300,
+    )
+    assert run.returncode == 0 and run.stdout.split() == ["0"], run.stderr

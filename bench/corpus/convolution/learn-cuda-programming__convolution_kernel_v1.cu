@@ -20,6 +20,7 @@
 #define RESULT_VERIFICATION 1   // change 1 if you want to verify the result
 
 // @cuda-agent sizes rows=2048 cols=2048 fs=5 verify rows=32,48 cols=48,64
+// @cuda-agent require rows % block_y == 0 and cols % block_x == 0
 // @cuda-agent launch grid=(cdiv(cols, 16), cdiv(rows, 16)) block=(16, 16)
 // @cuda-agent arg d_output out float[rows * cols]
 // @cuda-agent arg d_input in float[rows * cols]
@@ -81,6 +82,7 @@ convolution_kernel_v2(float *d_output, float *d_input, float *d_filter, int num_
 }
 
 // @cuda-agent sizes rows=2048 cols=2048 fs=5 verify rows=32,48 cols=48,64
+// @cuda-agent require rows % block_y == 0 and cols % block_x == 0
 // @cuda-agent launch grid=(cdiv(cols, 16), cdiv(rows, 16)) block=(16, 16) smem=(2 * fs + 16) * (2 * fs + 16) * 4
 // @cuda-agent arg d_output out float[rows * cols]
 // @cuda-agent arg d_input in float[rows * cols]

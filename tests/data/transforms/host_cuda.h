@@ -1,19 +1,26 @@
 // A host emulation of the CUDA built-ins that simple kernels use, so their rewrites can be checked
 // for equal outputs with a C++ compiler on a machine without a GPU.  Blocks run one after another.
-// With HOST_CUDA_THREADS defined, the threads of a block run as std::threads, so __syncthreads is
-// a barrier, __shared__ variables are shared by the block and __shfl_down_sync/__shfl_xor_sync/__shfl_up_sync
-// exchange values through its warp (__syncwarp is the warp's barrier); without it they run one after another (kernels with neither).
+// With HOST_CUDA_THREADS defined, the threads of a block run as fibers (ucontext) on one OS thread,
+// switched at barriers, so __syncthreads is a barrier, __shared__ variables are shared by the block
+// and __shfl_down_sync/__shfl_xor_sync/__shfl_up_sync exchange values through its warp (__syncwarp
+// is the warp's barrier).  Each thread runs alone up to its next barrier, the threads in order on
+// one pass and in reverse order on the next (so a read of another thread's element that lacks a
+// barrier finds it not yet written one way or the other); a barrier some threads never reach
+// aborts.  Fibers, not OS threads: a block of 1024 threads costs microseconds, not a thread team.
+// Without it the threads run one after another (kernels with neither).
 #pragma once
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <functional>
 #include <mutex>
-#include <thread>
 #include <type_traits>
 #include <vector>
+#ifdef HOST_CUDA_THREADS
+#include <ucontext.h>
+#endif
 
 #define __global__
 #define __device__
@@ -27,7 +34,7 @@ struct dim3 {
     unsigned x = 1, y = 1, z = 1;
 };
 static dim3 gridDim, blockDim, blockIdx;
-static thread_local dim3 threadIdx;
+static dim3 threadIdx;  // the running thread's (set at each switch)
 
 struct alignas(8) float2 { float x, y; };
 struct alignas(16) float4 { float x, y, z, w; };
@@ -38,14 +45,94 @@ struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(16) double2 { double x, y; };
 struct alignas(16) longlong2 { long long x, y; };
 
+// A barrier of `expected` threads: a thread that arrives waits (its fiber yields) until the last
+// one arrives, which opens the next generation and goes on.
+struct Gate {
+    explicit Gate(unsigned n) : expected(n) {}
+    unsigned expected, arrived = 0;
+    unsigned long long generation = 0;
+    void arrive_and_wait();
+};
 struct Warp {
-    explicit Warp(std::ptrdiff_t lanes) : sync(lanes) {}
-    std::barrier<> sync;
+    explicit Warp(unsigned lanes) : sync(lanes) {}
+    Gate sync;
     unsigned long long slot[32] = {};
 };
-static std::unique_ptr<std::barrier<>> block_sync;
+static std::unique_ptr<Gate> block_sync;
 static std::vector<std::unique_ptr<Warp>> warps;
 static std::mutex atomics;
+
+#ifdef HOST_CUDA_THREADS
+struct Fiber {
+    ucontext_t context;
+    std::unique_ptr<char[]> stack;
+    dim3 index;
+    const Gate* waiting = nullptr;  // the barrier it waits at, in generation `generation`
+    unsigned long long generation = 0;
+    bool done = false;
+};
+static constexpr std::size_t FIBER_STACK = 256 * 1024;
+static std::vector<Fiber> fibers;
+static unsigned running;  // the fiber that runs
+static ucontext_t scheduler;
+static std::function<void(unsigned)> fiber_body;
+
+inline void Gate::arrive_and_wait() {
+    Fiber& f = fibers[running];
+    f.waiting = this;
+    f.generation = generation;
+    if (++arrived == expected) {  // the last one: every thread of the barrier has arrived
+        arrived = 0;
+        ++generation;
+    }
+    swapcontext(&f.context, &scheduler);  // all go on in the scheduler's next pass
+}
+
+static void fiber_entry() {
+    fiber_body(running);
+    fibers[running].done = true;  // back to the scheduler through uc_link
+}
+
+// Runs `threads` fibers (thread t computes its index with `index(t)`) until all have returned.
+inline void run_fibers(unsigned threads, const std::function<dim3(unsigned)>& index) {
+    if (fibers.size() < threads) fibers.resize(threads);
+    for (unsigned t = 0; t < threads; ++t) {
+        Fiber& f = fibers[t];
+        if (!f.stack) f.stack = std::make_unique<char[]>(FIBER_STACK);
+        getcontext(&f.context);
+        f.context.uc_stack.ss_sp = f.stack.get();
+        f.context.uc_stack.ss_size = FIBER_STACK;
+        f.context.uc_link = &scheduler;
+        makecontext(&f.context, fiber_entry, 0);
+        f.index = index(t);
+        f.waiting = nullptr;
+        f.done = false;
+    }
+    unsigned live = threads;
+    for (bool forward = true; live; forward = !forward) {
+        bool moved = false;
+        for (unsigned k = 0; k < threads; ++k) {
+            Fiber& f = fibers[forward ? k : threads - 1 - k];
+            if (f.done || (f.waiting != nullptr && f.waiting->generation == f.generation)) continue;
+            f.waiting = nullptr;
+            running = forward ? k : threads - 1 - k;
+            threadIdx = f.index;
+            swapcontext(&scheduler, &f.context);
+            moved = true;
+            live -= f.done;
+        }
+        if (!moved) {
+            std::fprintf(stderr, "host_cuda: threads wait at a barrier that the others never reach\n");
+            std::abort();
+        }
+    }
+}
+#else
+inline void Gate::arrive_and_wait() {
+    std::fprintf(stderr, "host_cuda: a barrier without HOST_CUDA_THREADS\n");
+    std::abort();
+}
+#endif
 
 inline unsigned linear_tid() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
 inline void __syncthreads() { block_sync->arrive_and_wait(); }
@@ -133,20 +220,21 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, A... args) {
         for (unsigned by = 0; by < grid.y; ++by)
             for (unsigned bx = 0; bx < grid.x; ++bx) {
                 blockIdx = {bx, by, bz};
-                block_sync = std::make_unique<std::barrier<>>(threads);
+                block_sync = std::make_unique<Gate>(threads);
                 warps.clear();
                 for (unsigned w = 0; w * 32 < threads; ++w)
                     warps.push_back(std::make_unique<Warp>(std::min(32u, threads - w * 32)));
-                auto run = [=](unsigned t) {
-                    threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-                    kernel(as_param<P>(args)...);
+                auto index = [=](unsigned t) {
+                    return dim3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
                 };
 #ifdef HOST_CUDA_THREADS
-                std::vector<std::thread> team;
-                for (unsigned t = 0; t < threads; ++t) team.emplace_back(run, t);
-                for (auto& th : team) th.join();
+                fiber_body = [=](unsigned) { kernel(as_param<P>(args)...); };
+                run_fibers(threads, index);
 #else  // no barriers or shuffles in either kernel: one thread after another is exact and fast
-                for (unsigned t = 0; t < threads; ++t) run(t);
+                for (unsigned t = 0; t < threads; ++t) {
+                    threadIdx = index(t);
+                    kernel(as_param<P>(args)...);
+                }
 #endif
             }
 }
