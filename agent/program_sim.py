@@ -130,7 +130,7 @@ def _saved(record: str, folder: Path) -> str:
 
 
 @dataclass(frozen=True)
-class Buffer:
+class SimBuffer:
     """A pointer parameter of a simulated launch: a device allocation of ``size`` bytes, which the
     launch changes when ``written``."""
 
@@ -139,7 +139,7 @@ class Buffer:
 
 
 @dataclass(frozen=True)
-class Scalar:
+class SimScalar:
     """A by-value parameter of a simulated launch: ``value`` packed with :mod:`struct` format
     ``fmt`` (``"i"``: int, ``"I"``: unsigned, ``"f"``: float, ``"d"``: double, ``"q"``: long long)."""
 
@@ -155,7 +155,7 @@ def launch_record(
     kernel: str,
     grid: tuple[int, int, int],
     block: tuple[int, int, int],
-    params: Sequence[Buffer | Scalar],
+    params: Sequence[SimBuffer | SimScalar],
     smem: int = 0,
 ) -> str:
     """One launch record (a JSON line) as the capture library writes it for a launch of
@@ -164,7 +164,7 @@ def launch_record(
     out: list[dict[str, object]] = []
     offset = 0
     for i, p in enumerate(params):
-        if isinstance(p, Buffer):
+        if isinstance(p, SimBuffer):
             size = 8
             address = _HEAP + (i << 30)
             raw = address.to_bytes(8, "little")
@@ -183,7 +183,7 @@ def launch_record(
             size = len(raw)
         offset = (offset + size - 1) // size * size
         param: dict[str, object] = {"index": i, "offset": offset, "size": size, "hex": raw.hex()}
-        if isinstance(p, Buffer):
+        if isinstance(p, SimBuffer):
             param["pointer"] = pointer
         out.append(param)
         offset += size

@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent import program as prog  # noqa: E402
 from agent.outputs import OutputFile, OutputTolerance  # noqa: E402
-from agent.program_sim import Buffer, Scalar, SimKernel, launch_record  # noqa: E402
+from agent.program_sim import SimBuffer, SimKernel, SimScalar, launch_record  # noqa: E402
 
 PROGRAMS_DIR = ROOT / "bench" / "programs"
 TIMING_LINES = r"(?i)time|msec|\bms\b|GB/s|GOP/s|throughput|gigaoptions|MPixels"
@@ -64,7 +64,7 @@ class SimKernelLaunch:
     signature: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
-    params: tuple[Buffer | Scalar, ...]
+    params: tuple[SimBuffer | SimScalar, ...]
     launches: int
     ns_per_launch: int
 
@@ -106,10 +106,10 @@ _SOFTMAX_SIM = Simulated(
             (16, *_ONE),
             (256, *_ONE),
             (
-                Scalar("i", 4096),
-                Scalar("i", 256),
-                Buffer(_f32(4096 * 256), False),
-                Buffer(_f32(4096 * 256), True),
+                SimScalar("i", 4096),
+                SimScalar("i", 256),
+                SimBuffer(_f32(4096 * 256), False),
+                SimBuffer(_f32(4096 * 256), True),
             ),
             10,
             2_000_000,
@@ -125,12 +125,12 @@ _ATTENTION_SIM = Simulated(
             (16, *_ONE),
             (256, *_ONE),
             (
-                Buffer(_f32(4096 * 1024), False),
-                Buffer(_f32(1024), False),
-                Buffer(_f32(4096), True),
-                Buffer(_f32(1), True),
-                Scalar("i", 4096),
-                Scalar("i", 1024),
+                SimBuffer(_f32(4096 * 1024), False),
+                SimBuffer(_f32(1024), False),
+                SimBuffer(_f32(4096), True),
+                SimBuffer(_f32(1), True),
+                SimScalar("i", 4096),
+                SimScalar("i", 1024),
             ),
             8,
             400_000,
@@ -139,7 +139,12 @@ _ATTENTION_SIM = Simulated(
             "attention_kernel2(float const*, float const*, float*, int)",
             (16, *_ONE),
             (256, *_ONE),
-            (Buffer(_f32(1), False), Buffer(_f32(4096), False), Buffer(_f32(4096), True), Scalar("i", 4096)),
+            (
+                SimBuffer(_f32(1), False),
+                SimBuffer(_f32(4096), False),
+                SimBuffer(_f32(4096), True),
+                SimScalar("i", 4096),
+            ),
             8,
             5_000,
         ),
@@ -148,11 +153,11 @@ _ATTENTION_SIM = Simulated(
             (4, *_ONE),
             (256, *_ONE),
             (
-                Buffer(_f32(4096), False),
-                Buffer(_f32(4096 * 1024), False),
-                Buffer(_f32(1024), True),
-                Scalar("i", 4096),
-                Scalar("i", 1024),
+                SimBuffer(_f32(4096), False),
+                SimBuffer(_f32(4096 * 1024), False),
+                SimBuffer(_f32(1024), True),
+                SimScalar("i", 4096),
+                SimScalar("i", 1024),
             ),
             8,
             600_000,
@@ -160,7 +165,7 @@ _ATTENTION_SIM = Simulated(
     ),
     "PASS",
 )
-_MATRIX = (Buffer(_f32(1024 * 1024), True), Buffer(_f32(1024 * 1024), False))
+_MATRIX = (SimBuffer(_f32(1024 * 1024), True), SimBuffer(_f32(1024 * 1024), False))
 _TRANSPOSE_SIM = Simulated(
     (),
     tuple(

@@ -80,10 +80,10 @@ from sandbox.torch_trust import (
     pin,
     pinned,
     poison,
+    poison_free,
     poisoned,
     ready,
     same_bytes,
-    scrub,
     wall_ms,
     work,
 )
@@ -491,6 +491,7 @@ class TorchHandler:
         a replayed CUDA graph's.  ``held`` becomes this call's outputs.  ``expected``: what
         ``inputs`` held before the call (None: regenerated here)."""
         torch = self.torch
+        poison_free(torch, self.device, [t.numel() * t.element_size() for t in case.ref])
         try:
             got = outputs_of(new(*inputs))
             late = -1 if isinstance(got, str) else ready(torch, got, self._sync)
@@ -657,7 +658,7 @@ class TorchHandler:
         sizes = [t.numel() * t.element_size() for t in [*case.ref, *live] if isinstance(t, torch.Tensor)]
         poison(torch, live)
         prepared.live = live = []  # made again for timing: not held while verifying
-        scrub(torch, self.device, sizes)  # the reference's outputs its lone timing freed
+        poison_free(torch, self.device, sizes)  # the reference's outputs its lone timing freed
         self._release()
         return prepared
 

@@ -281,27 +281,56 @@ def poisoned(torch: Any, t: Any) -> bool:
     return bool((words == POISON).any())
 
 
-def scrub(torch: Any, device: Any, sizes: Iterable[int], most: int = 3) -> None:
-    """Poison the caching allocator's free blocks that an allocation of one of ``sizes`` bytes
-    would be handed (what timed calls freed without the harness seeing it: the reference's
-    outputs): allocate such blocks while the cache still holds one (the reserved memory does not
-    grow), at most ``most`` of a size at once, poison each, free them all."""
+class _Raw:
+    """Device memory at ``address`` as a ``__cuda_array_interface__`` of int32 words (a tensor
+    over it with :func:`torch.as_tensor`, no copy)."""
+
+    def __init__(self, address: int, words: int) -> None:
+        self.__cuda_array_interface__ = {
+            "shape": (words,),
+            "typestr": "<i4",
+            "data": (address, False),
+            "version": 3,
+        }
+
+
+def free_blocks(torch: Any, index: int) -> list[tuple[int, int]]:
+    """(address, bytes) of every block the caching allocator holds free on GPU ``index``: what
+    an allocation may be handed without the driver being asked (the snapshot lists a segment's
+    blocks in address order from its start)."""
+    found = []
+    for segment in torch.cuda.memory_snapshot():
+        if segment.get("device") != index:
+            continue
+        at = int(segment["address"])
+        for block in segment["blocks"]:
+            at = int(block.get("address", at))
+            if block["state"] == "inactive":
+                found.append((at, int(block["size"])))
+            at += int(block["size"])
+    return found
+
+
+def poison_free(torch: Any, device: Any, sizes: Iterable[int] = ()) -> None:
+    """Before an answer's call: a free block of each of ``sizes`` bytes (its outputs') in the
+    caching allocator, and every free block overwritten with :data:`POISON`, so an output the
+    answer allocates and never writes holds the pattern (:func:`poisoned`) whatever the
+    allocator hands it -- not the reference's outputs, nor anything else left in memory."""
     if device.type != "cuda":
         return
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    held = []
     for size in sorted(set(sizes), reverse=True):
-        held = []
-        for _ in range(most):
-            before = torch.cuda.memory_reserved(device)
-            try:
-                block = torch.empty(size, dtype=torch.uint8, device=device)
-            except torch.cuda.OutOfMemoryError:
-                break
-            if torch.cuda.memory_reserved(device) > before:  # a new segment: the cache had none left
-                del block
-                break
-            held.append(block)
-        poison(torch, held)
-        del held
+        try:
+            held.append(torch.empty(size, dtype=torch.uint8, device=device))
+        except torch.cuda.OutOfMemoryError:
+            break
+    del held
+    torch.cuda.synchronize(device)  # no freed block still has work pending on it
+    for address, size in free_blocks(torch, index):
+        if size >= 4 and address % 4 == 0:
+            torch.as_tensor(_Raw(address, size // 4), device=device).fill_(POISON)
+    torch.cuda.synchronize(device)
 
 
 # --------------------------------------------------------------------------- the physics floor

@@ -415,12 +415,12 @@ def test_a_cancelled_run_stops_the_program(tmp_path: Path) -> None:
 def test_a_kernel_without_integer_parameters_gets_its_arrays_count_as_its_size() -> None:
     """NVIDIA's blog transpose reads its extent from gridDim: the captured spec still has a size
     (the largest array's count, so it parses and verifies) and writes the counts with it."""
-    from agent.program_sim import Buffer, launch_record
+    from agent.program_sim import SimBuffer, launch_record
     from sandbox.capture import parse_records
 
     root = Path(__file__).resolve().parent.parent / "bench" / "programs" / "transpose"
     doc = Document.from_file(root / "transpose.cu")
-    matrix = (Buffer(4 * 64 * 64, True), Buffer(4 * 64 * 64, False))
+    matrix = (SimBuffer(4 * 64 * 64, True), SimBuffer(4 * 64 * 64, False))
     (launch,), _, _ = parse_records(
         [launch_record(0, "transposeNaive(float*, float const*)", (2, 2, 1), (32, 8, 1), matrix)]
     )
