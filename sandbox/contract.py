@@ -486,7 +486,14 @@ class TorchCandidateResult:
     here (no verdict on the candidate).  ``footprint_bytes``: the task's own device memory (its
     benchmark inputs, outputs and parameters); ``peak_memory_bytes``: the most the evaluation
     held on the device (0: on the CPU); ``wall_ms``: the answer's median time per call by the host
-    clock, measured for speedups of 1.5 or more (0: not measured)."""
+    clock, measured for speedups of 1.5 or more (0: not measured).  ``phases``: where the
+    evaluation's seconds went, by phase (``sandbox.torch_eval``: ``startup_s`` torch and the
+    device's context in a fresh process, ``task_s``, ``reference_s`` the reference on every input
+    set, ``footprint_s``, ``work_s``, ``ceilings_s``, ``alone_s``, ``load_s`` the answer's module,
+    ``verify_s``, ``time_s``, ``recheck_s``, ``floor_s``, ``wall_s``, ``compiled_s``; the executor
+    adds ``build_wait_s``, what the GPU waited for the answer's build, ``build_s``, the build's own
+    seconds when it ran for this request, ``spawn_s``, the worker's start not hidden behind the
+    previous answer, and ``worker_s``, the worker's whole call)."""
 
     result: CandidateResult
     compiled_speedup: float = 0.0
@@ -497,6 +504,7 @@ class TorchCandidateResult:
     footprint_bytes: int = 0
     peak_memory_bytes: int = 0
     wall_ms: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

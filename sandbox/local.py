@@ -57,6 +57,7 @@ from sandbox.verify import static_rejection
 from sandbox.wire import DEFAULT_HANDLER, Binary, EvalJob, InfoJob, Reply, TorchJob
 
 UNSAFE_TORCH_ENV = "CUDA_AGENT_UNSAFE_TORCH"  # "1": PyTorch answers run even without bubblewrap
+SPARE_START_S = 120.0  # a PyTorch worker's start (importing torch, the device's context), ahead of its job
 
 
 class LocalExecutor(Executor):
@@ -93,6 +94,9 @@ class LocalExecutor(Executor):
         self.builds = builds or BuildPool(spawn_builder(prefix), workers=BUILD_WORKERS)
         self._info: dict[int, DeviceInfo] = {}
         self._info_lock = threading.Lock()
+        # PyTorch workers' processes started ahead (LocalExecutor._spare): one per request being
+        # evaluated, its next answer's; at most this many start at once
+        self._starters = concurrent.futures.ThreadPoolExecutor(4 * len(self._workers), "torch-spare")
 
     def device_info(self) -> DeviceInfo:
         known = self._info.get(self._workers[0].device)
@@ -154,7 +158,14 @@ class LocalExecutor(Executor):
 
     def evaluate_torch(self, request: TorchRequest, *, cancel: threading.Event | None = None) -> TorchResult:
         """Each candidate in a fresh PyTorch worker process (``sandbox.torch_eval``) with the GPU
-        workers' isolation, while this executor's GPU worker for the device stays idle."""
+        workers' isolation, while this executor's GPU worker for the device stays idle.
+
+        Candidates run in the order their builds end (:class:`BuildPool`; a Triton answer's is
+        at once), each holding the device for its own evaluation only, so other requests' built
+        answers run while this one's build; the next built answer's process is started (torch
+        imported, no answer code run) while the one before it runs (:meth:`_spare`).  Each
+        verdict's ``phases`` gains the executor's: ``build_wait_s``, ``build_s``, ``queue_s`` (the
+        device busy with other requests), ``spawn_s`` and ``worker_s``."""
         try:
             validate_torch_request(request, self.limits)
         except RequestError as exc:
@@ -168,58 +179,150 @@ class LocalExecutor(Executor):
             )
         arch = self.device_info().compute_capability  # the arch list every build is for
         deadline = time.monotonic() + self.builds.wall_s  # queueing included
-        # every candidate builds while the GPU times others (this request's and other requests')
-        builds = [self.builds.submit(c.source, arch, deadline) for c in request.candidates]
-        worker = self._idle.get()
-        results: list[TorchCandidateResult] = []
+        # every candidate builds while the GPU times others (this request's and other requests');
+        # one submitted ahead (build_ahead) is that build
+        futures = [self.builds.submit(c.source, arch, deadline) for c in request.candidates]
+        builds = dict(enumerate(futures))  # not built yet
+        timeout = request.budget.timeout_s + BUILD_ALLOWANCE_S
+        results: dict[int, TorchCandidateResult] = {}
+        ready: list[int] = []  # built, in the order their builds ended
+        # (index, device, its process): the next built answer's process, started ahead
+        spare: tuple[int, int, concurrent.futures.Future[WorkerProcess]] | None = None
+        idle = 0.0  # seconds this request waited for a build since its last evaluation
         try:
-            info = self._device_info(worker)
-            timeout = request.budget.timeout_s + BUILD_ALLOWANCE_S
-            for index, build in enumerate(builds):
-                cid = request.candidates[index].id
+            while builds or ready:
                 if cancel is not None and cancel.is_set():
-                    results.append(TorchCandidateResult(CandidateResult(cid, Status.CANCELLED)))
-                    continue
-                while not build.done() and not (cancel is not None and cancel.is_set()):
-                    concurrent.futures.wait([build], timeout=CANCEL_POLL_S)
-                if not build.done():
-                    results.append(TorchCandidateResult(CandidateResult(cid, Status.CANCELLED)))
-                    continue
-                built = build.result()
-                if built.verdict is not None:  # decided by its build: no GPU time
-                    results.append(
-                        TorchCandidateResult(
-                            CandidateResult(cid, built.verdict, built.message, seconds=built.seconds)
-                        )
+                    break
+                done = sorted(i for i, b in builds.items() if b.done())
+                ready += done
+                for i in done:
+                    del builds[i]
+                if not ready:
+                    waited = time.perf_counter()
+                    concurrent.futures.wait(
+                        list(builds.values()),
+                        timeout=CANCEL_POLL_S,
+                        return_when=concurrent.futures.FIRST_COMPLETED,
                     )
+                    idle += time.perf_counter() - waited
                     continue
-                directory = self.builds.directory(request.candidates[index].source, arch)
-                if directory:  # a build that did not finish left none
-                    os.makedirs(directory, exist_ok=True)
-                job = TorchJob(request, index, directory, arch)
-                bind = ("--bind", directory, directory) if worker.prefix and directory else ()
-                proc = WorkerProcess(
-                    worker.device, worker.backend, self.torch_handler, (*worker.prefix, *bind)
-                )
+                index = ready.pop(0)
+                cand = request.candidates[index]
+                built = futures[index].result()
+                phases = {"build_wait_s": idle} | ({} if built.cached else {"build_s": built.seconds})
+                idle = 0.0
+                if built.verdict is not None:  # decided by its build: no GPU time
+                    result = CandidateResult(cand.id, built.verdict, built.message, seconds=built.seconds)
+                    results[index] = TorchCandidateResult(result, phases=phases)
+                    continue
+                queued = time.perf_counter()
+                worker = self._idle.get()  # the device, for this answer only: others' answers interleave
+                phases["queue_s"] = time.perf_counter() - queued
                 try:
-                    reply = proc.call(job, timeout, cancel)
+                    if spare is not None and spare[:2] == (index, worker.device):
+                        started, spare = spare[2], None
+                    else:
+                        started = self._spare(worker, cand.source, arch)
+                    if spare is not None:  # started for another device
+                        _close(spare[2])
+                        spare = None
+                    if ready:  # the next built answer's process starts while this one runs
+                        spare = (
+                            ready[0],
+                            worker.device,
+                            self._spare(worker, request.candidates[ready[0]].source, arch),
+                        )
+                    results[index] = self._run_torch(
+                        started,
+                        TorchJob(
+                            request,
+                            index,
+                            self.builds.directory(cand.source, arch),
+                            arch,
+                            self._device_info(worker),
+                        ),
+                        timeout,
+                        cancel,
+                        phases,
+                    )
                 finally:
-                    proc.close()
-                if reply.unavailable:
-                    raise NoGpuError(f"PyTorch worker: {reply.unavailable}")
-                if not isinstance(reply.value, TorchCandidateResult):  # a reply decode_reply let through
-                    raise WorkerUnavailable("the PyTorch worker sent no verdict")
-                results.append(reply.value)
+                    self._idle.put(worker)
         finally:
-            self._idle.put(worker)
-        return TorchResult(request.id, tuple(results), info)
+            if spare is not None:
+                _close(spare[2])
+        cancelled = [
+            TorchCandidateResult(CandidateResult(c.id, Status.CANCELLED)) for c in request.candidates
+        ]
+        return TorchResult(
+            request.id, tuple(results.get(i, cancelled[i]) for i in range(len(cancelled))), self.device_info()
+        )
+
+    def _run_torch(
+        self,
+        started: concurrent.futures.Future[WorkerProcess],
+        job: TorchJob,
+        timeout: float,
+        cancel: threading.Event | None,
+        phases: dict[str, float],
+    ) -> TorchCandidateResult:
+        """``job`` in its process (``started``: :meth:`_spare`), closed after its one job;
+        ``phases``: the executor's seconds, added to the worker's."""
+        waited = time.perf_counter()
+        proc = started.result()
+        phases["spawn_s"] = time.perf_counter() - waited  # what its start did not hide
+        called = time.perf_counter()
+        try:
+            reply = proc.call(job, timeout, cancel)
+        finally:
+            proc.close()
+        phases["worker_s"] = time.perf_counter() - called
+        if reply.unavailable:
+            raise NoGpuError(f"PyTorch worker: {reply.unavailable}")
+        if not isinstance(reply.value, TorchCandidateResult):  # a reply decode_reply let through
+            raise WorkerUnavailable("the PyTorch worker sent no verdict")
+        return replace(reply.value, phases={**reply.value.phases, **phases})
+
+    def build_ahead(self, sources: Sequence[str]) -> None:
+        """Submit the builds of PyTorch answers ``sources`` now (:class:`BuildPool`: bounded by
+        its workers, one build per source however often submitted): they build while the GPU
+        times what came before them; :meth:`evaluate_torch` finds them built or building."""
+        arch = self.device_info().compute_capability
+        deadline = time.monotonic() + self.builds.wall_s  # queueing included
+        for source in sources:
+            self.builds.submit(source, arch, deadline)
+
+    def _spare(
+        self, worker: WorkerProcess, source: str, arch: str
+    ) -> concurrent.futures.Future[WorkerProcess]:
+        """A fresh PyTorch worker process for the answer ``source``, started now in the
+        background (torch imported, the device described: an :class:`InfoJob`, before any
+        answer's code runs in it) so its start overlaps the evaluation before it; the build
+        directory (:meth:`BuildPool.directory`) is bound writable."""
+        directory = self.builds.directory(source, arch)
+        if directory:  # a build that did not finish left none
+            os.makedirs(directory, exist_ok=True)
+        bind = ("--bind", directory, directory) if worker.prefix and directory else ()
+        proc = WorkerProcess(worker.device, worker.backend, self.torch_handler, (*worker.prefix, *bind))
+
+        def start() -> WorkerProcess:
+            proc.call(InfoJob(), SPARE_START_S)  # a process that fails it is started again by its job
+            return proc
+
+        return self._starters.submit(start)
 
     def close(self) -> None:
         for w in self._workers:
             w.close()
         self._pool.close()
+        self._starters.shutdown(wait=False, cancel_futures=True)
         if self._own_builds:
             self.builds.close()
+
+
+def _close(spare: concurrent.futures.Future[WorkerProcess]) -> None:
+    """End a process started ahead for an answer that will not run (once its start is over)."""
+    spare.add_done_callback(lambda done: None if done.cancelled() else done.result().close())
+    spare.cancel()
 
 
 def split_by_defines(req: EvalRequest) -> tuple[EvalRequest, ...]:

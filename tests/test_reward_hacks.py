@@ -257,6 +257,13 @@ def test_the_throughput_batch_is_distinct_level1_answers_where_kernelbench_is_th
     assert sorted(p.stem for p in paths) == names
     assert len(batch) == 12 and len({src for _, src in batch}) == 12  # twelve builds, no cached verdict
     assert {task for task, _ in batch} == {f"torch.{n}" for n in names}
+    # the row's phases: median, total and count per phase over the answers that had it, largest first
+    medians = reward_hacks.phase_medians([{"load_s": 1.0, "time_s": 2.0}, {"load_s": 5.0}, {}])
+    assert medians == {
+        "load_s": {"median": 3.0, "total": 6.0, "n": 2},
+        "time_s": {"median": 2.0, "total": 2.0, "n": 1},
+    }
+    assert list(medians) == ["load_s", "time_s"]
 
 
 @needs_torch
