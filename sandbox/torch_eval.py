@@ -20,8 +20,10 @@ Per candidate, in order (what the answer could do about each step: :mod:`sandbox
    ``1 ± rho`` (the calibration of ``sandbox.verify``'s tolerance model).  Outputs go to the
    host; inputs are regenerated from their seed when needed; every tensor freed on the device is
    poisoned first.  When timed: the reference's bytes and FLOPs, the device's copy bandwidth and
-   GEMM rate at the pinned precision, and the reference's time alone; then the
-   :class:`~sandbox.torch_trust.Guard` captures torch and the timer;
+   GEMM rate at the pinned precision (the executor's, measured once per device:
+   :attr:`~sandbox.wire.TorchJob.device`; measured here for a type they do not cover), and the
+   reference's time alone; then the :class:`~sandbox.torch_trust.Guard` captures torch and the
+   timer;
 3. ``ModelNew`` is built with the same init inputs and the same seed;
 4. each input set: the outputs must be plain tensors, complete on the caller's stream when
    ``forward`` returns, hold none of the poison, leave the inputs' bytes alone, and torch, the
@@ -278,6 +280,18 @@ def point_at(directory: str, arch: str) -> None:
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch
 
 
+def _preload() -> None:
+    """Import what answers build and launch with (``load_inline``'s module, Triton), so a
+    process started ahead of its answer (``sandbox.local``) pays for it while it waits, not on
+    the answer's clock; trusted modules, imported before the guard captures anything."""
+    import torch.utils.cpp_extension  # noqa: F401
+
+    try:
+        import triton  # noqa: F401
+    except Exception:  # not installed, or unusable here: an answer that imports it meets that itself
+        log.debug("triton is not importable in the PyTorch worker", exc_info=True)
+
+
 def _module(source: str, filename: str) -> dict[str, Any]:
     """Run ``source`` as a module from a file of its own (Triton's ``@jit``, CuTe DSL and
     TileLang read their kernels' source back through ``inspect``)."""
@@ -388,6 +402,8 @@ class TorchHandler:
         os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(tmp, "triton-cache"))
         pin(torch)
         self.cuda = self.device.type == "cuda"
+        if self.cuda:
+            _preload()
         self.phases = Phases(self._sync)
         # this process's start (torch imported, the device's context): on its first evaluation's account
         self._startup_s = time.perf_counter() - start
@@ -530,7 +546,8 @@ class TorchHandler:
         a replayed CUDA graph's.  ``held`` becomes this call's outputs.  ``expected``: what
         ``inputs`` held before the call (None: regenerated here)."""
         torch = self.torch
-        poison_free(torch, self.device, [t.numel() * t.element_size() for t in case.ref])
+        with self.phases("poison_s"):
+            poison_free(torch, self.device, [t.numel() * t.element_size() for t in case.ref])
         try:
             got = outputs_of(new(*inputs))
             late = -1 if isinstance(got, str) else ready(torch, got, self._sync)
@@ -575,13 +592,23 @@ class TorchHandler:
         del fresh
         if changed >= 0:
             return None, f"input {changed} was modified ({where})"
-        check = compare_outputs(label, case.seed, case.ref, case.moved, got, case.n, self.device)
-        for other in earlier if not check.ok else ():
-            if compare_outputs(label, other.seed, other.ref, other.moved, got, other.n, self.device).ok:
-                return None, (
-                    f"its output on {case.label} seed {case.seed} is its output on {other.label} seed "
-                    f"{other.seed}: a result kept from an earlier call"
+        twin: _Case | None = None  # an earlier input set whose output this is
+        with self.phases("compare_s"):
+            check = compare_outputs(label, case.seed, case.ref, case.moved, got, case.n, self.device)
+            if not check.ok:
+                twin = next(
+                    (
+                        o
+                        for o in earlier
+                        if compare_outputs(label, o.seed, o.ref, o.moved, got, o.n, self.device).ok
+                    ),
+                    None,
                 )
+        if twin is not None:
+            return None, (
+                f"its output on {case.label} seed {case.seed} is its output on {twin.label} seed "
+                f"{twin.seed}: a result kept from an earlier call"
+            )
         return check, ""
 
     def _tampered(self, guard: Guard) -> str:
@@ -619,14 +646,16 @@ class TorchHandler:
                     ref = outputs_of(model(*inputs))
                     if isinstance(ref, str):
                         raise ValueError(f"the reference's {ref}")
-                    host_ref = _host(ref)
+                    with self.phases("to_host_s"):
+                        host_ref = _host(ref)
                     tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
                     n = reduction_length(tensors, params, ref)
                     poison(torch, ref, keep=[*params, *inputs])
                     del ref
                     nudged = self._perturbed(inputs, seed)
                     moved = cast(list[Any], outputs_of(model(*nudged)))
-                    host_moved = _host(moved)
+                    with self.phases("to_host_s"):
+                        host_moved = _host(moved)
                     poison(torch, moved, keep=[*params, *inputs, *nudged])
                     poison(torch, [*nudged, *inputs], keep=params)
                     del moved, nudged, inputs, tensors
