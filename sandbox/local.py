@@ -186,8 +186,8 @@ class LocalExecutor(Executor):
         timeout = request.budget.timeout_s + BUILD_ALLOWANCE_S
         results: dict[int, TorchCandidateResult] = {}
         ready: list[int] = []  # built, in the order their builds ended
-        # (index, device, its process): the next built answer's process, started ahead
-        spare: tuple[int, int, concurrent.futures.Future[WorkerProcess]] | None = None
+        first = self._workers[0]  # where processes are started ahead (an executor per GPU: its GPU)
+        spare: tuple[int, concurrent.futures.Future[WorkerProcess]] | None = None  # the next answer's
         idle = 0.0  # seconds this request waited for a build since its last evaluation
         try:
             while builds or ready:
@@ -215,23 +215,21 @@ class LocalExecutor(Executor):
                     result = CandidateResult(cand.id, built.verdict, built.message, seconds=built.seconds)
                     results[index] = TorchCandidateResult(result, phases=phases)
                     continue
+                if spare is not None and spare[0] == index:
+                    started, spare = spare[1], None
+                else:  # its process starts now, while it waits for the device
+                    started = self._spare(first, cand.source, arch)
                 queued = time.perf_counter()
                 worker = self._idle.get()  # the device, for this answer only: others' answers interleave
                 phases["queue_s"] = time.perf_counter() - queued
                 try:
-                    if spare is not None and spare[:2] == (index, worker.device):
-                        started, spare = spare[2], None
-                    else:
+                    if worker.device != first.device:  # started for another device
+                        _close(started)
                         started = self._spare(worker, cand.source, arch)
-                    if spare is not None:  # started for another device
-                        _close(spare[2])
-                        spare = None
-                    if ready:  # the next built answer's process starts while this one runs
-                        spare = (
-                            ready[0],
-                            worker.device,
-                            self._spare(worker, request.candidates[ready[0]].source, arch),
-                        )
+                    # the next answer to run's process starts while this one runs
+                    after = next((i for i in ready if futures[i].result().verdict is None), None)
+                    if after is not None:
+                        spare = (after, self._spare(first, request.candidates[after].source, arch))
                     results[index] = self._run_torch(
                         started,
                         TorchJob(
@@ -249,7 +247,7 @@ class LocalExecutor(Executor):
                     self._idle.put(worker)
         finally:
             if spare is not None:
-                _close(spare[2])
+                _close(spare[1])
         cancelled = [
             TorchCandidateResult(CandidateResult(c.id, Status.CANCELLED)) for c in request.candidates
         ]

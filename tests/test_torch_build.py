@@ -113,7 +113,7 @@ def test_a_failed_build_is_final_and_a_deadline_is_not(tmp_path: Path) -> None:
         assert retry.verdict is None and ANSWER.format(n=3) in stub.calls
     finally:
         pool.close()
-    assert pool.counts == {"built": 1, "hits": 1, "failed": 1, "unsettled": 1}
+    assert pool.counts == {"built": 1, "hits": 1, "joined": 0, "failed": 1, "unsettled": 1}
 
 
 def test_the_least_recently_used_builds_go_past_the_bound(tmp_path: Path) -> None:
@@ -288,6 +288,41 @@ def test_built_answers_run_while_another_builds_each_process_started_while_the_o
     for r in got.values():  # the executor's phases beside the worker's
         assert {"build_wait_s", "build_s", "queue_s", "spawn_s", "worker_s", "time_s"} <= set(r.phases)
     assert got["long"].phases["build_wait_s"] > 1.0 > got["c"].phases["build_wait_s"]
+
+
+def test_a_request_waiting_for_a_build_leaves_the_device_to_another_requests_built_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two requests at once (two tasks' groups): the one whose answer is still building does not
+    hold the device, so the other's built answers run meanwhile."""
+    from sandbox.local import LocalExecutor
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv(UNSAFE_TORCH_ENV, "1")
+    long_s = 5.0
+    pool = BuildPool(StubBuilder(long_s=long_s), workers=4, root=tmp_path / "builds", version="2.11")
+    waiting = TorchRequest(
+        "w", "task w", (TorchCandidate("long", "LONG BUSY"),), budget=Budget(timeout_s=30.0)
+    )
+    built = (TorchCandidate("x", "BUSY x"), TorchCandidate("y", "BUSY y"))
+    other = TorchRequest("o", "task o", built, budget=Budget(timeout_s=30.0))
+    with LocalExecutor(
+        handler="sandbox_fakes:ScriptedHandler",
+        torch_handler="reward_fakes:ScriptedTorchHandler",
+        sandbox=False,
+        compile_workers=1,
+        builds=pool,
+    ) as executor:
+        executor.device_info()
+        begun = time.monotonic()
+        first = threading.Thread(target=executor.evaluate_torch, args=(waiting,))
+        first.start()
+        time.sleep(0.2)  # the waiting request asked first
+        result = executor.evaluate_torch(other)
+        first.join(timeout=60)
+    ran = [_ran(r.result.message) for r in result.candidates]
+    assert all(r.result.status is Status.OK for r in result.candidates)
+    assert max(end for _, _, end in ran) < begun + long_s  # both ran while the long answer built
 
 
 @pytest.mark.slow
