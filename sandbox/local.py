@@ -22,7 +22,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -58,6 +58,7 @@ from sandbox.wire import DEFAULT_HANDLER, Binary, EvalJob, InfoJob, Reply, Torch
 
 UNSAFE_TORCH_ENV = "CUDA_AGENT_UNSAFE_TORCH"  # "1": PyTorch answers run even without bubblewrap
 SPARE_START_S = 120.0  # a PyTorch worker's start (importing torch, the device's context), ahead of its job
+AHEAD = 2  # PyTorch worker processes started ahead of their turn, per device (each holds a CUDA context)
 
 
 class LocalExecutor(Executor):
@@ -94,9 +95,9 @@ class LocalExecutor(Executor):
         self.builds = builds or BuildPool(spawn_builder(prefix), workers=BUILD_WORKERS)
         self._info: dict[int, DeviceInfo] = {}
         self._info_lock = threading.Lock()
-        # PyTorch workers' processes started ahead (LocalExecutor._spare): one per request being
-        # evaluated, its next answer's; at most this many start at once
-        self._starters = concurrent.futures.ThreadPoolExecutor(4 * len(self._workers), "torch-spare")
+        # PyTorch workers' processes started ahead of their turn on the device (LocalExecutor._spare)
+        self._starters = concurrent.futures.ThreadPoolExecutor(AHEAD * len(self._workers), "torch-spare")
+        self._ahead = threading.BoundedSemaphore(AHEAD * len(self._workers))
 
     def device_info(self) -> DeviceInfo:
         known = self._info.get(self._workers[0].device)
@@ -162,8 +163,9 @@ class LocalExecutor(Executor):
 
         Candidates run in the order their builds end (:class:`BuildPool`; a Triton answer's is
         at once), each holding the device for its own evaluation only, so other requests' built
-        answers run while this one's build; the next built answer's process is started (torch
-        imported, no answer code run) while the one before it runs (:meth:`_spare`).  Each
+        answers run while this one's build; an answer's process is started (torch imported, no
+        answer code run) while the answer before it runs or while it waits for the device
+        (:meth:`_ahead_of_turn`, at most :data:`AHEAD` per device).  Each
         verdict's ``phases`` gains the executor's: ``build_wait_s``, ``build_s``, ``queue_s`` (the
         device busy with other requests), ``spawn_s`` and ``worker_s``."""
         try:
@@ -186,8 +188,8 @@ class LocalExecutor(Executor):
         timeout = request.budget.timeout_s + BUILD_ALLOWANCE_S
         results: dict[int, TorchCandidateResult] = {}
         ready: list[int] = []  # built, in the order their builds ended
-        first = self._workers[0]  # where processes are started ahead (an executor per GPU: its GPU)
-        spare: tuple[int, concurrent.futures.Future[WorkerProcess]] | None = None  # the next answer's
+        first = self._workers[0]  # where processes start ahead (an executor per GPU: its GPU)
+        spare: tuple[int, _Started] | None = None  # the next answer's process, started ahead
         idle = 0.0  # seconds this request waited for a build since its last evaluation
         try:
             while builds or ready:
@@ -215,39 +217,37 @@ class LocalExecutor(Executor):
                     result = CandidateResult(cand.id, built.verdict, built.message, seconds=built.seconds)
                     results[index] = TorchCandidateResult(result, phases=phases)
                     continue
+                started: _Started | None = None
                 if spare is not None and spare[0] == index:
                     started, spare = spare[1], None
-                else:  # its process starts now, while it waits for the device
-                    started = self._spare(first, cand.source, arch)
+                else:  # its process starts now, while it waits for the device (if few are ahead)
+                    started = self._ahead_of_turn(cand.source, arch)
                 queued = time.perf_counter()
                 worker = self._idle.get()  # the device, for this answer only: others' answers interleave
                 phases["queue_s"] = time.perf_counter() - queued
                 try:
-                    if worker.device != first.device:  # started for another device
-                        _close(started)
-                        started = self._spare(worker, cand.source, arch)
+                    directory = self.builds.directory(cand.source, arch)
+                    job = TorchJob(request, index, directory, arch, self._device_info(worker))
+                    if started is not None and worker.device != first.device:  # for another device
+                        started.close()
+                        started = None
+                    started = started or self._spare(worker, cand.source, arch)
                     # the next answer to run's process starts while this one runs
                     after = next((i for i in ready if futures[i].result().verdict is None), None)
-                    if after is not None:
-                        spare = (after, self._spare(first, request.candidates[after].source, arch))
-                    results[index] = self._run_torch(
-                        started,
-                        TorchJob(
-                            request,
-                            index,
-                            self.builds.directory(cand.source, arch),
-                            arch,
-                            self._device_info(worker),
-                        ),
-                        timeout,
-                        cancel,
-                        phases,
+                    ahead = (
+                        None if after is None else self._ahead_of_turn(request.candidates[after].source, arch)
                     )
+                    spare = None if after is None or ahead is None else (after, ahead)
+                    results[index] = self._run_torch(started, job, timeout, cancel, phases)
+                except BaseException:
+                    if started is not None:  # (closing one its job took and closed is harmless)
+                        started.close()
+                    raise
                 finally:
                     self._idle.put(worker)
         finally:
             if spare is not None:
-                _close(spare[1])
+                spare[1].close()
         cancelled = [
             TorchCandidateResult(CandidateResult(c.id, Status.CANCELLED)) for c in request.candidates
         ]
@@ -257,7 +257,7 @@ class LocalExecutor(Executor):
 
     def _run_torch(
         self,
-        started: concurrent.futures.Future[WorkerProcess],
+        started: _Started,
         job: TorchJob,
         timeout: float,
         cancel: threading.Event | None,
@@ -266,7 +266,7 @@ class LocalExecutor(Executor):
         """``job`` in its process (``started``: :meth:`_spare`), closed after its one job;
         ``phases``: the executor's seconds, added to the worker's."""
         waited = time.perf_counter()
-        proc = started.result()
+        proc = started.take()
         phases["spawn_s"] = time.perf_counter() - waited  # what its start did not hide
         called = time.perf_counter()
         try:
@@ -289,13 +289,22 @@ class LocalExecutor(Executor):
         for source in sources:
             self.builds.submit(source, arch, deadline)
 
+    def _ahead_of_turn(self, source: str, arch: str) -> _Started | None:
+        """:meth:`_spare` before its answer's turn on the device, so its start overlaps other
+        work: at most :data:`AHEAD` per device at once (each holds a CUDA context); None when as
+        many are ahead already (it starts at its turn)."""
+        if not self._ahead.acquire(blocking=False):
+            return None
+        return self._spare(self._workers[0], source, arch, self._ahead.release)
+
     def _spare(
-        self, worker: WorkerProcess, source: str, arch: str
-    ) -> concurrent.futures.Future[WorkerProcess]:
-        """A fresh PyTorch worker process for the answer ``source``, started now in the
-        background (torch imported, the device described: an :class:`InfoJob`, before any
-        answer's code runs in it) so its start overlaps the evaluation before it; the build
-        directory (:meth:`BuildPool.directory`) is bound writable."""
+        self, worker: WorkerProcess, source: str, arch: str, done: Callable[[], None] | None = None
+    ) -> _Started:
+        """A fresh PyTorch worker process for the answer ``source`` on ``worker``'s device,
+        started now in the background (torch imported, the device described: an
+        :class:`InfoJob`, before any answer's code runs in it); the build directory
+        (:meth:`BuildPool.directory`) is bound writable; ``done``: called once it is taken or
+        closed."""
         directory = self.builds.directory(source, arch)
         if directory:  # a build that did not finish left none
             os.makedirs(directory, exist_ok=True)
@@ -306,7 +315,7 @@ class LocalExecutor(Executor):
             proc.call(InfoJob(), SPARE_START_S)  # a process that fails it is started again by its job
             return proc
 
-        return self._starters.submit(start)
+        return _Started(self._starters.submit(start), done)
 
     def close(self) -> None:
         for w in self._workers:
@@ -317,10 +326,33 @@ class LocalExecutor(Executor):
             self.builds.close()
 
 
-def _close(spare: concurrent.futures.Future[WorkerProcess]) -> None:
-    """End a process started ahead for an answer that will not run (once its start is over)."""
-    spare.add_done_callback(lambda done: None if done.cancelled() else done.result().close())
-    spare.cancel()
+class _Started:
+    """A worker process being started (:meth:`LocalExecutor._spare`): taken by its job or closed,
+    once; ``done``: called then (a place ahead given back)."""
+
+    def __init__(
+        self, future: concurrent.futures.Future[WorkerProcess], done: Callable[[], None] | None
+    ) -> None:
+        self.future = future
+        self.done = done
+
+    def _settle(self) -> None:
+        if self.done is not None:
+            self.done()
+            self.done = None
+
+    def take(self) -> WorkerProcess:
+        """The process, once started (its job's to close)."""
+        try:
+            return self.future.result()
+        finally:
+            self._settle()
+
+    def close(self) -> None:
+        """The process will not be used: ended once its start is over."""
+        self._settle()
+        self.future.add_done_callback(lambda f: None if f.cancelled() else f.result().close())
+        self.future.cancel()
 
 
 def split_by_defines(req: EvalRequest) -> tuple[EvalRequest, ...]:

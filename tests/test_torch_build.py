@@ -257,9 +257,9 @@ def test_built_answers_run_while_another_builds_each_process_started_while_the_o
     """The device never waits for a build while a built answer waits: answers run in the order
     their builds end (a, b, c before the long build it was given first), one at a time, and the
     next answer's process (Python, torch, the device) starts while the one before it is evaluated
-    (the third on the device started while the second ran).  Times are
-    ``time.monotonic()``, one clock for the test and every worker process."""
-    from sandbox.local import LocalExecutor
+    (the third on the device started while the second ran), and every place ahead is given
+    back.  Times are ``time.monotonic()``, one clock for the test and every worker process."""
+    from sandbox.local import AHEAD, LocalExecutor
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv(UNSAFE_TORCH_ENV, "1")
@@ -277,6 +277,7 @@ def test_built_answers_run_while_another_builds_each_process_started_while_the_o
         executor.device_info()
         begun = time.monotonic()
         result = executor.evaluate_torch(TorchRequest("r", "the task", cands, budget=Budget(timeout_s=30.0)))
+        assert all(executor._ahead.acquire(blocking=False) for _ in range(AHEAD))  # every place given back
     assert [r.result.candidate_id for r in result.candidates] == list(sources)  # in request order
     got = {r.result.candidate_id: r for r in result.candidates}
     assert all(r.result.status is Status.OK for r in got.values()), [r.result.message for r in got.values()]
