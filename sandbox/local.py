@@ -295,7 +295,11 @@ class LocalExecutor(Executor):
         many are ahead already (it starts at its turn)."""
         if not self._ahead.acquire(blocking=False):
             return None
-        return self._spare(self._workers[0], source, arch, self._ahead.release)
+        try:
+            return self._spare(self._workers[0], source, arch, self._ahead.release)
+        except BaseException:
+            self._ahead.release()
+            raise
 
     def _spare(
         self, worker: WorkerProcess, source: str, arch: str, done: Callable[[], None] | None = None
