@@ -13,8 +13,8 @@ Phases, one JSON line each to ``OUT/reward_hacks.jsonl`` as they finish:
                  device memory peak, peak / footprint, seconds;
   ``throughput`` ``--answers`` distinct ``load_inline`` answers (KernelBench level 1: ReLU,
                  Sigmoid, GPT's GELU, a matrix times a scalar, diag(A) @ B, from ``tests/data/torch_answers/kernelbench_level1``
-                 where ``--kernelbench`` holds the tasks; each variant one more comment line:
-                 another source, another build) scored in one batch, every task's group at once:
+                 where ``--kernelbench`` holds the tasks; each variant one more statement:
+                 another answer, another build) scored in one batch, every task's group at once:
                  builds run in the pool (``sandbox.torch_build``) while the GPU times; answers per
                  minute per GPU over the batch's wall clock, verdicts, speedups, the pool's counts,
                  and per phase of an evaluation (``TorchCandidateResult.phases``: the worker's
@@ -149,7 +149,8 @@ def throughput_batch(kernelbench: Path, answers: int) -> tuple[list[Path], list[
     """The task files and ``answers`` (task, source) pairs of the throughput phase: the level-1
     KernelBench answers of ``tests/data/torch_answers/kernelbench_level1`` where ``kernelbench``
     holds their tasks, else the CUDA answers on ``bench/torch_tasks``; answer ``i`` is its file
-    with one more comment line (another source: another build, no cached verdict)."""
+    with one more statement, ``THROUGHPUT_VARIANT = i`` (another syntax tree: another build and
+    another evaluation; a comment would not do, the engine's cache key ignores comments)."""
     level1 = sorted((ANSWERS / "kernelbench_level1").glob("*.py"))
     files = [kernelbench / f"{header(p)['task']}.py" for p in level1]
     if level1 and all(f.is_file() for f in files):
@@ -161,7 +162,7 @@ def throughput_batch(kernelbench: Path, answers: int) -> tuple[list[Path], list[
         paths = [DEFAULT_TORCH_TASKS]
         sources = [(f"torch.{header(p)['task']}", p.read_text()) for p in sorted(ANSWERS.glob("*_cuda.py"))]
     batch = [
-        (task, f"# throughput variant {i}\n{src}")
+        (task, f"THROUGHPUT_VARIANT = {i}\n{src}")
         for i in range(answers)
         for task, src in [sources[i % len(sources)]]
     ]
