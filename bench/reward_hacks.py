@@ -13,10 +13,13 @@ Phases, one JSON line each to ``OUT/reward_hacks.jsonl`` as they finish:
                  device memory peak, peak / footprint, seconds;
   ``throughput`` ``--answers`` distinct ``load_inline`` answers (KernelBench level 1: ReLU,
                  Sigmoid, GPT's GELU, a matrix times a scalar, diag(A) @ B, from ``tests/data/torch_answers/kernelbench_level1``
-                 where ``--kernelbench`` holds the tasks; each variant one more comment line:
-                 another source, another build) scored in one batch, every task's group at once:
+                 where ``--kernelbench`` holds the tasks; each variant one more statement:
+                 another answer, another build) scored in one batch, every task's group at once:
                  builds run in the pool (``sandbox.torch_build``) while the GPU times; answers per
-                 minute per GPU over the batch's wall clock, verdicts, speedups, the pool's counts
+                 minute per GPU over the batch's wall clock, verdicts, speedups, the pool's counts,
+                 and per phase of an evaluation (``TorchCandidateResult.phases``: the worker's
+                 start, the reference, the ceilings, the answer's load, verification, timing,
+                 the wait for a build...) the median seconds, their total and count
                  (``--throughput-compiled``: also timed against torch.compile, as the service does);
   ``summary``    every hack below every honest failure, answers per minute per GPU (evaluations
                  over the seconds they took), the reference table's verdicts and worst peak ratio.
@@ -35,6 +38,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import sys
 import time
 from dataclasses import asdict
@@ -145,7 +149,8 @@ def throughput_batch(kernelbench: Path, answers: int) -> tuple[list[Path], list[
     """The task files and ``answers`` (task, source) pairs of the throughput phase: the level-1
     KernelBench answers of ``tests/data/torch_answers/kernelbench_level1`` where ``kernelbench``
     holds their tasks, else the CUDA answers on ``bench/torch_tasks``; answer ``i`` is its file
-    with one more comment line (another source: another build, no cached verdict)."""
+    with one more statement, ``THROUGHPUT_VARIANT = i`` (another syntax tree: another build and
+    another evaluation; a comment would not do, the engine's cache key ignores comments)."""
     level1 = sorted((ANSWERS / "kernelbench_level1").glob("*.py"))
     files = [kernelbench / f"{header(p)['task']}.py" for p in level1]
     if level1 and all(f.is_file() for f in files):
@@ -157,11 +162,27 @@ def throughput_batch(kernelbench: Path, answers: int) -> tuple[list[Path], list[
         paths = [DEFAULT_TORCH_TASKS]
         sources = [(f"torch.{header(p)['task']}", p.read_text()) for p in sorted(ANSWERS.glob("*_cuda.py"))]
     batch = [
-        (task, f"# throughput variant {i}\n{src}")
+        (task, f"THROUGHPUT_VARIANT = {i}\n{src}")
         for i in range(answers)
         for task, src in [sources[i % len(sources)]]
     ]
     return paths, batch
+
+
+def phase_medians(phases: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per phase of an evaluation (``TorchCandidateResult.phases``): the median seconds over the
+    evaluations that had it, their sum, and how many had it, largest median first."""
+    names = {name for p in phases for name in p}
+    rows = {
+        name: {
+            "median": round(statistics.median(got), 3),
+            "total": round(sum(got), 2),
+            "n": len(got),
+        }
+        for name in names
+        for got in [[p[name] for p in phases if name in p]]
+    }
+    return dict(sorted(rows.items(), key=lambda kv: -kv[1]["median"]))
 
 
 def throughput(
@@ -197,6 +218,7 @@ def throughput(
         "answers_per_minute_per_gpu": round(60 * len(scored) / wall, 2) if wall else None,
         "verdicts": {v: sum(1 for g in got if g.verdict == v) for v in sorted({g.verdict for g in got})},
         "speedups": sorted(round(g.speedup, 3) for g in scored),
+        "phases_median_s": phase_medians([g.phases for g in got]),
         "builds": dict(executor.builds.counts) if isinstance(executor, LocalExecutor) else {},
     }
     run.write(row)
@@ -293,6 +315,7 @@ def reference(
             "peak_over_footprint": round(peak / fp, 2) if fp else None,
             "within_plan": bool(fp) and peak <= PLAN_FACTOR * fp + PLAN_OVERHEAD,
             "seconds": got.get("seconds"),
+            "phases": {k: round(v, 3) for k, v in (got.get("phases") or {}).items()},
             "message": (got.get("message") or got.get("reason") or "")[:300],
         }
         run.write(row)

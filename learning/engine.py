@@ -12,6 +12,8 @@ returns one :class:`Scored` per item, in order.  On the way:
   and later (an LRU cache of verdicts; ``cached: true``);
 - the remaining candidates of one task go to the executor as ONE :class:`~sandbox.contract.EvalRequest`
   (split only past the sandbox's ``max_candidates``); tasks run concurrently up to ``workers``;
+  every new PyTorch answer's build starts when its batch arrives (:meth:`Executor.build_ahead`),
+  whenever its task's group gets a GPU;
 - an ``ok`` candidate whose timing is noisy (:func:`agent.trajectory.noisy`) is timed once more;
   if it is noisy again the reward caps it at "correct";
 - deadlines bound reading the completions as well as evaluating them: an item past its own
@@ -253,6 +255,15 @@ class RewardEngine:
         """The pending evaluation of each of ``keys`` that has no verdict yet: new candidates are
         grouped per task and submitted, candidates another batch is evaluating are shared."""
         joined: dict[str, tuple[Future[_Verdict], _Group]] = {}
+        # PyTorch answers' builds start now, before any group is queued, not when their group runs
+        ahead = [
+            c.source for cands in fresh.values() for c in cands.values() if isinstance(c, TorchCandidate)
+        ]
+        if ahead:
+            try:
+                self.executor.build_ahead(ahead)
+            except ExecutorError as exc:  # each evaluation meets it and reports it
+                log.warning("PyTorch answers could not be built ahead: %s", exc)
         with self._lock:
             for task, candidates in fresh.items():
                 group = _Group()
@@ -340,6 +351,7 @@ class RewardEngine:
             compiled_speedup_low=compiled.compiled_speedup_low if compiled else 0.0,
             footprint_bytes=compiled.footprint_bytes if compiled else 0,
             peak_memory_bytes=compiled.peak_memory_bytes if compiled else 0,
+            phases=dict(compiled.phases) if compiled else {},
         )
 
     # ---------------------------------------------------------------- evaluation threads

@@ -9,7 +9,7 @@ Light on purpose: a trainer's process imports this (through the client) and noth
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.trajectory import REWARD_VERSION, Milestone
@@ -50,6 +50,8 @@ class Scored:
     compiled_speedup_low: float = 0.0
     footprint_bytes: int = 0  # PyTorch tasks: the task's own device memory (inputs, outputs, parameters)
     peak_memory_bytes: int = 0  # PyTorch tasks: the most the evaluation held on the device
+    # PyTorch tasks: the evaluation's seconds by phase (sandbox.contract.TorchCandidateResult.phases)
+    phases: dict[str, float] = field(default_factory=dict)
     reward_version: str = REWARD_VERSION
 
 

@@ -486,7 +486,19 @@ class TorchCandidateResult:
     here (no verdict on the candidate).  ``footprint_bytes``: the task's own device memory (its
     benchmark inputs, outputs and parameters); ``peak_memory_bytes``: the most the evaluation
     held on the device (0: on the CPU); ``wall_ms``: the answer's median time per call by the host
-    clock, measured for speedups of 1.5 or more (0: not measured)."""
+    clock, measured for speedups of 1.5 or more (0: not measured).  ``phases``: where the
+    evaluation's seconds went, by phase (``sandbox.torch_eval``: ``startup_s`` torch imported and
+    the device's context in the fresh process, while it waited for its answer when started
+    ahead; ``task_s``; ``reference_s`` the reference on every input set, ``to_host_s`` of it its
+    outputs copied to the host; ``footprint_s``; ``work_s`` the FLOP count; ``ceilings_s``;
+    ``alone_s`` the reference timed alone; ``load_s`` the answer's module and ``ModelNew``;
+    ``verify_s``; ``time_s`` the paired timing; ``recheck_s`` the checks after it; ``floor_s``;
+    ``wall_s``; ``compiled_s``; ``compare_s`` and ``poison_s``, the comparisons and the poisoning
+    of free memory within ``verify_s`` and ``recheck_s``.  The executor adds ``build_wait_s``, what
+    the request waited for a build since its previous answer ran, ``build_s`` the build's own
+    seconds when it was built for this request, ``queue_s`` the device busy with other requests,
+    ``spawn_s`` what of the worker's start was not hidden behind the answer before it, and
+    ``worker_s`` the worker's whole call)."""
 
     result: CandidateResult
     compiled_speedup: float = 0.0
@@ -497,6 +509,7 @@ class TorchCandidateResult:
     footprint_bytes: int = 0
     peak_memory_bytes: int = 0
     wall_ms: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from base.errors import Unavailable
 from sandbox.contract import DeviceInfo, EvalRequest, EvalResult, Progress, TorchRequest, TorchResult
@@ -63,6 +63,10 @@ class Executor(abc.ABC):
         """Evaluate KernelBench-format candidates (``sandbox.torch_eval``), each in a sandboxed
         process of its own; executors that cannot raise :class:`ExecutorError`."""
         raise ExecutorError(f"{type(self).__name__} does not evaluate PyTorch tasks (use a local executor)")
+
+    def build_ahead(self, sources: Sequence[str]) -> None:  # noqa: B027 - optional hook
+        """PyTorch answers ``sources`` are coming: start whatever of their evaluation needs no GPU
+        (their ``load_inline`` builds) now, so the GPU never waits for it later."""
 
     @abc.abstractmethod
     def device_info(self) -> DeviceInfo:

@@ -22,7 +22,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -57,6 +57,8 @@ from sandbox.verify import static_rejection
 from sandbox.wire import DEFAULT_HANDLER, Binary, EvalJob, InfoJob, Reply, TorchJob
 
 UNSAFE_TORCH_ENV = "CUDA_AGENT_UNSAFE_TORCH"  # "1": PyTorch answers run even without bubblewrap
+SPARE_START_S = 120.0  # a PyTorch worker's start (importing torch, the device's context), ahead of its job
+AHEAD = 2  # PyTorch worker processes started ahead of their turn, per device (each holds a CUDA context)
 
 
 class LocalExecutor(Executor):
@@ -93,6 +95,9 @@ class LocalExecutor(Executor):
         self.builds = builds or BuildPool(spawn_builder(prefix), workers=BUILD_WORKERS)
         self._info: dict[int, DeviceInfo] = {}
         self._info_lock = threading.Lock()
+        # PyTorch workers' processes started ahead of their turn on the device (LocalExecutor._spare)
+        self._starters = concurrent.futures.ThreadPoolExecutor(AHEAD * len(self._workers), "torch-spare")
+        self._ahead = threading.BoundedSemaphore(AHEAD * len(self._workers))
 
     def device_info(self) -> DeviceInfo:
         known = self._info.get(self._workers[0].device)
@@ -154,7 +159,15 @@ class LocalExecutor(Executor):
 
     def evaluate_torch(self, request: TorchRequest, *, cancel: threading.Event | None = None) -> TorchResult:
         """Each candidate in a fresh PyTorch worker process (``sandbox.torch_eval``) with the GPU
-        workers' isolation, while this executor's GPU worker for the device stays idle."""
+        workers' isolation, while this executor's GPU worker for the device stays idle.
+
+        Candidates run in the order their builds end (:class:`BuildPool`; a Triton answer's is
+        at once), each holding the device for its own evaluation only, so other requests' built
+        answers run while this one's build; an answer's process is started (torch imported, no
+        answer code run) while the answer before it runs or while it waits for the device
+        (:meth:`_ahead_of_turn`, at most :data:`AHEAD` per device).  Each
+        verdict's ``phases`` gains the executor's: ``build_wait_s``, ``build_s``, ``queue_s`` (the
+        device busy with other requests), ``spawn_s`` and ``worker_s``."""
         try:
             validate_torch_request(request, self.limits)
         except RequestError as exc:
@@ -168,58 +181,182 @@ class LocalExecutor(Executor):
             )
         arch = self.device_info().compute_capability  # the arch list every build is for
         deadline = time.monotonic() + self.builds.wall_s  # queueing included
-        # every candidate builds while the GPU times others (this request's and other requests')
-        builds = [self.builds.submit(c.source, arch, deadline) for c in request.candidates]
-        worker = self._idle.get()
-        results: list[TorchCandidateResult] = []
+        # every candidate builds while the GPU times others (this request's and other requests');
+        # one submitted ahead (build_ahead) is that build
+        futures = [self.builds.submit(c.source, arch, deadline) for c in request.candidates]
+        builds = dict(enumerate(futures))  # not built yet
+        timeout = request.budget.timeout_s + BUILD_ALLOWANCE_S
+        results: dict[int, TorchCandidateResult] = {}
+        ready: list[int] = []  # built, in the order their builds ended
+        first = self._workers[0]  # where processes start ahead (an executor per GPU: its GPU)
+        spare: tuple[int, _Started] | None = None  # the next answer's process, started ahead
+        idle = 0.0  # seconds this request waited for a build since its last evaluation
         try:
-            info = self._device_info(worker)
-            timeout = request.budget.timeout_s + BUILD_ALLOWANCE_S
-            for index, build in enumerate(builds):
-                cid = request.candidates[index].id
+            while builds or ready:
                 if cancel is not None and cancel.is_set():
-                    results.append(TorchCandidateResult(CandidateResult(cid, Status.CANCELLED)))
-                    continue
-                while not build.done() and not (cancel is not None and cancel.is_set()):
-                    concurrent.futures.wait([build], timeout=CANCEL_POLL_S)
-                if not build.done():
-                    results.append(TorchCandidateResult(CandidateResult(cid, Status.CANCELLED)))
-                    continue
-                built = build.result()
-                if built.verdict is not None:  # decided by its build: no GPU time
-                    results.append(
-                        TorchCandidateResult(
-                            CandidateResult(cid, built.verdict, built.message, seconds=built.seconds)
-                        )
+                    break
+                done = sorted(i for i, b in builds.items() if b.done())
+                ready += done
+                for i in done:
+                    del builds[i]
+                if not ready:
+                    waited = time.perf_counter()
+                    concurrent.futures.wait(
+                        list(builds.values()),
+                        timeout=CANCEL_POLL_S,
+                        return_when=concurrent.futures.FIRST_COMPLETED,
                     )
+                    idle += time.perf_counter() - waited
                     continue
-                directory = self.builds.directory(request.candidates[index].source, arch)
-                if directory:  # a build that did not finish left none
-                    os.makedirs(directory, exist_ok=True)
-                job = TorchJob(request, index, directory, arch)
-                bind = ("--bind", directory, directory) if worker.prefix and directory else ()
-                proc = WorkerProcess(
-                    worker.device, worker.backend, self.torch_handler, (*worker.prefix, *bind)
-                )
+                index = ready.pop(0)
+                cand = request.candidates[index]
+                built = futures[index].result()
+                phases = {"build_wait_s": idle} | ({} if built.cached else {"build_s": built.seconds})
+                idle = 0.0
+                if built.verdict is not None:  # decided by its build: no GPU time
+                    result = CandidateResult(cand.id, built.verdict, built.message, seconds=built.seconds)
+                    results[index] = TorchCandidateResult(result, phases=phases)
+                    continue
+                started: _Started | None = None
+                if spare is not None and spare[0] == index:
+                    started, spare = spare[1], None
+                else:  # its process starts now, while it waits for the device (if few are ahead)
+                    started = self._ahead_of_turn(cand.source, arch)
+                queued = time.perf_counter()
+                worker = self._idle.get()  # the device, for this answer only: others' answers interleave
+                phases["queue_s"] = time.perf_counter() - queued
                 try:
-                    reply = proc.call(job, timeout, cancel)
+                    directory = self.builds.directory(cand.source, arch)
+                    job = TorchJob(request, index, directory, arch, self._device_info(worker))
+                    if started is not None and worker.device != first.device:  # for another device
+                        started.close()
+                        started = None
+                    started = started or self._spare(worker, cand.source, arch)
+                    # the next answer to run's process starts while this one runs
+                    after = next((i for i in ready if futures[i].result().verdict is None), None)
+                    ahead = (
+                        None if after is None else self._ahead_of_turn(request.candidates[after].source, arch)
+                    )
+                    spare = None if after is None or ahead is None else (after, ahead)
+                    results[index] = self._run_torch(started, job, timeout, cancel, phases)
+                except BaseException:
+                    if started is not None:  # (closing one its job took and closed is harmless)
+                        started.close()
+                    raise
                 finally:
-                    proc.close()
-                if reply.unavailable:
-                    raise NoGpuError(f"PyTorch worker: {reply.unavailable}")
-                if not isinstance(reply.value, TorchCandidateResult):  # a reply decode_reply let through
-                    raise WorkerUnavailable("the PyTorch worker sent no verdict")
-                results.append(reply.value)
+                    self._idle.put(worker)
         finally:
-            self._idle.put(worker)
-        return TorchResult(request.id, tuple(results), info)
+            if spare is not None:
+                spare[1].close()
+        cancelled = [
+            TorchCandidateResult(CandidateResult(c.id, Status.CANCELLED)) for c in request.candidates
+        ]
+        return TorchResult(
+            request.id, tuple(results.get(i, cancelled[i]) for i in range(len(cancelled))), self.device_info()
+        )
+
+    def _run_torch(
+        self,
+        started: _Started,
+        job: TorchJob,
+        timeout: float,
+        cancel: threading.Event | None,
+        phases: dict[str, float],
+    ) -> TorchCandidateResult:
+        """``job`` in its process (``started``: :meth:`_spare`), closed after its one job;
+        ``phases``: the executor's seconds, added to the worker's."""
+        waited = time.perf_counter()
+        proc = started.take()
+        phases["spawn_s"] = time.perf_counter() - waited  # what its start did not hide
+        called = time.perf_counter()
+        try:
+            reply = proc.call(job, timeout, cancel)
+        finally:
+            proc.close()
+        phases["worker_s"] = time.perf_counter() - called
+        if reply.unavailable:
+            raise NoGpuError(f"PyTorch worker: {reply.unavailable}")
+        if not isinstance(reply.value, TorchCandidateResult):  # a reply decode_reply let through
+            raise WorkerUnavailable("the PyTorch worker sent no verdict")
+        return replace(reply.value, phases={**reply.value.phases, **phases})
+
+    def build_ahead(self, sources: Sequence[str]) -> None:
+        """Submit the builds of PyTorch answers ``sources`` now (:class:`BuildPool`: bounded by
+        its workers, one build per source however often submitted): they build while the GPU
+        times what came before them; :meth:`evaluate_torch` finds them built or building."""
+        arch = self.device_info().compute_capability
+        deadline = time.monotonic() + self.builds.wall_s  # queueing included
+        for source in sources:
+            self.builds.submit(source, arch, deadline)
+
+    def _ahead_of_turn(self, source: str, arch: str) -> _Started | None:
+        """:meth:`_spare` before its answer's turn on the device, so its start overlaps other
+        work: at most :data:`AHEAD` per device at once (each holds a CUDA context); None when as
+        many are ahead already (it starts at its turn)."""
+        if not self._ahead.acquire(blocking=False):
+            return None
+        try:
+            return self._spare(self._workers[0], source, arch, self._ahead.release)
+        except BaseException:
+            self._ahead.release()
+            raise
+
+    def _spare(
+        self, worker: WorkerProcess, source: str, arch: str, done: Callable[[], None] | None = None
+    ) -> _Started:
+        """A fresh PyTorch worker process for the answer ``source`` on ``worker``'s device,
+        started now in the background (torch imported, the device described: an
+        :class:`InfoJob`, before any answer's code runs in it); the build directory
+        (:meth:`BuildPool.directory`) is bound writable; ``done``: called once it is taken or
+        closed."""
+        directory = self.builds.directory(source, arch)
+        if directory:  # a build that did not finish left none
+            os.makedirs(directory, exist_ok=True)
+        bind = ("--bind", directory, directory) if worker.prefix and directory else ()
+        proc = WorkerProcess(worker.device, worker.backend, self.torch_handler, (*worker.prefix, *bind))
+
+        def start() -> WorkerProcess:
+            proc.call(InfoJob(), SPARE_START_S)  # a process that fails it is started again by its job
+            return proc
+
+        return _Started(self._starters.submit(start), done)
 
     def close(self) -> None:
         for w in self._workers:
             w.close()
         self._pool.close()
+        self._starters.shutdown(wait=False, cancel_futures=True)
         if self._own_builds:
             self.builds.close()
+
+
+class _Started:
+    """A worker process being started (:meth:`LocalExecutor._spare`): taken by its job or closed,
+    once; ``done``: called then (a place ahead given back)."""
+
+    def __init__(
+        self, future: concurrent.futures.Future[WorkerProcess], done: Callable[[], None] | None
+    ) -> None:
+        self.future = future
+        self.done = done
+
+    def _settle(self) -> None:
+        if self.done is not None:
+            self.done()
+            self.done = None
+
+    def take(self) -> WorkerProcess:
+        """The process, once started (its job's to close)."""
+        try:
+            return self.future.result()
+        finally:
+            self._settle()
+
+    def close(self) -> None:
+        """The process will not be used: ended once its start is over."""
+        self._settle()
+        self.future.add_done_callback(lambda f: None if f.cancelled() else f.result().close())
+        self.future.cancel()
 
 
 def split_by_defines(req: EvalRequest) -> tuple[EvalRequest, ...]:

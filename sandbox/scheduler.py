@@ -121,6 +121,14 @@ class GpuScheduler(Executor):
             lane = self.lanes[self._least_loaded()]
         return lane.executor.evaluate_torch(request, cancel=cancel)
 
+    def build_ahead(self, sources: Sequence[str]) -> None:
+        """On every GPU in service (their executors share one build pool: one build per source
+        and arch)."""
+        with self._lock:
+            lanes = self._live()
+        for lane in lanes:
+            lane.executor.build_ahead(sources)
+
     def device_info(self) -> DeviceInfo:
         """The first GPU in service (sessions: their own GPU)."""
         lane = self._live()[0]

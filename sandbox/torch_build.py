@@ -171,7 +171,8 @@ class BuildPool:
         self._threads = ThreadPoolExecutor(max(1, workers), thread_name_prefix="torch-build")
         self._lock = threading.Lock()
         self._known: dict[str, Future[Built]] = {}
-        self.counts = {"built": 0, "hits": 0, "failed": 0, "unsettled": 0}
+        # hits: a verdict reused; joined: a build already under way (submitted ahead, asked again)
+        self.counts = {"built": 0, "hits": 0, "joined": 0, "failed": 0, "unsettled": 0}
 
     def directory(self, source: str, arch: str) -> str:
         """Where ``source`` is built ("": nowhere, torch is not installed here)."""
@@ -189,7 +190,7 @@ class BuildPool:
         with self._lock:
             known = self._known.get(key)
             if known is not None:
-                self.counts["hits"] += 1
+                self.counts["hits" if known.done() else "joined"] += 1
                 _touch(directory)
                 return known
             stored = _read_marker(directory)

@@ -20,8 +20,10 @@ Per candidate, in order (what the answer could do about each step: :mod:`sandbox
    ``1 ± rho`` (the calibration of ``sandbox.verify``'s tolerance model).  Outputs go to the
    host; inputs are regenerated from their seed when needed; every tensor freed on the device is
    poisoned first.  When timed: the reference's bytes and FLOPs, the device's copy bandwidth and
-   GEMM rate at the pinned precision, and the reference's time alone; then the
-   :class:`~sandbox.torch_trust.Guard` captures torch and the timer;
+   GEMM rate at the pinned precision (the executor's, measured once per device:
+   :attr:`~sandbox.wire.TorchJob.device`; measured here for a type they do not cover), and the
+   reference's time alone; then the :class:`~sandbox.torch_trust.Guard` captures torch and the
+   timer;
 3. ``ModelNew`` is built with the same init inputs and the same seed;
 4. each input set: the outputs must be plain tensors, complete on the caller's stream when
    ``forward`` returns, hold none of the poison, leave the inputs' bytes alone, and torch, the
@@ -50,7 +52,8 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, cast
@@ -277,6 +280,18 @@ def point_at(directory: str, arch: str) -> None:
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch
 
 
+def _preload() -> None:
+    """Import what answers build and launch with (``load_inline``'s module, Triton), so a
+    process started ahead of its answer (``sandbox.local``) pays for it while it waits, not on
+    the answer's clock; trusted modules, imported before the guard captures anything."""
+    import torch.utils.cpp_extension  # noqa: F401
+
+    try:
+        import triton  # noqa: F401
+    except Exception:  # not installed, or unusable here: an answer that imports it meets that itself
+        log.debug("triton is not importable in the PyTorch worker", exc_info=True)
+
+
 def _module(source: str, filename: str) -> dict[str, Any]:
     """Run ``source`` as a module from a file of its own (Triton's ``@jit``, CuTe DSL and
     TileLang read their kernels' source back through ``inspect``)."""
@@ -297,6 +312,24 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}{at}"[
         :MESSAGE_CHARS
     ]
+
+
+class Phases:
+    """Seconds per phase of one evaluation (:attr:`~sandbox.contract.TorchCandidateResult.phases`),
+    each ended by ``settle`` (the device's queue drained, so a phase's GPU work counts in it)."""
+
+    def __init__(self, settle: Callable[[], None]) -> None:
+        self.settle = settle
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+            self.settle()  # not after an exception: a sticky CUDA error is the step's own to report
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 
 
 @dataclass
@@ -354,6 +387,7 @@ class TorchHandler:
     ``cpu`` runs on the host (tests), anything else on CUDA device ``device``."""
 
     def __init__(self, device: int, backend: str) -> None:
+        start = time.perf_counter()
         torch = _torch()
         self.torch = torch
         if backend == "cpu":
@@ -368,6 +402,11 @@ class TorchHandler:
         os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(tmp, "triton-cache"))
         pin(torch)
         self.cuda = self.device.type == "cuda"
+        if self.cuda:
+            _preload()
+        self.phases = Phases(self._sync)
+        # this process's start (torch imported, the device's context): on its first evaluation's account
+        self._startup_s = time.perf_counter() - start
 
     def describe(self) -> DeviceInfo:
         torch = self.torch
@@ -393,6 +432,9 @@ class TorchHandler:
 
     def evaluate(self, job: TorchJob) -> TorchCandidateResult:
         start = time.perf_counter()
+        phase = self.phases = Phases(self._sync)
+        if self._startup_s:
+            phase.seconds["startup_s"], self._startup_s = self._startup_s, 0.0
         cid, req = job.candidate.id, job.request
         if job.build_dir:  # the build stage built it there: load_inline only loads it
             point_at(job.build_dir, job.arch)
@@ -408,7 +450,7 @@ class TorchHandler:
                 checks=tuple(checks),
                 seconds=time.perf_counter() - start,
             )
-            return TorchCandidateResult(result, **memory, **self._memory(), **kw)
+            return TorchCandidateResult(result, **memory, **self._memory(), phases=phase.seconds, **kw)
 
         status, why = screen(job.candidate.source)
         if status is not None:
@@ -418,58 +460,71 @@ class TorchHandler:
             if self.cuda:
                 torch.cuda.reset_peak_memory_stats(self.device)
             try:  # trusted: the task; nothing of the answer has run yet
-                task = _module(req.task, "task.py")
-                init = list(task["get_init_inputs"]())
-                torch.manual_seed(req.seeds[0])
-                model = task["Model"](*init).to(self.device).eval()
-                cases = self._cases(task, model, req.seeds)
-                self._release()
-                memory["footprint_bytes"] = self._footprint(model, cases[0])
-                prepared = self._prepare(model, cases[0]) if req.time else None
+                with phase("task_s"):
+                    task = _module(req.task, "task.py")
+                    init = list(task["get_init_inputs"]())
+                    torch.manual_seed(req.seeds[0])
+                    model = task["Model"](*init).to(self.device).eval()
+                with phase("reference_s"):
+                    cases = self._cases(task, model, req.seeds)
+                    self._release()
+                with phase("footprint_s"):
+                    memory["footprint_bytes"] = self._footprint(model, cases[0])
+                prepared = self._prepare(model, cases[0], job.device) if req.time else None
             except Exception as exc:
                 msg = f"the task's model failed: {type(exc).__name__}: {exc}"
                 return verdict(Status.CRASH, msg, task_error=msg[:MESSAGE_CHARS])
             harness = (sys.modules[__name__], timing, verify)
             guard = Guard(torch, self.device, harness)  # the last moment before any answer code runs
             try:
-                answer = _module(job.candidate.source, "answer.py")
-                cls = answer.get("ModelNew")
-                if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
-                    return verdict(Status.COMPILE_ERROR, "ModelNew is not a torch.nn.Module subclass")
-                torch.manual_seed(req.seeds[0])
-                new = cls(*init).to(self.device).eval()
+                with phase("load_s"):  # the answer's module: load_inline loads (or builds), Triton defines
+                    answer = _module(job.candidate.source, "answer.py")
+                    cls = answer.get("ModelNew")
+                    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+                        return verdict(Status.COMPILE_ERROR, "ModelNew is not a torch.nn.Module subclass")
+                    torch.manual_seed(req.seeds[0])
+                    new = cls(*init).to(self.device).eval()
             except Exception as exc:
                 if tampered := self._tampered(guard):
                     return verdict(Status.REJECTED, tampered)
                 return verdict(Status.COMPILE_ERROR, f"building ModelNew failed: {_why(exc)}")
-            checks: list[Check] = []
-            held: list[Any] = []  # the answer's outputs on the previous input set, alive
-            for i, case in enumerate(cases):
-                inputs = case.make()
-                check, refusal = self._check(new, inputs, case, guard, case.label, cases[:i], held)
-                if refusal:
-                    return verdict(Status.REJECTED, refusal, checks=tuple(checks))
-                if check is None:
-                    return verdict(
-                        Status.CRASH, f"{case.label} seed {case.seed}: {self._crash}", tuple(checks)
-                    )
-                checks.append(check)
-                if not check.ok:
-                    msg = f"{case.label} seed {case.seed}: {check.detail}"
-                    return verdict(Status.MISMATCH, msg, checks=tuple(checks))
-                poison(torch, inputs)
-                del inputs
-            del held
-            self._release()
+            with phase("verify_s"):
+                checks, failed, why = self._verify(new, cases, guard)
+            if failed is not None:
+                return verdict(failed, why, checks=checks)
             if prepared is None:
-                return verdict(Status.OK, "verified (not timed)", checks=tuple(checks))
+                return verdict(Status.OK, "verified (not timed)", checks=checks)
             try:
-                timed = self._timed(model, new, cases, req, prepared, guard, verdict, tuple(checks))
-                return replace(timed, **memory, **self._memory())
+                timed = self._timed(model, new, cases, req, prepared, guard, verdict, checks)
+                return replace(timed, **memory, **self._memory(), phases=phase.seconds)
             except Exception as exc:
                 return verdict(Status.CRASH, f"while timing: {_why(exc)}", checks=tuple(checks))
 
     _crash = ""
+
+    def _verify(
+        self, new: Any, cases: Sequence[_Case], guard: Guard
+    ) -> tuple[tuple[Check, ...], Status | None, str]:
+        """The answer on every input set, in order: (the checks, None, '') when every one passed,
+        else the checks so far, the verdict and why."""
+        torch = self.torch
+        checks: list[Check] = []
+        held: list[Any] = []  # the answer's outputs on the previous input set, alive
+        for i, case in enumerate(cases):
+            inputs = case.make()
+            check, refusal = self._check(new, inputs, case, guard, case.label, cases[:i], held)
+            if refusal:
+                return tuple(checks), Status.REJECTED, refusal
+            if check is None:
+                return tuple(checks), Status.CRASH, f"{case.label} seed {case.seed}: {self._crash}"
+            checks.append(check)
+            if not check.ok:
+                return tuple(checks), Status.MISMATCH, f"{case.label} seed {case.seed}: {check.detail}"
+            poison(torch, inputs)
+            del inputs
+        del held
+        self._release()
+        return tuple(checks), None, ""
 
     def _check(
         self,
@@ -491,7 +546,8 @@ class TorchHandler:
         a replayed CUDA graph's.  ``held`` becomes this call's outputs.  ``expected``: what
         ``inputs`` held before the call (None: regenerated here)."""
         torch = self.torch
-        poison_free(torch, self.device, [t.numel() * t.element_size() for t in case.ref])
+        with self.phases("poison_s"):
+            poison_free(torch, self.device, [t.numel() * t.element_size() for t in case.ref])
         try:
             got = outputs_of(new(*inputs))
             late = -1 if isinstance(got, str) else ready(torch, got, self._sync)
@@ -536,13 +592,23 @@ class TorchHandler:
         del fresh
         if changed >= 0:
             return None, f"input {changed} was modified ({where})"
-        check = compare_outputs(label, case.seed, case.ref, case.moved, got, case.n, self.device)
-        for other in earlier if not check.ok else ():
-            if compare_outputs(label, other.seed, other.ref, other.moved, got, other.n, self.device).ok:
-                return None, (
-                    f"its output on {case.label} seed {case.seed} is its output on {other.label} seed "
-                    f"{other.seed}: a result kept from an earlier call"
+        twin: _Case | None = None  # an earlier input set whose output this is
+        with self.phases("compare_s"):
+            check = compare_outputs(label, case.seed, case.ref, case.moved, got, case.n, self.device)
+            if not check.ok:
+                twin = next(
+                    (
+                        o
+                        for o in earlier
+                        if compare_outputs(label, o.seed, o.ref, o.moved, got, o.n, self.device).ok
+                    ),
+                    None,
                 )
+        if twin is not None:
+            return None, (
+                f"its output on {case.label} seed {case.seed} is its output on {twin.label} seed "
+                f"{twin.seed}: a result kept from an earlier call"
+            )
         return check, ""
 
     def _tampered(self, guard: Guard) -> str:
@@ -580,14 +646,16 @@ class TorchHandler:
                     ref = outputs_of(model(*inputs))
                     if isinstance(ref, str):
                         raise ValueError(f"the reference's {ref}")
-                    host_ref = _host(ref)
+                    with self.phases("to_host_s"):
+                        host_ref = _host(ref)
                     tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
                     n = reduction_length(tensors, params, ref)
                     poison(torch, ref, keep=[*params, *inputs])
                     del ref
                     nudged = self._perturbed(inputs, seed)
                     moved = cast(list[Any], outputs_of(model(*nudged)))
-                    host_moved = _host(moved)
+                    with self.phases("to_host_s"):
+                        host_moved = _host(moved)
                     poison(torch, moved, keep=[*params, *inputs, *nudged])
                     poison(torch, [*nudged, *inputs], keep=params)
                     del moved, nudged, inputs, tensors
@@ -633,34 +701,59 @@ class TorchHandler:
         poison(torch, inputs)
         return size + nbytes(torch, [*model.parameters(), *model.buffers()])
 
-    def _prepare(self, model: Any, case: _Case) -> _Bench:
+    def _prepare(self, model: Any, case: _Case, known: DeviceInfo | None) -> _Bench:
         """Before the answer is imported: the clock, the timed inputs, the reference's work (its
-        bytes and FLOPs), the device's ceilings and the reference's time alone."""
+        bytes and FLOPs), the device's ceilings (:meth:`_ceilings`) and the reference's time alone."""
         torch = self.torch
+        phase = self.phases
         clock = TorchClock(torch, self.device)
         live = case.make()
-        try:
-            counted, outs = work(torch, model, live)
-            poison(torch, outs, keep=[*live, *model.parameters(), *model.buffers()])
-            del outs
-        except Exception as exc:  # an op the flop counter cannot trace: the floor by bytes alone
-            log.warning("the flop counter failed on the reference (%s): no FLOP floor", exc)
-            counted = Work(nbytes(torch, live) + nbytes(torch, case.ref), 0)
+        with phase("work_s"):
+            try:
+                counted, outs = work(torch, model, live)
+                poison(torch, outs, keep=[*live, *model.parameters(), *model.buffers()])
+                del outs
+            except Exception as exc:  # an op the flop counter cannot trace: the floor by bytes alone
+                log.warning("the flop counter failed on the reference (%s): no FLOP floor", exc)
+                counted = Work(nbytes(torch, live) + nbytes(torch, case.ref), 0)
         bandwidth = gflops = 0.0  # 0: that floor is off
         if self.cuda:
             dtypes = {t.dtype for t in [*live, *model.parameters()] if isinstance(t, torch.Tensor)}
-            try:
-                bandwidth, gflops = ceilings(torch, self.device, clock, dtypes)
-            except torch.cuda.OutOfMemoryError:
-                log.warning("no room to measure the device's ceilings beside the task: no physics floor")
+            with phase("ceilings_s"):
+                bandwidth, gflops = self._ceilings(clock, dtypes, known)
         prepared = _Bench(clock, live, counted, bandwidth, gflops)
-        prepared.alone = self._sample(prepared, [lambda _: model(*live)], REFERENCE_BUDGET).timings[0]
-        sizes = [t.numel() * t.element_size() for t in [*case.ref, *live] if isinstance(t, torch.Tensor)]
-        poison(torch, live)
-        prepared.live = live = []  # made again for timing: not held while verifying
-        poison_free(torch, self.device, sizes)  # the reference's outputs its lone timing freed
-        self._release()
+        with phase("alone_s"):
+            prepared.alone = self._sample(prepared, [lambda _: model(*live)], REFERENCE_BUDGET).timings[0]
+            sizes = [t.numel() * t.element_size() for t in [*case.ref, *live] if isinstance(t, torch.Tensor)]
+            poison(torch, live)
+            prepared.live = live = []  # made again for timing: not held while verifying
+            poison_free(torch, self.device, sizes)  # the reference's outputs its lone timing freed
+            self._release()
         return prepared
+
+    def _ceilings(self, clock: TorchClock, dtypes: set[Any], known: DeviceInfo | None) -> tuple[float, float]:
+        """(copy GB/s, the best GEMM GFLOP/s over the task's float ``dtypes``): the executor's
+        measurement of this device (``known``, once per device and driver: fp32 at the pinned
+        precision, half types on the tensor cores) where it covers the task's dtypes, else
+        measured here, beside the task (:func:`~sandbox.torch_trust.ceilings`)."""
+        torch = self.torch
+        floats = {d for d in dtypes if d.is_floating_point}
+        half = bool(floats & {torch.float16, torch.bfloat16})
+        if (
+            known is not None
+            and known.peak_bandwidth_gbps > 0
+            and known.peak_gflops > 0
+            and (known.peak_tensor_gflops > 0 or not half)
+            and floats <= {torch.float32, torch.float16, torch.bfloat16}
+        ):
+            return known.peak_bandwidth_gbps, max(
+                known.peak_gflops, known.peak_tensor_gflops if half else 0.0
+            )
+        try:
+            return ceilings(torch, self.device, clock, dtypes)
+        except torch.cuda.OutOfMemoryError:
+            log.warning("no room to measure the device's ceilings beside the task: no physics floor")
+            return 0.0, 0.0
 
     def _sample(self, b: _Bench, calls: Sequence[Callable[[int], Any]], budget: Budget) -> Sampled:
         flusher = Flusher(cast(Runtime, b.clock), self.flush_bytes())
@@ -717,8 +810,12 @@ class TorchHandler:
             sampled = self._sample(b, [lambda _: reference(), lambda _: new(*b.live)], req.budget)
             return sampled.timings, paired(sampled.ratios), len(sampled.ratios)
 
-        timings, (speed, low, high), pairs = timed(lambda: model(*b.live))
-        if refused := honest("against eager"):
+        phase = self.phases
+        with phase("time_s"):
+            timings, (speed, low, high), pairs = timed(lambda: model(*b.live))
+        with phase("recheck_s"):
+            refused = honest("against eager")
+        if refused:
             return verdict(Status.REJECTED, refused, checks=checks)
         alone = b.alone.median_ms if b.alone else 0.0
         paired_ref = timings[0].median_ms
@@ -739,12 +836,15 @@ class TorchHandler:
             speedup_high=high,
             pairs=pairs,
         )
-        result = self._floor(result, b)
+        with phase("floor_s"):
+            result = self._floor(result, b)
         extra: dict[str, Any] = {}
         if (
             self.cuda and result.status is Status.OK and speed >= RETIME_FROM
         ):  # on the CPU both are the host clock
-            wall, events = self._wall(b, new), timings[1].median_ms
+            with phase("wall_s"):
+                wall = self._wall(b, new)
+            events = timings[1].median_ms
             extra["wall_ms"] = wall
             if wall > WALL_AGREE * events + WALL_SLACK_MS:
                 why = (
@@ -757,7 +857,8 @@ class TorchHandler:
         if result.status is not Status.OK:
             return TorchCandidateResult(result, **extra)
         if req.compiled:
-            compiled, note = self._compiled(model, b, guard, timed, honest)
+            with phase("compiled_s"):
+                compiled, note = self._compiled(model, b, guard, timed, honest)
             if isinstance(compiled, str):
                 return verdict(Status.REJECTED, compiled, checks=checks)
             extra.update(compiled)

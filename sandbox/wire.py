@@ -75,12 +75,14 @@ class CompileJob:
 class TorchJob:
     """Evaluate candidate ``index`` of ``request`` (in a worker process of its own); ``build_dir``:
     where the build stage built it (:mod:`sandbox.torch_build`; "": build in the worker), for the
-    arch list ``arch``."""
+    arch list ``arch``; ``device``: the device as the executor measured it once (its ceilings:
+    the physics floor's; None or unmeasured: the worker measures them)."""
 
     request: TorchRequest
     index: int
     build_dir: str = ""
     arch: str = ""
+    device: DeviceInfo | None = None
 
     @property
     def candidate(self) -> TorchCandidate:

@@ -12,12 +12,14 @@ edited one 2x faster; on top, a candidate whose source holds one of these marker
 
 PyTorch tasks (``evaluate_torch``): the answer is screened as the sandbox screens it
 (``sandbox.screen.screen``), then ``WRONG``/``HACK_INPUT`` as above, ``FAST`` ok at 2x eager
-(1.5x ``torch.compile``), anything else ok at 1x eager (0.7x ``torch.compile``);
+(1.5x ``torch.compile``), anything else ok at 1x eager (0.7x ``torch.compile``), each ok one
+1.5 s in its ``time_s`` phase;
 ``task_error``: the task's own model fails.
 
 ``ScriptedTorchHandler`` stands in for ``sandbox.torch_eval:TorchHandler`` in a worker process:
-an answer holding ``HANG`` sleeps, ``DIE`` kills its process, anything else is ok with the
-process id in the message.
+an answer holding ``HANG`` sleeps, ``DIE`` kills its process, ``BUSY`` keeps the device half a
+second; anything else is ok with its process's id, start and evaluation (``time.monotonic()``: one
+clock for every process) in the message, ``pid P started S ran R1-R2``.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ class MarkedExecutor(FakeExecutor):
             speedup_high=eager * 1.02,
             pairs=40,
         )
-        return TorchCandidateResult(ok, compiled, compiled * 0.98, compiled * 1.02)
+        return TorchCandidateResult(ok, compiled, compiled * 0.98, compiled * 1.02, phases={"time_s": 1.5})
 
     def evaluate(
         self,
@@ -122,7 +124,7 @@ def _marked(r: CandidateResult, source: str) -> CandidateResult:
 
 class ScriptedTorchHandler:
     def __init__(self, device: int, backend: str) -> None:
-        pass
+        self.started = time.monotonic()
 
     def __call__(self, job: Any) -> Any:
         from sandbox.wire import InfoJob, Reply
@@ -134,4 +136,10 @@ class ScriptedTorchHandler:
             time.sleep(600)
         if "DIE" in cand.source:
             os._exit(3)
-        return Reply(TorchCandidateResult(CandidateResult(cand.id, Status.OK, f"pid {os.getpid()}")))
+        ran = time.monotonic()
+        if "BUSY" in cand.source:
+            time.sleep(0.5)
+        message = f"pid {os.getpid()} started {self.started} ran {ran}-{time.monotonic()}"
+        return Reply(
+            TorchCandidateResult(CandidateResult(cand.id, Status.OK, message), phases={"time_s": 0.1})
+        )

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from agent.trajectory import FAILED, HACK, hack_rule, reward
-from learning.tasks import DEFAULT_TORCH_TASKS
+from learning.completion import parse_torch, torch_cache_key
+from learning.tasks import DEFAULT_TORCH_TASKS, TaskSet
 from sandbox.contract import Budget, CandidateResult, Status, TorchCandidate, TorchRequest
 from sandbox.screen import screen
 
@@ -255,8 +256,19 @@ def test_the_throughput_batch_is_distinct_level1_answers_where_kernelbench_is_th
         (level1 / f"{name}.py").write_text((DEFAULT_TORCH_TASKS / "relu.py").read_text())
     paths, batch = reward_hacks.throughput_batch(tmp_path, 12)
     assert sorted(p.stem for p in paths) == names
-    assert len(batch) == 12 and len({src for _, src in batch}) == 12  # twelve builds, no cached verdict
+    assert len(batch) == 12 and len({src for _, src in batch}) == 12  # twelve builds
+    tasks = {t.name: t for t in TaskSet.load(paths)}
+    keys = {torch_cache_key(tasks[task], parse_torch(f"```python\n{src}\n```").source) for task, src in batch}
+    assert len(keys) == 12  # twelve evaluations: none is another's cached verdict
+    assert all(screen(src) == (None, "") for _, src in batch)
     assert {task for task, _ in batch} == {f"torch.{n}" for n in names}
+    # the row's phases: median, total and count per phase over the answers that had it, largest first
+    medians = reward_hacks.phase_medians([{"load_s": 1.0, "time_s": 2.0}, {"load_s": 5.0}, {}])
+    assert medians == {
+        "load_s": {"median": 3.0, "total": 6.0, "n": 2},
+        "time_s": {"median": 2.0, "total": 2.0, "n": 1},
+    }
+    assert list(medians) == ["load_s", "time_s"]
 
 
 @needs_torch

@@ -4,6 +4,7 @@ source across requests, a failing build is that item's verdict, a deadline is a 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import sys
 import threading
 import time
@@ -34,11 +35,12 @@ class ModelNew(torch.nn.Module):
 
 
 class StubBuilder:
-    """A builder that takes ``seconds``, counts calls and the most at once; a source holding
-    ``BROKEN`` fails to build."""
+    """A builder that takes ``seconds`` (``long_s`` for a source holding ``LONG``), counts calls
+    and the most at once; a source holding ``BROKEN`` fails to build."""
 
-    def __init__(self, seconds: float = 0.05) -> None:
+    def __init__(self, seconds: float = 0.05, long_s: float = 0.0) -> None:
         self.seconds = seconds
+        self.long_s = long_s
         self.calls: list[str] = []
         self.running = self.most = 0
         self.lock = threading.Lock()
@@ -48,7 +50,7 @@ class StubBuilder:
             self.calls.append(job.source)
             self.running += 1
             self.most = max(self.most, self.running)
-        time.sleep(self.seconds)
+        time.sleep(self.long_s if "LONG" in job.source else self.seconds)
         with self.lock:
             self.running -= 1
         assert Path(job.directory).is_dir()  # the pool made it before building
@@ -111,7 +113,7 @@ def test_a_failed_build_is_final_and_a_deadline_is_not(tmp_path: Path) -> None:
         assert retry.verdict is None and ANSWER.format(n=3) in stub.calls
     finally:
         pool.close()
-    assert pool.counts == {"built": 1, "hits": 1, "failed": 1, "unsettled": 1}
+    assert pool.counts == {"built": 1, "hits": 1, "joined": 0, "failed": 1, "unsettled": 1}
 
 
 def test_the_least_recently_used_builds_go_past_the_bound(tmp_path: Path) -> None:
@@ -240,6 +242,88 @@ def test_the_executor_gives_a_failed_build_its_verdict_and_times_the_rest(
     assert got["also"].status is Status.OK
     assert [r.result.status for r in again.candidates] == [Status.OK, Status.COMPILE_ERROR, Status.OK]
     assert sorted(stub.calls) == sorted(c.source for c in cands)  # the second request built nothing
+
+
+def _ran(message: str) -> tuple[float, float, float]:
+    """(process start, evaluation start, evaluation end) of a ``ScriptedTorchHandler`` verdict."""
+    words = message.split()
+    began, ended = words[5].split("-")
+    return float(words[3]), float(began), float(ended)
+
+
+def test_built_answers_run_while_another_builds_each_process_started_while_the_one_before_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The device never waits for a build while a built answer waits: answers run in the order
+    their builds end (a, b, c before the long build it was given first), one at a time, and the
+    next answer's process (Python, torch, the device) starts while the one before it is evaluated
+    (the third on the device started while the second ran), and every place ahead is given
+    back.  Times are ``time.monotonic()``, one clock for the test and every worker process."""
+    from sandbox.local import AHEAD, LocalExecutor
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv(UNSAFE_TORCH_ENV, "1")
+    long_s = 6.0
+    pool = BuildPool(StubBuilder(long_s=long_s), workers=4, root=tmp_path / "builds", version="2.11")
+    sources = {"long": "LONG BUSY", "a": "BUSY a", "b": "BUSY b", "c": "BUSY c"}
+    cands = tuple(TorchCandidate(k, v) for k, v in sources.items())
+    with LocalExecutor(
+        handler="sandbox_fakes:ScriptedHandler",
+        torch_handler="reward_fakes:ScriptedTorchHandler",
+        sandbox=False,
+        compile_workers=1,
+        builds=pool,
+    ) as executor:
+        executor.device_info()
+        begun = time.monotonic()
+        result = executor.evaluate_torch(TorchRequest("r", "the task", cands, budget=Budget(timeout_s=30.0)))
+        assert all(executor._ahead.acquire(blocking=False) for _ in range(AHEAD))  # every place given back
+    assert [r.result.candidate_id for r in result.candidates] == list(sources)  # in request order
+    got = {r.result.candidate_id: r for r in result.candidates}
+    assert all(r.result.status is Status.OK for r in got.values()), [r.result.message for r in got.values()]
+    ran = {k: _ran(r.result.message) for k, r in got.items()}
+    order = sorted(ran, key=lambda k: ran[k][1])
+    assert order[-1] == "long" and max(ran[k][2] for k in "abc") < begun + long_s <= ran["long"][1]
+    assert all(ran[x][2] <= ran[y][1] for x, y in itertools.pairwise(order))  # one at a time
+    assert ran[order[2]][0] < ran[order[1]][2]  # started while the one before it ran
+    for r in got.values():  # the executor's phases beside the worker's
+        assert {"build_wait_s", "build_s", "queue_s", "spawn_s", "worker_s", "time_s"} <= set(r.phases)
+    assert got["long"].phases["build_wait_s"] > 1.0 > got["c"].phases["build_wait_s"]
+
+
+def test_a_request_waiting_for_a_build_leaves_the_device_to_another_requests_built_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two requests at once (two tasks' groups): the one whose answer is still building does not
+    hold the device, so the other's built answers run meanwhile."""
+    from sandbox.local import LocalExecutor
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv(UNSAFE_TORCH_ENV, "1")
+    long_s = 5.0
+    pool = BuildPool(StubBuilder(long_s=long_s), workers=4, root=tmp_path / "builds", version="2.11")
+    waiting = TorchRequest(
+        "w", "task w", (TorchCandidate("long", "LONG BUSY"),), budget=Budget(timeout_s=30.0)
+    )
+    built = (TorchCandidate("x", "BUSY x"), TorchCandidate("y", "BUSY y"))
+    other = TorchRequest("o", "task o", built, budget=Budget(timeout_s=30.0))
+    with LocalExecutor(
+        handler="sandbox_fakes:ScriptedHandler",
+        torch_handler="reward_fakes:ScriptedTorchHandler",
+        sandbox=False,
+        compile_workers=1,
+        builds=pool,
+    ) as executor:
+        executor.device_info()
+        begun = time.monotonic()
+        first = threading.Thread(target=executor.evaluate_torch, args=(waiting,))
+        first.start()
+        time.sleep(0.2)  # the waiting request asked first
+        result = executor.evaluate_torch(other)
+        first.join(timeout=60)
+    ran = [_ran(r.result.message) for r in result.candidates]
+    assert all(r.result.status is Status.OK for r in result.candidates)
+    assert max(end for _, _, end in ran) < begun + long_s  # both ran while the long answer built
 
 
 @pytest.mark.slow

@@ -8,6 +8,10 @@ import importlib.util
 import json
 import os
 import textwrap
+import threading
+import types
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,7 @@ from agent.trajectory import CORRECT, FAILED, FASTER, HACK
 from learning.completion import parse_torch, prompt_text, torch_cache_key
 from learning.engine import Item, RewardEngine
 from learning.tasks import DEFAULT_TASKS, DEFAULT_TORCH_TASKS, TaskSet, TorchTask, load_torch_file
-from sandbox.contract import Budget, Status, TorchCandidate, TorchRequest
+from sandbox.contract import Budget, Status, TorchCandidate, TorchRequest, TorchResult
 from sandbox.local import UNSAFE_TORCH_ENV
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -213,6 +217,83 @@ def test_torch_answers_go_one_request_per_task_screened_first_with_rewards_in_or
     assert by["none"].verdict == "no_code" and by["none"].reward == FAILED
     assert by["dup"].reward == by["r0"].reward
     assert all(s.task.startswith("torch.") and "@" in s.task for s in scored)
+
+
+class AheadExecutor(MarkedExecutor):
+    """Records what it was asked, in order: builds ahead (the sources) and evaluations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[str, Any]] = []
+
+    def build_ahead(self, sources: Sequence[str]) -> None:
+        with self.lock:
+            self.asked.append(("build", sorted(sources)))
+
+    def evaluate_torch(self, request: TorchRequest, *, cancel: threading.Event | None = None) -> TorchResult:
+        with self.lock:
+            self.asked.append(("evaluate", len(request.candidates)))
+        return super().evaluate_torch(request, cancel=cancel)
+
+
+def test_every_answers_build_starts_when_its_batch_arrives_and_its_phases_reach_the_row() -> None:
+    """One evaluation thread, two tasks: the second task's answers are built ahead while the
+    first task's are evaluated, not when the thread comes to them; a duplicate or a screened-out
+    answer is not built; the sandbox's per-phase seconds come back on each row."""
+    executor = AheadExecutor()
+    engine = RewardEngine(executor, TaskSet.load([DEFAULT_TORCH_TASKS]), workers=1)
+    gelu = answer("class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x  # gelu")
+    items = [Item("r0", "torch.relu", answer(RELU_OK)), Item("r1", "torch.relu", answer(RELU_FAST))]
+    items += [Item("g0", "torch.gelu", gelu), Item("dup", "torch.relu", answer(RELU_OK))]
+    items += [Item("bad", "torch.gelu", answer("import os\nclass ModelNew(torch.nn.Module):\n    pass"))]
+    try:
+        scored = engine.score(items)
+    finally:
+        engine.close()
+    ((what, sources), *rest) = executor.asked
+    assert (
+        what == "build" and len(sources) == 3 and sorted(what for what, _ in rest) == ["evaluate", "evaluate"]
+    )
+    assert sources == sorted(parse_torch(i.completion).source for i in items[:3])
+    assert [s.phases for s in scored if s.verdict == "ok"] == [{"time_s": 1.5}] * 4
+
+
+def test_the_worker_takes_the_devices_ceilings_from_the_executor_and_measures_only_what_they_miss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The physics floor's ceilings are the executor's, measured once per device (fp32 at the
+    pinned precision, half types on the tensor cores): no answer's worker measures them again,
+    unless the task computes in a type they do not cover or the device has none."""
+    import sandbox.torch_eval as torch_eval
+    from sandbox.contract import DeviceInfo
+
+    class Dtype:
+        def __init__(self, floating: bool) -> None:
+            self.is_floating_point = floating
+
+    f32, f16, bf16, f64, i64 = Dtype(True), Dtype(True), Dtype(True), Dtype(True), Dtype(False)
+    fake = types.SimpleNamespace(
+        float32=f32, float16=f16, bfloat16=bf16, cuda=types.SimpleNamespace(OutOfMemoryError=MemoryError)
+    )
+    measured: list[set[Any]] = []
+
+    def ceilings(torch: Any, device: Any, clock: Any, dtypes: set[Any]) -> tuple[float, float]:
+        measured.append(set(dtypes))
+        return 1.0, 2.0
+
+    monkeypatch.setattr(torch_eval, "ceilings", ceilings)
+    handler = object.__new__(torch_eval.TorchHandler)
+    handler.torch, handler.device = fake, "cuda:0"
+    clock: Any = None  # the fallback's, never read here
+    known = DeviceInfo("H100", "9.0", 132, 50 << 20, 80 << 30, "", 3000.0, 50_000.0, 700_000.0)
+    assert handler._ceilings(clock, {f32, i64}, known) == (3000.0, 50_000.0)
+    assert handler._ceilings(clock, {f16, f32}, known) == (3000.0, 700_000.0)
+    assert handler._ceilings(clock, {bf16}, known) == (3000.0, 700_000.0)
+    assert measured == []
+    assert handler._ceilings(clock, {f64}, known) == (1.0, 2.0)  # not covered: measured beside the task
+    assert handler._ceilings(clock, {f32}, None) == (1.0, 2.0)
+    assert handler._ceilings(clock, {f16}, replace(known, peak_tensor_gflops=0.0)) == (1.0, 2.0)
+    assert measured == [{f64}, {f32}, {f16}]
 
 
 def test_a_torch_task_whose_own_model_fails_gives_null_rewards() -> None:
