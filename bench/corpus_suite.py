@@ -57,12 +57,23 @@ def index(corpus: Path = CORPUS) -> list[dict[str, Any]]:
 
 def expert_speedup(entry: dict[str, Any], executor: Executor, corpus: Path) -> dict[str, Any]:
     """The expert's speedup over the naive kernel, verified and timed side by side (the naive
-    kernel's spec; the expert's own launch and template lines)."""
+    kernel's spec; the expert's own launch and template lines).  The index' expert entry may
+    amend the pair: ``launch`` and ``template`` in place of the expert's own lines, ``spec``:
+    directive lines replacing the naive spec's of their keyword (sizes only the expert handles);
+    ``not_comparable``: why the pair cannot run (the expert takes other parameters)."""
     x = entry["expert"]
+    if x.get("not_comparable"):
+        return {"status": "not_comparable", "reason": x["not_comparable"]}
     try:
         doc = Document.from_file(corpus / entry["file"])
         target, proposal, _ = compare_mod.prepare(
-            doc, entry["kernel"], f"{corpus / x['file']}:{x['kernel']}", None, Document.from_file
+            doc,
+            entry["kernel"],
+            f"{corpus / x['file']}:{x['kernel']}",
+            x.get("launch"),
+            Document.from_file,
+            template=x.get("template"),
+            amend=tuple(x.get("spec", ())),
         )
         found = compare_mod.compare(target, proposal, executor, sanitize=False)
     except (TargetError, ExecutorError, OSError, ValueError) as exc:
