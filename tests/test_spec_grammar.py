@@ -6,7 +6,7 @@ The same additions run on the GPU in tests/test_spec_gpu.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -321,7 +321,7 @@ class HostRuntime(Runtime):
     def max_shared_optin(self) -> int:
         return 0
 
-    def load(self, cubin: bytes, name: str) -> Any:
+    def load(self, cubin: bytes, name: str, symbols: Mapping[str, str] | None = None) -> Any:
         raise NotImplementedError
 
     def global_symbol(self, kernel: Any, name: str) -> int:

@@ -702,23 +702,6 @@ def _host_source(source: str) -> str:
     return data.decode()
 
 
-def _template_variables(source: str) -> set[str]:
-    """The names of the unit's variable templates (``template <class T> __constant__ T w[N];``)."""
-    doc = Document(source)
-    names: set[str] = set()
-    for n in doc.tree.root_node.children:
-        if n.type != "template_declaration":
-            continue
-        for d in n.children:
-            if d.type != "declaration":
-                continue
-            for c in d.children_by_field_name("declarator"):
-                while c.child_by_field_name("declarator") is not None:
-                    c = c.child_by_field_name("declarator")
-                names.add(doc.node_text(c))
-    return names
-
-
 def _host_value(dtype: str, i: str, dist_kind: str, low: float, high: float, value: float) -> str:
     t = HOST_TYPES[dtype]
     if dist_kind == "const":
@@ -737,7 +720,6 @@ def host_program(t: Target, out: Subject) -> str:
     lines = ['#include "host_cuda.h"', _host_unit(t.baseline.source, "orig")]
     lines += [_host_unit(t.unit_with(out.code), "cand"), "int main() {", "    double worst = 0;"]
     launches = t.relaunch(out.launch) if (out.launch.grid or out.launch.block) and t.relaunch else None
-    templated = _template_variables(t.baseline.source)
     for misalign, (k, p) in itertools.product((0, 1), enumerate(t.verify_problems)):
         new = launches[k] if launches else p.launch
         lines.append("    {")
@@ -757,8 +739,7 @@ def host_program(t: Target, out: Subject) -> str:
             ]
             call_o.append(f"{a.name}_o")
             call_c.append(f"{a.name}_c + {misalign}")
-        for c in p.constants:  # a variable template is named with the constant's element type
-            symbol = f"{c.name}<{HOST_TYPES[c.dtype]}>" if c.name in templated else c.name
+        for c in p.constants:  # named as C++ names it (``mask<float>``, ``ns::c``)
             d = c.dist
             init = (
                 f"{d.source}_o[i]"
@@ -766,7 +747,7 @@ def host_program(t: Target, out: Subject) -> str:
                 else _host_value(c.dtype, "i", d.kind, d.low, d.high, d.value)
             )
             lines.append(
-                f"        for (long long i = 0; i < {c.count}; ++i) orig::{symbol}[i] = cand::{symbol}[i] = {init};"
+                f"        for (long long i = 0; i < {c.count}; ++i) orig::{c.name}[i] = cand::{c.name}[i] = {init};"
             )
         g, b, g2, b2 = p.launch.grid, p.launch.block, new.grid, new.block
         lines.append(
