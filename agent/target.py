@@ -342,7 +342,11 @@ def target_for(
         problems = spec_mod.problems(spec)
     except spec_mod.InvalidSpec as exc:
         raise TargetError(f"{where}: {exc}") from None
-    unit = doc.standalone(k, also=spec_mod.template_names(spec.template_args))
+    # the template arguments' names, and the spec's __constant__ data even where the kernel does not
+    # read it (a comparison's spec fills a constant only its rewrite reads: both modules declare it)
+    unit = doc.standalone(
+        k, also=spec_mod.template_names((*spec.template_args, *(c.name for c in spec.constants)))
+    )
     # the file's own headers travel with the unit: a request is compiled without the host's files
     headers, carried = carry_headers(
         unit.source, doc.path or "kernel.cu", tuple(dict.fromkeys((*unit.options, *options)))

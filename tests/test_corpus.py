@@ -241,6 +241,17 @@ def test_an_expert_entry_amends_the_pairs_sizes_launch_and_template() -> None:
     assert cand.kernel.name == "reduce_bank_conflict_free_kernel<32>"
     assert cand.launches is not None and {lc.block for lc in cand.launches} == {(32, 1, 1)}
     assert all(p.sizes["n"] % 32 == 0 for p in (*red.verify_problems, red.bench_problem))
+    # convolution_kernel_v3 reads __constant__ c_filter, filled from the filter both kernels are passed:
+    # the pair's spec fills it, and the naive kernel's unit declares it too (unread there)
+    conv = _pair_request("convolution/learn-cuda-programming__convolution_kernel_v1.cu")
+    (const,) = conv.bench_problem.constants
+    assert (const.name, const.count, const.dist.kind, const.dist.source) == (
+        "c_filter",
+        25,
+        "copy",
+        "d_filter",
+    )
+    assert "__constant__ float c_filter[" in conv.baseline.source
 
 
 def test_a_templated_constant_is_compiled_with_its_lowered_name() -> None:
