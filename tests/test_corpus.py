@@ -273,3 +273,22 @@ def test_an_integer_scalar_may_change_signedness_where_its_values_are_nonnegativ
     request = _pair_request("tree_reduction/learn-cuda-programming__atomic_reduction_kernel.cu")
     assert "unsigned int size" in request.candidates[0].kernel.source
     assert {a.value for p in request.verify_problems for a in p.args if a.name == "size"} == {2048, 3840}
+
+
+@pytest.mark.slow  # a g++ build of the host emulation per pair
+@pytest.mark.parametrize(
+    "entry",
+    [e for e in PAIRS if not e["expert"].get("not_comparable")],
+    ids=[f"{e['file']}:{e['kernel']}" for e in PAIRS if not e["expert"].get("not_comparable")],
+)
+def test_each_expert_computes_the_naive_kernels_outputs_in_host_emulation(
+    entry: dict, tmp_path: Path
+) -> None:
+    """The pair as the GPU suite runs it (the amended spec, the expert's unit, launch and template),
+    run on the CPU at every verify size: the expert's outputs are the naive kernel's (sums within the
+    emulation's bound), so a GPU mismatch is the GPU's story (rounding at the benchmark size), not
+    a pair that computes something else."""
+    suite, match = _load("corpus_suite"), _load("corpus_match")
+    target, proposal = suite.expert_pair(entry, CORPUS)
+    equal, message = match.emulate(target, proposal, tmp_path)
+    assert equal, message

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent import loop
+from agent.proposal import Proposal
 from agent.target import Target, target_for
 from cudasrc import dtypes
 from cudasrc import specs as spec_mod
@@ -712,14 +713,21 @@ def _host_value(dtype: str, i: str, dist_kind: str, low: float, high: float, val
     return f"({t})({low!r} + ({high - low!r}) * (double)(({i} * 7919 + 13) % 1000) / 1000.0)"
 
 
-def host_program(t: Target, out: Subject) -> str:
+def host_program(t: Target, out: Subject | Proposal) -> str:
     """A C++ program that runs the original and the rewrite on every verify problem, twice: with
     the rewrite's arrays aligned (its vector path) and shifted by one element (its scalar path),
-    and prints the largest difference of any output (``inf`` where an integer output differs)."""
+    and prints the largest difference of any output (``inf`` where an integer output differs).
+    A :class:`Proposal` with its own ``unit`` and ``kernel`` (an expert kernel, ``compare``'s
+    candidate) runs as that kernel of that unit."""
     kernel = t.kernel  # with its template arguments, if any
+    unit = out.unit if isinstance(out, Proposal) and out.unit else t.unit_with(out.code)
+    cand_kernel = out.kernel if isinstance(out, Proposal) and out.kernel else kernel
     lines = ['#include "host_cuda.h"', _host_unit(t.baseline.source, "orig")]
-    lines += [_host_unit(t.unit_with(out.code), "cand"), "int main() {", "    double worst = 0;"]
-    launches = t.relaunch(out.launch) if (out.launch.grid or out.launch.block) and t.relaunch else None
+    lines += [_host_unit(unit, "cand"), "int main() {", "    double worst = 0;"]
+    change = out.launch
+    launches = (
+        t.relaunch(change) if change is not None and (change.grid or change.block) and t.relaunch else None
+    )
     for misalign, (k, p) in itertools.product((0, 1), enumerate(t.verify_problems)):
         new = launches[k] if launches else p.launch
         lines.append("    {")
@@ -754,7 +762,7 @@ def host_program(t: Target, out: Subject) -> str:
             f"        {{ using namespace orig; launch({kernel}, dim3{{{g[0]}, {g[1]}, {g[2]}}}, dim3{{{b[0]}, {b[1]}, {b[2]}}}, {', '.join(call_o)}); }}"
         )
         lines.append(
-            f"        {{ using namespace cand; launch({kernel}, dim3{{{g2[0]}, {g2[1]}, {g2[2]}}}, dim3{{{b2[0]}, {b2[1]}, {b2[2]}}}, {', '.join(call_c)}); }}"
+            f"        {{ using namespace cand; launch({cand_kernel}, dim3{{{g2[0]}, {g2[1]}, {g2[2]}}}, dim3{{{b2[0]}, {b2[1]}, {b2[2]}}}, {', '.join(call_c)}); }}"
         )
         for a in p.args:
             if a.role in ("out", "inout") and a.dtype in EXACT:  # integers must match exactly
