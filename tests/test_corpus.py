@@ -54,8 +54,10 @@ MATCHED = {
     "tree_reduction/cudatutorial__reduce_interleaved_addressing.cu:reduce_naive_kernel": "SameLayoutReduction",
     # one atomicAdd per thread into one address
     "tree_reduction/learn-cuda-programming__atomic_reduction_kernel.cu:atomic_reduction_kernel": "WarpAtomic",
+    # a row per thread whose result also goes to one atomicAdd: lane 0 of the row's warp adds it
+    "rows/hecbench__attention_kernel1.cu:attention_kernel1": "RowParallel",
 }
-MIN_STRUCTURAL_RATE = 71.4  # % of the kernels with a structural expert pair matched, compiled and equal
+MIN_STRUCTURAL_RATE = 100.0  # % of the kernels with a structural expert pair matched, compiled and equal
 
 
 def _load(name: str) -> ModuleType:

@@ -9,6 +9,7 @@
 // aborts.  Fibers, not OS threads: a block of 1024 threads costs microseconds, not a thread team.
 // Without it the threads run one after another (kernels with neither).
 #pragma once
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
