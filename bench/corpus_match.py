@@ -126,7 +126,9 @@ def emulate(t: Target, out: Subject | Proposal, work: Path) -> tuple[bool, str]:
     program = host_program(t, out)
     src = work / "emulate.cpp"
     src.write_text(program)
-    threads = ["-DHOST_CUDA_THREADS"] if re.search(r"__syncthreads|shfl|sync\(|tiled_partition", program) else []
+    threads = (
+        ["-DHOST_CUDA_THREADS"] if re.search(r"__syncthreads|shfl|sync\(|tiled_partition", program) else []
+    )
     exe = work / "emulate"
     build = subprocess.run(
         [*GXX, f"-I{HOST_HEADERS}", *threads, str(src), "-o", str(exe)],
