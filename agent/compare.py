@@ -9,7 +9,8 @@ original's spec: sizes, arguments, tolerance and problems are the original's; on
 claims (``precision allow=...`` line: the comparison then allows that precision's roundoff) may
 come from the candidate's own spec lines, or a launch from the caller (``--launch``).  A candidate whose parameter list
 differs from the original's (count, element types, pointer depth; names and ``const``/
-``__restrict__`` qualifiers aside) is refused before anything runs.
+``__restrict__`` qualifiers aside, and an integer scalar's signedness where the spec's values are
+never negative) is refused before anything runs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent.proposal import Proposal
-from agent.target import Target, TargetError, signature_mismatch, target_for
+from agent.target import Target, TargetError, nonnegative_scalars, signature_mismatch, target_for
 from cudasrc import specs as spec_mod
 from cudasrc.launch import LaunchChange
 from cudasrc.source import Document
@@ -120,14 +121,19 @@ def candidate_proposal(
     cand_doc: Document,
     cand: Kernel,
     launch: LaunchChange | None = None,
+    template: str | None = None,
 ) -> Proposal:
     """The candidate as a proposal against ``target``; raises :class:`TargetError` (one line) when
-    it cannot be compared (a different parameter list, a bad launch or template line)."""
+    it cannot be compared (a different parameter list, a bad launch or template line).
+    ``launch``/``template``: in place of the candidate's own lines."""
     if cand.span == original.span and cand_doc.path == original_doc.path:
         raise TargetError(f"{cand.name} is the kernel itself; --with names the rewrite to compare with")
-    if why := signature_mismatch(original, cand, original_doc.type_aliases, cand_doc.type_aliases):
+    nonnegative = nonnegative_scalars(target.problems)
+    if why := signature_mismatch(
+        original, cand, original_doc.type_aliases, cand_doc.type_aliases, nonnegative
+    ):
         raise TargetError(f"{cand.name} cannot replace {original.name}: {why}")
-    own = _own_lines(cand)
+    own = _own_lines(cand) | ({"template": template} if template is not None else {})
     where = f"{cand_doc.path or 'file'}:{cand.span.start_line + 1}"
     if launch is None and "launch" in own:
         launch = parse_launch(own["launch"], f"{where}: launch")
@@ -170,19 +176,23 @@ def prepare(
     launch: str | None,
     open_document: Callable[[str], Document],
     options: tuple[str, ...] = (),
+    template: str | None = None,
+    amend: tuple[str, ...] = (),
 ) -> tuple[Target, Proposal, Document]:
     """The original (``kernel`` of ``doc``), the candidate named by ``with_`` (``NAME``, ``FILE`` or
     ``FILE:NAME``; files read with ``open_document``) as a proposal against it, and the candidate's
     document; ``launch`` (``grid=.. block=.. smem=..``) overrides the candidate's own launch line.
-    ``options``: the original's build configuration (``-I``/``-D``). One path for the CLI, the
-    editor and scripts; raises :class:`TargetError` (one line)."""
+    ``options``: the original's build configuration (``-I``/``-D``); ``template``: the candidate's
+    instantiation in place of its own ``template`` line; ``amend``: directive lines that replace the
+    original's of their keyword (:func:`~agent.target.target_for`), where the pair only agrees on
+    other sizes.  One path for the CLI, the editor and scripts; raises :class:`TargetError` (one line)."""
     ref = CandidateRef.parse(with_)
-    target = target_for(doc, kernel, options)
+    target = target_for(doc, kernel, options, amend)
     original = find_kernel(doc, kernel, "FILE")
     cand_doc = doc if ref.path is None else open_document(ref.path)
     cand = find_kernel(cand_doc, ref.kernel, "--with")
     change = parse_launch(launch) if launch is not None else None
-    return target, candidate_proposal(target, original, doc, cand_doc, cand, change), cand_doc
+    return target, candidate_proposal(target, original, doc, cand_doc, cand, change, template), cand_doc
 
 
 def compare(

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -12,7 +12,7 @@ from pathlib import Path
 from agent.proposal import Proposal
 from base.errors import InputError
 from cudasrc import specs as spec_mod
-from cudasrc.dtypes import canonical_dtype
+from cudasrc.dtypes import canonical_dtype, is_float
 from cudasrc.launch import LaunchChange, LaunchEdits, TextEdit, char_offset, launch_edits, with_launch
 from cudasrc.source import Document
 from cudasrc.syntax import Kernel, Param
@@ -215,15 +215,21 @@ def signature_mismatch(
     candidate: Kernel,
     aliases: Mapping[str, str] | None = None,
     candidate_aliases: Mapping[str, str] | None = None,
+    nonnegative: Collection[str] = (),
 ) -> str:
     """Why ``candidate`` cannot be launched with ``original``'s arguments ('' when it can): the
     parameter count, each parameter's element type (through the files' type aliases), pointer
-    depth and reference-ness must agree; names and ``const``/``__restrict__`` may differ."""
+    depth and reference-ness must agree; names and ``const``/``__restrict__`` may differ.
+    ``nonnegative``: the original's integer scalars whose every value is at least 0 and fits the
+    signed type: there ``int`` and ``unsigned int`` (of one width) read the same bits alike."""
     a, b = original.params, candidate.params
     if len(a) != len(b):
         return f"it takes {len(b)} parameter(s), {original.name} takes {len(a)} ({_signature(original)})"
     for i, (p, q) in enumerate(zip(a, b, strict=True)):
-        if _param_type(p, aliases) != _param_type(q, candidate_aliases):
+        mine, theirs = _param_type(p, aliases), _param_type(q, candidate_aliases)
+        if p.name in nonnegative and not p.pointer:
+            mine, theirs = _unsigned(mine), _unsigned(theirs)
+        if mine != theirs:
             return (
                 f"parameter {i + 1} `{q.name}` is `{q.type_text}` where {original.name} has "
                 f"`{p.type_text}` ({_signature(original)})"
@@ -234,6 +240,42 @@ def signature_mismatch(
 def _param_type(p: Param, aliases: Mapping[str, str] | None) -> tuple[str, int, bool]:
     base = " ".join(p.base_type.split())
     return (canonical_dtype(base, aliases) or base, p.pointer, p.reference)
+
+
+def _amended(kernel: Kernel, amend: Sequence[str]) -> Kernel:
+    """``kernel`` with its spec's lines of each keyword in ``amend`` replaced by ``amend``'s."""
+    if not amend:
+        return kernel
+
+    def keyword(directive: str | None) -> str:
+        return next(iter((directive or "").split()), "")
+
+    keywords = {keyword(line) for line in amend}
+    kept = [
+        (line, text)
+        for line, text in kernel.comment
+        if keyword(spec_mod.directive_text(text)) not in keywords
+    ]
+    at = kernel.span.start_line - 1  # the amendments' errors point above the kernel
+    return replace(kernel, comment=(*kept, *((at, f"{spec_mod.MARKER} {line}") for line in amend)))
+
+
+def _unsigned(t: tuple[str, int, bool]) -> tuple[str, int, bool]:
+    """A signed integer parameter type as its unsigned twin (``int32`` -> ``uint32``)."""
+    dtype, pointer, reference = t
+    return (f"u{dtype}" if dtype.startswith("int") else dtype, pointer, reference)
+
+
+def nonnegative_scalars(problems: Iterable[Problem]) -> frozenset[str]:
+    """The integer scalars whose value is in [0, 2^31) in every one of ``problems``: a kernel that
+    takes one as ``unsigned`` reads what a kernel taking it as ``int`` reads."""
+    found: dict[str, bool] = {}
+    for problem in problems:
+        for a in problem.args:
+            if a.role == "scalar":
+                ok = not is_float(a.dtype) and float(a.value).is_integer() and 0 <= a.value < 2**31
+                found[a.name] = found.get(a.name, True) and ok
+    return frozenset(name for name, ok in found.items() if ok)
 
 
 def _signature(k: Kernel) -> str:
@@ -248,7 +290,10 @@ def _replaces(target: Target, code: Document, name: str, context: str) -> str:
     if cand is None:
         return ""
     aliases = Document(target.text, target.path).type_aliases
-    why = signature_mismatch(target.original_kernel, cand, aliases, Document(context).type_aliases)
+    nonnegative = nonnegative_scalars(target.problems)
+    why = signature_mismatch(
+        target.original_kernel, cand, aliases, Document(context).type_aliases, nonnegative
+    )
     return f"the rewrite's parameter list differs: {why}" if why else ""
 
 
@@ -256,9 +301,13 @@ class TargetError(InputError, ValueError):
     """The kernel cannot be optimized as asked (not found, ambiguous, no usable spec); one line."""
 
 
-def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...] = ()) -> Target:
+def target_for(
+    doc: Document, kernel: str | None = None, options: tuple[str, ...] = (), amend: Sequence[str] = ()
+) -> Target:
     """Resolve kernel ``kernel`` of ``doc`` (the only kernel when None) under its written spec;
-    ``options``: the file's build configuration (``-I``/``-D``, :func:`agent.check.build_options`).
+    ``options``: the file's build configuration (``-I``/``-D``, :func:`agent.check.build_options`);
+    ``amend``: directive lines (``sizes n=1024 verify n=1024``, no marker) that replace every
+    written line of their keyword, for a comparison the written spec does not fit.
 
     An inferred spec is not trusted for optimizing: the user must write (or accept) one first."""
     if not doc.kernels:
@@ -279,7 +328,7 @@ def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...
             names = ", ".join(k.name for k in doc.kernels) or "none"
             raise TargetError(f"no kernel {kernel!r} in {doc.path or 'file'} (kernels: {names})")
         k = found
-    spec, errors = spec_mod.parse(k, doc.type_aliases, doc.integer_constants)
+    spec, errors = spec_mod.parse(_amended(k, amend), doc.type_aliases, doc.integer_constants)
     where = f"{doc.path or 'file'}:{k.span.start_line + 1}"
     if spec is None:
         raise TargetError(
@@ -293,7 +342,11 @@ def target_for(doc: Document, kernel: str | None = None, options: tuple[str, ...
         problems = spec_mod.problems(spec)
     except spec_mod.InvalidSpec as exc:
         raise TargetError(f"{where}: {exc}") from None
-    unit = doc.standalone(k, also=spec_mod.template_names(spec.template_args))
+    # the template arguments' names, and the spec's __constant__ data even where the kernel does not
+    # read it (a comparison's spec fills a constant only its rewrite reads: both modules declare it)
+    unit = doc.standalone(
+        k, also=spec_mod.template_names((*spec.template_args, *(c.name for c in spec.constants)))
+    )
     # the file's own headers travel with the unit: a request is compiled without the host's files
     headers, carried = carry_headers(
         unit.source, doc.path or "kernel.cu", tuple(dict.fromkeys((*unit.options, *options)))

@@ -37,6 +37,7 @@ if str(ROOT) not in sys.path:
 if str(ROOT / "tests") not in sys.path:
     sys.path.append(str(ROOT / "tests"))  # the host emulation the pass tests use (test_transforms)
 
+from agent.proposal import Proposal  # noqa: E402
 from agent.target import Target, target_for  # noqa: E402
 from cudasrc import specs as spec_mod  # noqa: E402
 from cudasrc.source import Document  # noqa: E402
@@ -115,16 +116,19 @@ def rewrite(entry: dict[str, Any], corpus: Path = CORPUS) -> tuple[Subject | Non
     return None, "; ".join(reasons) or "no pass of the family in this checkout", t
 
 
-def emulate(t: Target, out: Subject, work: Path) -> tuple[bool, str]:
-    """Whether the rewrite computes the original's outputs on the host (g++ and the pass tests'
-    CUDA emulation header) at every verify problem; the difference or the failure otherwise."""
+def emulate(t: Target, out: Subject | Proposal, work: Path) -> tuple[bool, str]:
+    """Whether the rewrite (a pass's, or an expert kernel as ``compare``'s proposal) computes the
+    original's outputs on the host (g++ and the pass tests' CUDA emulation header) at every verify
+    problem; the difference or the failure otherwise."""
     from test_transforms import DATA as HOST_HEADERS
     from test_transforms import host_program
 
     program = host_program(t, out)
     src = work / "emulate.cpp"
     src.write_text(program)
-    threads = ["-DHOST_CUDA_THREADS"] if re.search(r"__syncthreads|__shfl|sync\(", program) else []
+    threads = (
+        ["-DHOST_CUDA_THREADS"] if re.search(r"__syncthreads|shfl|sync\(|tiled_partition", program) else []
+    )
     exe = work / "emulate"
     build = subprocess.run(
         [*GXX, f"-I{HOST_HEADERS}", *threads, str(src), "-o", str(exe)],

@@ -40,8 +40,9 @@ if str(ROOT) not in sys.path:
 
 from agent import compare as compare_mod  # noqa: E402
 from agent import suite  # noqa: E402
+from agent.proposal import Proposal  # noqa: E402
 from agent.proposer import OptimizeBudget  # noqa: E402
-from agent.target import TargetError, target_for  # noqa: E402
+from agent.target import Target, TargetError, target_for  # noqa: E402
 from cudasrc.source import Document  # noqa: E402
 from sandbox.contract import Status  # noqa: E402
 from sandbox.executor import Executor, ExecutorError  # noqa: E402
@@ -55,15 +56,34 @@ def index(corpus: Path = CORPUS) -> list[dict[str, Any]]:
     return list(json.loads((corpus / "index.json").read_text())["kernels"])
 
 
+def expert_pair(entry: dict[str, Any], corpus: Path = CORPUS) -> tuple[Target, Proposal]:
+    """The naive kernel (under its spec and the entry's amendments) and its expert as the
+    candidate to compare with it; raises :class:`TargetError` where they cannot be paired."""
+    x = entry["expert"]
+    doc = Document.from_file(corpus / entry["file"])
+    target, proposal, _ = compare_mod.prepare(
+        doc,
+        entry["kernel"],
+        f"{corpus / x['file']}:{x['kernel']}",
+        x.get("launch"),
+        Document.from_file,
+        template=x.get("template"),
+        amend=tuple(x.get("spec", ())),
+    )
+    return target, proposal
+
+
 def expert_speedup(entry: dict[str, Any], executor: Executor, corpus: Path) -> dict[str, Any]:
     """The expert's speedup over the naive kernel, verified and timed side by side (the naive
-    kernel's spec; the expert's own launch and template lines)."""
+    kernel's spec; the expert's own launch and template lines).  The index' expert entry may
+    amend the pair: ``launch`` and ``template`` in place of the expert's own lines, ``spec``:
+    directive lines replacing the naive spec's of their keyword (sizes only the expert handles);
+    ``not_comparable``: why the pair cannot run (the expert takes other parameters)."""
     x = entry["expert"]
+    if x.get("not_comparable"):
+        return {"status": "not_comparable", "reason": x["not_comparable"]}
     try:
-        doc = Document.from_file(corpus / entry["file"])
-        target, proposal, _ = compare_mod.prepare(
-            doc, entry["kernel"], f"{corpus / x['file']}:{x['kernel']}", None, Document.from_file
-        )
+        target, proposal = expert_pair(entry, corpus)
         found = compare_mod.compare(target, proposal, executor, sanitize=False)
     except (TargetError, ExecutorError, OSError, ValueError) as exc:
         return {"status": "error", "reason": str(exc)[:300]}

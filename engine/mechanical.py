@@ -56,6 +56,13 @@ class BlockSize(Transform):
             return NotApplicable(f"the kernel is launched with {len(subject.block)}-D blocks")
         if _static_shared(subject):
             return NotApplicable("static __shared__ arrays are sized for the written block")
+        # an array sized over the block (a partial sum per block) would hold other values, and the
+        # comparison keeps the written block's arrays
+        sized = [a for a in subject.spec.args if isinstance(a, ArraySpec) and _block_names(a.count)]
+        if sized:
+            return NotApplicable(
+                f"`{sized[0].name}[{sized[0].count}]` follows the block: another one changes its contents"
+            )
         if subject.kernel.launch_bounds is not None:
             return NotApplicable("__launch_bounds__ fixes the block size")
         block = render_dims(tuple(str(b) for b in self.block))

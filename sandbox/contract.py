@@ -159,15 +159,28 @@ class Launch:
     shared_bytes: int = 0
 
 
+# a ``__constant__``'s name as C++ names it: ``filter``, ``ns::filter``, ``mask<float>``
+CONSTANT_NAME = re.compile(r"[A-Za-z_]\w*(::[A-Za-z_]\w*)*(<[\w:<>, ]*>)?")
+
+
 @dataclass(frozen=True)
 class ConstantInit:
     """Initial contents of a ``__constant__`` (or ``__device__``) symbol before each run; a
-    ``copy`` distribution names the input array argument whose data it holds (same type and count)."""
+    ``copy`` distribution names the input array argument whose data it holds (same type and count).
+    ``name`` is a name expression (:data:`CONSTANT_NAME`): in a namespace or a variable template
+    (``ns::filter``, ``mask<float>``) the symbol is the name NVRTC lowers it to."""
 
     name: str
     dtype: str
     count: int
     dist: Distribution = field(default_factory=Distribution)
+
+
+def lowered_constants(problems: tuple[Problem, ...]) -> dict[str, str]:
+    """The ``__constant__`` names of ``problems`` whose symbol NVRTC must lower (qualified or
+    templated names), each with the name expression to compile it with (``&mask<float>``)."""
+    names = (c.name for p in problems for c in p.constants)
+    return {n: f"&{n}" for n in dict.fromkeys(names) if not n.isidentifier()}
 
 
 @dataclass(frozen=True)
@@ -746,6 +759,8 @@ class _Bounds:
         for i, c in enumerate(p.constants):
             at = f"{where}.constants[{i}]"
             self.text(f"{at}.name", c.name, nonempty=True)
+            if not CONSTANT_NAME.fullmatch(c.name):
+                raise RequestError(f"{at}.name", f"{c.name[:40]!r} is not a C++ variable name")
             src = inputs.get(c.dist.source) if c.dist.kind == "copy" else None
             if c.dist.kind == "copy" and (src is None or (src.dtype, src.count) != (c.dtype, c.count)):
                 raise RequestError(

@@ -189,7 +189,7 @@ class GpuHandler:
         key = hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
         if self._state is None or self._state[0] != key:
             self._state = None  # let the old verifier's host arrays go before drawing new ones
-            baseline = self.rt.load(job.baseline.cubin, job.baseline.symbol)
+            baseline = self.rt.load(job.baseline.cubin, job.baseline.symbol, job.baseline.symbols)
             verifier = Verifier(
                 self.rt,
                 plan,
@@ -224,7 +224,7 @@ class GpuHandler:
             if job.candidate is None:
                 kernel, launches = baseline, None
             else:
-                kernel = self.rt.load(job.candidate.cubin, job.candidate.symbol)
+                kernel = self.rt.load(job.candidate.cubin, job.candidate.symbol, job.candidate.symbols)
                 launches = req.candidates[job.index].launches
             verdict = verifier.verify(kernel, launches, allowed)  # holds the GPU lock (shared) itself
             if verdict.status is not None:

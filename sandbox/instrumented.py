@@ -116,6 +116,7 @@ def nsight_profile(worker: WorkerProcess, job: EvalJob, budget: Budget) -> Profi
     runner = RunnerJob(
         cubin=job.candidate.cubin,
         symbol=job.candidate.symbol,
+        symbols=job.candidate.symbols,
         problem=req.bench_problem,
         launch=launches[-1] if launches else req.bench_problem.launch,
         seed=req.seeds[0],

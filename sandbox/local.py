@@ -43,6 +43,7 @@ from sandbox.contract import (
     TorchCandidateResult,
     TorchRequest,
     TorchResult,
+    lowered_constants,
     validate_request,
     validate_torch_request,
 )
@@ -457,12 +458,14 @@ class _Evaluation:
         self.progress, self.cancel = progress, cancel or threading.Event()
         self.arch = request.options.arch or "sm_" + info.compute_capability.replace(".", "")
         self.compile_deadline = executor._pool.deadline()  # all of this request's compiles
+        # the __constant__ data whose symbols NVRTC lowers (``mask<float>``): looked up by them
+        self.constants = lowered_constants((*request.verify_problems, request.bench_problem))
 
     def _compile(self, kernel: KernelSource) -> Any:
         return self.ex._pool.submit(
             kernel.source,
             filename=kernel.filename,
-            name_expressions=(kernel.name,),
+            name_expressions=(kernel.name, *self.constants.values()),
             arch=self.arch,
             options=kernel.options,
             headers=kernel.headers,
@@ -533,7 +536,8 @@ class _Evaluation:
             return None, replace(base, status=Status.COMPILE_ERROR, message=res.first_error())
         if why := static_rejection(kernel, compiled.binary):
             return None, replace(base, status=Status.REJECTED, message=why)
-        return Binary(compiled.binary, symbol), base
+        symbols = {name: res.lowered_names.get(expr, name) for name, expr in self.constants.items()}
+        return Binary(compiled.binary, symbol, symbols), base
 
     def _finish(
         self, reply: Reply, job: EvalJob, started: float, compiled: CandidateResult

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox.contract import Launch, Problem, Profile, Stall
@@ -68,7 +68,8 @@ def find_ncu() -> str | None:
 
 @dataclass(frozen=True)
 class RunnerJob:
-    """What the standalone runner launches: one kernel, once, on one problem."""
+    """What the standalone runner launches: one kernel, once, on one problem (``symbols``: its
+    ``__constant__`` data's lowered names, :class:`sandbox.wire.Binary`)."""
 
     cubin: bytes
     symbol: str
@@ -77,6 +78,7 @@ class RunnerJob:
     seed: int
     device: int
     backend: str
+    symbols: dict[str, str] = field(default_factory=dict)
 
 
 def ncu_command(exe: str, job_file: str, log_file: str, symbol: str) -> list[str]:
@@ -222,7 +224,7 @@ def run(job: RunnerJob) -> None:
     from sandbox.verify import Workspace
 
     rt = make_runtime(job.backend, job.device)
-    kernel = rt.load(job.cubin, job.symbol)
+    kernel = rt.load(job.cubin, job.symbol, job.symbols)
     ws = Workspace(rt, job.problem)
     try:
         inputs = inputs_for(job.problem, job.seed)

@@ -14,9 +14,9 @@ all host-visible work on the device.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -63,11 +63,14 @@ class CudaError(Failed, RuntimeError):
 
 @dataclass(frozen=True)
 class KernelHandle:
-    """A loaded kernel: backend function object and the module it came from."""
+    """A loaded kernel: backend function object and the module it came from; ``symbols``: the
+    lowered (mangled) names of the module's ``__constant__``/``__device__`` variables whose name
+    expression is not their symbol (``mask<float>`` -> ``_Z4maskIfE``)."""
 
     function: Any
     module: Any
     name: str
+    symbols: Mapping[str, str] = field(default_factory=dict)
 
 
 class Runtime(abc.ABC):
@@ -91,12 +94,14 @@ class Runtime(abc.ABC):
         return sum(self._acct.sizes.values())
 
     @abc.abstractmethod
-    def load(self, cubin: bytes, name: str) -> KernelHandle:
-        """Load ``cubin`` and look up kernel ``name`` (mangled). Raises :class:`CudaError`."""
+    def load(self, cubin: bytes, name: str, symbols: Mapping[str, str] | None = None) -> KernelHandle:
+        """Load ``cubin`` and look up kernel ``name`` (mangled); ``symbols``: the module's variables'
+        lowered names (:attr:`KernelHandle.symbols`). Raises :class:`CudaError`."""
 
     @abc.abstractmethod
     def global_symbol(self, kernel: KernelHandle, name: str) -> int:
-        """Device address of a ``__constant__``/``__device__`` symbol of the kernel's module."""
+        """Device address of a ``__constant__``/``__device__`` variable of the kernel's module, by
+        its name expression (through :attr:`KernelHandle.symbols`)."""
 
     @abc.abstractmethod
     def alloc(self, nbytes: int) -> int: ...
@@ -245,15 +250,15 @@ class CupyRuntime(Runtime):
         with self._errors():
             return int(self._cp.cuda.runtime.deviceGetAttribute(97, self._index))  # ...PerBlockOptin
 
-    def load(self, cubin: bytes, name: str) -> KernelHandle:
+    def load(self, cubin: bytes, name: str, symbols: Mapping[str, str] | None = None) -> KernelHandle:
         with self._errors():
             module = self._cp.cuda.function.Module()
             module.load(cubin)
-            return KernelHandle(module.get_function(name), module, name)
+            return KernelHandle(module.get_function(name), module, name, dict(symbols or {}))
 
     def global_symbol(self, kernel: KernelHandle, name: str) -> int:
         with self._errors():
-            var = kernel.module.get_global_var(name)
+            var = kernel.module.get_global_var(kernel.symbols.get(name, name))
         # CuPy 14 returns the device address as an int; older versions a MemoryPointer (``.ptr``)
         return int(getattr(var, "ptr", var))
 
@@ -400,14 +405,14 @@ class PycudaRuntime(Runtime):
             attr = self._drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
             return int(self._drv.Device(self._index).get_attribute(attr))
 
-    def load(self, cubin: bytes, name: str) -> KernelHandle:
+    def load(self, cubin: bytes, name: str, symbols: Mapping[str, str] | None = None) -> KernelHandle:
         with self._errors():
             module = self._drv.module_from_buffer(cubin)
-            return KernelHandle(module.get_function(name), module, name)
+            return KernelHandle(module.get_function(name), module, name, dict(symbols or {}))
 
     def global_symbol(self, kernel: KernelHandle, name: str) -> int:
         with self._errors():
-            ptr, _size = kernel.module.get_global(name)
+            ptr, _size = kernel.module.get_global(kernel.symbols.get(name, name))
         return int(ptr)
 
     def device_key(self) -> str:

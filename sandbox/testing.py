@@ -39,6 +39,7 @@ from sandbox.contract import (
     Resources,
     Status,
     Timing,
+    lowered_constants,
 )
 from sandbox.executor import Executor, ProgressFn
 from sandbox.timing import speedups, with_throughput
@@ -111,7 +112,9 @@ class FakeExecutor(Executor):
             self.requests.append(request)
         arch = request.options.arch or "sm_" + DEVICE.compute_capability.replace(".", "")
         deadline = self.compiler.deadline()
-        failed = self._compile_error("baseline", request.baseline, arch, deadline)
+        # the lowered __constant__ names the GPU would look up: their expressions must compile
+        constants = lowered_constants((*request.verify_problems, request.bench_problem))
+        failed = self._compile_error("baseline", request.baseline, arch, deadline, constants)
         if failed is not None:
             skipped = f"baseline failed: {failed.message}"
             cancelled = tuple(CandidateResult(c.id, Status.CANCELLED, skipped) for c in request.candidates)
@@ -123,7 +126,7 @@ class FakeExecutor(Executor):
             if self._wait(cancel):
                 results.append(CandidateResult(cand.id, Status.CANCELLED, "cancelled"))
                 continue
-            failed = self._compile_error(cand.id, cand.kernel, arch, deadline)
+            failed = self._compile_error(cand.id, cand.kernel, arch, deadline, constants)
             if failed is not None:
                 results.append(failed)
             else:
@@ -135,15 +138,15 @@ class FakeExecutor(Executor):
         return EvalResult(request.id, base, tuple(results), DEVICE)
 
     def _compile_error(
-        self, cid: str, kernel: KernelSource, arch: str, deadline: float
+        self, cid: str, kernel: KernelSource, arch: str, deadline: float, constants: dict[str, str]
     ) -> CandidateResult | None:
         """``kernel``'s compile error verdict, with NVRTC's first error and its log (None when it
-        compiles)."""
+        compiles, ``constants``' name expressions included)."""
         try:
             compiled = self.compiler.submit(
                 kernel.source,
                 filename=kernel.filename,
-                name_expressions=(kernel.name,),
+                name_expressions=(kernel.name, *constants.values()),
                 arch=arch,
                 options=kernel.options,
                 headers=kernel.headers,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import cattrs
@@ -36,10 +36,12 @@ COMPILE_HANDLER = "sandbox.child:CompileHandler"  # a compile worker
 
 @dataclass(frozen=True)
 class Binary:
-    """A compiled kernel: cubin and the (mangled) symbol to launch."""
+    """A compiled kernel: cubin and the (mangled) symbol to launch; ``symbols``: the lowered names
+    of its ``__constant__`` data whose name expression is not their symbol (``mask<float>``)."""
 
     cubin: bytes
     symbol: str
+    symbols: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,29 @@ def test_the_loop_refuses_a_proposal_whose_signature_changed(pair: Path) -> None
     assert cand is not None and why == ""  # names may change
 
 
+def test_an_unsigned_scalar_may_stand_for_an_int_whose_values_are_never_negative(pair: Path) -> None:
+    """vadd's ``n`` is at least 0 at every size: a rewrite taking ``unsigned int n`` reads the same
+    bits alike (the int32 the harness passes); where a spec value is negative it is refused."""
+    doc = Document.from_file(pair)
+    target = target_for(doc, "vadd")
+    unsigned = target.definition.replace("int n)", "unsigned int n)")
+    cand, why = target.candidate("c0", Proposal(unsigned, "unsigned n"))
+    assert cand is not None and why == ""
+    negative = replace(
+        target,
+        verify_problems=tuple(
+            replace(p, args=tuple(replace(a, value=-1) if a.name == "n" else a for a in p.args))
+            for p in target.verify_problems
+        ),
+    )
+    cand, why = negative.candidate("c1", Proposal(unsigned, "unsigned n"))
+    assert cand is None and "parameter 4 `n` is `unsigned int`" in why
+    cand, why = target.candidate(
+        "c2", Proposal(target.definition.replace("int n)", "unsigned long n)"), "wider")
+    )
+    assert cand is None and "`unsigned long`" in why  # another width is another type, whatever the values
+
+
 def test_cli_json_gives_the_verdict_the_speedup_and_exit_status_0(
     pair: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,16 +14,21 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
 from agent.target import target_for
 from cudasrc.source import Document
 from engine.registry import PASSES
+from sandbox.compiler import compile_cuda
+from sandbox.contract import lowered_constants
+from sandbox.testing import FakeExecutor
 
 BENCH = Path(__file__).parent.parent / "bench"
 CORPUS = BENCH / "corpus"
 INDEX = json.loads((CORPUS / "index.json").read_text())["kernels"]
+PAIRS = [e for e in INDEX if e["expert"]]
 # kept out of the corpus for an independent check of the engine
 EXCLUDED = {
     "karpathy/llm.c",
@@ -198,3 +203,94 @@ def test_the_tiled_dot_product_takes_a_macro_matmul_and_an_integer_one(file: str
         assert wrong.code != out.code
         equal, message = match.emulate(t, wrong, tmp_path)
         assert not equal and message == "outputs differ by inf (allowed 0.0001)", message
+
+
+@pytest.mark.parametrize("entry", PAIRS, ids=[f"{e['file']}:{e['kernel']}" for e in PAIRS])
+def test_each_expert_pair_verifies_on_the_simulated_gpu(entry: dict) -> None:
+    """What ``corpus_suite.py --pairs`` sends the GPU for the expert: the naive kernel's spec (with
+    the entry's amendments), the expert's own unit and launch, both compiled by NVRTC with the
+    lowered names of their ``__constant__`` data; a pair that cannot run says why."""
+    suite = _load("corpus_suite")
+    x = entry["expert"]
+    found = suite.expert_speedup(entry, FakeExecutor(), CORPUS)
+    if x.get("not_comparable"):
+        assert found == {"status": "not_comparable", "reason": x["not_comparable"]}
+    else:
+        assert found["status"] == "ok", found
+
+
+def _pair_request(file: str) -> Any:
+    suite = _load("corpus_suite")
+    (entry,) = [e for e in PAIRS if e["file"] == file]
+    executor = FakeExecutor()
+    assert suite.expert_speedup(entry, executor, CORPUS)["status"] == "ok"
+    (request,) = executor.requests
+    return request
+
+
+def test_an_expert_entry_amends_the_pairs_sizes_launch_and_template() -> None:
+    """scan_v2 scans one 1024-element block, so its pair runs at n=1024 only; the bank-conflict-free
+    reduction stands in for a 32-thread-block kernel as its BLOCKSIZE-32 instance on 32-thread
+    blocks, over whole blocks; the naive kernels' own specs (the engine's runs) are unchanged."""
+    scan = _pair_request("scan/learn-cuda-programming__scan_v1_kernel.cu")
+    assert [p.label for p in (*scan.verify_problems, scan.bench_problem)] == ["n=1024", "n=1024"]
+    naive = target_for(
+        Document.from_file(CORPUS / "scan/learn-cuda-programming__scan_v1_kernel.cu"), "scan_v1_kernel"
+    )
+    assert [p.label for p in naive.verify_problems] == ["n=512", "n=1536"]
+    red = _pair_request("tree_reduction/cudatutorial__reduce_naive_kernel.cu")
+    (cand,) = red.candidates
+    assert cand.kernel.name == "reduce_bank_conflict_free_kernel<32>"
+    assert cand.launches is not None and {lc.block for lc in cand.launches} == {(32, 1, 1)}
+    assert all(p.sizes["n"] % 32 == 0 for p in (*red.verify_problems, red.bench_problem))
+    # convolution_kernel_v3 reads __constant__ c_filter, filled from the filter both kernels are passed:
+    # the pair's spec fills it, and the naive kernel's unit declares it too (unread there)
+    conv = _pair_request("convolution/learn-cuda-programming__convolution_kernel_v1.cu")
+    (const,) = conv.bench_problem.constants
+    assert (const.name, const.count, const.dist.kind, const.dist.source) == (
+        "c_filter",
+        25,
+        "copy",
+        "d_filter",
+    )
+    assert "__constant__ float c_filter[" in conv.baseline.source
+
+
+def test_a_templated_constant_is_compiled_with_its_lowered_name() -> None:
+    """conv1d reads ``mask<T>[j]``, a variable template: the symbol to fill is ``mask<float>``'s
+    mangled name, which NVRTC gives for the name expression the spec's ``const mask<float>`` makes."""
+    request = _pair_request("convolution/hecbench__conv1d.cu")
+    names = lowered_constants((*request.verify_problems, request.bench_problem))
+    assert names == {"mask<float>": "&mask<float>"}
+    for kernel in (request.baseline, request.candidates[0].kernel):
+        out = compile_cuda(
+            kernel.source, name_expressions=(kernel.name, *names.values()), options=kernel.options
+        )
+        assert out.result.ok and out.result.lowered_names["&mask<float>"] == "_Z4maskIfE", out.result.log
+
+
+def test_an_integer_scalar_may_change_signedness_where_its_values_are_nonnegative() -> None:
+    """reduction_wrp_atmc_kernel takes ``unsigned int size`` where atomic_reduction_kernel takes
+    ``int size``: every size is positive, so the pair runs on the same 4 bytes."""
+    request = _pair_request("tree_reduction/learn-cuda-programming__atomic_reduction_kernel.cu")
+    assert "unsigned int size" in request.candidates[0].kernel.source
+    assert {a.value for p in request.verify_problems for a in p.args if a.name == "size"} == {2048, 3840}
+
+
+@pytest.mark.slow  # a g++ build of the host emulation per pair
+@pytest.mark.parametrize(
+    "entry",
+    [e for e in PAIRS if not e["expert"].get("not_comparable")],
+    ids=[f"{e['file']}:{e['kernel']}" for e in PAIRS if not e["expert"].get("not_comparable")],
+)
+def test_each_expert_computes_the_naive_kernels_outputs_in_host_emulation(
+    entry: dict, tmp_path: Path
+) -> None:
+    """The pair as the GPU suite runs it (the amended spec, the expert's unit, launch and template),
+    run on the CPU at every verify size: the expert's outputs are the naive kernel's (sums within the
+    emulation's bound), so a GPU mismatch is the GPU's story (rounding at the benchmark size), not
+    a pair that computes something else."""
+    suite, match = _load("corpus_suite"), _load("corpus_match")
+    target, proposal = suite.expert_pair(entry, CORPUS)
+    equal, message = match.emulate(target, proposal, tmp_path)
+    assert equal, message

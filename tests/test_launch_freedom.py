@@ -77,3 +77,20 @@ def test_a_size_named_like_a_macro_wins_and_an_unknown_name_is_still_an_error() 
     )
     _, errors = spec_mod.parse(doc.kernels[0], doc.type_aliases, doc.integer_constants)
     assert errors and "unknown name `NOPE`" in errors[0].message
+
+
+def test_no_new_block_for_a_kernel_whose_output_is_sized_over_the_block() -> None:
+    """A grid-stride reduction writes one partial sum per block into ``g_out[min(528, cdiv(n,
+    block))]``: at another block it writes other sums (and more or fewer of them), so the block
+    size is not the engine's to change (on the H100 its four block candidates could only mismatch)."""
+    path = (
+        Path(__file__).parent.parent
+        / "bench/corpus/tree_reduction/learn-cuda-programming__reduction_kernel_gridstride.cu"
+    )
+    doc = Document.from_file(path)
+    spec, errors = spec_mod.parse(doc.kernels[0], doc.type_aliases, doc.integer_constants)
+    assert spec is not None and not errors, errors
+    out = BlockSize((128,)).apply(Subject(doc.text_in(doc.kernels[0].span), spec, context=doc.text))
+    assert (
+        isinstance(out, NotApplicable) and "`g_out[min(528, cdiv(n, block))]` follows the block" in out.reason
+    )

@@ -6,7 +6,7 @@ The same additions run on the GPU in tests/test_spec_gpu.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -230,6 +230,29 @@ def test_validate_request_names_the_field_of_a_bad_addition(arg: ArgSpec, field:
     assert field in err.value.field
 
 
+def test_a_constant_is_named_as_cpp_names_it_and_lowered_where_its_symbol_is_mangled() -> None:
+    """``const ns::c`` and a variable template's ``const mask<float>``: the request names them so,
+    the sandbox compiles each such name as an NVRTC name expression and looks up the symbol it
+    lowers to (a plain name is its own symbol); anything else is no variable name."""
+    from sandbox.contract import ConstantInit, lowered_constants
+
+    spec, errors = spec_of(
+        "sizes n=64\narg u in float[n]\nconst mask<float> float[10]\nconst ns::taps float[3]\nconst c int[2]",
+        "const float* u, int n",
+    )
+    assert errors == ()
+    bench = problems(spec)[-1]
+    assert [c.name for c in bench.constants] == ["mask<float>", "ns::taps", "c"]
+    assert lowered_constants((bench,)) == {"mask<float>": "&mask<float>", "ns::taps": "&ns::taps"}
+    validate_request(_request(ArgSpec("x", "in", "float32", 16), constants=bench.constants))
+    _, errors = spec_of("sizes n=64\nconst c; f() float[3]", "int n")
+    assert any("NAME: `c`, `ns::c` or `c<float>`" in e for e in errors), errors
+    with pytest.raises(RequestError, match="is not a C\\+\\+ variable name"):
+        validate_request(
+            _request(ArgSpec("x", "in", "float32", 16), constants=(ConstantInit("c;f()", "float32", 2),))
+        )
+
+
 def test_a_constant_copy_needs_an_input_of_its_type_and_count() -> None:
     from sandbox.contract import ConstantInit
 
@@ -321,7 +344,7 @@ class HostRuntime(Runtime):
     def max_shared_optin(self) -> int:
         return 0
 
-    def load(self, cubin: bytes, name: str) -> Any:
+    def load(self, cubin: bytes, name: str, symbols: Mapping[str, str] | None = None) -> Any:
         raise NotImplementedError
 
     def global_symbol(self, kernel: Any, name: str) -> int:

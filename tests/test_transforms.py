@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent import loop
+from agent.proposal import Proposal
 from agent.target import Target, target_for
 from cudasrc import dtypes
 from cudasrc import specs as spec_mod
@@ -702,23 +703,6 @@ def _host_source(source: str) -> str:
     return data.decode()
 
 
-def _template_variables(source: str) -> set[str]:
-    """The names of the unit's variable templates (``template <class T> __constant__ T w[N];``)."""
-    doc = Document(source)
-    names: set[str] = set()
-    for n in doc.tree.root_node.children:
-        if n.type != "template_declaration":
-            continue
-        for d in n.children:
-            if d.type != "declaration":
-                continue
-            for c in d.children_by_field_name("declarator"):
-                while c.child_by_field_name("declarator") is not None:
-                    c = c.child_by_field_name("declarator")
-                names.add(doc.node_text(c))
-    return names
-
-
 def _host_value(dtype: str, i: str, dist_kind: str, low: float, high: float, value: float) -> str:
     t = HOST_TYPES[dtype]
     if dist_kind == "const":
@@ -729,15 +713,21 @@ def _host_value(dtype: str, i: str, dist_kind: str, low: float, high: float, val
     return f"({t})({low!r} + ({high - low!r}) * (double)(({i} * 7919 + 13) % 1000) / 1000.0)"
 
 
-def host_program(t: Target, out: Subject) -> str:
+def host_program(t: Target, out: Subject | Proposal) -> str:
     """A C++ program that runs the original and the rewrite on every verify problem, twice: with
     the rewrite's arrays aligned (its vector path) and shifted by one element (its scalar path),
-    and prints the largest difference of any output (``inf`` where an integer output differs)."""
+    and prints the largest difference of any output (``inf`` where an integer output differs).
+    A :class:`Proposal` with its own ``unit`` and ``kernel`` (an expert kernel, ``compare``'s
+    candidate) runs as that kernel of that unit."""
     kernel = t.kernel  # with its template arguments, if any
+    unit = out.unit if isinstance(out, Proposal) and out.unit else t.unit_with(out.code)
+    cand_kernel = out.kernel if isinstance(out, Proposal) and out.kernel else kernel
     lines = ['#include "host_cuda.h"', _host_unit(t.baseline.source, "orig")]
-    lines += [_host_unit(t.unit_with(out.code), "cand"), "int main() {", "    double worst = 0;"]
-    launches = t.relaunch(out.launch) if (out.launch.grid or out.launch.block) and t.relaunch else None
-    templated = _template_variables(t.baseline.source)
+    lines += [_host_unit(unit, "cand"), "int main() {", "    double worst = 0;"]
+    change = out.launch
+    launches = (
+        t.relaunch(change) if change is not None and (change.grid or change.block) and t.relaunch else None
+    )
     for misalign, (k, p) in itertools.product((0, 1), enumerate(t.verify_problems)):
         new = launches[k] if launches else p.launch
         lines.append("    {")
@@ -757,8 +747,7 @@ def host_program(t: Target, out: Subject) -> str:
             ]
             call_o.append(f"{a.name}_o")
             call_c.append(f"{a.name}_c + {misalign}")
-        for c in p.constants:  # a variable template is named with the constant's element type
-            symbol = f"{c.name}<{HOST_TYPES[c.dtype]}>" if c.name in templated else c.name
+        for c in p.constants:  # named as C++ names it (``mask<float>``, ``ns::c``)
             d = c.dist
             init = (
                 f"{d.source}_o[i]"
@@ -766,14 +755,14 @@ def host_program(t: Target, out: Subject) -> str:
                 else _host_value(c.dtype, "i", d.kind, d.low, d.high, d.value)
             )
             lines.append(
-                f"        for (long long i = 0; i < {c.count}; ++i) orig::{symbol}[i] = cand::{symbol}[i] = {init};"
+                f"        for (long long i = 0; i < {c.count}; ++i) orig::{c.name}[i] = cand::{c.name}[i] = {init};"
             )
         g, b, g2, b2 = p.launch.grid, p.launch.block, new.grid, new.block
         lines.append(
             f"        {{ using namespace orig; launch({kernel}, dim3{{{g[0]}, {g[1]}, {g[2]}}}, dim3{{{b[0]}, {b[1]}, {b[2]}}}, {', '.join(call_o)}); }}"
         )
         lines.append(
-            f"        {{ using namespace cand; launch({kernel}, dim3{{{g2[0]}, {g2[1]}, {g2[2]}}}, dim3{{{b2[0]}, {b2[1]}, {b2[2]}}}, {', '.join(call_c)}); }}"
+            f"        {{ using namespace cand; launch({cand_kernel}, dim3{{{g2[0]}, {g2[1]}, {g2[2]}}}, dim3{{{b2[0]}, {b2[1]}, {b2[2]}}}, {', '.join(call_c)}); }}"
         )
         for a in p.args:
             if a.role in ("out", "inout") and a.dtype in EXACT:  # integers must match exactly

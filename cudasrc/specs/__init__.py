@@ -9,6 +9,7 @@ docs/guide/specs.md)::
     arg       NAME in|out|inout DTYPE[EXPR] [DIST] [offset=EXPR]   offset: elements into the array
     arg       NAME = EXPR                       a scalar parameter's value (NULL for a pointer)
     const     NAME DTYPE[EXPR] [DIST]           initial contents of a __constant__/__device__ array
+                                                (NAME as C++ names it: ``ns::c``, ``mask<float>``)
     compare   NAME[IDX < EXPR, ...] where COND  the output's compared elements (``NAME where COND``
                                                 over the flat index ``i``; ``NAME written``: what
                                                 the original writes); the rest are don't-care

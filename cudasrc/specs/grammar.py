@@ -43,7 +43,10 @@ _ARRAY = re.compile(
     r"^(?P<name>\w+)\s+(?P<role>in|out|inout)\s+(?P<dtype>[\w:\s]+?)\s*\[(?P<count>.*)\]\s*(?P<dist>.*)$"
 )
 _SCALAR = re.compile(r"^(?P<name>\w+)\s*=\s*(?P<value>.+)$")
-_CONST = re.compile(r"^(?P<name>\w+)\s+(?P<dtype>[\w:\s]+?)\s*\[(?P<count>.*)\]\s*(?P<dist>.*)$")
+# NAME: as C++ names the variable, ``ns::filter`` or a variable template's ``mask<float>``
+_CONST = re.compile(
+    r"^(?P<name>[A-Za-z_][\w:]*(?:<[\w:, ]*>)?)\s+(?P<dtype>[\w:\s]+?)\s*\[(?P<count>.*)\]\s*(?P<dist>.*)$"
+)
 _DIST = re.compile(r"^(?P<kind>uniform|normal|randint|const|arange|copy|values)\s*(?:\((?P<args>.*)\))?$")
 _DIST_ARITY = {
     "uniform": (2,),
@@ -260,7 +263,7 @@ class _Builder:
     def _d_const(self, line: int, rest: str) -> None:
         m = _CONST.match(rest)
         if not m:
-            raise ValueError("expected `const NAME DTYPE[COUNT] [DIST]`")
+            raise ValueError("expected `const NAME DTYPE[COUNT] [DIST]` (NAME: `c`, `ns::c` or `c<float>`)")
         dtype = self._dtype(m["dtype"])
         dist = _dist(m["dist"]) if m["dist"].strip() else default_dist(dtype)
         if dist.kind == "copy" and not self._param(dist.args[0]).pointer:

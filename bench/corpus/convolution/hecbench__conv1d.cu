@@ -36,7 +36,7 @@ __constant__ T mask [MAX_MASK_WIDTH];
 // @cuda-agent sizes w=134217728 verify w=3072,1280
 // @cuda-agent launch grid=w / block block=256
 // @cuda-agent require w % block == 0
-// @cuda-agent const mask float[10]
+// @cuda-agent const mask<float> float[10]
 // @cuda-agent arg in in float[w]
 // @cuda-agent arg out out float[w]
 // @cuda-agent arg input_width = w
@@ -63,7 +63,7 @@ void conv1d(const T * __restrict__ in,
 // @cuda-agent sizes w=134217728 verify w=3072,1280
 // @cuda-agent launch grid=w / block block=256 smem=(block + 10 - 1) * 4
 // @cuda-agent require w % block == 0
-// @cuda-agent const mask float[10]
+// @cuda-agent const mask<float> float[10]
 // @cuda-agent arg in in float[w]
 // @cuda-agent arg out out float[w]
 // @cuda-agent arg input_width = w

@@ -17,6 +17,7 @@
 // @cuda-agent arg n = n
 // @cuda-agent arg d = d
 // @cuda-agent tolerance rtol=1e-4
+// @cuda-agent tolerance arg=dot_product atol=2e-5 rtol=1e-4
 __global__
 void attention_kernel1 (
     const float*__restrict__ key,
@@ -45,6 +46,7 @@ void attention_kernel1 (
 // @cuda-agent arg n = n
 // @cuda-agent arg d = d
 // @cuda-agent tolerance rtol=1e-4
+// @cuda-agent tolerance arg=dot_product atol=2e-5 rtol=1e-4
 __global__
 void attention_kernel1_warpReduce (
     const float*__restrict__ key,

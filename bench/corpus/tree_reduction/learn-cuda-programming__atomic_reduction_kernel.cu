@@ -16,7 +16,7 @@ using namespace cooperative_groups;
 // @cuda-agent arg data_out inout float[1] const(0)
 // @cuda-agent arg data_in in float[n]
 // @cuda-agent arg size = n
-// @cuda-agent tolerance atol=1e-2
+// @cuda-agent tolerance atol=1
 __global__ void
 atomic_reduction_kernel(float *data_out, float *data_in, int size)
 {

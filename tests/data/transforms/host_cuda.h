@@ -272,7 +272,8 @@ inline float __half2float(__half h) { return (float)h; }
 inline __half __float2half(float f) { return __half(f); }
 inline float __tanhf(float x) { return tanhf(x); }
 
-// Cooperative groups' thread block: its sync is the block's barrier.
+// Cooperative groups' thread block: its sync is the block's barrier.  A 32-thread tile is the warp:
+// its shuffles are the warp's, and cg::reduce combines the lanes in a butterfly (every lane gets it).
 namespace cooperative_groups {
 struct thread_block {
     void sync() const { __syncthreads(); }
@@ -280,4 +281,26 @@ struct thread_block {
 };
 inline thread_block this_thread_block() { return {}; }
 inline void sync(const thread_block&) { __syncthreads(); }
+template <unsigned Size> struct thread_block_tile {
+    static_assert(Size == 32, "host_cuda emulates whole-warp tiles only");
+    unsigned thread_rank() const { return linear_tid() % Size; }
+    unsigned size() const { return Size; }
+    unsigned meta_group_rank() const { return linear_tid() / Size; }
+    unsigned meta_group_size() const { return (blockDim.x * blockDim.y * blockDim.z + Size - 1) / Size; }
+    void sync() const { __syncwarp(); }
+    template <class T> T shfl_down(T v, unsigned delta) const { return __shfl_down_sync(0xffffffffu, v, delta); }
+    template <class T> T shfl_xor(T v, unsigned mask) const { return __shfl_xor_sync(0xffffffffu, v, mask); }
+    template <class T> T shfl_up(T v, unsigned delta) const { return __shfl_up_sync(0xffffffffu, v, delta); }
+};
+template <unsigned Size> thread_block_tile<Size> tiled_partition(const thread_block&) { return {}; }
+template <class T> struct plus {
+    T operator()(T a, T b) const { return a + b; }
+};
+template <class T> struct greater {
+    T operator()(T a, T b) const { return a > b ? a : b; }
+};
+template <class T, class Op> T reduce(const thread_block_tile<32>& tile, T v, Op op) {
+    for (unsigned mask = 16; mask > 0; mask >>= 1) v = op(v, tile.shfl_xor(v, mask));
+    return v;
+}
 }  // namespace cooperative_groups
