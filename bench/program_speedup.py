@@ -13,7 +13,7 @@ built-in engine on this GPU (budget split by time share), the patch applied to t
 re-run and compared (standard output less the timing lines each program prints, numbers within
 rtol/atol), reverted when the outputs differ.  Each step of a program's flow (its build, each run
 before and after with its seconds, the ranking, each kernel's capture and optimize start/end, the
-patch, the rebuild, the comparison: :class:`agent.program.Step`) is one JSON line on standard
+patch, the rebuild, the comparison: :class:`agent.program_steps.Step`) is one JSON line on standard
 output and in DIR/program_speedup.steps.jsonl as soon as it ends, with the seconds since the flow
 began (``elapsed_s``) and since the script began (``t_s``), so a run stopped by its time limit
 still shows where it was.  One JSON line per program in DIR/program_speedup.jsonl as soon as it is
