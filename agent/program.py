@@ -38,7 +38,8 @@ verified, applied, end-to-end speedup.
    kernels' shares of the wall time and their speedups.
 
 Where the program runs is a :class:`Machine`: :class:`LocalMachine` (this machine's GPU,
-:mod:`sandbox.capture`), or a simulated one for tests (:mod:`agent.program_sim`).
+:mod:`sandbox.capture`), or a simulated one for tests (:mod:`agent.program_sim`).  Each step is
+told to the caller as it ends (:mod:`agent.program_steps`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ import statistics
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -60,6 +62,7 @@ from typing import Protocol
 from agent import capture as cap
 from agent.loop import LoopSettings, OptimizeResult, RunOutcome, optimize
 from agent.outputs import Difference, OutputFile, OutputTolerance, Produced, compare
+from agent.program_steps import ProgressFn, Steps
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeBudget, Proposer
 from agent.target import Relauncher, Target, TargetError, target_for
@@ -326,9 +329,6 @@ class ProgramReport:
         return self.outcome is Outcome.FASTER
 
 
-ProgressFn = Callable[[str], None]
-
-
 class Cancelled(Failed, RuntimeError):
     """The caller cancelled; files already restored."""
 
@@ -387,17 +387,23 @@ class _Observed:
     returncode: int  # the first non-zero exit status, else 0
 
 
-def _run_times(machine: Machine, s: ProgramSettings, cancel: threading.Event | None) -> _Observed:
+def _run_times(
+    machine: Machine, s: ProgramSettings, cancel: threading.Event | None, say: Steps, phase: str
+) -> _Observed:
     """One watched run (each kernel's GPU time; the library's callbacks cost time, so its wall
-    time is not used) and ``s.runs`` plain runs (wall time); every run's outputs."""
+    time is not used) and ``s.runs`` plain runs (wall time); every run's outputs.  Each run is a
+    step (``phase``: before or after the patch)."""
     _clear_outputs(s.cwd, s.outputs)
     timed = machine.run(s.argv, s.cwd, timeout=s.timeout_s, cancel=cancel)
+    say.timed_run(phase, timed)
     produced = [_produced(timed, s.cwd, s.outputs)]
     walls: list[float] = []
     returncode = timed.returncode
-    for _ in range(max(s.runs, 1) if returncode == 0 else 0):
+    runs = max(s.runs, 1) if returncode == 0 else 0
+    for i in range(runs):
         _clear_outputs(s.cwd, s.outputs)
         run = machine.run(s.argv, s.cwd, timeout=s.timeout_s, cancel=cancel, watch=False)
+        say.run(phase, i + 1, runs, run)
         walls.append(run.seconds)
         produced.append(_produced(run, s.cwd, s.outputs))
         if run.returncode != 0:
@@ -697,11 +703,11 @@ def speedup(
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
 ) -> ProgramReport:
-    """Run the whole flow (see the module docstring)."""
-    say = progress or (lambda _m: None)
+    """Run the whole flow (see the module docstring); ``progress`` is told each step as it ends
+    (:class:`~agent.program_steps.Step`)."""
+    say = Steps(progress)
     s = settings
-    say(f"running {' '.join(s.argv)} ({s.runs}x, timing kernels)")
-    base = _run_times(machine, s, cancel)
+    base = _run_times(machine, s, cancel, say, "before")
     if base.returncode != 0:
         return ProgramReport(
             s.argv, Outcome.RUN_FAILED, f"the program exited with status {base.returncode}", before=base.runs
@@ -724,6 +730,7 @@ def speedup(
     wall_ns = base.runs.wall * 1e9
     kernels = rank(times, wall_ns, s.top, s.share)
     chosen = [k for k in kernels if k.chosen]
+    say.ranked([(k.kernel, k.launches, k.share, k.chosen) for k in kernels], base.runs.wall, base.runs.gpu)
     docs = _documents(s.sources)
     device = executor.device_info()
     device_bytes = device.memory_bytes if device is not None else 0
@@ -737,7 +744,7 @@ def speedup(
                 raise Cancelled("cancelled")
             budget = s.budget_s * k.share / total_share
             save = str(Path(tmp) / f"k{i}")
-            say(f"capturing {k.kernel} ({k.share:.0%} of GPU time)")
+            began = time.monotonic()
             try:
                 run = machine.run(
                     s.argv,
@@ -750,8 +757,10 @@ def speedup(
                 )
                 prepared = prepare(k, run.launches, docs, save, s.options)
             except (CaptureError, cap.CaptureMismatch, TargetError) as exc:
+                say.not_captured(k.kernel, began, exc)
                 rewrites.append(KernelOutcome(k.kernel, "", k.share, budget, False, f"no spec: {exc}"))
                 continue
+            say.captured(k.kernel, began, run, prepared.target)
             key = (prepared.doc.path, prepared.kernel_name)
             if key in seen_definitions:
                 rewrites.append(
@@ -768,7 +777,7 @@ def speedup(
                 )
                 continue
             seen_definitions[key] = k.kernel
-            say(f"optimizing {k.kernel} ({budget:.0f} s)")
+            on_event = say.optimize_start(k.kernel, budget)
             memory, why = memory_cap(prepared.target, device_bytes)
             if why:
                 prepared = replace(prepared, notes=(*prepared.notes, why))
@@ -781,12 +790,14 @@ def speedup(
                     budget=OptimizeBudget(wall_s=budget),
                     seed=s.seed,
                     settings=LoopSettings(eval_budget=memory) if memory else None,
+                    on_event=on_event,
                     cancel=cancel,
                 )
             finally:
                 proposer.close()
             rewrite, edits = _choose(k, prepared, result, budget, docs)
             rewrites.append(rewrite)
+            say.optimize_end(k.kernel, result, rewrite.applied, rewrite.speedup, rewrite.reason)
             for path, found in edits.items():
                 per_file.setdefault(path, []).extend(found)
     originals = {d.path: d.text for d in docs}
@@ -824,6 +835,7 @@ def speedup(
         predicted,
         predicted_gpu,
     )
+    say.patch(list(changes), [r.kernel for r in rewrites if r.applied], predicted)
     if not changes:
         return replace(report, message="no kernel got a verified faster rewrite that could be applied")
     if not s.apply:
@@ -849,16 +861,26 @@ def _apply_and_compare(
     s: ProgramSettings,
     machine: Machine,
     base: _Observed,
-    say: ProgressFn,
+    say: Steps,
     cancel: threading.Event | None,
 ) -> ProgramReport:
     applied = Applied({p: new for p, (_, new) in changes.items()})
+    say.tell("applied", f"patch applied to {len(changes)} file(s)", files=sorted(changes))
+
+    def build(why: str) -> tuple[int, str]:
+        began = time.monotonic()
+        code, out = machine.build(s.build, s.cwd, s.timeout_s)
+        say.build(why, s.build, began, code)
+        return code, out
 
     def undo_checked(done: ProgramReport) -> ProgramReport:
         """Restore the files after a successful check (``keep=False``), and rebuild."""
         applied.revert()
+        say.tell(
+            "reverted", "files restored (the patch is proposed, not applied)", outcome=done.outcome.value
+        )
         if s.build:
-            machine.build(s.build, s.cwd, s.timeout_s)
+            build("restored")
         return replace(done, reverted=True)
 
     def undo(
@@ -867,8 +889,11 @@ def _apply_and_compare(
         applied.revert()
         if applied.untouched:
             message += f"; not restored, changed by someone else meanwhile: {', '.join(applied.untouched)}"
+        say.tell(
+            "reverted", f"files restored: {outcome.value}", outcome=outcome.value, untouched=applied.untouched
+        )
         if s.build:
-            code, out = machine.build(s.build, s.cwd, s.timeout_s)
+            code, out = build("restored")
             if code != 0:
                 message += f"; rebuilding the restored files failed too (status {code}): {out.strip()[-300:]}"
         return replace(
@@ -883,14 +908,12 @@ def _apply_and_compare(
 
     try:
         if s.build:
-            say(f"building: {s.build}")
-            code, out = machine.build(s.build, s.cwd, s.timeout_s)
+            code, out = build("patched")
             if code != 0:
                 return undo(
                     Outcome.BUILD_FAILED, f"`{s.build}` failed with status {code}: {out.strip()[-500:]}"
                 )
-        say("running the patched program")
-        after = _run_times(machine, s, cancel)
+        after = _run_times(machine, s, cancel, say, "after")
         if after.returncode != 0:
             return undo(
                 Outcome.RUN_FAILED, f"the patched program exited with status {after.returncode}", after.runs
@@ -902,6 +925,7 @@ def _apply_and_compare(
                 for d in compare(base.produced[0], got, _kinds(s), s.tolerance, _ignored(s))
             )
         )
+        say.compared(diffs, base.runs.wall, after.runs.wall)
         if diffs:
             return undo(
                 Outcome.OUTPUTS_DIFFER,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from agent import capture as cap
 from cudasrc.source import Document
-from sandbox.capture import CaptureRun, KernelTime, parse_records
+from sandbox.capture import SAVE_CAP_BYTES, CaptureRun, KernelTime, parse_records
 
 
 @dataclass(frozen=True)
@@ -118,14 +118,17 @@ class SimulatedMachine:
 
 def _saved(record: str, folder: Path) -> str:
     """``record`` with each pointer region saved in ``folder`` (deterministic bytes), as the
-    capture library saves a launch's inputs."""
+    capture library saves a launch's inputs: in parameter order, a region that would take the
+    saved bytes past :data:`~sandbox.capture.SAVE_CAP_BYTES` is not saved."""
     rec = json.loads(record)
     folder.mkdir(parents=True, exist_ok=True)
+    saved = 0
     for p in rec["params"]:
-        if ptr := p.get("pointer"):
+        if (ptr := p.get("pointer")) and saved + int(ptr["region_size"]) <= SAVE_CAP_BYTES:
             name = f"launch{rec['index']}_param{p['index']}.bin"
             (folder / name).write_bytes(hashlib.shake_256(name.encode()).digest(int(ptr["region_size"])))
             ptr["saved"] = name
+            saved += int(ptr["region_size"])
     return json.dumps(rec)
 
 

@@ -138,7 +138,7 @@ async def _speedup(
             machine,
             executor,
             lambda: make_proposer(p.kind, p.llm() if p.kind == "llm" else None, runs.compiler),
-            progress=lambda message: report(0, message, True),
+            progress=lambda step: report(0, step.message, True),
             cancel=run.cancel,
         )
 

@@ -25,6 +25,7 @@ from sandbox_fakes import vadd_request
 from agent import program as prog
 from agent.outputs import OutputFile, OutputTolerance, Produced, compare, compare_output, compare_text
 from agent.program_sim import SimulatedMachine, load_kernels
+from agent.program_steps import Step
 from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeContext, Proposer
 from cudasrc.launch import LaunchChange
@@ -244,6 +245,57 @@ def test_changed_outputs_are_refused_and_every_file_restored_byte_for_byte(proje
     assert machine.builds == ["echo 1e-3 > drift.txt", "echo 1e-3 > drift.txt"]  # rebuilt after the revert
 
 
+def steps_of(project: Path, machine: SimulatedMachine, **kw: object) -> list[Step]:
+    told: list[Step] = []
+    prog.speedup(settings(project, **kw), machine, FakeExecutor(), OneRewrite, progress=told.append)
+    return told
+
+
+def test_each_step_is_told_as_it_ends_with_the_seconds_since_the_start(project: Path) -> None:
+    """A job stopped midway (a device call's time limit) still shows how far it got: every run,
+    the ranking, each kernel's capture and optimize start/end, the patch, the rebuild, the re-runs
+    and the comparison, each as it ends, in order, with its seconds, as JSON."""
+    machine = SimulatedMachine(load_kernels(TABLE), [str(project)], speedup=50.0)
+    steps = steps_of(project, machine, apply=True, build="echo built > build.log", top=1)
+    runs = ["timed_run", "run", "run"]
+    assert [s.step for s in steps] == [
+        *runs,
+        "ranked",
+        "captured",
+        "optimize_start",
+        "optimize_baseline",
+        "optimize_end",
+        "patch",
+        "applied",
+        "build",
+        *runs,
+        "compared",
+    ]
+    elapsed = [s.elapsed_s for s in steps]
+    assert elapsed == sorted(elapsed) and elapsed[0] > 0
+    lines = [json.loads(json.dumps(s.to_json())) for s in steps]
+    assert all(line["step"] and line["message"] and "elapsed_s" in line for line in lines)
+    by = {line["step"]: line for line in lines}
+    assert [line["phase"] for line in lines if line["step"] == "run"] == ["before"] * 2 + ["after"] * 2
+    assert lines[0]["kernels_timed"] == 4 and lines[0]["gpu_s"] > 0 and lines[0]["returncode"] == 0
+    assert [k["chosen"] for k in by["ranked"]["kernels"]] == [True, False, False, False]
+    assert by["captured"]["recorded_inputs"] is True and by["captured"]["launches"] >= 1
+    assert by["optimize_start"]["budget_s"] == 30.0
+    end = by["optimize_end"]
+    assert end["applied"] is True and end["attempts"] >= 1 and end["seconds"] >= end["baseline_s"] >= 0
+    assert by["build"]["of"] == "patched" and by["build"]["returncode"] == 0
+    assert by["compared"]["equal"] is True
+
+
+def test_a_refused_patch_tells_the_comparison_the_revert_and_the_rebuild(project: Path) -> None:
+    machine = SimulatedMachine(load_kernels(TABLE), [str(project)], speedup=50.0)
+    steps = steps_of(project, machine, apply=True, build="echo 1e-3 > drift.txt", top=1)
+    assert [s.step for s in steps][-3:] == ["compared", "reverted", "build"]
+    compared, reverted, rebuilt = (s.to_json() for s in steps[-3:])
+    assert compared["equal"] is False and compared["differences"]
+    assert reverted["outcome"] == "outputs_differ" and rebuilt["of"] == "restored"
+
+
 def test_a_failed_build_is_reverted(project: Path) -> None:
     before = snapshot(project)
     report = run(project, apply=True, build="echo 'error: no' >&2; exit 2")
@@ -330,6 +382,10 @@ def test_the_cli_writes_the_patch_and_exits_non_zero_when_outputs_differ(
     assert (project / "cuda-agent-speedup.patch").read_text() == out["patch"] != ""
     assert snapshot(project) == before
     assert "Traceback" not in done.stderr
+    # the steps, one JSON line each on standard error as they ended (standard output: the report)
+    steps = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert [s["step"] for s in steps][:2] == ["timed_run", "run"]
+    assert [s["step"] for s in steps][-3:] == ["compared", "reverted", "build"]
 
 
 def test_the_memory_cap_is_raised_when_the_programs_own_sizes_need_it_and_says_why() -> None:

@@ -35,6 +35,16 @@ def test_simulate_mode_writes_a_line_with_every_field(tmp_path: Path) -> None:
     assert rec["wall_before_s"]["n"] == 2 and rec["wall_after_s"]["n"] == 2
     assert rec["predicted_speedup"] > 1.0 and rec["measured_gpu_speedup"] > 1.0
     assert any(r["applied"] and "recorded" in r["verified"] for r in rec["rewrites"])
+    # each step of the flow as it ended (what a run killed at its time limit leaves behind), also
+    # on standard output, the script's seconds added
+    steps = [json.loads(x) for x in (tmp_path / "program_speedup.steps.jsonl").read_text().splitlines()]
+    assert {s["program"] for s in steps} == {"multi (simulated GPU)"}
+    names = [s["step"] for s in steps]
+    assert names[:4] == ["timed_run", "run", "run", "ranked"] and names[-1] == "compared"
+    assert names.count("optimize_start") == names.count("optimize_end") == 1  # one definition, two kernels
+    assert [s["t_s"] for s in steps] == sorted(s["t_s"] for s in steps)
+    printed = [json.loads(x) for x in done.stdout.splitlines()]
+    assert [s["step"] for s in printed if "step" in s] == names
 
 
 def _bench() -> Any:
@@ -61,6 +71,53 @@ def test_the_programs_named_by_the_script_are_vendored_with_their_origin() -> No
             else:  # the license is the file's own header
                 assert "Redistribution and use in source and binary forms" in f.read_text(), f
         assert (folder / "Makefile").is_file()
+
+
+def _softmax_at(args: tuple[str, ...], machine_dir: Path) -> Any:
+    """The hottest softMax launch the program makes with ``args`` (slices, slice size, ...),
+    recorded by the simulated capture with its inputs saved as the library saves them, and the
+    target prepared from it."""
+    from agent import program as prog
+    from agent.program_sim import SimBuffer, SimKernel, SimScalar, SimulatedMachine, launch_record
+
+    bench = _bench()
+    slices, size = int(args[0]), int(args[1])
+    signature = "softMax(int, int, float const*, float*)"
+    arrays = (SimBuffer(4 * slices * size, False), SimBuffer(4 * slices * size, True))
+    params = (SimScalar("i", slices), SimScalar("i", size), *arrays)
+    record = launch_record(0, signature, (-(-slices // 256), 1, 1), (256, 1, 1), params)
+    folder = bench.PROGRAMS_DIR / "softmax"
+    machine = SimulatedMachine({signature: SimKernel((record,), 1, 1000)}, [str(folder)])
+    save = machine_dir / "saved"
+    kernel = prog._kernel_regex(signature)
+    run = machine.run(["true"], str(machine_dir), kernel=kernel, max_launches=4, save_dir=str(save))
+    share = prog.KernelShare(signature, 1, 1000, 1.0, 0.5, 1, 1, True)
+    docs = prog._documents([str(folder)])
+    return prog.prepare(share, run.launches, docs, str(save))
+
+
+def test_the_softmax_entrys_own_inputs_are_saved_so_its_rewrite_is_verified_on_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real run's arguments give arrays under the capture library's save cap: the hottest
+    kernel's target gets the ``recorded`` problem, the program's own data, at its own sizes.  At
+    the arguments the first H100 run used (100000 x 784: 313 MB each) nothing was saved."""
+    from sandbox.capture import SAVE_CAP_BYTES
+
+    monkeypatch.setenv("CUDA_AGENT_RECORDED_DIR", str(tmp_path / "recorded"))
+    softmax = next(p for p in _bench().PROGRAMS if p.name == "softmax")
+    (tmp_path / "now").mkdir()
+    prepared = _softmax_at(softmax.args, tmp_path / "now")
+    labels = [q.label for q in prepared.target.verify_problems]
+    assert labels[-1] == "recorded", prepared.notes
+    sizes = prepared.target.bench_problem.sizes
+    assert sizes == {"numSlice": int(softmax.args[0]), "sliceSize": int(softmax.args[1])}
+    arrays = [a for a in prepared.target.bench_problem.args if a.role != "scalar"]
+    assert sum(4 * a.count for a in arrays) <= SAVE_CAP_BYTES
+    (tmp_path / "before").mkdir()
+    before = _softmax_at(("100000", "784", "0", "500"), tmp_path / "before")
+    assert "recorded" not in [q.label for q in before.target.verify_problems]
+    assert any("over the capture's save cap" in n for n in before.notes)
 
 
 def _launch(p: Any, signature: str) -> Any:

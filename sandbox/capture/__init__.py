@@ -324,6 +324,9 @@ def build_library(where: Path | None = None, tc: Toolchain | None = None) -> Pat
 # ---------------------------------------------------------------------------------------- running
 
 
+SAVE_CAP_BYTES = 256 << 20  # a recorded launch's saved regions, in all (larger ones are not saved)
+
+
 def run_program(
     argv: Sequence[str],
     *,
@@ -331,7 +334,7 @@ def run_program(
     launch: int | None = None,
     max_launches: int = 8,
     save_dir: str | None = None,
-    save_cap_bytes: int = 256 << 20,
+    save_cap_bytes: int = SAVE_CAP_BYTES,
     library: Path | None = None,
     timeout: float | None = None,
     cwd: str | None = None,

@@ -7,6 +7,7 @@ same outputs, or nothing changed.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -21,6 +22,7 @@ from server.cli.render import emit_json
 
 if TYPE_CHECKING:
     from agent.program import Machine, ProgramReport
+    from agent.program_steps import Step
 
 SIMULATED_PROGRAM_ENV = "CUDA_AGENT_TEST_PROGRAM"  # a simulated program's kernel table (agent.program_sim)
 
@@ -154,7 +156,9 @@ def speedup(
     own inputs, patch the project, rebuild, re-run and compare what it produced.
 
     cuda-agent speedup [OPTIONS] -- PROGRAM [ARGS]...  Without --apply only the patch is written;
-    with it, files change, and are restored byte for byte if the program's outputs differ."""
+    with it, files change, and are restored byte for byte if the program's outputs differ.  Each
+    step is told on standard error as it ends, with the seconds since the start (with --json, as
+    one JSON line each)."""
     from agent import program as prog
     from agent.outputs import OutputFile, OutputTolerance
     from agent.proposer import BudgetError, parse_budget
@@ -201,7 +205,7 @@ def speedup(
         if not llm.model:
             raise UserError("--proposer llm needs CUDA_AGENT_LLM_MODEL (and CUDA_AGENT_LLM_URL)")
     cancel = threading.Event()
-    say = None if as_json else (lambda m: click.echo(f"cuda-agent: {m}", err=True))
+    say = _json_step if as_json else _print_step
     try:
         with open_executor(gpu) as executor:
             report = prog.speedup(
@@ -225,6 +229,16 @@ def speedup(
         _print(report, patch_path if report.patch else "")
     if report.outcome.failed:
         raise JobFailed(f"{report.outcome.value}: {report.message}")
+
+
+def _print_step(step: Step) -> None:
+    click.echo(f"cuda-agent: [{step.elapsed_s:6.1f} s] {step.message}", err=True)
+
+
+def _json_step(step: Step) -> None:
+    """With --json, each step as one JSON line on standard error as it ends (standard output
+    keeps the one report): a run stopped by a time limit still shows how far it got."""
+    click.echo(json.dumps(step.to_json()), err=True)
 
 
 def _machine(sources: tuple[str, ...]) -> Machine:
