@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass, replace
 
@@ -12,12 +13,16 @@ from cudasrc.dtypes import canonical_dtype, dtype_bytes
 from cudasrc.host.program import _active, _Budget, _decl_name, _Func, _Program, _Return, _where
 from cudasrc.host.values import (
     Buffer,
+    CommandLine,
     Dims,
+    Draws,
     FuncRef,
     HostRun,
     Items,
     LaunchEvent,
     Num,
+    Record,
+    Ref,
     Root,
     SymbolCopy,
     Tensor,
@@ -36,6 +41,22 @@ _MATH = {
     "pow": "pow", "powf": "pow", "sqrt": "sqrt", "sqrtf": "sqrt", "exp": "exp", "expf": "exp",
     "log": "log", "logf": "log", "log2": "log2", "log2f": "log2", "abs": "abs", "fabs": "abs", "fabsf": "abs",
 }  # fmt: skip
+# C's and C++'s number parsers: the command line's arguments read as numbers (True: a float)
+_PARSERS = {
+    "atoi": False, "atol": False, "atoll": False, "strtol": False, "strtoul": False, "strtoll": False,
+    "strtoull": False, "stoi": False, "stol": False, "stoll": False, "stoul": False, "stoull": False,
+    "atof": True, "strtof": True, "strtod": True, "stof": True, "stod": True,
+}  # fmt: skip
+# what the runtime reports of the device the benchmarks run on (an H100 SXM, 80 GB), for the
+# programs that size their problem from it (`cudaGetDeviceProperties`, `cudaFuncGetAttributes`)
+_DEVICE = (
+    ("totalGlobalMem", "85045477376"), ("sharedMemPerBlock", "49152"), ("regsPerBlock", "65536"),
+    ("warpSize", "32"), ("maxThreadsPerBlock", "1024"), ("totalConstMem", "65536"), ("major", "9"),
+    ("minor", "0"), ("multiProcessorCount", "132"), ("l2CacheSize", "52428800"),
+    ("maxThreadsPerMultiProcessor", "2048"), ("sharedMemPerMultiprocessor", "233472"),
+    ("sharedMemPerBlockOptin", "232448"), ("regsPerMultiprocessor", "65536"),
+)  # fmt: skip
+_FUNC_ATTRIBUTES = (("maxThreadsPerBlock", "1024"), ("sharedSizeBytes", "0"))
 _MALLOCS = frozenset(
     {"cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "cudaMallocHost", "cudaHostAlloc"}
 )
@@ -305,6 +326,8 @@ class _Interp:
                 plist = d.child_by_field_name("parameters")
                 texts = [doc.node_text(p) for p in (plist.named_children if plist is not None else ())]
                 value = self.construct(type_text, [self.macro_text(x, scopes) for x in texts], where)
+            elif d.type == "identifier" and "dim3" in type_text:  # `dim3 grid;`: (1, 1, 1)
+                value = Dims((Num("1"), Num("1"), Num("1")))
             elif d.type == "array_declarator":
                 size = d.child_by_field_name("size")
                 count = self.expr(doc, size, scopes) if size is not None else None
@@ -328,7 +351,13 @@ class _Interp:
                 scopes[-1][name] = value
 
     def construct(self, type_text: str, args: list[Value], where: str) -> Value:
-        """``T name(args)``: a dim3, a std::vector (a buffer), or a copy of the one argument."""
+        """``T name(args)``: a dim3, a std::vector (a buffer), a ``<random>`` distribution, or a
+        copy of the one argument."""
+        if "uniform_real_distribution" in type_text or "uniform_int_distribution" in type_text:
+            bounds = [self.value_of(a.expr) if isinstance(a, Num) else None for a in args]
+            if len(bounds) != 2 or bounds[0] is None or bounds[1] is None:
+                return None
+            return Draws(float(bounds[0]), float(bounds[1]), "uniform_int" in type_text)
         if "dim3" in type_text:
             return Dims(tuple(a if isinstance(a, Num) else None for a in args[:3]))
         if "vector" in type_text:
@@ -378,8 +407,15 @@ class _Interp:
                 return None
             return FuncRef(name, self.template_args(doc, node.child_by_field_name("arguments"), scopes))
         if t == "pointer_expression" and doc.node_text(node).lstrip().startswith("&"):
-            pointee = self.expr(doc, node.child_by_field_name("argument"), scopes)
-            return pointee if isinstance(pointee, FuncRef) else None
+            arg = node.child_by_field_name("argument")
+            pointee = self.expr(doc, arg, scopes)
+            if isinstance(pointee, FuncRef):
+                return pointee
+            scope = self.scope_of(doc.node_text(arg), scopes) if arg is not None else None
+            return Ref(scope, doc.node_text(arg)) if scope is not None and arg is not None else None
+        if t == "pointer_expression":  # `*p` of `&x`: x
+            ref = self.expr(doc, node.child_by_field_name("argument"), scopes)
+            return ref.scope.get(ref.name) if isinstance(ref, Ref) else None
         if t == "parenthesized_expression":
             inner = self.expr(doc, node.named_children[0] if node.named_children else None, scopes)
             return Num(operand(inner.expr), inner.sized, inner.is_float) if isinstance(inner, Num) else inner
@@ -398,6 +434,9 @@ class _Interp:
             if isinstance(value, Num) and "*" not in target:
                 if _FLOAT_TYPES.search(target):
                     return Num(value.expr, value.sized, True)
+                known = self.value_of(value.expr) if value.is_float else None
+                if isinstance(known, float) and math.isfinite(known):  # `(int)floor(x)`: truncated
+                    return Num(str(int(known)))
                 return Num(value.expr, value.sized, False)
             return value
         if t == "conditional_expression":
@@ -418,6 +457,8 @@ class _Interp:
             if isinstance(base, Dims) and fld in ("x", "y", "z"):
                 i = "xyz".index(fld)
                 return base.dims[i] if i < len(base.dims) else Num("1")
+            if isinstance(base, Record):
+                return dict(base.fields).get(fld)
             return None
         if t == "subscript_expression":
             base = self.expr(doc, node.child_by_field_name("argument"), scopes)
@@ -427,6 +468,11 @@ class _Interp:
                 indices.named_children[0] if indices is not None and indices.named_children else None,
                 scopes,
             )
+            if isinstance(base, CommandLine) and isinstance(index, Num):  # argv[i]
+                position = self.value_of(index.expr)
+                if isinstance(position, int) and 1 <= position <= len(base.args):
+                    return number_literal(base.args[position - 1].removeprefix("+"))
+                return None
             if isinstance(base, Items) and isinstance(index, Num):
                 position = self.value_of(index.expr)
                 if isinstance(position, int) and 0 <= position < len(base.items):
@@ -456,6 +502,12 @@ class _Interp:
         value = self.expr(doc, node.child_by_field_name("right"), scopes)
         if left is not None and left.type in ("subscript_expression", "pointer_expression") and op == "=":
             self.element_store(doc, left, node.child_by_field_name("right"), scopes)
+        if left is not None and left.type == "field_expression" and op == "=":  # `block.x = 32`
+            self.field_store(doc, left, value, scopes)
+        if left is not None and left.type == "pointer_expression" and op == "=":  # `*result = v`
+            ref = self.expr(doc, left.child_by_field_name("argument"), scopes)
+            if isinstance(ref, Ref):
+                ref.scope[ref.name] = value
         if left is None or left.type != "identifier":
             return value
         name = doc.node_text(left)
@@ -465,6 +517,25 @@ class _Interp:
         self.assign(name, value, scopes)
         return value
 
+    def field_store(
+        self, doc: Document, left: tree_sitter.Node, value: Value, scopes: list[dict[str, Value]]
+    ) -> None:
+        """``d.x = v`` of a ``dim3`` variable ``d``."""
+        base = left.child_by_field_name("argument")
+        fld = doc.node_text(left.child_by_field_name("field") or left)
+        name = doc.node_text(base) if base is not None and base.type == "identifier" else ""
+        found, dims = self.lookup(name, scopes) if name else (False, None)
+        if not found or not isinstance(dims, Dims) or fld not in ("x", "y", "z"):
+            return
+        i = "xyz".index(fld)
+        padded = (*dims.dims, *(Num("1"),) * (3 - len(dims.dims)))
+        new = Dims((*padded[:i], value if isinstance(value, Num) else None, *padded[i + 1 :]))
+        self.assign(name, new, scopes)
+
+    def scope_of(self, name: str, scopes: list[dict[str, Value]]) -> dict[str, Value] | None:
+        """The scope that holds variable ``name``."""
+        return next((s for s in (*reversed(scopes), self.globals) if name in s), None)
+
     def element_store(
         self,
         doc: Document,
@@ -473,14 +544,20 @@ class _Interp:
         scopes: list[dict[str, Value]],
     ) -> None:
         """``a[i] = v`` or ``*p = v`` into a buffer: its elements are drawn from the range of ``v``
-        (widened over every such store the run executes)."""
+        (widened over every such store the run executes); ``a[k] = k``, each element its own
+        index (``h[j*nx + i] = j*nx + i``), is an ``arange``."""
         base = left.child_by_field_name("argument")
         buf = self.expr(doc, base, scopes) if base is not None else None
         if not isinstance(buf, Buffer):
             return
         drawn = self.drawn(doc, right, scopes)
+        indices = left.child_by_field_name("indices") if left.type == "subscript_expression" else None
+        if indices is not None and indices.named_children and buf.offset == "0":
+            index, stored = self.expr(doc, indices.named_children[0], scopes), self.expr(doc, right, scopes)
+            if isinstance(index, Num) and isinstance(stored, Num) and index.expr == stored.expr:
+                drawn = _Range(0.0, 0.0, True, True, False, arange=True)
         old = self.draws.get(buf.where)
-        if drawn is None:
+        if drawn is None or (old is not None and old.arange != drawn.arange):
             self.draws.pop(buf.where, None)
         elif old is None or old == drawn:
             self.draws[buf.where] = drawn
@@ -496,6 +573,8 @@ class _Interp:
     def dist_of(self, value: Value) -> tuple[str, float, float] | None:
         """What a buffer's elements were drawn from: ``(kind, low, high)`` (``randint``'s high exclusive)."""
         r = self.draws.get(value.where) if isinstance(value, Buffer) else None
+        if r is not None and r.arange:
+            return ("arange", 0.0, 0.0)
         if r is None or not r.random:  # constant inputs hide indexing bugs: a spec draws them instead
             return None
         return ("randint", r.low, r.high + 1) if r.integral else ("uniform", r.low, r.high)
@@ -525,6 +604,9 @@ class _Interp:
             ]
             if name == "rand" and not args:
                 return _Range(0.0, float(_RAND_MAX), True, True, True)
+            found, draws = self.lookup(name, scopes) if fn is not None and fn.type == "identifier" else (False, None)
+            if found and isinstance(draws, Draws):  # `dist(gen)` of a <random> distribution
+                return _Range(draws.low, draws.high, draws.integral, draws.integral, True)
             if "rand" in name.lower() and len(args) == 2:
                 bounds = [self.drawn(doc, a, scopes) for a in args]
                 if all(b is not None and not b.random and b.low == b.high for b in bounds):
@@ -672,6 +754,19 @@ class _Interp:
         nums = [a for a in args if isinstance(a, Num)]
         if name in _CDIV and len(args) == 2 and len(nums) == 2:
             return Num(f"cdiv({nums[0].expr}, {nums[1].expr})")
+        if name in _PARSERS and nums:  # `atoi(argv[1])`
+            return Num(nums[0].expr, None, _PARSERS[name])
+        if name in ("floor", "floorf", "ceil", "ceilf") and len(nums) == len(args) == 1:
+            known = self.value_of(nums[0].expr)  # folded: C's floor/ceil are no spec functions
+            if known is None or not math.isfinite(known):
+                return None
+            return Num(repr(float(math.floor(known) if name.startswith("floor") else math.ceil(known))), None, True)
+        if name in ("cudaGetDeviceProperties", "cudaFuncGetAttributes") and arg_nodes:
+            target = _address_of(doc, arg_nodes[0])
+            fields = _DEVICE if name == "cudaGetDeviceProperties" else _FUNC_ATTRIBUTES
+            if target:
+                self.assign(target, Record(tuple((k, Num(v)) for k, v in fields)), scopes)
+            return Num("0")
         if name in _MATH and len(nums) == len(args) and args:
             num = Num(
                 f"{_MATH[name]}({', '.join(n.expr for n in nums)})",
@@ -684,9 +779,13 @@ class _Interp:
             if target and isinstance(args[1], Num):
                 self.assign(target, _buffer(args[1], self.where(doc, node)), scopes)
             return None
-        if name in ("malloc", "calloc") and nums:
+        if name in ("malloc", "calloc", "aligned_alloc") and nums:
             total = (
-                args[0] if name == "malloc" else self.arith(args[0], "*", args[1] if len(args) > 1 else None)
+                args[0]
+                if name == "malloc"
+                else args[1]
+                if name == "aligned_alloc" and len(args) > 1
+                else self.arith(args[0], "*", args[1] if len(args) > 1 else None)
             )
             return _buffer(total, self.where(doc, node)) if isinstance(total, Num) else None
         if name == "assert" and nums:
@@ -717,6 +816,11 @@ class _Interp:
                 self.assign(target, replace(buf, fill=""), scopes)
             return None
         func = self.prog.funcs.get(name)
+        command = next((a for a in args if isinstance(a, CommandLine)), None)
+        if func is None and command is not None and not command.args:
+            # a command-line parser of a library (`checkCmdLineFlag(argc, argv, "n")`, `getopt`)
+            # given no arguments finds no flag: its defaults stand
+            return Num("-1" if name.startswith("getopt") else "0")
         if func is None or self.depth >= _MAX_DEPTH:
             return None
         tlist = fn.child_by_field_name("arguments") if fn.type == "template_function" else None
@@ -810,9 +914,11 @@ class _Interp:
             pointee = self.expr(doc, fn, scopes)
             if isinstance(pointee, FuncRef):
                 kernel, targs = pointee.name, targs or pointee.template_args
+        # the kernel may write through each pointer but a `const T *` one: those draws are gone
+        reads_only = self.prog.kernels.get(kernel, ())
         if kernel in self.run.launches:  # recorded already; its arguments' draws are still gone
-            for v in (self.expr(doc, a, scopes) for a in arg_nodes):
-                if isinstance(v, Buffer):
+            for i, v in enumerate(self.expr(doc, a, scopes) for a in arg_nodes):
+                if isinstance(v, Buffer) and not (i < len(reads_only) and reads_only[i]):
                     self.draws.pop(v.where, None)
             return
         parts = [self.expr(doc, c, scopes) for c in config.named_children if c.type != "comment"]
@@ -828,8 +934,8 @@ class _Interp:
             self.where(doc, call),
             tuple(self.notes),
         )
-        for v in values:  # the kernel may have written them: their draws are gone
-            if isinstance(v, Buffer):
+        for i, v in enumerate(values):
+            if isinstance(v, Buffer) and not (i < len(reads_only) and reads_only[i]):
                 self.draws.pop(v.where, None)
 
     def template_args(
@@ -896,13 +1002,14 @@ _RAND_MAX = 2147483647  # glibc's
 class _Range:
     """Values a host expression can take: ``low``..``high``; ``int_type``: computed in a C integer
     type (``/`` truncates, ``%`` applies); ``integral``: every value is a whole number;
-    ``random``: drawn (``rand()``), not a constant."""
+    ``random``: drawn (``rand()``), not a constant; ``arange``: each element its own index."""
 
     low: float
     high: float
     int_type: bool
     integral: bool
     random: bool
+    arange: bool = False
 
 
 def _interval(op: str, a: _Range, b: _Range) -> _Range | None:

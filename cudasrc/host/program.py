@@ -39,7 +39,9 @@ class _Program:
 
     def __init__(self, doc: Document, defines: Mapping[str, str], aliases: Mapping[str, str]) -> None:
         self.funcs: dict[str, _Func] = {}
-        self.kernels: set[str] = set()  # __global__ functions, which a variable may point to
+        # __global__ functions (which a variable may point to) -> whether each parameter is a
+        # pointer to const (`const float *in`): the kernel only reads through it
+        self.kernels: dict[str, tuple[bool, ...]] = {}
         self.macros: dict[str, tuple[tuple[str, ...] | None, str, str]] = {}  # name -> (params, body, where)
         self.globals: list[tuple[Document, tree_sitter.Node]] = []
         self.constants: dict[str, tuple[str, str]] = {}
@@ -80,15 +82,15 @@ class _Program:
                 return
             name_node = decl.child_by_field_name("declarator")
             name = doc.node_text(name_node).split("::")[-1] if name_node is not None else ""
-            if any(c.type == "__global__" for c in node.children):
-                self.kernels.add(name)
-                return
             plist = decl.child_by_field_name("parameters")
             decls = [
                 p
                 for p in (plist.named_children if plist is not None else ())
                 if p.type in ("parameter_declaration", "optional_parameter_declaration")
             ]
+            if any(c.type == "__global__" for c in node.children):
+                self.kernels.setdefault(name, tuple(_reads_only(doc, p) for p in decls))
+                return
             self.funcs.setdefault(
                 name,
                 _Func(
@@ -135,6 +137,14 @@ class _Program:
                         )
             else:
                 self.globals.append((doc, node))
+
+
+def _reads_only(doc: Document, param: tree_sitter.Node) -> bool:
+    """A parameter ``const T *p`` (``T const *p``, ``const T *__restrict__ p``): a pointer to const."""
+    declarator = param.child_by_field_name("declarator")
+    if declarator is None or declarator.type != "pointer_declarator":
+        return False
+    return any(c.type == "type_qualifier" and doc.node_text(c) == "const" for c in param.children)
 
 
 def _is_tensor(doc: Document, param: tree_sitter.Node) -> bool:
