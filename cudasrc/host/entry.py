@@ -234,7 +234,8 @@ def _from_a_main(
     """The launch of ``kernel`` as a program of the project reaches it from its ``main()``: a file
     with ``main`` that names the kernel or one of its launchers, run linked with the translation
     units that launch it (``main.cpp`` calling ``launch_smooth`` of ``launch.cu``, which launches
-    a kernel of ``kernels.cuh``)."""
+    a kernel of ``kernels.cuh``) and those beside it without a ``main`` of their own (the CPU
+    code it calls: ``generateRandomData`` of ``reference.cpp``)."""
     texts: dict[Path, str] = {}
     for path in hosts:
         try:
@@ -255,9 +256,28 @@ def _from_a_main(
         host = Document(text, str(path))
         if host.kernel(kernel) is not None:
             continue
-        if reached := _reaching(host, kernel, tuple(u for u in units if u.path != str(path))):
+        beside = [
+            Document(t, str(p))
+            for p, t in texts.items()
+            if p.parent == path.parent and p != path and p.suffix in _UNITS
+        ]
+        linked = tuple(u for u in units if u.path != str(path))
+        linked += tuple(u for u in beside if not _defines_main(u) and u.path not in {v.path for v in linked})
+        if reached := _reaching(host, kernel, linked[:_MAX_LINKED]):
             return reached.launches[kernel], reached, host
     return None
+
+
+def _defines_main(doc: Document) -> bool:
+    """Whether ``doc`` defines ``main()`` (another program's entry)."""
+    for node in doc.tree.root_node.children:
+        decl = node.child_by_field_name("declarator") if node.type == "function_definition" else None
+        while decl is not None and decl.type != "function_declarator":
+            decl = decl.child_by_field_name("declarator")
+        name = decl.child_by_field_name("declarator") if decl is not None else None
+        if name is not None and doc.node_text(name) == "main":
+            return True
+    return False
 
 
 def _reaching(host: Document, kernel: str, link: tuple[Document, ...] = ()) -> HostRun | None:

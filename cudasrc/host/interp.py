@@ -37,7 +37,7 @@ _CDIV = frozenset(
     {"CEIL_DIV", "CEILDIV", "DIV_UP", "DIVUP", "div_up", "ceil_div", "iDivUp", "cdiv", "ceildiv"}
 )
 _MATH = {
-    "min": "min", "max": "max", "fminf": "min", "fmaxf": "max", "fmin": "min", "fmax": "max",
+    "min": "min", "max": "max", "MIN": "min", "MAX": "max", "fminf": "min", "fmaxf": "max", "fmin": "min", "fmax": "max",
     "pow": "pow", "powf": "pow", "sqrt": "sqrt", "sqrtf": "sqrt", "exp": "exp", "expf": "exp",
     "log": "log", "logf": "log", "log2": "log2", "log2f": "log2", "abs": "abs", "fabs": "abs", "fabsf": "abs",
 }  # fmt: skip
@@ -656,6 +656,10 @@ class _Interp:
         ):
             return None
         is_float = left.is_float or right.is_float
+        if is_float and op == "/":  # `(float)n / 32`: a float division, even of integer expressions
+            a, b = self.value_of(left.expr), self.value_of(right.expr)
+            if a is not None and b:
+                return Num(repr(float(a) / float(b)), None, True)
         expr = (
             f"{operand(left.expr)} {op} {operand(right.expr)}"
             if op != "*"
