@@ -347,8 +347,41 @@ class _Interp:
                         for axis, n in zip("xyz", value.dims, strict=False)
                     )
                 )
+            struct = self.prog.structs.get(type_text.replace("struct ", "").replace("const ", "").strip())
+            if struct is not None and not pointer and (d.type == "identifier" or isinstance(value, Items)):
+                init = d.child_by_field_name("value") if d.type == "init_declarator" else None
+                value = self.record(struct, doc, init, scopes, where)
             if name:
                 scopes[-1][name] = value
+
+    def record(
+        self,
+        struct: tuple[Document, tuple[tuple[str, tree_sitter.Node | None], ...]],
+        doc: Document,
+        init: tree_sitter.Node | None,
+        scopes: list[dict[str, Value]],
+        where: str,
+    ) -> Record:
+        """A struct variable (``Config cfg = {1 << 20, 256};``, ``Config cfg{.n = 4096};``,
+        ``Config cfg;`` of default member initialisers): its number fields, each integer
+        constant a root named after its field."""
+        sdoc, fields = struct
+        values = {f: self.expr(sdoc, default, [{}]) for f, default in fields}
+        items = init.named_children if init is not None and init.type == "initializer_list" else []
+        for (f, _), item in zip(fields, [c for c in items if c.type != "initializer_pair"], strict=False):
+            values[f] = self.expr(doc, item, scopes)
+        for pair in (c for c in items if c.type == "initializer_pair"):
+            designator = pair.child_by_field_name("designator")
+            f = doc.node_text(designator).lstrip(".").strip() if designator is not None else ""
+            if f in values:
+                values[f] = self.expr(doc, pair.child_by_field_name("value"), scopes)
+        return Record(
+            tuple(
+                (f, self.root(f, v, where) if not v.is_float and v.expr and not names(v.expr) else v)
+                for f, v in values.items()
+                if isinstance(v, Num)
+            )
+        )
 
     def construct(self, type_text: str, args: list[Value], where: str) -> Value:
         """``T name(args)``: a dim3, a std::vector (a buffer), a ``<random>`` distribution, or a
@@ -407,12 +440,12 @@ class _Interp:
                 return None
             return FuncRef(name, self.template_args(doc, node.child_by_field_name("arguments"), scopes))
         if t == "pointer_expression" and doc.node_text(node).lstrip().startswith("&"):
-            arg = node.child_by_field_name("argument")
-            pointee = self.expr(doc, arg, scopes)
+            var = node.child_by_field_name("argument")
+            pointee = self.expr(doc, var, scopes)
             if isinstance(pointee, FuncRef):
                 return pointee
-            scope = self.scope_of(doc.node_text(arg), scopes) if arg is not None else None
-            return Ref(scope, doc.node_text(arg)) if scope is not None and arg is not None else None
+            scope = self.scope_of(doc.node_text(var), scopes) if var is not None else None
+            return Ref(scope, doc.node_text(var)) if scope is not None and var is not None else None
         if t == "pointer_expression":  # `*p` of `&x`: x
             ref = self.expr(doc, node.child_by_field_name("argument"), scopes)
             return ref.scope.get(ref.name) if isinstance(ref, Ref) else None
@@ -520,11 +553,15 @@ class _Interp:
     def field_store(
         self, doc: Document, left: tree_sitter.Node, value: Value, scopes: list[dict[str, Value]]
     ) -> None:
-        """``d.x = v`` of a ``dim3`` variable ``d``."""
+        """``d.x = v`` of a ``dim3`` variable ``d``, ``cfg.n = v`` of a struct ``cfg``."""
         base = left.child_by_field_name("argument")
         fld = doc.node_text(left.child_by_field_name("field") or left)
         name = doc.node_text(base) if base is not None and base.type == "identifier" else ""
         found, dims = self.lookup(name, scopes) if name else (False, None)
+        if found and isinstance(dims, Record):
+            kept = tuple((f, v) for f, v in dims.fields if f != fld)
+            self.assign(name, Record((*kept, (fld, value)) if isinstance(value, Num) else kept), scopes)
+            return
         if not found or not isinstance(dims, Dims) or fld not in ("x", "y", "z"):
             return
         i = "xyz".index(fld)
@@ -604,7 +641,9 @@ class _Interp:
             ]
             if name == "rand" and not args:
                 return _Range(0.0, float(_RAND_MAX), True, True, True)
-            found, draws = self.lookup(name, scopes) if fn is not None and fn.type == "identifier" else (False, None)
+            found, draws = (
+                self.lookup(name, scopes) if fn is not None and fn.type == "identifier" else (False, None)
+            )
             if found and isinstance(draws, Draws):  # `dist(gen)` of a <random> distribution
                 return _Range(draws.low, draws.high, draws.integral, draws.integral, True)
             if "rand" in name.lower() and len(args) == 2:
@@ -764,7 +803,9 @@ class _Interp:
             known = self.value_of(nums[0].expr)  # folded: C's floor/ceil are no spec functions
             if known is None or not math.isfinite(known):
                 return None
-            return Num(repr(float(math.floor(known) if name.startswith("floor") else math.ceil(known))), None, True)
+            return Num(
+                repr(float(math.floor(known) if name.startswith("floor") else math.ceil(known))), None, True
+            )
         if name in ("cudaGetDeviceProperties", "cudaFuncGetAttributes") and arg_nodes:
             target = _address_of(doc, arg_nodes[0])
             fields = _DEVICE if name == "cudaGetDeviceProperties" else _FUNC_ATTRIBUTES

@@ -45,6 +45,8 @@ class _Program:
         self.macros: dict[str, tuple[tuple[str, ...] | None, str, str]] = {}  # name -> (params, body, where)
         self.globals: list[tuple[Document, tree_sitter.Node]] = []
         self.constants: dict[str, tuple[str, str]] = {}
+        # struct name -> where it is defined, and its fields (name, default member initialiser)
+        self.structs: dict[str, tuple[Document, tuple[tuple[str, tree_sitter.Node | None], ...]]] = {}
         self.defines = dict(defines)
         self.aliases = aliases
         self._seen: set[str] = set()
@@ -124,6 +126,15 @@ class _Program:
                         self._load(Document.from_file(header))
                     except OSError:
                         return
+        elif t in ("struct_specifier", "class_specifier", "type_definition"):
+            spec = node if t != "type_definition" else node.child_by_field_name("type")
+            named = node.child_by_field_name("declarator") if t == "type_definition" else node
+            name_node = (
+                named.child_by_field_name("name") if named is not None and t != "type_definition" else named
+            )
+            body = spec.child_by_field_name("body") if spec is not None else None
+            if name_node is not None and body is not None:
+                self.structs.setdefault(doc.node_text(name_node), (doc, _fields(doc, body)))
         elif t == "declaration":
             text = doc.node_text(node)
             if "__constant__" in text or "__device__" in text:
@@ -137,6 +148,19 @@ class _Program:
                         )
             else:
                 self.globals.append((doc, node))
+
+
+def _fields(doc: Document, body: tree_sitter.Node) -> tuple[tuple[str, tree_sitter.Node | None], ...]:
+    """A struct's data members in order, each with its default member initialiser (``int n = 1024;``)."""
+    out: list[tuple[str, tree_sitter.Node | None]] = []
+    for f in body.named_children:
+        if f.type != "field_declaration" or f.child_by_field_name("type") is None:
+            continue
+        default = f.child_by_field_name("default_value")
+        for d in f.children_by_field_name("declarator"):
+            if d.type == "field_identifier":
+                out.append((doc.node_text(d), default))
+    return tuple(out)
 
 
 def _reads_only(doc: Document, param: tree_sitter.Node) -> bool:
