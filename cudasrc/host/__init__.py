@@ -26,16 +26,20 @@ Modules (this package's ``__init__`` re-exports their public names: import from 
 - ``entry``: ``run`` (cached per document) and ``launch_of`` (a kernel's launch, across the project)
 """
 
-from cudasrc.host.entry import launch_of, run
+from cudasrc.host.entry import command_lines, launch_of, run
 from cudasrc.host.interp import names, number_literal
 from cudasrc.host.values import (
     Buffer,
+    CommandLine,
     Dims,
+    Draws,
     FuncRef,
     HostRun,
     Items,
     LaunchEvent,
     Num,
+    Record,
+    Ref,
     Root,
     SymbolCopy,
     Tensor,
@@ -44,16 +48,21 @@ from cudasrc.host.values import (
 
 __all__ = [
     "Buffer",
+    "CommandLine",
     "Dims",
+    "Draws",
     "FuncRef",
     "HostRun",
     "Items",
     "LaunchEvent",
     "Num",
+    "Record",
+    "Ref",
     "Root",
     "SymbolCopy",
     "Tensor",
     "Value",
+    "command_lines",
     "launch_of",
     "names",
     "number_literal",

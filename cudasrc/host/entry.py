@@ -32,17 +32,17 @@ def run(
     command: tuple[tuple[str, ...], str] = ((), ""),
 ) -> HostRun:
     """Run ``doc``'s program from ``main()`` and from each function that launches a kernel not
-    reached from it.  ``command``: the arguments ``main`` is entered with and where they were
-    read (:func:`command_lines`); without any, ``argc`` is 1, so ``argc > 1 ? atoi(argv[1]) :
+    reached from it.  ``command``: the arguments ``main`` is entered with and the command line
+    they were read from, as shown (:func:`command_lines`); without any, ``argc`` is 1, so ``argc > 1 ? atoi(argv[1]) :
     4096`` is its default and a flag parser (``checkCmdLineFlag(argc, argv, "n")``, ``getopt``)
     finds no flag.  ``link``: the program's other translation units, whose functions ``doc``
     calls (a ``main.cpp`` calling launchers a ``.cu`` defines).  Cached per document and
     command line (unlinked)."""
-    argv, where = command
+    argv, shown = command
     cached = _RUNS.get(doc, {}).get(argv) if not link else None
     if cached is not None and not defines:
         return cached
-    result = HostRun(command=f"`{shlex.join(argv)}` ({where})" if where else "")
+    result = HostRun(command=shown)
     try:
         aliases: dict[str, str] = {}
         for unit in (*reversed(link), doc):
@@ -79,8 +79,9 @@ def run(
 def command_lines(path: str | None) -> list[tuple[tuple[str, ...], str]]:
     """How the program's own build file runs it: the arguments of each command of the ``run``
     target of the ``Makefile`` in its folder or the nearest folder above (``run: main`` then
-    ``\t$(LAUNCHER) ./main 65536 2048 0 100``), each with its file:line.  Make variables, an
-    ``@``/``-`` prefix and what follows a shell operator (``> log``, ``| tee``) are left out."""
+    ``\t$(LAUNCHER) ./main 65536 2048 0 100``), each with the command as shown (``./main 65536
+    2048 0 100`` at Makefile:12).  Make variables, an ``@``/``-`` prefix and what follows a shell
+    operator (``> log``, ``| tee``) are left out."""
     if not path:
         return []
     here = Path(path).resolve().parent
@@ -116,7 +117,7 @@ def _run_target(lines: list[str], name: str) -> list[tuple[tuple[str, ...], str]
             if w in (";", "&&", "||", "|", "&") or w.startswith((">", "<", "2>", "1>")):
                 break
             args.append(w)
-        out.append((tuple(args), f"{name}:{i + 1}"))
+        out.append((tuple(args), f"`{shlex.join([words[0], *args])}` at {name}:{i + 1}"))
     return out
 
 
@@ -287,8 +288,8 @@ def _reaching(host: Document, kernel: str, link: tuple[Document, ...] = ()) -> H
     taken); then with no arguments."""
     commands = command_lines(host.path)
     loose = [
-        (tuple("?" if j == i else a for j, a in enumerate(args)), where)
-        for args, where in commands
+        (tuple("?" if j == i else a for j, a in enumerate(args)), f"{shown}, argument {i + 1} unknown")
+        for args, shown in commands
         for i in range(len(args))
     ]
     for command in (*commands, *loose, ((), "")):

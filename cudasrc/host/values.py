@@ -137,7 +137,7 @@ class HostRun:
     copies: dict[str, SymbolCopy] = field(default_factory=dict)
     constants: dict[str, tuple[str, str]] = field(default_factory=dict)  # __constant__ name -> (type, count)
     requires: dict[str, str] = field(default_factory=dict)  # condition over roots -> file:line
-    command: str = ""  # the command line main() was run with, and where it was read
+    command: str = ""  # the command line main() was run with, as shown, and where it was read
     entries: dict[str, str] = field(
         default_factory=dict
     )  # kernel -> the function the run entered to reach it
