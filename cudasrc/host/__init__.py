@@ -15,8 +15,16 @@ parameters, return values, each scope its own), ``#if``/``#ifdef`` branches (wit
 defines given), ``if``/``?:`` with a known condition (both branches otherwise), ``switch``, loops
 (the first iteration: a launch inside a loop says so), array initialisers, and the buffers
 behind pointers: ``cudaMalloc``/``cudaMallocManaged``/``malloc``/``new T[n]``/``std::vector``/
-local arrays, pointer offsets, and ``cudaMemcpyToSymbol`` into ``__constant__`` arrays.
-Anything else is *unknown*, never guessed here (:func:`cudasrc.specs.infer` decides what to do).
+local arrays, pointer offsets, and ``cudaMemcpyToSymbol`` into ``__constant__`` arrays.  Also:
+``main``'s command line (the build file's ``run`` target, :func:`command_lines`; none: ``argc``
+is 1) read by ``atoi``/``strtol``/``std::stoi``..., library flag parsers given no arguments
+(``checkCmdLineFlag``, ``getopt``: no flag), config structs (initialisers, designators, default
+member initialisers, field stores), ``dim3`` fields, ``&x`` out-parameters (``*result = v``),
+``cudaGetDeviceProperties``/``cudaFuncGetAttributes`` (an H100's values), ``floor``/``ceil``,
+``MIN``/``MAX`` of unread headers, and what the host fills inputs with: ``rand()`` expressions,
+``*rand*(low, high)`` helpers, ``<random>`` distribution objects, each element its own index
+(``arange``).  Anything else is *unknown*, never guessed here (:func:`cudasrc.specs.infer`
+decides what to do).
 
 Modules (this package's ``__init__`` re-exports their public names: import from ``cudasrc.host``):
 
