@@ -263,6 +263,31 @@ int main() {
     assert isinstance(odata, ArraySpec) and odata.role == "out"
 
 
+def test_a_kernel_that_writes_a_zeroed_buffer_ends_its_zeros() -> None:
+    """attention's exp_sum: cudaMemset to 0, summed into by kernel 1, divided by in kernel 2."""
+    text = """\
+__global__ void k1(const float *x, float *sum, int n) { atomicAdd(sum, x[threadIdx.x]); }
+__global__ void k2(const float *sum, const float *x, float *y, int n) { y[threadIdx.x] = x[threadIdx.x] / sum[0]; }
+int main() {
+  const int n = 4096;
+  float *x, *y, *sum;
+  cudaMalloc(&x, n * sizeof(float));
+  cudaMalloc(&y, n * sizeof(float));
+  cudaMalloc(&sum, sizeof(float));
+  for (int k = 0; k < 10; k++) {
+    cudaMemset(sum, 0, 4);
+    k1<<<n / 256, 256>>>(x, sum, n);
+    k2<<<n / 256, 256>>>(sum, x, y, n);
+  }
+}
+"""
+    doc = Document(text)
+    first = next(a for a in _kernel_spec(doc, "k1").spec.args if a.name == "sum")
+    later = next(a for a in _kernel_spec(doc, "k2").spec.args if a.name == "sum")
+    assert isinstance(first, ArraySpec) and first.dist.text() == "const(0)"
+    assert isinstance(later, ArraySpec) and later.dist.text() == "uniform(-1, 1)"
+
+
 def test_sizes_from_the_device_through_an_out_parameter() -> None:
     """FDTD3d's default volume: device memory (an H100's) through `*result = memsize` of a helper,
     halved, cube root, clamped with MIN/MAX macros of an unread header; block set field by field,

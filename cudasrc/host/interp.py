@@ -959,29 +959,31 @@ class _Interp:
             pointee = self.expr(doc, fn, scopes)
             if isinstance(pointee, FuncRef):
                 kernel, targs = pointee.name, targs or pointee.template_args
-        # the kernel may write through each pointer but a `const T *` one: those draws are gone
-        reads_only = self.prog.kernels.get(kernel, ())
-        if kernel in self.run.launches:  # recorded already; its arguments' draws are still gone
-            for i, v in enumerate(self.expr(doc, a, scopes) for a in arg_nodes):
-                if isinstance(v, Buffer) and not (i < len(reads_only) and reads_only[i]):
-                    self.draws.pop(v.where, None)
-            return
-        parts = [self.expr(doc, c, scopes) for c in config.named_children if c.type != "comment"]
-        parts += [None, None, Num("0")][len(parts) :]  # no smem written: 0 (None: not readable)
         values = [self.expr(doc, a, scopes) for a in arg_nodes]
-        self.run.launches[kernel] = LaunchEvent(
-            kernel,
-            targs,
-            parts[0],
-            parts[1],
-            parts[2],
-            tuple(replace(v, dist=self.dist_of(v)) if isinstance(v, Buffer) else v for v in values),
-            self.where(doc, call),
-            tuple(self.notes),
-        )
-        for i, v in enumerate(values):
-            if isinstance(v, Buffer) and not (i < len(reads_only) and reads_only[i]):
-                self.draws.pop(v.where, None)
+        if kernel not in self.run.launches:  # the first launch of each kernel is recorded
+            parts = [self.expr(doc, c, scopes) for c in config.named_children if c.type != "comment"]
+            parts += [None, None, Num("0")][len(parts) :]  # no smem written: 0 (None: not readable)
+            self.run.launches[kernel] = LaunchEvent(
+                kernel,
+                targs,
+                parts[0],
+                parts[1],
+                parts[2],
+                tuple(replace(v, dist=self.dist_of(v)) if isinstance(v, Buffer) else v for v in values),
+                self.where(doc, call),
+                tuple(self.notes),
+            )
+        # the kernel may write through each pointer but a `const T *` one: what the host put
+        # there (its draws, a cudaMemset to zero) is gone
+        reads_only = self.prog.kernels.get(kernel, ())
+        for i, (v, node) in enumerate(zip(values, arg_nodes, strict=True)):
+            if not isinstance(v, Buffer) or (i < len(reads_only) and reads_only[i]):
+                continue
+            self.draws.pop(v.where, None)
+            target = _pointer_name(doc, node)
+            found, buf = self.lookup(target, scopes) if target and v.fill else (False, None)
+            if found and isinstance(buf, Buffer):
+                self.assign(target, replace(buf, fill=""), scopes)
 
     def template_args(
         self, doc: Document, tlist: tree_sitter.Node | None, scopes: list[dict[str, Value]]
