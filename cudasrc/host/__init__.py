@@ -31,11 +31,13 @@ Modules (this package's ``__init__`` re-exports their public names: import from 
 - ``values``: the values of the run: ``Num`` (a spec expression over roots), ``Dims``, ``Buffer``, ``LaunchEvent``, ``HostRun``
 - ``program``: a file and its quoted headers as functions, macros and globals; ``#if`` branches
 - ``interp``: the interpreter of statements and expressions, recording launches
+- ``library``: what it models without running: library and CUDA runtime calls, the device, literals, drawn ranges
 - ``entry``: ``run`` (cached per document) and ``launch_of`` (a kernel's launch, across the project)
 """
 
 from cudasrc.host.entry import command_lines, launch_of, run
-from cudasrc.host.interp import names, number_literal
+from cudasrc.host.interp import names
+from cudasrc.host.library import number_literal
 from cudasrc.host.values import (
     Buffer,
     CommandLine,
