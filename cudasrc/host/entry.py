@@ -33,9 +33,9 @@ def run(
 ) -> HostRun:
     """Run ``doc``'s program from ``main()`` and from each function that launches a kernel not
     reached from it.  ``command``: the arguments ``main`` is entered with and the command line
-    they were read from, as shown (:func:`command_lines`); without any, ``argc`` is 1, so ``argc > 1 ? atoi(argv[1]) :
-    4096`` is its default and a flag parser (``checkCmdLineFlag(argc, argv, "n")``, ``getopt``)
-    finds no flag.  ``link``: the program's other translation units, whose functions ``doc``
+    they were read from, as shown (:func:`command_lines`); without any, ``argc`` is 1, so
+    ``argc > 1 ? atoi(argv[1]) : 4096`` is its default and a flag parser
+    (``checkCmdLineFlag(argc, argv, "n")``, ``getopt``) finds no flag.  ``link``: the program's other translation units, whose functions ``doc``
     calls (a ``main.cpp`` calling launchers a ``.cu`` defines).  Cached per document and
     command line (unlinked)."""
     argv, shown = command
@@ -78,9 +78,9 @@ def run(
 
 def command_lines(path: str | None) -> list[tuple[tuple[str, ...], str]]:
     """How the program's own build file runs it: the arguments of each command of the ``run``
-    target of the ``Makefile`` in its folder or the nearest folder above (``run: main`` then
-    ``\t$(LAUNCHER) ./main 65536 2048 0 100``), each with the command as shown (``./main 65536
-    2048 0 100`` at Makefile:12).  Make variables, an ``@``/``-`` prefix and what follows a shell
+    target of the nearest ``Makefile`` (in its folder or one of the two above: ``run: main``,
+    then a recipe line ``$(LAUNCHER) ./main 65536 2048 0 100``), each with the command as shown
+    (```./main 65536 2048 0 100` at Makefile:12``).  Make variables, an ``@``/``-`` prefix and what follows a shell
     operator (``> log``, ``| tee``) are left out."""
     if not path:
         return []
