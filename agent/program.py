@@ -67,12 +67,12 @@ from agent.proposal import Attempt, Proposal
 from agent.proposer import OptimizeBudget, Proposer
 from agent.target import Relauncher, Target, TargetError, target_for
 from base.errors import Failed
-from cudasrc import dtypes, specs
+from cudasrc import specs
 from cudasrc.launch import LaunchChange, TextEdit, sites_edits
 from cudasrc.source import Document
 from sandbox import recorded
 from sandbox.capture import CaptureError, CaptureRun, RecordedLaunch
-from sandbox.contract import ArgSpec, Budget, Distribution, Launch, Problem, Status
+from sandbox.contract import MEMORY_COPIES, ArgSpec, Budget, Distribution, Launch, Problem, Status
 from sandbox.executor import Executor
 
 log = logging.getLogger(__name__)
@@ -522,13 +522,11 @@ def memory_cap(target: Target, device_bytes: int) -> tuple[Budget | None, str]:
     (the original's outputs, a candidate's, and rotated input sets for timing), at most 80% of the
     device's memory."""
     default = Budget().gpu_memory_bytes
-    need = max(
-        sum(a.count * dtypes.dtype_bytes(a.dtype) for a in p.args if a.role != "scalar")
-        for p in target.problems
-    )
-    if need <= default // 3:
+    need = max(p.array_bytes() for p in target.problems)
+    if need <= default // MEMORY_COPIES:
         return None, ""
-    cap = min(max(3 * need, default), int(0.8 * device_bytes)) if device_bytes else max(3 * need, default)
+    copies = MEMORY_COPIES * need
+    cap = min(max(copies, default), int(0.8 * device_bytes)) if device_bytes else max(copies, default)
     gib = 1 << 30
     note = (
         f"the program's own sizes need {need / gib:.1f} GiB of arrays: the per-evaluation memory cap raised "

@@ -200,6 +200,10 @@ class Problem:
     # (``work floor=off`` in the spec: the counts overstate the traffic)
     work_floor: bool = True
 
+    def array_bytes(self) -> int:
+        """Bytes of every array argument (scalars left out)."""
+        return sum(a.count * (element_bytes(a.dtype) or 0) for a in self.args if a.role != "scalar")
+
 
 @dataclass(frozen=True)
 class Tolerance:
@@ -261,6 +265,11 @@ class Budget:
     max_samples: int = 200
     target_rel_spread: float = 0.01  # stop when IQR / median falls below this
     gpu_memory_bytes: int = 4 << 30  # cap on the memory one evaluation may allocate
+
+
+# an evaluation holds a problem's arrays this many times over: the original's outputs, a
+# candidate's, and rotated input sets for timing (the memory cap must cover that)
+MEMORY_COPIES = 3
 
 
 PRECISIONS = ("tf32", "fp16", "bf16", "mma", "fast-math")  # what ``precision allow=`` may name

@@ -61,8 +61,10 @@ def test_a_kernel_that_ran_before_wipes_the_draws_of_what_it_was_given() -> None
 
 def test_the_corpus_scores_at_least_what_was_recorded() -> None:
     """The whole corpus at least at bench/results/spec_programs.json; the cuda-samples programs
-    (sizes in the source) at 85% and 6 of 7 usable.  HeCBench's softmax and attention take their
-    sizes from argv without defaults: their expected specs are upstream's Makefile run lines."""
+    (sizes in the source, FDTD3d's from the device's memory) at 95% and 7 of 7 usable.
+    HeCBench's softmax and attention take their sizes from argv without defaults: their
+    expected specs are upstream's Makefile run lines, which the inference reads from the
+    Makefiles' `run` targets."""
     scores, missing = measure(PROGRAMS)
     assert not missing
     recorded = json.loads((PROGRAMS.parent / "results" / "spec_programs.json").read_text())
@@ -71,8 +73,8 @@ def test_the_corpus_scores_at_least_what_was_recorded() -> None:
     assert matched >= recorded["matched"] and sum(s.usable for s in scores) >= recorded["usable"]
     samples = [s for s in scores if s.file in SAMPLES]
     assert len(samples) == 7
-    assert 100.0 * sum(s.matched for s in samples) / sum(s.fields for s in samples) >= 85.0
-    assert sum(s.usable for s in samples) >= 6
+    assert 100.0 * sum(s.matched for s in samples) / sum(s.fields for s in samples) >= 95.0
+    assert sum(s.usable for s in samples) == 7
 
 
 def test_argv_defaults_through_three_translation_units(tmp_path: Path) -> None:

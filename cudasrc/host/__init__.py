@@ -15,27 +15,41 @@ parameters, return values, each scope its own), ``#if``/``#ifdef`` branches (wit
 defines given), ``if``/``?:`` with a known condition (both branches otherwise), ``switch``, loops
 (the first iteration: a launch inside a loop says so), array initialisers, and the buffers
 behind pointers: ``cudaMalloc``/``cudaMallocManaged``/``malloc``/``new T[n]``/``std::vector``/
-local arrays, pointer offsets, and ``cudaMemcpyToSymbol`` into ``__constant__`` arrays.
-Anything else is *unknown*, never guessed here (:func:`cudasrc.specs.infer` decides what to do).
+local arrays, pointer offsets, and ``cudaMemcpyToSymbol`` into ``__constant__`` arrays.  Also:
+``main``'s command line (the build file's ``run`` target, :func:`command_lines`; none: ``argc``
+is 1) read by ``atoi``/``strtol``/``std::stoi``..., library flag parsers given no arguments
+(``checkCmdLineFlag``, ``getopt``: no flag), config structs (initialisers, designators, default
+member initialisers, field stores), ``dim3`` fields, ``&x`` out-parameters (``*result = v``),
+``cudaGetDeviceProperties``/``cudaFuncGetAttributes`` (an H100's values), ``floor``/``ceil``,
+``MIN``/``MAX`` of unread headers, and what the host fills inputs with: ``rand()`` expressions,
+``*rand*(low, high)`` helpers, ``<random>`` distribution objects, each element its own index
+(``arange``).  Anything else is *unknown*, never guessed here (:func:`cudasrc.specs.infer`
+decides what to do).
 
 Modules (this package's ``__init__`` re-exports their public names: import from ``cudasrc.host``):
 
 - ``values``: the values of the run: ``Num`` (a spec expression over roots), ``Dims``, ``Buffer``, ``LaunchEvent``, ``HostRun``
 - ``program``: a file and its quoted headers as functions, macros and globals; ``#if`` branches
 - ``interp``: the interpreter of statements and expressions, recording launches
+- ``library``: what it models without running: library and CUDA runtime calls, the device, literals, drawn ranges
 - ``entry``: ``run`` (cached per document) and ``launch_of`` (a kernel's launch, across the project)
 """
 
-from cudasrc.host.entry import launch_of, run
-from cudasrc.host.interp import names, number_literal
+from cudasrc.host.entry import command_lines, launch_of, run
+from cudasrc.host.interp import names
+from cudasrc.host.library import number_literal
 from cudasrc.host.values import (
     Buffer,
+    CommandLine,
     Dims,
+    Draws,
     FuncRef,
     HostRun,
     Items,
     LaunchEvent,
     Num,
+    Record,
+    Ref,
     Root,
     SymbolCopy,
     Tensor,
@@ -44,16 +58,21 @@ from cudasrc.host.values import (
 
 __all__ = [
     "Buffer",
+    "CommandLine",
     "Dims",
+    "Draws",
     "FuncRef",
     "HostRun",
     "Items",
     "LaunchEvent",
     "Num",
+    "Record",
+    "Ref",
     "Root",
     "SymbolCopy",
     "Tensor",
     "Value",
+    "command_lines",
     "launch_of",
     "names",
     "number_literal",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,29 +12,37 @@ from cudasrc import pyhost
 from cudasrc.dtypes import canonical_dtype, dtype_bytes
 from cudasrc.host.interp import _Break, _Interp
 from cudasrc.host.program import _Budget, _Func, _Program, _Return
-from cudasrc.host.values import Buffer, Dims, HostRun, LaunchEvent, Num, Root, Tensor, Value
-from cudasrc.project import project_of
+from cudasrc.host.values import Buffer, CommandLine, Dims, HostRun, LaunchEvent, Num, Root, Tensor, Value
+from cudasrc.project import display_path, project_of
 from cudasrc.source import Document
 from sandbox.expr import operand
 
 # ---------------------------------------------------------------------------------------- entry points
 
-_RUNS: weakref.WeakKeyDictionary[Document, HostRun] = weakref.WeakKeyDictionary()
+_RUNS: weakref.WeakKeyDictionary[Document, dict[tuple[str, ...], HostRun]] = weakref.WeakKeyDictionary()
 _MAX_HOSTS = 256  # files of the project read when looking for a kernel's launch
 _MAX_LINKED = 24  # other translation units linked with a file that has main()
 _UNITS = frozenset({".cu", ".cpp", ".cc", ".cxx", ".c"})  # translation units (headers come with them)
 
 
-def run(doc: Document, defines: Mapping[str, str] | None = None, link: tuple[Document, ...] = ()) -> HostRun:
-    """Run ``doc``'s program from ``main()`` (entered as the program runs without arguments:
-    ``argc`` is 1, so ``argc > 1 ? atoi(argv[1]) : 4096`` is its default) and from each function
-    that launches a kernel not reached from it.  ``link``: the program's other translation units,
-    whose functions ``doc`` calls (a ``main.cpp`` calling launchers a ``.cu`` defines).  Cached
-    per document (unlinked)."""
-    cached = _RUNS.get(doc) if not link else None
+def run(
+    doc: Document,
+    defines: Mapping[str, str] | None = None,
+    link: tuple[Document, ...] = (),
+    command: tuple[tuple[str, ...], str] = ((), ""),
+) -> HostRun:
+    """Run ``doc``'s program from ``main()`` and from each function that launches a kernel not
+    reached from it.  ``command``: the arguments ``main`` is entered with and the command line
+    they were read from, as shown (:func:`command_lines`); without any, ``argc`` is 1, so
+    ``argc > 1 ? atoi(argv[1]) : 4096`` is its default and a flag parser
+    (``checkCmdLineFlag(argc, argv, "n")``, ``getopt``) finds no flag.  ``link``: the program's other translation units, whose functions ``doc``
+    calls (a ``main.cpp`` calling launchers a ``.cu`` defines).  Cached per document and
+    command line (unlinked)."""
+    argv, shown = command
+    cached = _RUNS.get(doc, {}).get(argv) if not link else None
     if cached is not None and not defines:
         return cached
-    result = HostRun()
+    result = HostRun(command=shown)
     try:
         aliases: dict[str, str] = {}
         for unit in (*reversed(link), doc):
@@ -54,7 +63,7 @@ def run(doc: Document, defines: Mapping[str, str] | None = None, link: tuple[Doc
             interp.steps = 0
             before = set(result.launches)
             try:
-                interp.call(func, _entry_args(doc, name, func, interp))
+                interp.call(func, _entry_args(doc, name, func, interp, argv))
             except (_Budget, _Return, _Break, RecursionError):
                 continue
             finally:
@@ -63,16 +72,63 @@ def run(doc: Document, defines: Mapping[str, str] | None = None, link: tuple[Doc
     except RecursionError:
         pass
     if not defines and not link:
-        _RUNS[doc] = result
+        _RUNS.setdefault(doc, {})[argv] = result
     return result
 
 
-def _entry_args(doc: Document, name: str, func: _Func, interp: _Interp) -> list[Value]:
-    """The arguments a function is entered with: ``main``'s ``argc`` is 1 (no arguments: their
-    defaults); for a PyTorch extension's function, tensors of the shapes the Python code that
-    calls it passes (through its ``m.def`` binding)."""
+def command_lines(path: str | None) -> list[tuple[tuple[str, ...], str]]:
+    """How the program's own build file runs it: the arguments of each command of the ``run``
+    target of the nearest ``Makefile`` (in its folder or one of the two above: ``run: main``,
+    then a recipe line ``$(LAUNCHER) ./main 65536 2048 0 100``), each with the command as shown
+    (```./main 65536 2048 0 100` at Makefile:12``).  Make variables, an ``@``/``-`` prefix and what follows a shell
+    operator (``> log``, ``| tee``) are left out."""
+    if not path:
+        return []
+    here = Path(path).resolve().parent
+    for folder in (here, *here.parents[:2]):
+        makefile = folder / "Makefile"
+        try:
+            lines = makefile.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        return _run_target(lines, display_path(str(makefile)))
+    return []
+
+
+def _run_target(lines: list[str], name: str) -> list[tuple[tuple[str, ...], str]]:
+    out: list[tuple[tuple[str, ...], str]] = []
+    in_run = False
+    for i, line in enumerate(lines):
+        if not line.startswith("\t"):
+            target, colon, rest = line.partition(":")
+            in_run = bool(colon) and not rest.startswith("=") and "run" in target.split()
+            continue
+        if not in_run:
+            continue
+        try:
+            words = shlex.split(line.strip().lstrip("@-"), comments=True)
+        except ValueError:
+            continue
+        words = [w for w in words if not (w.startswith("$(") or w.startswith("${"))]
+        if not words or "/" not in words[0]:  # `./main ...`: a program of the folder, not a tool
+            continue
+        args: list[str] = []
+        for w in words[1:]:
+            if w in (";", "&&", "||", "|", "&") or w.startswith((">", "<", "2>", "1>")):
+                break
+            args.append(w)
+        out.append((tuple(args), f"`{shlex.join([words[0], *args])}` at {name}:{i + 1}"))
+    return out
+
+
+def _entry_args(
+    doc: Document, name: str, func: _Func, interp: _Interp, argv: tuple[str, ...] = ()
+) -> list[Value]:
+    """The arguments a function is entered with: ``main``'s ``argc`` and ``argv`` (``argv``: the
+    command line's arguments, none by default); for a PyTorch extension's function, tensors of
+    the shapes the Python code that calls it passes (through its ``m.def`` binding)."""
     if name == "main" and func.params:
-        return [Num("1")]
+        return [Num(str(len(argv) + 1)), CommandLine(argv)]
     if not any(func.tensors) or not doc.path:
         return []
     bound = _python_names(doc, name) or [name]
@@ -127,10 +183,12 @@ def _python_names(doc: Document, function: str) -> list[str]:
 
 def launch_of(doc: Document, kernel: str) -> tuple[LaunchEvent, HostRun, Document] | None:
     """The first launch of ``kernel`` found by running ``doc``'s program or, for a kernel in a
-    header, the programs next to it that include it."""
+    header, the programs next to it that include it.  A program is run with each command line
+    of its build file's ``run`` target (:func:`command_lines`) until one reaches the kernel (an
+    argument may pick the implementation that launches it), then without arguments."""
+    if reached := _reaching(doc, kernel):
+        return reached.launches[kernel], reached, doc
     found = run(doc)
-    if kernel in found.launches and found.entries.get(kernel) == "main":
-        return found.launches[kernel], found, doc
     if not doc.path:
         return None
     here = Path(doc.path).resolve()
@@ -177,7 +235,8 @@ def _from_a_main(
     """The launch of ``kernel`` as a program of the project reaches it from its ``main()``: a file
     with ``main`` that names the kernel or one of its launchers, run linked with the translation
     units that launch it (``main.cpp`` calling ``launch_smooth`` of ``launch.cu``, which launches
-    a kernel of ``kernels.cuh``)."""
+    a kernel of ``kernels.cuh``) and those beside it without a ``main`` of their own (the CPU
+    code it calls: ``generateRandomData`` of ``reference.cpp``)."""
     texts: dict[Path, str] = {}
     for path in hosts:
         try:
@@ -198,9 +257,45 @@ def _from_a_main(
         host = Document(text, str(path))
         if host.kernel(kernel) is not None:
             continue
-        found = run(host, link=tuple(u for u in units if u.path != str(path)))
+        beside = [
+            Document(t, str(p))
+            for p, t in texts.items()
+            if p.parent == path.parent and p != path and p.suffix in _UNITS
+        ]
+        linked = tuple(u for u in units if u.path != str(path))
+        linked += tuple(u for u in beside if not _defines_main(u) and u.path not in {v.path for v in linked})
+        if reached := _reaching(host, kernel, linked[:_MAX_LINKED]):
+            return reached.launches[kernel], reached, host
+    return None
+
+
+def _defines_main(doc: Document) -> bool:
+    """Whether ``doc`` defines ``main()`` (another program's entry)."""
+    for node in doc.tree.root_node.children:
+        decl = node.child_by_field_name("declarator") if node.type == "function_definition" else None
+        while decl is not None and decl.type != "function_declarator":
+            decl = decl.child_by_field_name("declarator")
+        name = decl.child_by_field_name("declarator") if decl is not None else None
+        if name is not None and doc.node_text(name) == "main":
+            return True
+    return False
+
+
+def _reaching(host: Document, kernel: str, link: tuple[Document, ...] = ()) -> HostRun | None:
+    """The first run of ``host``'s ``main`` that launches ``kernel``: with each of its build
+    file's command lines; then with each of them but one argument unknown (``?``), the
+    argument that picks an implementation none of them runs (``if (impl == 1)``: both ways
+    taken); then with no arguments."""
+    commands = command_lines(host.path)
+    loose = [
+        (tuple("?" if j == i else a for j, a in enumerate(args)), f"{shown}, argument {i + 1} unknown")
+        for args, shown in commands
+        for i in range(len(args))
+    ]
+    for command in (*commands, *loose, ((), "")):
+        found = run(host, link=link, command=command)
         if kernel in found.launches and found.entries.get(kernel) == "main":
-            return found.launches[kernel], found, host
+            return found
     return None
 
 

@@ -3,21 +3,45 @@
 from __future__ import annotations
 
 import ast
+import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import tree_sitter
 
 from cudasrc.dtypes import canonical_dtype, dtype_bytes
+from cudasrc.host.library import (
+    _CDIV,
+    _DEVICE,
+    _FUNC_ATTRIBUTES,
+    _MALLOCS,
+    _MATH,
+    _PARSERS,
+    _RAND_MAX,
+    _TENSOR_LIKE,
+    _TENSOR_NEW,
+    _address_of,
+    _buffer,
+    _declarator_types,
+    _exits,
+    _interval,
+    _pointer_name,
+    _Range,
+    number_literal,
+)
 from cudasrc.host.program import _active, _Budget, _decl_name, _Func, _Program, _Return, _where
 from cudasrc.host.values import (
     Buffer,
+    CommandLine,
     Dims,
+    Draws,
     FuncRef,
     HostRun,
     Items,
     LaunchEvent,
     Num,
+    Record,
+    Ref,
     Root,
     SymbolCopy,
     Tensor,
@@ -28,19 +52,6 @@ from sandbox.expr import FUNCTIONS, number, operand
 
 _INT_TYPES = re.compile(r"\b(int|long|short|char|unsigned|signed|size_t|ssize_t|u?int\d+_t|uint|auto|dim3)\b")
 _FLOAT_TYPES = re.compile(r"\b(float|double|half|__half)\b")
-_CDIV = frozenset(
-    {"CEIL_DIV", "CEILDIV", "DIV_UP", "DIVUP", "div_up", "ceil_div", "iDivUp", "cdiv", "ceildiv"}
-)
-_MATH = {
-    "min": "min", "max": "max", "fminf": "min", "fmaxf": "max", "fmin": "min", "fmax": "max",
-    "pow": "pow", "powf": "pow", "sqrt": "sqrt", "sqrtf": "sqrt", "exp": "exp", "expf": "exp",
-    "log": "log", "logf": "log", "log2": "log2", "log2f": "log2", "abs": "abs", "fabs": "abs", "fabsf": "abs",
-}  # fmt: skip
-_MALLOCS = frozenset(
-    {"cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "cudaMallocHost", "cudaHostAlloc"}
-)
-_TENSOR_LIKE = frozenset({"empty_like", "zeros_like", "ones_like", "rand_like", "randn_like"})
-_TENSOR_NEW = frozenset({"empty", "zeros", "ones", "rand", "randn", "full"})
 _MAX_DEPTH = 12  # nested calls
 _MAX_STEPS = 20000  # statements per run: a hostile program cannot hang the server
 _MAX_ITERATIONS = 256  # a loop of a helper run to its end...
@@ -305,6 +316,8 @@ class _Interp:
                 plist = d.child_by_field_name("parameters")
                 texts = [doc.node_text(p) for p in (plist.named_children if plist is not None else ())]
                 value = self.construct(type_text, [self.macro_text(x, scopes) for x in texts], where)
+            elif d.type == "identifier" and "dim3" in type_text:  # `dim3 grid;`: (1, 1, 1)
+                value = Dims((Num("1"), Num("1"), Num("1")))
             elif d.type == "array_declarator":
                 size = d.child_by_field_name("size")
                 count = self.expr(doc, size, scopes) if size is not None else None
@@ -324,11 +337,50 @@ class _Interp:
                         for axis, n in zip("xyz", value.dims, strict=False)
                     )
                 )
+            struct = self.prog.structs.get(type_text.replace("struct ", "").replace("const ", "").strip())
+            if struct is not None and not pointer and (d.type == "identifier" or isinstance(value, Items)):
+                init = d.child_by_field_name("value") if d.type == "init_declarator" else None
+                value = self.record(struct, doc, init, scopes, where)
             if name:
                 scopes[-1][name] = value
 
+    def record(
+        self,
+        struct: tuple[Document, tuple[tuple[str, tree_sitter.Node | None], ...]],
+        doc: Document,
+        init: tree_sitter.Node | None,
+        scopes: list[dict[str, Value]],
+        where: str,
+    ) -> Record:
+        """A struct variable (``Config cfg = {1 << 20, 256};``, ``Config cfg{.n = 4096};``,
+        ``Config cfg;`` of default member initialisers): its number fields, each integer
+        constant a root named after its field."""
+        sdoc, fields = struct
+        values = {f: self.expr(sdoc, default, [{}]) for f, default in fields}
+        items = init.named_children if init is not None and init.type == "initializer_list" else []
+        for (f, _), item in zip(fields, [c for c in items if c.type != "initializer_pair"], strict=False):
+            values[f] = self.expr(doc, item, scopes)
+        for pair in (c for c in items if c.type == "initializer_pair"):
+            designator = pair.child_by_field_name("designator")
+            f = doc.node_text(designator).lstrip(".").strip() if designator is not None else ""
+            if f in values:
+                values[f] = self.expr(doc, pair.child_by_field_name("value"), scopes)
+        return Record(
+            tuple(
+                (f, self.root(f, v, where) if not v.is_float and v.expr and not names(v.expr) else v)
+                for f, v in values.items()
+                if isinstance(v, Num)
+            )
+        )
+
     def construct(self, type_text: str, args: list[Value], where: str) -> Value:
-        """``T name(args)``: a dim3, a std::vector (a buffer), or a copy of the one argument."""
+        """``T name(args)``: a dim3, a std::vector (a buffer), a ``<random>`` distribution, or a
+        copy of the one argument."""
+        if "uniform_real_distribution" in type_text or "uniform_int_distribution" in type_text:
+            bounds = [self.value_of(a.expr) if isinstance(a, Num) else None for a in args]
+            if len(bounds) != 2 or bounds[0] is None or bounds[1] is None:
+                return None
+            return Draws(float(bounds[0]), float(bounds[1]), "uniform_int" in type_text)
         if "dim3" in type_text:
             return Dims(tuple(a if isinstance(a, Num) else None for a in args[:3]))
         if "vector" in type_text:
@@ -378,8 +430,15 @@ class _Interp:
                 return None
             return FuncRef(name, self.template_args(doc, node.child_by_field_name("arguments"), scopes))
         if t == "pointer_expression" and doc.node_text(node).lstrip().startswith("&"):
-            pointee = self.expr(doc, node.child_by_field_name("argument"), scopes)
-            return pointee if isinstance(pointee, FuncRef) else None
+            var = node.child_by_field_name("argument")
+            pointee = self.expr(doc, var, scopes)
+            if isinstance(pointee, FuncRef):
+                return pointee
+            scope = self.scope_of(doc.node_text(var), scopes) if var is not None else None
+            return Ref(scope, doc.node_text(var)) if scope is not None and var is not None else None
+        if t == "pointer_expression":  # `*p` of `&x`: x
+            ref = self.expr(doc, node.child_by_field_name("argument"), scopes)
+            return ref.scope.get(ref.name) if isinstance(ref, Ref) else None
         if t == "parenthesized_expression":
             inner = self.expr(doc, node.named_children[0] if node.named_children else None, scopes)
             return Num(operand(inner.expr), inner.sized, inner.is_float) if isinstance(inner, Num) else inner
@@ -398,6 +457,9 @@ class _Interp:
             if isinstance(value, Num) and "*" not in target:
                 if _FLOAT_TYPES.search(target):
                     return Num(value.expr, value.sized, True)
+                known = self.value_of(value.expr) if value.is_float else None
+                if isinstance(known, float) and math.isfinite(known):  # `(int)floor(x)`: truncated
+                    return Num(str(int(known)))
                 return Num(value.expr, value.sized, False)
             return value
         if t == "conditional_expression":
@@ -418,6 +480,8 @@ class _Interp:
             if isinstance(base, Dims) and fld in ("x", "y", "z"):
                 i = "xyz".index(fld)
                 return base.dims[i] if i < len(base.dims) else Num("1")
+            if isinstance(base, Record):
+                return dict(base.fields).get(fld)
             return None
         if t == "subscript_expression":
             base = self.expr(doc, node.child_by_field_name("argument"), scopes)
@@ -427,6 +491,11 @@ class _Interp:
                 indices.named_children[0] if indices is not None and indices.named_children else None,
                 scopes,
             )
+            if isinstance(base, CommandLine) and isinstance(index, Num):  # argv[i]
+                position = self.value_of(index.expr)
+                if isinstance(position, int) and 1 <= position <= len(base.args):
+                    return number_literal(base.args[position - 1].removeprefix("+"))
+                return None
             if isinstance(base, Items) and isinstance(index, Num):
                 position = self.value_of(index.expr)
                 if isinstance(position, int) and 0 <= position < len(base.items):
@@ -456,6 +525,12 @@ class _Interp:
         value = self.expr(doc, node.child_by_field_name("right"), scopes)
         if left is not None and left.type in ("subscript_expression", "pointer_expression") and op == "=":
             self.element_store(doc, left, node.child_by_field_name("right"), scopes)
+        if left is not None and left.type == "field_expression" and op == "=":  # `block.x = 32`
+            self.field_store(doc, left, value, scopes)
+        if left is not None and left.type == "pointer_expression" and op == "=":  # `*result = v`
+            ref = self.expr(doc, left.child_by_field_name("argument"), scopes)
+            if isinstance(ref, Ref):
+                ref.scope[ref.name] = value
         if left is None or left.type != "identifier":
             return value
         name = doc.node_text(left)
@@ -465,6 +540,29 @@ class _Interp:
         self.assign(name, value, scopes)
         return value
 
+    def field_store(
+        self, doc: Document, left: tree_sitter.Node, value: Value, scopes: list[dict[str, Value]]
+    ) -> None:
+        """``d.x = v`` of a ``dim3`` variable ``d``, ``cfg.n = v`` of a struct ``cfg``."""
+        base = left.child_by_field_name("argument")
+        fld = doc.node_text(left.child_by_field_name("field") or left)
+        name = doc.node_text(base) if base is not None and base.type == "identifier" else ""
+        found, dims = self.lookup(name, scopes) if name else (False, None)
+        if found and isinstance(dims, Record):
+            kept = tuple((f, v) for f, v in dims.fields if f != fld)
+            self.assign(name, Record((*kept, (fld, value)) if isinstance(value, Num) else kept), scopes)
+            return
+        if not found or not isinstance(dims, Dims) or fld not in ("x", "y", "z"):
+            return
+        i = "xyz".index(fld)
+        padded = (*dims.dims, *(Num("1"),) * (3 - len(dims.dims)))
+        new = Dims((*padded[:i], value if isinstance(value, Num) else None, *padded[i + 1 :]))
+        self.assign(name, new, scopes)
+
+    def scope_of(self, name: str, scopes: list[dict[str, Value]]) -> dict[str, Value] | None:
+        """The scope that holds variable ``name``."""
+        return next((s for s in (*reversed(scopes), self.globals) if name in s), None)
+
     def element_store(
         self,
         doc: Document,
@@ -473,14 +571,20 @@ class _Interp:
         scopes: list[dict[str, Value]],
     ) -> None:
         """``a[i] = v`` or ``*p = v`` into a buffer: its elements are drawn from the range of ``v``
-        (widened over every such store the run executes)."""
+        (widened over every such store the run executes); ``a[k] = k``, each element its own
+        index (``h[j*nx + i] = j*nx + i``), is an ``arange``."""
         base = left.child_by_field_name("argument")
         buf = self.expr(doc, base, scopes) if base is not None else None
         if not isinstance(buf, Buffer):
             return
         drawn = self.drawn(doc, right, scopes)
+        indices = left.child_by_field_name("indices") if left.type == "subscript_expression" else None
+        if indices is not None and indices.named_children and buf.offset == "0":
+            index, stored = self.expr(doc, indices.named_children[0], scopes), self.expr(doc, right, scopes)
+            if isinstance(index, Num) and isinstance(stored, Num) and index.expr == stored.expr:
+                drawn = _Range(0.0, 0.0, True, True, False, arange=True)
         old = self.draws.get(buf.where)
-        if drawn is None:
+        if drawn is None or (old is not None and old.arange != drawn.arange):
             self.draws.pop(buf.where, None)
         elif old is None or old == drawn:
             self.draws[buf.where] = drawn
@@ -496,6 +600,8 @@ class _Interp:
     def dist_of(self, value: Value) -> tuple[str, float, float] | None:
         """What a buffer's elements were drawn from: ``(kind, low, high)`` (``randint``'s high exclusive)."""
         r = self.draws.get(value.where) if isinstance(value, Buffer) else None
+        if r is not None and r.arange:
+            return ("arange", 0.0, 0.0)
         if r is None or not r.random:  # constant inputs hide indexing bugs: a spec draws them instead
             return None
         return ("randint", r.low, r.high + 1) if r.integral else ("uniform", r.low, r.high)
@@ -525,6 +631,11 @@ class _Interp:
             ]
             if name == "rand" and not args:
                 return _Range(0.0, float(_RAND_MAX), True, True, True)
+            found, draws = (
+                self.lookup(name, scopes) if fn is not None and fn.type == "identifier" else (False, None)
+            )
+            if found and isinstance(draws, Draws):  # `dist(gen)` of a <random> distribution
+                return _Range(draws.low, draws.high, draws.integral, draws.integral, True)
             if "rand" in name.lower() and len(args) == 2:
                 bounds = [self.drawn(doc, a, scopes) for a in args]
                 if all(b is not None and not b.random and b.low == b.high for b in bounds):
@@ -574,6 +685,10 @@ class _Interp:
         ):
             return None
         is_float = left.is_float or right.is_float
+        if is_float and op == "/":  # `(float)n / 32`: a float division, even of integer expressions
+            a, b = self.value_of(left.expr), self.value_of(right.expr)
+            if a is not None and b:
+                return Num(repr(float(a) / float(b)), None, True)
         expr = (
             f"{operand(left.expr)} {op} {operand(right.expr)}"
             if op != "*"
@@ -672,6 +787,21 @@ class _Interp:
         nums = [a for a in args if isinstance(a, Num)]
         if name in _CDIV and len(args) == 2 and len(nums) == 2:
             return Num(f"cdiv({nums[0].expr}, {nums[1].expr})")
+        if name in _PARSERS and nums:  # `atoi(argv[1])`
+            return Num(nums[0].expr, None, _PARSERS[name])
+        if name in ("floor", "floorf", "ceil", "ceilf") and len(nums) == len(args) == 1:
+            known = self.value_of(nums[0].expr)  # folded: C's floor/ceil are no spec functions
+            if known is None or not math.isfinite(known):
+                return None
+            return Num(
+                repr(float(math.floor(known) if name.startswith("floor") else math.ceil(known))), None, True
+            )
+        if name in ("cudaGetDeviceProperties", "cudaFuncGetAttributes") and arg_nodes:
+            target = _address_of(doc, arg_nodes[0])
+            fields = _DEVICE if name == "cudaGetDeviceProperties" else _FUNC_ATTRIBUTES
+            if target:
+                self.assign(target, Record(tuple((k, Num(v)) for k, v in fields)), scopes)
+            return Num("0")
         if name in _MATH and len(nums) == len(args) and args:
             num = Num(
                 f"{_MATH[name]}({', '.join(n.expr for n in nums)})",
@@ -684,9 +814,13 @@ class _Interp:
             if target and isinstance(args[1], Num):
                 self.assign(target, _buffer(args[1], self.where(doc, node)), scopes)
             return None
-        if name in ("malloc", "calloc") and nums:
+        if name in ("malloc", "calloc", "aligned_alloc") and nums:
             total = (
-                args[0] if name == "malloc" else self.arith(args[0], "*", args[1] if len(args) > 1 else None)
+                args[0]
+                if name == "malloc"
+                else args[1]
+                if name == "aligned_alloc" and len(args) > 1
+                else self.arith(args[0], "*", args[1] if len(args) > 1 else None)
             )
             return _buffer(total, self.where(doc, node)) if isinstance(total, Num) else None
         if name == "assert" and nums:
@@ -717,6 +851,11 @@ class _Interp:
                 self.assign(target, replace(buf, fill=""), scopes)
             return None
         func = self.prog.funcs.get(name)
+        command = next((a for a in args if isinstance(a, CommandLine)), None)
+        if func is None and command is not None and not command.args:
+            # a command-line parser of a library (`checkCmdLineFlag(argc, argv, "n")`, `getopt`)
+            # given no arguments finds no flag: its defaults stand
+            return Num("-1" if name.startswith("getopt") else "0")
         if func is None or self.depth >= _MAX_DEPTH:
             return None
         tlist = fn.child_by_field_name("arguments") if fn.type == "template_function" else None
@@ -810,27 +949,31 @@ class _Interp:
             pointee = self.expr(doc, fn, scopes)
             if isinstance(pointee, FuncRef):
                 kernel, targs = pointee.name, targs or pointee.template_args
-        if kernel in self.run.launches:  # recorded already; its arguments' draws are still gone
-            for v in (self.expr(doc, a, scopes) for a in arg_nodes):
-                if isinstance(v, Buffer):
-                    self.draws.pop(v.where, None)
-            return
-        parts = [self.expr(doc, c, scopes) for c in config.named_children if c.type != "comment"]
-        parts += [None, None, Num("0")][len(parts) :]  # no smem written: 0 (None: not readable)
         values = [self.expr(doc, a, scopes) for a in arg_nodes]
-        self.run.launches[kernel] = LaunchEvent(
-            kernel,
-            targs,
-            parts[0],
-            parts[1],
-            parts[2],
-            tuple(replace(v, dist=self.dist_of(v)) if isinstance(v, Buffer) else v for v in values),
-            self.where(doc, call),
-            tuple(self.notes),
-        )
-        for v in values:  # the kernel may have written them: their draws are gone
-            if isinstance(v, Buffer):
-                self.draws.pop(v.where, None)
+        if kernel not in self.run.launches:  # the first launch of each kernel is recorded
+            parts = [self.expr(doc, c, scopes) for c in config.named_children if c.type != "comment"]
+            parts += [None, None, Num("0")][len(parts) :]  # no smem written: 0 (None: not readable)
+            self.run.launches[kernel] = LaunchEvent(
+                kernel,
+                targs,
+                parts[0],
+                parts[1],
+                parts[2],
+                tuple(replace(v, dist=self.dist_of(v)) if isinstance(v, Buffer) else v for v in values),
+                self.where(doc, call),
+                tuple(self.notes),
+            )
+        # the kernel may write through each pointer but a `const T *` one: what the host put
+        # there (its draws, a cudaMemset to zero) is gone
+        reads_only = self.prog.kernels.get(kernel, ())
+        for i, (v, node) in enumerate(zip(values, arg_nodes, strict=True)):
+            if not isinstance(v, Buffer) or (i < len(reads_only) and reads_only[i]):
+                continue
+            self.draws.pop(v.where, None)
+            target = _pointer_name(doc, node)
+            found, buf = self.lookup(target, scopes) if target and v.fill else (False, None)
+            if found and isinstance(buf, Buffer):
+                self.assign(target, replace(buf, fill=""), scopes)
 
     def template_args(
         self, doc: Document, tlist: tree_sitter.Node | None, scopes: list[dict[str, Value]]
@@ -845,132 +988,3 @@ class _Interp:
             literal = self.literal(value) if isinstance(value, Num) else None
             targs.append(literal.expr if literal is not None and not names(literal.expr) else text)
         return tuple(targs)
-
-
-def _exits(doc: Document, node: tree_sitter.Node) -> bool:
-    """Whether a branch leaves the program: ``return``, ``exit(...)``, ``abort()``, ``goto``."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n.type in ("return_statement", "goto_statement", "throw_statement"):
-            return True
-        if n.type == "call_expression":
-            fn = n.child_by_field_name("function")
-            if fn is not None and doc.node_text(fn) in ("exit", "abort", "std::exit", "std::abort"):
-                return True
-        stack.extend(n.named_children)
-    return False
-
-
-def number_literal(text: str) -> Num | None:
-    """A C/C++ number literal (``0x1F``, ``1e-3f``, ``256u``) as a spec number; None if not one."""
-    t = text.replace("'", "")
-    if t.lower().startswith("0x"):
-        t = re.sub(r"[uUlL]+$", "", t)
-        try:
-            return Num(str(int(t, 16)))
-        except ValueError:
-            return None
-    is_float = bool(re.search(r"[.eE]", t))
-    t = re.sub(r"[fFlL]$", "", t) if is_float else re.sub(r"[uUlLzZ]+$", "", t)
-    try:
-        return Num(
-            repr(float(t)) if is_float else str(int(t, 8 if t.startswith("0") and len(t) > 1 else 10)),
-            None,
-            is_float,
-        )
-    except ValueError:
-        return None
-
-
-def _buffer(total: Num, where: str) -> Buffer:
-    if total.sized is not None:
-        return Buffer(total.sized[0], total.sized[1], where)
-    return Buffer(total.expr, 1, where)
-
-
-_RAND_MAX = 2147483647  # glibc's
-
-
-@dataclass(frozen=True)
-class _Range:
-    """Values a host expression can take: ``low``..``high``; ``int_type``: computed in a C integer
-    type (``/`` truncates, ``%`` applies); ``integral``: every value is a whole number;
-    ``random``: drawn (``rand()``), not a constant."""
-
-    low: float
-    high: float
-    int_type: bool
-    integral: bool
-    random: bool
-
-
-def _interval(op: str, a: _Range, b: _Range) -> _Range | None:
-    """Interval arithmetic for :meth:`_Interp.drawn` (``%`` by a positive constant, ``/`` of
-    floating values by a positive range)."""
-    int_type, integral, random = a.int_type and b.int_type, a.integral and b.integral, a.random or b.random
-    if op in ("+", "-"):
-        lo, hi = (a.low + b.low, a.high + b.high) if op == "+" else (a.low - b.high, a.high - b.low)
-        return _Range(lo, hi, int_type, integral, random)
-    if op == "*":
-        products = [x * y for x in (a.low, a.high) for y in (b.low, b.high)]
-        return _Range(min(products), max(products), int_type, integral, random)
-    if op == "/" and b.low > 0 and not int_type:
-        quotients = [x / y for x in (a.low, a.high) for y in (b.low, b.high)]
-        return _Range(min(quotients), max(quotients), False, False, random)
-    if op == "%" and int_type and not b.random and b.low == b.high and b.low > 0 and a.low >= 0:
-        return _Range(0.0, min(a.high, b.low - 1), True, True, random)
-    return None
-
-
-def _pointer_name(doc: Document, node: tree_sitter.Node) -> str:
-    """The variable a pointer argument names, through casts and parentheses (``(void *)d_x``,
-    ``(float2 *)d_x``, ``d_x + 1`` is not one: ``""``)."""
-    while node.type in ("cast_expression", "parenthesized_expression"):
-        inner = node.child_by_field_name("value") if node.type == "cast_expression" else None
-        nxt = inner if inner is not None else (node.named_children[-1] if node.named_children else None)
-        if nxt is None:
-            return ""
-        node = nxt
-    return doc.node_text(node) if node.type == "identifier" else ""
-
-
-def _address_of(doc: Document, node: tree_sitter.Node) -> str:
-    """``&p`` (through casts, ``reinterpret_cast<void**>(...)`` and parentheses) -> ``p``."""
-    while node.type in ("cast_expression", "parenthesized_expression", "call_expression"):
-        if node.type == "call_expression":
-            fn = node.child_by_field_name("function")
-            cast = (
-                fn.child_by_field_name("name") if fn is not None and fn.type == "template_function" else None
-            )
-            args = node.child_by_field_name("arguments")
-            if cast is None or doc.node_text(cast) not in ("reinterpret_cast", "static_cast") or args is None:
-                return ""
-            node = args.named_children[0] if args.named_children else node
-            if node.type == "call_expression":
-                return ""
-            continue
-        inner = (
-            node.child_by_field_name("value")
-            if node.type == "cast_expression"
-            else (node.named_children[0] if node.named_children else None)
-        )
-        if inner is None:
-            return ""
-        node = inner
-    if node.type == "pointer_expression" and doc.node_text(node).lstrip().startswith("&"):
-        arg = node.child_by_field_name("argument")
-        return doc.node_text(arg) if arg is not None and arg.type == "identifier" else ""
-    return ""
-
-
-def _declarator_types(node: tree_sitter.Node) -> set[str]:
-    out: set[str] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        out.add(n.type)
-        d = n.child_by_field_name("declarator")
-        if d is not None:
-            stack.append(d)
-    return out

@@ -39,10 +39,14 @@ class _Program:
 
     def __init__(self, doc: Document, defines: Mapping[str, str], aliases: Mapping[str, str]) -> None:
         self.funcs: dict[str, _Func] = {}
-        self.kernels: set[str] = set()  # __global__ functions, which a variable may point to
+        # __global__ functions (which a variable may point to) -> whether each parameter is a
+        # pointer to const (`const float *in`): the kernel only reads through it
+        self.kernels: dict[str, tuple[bool, ...]] = {}
         self.macros: dict[str, tuple[tuple[str, ...] | None, str, str]] = {}  # name -> (params, body, where)
         self.globals: list[tuple[Document, tree_sitter.Node]] = []
         self.constants: dict[str, tuple[str, str]] = {}
+        # struct name -> where it is defined, and its fields (name, default member initialiser)
+        self.structs: dict[str, tuple[Document, tuple[tuple[str, tree_sitter.Node | None], ...]]] = {}
         self.defines = dict(defines)
         self.aliases = aliases
         self._seen: set[str] = set()
@@ -80,15 +84,15 @@ class _Program:
                 return
             name_node = decl.child_by_field_name("declarator")
             name = doc.node_text(name_node).split("::")[-1] if name_node is not None else ""
-            if any(c.type == "__global__" for c in node.children):
-                self.kernels.add(name)
-                return
             plist = decl.child_by_field_name("parameters")
             decls = [
                 p
                 for p in (plist.named_children if plist is not None else ())
                 if p.type in ("parameter_declaration", "optional_parameter_declaration")
             ]
+            if any(c.type == "__global__" for c in node.children):
+                self.kernels.setdefault(name, tuple(_reads_only(doc, p) for p in decls))
+                return
             self.funcs.setdefault(
                 name,
                 _Func(
@@ -122,6 +126,15 @@ class _Program:
                         self._load(Document.from_file(header))
                     except OSError:
                         return
+        elif t in ("struct_specifier", "class_specifier", "type_definition"):
+            spec = node if t != "type_definition" else node.child_by_field_name("type")
+            named = node.child_by_field_name("declarator") if t == "type_definition" else node
+            name_node = (
+                named.child_by_field_name("name") if named is not None and t != "type_definition" else named
+            )
+            body = spec.child_by_field_name("body") if spec is not None else None
+            if name_node is not None and body is not None:
+                self.structs.setdefault(doc.node_text(name_node), (doc, _fields(doc, body)))
         elif t == "declaration":
             text = doc.node_text(node)
             if "__constant__" in text or "__device__" in text:
@@ -135,6 +148,27 @@ class _Program:
                         )
             else:
                 self.globals.append((doc, node))
+
+
+def _fields(doc: Document, body: tree_sitter.Node) -> tuple[tuple[str, tree_sitter.Node | None], ...]:
+    """A struct's data members in order, each with its default member initialiser (``int n = 1024;``)."""
+    out: list[tuple[str, tree_sitter.Node | None]] = []
+    for f in body.named_children:
+        if f.type != "field_declaration" or f.child_by_field_name("type") is None:
+            continue
+        default = f.child_by_field_name("default_value")
+        for d in f.children_by_field_name("declarator"):
+            if d.type == "field_identifier":
+                out.append((doc.node_text(d), default))
+    return tuple(out)
+
+
+def _reads_only(doc: Document, param: tree_sitter.Node) -> bool:
+    """A parameter ``const T *p`` (``T const *p``, ``const T *__restrict__ p``): a pointer to const."""
+    declarator = param.child_by_field_name("declarator")
+    if declarator is None or declarator.type != "pointer_declarator":
+        return False
+    return any(c.type == "type_qualifier" and doc.node_text(c) == "const" for c in param.children)
 
 
 def _is_tensor(doc: Document, param: tree_sitter.Node) -> bool:

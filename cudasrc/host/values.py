@@ -62,7 +62,39 @@ class Tensor:
         return Num("*".join(operand(d.expr) for d in self.dims if d is not None))
 
 
-Value = Num | Dims | Buffer | Items | FuncRef | Tensor | None
+@dataclass(frozen=True)
+class CommandLine:
+    """``argv`` of ``main``: the arguments the program was run with (the program's name left out)."""
+
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Ref:
+    """``&x`` of a variable: the callee's ``*p = v`` stores into the caller's ``x``."""
+
+    scope: dict[str, Value]
+    name: str
+
+
+@dataclass(frozen=True)
+class Record:
+    """A struct the runtime fills (``cudaGetDeviceProperties``): its known fields."""
+
+    fields: tuple[tuple[str, Num], ...]
+
+
+@dataclass(frozen=True)
+class Draws:
+    """A ``<random>`` distribution object (``std::uniform_real_distribution<float> d(lo, hi)``):
+    calling it draws from ``low``..``high`` (``integral``: ``high`` included)."""
+
+    low: float
+    high: float
+    integral: bool
+
+
+Value = Num | Dims | Buffer | Items | FuncRef | Tensor | CommandLine | Ref | Record | Draws | None
 
 
 @dataclass(frozen=True)
@@ -105,6 +137,7 @@ class HostRun:
     copies: dict[str, SymbolCopy] = field(default_factory=dict)
     constants: dict[str, tuple[str, str]] = field(default_factory=dict)  # __constant__ name -> (type, count)
     requires: dict[str, str] = field(default_factory=dict)  # condition over roots -> file:line
+    command: str = ""  # the command line main() was run with, as shown, and where it was read
     entries: dict[str, str] = field(
         default_factory=dict
     )  # kernel -> the function the run entered to reach it

@@ -40,6 +40,8 @@ def _infer_from_run(
     body_names = _body_identifiers(doc, kernel)
     values = run.env()
     reasons = [f"launch at {event.where}" + (f", taking {', '.join(event.notes)}" if event.notes else "")]
+    if run.command:
+        reasons.append(f"the program run as its build file runs it: {run.command}")
     guesses: list[str] = []
     evidence: list[Evidence] = []
     args: list[tuple[Param, str, host.Value]] = []  # (param, dtype, value)
@@ -283,6 +285,8 @@ def _infer_from_run(
 def _drawn(dist: tuple[str, float, float]) -> DistSpec:
     """A host buffer's draws (:attr:`cudasrc.host.Buffer.dist`) as a spec distribution."""
     kind, low, high = dist
+    if kind == "arange":
+        return DistSpec("arange", ())
     text = [f"{x:g}" for x in (low, high)]
     if kind == "const":
         return DistSpec("const", (text[0],))

@@ -27,7 +27,7 @@ from cudasrc.specs.model import (
     SpecResult,
 )
 from cudasrc.specs.pointers import _body_node, _walk, roles
-from cudasrc.specs.resolve import problems
+from cudasrc.specs.resolve import bench_sizes, problem, problems
 from cudasrc.specs.sites import (
     _allocation_count,
     _host_definitions,
@@ -36,6 +36,7 @@ from cudasrc.specs.sites import (
     _translate,
 )
 from cudasrc.syntax import Kernel
+from sandbox.contract import MEMORY_COPIES, Budget
 from sandbox.expr import Number
 
 # ---------------------------------------------------------------------------------------- inference
@@ -47,8 +48,9 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
     """Propose a spec from the signature and, when the program launches the kernel, from running
     the host code to that launch (:mod:`cudasrc.host`), else from the launch site's text.  Says how
     sure it is, and why (each reason with its evidence, file:line).  An output whose stores are
-    guarded by more than upper bounds (``j <= i``, ``i < 1``) gets ``compare NAME written``."""
-    inference = _infer_spec(doc, kernel)
+    guarded by more than upper bounds (``j <= i``, ``i < 1``) gets ``compare NAME written``.
+    Sizes whose arrays an evaluation cannot hold under the default memory cap say so."""
+    inference = _with_memory_note(_infer_spec(doc, kernel))
     spec = inference.spec
     outputs = [a.name for a in spec.args if isinstance(a, ArraySpec) and a.role == "out"]
     compares, evidence = [], []
@@ -65,6 +67,26 @@ def infer(doc: Document, kernel: Kernel) -> Inference:
         reasons=(*inference.reasons, *(e.note for e in evidence)),
         evidence=(*inference.evidence, *evidence),
     )
+
+
+def _with_memory_note(inference: Inference) -> Inference:
+    """The inference with a note when the benchmark problem's arrays, held :data:`MEMORY_COPIES`
+    times over by an evaluation, exceed the default per-evaluation memory cap: the program's own
+    sizes (an 8 GiB volume) are kept, and the note says what that takes."""
+    try:
+        need = problem(inference.spec, bench_sizes(inference.spec)).array_bytes()
+    except InvalidSpec:
+        return inference
+    cap = Budget().gpu_memory_bytes
+    if MEMORY_COPIES * need <= cap:
+        return inference
+    gib = 1 << 30
+    note = (
+        f"the program's own sizes need {need / gib:.1f} GiB of arrays, {MEMORY_COPIES} times over in an "
+        f"evaluation: more than the default {cap / gib:.0f} GiB memory cap (the speedup flow raises it, "
+        "up to 80% of the GPU; a smaller `sizes` line fits the default)"
+    )
+    return replace(inference, reasons=(*inference.reasons, note))
 
 
 _ORDER = frozenset({"<", "<=", ">", ">="})

@@ -151,6 +151,8 @@ def _use_kind(doc: Document, ident: tree_sitter.Node) -> str:
         node, parent = parent, parent.parent
     if parent is None:
         return "r"
+    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == node:
+        return ""  # `d_Dst += baseY * pitch`: the pointer moves, its elements are not touched
     if (
         parent.type == "binary_expression"
         or parent.type == "init_declarator"
