@@ -1,7 +1,9 @@
 """Row-parallel reduction: a thread-per-row kernel becomes a warp (or a block) per row.
 
 Matches (on the :class:`~engine.view.KernelView`) a kernel whose row is the global
-thread index (``r = blockIdx.x * blockDim.x + threadIdx.x``, casts allowed), launched with 1-D
+thread index (``r = blockIdx.x * blockDim.x + threadIdx.x``, casts allowed) or the iterator of a
+grid-stride loop that is the whole body (``for (int i = <global index>; i < B; i += blockDim.x *
+gridDim.x)``, Caffe's ``CUDA_KERNEL_LOOP``: its iterations are independent rows), launched with 1-D
 blocks on a grid whose x is written over ``block`` (y and z, e.g. a batch over ``blockIdx.y``,
 are kept), that reads no other thread position and uses no shared memory, barriers or shuffles.
 Its atomics, if any, are statements of their own outside the row loops (``atomicAdd(total,
@@ -20,7 +22,8 @@ grid-wide sum).  The statements that work on the row are, recursively through
   nothing else (an atomic update counts as a write of its array).
 
 Rewrite (params :class:`Rows`): the row becomes the warp's index (``(global index) / 32``) or the
-block's (``blockIdx.x``); every row loop starts at ``S + lane`` and steps by the lanes (32 or
+block's (``blockIdx.x``), and a grid-stride loop over the rows steps by the grid's rows
+(``blockDim.x / 32 * gridDim.x`` or ``gridDim.x``); every row loop starts at ``S + lane`` and steps by the lanes (32 or
 ``blockDim.x``); after each loop every reduction is all-reduced (``warp_allreduce_*`` with
 ``__shfl_xor_sync``; across warps through shared memory for a block), sums and products that
 did not start from their identity keep their start value aside; statements that write arrays
@@ -81,7 +84,9 @@ class RowMatch(Match):
     syncs: tuple[Node, ...]  # statements that read arrays other lanes wrote before them
     grid: tuple[str, ...]  # the spec's grid (its x covers the rows)
     row_length: int  # the first loop's bound at the benchmark size (0: unknown)
-    stride: Node | None = None  # a grid-stride loop over the rows: its update (``i += blockDim.x * gridDim.x``)
+    stride: Node | None = (
+        None  # a grid-stride loop over the rows: its update (``i += blockDim.x * gridDim.x``)
+    )
 
 
 _IDENTITY = {"sum": 0.0, "prod": 1.0}
@@ -143,7 +148,9 @@ class RowParallel(Pass[RowMatch]):
                 n.type == "field_expression"
                 and view.text(n.child_by_field_name("argument") or n) in POSITION
                 and view.text(n).replace(" ", "") not in _UNIFORM_POSITIONS
-                and not any(x is not None and x.start_byte <= n.start_byte < x.end_byte for x in (row, stride))
+                and not any(
+                    x is not None and x.start_byte <= n.start_byte < x.end_byte for x in (row, stride)
+                )
             ):
                 return NotApplicable(f"the body reads `{view.text(n)}` besides the row index")
         walker = _Walker(view)
@@ -173,7 +180,8 @@ class RowParallel(Pass[RowMatch]):
         lane = e.fresh("lane")
         lanes = "32" if warp else "blockDim.x"
         sync = "__syncwarp();" if warp else "__syncthreads();"
-        row_stmt = _statement_of(match.row) if match.stride is None else match.stride.parent
+        strided = match.stride.parent if match.stride is not None else None  # a grid-stride loop: before it
+        row_stmt = strided if strided is not None else _statement_of(match.row)
         ind = e.indent(row_stmt)
         what = "a warp per row" if warp else "a block per row"
         e.insert_before(

@@ -6,7 +6,10 @@ barriers, atomics or shuffles whose reads of one input array ``in`` (a pointer p
 writes) are all *taps* ``in[row * W + col]`` where, in canonical form,
 
 - ``row`` is the 2-D thread row ``blockIdx.y * blockDim.y + threadIdx.y`` plus an offset and
-  ``col`` the thread column (``x`` twin) plus an offset, each offset the same for every thread of
+  ``col`` the thread column (``x`` twin) plus an offset — or, where the access maps say every
+  read steps by one element as ``threadIdx.y`` steps and never as ``threadIdx.x`` does (ParRes'
+  ``in[(i)*n+(j-1)]`` with ``i`` the thread's x index), the row along ``x`` and the column along
+  ``y`` (:func:`_axes`) — each offset the same for every thread of
   the block (filter loop variables, constants, macros, uniform locals: ``in[(y + i - R) * w + x + j - R]``
   through any locals, casts or operand order), ``W`` a scalar parameter (a 1-D stencil,
   ``in[x + j - R]``, has no row);
@@ -28,7 +31,9 @@ else, the block's threads load ``(by + 2 halo) x (bx + 2 halo)`` input elements 
 image; for unguarded taps, every element some thread of the block reads and no other) into
 ``__shared__ T tile[...]`` and synchronise; every tap then reads the tile when its position lies
 in it and the original global element otherwise, so the result is the same for any halo (one that
-covers the filter's radius never falls back).  A tap whose loops have constant ends that the halo
+covers the filter's radius never falls back; rows along ``x``: the tile is indexed
+``[threadIdx.x][threadIdx.y]``, its row pitch odd so that a warp reading down a column of it
+spreads over the banks).  A tap whose loops have constant ends that the halo
 covers (``for (fy = 0; fy < FILTER_WIDTH; ++fy)``, ``y = row + fy - FILTER_RADIUS``) reads the tile
 directly: no check, no fallback.  The body is otherwise unchanged —
 same taps in the same order, bit-identical results.  The block becomes ``(bx, by)`` when the
