@@ -1,7 +1,9 @@
 """Row-parallel reduction: a thread-per-row kernel becomes a warp (or a block) per row.
 
 Matches (on the :class:`~engine.view.KernelView`) a kernel whose row is the global
-thread index (``r = blockIdx.x * blockDim.x + threadIdx.x``, casts allowed), launched with 1-D
+thread index (``r = blockIdx.x * blockDim.x + threadIdx.x``, casts allowed) or the iterator of a
+grid-stride loop that is the whole body (``for (int i = <global index>; i < B; i += blockDim.x *
+gridDim.x)``, Caffe's ``CUDA_KERNEL_LOOP``: its iterations are independent rows), launched with 1-D
 blocks on a grid whose x is written over ``block`` (y and z, e.g. a batch over ``blockIdx.y``,
 are kept), that reads no other thread position and uses no shared memory, barriers or shuffles.
 Its atomics, if any, are statements of their own outside the row loops (``atomicAdd(total,
@@ -20,7 +22,8 @@ grid-wide sum).  The statements that work on the row are, recursively through
   nothing else (an atomic update counts as a write of its array).
 
 Rewrite (params :class:`Rows`): the row becomes the warp's index (``(global index) / 32``) or the
-block's (``blockIdx.x``); every row loop starts at ``S + lane`` and steps by the lanes (32 or
+block's (``blockIdx.x``), and a grid-stride loop over the rows steps by the grid's rows
+(``blockDim.x / 32 * gridDim.x`` or ``gridDim.x``); every row loop starts at ``S + lane`` and steps by the lanes (32 or
 ``blockDim.x``); after each loop every reduction is all-reduced (``warp_allreduce_*`` with
 ``__shfl_xor_sync``; across warps through shared memory for a block), sums and products that
 did not start from their identity keep their start value aside; statements that write arrays
@@ -81,6 +84,9 @@ class RowMatch(Match):
     syncs: tuple[Node, ...]  # statements that read arrays other lanes wrote before them
     grid: tuple[str, ...]  # the spec's grid (its x covers the rows)
     row_length: int  # the first loop's bound at the benchmark size (0: unknown)
+    stride: Node | None = (
+        None  # a grid-stride loop over the rows: its update (``i += blockDim.x * gridDim.x``)
+    )
 
 
 _IDENTITY = {"sum": 0.0, "prod": 1.0}
@@ -127,19 +133,28 @@ class RowParallel(Pass[RowMatch]):
             and not loc.pointer
             and view.poly(loc.value) == global_index("x")
         ]
-        if len(rows) != 1 or rows[0].value is None:
-            return NotApplicable("no single row index `r = blockIdx.x * blockDim.x + threadIdx.x`")
-        row = rows[0].value
+        over = _grid_stride(view)
+        if len(rows) == 1 and rows[0].value is not None:
+            row, stride, body = rows[0].value, None, statements(view.body)
+        elif over is not None and over.start is not None and over.node.child_by_field_name("update"):
+            row, stride, body = over.start, over.node.child_by_field_name("update"), statements(over.body)
+        else:
+            return NotApplicable(
+                "no single row index `r = blockIdx.x * blockDim.x + threadIdx.x` "
+                "nor a grid-stride loop over the rows"
+            )
         for n in view.nodes:
             if (
                 n.type == "field_expression"
                 and view.text(n.child_by_field_name("argument") or n) in POSITION
                 and view.text(n).replace(" ", "") not in _UNIFORM_POSITIONS
-                and not (row.start_byte <= n.start_byte < row.end_byte)
+                and not any(
+                    x is not None and x.start_byte <= n.start_byte < x.end_byte for x in (row, stride)
+                )
             ):
                 return NotApplicable(f"the body reads `{view.text(n)}` besides the row index")
         walker = _Walker(view)
-        refused = walker.block(statements(view.body))
+        refused = walker.block(body)
         if refused is not None:
             return refused
         if not walker.loops:
@@ -152,6 +167,7 @@ class RowParallel(Pass[RowMatch]):
             tuple(walker.syncs),
             subject.grid,
             _length(view, walker.loops[0]),
+            stride,
         )
 
     # ------------------------------------------------------------------------------- rewrite
@@ -164,7 +180,8 @@ class RowParallel(Pass[RowMatch]):
         lane = e.fresh("lane")
         lanes = "32" if warp else "blockDim.x"
         sync = "__syncwarp();" if warp else "__syncthreads();"
-        row_stmt = _statement_of(match.row)
+        strided = match.stride.parent if match.stride is not None else None  # a grid-stride loop: before it
+        row_stmt = strided if strided is not None else _statement_of(match.row)
         ind = e.indent(row_stmt)
         what = "a warp per row" if warp else "a block per row"
         e.insert_before(
@@ -173,6 +190,9 @@ class RowParallel(Pass[RowMatch]):
             f"{ind}const int {lane} = threadIdx.x{' % 32' if warp else ''};\n{ind}",
         )
         e.replace(match.row, f"({view.text(match.row)}) / 32" if warp else "blockIdx.x")
+        if match.stride is not None:  # the grid-stride loop steps by the grid's rows
+            step = "blockDim.x / 32 * gridDim.x" if warp else "gridDim.x"
+            e.replace(match.stride, f"{view.text(match.stride).split('+=')[0].strip()} += {step}")
         plans = {id(lp.node): _vector_plan(view, lp) for lp in match.loops} if params.vec > 1 else {}
         if params.vec > 1 and not any(isinstance(v, _VectorPlan) for v in plans.values()):
             reasons = "; ".join(str(v) for v in plans.values())
@@ -695,6 +715,30 @@ def _grid(grid: str, value: ast.expr) -> str:
     """The spec's grid expression with the block size replaced by ``value`` (rows per block)."""
     tree = _Block(value).visit(ast.parse(grid, mode="eval"))
     return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def _grid_stride(view: KernelView) -> Loop | None:
+    """The kernel's body when it is one grid-stride loop over the rows, ``for (T i = blockIdx.x *
+    blockDim.x + threadIdx.x; i < B; i += blockDim.x * gridDim.x)`` (Caffe's ``CUDA_KERNEL_LOOP``):
+    its iterations are independent rows whatever the grid, each thread taking every grid-th one."""
+    (s, *more) = statements(view.body) or [view.body]
+    loop = view.loop_of(s) if not more and s.type == "for_statement" else None
+    update = loop.node.child_by_field_name("update") if loop is not None else None
+    if loop is None or loop.start is None or update is None or update.type != "assignment_expression":
+        return None
+    step = update.child_by_field_name("right")
+    left = unparenthesized(update.child_by_field_name("left"))
+    if (
+        view.text(update.children[1]) != "+="
+        or left is None
+        or view.text(left) != loop.var
+        or step is None
+        or loop.op != "<"
+        or view.poly(loop.start) != global_index("x")
+        or view.poly(step) != {("blockDim.x", "gridDim.x"): 1}
+    ):
+        return None
+    return loop
 
 
 def _length(view: KernelView, loop: Loop) -> int:

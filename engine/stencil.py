@@ -6,7 +6,10 @@ barriers, atomics or shuffles whose reads of one input array ``in`` (a pointer p
 writes) are all *taps* ``in[row * W + col]`` where, in canonical form,
 
 - ``row`` is the 2-D thread row ``blockIdx.y * blockDim.y + threadIdx.y`` plus an offset and
-  ``col`` the thread column (``x`` twin) plus an offset, each offset the same for every thread of
+  ``col`` the thread column (``x`` twin) plus an offset — or, where the access maps say every
+  read steps by one element as ``threadIdx.y`` steps and never as ``threadIdx.x`` does (ParRes'
+  ``in[(i)*n+(j-1)]`` with ``i`` the thread's x index), the row along ``x`` and the column along
+  ``y`` (:func:`_axes`) — each offset the same for every thread of
   the block (filter loop variables, constants, macros, uniform locals: ``in[(y + i - R) * w + x + j - R]``
   through any locals, casts or operand order), ``W`` a scalar parameter (a 1-D stencil,
   ``in[x + j - R]``, has no row);
@@ -28,7 +31,9 @@ else, the block's threads load ``(by + 2 halo) x (bx + 2 halo)`` input elements 
 image; for unguarded taps, every element some thread of the block reads and no other) into
 ``__shared__ T tile[...]`` and synchronise; every tap then reads the tile when its position lies
 in it and the original global element otherwise, so the result is the same for any halo (one that
-covers the filter's radius never falls back).  A tap whose loops have constant ends that the halo
+covers the filter's radius never falls back; rows along ``x``: the tile is indexed
+``[threadIdx.x][threadIdx.y]``, its row pitch odd so that a warp reading down a column of it
+spreads over the banks).  A tap whose loops have constant ends that the halo
 covers (``for (fy = 0; fy < FILTER_WIDTH; ++fy)``, ``y = row + fy - FILTER_RADIUS``) reads the tile
 directly: no check, no fallback.  The body is otherwise unchanged —
 same taps in the same order, bit-identical results.  The block becomes ``(bx, by)`` when the
@@ -56,6 +61,7 @@ from engine.guards import (
 )
 from engine.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
 from engine.view import (
+    Access,
     Expander,
     KernelView,
     Loop,
@@ -130,6 +136,7 @@ class StencilMatch(Match):
     literal: bool = False  # the indices use the block's size as a number: keep the spec's block
     two_d: bool = True  # the taps have rows
     filters: tuple[Filter, ...] = ()  # arrays every thread reads at the same indices (the weights)
+    axes: tuple[str, str] = ("y", "x")  # the thread axes of the image's rows and of its columns
 
 
 @dataclass
@@ -275,19 +282,22 @@ def _unconditional(view: KernelView, n: Node, outer: Node) -> bool:
     )
 
 
-def _footprint(view: KernelView, expand: Expander, n: Node, tap: Tap) -> Footprint | NotApplicable:
-    """Where the threads that run the unguarded tap ``n`` read (:class:`Footprint`)."""
+def _footprint(
+    view: KernelView, expand: Expander, n: Node, tap: Tap, axes: tuple[str, str]
+) -> Footprint | NotApplicable:
+    """Where the threads that run the unguarded tap ``n`` read (:class:`Footprint`); ``axes``:
+    the thread axes of the image's rows and columns."""
     loops = _loops_of(view, n)
     if tap.spans is None or not loops:
         return NotApplicable("its offsets are not loop variables over uniform ranges")
     if not _unconditional(view, n, loops[-1].node):
         return NotApplicable("it does not run on every iteration of its loops")
-    bounds: dict[str, tuple[list[Poly], list[Poly]]] = {"y": ([], []), "x": ([], [])}
+    bounds: dict[str, tuple[list[Poly], list[Poly]]] = {axis: ([], []) for axis in axes}
     uniform = []
     for term, neg in guards(view, loops[-1].node):
         q = at_least_zero(expand, view, term, neg)
         found = False
-        for axis in ("y", "x") if q is not None else ():
+        for axis in axes if q is not None else ():
             g = global_index(axis)
             assert q is not None
             if poly_uniform(low := poly_add(q, g, -1)):  # g + u >= 0: g >= -u
@@ -306,10 +316,10 @@ def _footprint(view: KernelView, expand: Expander, n: Node, tap: Tap) -> Footpri
     return Footprint(
         rows,
         cols,
-        tuple(bounds["y"][0]),
-        tuple(bounds["y"][1]),
-        tuple(bounds["x"][0]),
-        tuple(bounds["x"][1]),
+        tuple(bounds[axes[0]][0]),
+        tuple(bounds[axes[0]][1]),
+        tuple(bounds[axes[1]][0]),
+        tuple(bounds[axes[1]][1]),
         tuple(uniform),
     )
 
@@ -321,10 +331,13 @@ def _ends(span: TapSpan) -> tuple[int, ...]:
     return ()
 
 
-def _read(fp: Footprint, r: str, c: str, block: tuple[int, int], atoms: dict[str, str]) -> str:
+def _read(
+    fp: Footprint, r: str, c: str, block: dict[str, int], axes: tuple[str, str], atoms: dict[str, str]
+) -> str:
     """The C condition that the element at row ``r``, column ``c`` is read by the unguarded tap
-    of ``fp`` in this block: its threads' rows run from the largest of their lower bounds to the
-    smallest of their upper ones (at least one thread, at least one offset), the offsets from
+    of ``fp`` in this block (``block``: its size along each thread axis; ``axes``: the thread
+    axes of rows and columns): its threads' rows run from the largest of their lower bounds to
+    the smallest of their upper ones (at least one thread, at least one offset), the offsets from
     the span's ``lo`` to ``hi``."""
 
     def text(p: Poly) -> str:
@@ -334,10 +347,11 @@ def _read(fp: Footprint, r: str, c: str, block: tuple[int, int], atoms: dict[str
         return f" + {text(p)}" if p else ""
 
     terms = []
-    axes = [("x", c, fp.cols, fp.cols_lo, fp.cols_hi, block[0])]
+    row_axis, col_axis = axes
+    sides = [(col_axis, c, fp.cols, fp.cols_lo, fp.cols_hi, block[col_axis])]
     if fp.rows is not None:
-        axes.append(("y", r, fp.rows, fp.rows_lo, fp.rows_hi, block[1]))
-    for axis, at, span, lows, highs, size in axes:
+        sides.append((row_axis, r, fp.rows, fp.rows_lo, fp.rows_hi, block[row_axis]))
+    for axis, at, span, lows, highs, size in sides:
         start = f"(int)(blockIdx.{axis} * {size})"
         firsts = [start, *(text(p) for p in lows)]
         ends = [f"{start} + {size}", *(text(p) for p in highs)]
@@ -388,6 +402,20 @@ def _filter(view: KernelView, name: str, reads: list[Node]) -> Filter | None:
     return Filter(name, lo, hi, tuple(reads))
 
 
+def _axes(view: KernelView, reads: list[Access]) -> tuple[str, str]:
+    """The thread axes of the image's rows and columns: ``("x", "y")`` when, per the access maps,
+    every read moves by one element as ``threadIdx.y`` steps and never by one as ``threadIdx.x``
+    does (``in[i * n + j]`` with ``i`` the thread's x index: rows along x), at every problem;
+    ``("y", "x")`` otherwise."""
+    for a in reads:
+        along_y, along_x = view.maps.strides(a, "ty"), view.maps.strides(a, "tx")
+        if isinstance(along_y, str) or isinstance(along_x, str):
+            return "y", "x"
+        if not all(s == {1} for s in along_y) or any(1 in s for s in along_x):
+            return "y", "x"
+    return "x", "y"
+
+
 class StencilTile(Pass[StencilMatch]):
     name = "StencilTile"
     space = ((32, 8, 8), (32, 8, 2), (32, 8, 4), (16, 16, 8), (32, 16, 8), (64, 4, 8), (32, 4, 16))
@@ -396,18 +424,19 @@ class StencilTile(Pass[StencilMatch]):
         if view.cooperation:
             return NotApplicable(f"the kernel already uses {view.cooperation}")
         expand = _expander(view)
-        reads: dict[str, list[Node]] = {}
+        reads: dict[str, list[Access]] = {}
         written = set()
         for a in view.accesses:
             if a.written or a.address:
                 written.add(a.array)
             elif a.array in view.params and view.params[a.array].pointer == 1 and a.array == a.via:
-                reads.setdefault(a.array, []).append(a.node)
+                reads.setdefault(a.array, []).append(a)
         why = []
-        for src, nodes in reads.items():
+        for src, accesses in reads.items():
             if src in written:
                 continue
-            found = self._taps(view, expand, src, nodes)
+            axes = _axes(view, accesses)
+            found = self._taps(view, expand, src, [a.node for a in accesses], axes)
             if isinstance(found, NotApplicable):
                 why.append(f"{src}: {found.reason}")
                 continue
@@ -415,7 +444,9 @@ class StencilTile(Pass[StencilMatch]):
             filters = tuple(
                 f
                 for name, reads_of in reads.items()
-                if name != src and name not in written and (f := _filter(view, name, reads_of)) is not None
+                if name != src
+                and name not in written
+                and (f := _filter(view, name, [a.node for a in reads_of])) is not None
             )
             reach = [abs(c) for t in taps for sp in (t.spans or ()) if sp is not None for c in _ends(sp)]
             return StencilMatch(
@@ -429,11 +460,12 @@ class StencilTile(Pass[StencilMatch]):
                 expand.literal,
                 any(t.row is not None for t in taps),
                 filters,
+                axes,
             )
         return NotApplicable("; ".join(why) or "no input array is read at offsets of the thread's position")
 
     def _taps(
-        self, view: KernelView, expand: Expander, src: str, nodes: list[Node]
+        self, view: KernelView, expand: Expander, src: str, nodes: list[Node], axes: tuple[str, str]
     ) -> tuple[str, str, tuple[Tap, ...]] | NotApplicable:
         taps: list[Tap] = []
         widths, heights, strides = set(), set(), set()
@@ -445,19 +477,19 @@ class StencilTile(Pass[StencilMatch]):
             tap = None
             for w in sorted({a for m in p for a in m if a in view.params and view.params[a].pointer == 0}):
                 row, col = poly_split(p, w)
-                r, c = _offset(row, "y"), _offset(col, "x")
+                r, c = _offset(row, axes[0]), _offset(col, axes[1])
                 if row and r is not None and c is not None:
                     tap, width = Tap(n, r, c), w
                     break
-            if tap is None and (c := _offset(p, "x")) is not None:
+            if tap is None and axes[1] == "x" and (c := _offset(p, "x")) is not None:
                 tap, width = Tap(n, None, c), ""
             if tap is None:
                 return NotApplicable(f"no tap: `{view.text(n)}` is not at an offset of the thread's position")
             spans = _spans(view, n, tap)
             tap = Tap(n, tap.row, tap.col, spans)
-            bounds = self._bounds(view, expand, n, tap, width)
+            bounds = self._bounds(view, expand, n, tap, width, axes)
             if isinstance(bounds, NotApplicable):
-                fp = _footprint(view, expand, n, tap)
+                fp = _footprint(view, expand, n, tap, axes)
                 if isinstance(fp, NotApplicable) or (not width and tap.row is not None):
                     why = fp.reason if isinstance(fp, NotApplicable) else "no row stride"
                     return NotApplicable(f"{bounds.reason}, and unguarded: {why}")
@@ -480,12 +512,12 @@ class StencilTile(Pass[StencilMatch]):
         return strides.pop(), heights.pop() if heights else "", tuple(taps)
 
     def _bounds(
-        self, view: KernelView, expand: Expander, n: Node, tap: Tap, width: str
+        self, view: KernelView, expand: Expander, n: Node, tap: Tap, width: str, axes: tuple[str, str]
     ) -> tuple[str, str] | NotApplicable:
         """(W, H) where the tap ``n`` is guarded inside the image ``0 <= row < H``, ``0 <= col < W``
-        (H "" for a 1-D tap)."""
-        rowp = poly_add(global_index("y"), tap.row) if tap.row is not None else None
-        colp = poly_add(global_index("x"), tap.col)
+        (H "" for a 1-D tap), the row and column along the thread axes ``axes``."""
+        rowp = poly_add(global_index(axes[0]), tap.row) if tap.row is not None else None
+        colp = poly_add(global_index(axes[1]), tap.col)
         lows, highs = set(), set()
         for q in facts_at(view, expand, n):
             for axis, pos in (("row", rowp), ("col", colp)):
@@ -556,7 +588,11 @@ class StencilTile(Pass[StencilMatch]):
         e = Emitter(view)
         tile, y0, x0, k = e.fresh("tile"), e.fresh("y0"), e.fresh("x0"), e.fresh("k")
         elem = view.params[match.src].base_type
-        th, tw = (by + 2 * halo, bx + 2 * halo) if two_d else (1, bx + 2 * halo)
+        sizes = {"x": bx, "y": by}
+        rows, cols = match.axes if two_d else ("y", "x")
+        th, tw = (sizes[rows] + 2 * halo, sizes[cols] + 2 * halo) if two_d else (1, bx + 2 * halo)
+        # rows along threadIdx.x: a warp reads down a column of the tile, so its pitch is odd
+        pitch = tw | 1 if rows == "x" else tw
         atoms = dict(match.atoms)
         r, c = f"({y0} + {k} / {tw})", f"({x0} + {k} % {tw})"
         load = f"{match.src}[(size_t){r} * {match.width} + {c}]" if two_d else f"{match.src}[{c}]"
@@ -565,13 +601,13 @@ class StencilTile(Pass[StencilMatch]):
             inside = f"{c} >= 0 && {c} < {match.width}"
             reads.append(f"{r} >= 0 && {r} < {match.height} && " + inside if two_d else inside)
         for fp in {repr(t.footprint): t.footprint for t in match.taps if t.footprint is not None}.values():
-            reads.append(_read(fp, r, c, (bx, by), atoms))
+            reads.append(_read(fp, r, c, sizes, (rows, cols), atoms))
         inside = reads[0] if len(reads) == 1 else " || ".join(f"({x})" for x in reads)
         lines = [
             f"// cuda-agent: {th}x{tw} shared input tile (halo {halo}) loaded once per {bx}x{by} block",
-            f"__shared__ {elem} {tile}[{th}][{tw}];",
-            f"const int {y0} = {'(int)(blockIdx.y * ' + str(by) + ') - ' + str(halo) if two_d else '0'};",
-            f"const int {x0} = (int)(blockIdx.x * {bx}) - {halo};",
+            f"__shared__ {elem} {tile}[{th}][{pitch}];",
+            f"const int {y0} = {f'(int)(blockIdx.{rows} * {sizes[rows]}) - {halo}' if two_d else '0'};",
+            f"const int {x0} = (int)(blockIdx.{cols} * {sizes[cols]}) - {halo};",
             f"for (int {k} = threadIdx.y * {bx} + threadIdx.x; {k} < {th * tw}; {k} += {bx * by})",
             f"{PAD}{tile}[{k} / {tw}][{k} % {tw}] = ({inside}) ? {load} : ({elem})0;",
         ]
@@ -597,9 +633,9 @@ class StencilTile(Pass[StencilMatch]):
                 assert idx is not None
                 e.replace(read, f"{staged[f.array]}[{view.text(idx)}{f' - {f.lo}' if f.lo else ''}]")
         for tap in match.taps:
-            lx = f"(int)threadIdx.x + {halo} + ({poly_render(tap.col, atoms, False)})"
+            lx = f"(int)threadIdx.{cols} + {halo} + ({poly_render(tap.col, atoms, False)})"
             ly = (
-                f"(int)threadIdx.y + {halo} + ({poly_render(tap.row, atoms, False)})"
+                f"(int)threadIdx.{rows} + {halo} + ({poly_render(tap.row, atoms, False)})"
                 if tap.row is not None
                 else "0"
             )

@@ -129,6 +129,28 @@ def test_stencil_keeps_the_block_where_the_output_store_is_unguarded() -> None:
     assert applied(t, s, p, (32, 8, 8)).launch.block == "(32, 8)"
 
 
+def test_stencil_reads_rows_along_the_thread_axis_the_access_maps_give() -> None:
+    """Where every read steps by one element as ``threadIdx.y`` steps (``src[i * w + j]`` with ``i``
+    the thread's x index), the image's rows run along x: the tile is indexed ``[threadIdx.x][threadIdx.y]``
+    and its origin follows ``blockIdx.x`` for rows, ``blockIdx.y`` for columns; a row-major image
+    over ``(x, y)`` keeps the usual axes."""
+    p = family_pass("stencil")
+    t, s, _ = load("stencil", "rows_along_x.cu")
+    found = p.match(s.normalized.view)
+    assert not isinstance(found, NotApplicable), found.reason
+    assert found.axes == ("x", "y")
+    out = applied(t, s, p, (32, 8, 2))  # 32 + 4 rows of 8 + 4 columns, the pitch odd
+    assert (
+        "tile[36][13];" in out.code
+        and "blockIdx.x * 32) - 2" in out.code
+        and "blockIdx.y * 8) - 2" in out.code
+    )
+    assert "[(int)threadIdx.x + 2 + (-1)][(int)threadIdx.y + 2 + (0)]" in out.code
+    _, s, _ = load("stencil", "jacobi_like.cu")
+    found = p.match(s.normalized.view)
+    assert not isinstance(found, NotApplicable) and found.axes == ("y", "x")
+
+
 @pytest.mark.parametrize("family, file", REFUSALS)
 def test_refusal_gives_its_reason(family: str, file: str) -> None:
     _, s, p = load(family, file)

@@ -143,6 +143,11 @@ CASES: list[tuple[str, tuple[Transform, ...]]] = [
     *((name, (Apply(RowParallel(), rows),)) for name in ROWS for rows in RowParallel.space),
     ("softmax.cu", (Apply(RowParallel(), Rows("warp", 128)), RestrictConst(), FastMath())),
     ("row_atomic.cu", (Apply(RowParallel(), Rows("warp", 256, 4)),)),
+    *(
+        (f"row_grid_stride.cu:{k}", (Apply(RowParallel(), rows),))
+        for k in ("row_mean_strided", "row_max_strided")
+        for rows in (Rows("warp", 128), Rows("block", 256))
+    ),
     ("reduce_interleaved.cu", (SHUFFLED,)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), "sequential"), RestrictConst())),
     *NARROW,
@@ -472,6 +477,24 @@ def test_not_applicable_says_why(name: str, transform: Transform, reason: str) -
     assert reason in out.reason
 
 
+def test_row_parallel_strides_a_grid_stride_loop_over_the_rows_by_the_grid() -> None:
+    """A grid-stride loop over the rows (``r += blockDim.x * gridDim.x``) keeps striding by the
+    grid's rows: a warp (or block) per row, each taking every grid-th row; a loop that strides by
+    the block alone is no grid-stride loop over the rows and is refused."""
+    warp = rewrite(case("row_grid_stride.cu:row_mean_strided"), Apply(RowParallel(), Rows("warp", 128)))
+    assert (
+        "(blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows; r += blockDim.x / 32 * gridDim.x"
+        in warp.code
+    )
+    block = rewrite(case("row_grid_stride.cu:row_max_strided"), Apply(RowParallel(), Rows("block", 256)))
+    assert "r = blockIdx.x; r < rows; r += gridDim.x" in block.code
+    refused = Apply(RowParallel(), Rows("warp", 128)).apply(
+        subject(case("row_grid_stride.cu:row_sum_block_stride"))
+    )
+    assert isinstance(refused, NotApplicable)
+    assert "nor a grid-stride loop over the rows" in refused.reason
+
+
 def test_edge_forms() -> None:
     """Templated kernels, `size_t` indices, existing launch bounds, bodies touching threadIdx."""
     t = target("edge_forms.cu", "scale", DATA)
@@ -651,6 +674,11 @@ HOST_CASES: list[tuple[str, tuple[Transform, ...]]] = [
     ("row_batched.cu", (Apply(RowParallel(), Rows("block", 128, 4)),)),
     ("row_atomic.cu", (Apply(RowParallel(), Rows("warp", 128)),)),
     ("row_atomic.cu", (Apply(RowParallel(), Rows("block", 128, 4)),)),
+    *(
+        (f"row_grid_stride.cu:{k}", (Apply(RowParallel(), rows),))
+        for k in ("row_mean_strided", "row_max_strided")
+        for rows in (Rows("warp", 128), Rows("block", 128), Rows("block", 256))
+    ),
     ("reduce_interleaved.cu", (SHUFFLED,)),
     ("reduce_interleaved.cu", (Apply(SameLayoutReduction(), "sequential"),)),
     *NARROW,
