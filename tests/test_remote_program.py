@@ -246,3 +246,37 @@ def test_the_worker_refuses_to_run_programs_unconfined(monkeypatch: pytest.Monke
     monkeypatch.setattr("sandbox.isolation.bwrap_prefix", lambda: ())
     with pytest.raises(serve.UserError, match="refusing --allow-programs: bubblewrap cannot run here"):
         serve._program_host()
+
+
+def test_the_workers_program_is_confined_to_its_folder_without_our_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from server.cli import serve
+
+    base = ("bwrap", "--ro-bind", "/", "/", "--tmpfs", "/tmp")
+    monkeypatch.setattr("sandbox.isolation.bwrap_prefix", lambda: base)
+    monkeypatch.setenv("CUDA_AGENT_TOKEN", "worker-secret")
+    host = serve._program_host()
+    try:
+        machine = host.machine_for(tmp_path / "req")
+    finally:
+        shutil.rmtree(host.root)
+    assert isinstance(machine, LocalMachine) and machine.env is not None
+    assert "worker-secret" not in machine.env.values()
+    assert machine.wrap[: len(base)] == base  # the GPU workers' bubblewrap...
+    assert machine.wrap[-3:] == ("--bind", str(tmp_path / "req"), str(tmp_path / "req"))  # ...and its folder
+    assert machine.scratch == str(tmp_path / "req" / "scratch")
+
+
+def test_speedup_through_a_worker_refuses_paths_outside_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from server.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDA_AGENT_WORKER_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("CUDA_AGENT_TOKEN", TOKEN)
+    assert main(["speedup", "--source", "/usr/include", "--", "true"]) == 2
+    assert main(["speedup", "--output", "../out.bin", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "/usr/include: outside the current folder" in err and "../out.bin: outside" in err
