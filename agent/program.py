@@ -37,11 +37,11 @@ verified, applied, end-to-end speedup.
    wall time before over after, with the spread) against the one Amdahl's law predicts from the
    kernels' shares of the wall time and their speedups.
 
-Where the program runs is a :class:`~sandbox.programs.Machine`: :class:`~sandbox.programs.LocalMachine`
-(this machine's GPU, :mod:`sandbox.capture`), a worker's (:class:`agent.program_remote.RemoteMachine`:
-the project uploaded, the program run there, its files brought back), or a simulated one for tests
-(:mod:`agent.program_sim`).  Each step is
-told to the caller as it ends (:mod:`agent.program_steps`).
+Where the program runs is a :class:`~sandbox.programs.Machine`:
+:class:`~sandbox.programs.LocalMachine` (this machine's GPU, :mod:`sandbox.capture`), a worker's
+(:class:`agent.program_remote.RemoteMachine`: the project uploaded, the program built and run
+there, its files brought back), or a simulated one for tests (:mod:`agent.program_sim`).  Each
+step is told to the caller as it ends (:mod:`agent.program_steps`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ bubblewrap with only its own folder writable (:func:`program_prefix`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -124,6 +125,8 @@ def program_prefix(folder: Path) -> tuple[str, ...]:
         capture.cache_dir(),
         *(Path(p).parent for p in [os.environ.get("CUDA_AGENT_CAPTURE_LIBRARY")] if p),
     ]
+    with contextlib.suppress(OSError):  # built there on a first watched run, after the prefix is made
+        libraries[0].mkdir(parents=True, exist_ok=True)
     binds = [arg for lib in libraries for arg in ("--ro-bind-try", str(lib), str(lib))]
     return (*base, *binds, "--bind", str(folder), str(folder))
 

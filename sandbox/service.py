@@ -83,6 +83,7 @@ from sandbox.program_wire import (
     PROGRAM_PATH,
     PROGRAMS_OFF,
     MissingFiles,
+    ProgramReply,
     ProgramRequest,
     TooLarge,
     check_request,
@@ -360,6 +361,7 @@ class WorkerService:
             return error_response(
                 429, "another program is running on this worker", headers={"Retry-After": "5"}
             )
+        handed = False  # the lock goes with the run to its thread (a client that leaves does not free it)
         try:
             body = await read_body(
                 request,
@@ -382,15 +384,17 @@ class WorkerService:
             if missing := host.missing(parsed):
                 lacks = MissingFiles(f"the worker lacks {len(missing)} file(s): send their bodies", missing)
                 return Response(encode(lacks), status_code=409, media_type="application/json")
+            handed = True
             try:
-                reply = await run_in_threadpool(host.serve, parsed)
+                reply = await run_in_threadpool(_serve_then_release, host, parsed)
             except TooLarge as exc:
                 return AsciiJSON({"error": str(exc), "field": exc.field}, status_code=413)
             except CaptureError as exc:
                 return error_response(422, f"the program could not run: {exc}")
             return Response(encode(reply), media_type="application/json")
         finally:
-            host.busy.release()
+            if not handed:
+                host.busy.release()
 
     # ---------------------------------------------------------------- bookkeeping (event loop)
 
@@ -426,6 +430,14 @@ class WorkerService:
             self.done[(job.owner, job.request.id)] = (job.digest, final)
             while len(self.done) > self.limits.cached_results:
                 self.done.popitem(last=False)
+
+
+def _serve_then_release(host: ProgramHost, request: ProgramRequest) -> ProgramReply:
+    """Run ``request`` on ``host`` (a thread), then let the next program in."""
+    try:
+        return host.serve(request)
+    finally:
+        host.busy.release()
 
 
 def _log_outcome(request: EvalRequest, final: FinalEvent | None, abandoned: bool) -> None:

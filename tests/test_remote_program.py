@@ -79,7 +79,7 @@ def test_speedup_runs_on_the_worker_end_to_end(project: Path, tmp_path: Path) ->
         executor = RemoteExecutor(url, TOKEN)
         try:
             report = prog.speedup(
-                settings(project, apply=True, build=build, sources=(str(project),)),
+                settings(project, apply=True, build=build),
                 machine,
                 executor,
                 OneRewrite,
@@ -188,6 +188,9 @@ def test_programs_are_off_by_default_and_need_the_token(project: Path, tmp_path:
     with running_worker(FakeExecutor(), programs=host) as (url, _):
         assert post(url, one_file("a"), token=None).status_code == 401
         assert post(url, one_file("a"), token="nope").status_code == 401
+        with host.busy:  # another program runs
+            busy = post(url, one_file("a"))
+        assert busy.status_code == 429 and busy.headers["Retry-After"]
     assert sim.runs == []
 
 
