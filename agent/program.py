@@ -37,9 +37,11 @@ verified, applied, end-to-end speedup.
    wall time before over after, with the spread) against the one Amdahl's law predicts from the
    kernels' shares of the wall time and their speedups.
 
-Where the program runs is a :class:`Machine`: :class:`LocalMachine` (this machine's GPU,
-:mod:`sandbox.capture`), or a simulated one for tests (:mod:`agent.program_sim`).  Each step is
-told to the caller as it ends (:mod:`agent.program_steps`).
+Where the program runs is a :class:`~sandbox.programs.Machine`:
+:class:`~sandbox.programs.LocalMachine` (this machine's GPU, :mod:`sandbox.capture`), a worker's
+(:class:`agent.program_remote.RemoteMachine`: the project uploaded, the program built and run
+there, its files brought back), or a simulated one for tests (:mod:`agent.program_sim`).  Each
+step is told to the caller as it ends (:mod:`agent.program_steps`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,6 @@ import logging
 import os
 import re
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
@@ -57,7 +58,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
-from typing import Protocol
 
 from agent import capture as cap
 from agent.loop import LoopSettings, OptimizeResult, RunOutcome, optimize
@@ -74,88 +74,10 @@ from sandbox import recorded
 from sandbox.capture import CaptureError, CaptureRun, RecordedLaunch
 from sandbox.contract import MEMORY_COPIES, ArgSpec, Budget, Distribution, Launch, Problem, Status
 from sandbox.executor import Executor
+from sandbox.programs import LocalMachine as LocalMachine
+from sandbox.programs import Machine as Machine
 
 log = logging.getLogger(__name__)
-
-
-# --------------------------------------------------------------------------- where it runs
-
-
-class Machine(Protocol):
-    """Where the program runs and builds (the user's GPU, a simulated one)."""
-
-    def run(
-        self,
-        argv: Sequence[str],
-        cwd: str,
-        *,
-        kernel: str | None = None,
-        max_launches: int = 0,
-        save_dir: str | None = None,
-        timeout: float | None = None,
-        cancel: threading.Event | None = None,
-        watch: bool = True,
-    ) -> CaptureRun:
-        """Run the program with kernel timing (and, with ``max_launches``, launch records), or
-        plainly (``watch=False``: its own wall time, nothing added); its standard output kept."""
-        ...
-
-    def build(self, command: str, cwd: str, timeout: float | None = None) -> tuple[int, str]:
-        """Run the user's build command in a shell: (exit status, the end of its output)."""
-        ...
-
-
-class LocalMachine:
-    """This machine's GPU: the program runs under the capture library (:mod:`sandbox.capture`),
-    it and the build with ``env`` (None: this process's environment)."""
-
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
-        self.env = dict(env) if env is not None else None
-
-    def run(
-        self,
-        argv: Sequence[str],
-        cwd: str,
-        *,
-        kernel: str | None = None,
-        max_launches: int = 0,
-        save_dir: str | None = None,
-        timeout: float | None = None,
-        cancel: threading.Event | None = None,
-        watch: bool = True,
-    ) -> CaptureRun:
-        from sandbox.capture import run_program
-
-        return run_program(
-            argv,
-            kernel=kernel,
-            max_launches=max_launches,
-            save_dir=save_dir,
-            timeout=timeout,
-            cwd=cwd,
-            interactive=False,
-            cancel=cancel,
-            times=watch,
-            capture_stdout=True,
-            watch=watch,
-            env=self.env,
-        )
-
-    def build(self, command: str, cwd: str, timeout: float | None = None) -> tuple[int, str]:
-        try:
-            done = subprocess.run(
-                command,
-                shell=True,
-                cwd=cwd,
-                env=self.env,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return 124, f"`{command}` did not finish within {timeout:g} s"
-        return done.returncode, (done.stdout + done.stderr)[-4000:]
 
 
 # --------------------------------------------------------------------------- settings and report
@@ -443,9 +365,12 @@ def _sizes_of(c: cap.Captured) -> dict[str, str]:
     return dict(c.spec.sizes)
 
 
-def _recorded_problem(target: Target, captured: cap.Captured, save_dir: str) -> tuple[Problem | None, str]:
+def _recorded_problem(
+    target: Target, captured: cap.Captured, save_dir: str, stored: Mapping[str, str]
+) -> tuple[Problem | None, str]:
     """The bench problem with the program's saved inputs in place of drawn ones (None, and why,
-    when an input was not saved)."""
+    when an input was not saved): each by its digest in ``stored`` (already in a recorded store:
+    a worker's), else read from ``save_dir`` and put in this machine's."""
     args: list[ArgSpec] = []
     for a in target.bench_problem.args:
         if a.role not in ("in", "inout"):
@@ -454,8 +379,7 @@ def _recorded_problem(target: Target, captured: cap.Captured, save_dir: str) -> 
         file = captured.saved.get(a.name)
         if not file:
             return None, f"{a.name}: input not saved (over the capture's save cap)"
-        data = (Path(save_dir) / file).read_bytes()
-        digest = recorded.put(data)
+        digest = stored.get(file) or recorded.put((Path(save_dir) / file).read_bytes())
         args.append(replace(a, dist=Distribution("recorded", source=digest)))
     return replace(target.bench_problem, label="recorded", args=tuple(args)), ""
 
@@ -466,6 +390,7 @@ def prepare(
     docs: Sequence[Document],
     save_dir: str,
     options: tuple[str, ...] = (),
+    stored: Mapping[str, str] | None = None,
 ) -> _Prepared:
     """The captured spec of the kernel's definition, covering every recorded shape, and its
     target with a verification problem on the recorded inputs.  Raises
@@ -489,7 +414,7 @@ def prepare(
     block = cap.render(spec)
     spec_text = cap.with_spec(doc, kernel, block)
     target = target_for(Document(spec_text, doc.path), kernel.qualified_name, options)
-    problem, why = _recorded_problem(target, first, save_dir)
+    problem, why = _recorded_problem(target, first, save_dir, stored or {})
     if problem is not None:
         target = replace(
             target,
@@ -753,7 +678,7 @@ def speedup(
                     timeout=s.timeout_s,
                     cancel=cancel,
                 )
-                prepared = prepare(k, run.launches, docs, save, s.options)
+                prepared = prepare(k, run.launches, docs, save, s.options, run.stored)
             except (CaptureError, cap.CaptureMismatch, TargetError) as exc:
                 say.not_captured(k.kernel, began, exc)
                 rewrites.append(KernelOutcome(k.kernel, "", k.share, budget, False, f"no spec: {exc}"))

@@ -39,19 +39,23 @@ class SimKernel:
 
 
 class SimulatedMachine:
+    """``sources``: the kernels' files or folders; a relative one lies under the run's folder
+    (``root`` as the machine is made: the project the definitions are compared with)."""
+
     def __init__(
-        self, kernels: Mapping[str, SimKernel], sources: Sequence[str], speedup: float = 2.0
+        self, kernels: Mapping[str, SimKernel], sources: Sequence[str], speedup: float = 2.0, root: str = "."
     ) -> None:
         self.kernels = dict(kernels)
         self.sources = tuple(sources)
         self.speedup = speedup
         self.runs: list[tuple[str, ...]] = []  # argv of every run, in order
         self.builds: list[str] = []
-        self._original = self._definitions()
+        self._original = self._definitions(root)
 
-    def _definitions(self) -> dict[str, str]:
-        """Each kernel's definition text as the source files hold it now (hashed)."""
-        docs = [Document(p.read_text(errors="replace"), str(p)) for p in cap.source_files(self.sources)]
+    def _definitions(self, root: str) -> dict[str, str]:
+        """Each kernel's definition text as the source files under ``root`` hold it now (hashed)."""
+        roots = [str(Path(root) / s) for s in self.sources]
+        docs = [Document(p.read_text(errors="replace"), str(p)) for p in cap.source_files(roots)]
         out: dict[str, str] = {}
         for name, k in self.kernels.items():
             launch = parse_records(k.records[:1])[0]
@@ -80,7 +84,7 @@ class SimulatedMachine:
         start = time.perf_counter()
         done = subprocess.run(list(argv), cwd=cwd, capture_output=True, timeout=timeout, check=False)
         seconds = time.perf_counter() - start
-        now = self._definitions()
+        now = self._definitions(cwd)
         times: dict[str, KernelTime] = {}
         records: list[str] = []
         pattern = re.compile(kernel) if kernel else None

@@ -52,6 +52,11 @@ def allow_unisolated_compiles() -> None:
     _Policy.unisolated_allowed = True
 
 
+def unisolated_allowed() -> bool:
+    """Whether this process was started with ``--unsafe-no-isolation``."""
+    return _Policy.unisolated_allowed
+
+
 def require_isolation() -> str:
     """:func:`compile_isolation`, or :class:`ConfinementError` when it is ``none`` and this process
     was not started with ``--unsafe-no-isolation``.  Every process that compiles untrusted code (the

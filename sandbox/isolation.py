@@ -3,11 +3,13 @@
 A GPU worker runs inside ``bwrap`` (bubblewrap) when it is installed and works: read-only root
 with the users' homes and password hashes hidden, private /tmp and /proc, no network.  A compile
 worker sees less still (:func:`compile_bwrap_prefix`); inside the process, :mod:`sandbox.confine`
-adds Landlock and resource limits.
+adds Landlock and resource limits.  A token holder's program on a worker runs in the GPU worker's
+bubblewrap with only its own folder writable (:func:`program_prefix`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -18,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sandbox import recorded
+from sandbox import capture, recorded
 from sandbox.compiler import cuda_include_dirs, nvrtc_library_dirs
 
 log = logging.getLogger(__name__)
@@ -109,6 +111,24 @@ def bwrap_prefix() -> tuple[str, ...]:
         log.warning("the GPU worker cannot start in bwrap hiding %s", ", ".join(hidden_dirs))
     log.warning("bwrap cannot run the GPU worker with the homes hidden; it runs without bwrap")
     return ()
+
+
+def program_prefix(folder: Path) -> tuple[str, ...]:
+    """bubblewrap prefix for a token holder's program on a worker (``--allow-programs``), or ()
+    where bubblewrap is unusable: the GPU worker's (:func:`bwrap_prefix`: no network, the homes,
+    keys, password hashes and project tree hidden, private /tmp and /proc) with ``folder`` (the
+    request's own) the only place it can write, and the capture library readable."""
+    base = bwrap_prefix()
+    if not base:
+        return ()
+    libraries = [
+        capture.cache_dir(),
+        *(Path(p).parent for p in [os.environ.get("CUDA_AGENT_CAPTURE_LIBRARY")] if p),
+    ]
+    with contextlib.suppress(OSError):  # built there on a first watched run, after the prefix is made
+        libraries[0].mkdir(parents=True, exist_ok=True)
+    binds = [arg for lib in libraries for arg in ("--ro-bind-try", str(lib), str(lib))]
+    return (*base, *binds, "--bind", str(folder), str(folder))
 
 
 def _recorded_bind() -> list[str]:

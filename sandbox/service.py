@@ -14,7 +14,9 @@ Security: a bearer token (compared with :func:`hmac.compare_digest`) on every en
 larger than ``max_body_bytes`` (413), whose kernels pass :func:`sandbox.boundary.check_kernel`
 (allowed NVRTC options, plain filenames: 422 naming what is refused); at most ``max_per_client``
 evaluations per token and ``max_in_flight`` in all at once (429).  A request id names a job only
-for the requester that sent it (its token): only they attach to it or cancel it.
+for the requester that sent it (its token): only they attach to it or cancel it.  ``POST /program``
+(a token holder's project built and run here, :mod:`sandbox.program_wire`) answers 403 unless the
+worker was started with ``--allow-programs``; one program runs at a time (429).
 
 Needs the ``worker`` extra (Starlette, uvicorn).
 """
@@ -44,6 +46,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from base.asgi import AsciiJSON, BearerAuth, error_response, read_body, requester
 from base.http import HEALTH_PATH, ConnectionLimits, QuietLog
 from sandbox.boundary import check_kernel
+from sandbox.capture import CaptureError
 from sandbox.contract import (
     ContractError,
     EvalRequest,
@@ -76,6 +79,18 @@ from sandbox.http_wire import (
     StreamEvent,
     encode_event,
 )
+from sandbox.program_wire import (
+    PROGRAM_PATH,
+    PROGRAMS_OFF,
+    MissingFiles,
+    ProgramReply,
+    ProgramRequest,
+    TooLarge,
+    check_request,
+    decode,
+    encode,
+)
+from sandbox.programs import ProgramHost
 
 log = logging.getLogger(__name__)
 
@@ -196,14 +211,17 @@ class WorkerService:
         limits: Limits = Limits(),
         simulated: bool = False,
         isolation: str = "none",
+        programs: ProgramHost | None = None,
     ) -> None:
         """``isolation``: how compiles of requests are isolated from this host
-        (:func:`sandbox.compile_pool.compile_isolation`), said in ``/health``."""
+        (:func:`sandbox.compile_pool.compile_isolation`), said in ``/health``; ``programs``: who
+        builds and runs ``POST /program``'s projects (None: the endpoint answers 403)."""
         if not executors:
             raise ValueError("a worker needs at least one executor")
         self.limits = limits
         self.simulated = simulated  # the executors are simulated GPUs (said in /health and /device)
         self.isolation = isolation
+        self.programs = programs
         self.quiet = QuietLog(limits.log_interval_s)  # disconnects, logged once per client per interval
         self.lanes = [_Lane(i, e, self._finished) for i, e in enumerate(executors)]
         # jobs by (requester, id): a request id names a job only for whoever sent it (requester)
@@ -218,6 +236,7 @@ class WorkerService:
                 Route(DEVICE_PATH, self.device, methods=["GET"]),
                 Route(EVALUATE_PATH, self.evaluate, methods=["POST"]),
                 Route(CANCEL_PATH, self.cancel, methods=["POST"]),
+                Route(PROGRAM_PATH, self.program, methods=["POST"]),
             ],
             lifespan=self._lifespan,
         )
@@ -332,6 +351,51 @@ class WorkerService:
 
         return _EventStream(self._follow(snapshot, subscriber), on_close=on_close)
 
+    async def program(self, request: Request) -> Response:
+        """Build and run a token holder's project (:mod:`sandbox.program_wire`): 403 unless the
+        worker allows programs, 429 while another one runs, 409 naming the files it lacks."""
+        host = self.programs
+        if host is None:
+            return error_response(403, PROGRAMS_OFF)
+        if not host.busy.acquire(blocking=False):
+            return error_response(
+                429, "another program is running on this worker", headers={"Retry-After": "5"}
+            )
+        handed = False  # the lock goes with the run to its thread (a client that leaves does not free it)
+        try:
+            body = await read_body(
+                request,
+                host.limits.max_body_bytes,
+                self.limits.body_timeout_s,
+                self.limits.min_body_rate,
+                self.quiet,
+            )
+            if isinstance(body, Response):
+                return body
+            try:
+                parsed = decode(ProgramRequest, body)
+                check_request(parsed, host.limits)
+            except TooLarge as exc:
+                return AsciiJSON({"error": str(exc), "field": exc.field}, status_code=413)
+            except RequestError as exc:
+                return AsciiJSON({"error": str(exc), "field": exc.field}, status_code=422)
+            except ContractError as exc:
+                return error_response(422, str(exc))
+            if missing := host.missing(parsed):
+                lacks = MissingFiles(f"the worker lacks {len(missing)} file(s): send their bodies", missing)
+                return Response(encode(lacks), status_code=409, media_type="application/json")
+            handed = True
+            try:
+                reply = await run_in_threadpool(_serve_then_release, host, parsed)
+            except TooLarge as exc:
+                return AsciiJSON({"error": str(exc), "field": exc.field}, status_code=413)
+            except CaptureError as exc:
+                return error_response(422, f"the program could not run: {exc}")
+            return Response(encode(reply), media_type="application/json")
+        finally:
+            if not handed:
+                host.busy.release()
+
     # ---------------------------------------------------------------- bookkeeping (event loop)
 
     async def _follow(
@@ -366,6 +430,14 @@ class WorkerService:
             self.done[(job.owner, job.request.id)] = (job.digest, final)
             while len(self.done) > self.limits.cached_results:
                 self.done.popitem(last=False)
+
+
+def _serve_then_release(host: ProgramHost, request: ProgramRequest) -> ProgramReply:
+    """Run ``request`` on ``host`` (a thread), then let the next program in."""
+    try:
+        return host.serve(request)
+    finally:
+        host.busy.release()
 
 
 def _log_outcome(request: EvalRequest, final: FinalEvent | None, abandoned: bool) -> None:

@@ -47,6 +47,7 @@ from sandbox.contract import (
     to_json,
 )
 from sandbox.executor import AuthError, Executor, ExecutorError, NoGpuError, ProgressFn, WorkerUnavailable
+from sandbox.programs import ProgramHost
 from sandbox.remote import CONNECT_TIMEOUT_S, RemoteExecutor
 from sandbox.service import Limits, WorkerService
 from sandbox.testing import FakeExecutor
@@ -112,10 +113,11 @@ def running_worker(
     limits: Limits | None = None,
     tls: tuple[str, str] | None = None,
     front: Callable[[ASGIApp], ASGIApp] = lambda app: app,
+    programs: ProgramHost | None = None,
 ) -> Iterator[tuple[str, WorkerService]]:
     """A real uvicorn server on a free loopback port, in a thread; ``front`` wraps the service's
-    application (to put a misbehaving gateway in front of it)."""
-    service = WorkerService(executors, token=token, limits=limits or Limits())
+    application (to put a misbehaving gateway in front of it); ``programs``: ``POST /program``'s host."""
+    service = WorkerService(executors, token=token, limits=limits or Limits(), programs=programs)
     server = make_server(
         front(service.app),
         tls_cert=tls[0] if tls else None,

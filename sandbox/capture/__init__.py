@@ -118,6 +118,9 @@ class CaptureRun:
     times: Mapping[str, KernelTime] = field(default_factory=dict)
     span_ns: int = 0
     stdout: bytes = b""
+    # saved inputs already put in a recorded store (:mod:`sandbox.recorded`), by file name in
+    # ``save_dir``: their digests (a remote worker's store: the bytes stay there)
+    stored: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def gpu_ns(self) -> int:
@@ -344,6 +347,7 @@ def run_program(
     times: bool = False,
     capture_stdout: bool = False,
     watch: bool = True,
+    scratch_dir: str | None = None,
 ) -> CaptureRun:
     """Run ``argv`` with the injection library and read what it recorded.  ``kernel``: a regular
     expression searched in the demangled name; ``launch``: record only that matching launch
@@ -354,7 +358,9 @@ def run_program(
     ``cancel``: when set, the program is stopped and :class:`CaptureError` says so.  ``times``:
     time every matching launch on the GPU (``max_launches=0``: record none, so the program runs
     unsynchronized); ``capture_stdout``: keep the program's standard output (``CaptureRun.stdout``);
-    ``watch=False``: run it plainly, without the library (its own wall time and output only)."""
+    ``watch=False``: run it plainly, without the library (its own wall time and output only);
+    ``scratch_dir``: where the library's records are written (default: a temporary folder; a
+    confined program can write only its own folder)."""
     if not argv:
         raise CaptureError("no program given: cuda-agent capture -- PROGRAM [ARGS]")
     if shutil.which(argv[0]) is None and not Path(cwd or ".", argv[0]).exists():
@@ -368,7 +374,7 @@ def run_program(
             ) from None
     prebuilt = os.environ.get("CUDA_AGENT_CAPTURE_LIBRARY")  # a library built elsewhere, as is
     lib = library or (Path(prebuilt) if prebuilt else build_library()) if watch else None
-    with tempfile.TemporaryDirectory(prefix="cuda-agent-capture-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-capture-", dir=scratch_dir) as tmp:
         out = Path(tmp) / "launches.jsonl"
         run_env = dict(os.environ if env is None else env)
         if lib is not None:  # else a plain run

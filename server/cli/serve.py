@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from typing import TYPE_CHECKING
 
 import click
@@ -20,6 +21,7 @@ from server.cli.files import read_token
 
 if TYPE_CHECKING:
     from sandbox.executor import Executor
+    from sandbox.programs import ProgramHost
 
 
 @click.command()
@@ -87,6 +89,12 @@ def serve(tcp: str | None) -> None:
     is_flag=True,
     help="Serve simulated GPUs (no GPU used; code is still compiled): to try the remote flow anywhere.",
 )
+@click.option(
+    "--allow-programs",
+    is_flag=True,
+    help="Serve POST /program: build and run a token holder's project on this machine's GPU (cuda-agent "
+    "speedup through this worker), in bubblewrap with only its own folder writable.",
+)
 @unsafe_isolation_option
 def worker(
     host: str,
@@ -101,6 +109,7 @@ def worker(
     max_candidates: int,
     trusted_proxy: tuple[str, ...],
     simulate: bool,
+    allow_programs: bool,
 ) -> None:
     """Serve this machine's GPUs to remote editors and optimizers over HTTP."""
     import logging
@@ -122,6 +131,7 @@ def worker(
     if why:
         raise UserError(why)
     isolation = serving_isolation()
+    programs = _program_host() if allow_programs else None
     try:
         indices = [int(g) for g in gpus.split(",")]
     except ValueError:
@@ -149,7 +159,12 @@ def worker(
             else:
                 executors.append(local_gpu_executor(index, request_limits, handler))
         app = service.WorkerService(
-            executors, token=token, limits=limits, simulated=simulate, isolation=isolation
+            executors,
+            token=token,
+            limits=limits,
+            simulated=simulate,
+            isolation=isolation,
+            programs=programs,
         )
         server = make_server(app.app, tls_cert=tls_cert, tls_key=tls_key, limits=limits)
         scheme = "https" if tls_cert else "http"
@@ -169,6 +184,11 @@ def worker(
             else:
                 log.info("serving GPUs %s (%s) on %s", gpus, ", ".join(names), where)
         log_isolation(log, isolation)
+        if programs is not None:
+            from sandbox.isolation import bwrap_prefix
+
+            confined = "in bubblewrap" if bwrap_prefix() else "UNCONFINED (--unsafe-no-isolation)"
+            log.warning("--allow-programs: token holders' programs build and run here, %s", confined)
         if not token:
             log.warning("no --token-file: any user of this machine can run kernels on its GPUs")
         elif not tls_cert and not is_loopback(host):
@@ -180,3 +200,22 @@ def worker(
         for executor in executors:
             executor.close()
         sock.close()
+        if programs is not None:
+            shutil.rmtree(programs.root, ignore_errors=True)
+
+
+def _program_host() -> ProgramHost:
+    """``--allow-programs``: each request's program confined to its own folder by bubblewrap, or
+    refused where bubblewrap cannot run unless ``--unsafe-no-isolation`` was given."""
+    from sandbox.compile_pool import unisolated_allowed
+    from sandbox.isolation import bwrap_prefix, clean_env, program_prefix
+    from sandbox.programs import LocalMachine, ProgramHost
+
+    if not bwrap_prefix() and not unisolated_allowed():
+        raise UserError(
+            "refusing --allow-programs: bubblewrap cannot run here, so a program would see and write "
+            "everything this user can; install bubblewrap, or pass --unsafe-no-isolation"
+        )
+    return ProgramHost(
+        lambda folder: LocalMachine(clean_env(), program_prefix(folder), str(folder / "scratch"))
+    )
