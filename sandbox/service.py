@@ -295,8 +295,8 @@ class WorkerService:
             return JSONResponse(to_dict(CancelReply(request_id, cancelled=False, finished=True)))
         return error_response(404, f"no evaluation with id {request_id!r}")
 
-    async def evaluate(self, request: Request) -> Response:
-        client = requester(request)
+    def _over_caps(self, client: str) -> Response | None:
+        """The 429 for a client at its cap or a worker at its total, else None."""
         if self.clients.get(client, 0) >= self.limits.max_per_client:
             return error_response(
                 429,
@@ -307,6 +307,12 @@ class WorkerService:
             return error_response(
                 429, f"{self.limits.max_in_flight} evaluations are in flight", headers={"Retry-After": "1"}
             )
+        return None
+
+    async def evaluate(self, request: Request) -> Response:
+        client = requester(request)
+        if refused := self._over_caps(client):  # before reading a body the caps refuse anyway
+            return refused
         body = await read_body(
             request,
             self.limits.max_body_bytes,
@@ -330,6 +336,10 @@ class WorkerService:
             return error_response(409, f"request id {parsed.id!r} is in use by a different running request")
         if cached and cached[0] == digest:  # a replay: the same request again
             return _EventStream(_replay([cached[1]]), on_close=lambda: None)
+        # again, with no await between this check and the count below: requests that arrived
+        # together all passed the first check while their bodies were read
+        if job is None and (refused := self._over_caps(client)):
+            return refused
         if job is None:
             job = self.running[key] = _Job(parsed, digest, asyncio.get_running_loop(), client)
             min(self.lanes, key=lambda lane: lane.load).submit(job)
