@@ -43,6 +43,7 @@ class ProgramLimits:
     max_files: int = 20_000
     max_file_bytes: int = 256 << 20
     max_project_bytes: int = 1 << 30  # every file of the project together
+    max_store_bytes: int = 8 << 30  # the worker's file store, all projects together (oldest go)
     max_path_chars: int = 1024
     max_outputs: int = 64
     max_reply_bytes: int = 256 << 20  # the output files and standard output sent back

@@ -147,6 +147,7 @@ class ProgramHost:
         :class:`~sandbox.capture.CaptureError` when the program cannot run."""
         for body in request.bodies.values():
             recorded.put(body, self.store)
+        self._prune({f.sha256 for f in request.files})
         self.runs.mkdir(parents=True, exist_ok=True)
         folder = Path(tempfile.mkdtemp(dir=self.runs))
         try:
@@ -183,6 +184,24 @@ class ProgramHost:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
+    def _prune(self, keep: set[str]) -> None:
+        """The store back under ``max_store_bytes``: the files used longest ago go first (a
+        request's files are touched as it lays them out), never one of ``keep``."""
+        if not self.store.is_dir():
+            return
+        files = []
+        for entry in os.scandir(self.store):
+            if entry.is_file(follow_symlinks=False):
+                info = entry.stat(follow_symlinks=False)
+                files.append((info.st_mtime, info.st_size, entry.name))
+        total = sum(size for _, size, _ in files)
+        for _, size, name in sorted(files):
+            if total <= self.limits.max_store_bytes:
+                break
+            if name not in keep:
+                (self.store / name).unlink(missing_ok=True)
+                total -= size
+
     def _lay_out(self, request: ProgramRequest, project: Path) -> None:
         total = 0
         for f in request.files:
@@ -193,6 +212,7 @@ class ProgramHost:
             target = project / f.path  # checked: relative, no '..'; the folder is new, with no link
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(self.store / f.sha256, target)
+            os.utime(self.store / f.sha256)  # used now: the last the store lets go
             target.chmod(0o755 if f.executable else 0o644)
 
     def _store_saved(self, run: CaptureRun, saved: Path) -> dict[str, str]:

@@ -159,6 +159,26 @@ def test_a_c_program_is_built_and_run_in_a_fresh_folder_and_its_outputs_come_bac
     assert status != 0 and "missing.c" in tail
 
 
+def test_the_store_lets_the_files_used_longest_ago_go_past_its_cap(tmp_path: Path) -> None:
+    limits = ProgramLimits(max_store_bytes=100)
+    host = ProgramHost(
+        lambda folder: LocalMachine(None, (), str(folder / "scratch")), root=tmp_path / "host", limits=limits
+    )
+
+    def serve(*bodies: bytes) -> set[str]:
+        digests = [hashlib.sha256(b).hexdigest() for b in bodies]
+        files = tuple(ProjectFile(f"f{i}", d) for i, d in enumerate(digests))
+        reply = host.serve(ProgramRequest(files, dict(zip(digests, bodies, strict=True)), build="true"))
+        assert reply.build_status == 0
+        return set(digests)
+
+    first = serve(b"a" * 60)
+    second = serve(b"b" * 60)  # 120 bytes stored: the first project's file goes
+    assert {p.name for p in host.store.iterdir()} == second
+    both = serve(b"c" * 60, b"d" * 60)  # one project over the cap on its own: all of it is kept
+    assert {p.name for p in host.store.iterdir()} == both and not first & both
+
+
 def test_outputs_through_a_link_are_not_read(tmp_path: Path) -> None:
     secret = tmp_path / "secret"
     secret.write_text("host file")
