@@ -790,9 +790,9 @@ def _apply_and_compare(
     applied = Applied({p: new for p, (_, new) in changes.items()})
     say.tell("applied", f"patch applied to {len(changes)} file(s)", files=sorted(changes))
 
-    def build(why: str) -> tuple[int, str]:
+    def build(why: str, stop: threading.Event | None = None) -> tuple[int, str]:
         began = time.monotonic()
-        code, out = machine.build(s.build, s.cwd, s.timeout_s)
+        code, out = machine.build(s.build, s.cwd, s.timeout_s, stop)
         say.build(why, s.build, began, code)
         return code, out
 
@@ -831,7 +831,7 @@ def _apply_and_compare(
 
     try:
         if s.build:
-            code, out = build("patched")
+            code, out = build("patched", cancel)  # restoring builds are never cancelled
             if code != 0:
                 return undo(
                     Outcome.BUILD_FAILED, f"`{s.build}` failed with status {code}: {out.strip()[-500:]}"

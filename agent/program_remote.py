@@ -10,11 +10,14 @@ nothing built survives a request), then the program; the output files it wrote c
 written here, where the flow reads them; a captured launch's saved inputs stay in the worker's
 recorded store, named by digest (``CaptureRun.stored``), which is where the worker's evaluations
 read them.  The user's files change only here (the patch, with ``--apply``), never on the worker.
+A set ``cancel`` stops the build or run on the worker (``POST /cancel`` with the request's random
+id) and raises :class:`~sandbox.capture.CaptureError` as a local run does.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import stat
 import threading
@@ -24,9 +27,10 @@ from pathlib import Path
 
 import httpx
 
-from sandbox.capture import CaptureError, CaptureRun
-from sandbox.contract import ContractError
+from sandbox.capture import CANCEL_POLL_S, CaptureError, CaptureRun
+from sandbox.contract import ContractError, to_dict
 from sandbox.executor import AuthError, WorkerUnavailable
+from sandbox.http_wire import CANCEL_PATH, CancelRequest
 from sandbox.program_wire import (
     PROGRAM_PATH,
     MissingFiles,
@@ -37,6 +41,8 @@ from sandbox.program_wire import (
     encode,
 )
 from sandbox.remote import CONNECT_TIMEOUT_S
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 600.0  # a run or build with no timeout of its own
 _SLACK_S = 60.0  # the worker's time to lay the project out and answer, over the run's own
@@ -69,8 +75,11 @@ class RemoteMachine:
     def close(self) -> None:
         self._client.close()
 
-    def build(self, command: str, cwd: str, timeout: float | None = None) -> tuple[int, str]:
-        reply = self._post(cwd, ProgramRequest((), build=command, timeout_s=timeout or DEFAULT_TIMEOUT_S))
+    def build(
+        self, command: str, cwd: str, timeout: float | None = None, cancel: threading.Event | None = None
+    ) -> tuple[int, str]:
+        request = ProgramRequest((), build=command, timeout_s=timeout or DEFAULT_TIMEOUT_S)
+        reply = self._post(cwd, request, f"`{command}`", cancel)
         return reply.build_status, reply.build_tail
 
     def run(
@@ -85,8 +94,6 @@ class RemoteMachine:
         cancel: threading.Event | None = None,
         watch: bool = True,
     ) -> CaptureRun:
-        if cancel is not None and cancel.is_set():
-            raise CaptureError(f"{argv[0] if argv else 'the program'}: cancelled")
         request = ProgramRequest(
             (),
             build=self.build_command,
@@ -98,7 +105,7 @@ class RemoteMachine:
             watch=watch,
             timeout_s=timeout or DEFAULT_TIMEOUT_S,
         )
-        reply = self._post(cwd, request)
+        reply = self._post(cwd, request, argv[0] if argv else "the program", cancel)
         if reply.run is None:
             raise CaptureError(
                 f"`{self.build_command}` failed on the worker with status {reply.build_status}: "
@@ -131,7 +138,14 @@ class RemoteMachine:
                 out[rel] = (ProjectFile(rel, digest, bool(info.st_mode & 0o111)), path)
         return out
 
-    def _post(self, cwd: str, request: ProgramRequest) -> ProgramReply:
+    def _post(
+        self, cwd: str, request: ProgramRequest, name: str, cancel: threading.Event | None
+    ) -> ProgramReply:
+        """``request`` with the project under ``cwd``; :class:`~sandbox.capture.CaptureError`
+        saying ``name`` was cancelled once ``cancel`` is set (as :class:`LocalMachine` says it):
+        the worker is told at once (``POST /cancel``) and stops it."""
+        if cancel is not None and cancel.is_set():
+            raise CaptureError(f"{name}: cancelled")
         project = self._project(cwd)
         files = tuple(f for f, _ in project.values())
         by_digest = {f.sha256: path for f, path in project.values()}
@@ -139,7 +153,7 @@ class RemoteMachine:
         for _ in range(2):  # the second time with what the worker says it lacks
             bodies = {d: by_digest[d].read_bytes() for d in sorted(send)}
             self.sent.append(tuple(sorted(f.path for f in files if f.sha256 in send)))
-            response = self._send(replace(request, files=files, bodies=bodies))
+            response = self._send(replace(request, files=files, bodies=bodies), cancel)
             if response.status_code == 409:
                 try:
                     send = set(decode(MissingFiles, response.content).missing) & set(by_digest)
@@ -158,13 +172,20 @@ class RemoteMachine:
             except ContractError as exc:
                 raise WorkerUnavailable(f"{self.url} is not a cuda-agent worker: {exc}") from None
             self.held |= set(by_digest)
+            if reply.cancelled:
+                raise CaptureError(f"{name}: cancelled")
             return reply
         raise WorkerUnavailable(f"the worker at {self.url} keeps losing the project's files")
 
-    def _send(self, request: ProgramRequest) -> httpx.Response:
+    def _send(self, request: ProgramRequest, cancel: threading.Event | None) -> httpx.Response:
         timeout = httpx.Timeout(
             connect=CONNECT_TIMEOUT_S, read=2 * request.timeout_s + _SLACK_S, write=300.0, pool=None
         )
+        answered = threading.Event()
+        if cancel is not None:
+            threading.Thread(
+                target=self._forward_cancel, args=(request.id, cancel, answered), daemon=True
+            ).start()
         try:
             return self._client.post(
                 PROGRAM_PATH,
@@ -174,6 +195,20 @@ class RemoteMachine:
             )
         except httpx.HTTPError as exc:
             raise WorkerUnavailable(f"cannot reach the worker at {self.url}: {exc}") from exc
+        finally:
+            answered.set()
+
+    def _forward_cancel(self, request_id: str, cancel: threading.Event, answered: threading.Event) -> None:
+        """Tell the worker to stop request ``request_id`` the moment ``cancel`` is set, unless it
+        answered first (runs in its own thread)."""
+        while not answered.is_set():
+            if cancel.wait(CANCEL_POLL_S):
+                if not answered.is_set():
+                    try:
+                        self._client.post(CANCEL_PATH, json=to_dict(CancelRequest(request_id)), timeout=5.0)
+                    except httpx.HTTPError as exc:
+                        log.warning("could not cancel %s on %s: %s", request_id, self.url, exc)
+                return
 
 
 def _message(response: httpx.Response) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 from agent import capture as cap
 from cudasrc.source import Document
 from sandbox.capture import SAVE_CAP_BYTES, CaptureRun, KernelTime, parse_records
+from sandbox.programs import LocalMachine
 
 
 @dataclass(frozen=True)
@@ -112,12 +113,11 @@ class SimulatedMachine:
             done.stdout,
         )
 
-    def build(self, command: str, cwd: str, timeout: float | None = None) -> tuple[int, str]:
+    def build(
+        self, command: str, cwd: str, timeout: float | None = None, cancel: threading.Event | None = None
+    ) -> tuple[int, str]:
         self.builds.append(command)
-        done = subprocess.run(
-            command, shell=True, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
-        )
-        return done.returncode, (done.stdout + done.stderr)[-4000:]
+        return LocalMachine().build(command, cwd, timeout, cancel)
 
 
 def _saved(record: str, folder: Path) -> str:

@@ -7,6 +7,9 @@ carries the bytes of the digests the worker does not hold yet (a re-run sends on
 changed); a digest the worker lacks is answered 409 with ``missing``.  The answer is the run's
 :class:`~sandbox.capture.CaptureRun` (its saved inputs put in the worker's recorded store:
 ``stored``), the build's status and tail, and the output files asked for.  Bytes travel as base64.
+``POST /cancel`` naming the request's ``id`` (:class:`~sandbox.http_wire.CancelRequest`, from the
+same requester), or the client closing the connection, stops the build or run (its whole process
+group); the answer is then ``cancelled``.
 
 :func:`check_request` is the request's whole check (422 or 413, ``field`` naming what is refused).
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -31,6 +35,7 @@ PROGRAMS_OFF = (
     "this worker does not run programs: start it with `cuda-agent worker --allow-programs` "
     "(a program runs with the worker's rights, in its sandbox)"
 )
+MAX_ID_CHARS = 200  # a request's id
 
 T = TypeVar("T")
 
@@ -65,7 +70,9 @@ class ProjectFile:
 class ProgramRequest:
     """Build (``build``: a shell command, "" for none) then run (``argv``; empty: build only) the
     project in a fresh folder.  ``kernel``/``max_launches``/``save``/``watch``: the capture's
-    (:func:`sandbox.capture.run_program`); ``outputs``: files (relative paths) sent back."""
+    (:func:`sandbox.capture.run_program`); ``outputs``: files (relative paths) sent back.
+    ``id``: what ``POST /cancel`` names it by (for its requester only): the client's, unguessable
+    (128 random bits unless given)."""
 
     files: tuple[ProjectFile, ...]
     bodies: Mapping[str, bytes] = field(default_factory=dict)  # sha256 -> bytes
@@ -77,17 +84,20 @@ class ProgramRequest:
     save: bool = False
     watch: bool = True
     timeout_s: float = 600.0
+    id: str = field(default_factory=lambda: secrets.token_urlsafe(16))
 
 
 @dataclass(frozen=True)
 class ProgramReply:
-    """The build's exit status and the end of its output; the run (None: build only, or the
-    build failed); the output files the run left (one it did not write is absent)."""
+    """The build's exit status and the end of its output; the run (None: build only, the build
+    failed, or cancelled); the output files the run left (one it did not write is absent);
+    ``cancelled``: stopped by ``POST /cancel`` or its client leaving, nothing else set."""
 
     build_status: int = 0
     build_tail: str = ""
     run: CaptureRun | None = None
     outputs: Mapping[str, bytes] = field(default_factory=dict)
+    cancelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -171,6 +181,8 @@ def check_request(r: ProgramRequest, limits: ProgramLimits) -> None:
         raise RequestError("timeout_s", f"{r.timeout_s} is not in (0, {limits.max_timeout_s:g}] s")
     if not 0 <= r.max_launches <= 1024:
         raise RequestError("max_launches", f"{r.max_launches} is not in 0..1024")
+    if not 0 < len(r.id) <= MAX_ID_CHARS:
+        raise RequestError("id", f"an id of 1 to {MAX_ID_CHARS} characters")
     if len(r.kernel) > limits.max_command_chars:
         raise TooLarge("kernel", f"over {limits.max_command_chars} characters")
 

@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Protocol
 
 from sandbox import recorded
-from sandbox.capture import CaptureRun
+from sandbox.capture import CaptureError, CaptureRun, wait_or_stop
 from sandbox.program_wire import ProgramLimits, ProgramReply, ProgramRequest, TooLarge
+
+_TAIL_CHARS = 4000  # of a build's output, kept
 
 
 class Machine(Protocol):
@@ -48,8 +50,12 @@ class Machine(Protocol):
         plainly (``watch=False``: its own wall time, nothing added); its standard output kept."""
         ...
 
-    def build(self, command: str, cwd: str, timeout: float | None = None) -> tuple[int, str]:
-        """Run the user's build command in a shell: (exit status, the end of its output)."""
+    def build(
+        self, command: str, cwd: str, timeout: float | None = None, cancel: threading.Event | None = None
+    ) -> tuple[int, str]:
+        """Run the user's build command in a shell: (exit status, the end of its output); status
+        124 past ``timeout``; :class:`~sandbox.capture.CaptureError` once ``cancel`` is set (the
+        build stopped, as :meth:`run` is)."""
         ...
 
 
@@ -95,21 +101,27 @@ class LocalMachine:
             scratch_dir=self.scratch,
         )
 
-    def build(self, command: str, cwd: str, timeout: float | None = None) -> tuple[int, str]:
-        try:
-            done = subprocess.run(
+    def build(
+        self, command: str, cwd: str, timeout: float | None = None, cancel: threading.Event | None = None
+    ) -> tuple[int, str]:
+        with tempfile.TemporaryFile() as out:
+            proc = subprocess.Popen(
                 [*self.wrap, "/bin/sh", "-c", command],
                 cwd=cwd,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a group of its own: a timeout or a cancel stops it whole
             )
-        except subprocess.TimeoutExpired:
-            return 124, f"`{command}` did not finish within {timeout:g} s"
-        return done.returncode, (done.stdout + done.stderr)[-4000:]
+            try:
+                status = wait_or_stop(proc, f"`{command}`", timeout, cancel)
+            except CaptureError:
+                if cancel is not None and cancel.is_set():
+                    raise
+                return 124, f"`{command}` did not finish within {timeout:g} s"
+            out.seek(max(out.tell() - _TAIL_CHARS * 4, 0))
+            return status, out.read().decode(errors="replace")[-_TAIL_CHARS:]
 
 
 # --------------------------------------------------------------------------- the worker's side
@@ -141,10 +153,20 @@ class ProgramHost:
             )
         )
 
-    def serve(self, request: ProgramRequest) -> ProgramReply:
+    def serve(self, request: ProgramRequest, cancel: threading.Event | None = None) -> ProgramReply:
         """Build and run ``request`` (checked by :func:`~sandbox.program_wire.check_request`, no
         file missing); :class:`~sandbox.program_wire.TooLarge` for a cap passed,
-        :class:`~sandbox.capture.CaptureError` when the program cannot run."""
+        :class:`~sandbox.capture.CaptureError` when the program cannot run.  Once ``cancel`` is
+        set, the build or run is stopped (its whole process group) and the reply says
+        ``cancelled``."""
+        try:
+            return self._serve(request, cancel)
+        except CaptureError:
+            if cancel is not None and cancel.is_set():
+                return ProgramReply(cancelled=True)
+            raise
+
+    def _serve(self, request: ProgramRequest, cancel: threading.Event | None) -> ProgramReply:
         for body in request.bodies.values():
             recorded.put(body, self.store)
         self._prune({f.sha256 for f in request.files})
@@ -157,7 +179,7 @@ class ProgramHost:
             machine = self.machine_for(folder)
             status, tail = 0, ""
             if request.build:
-                status, tail = machine.build(request.build, str(project), request.timeout_s)
+                status, tail = machine.build(request.build, str(project), request.timeout_s, cancel)
                 if status != 0 or not request.argv:
                     return ProgramReply(status, tail)
             saved = folder / "saved"
@@ -168,6 +190,7 @@ class ProgramHost:
                 max_launches=request.max_launches,
                 save_dir=str(saved) if request.save else None,
                 timeout=request.timeout_s,
+                cancel=cancel,
                 watch=request.watch,
             )
             stored = self._store_saved(run, saved) if request.save else {}

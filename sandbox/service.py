@@ -230,6 +230,7 @@ class WorkerService:
             OrderedDict()
         )  # -> (digest, result)
         self.clients: dict[str, int] = {}  # evaluations in flight by requester
+        self.program_runs: dict[tuple[str, str], threading.Event] = {}  # (requester, id) -> cancel
         app = Starlette(
             routes=[
                 Route(HEALTH_PATH, self.health, methods=["GET"]),
@@ -251,6 +252,8 @@ class WorkerService:
         finally:
             for job in self.running.values():
                 job.cancel.set()
+            for stop in self.program_runs.values():
+                stop.set()
             for lane in self.lanes:
                 await run_in_threadpool(lane.stop, 10.0)
 
@@ -285,15 +288,16 @@ class WorkerService:
             request_id = from_json(CancelRequest, body).id
         except ContractError:
             return error_response(400, 'expected {"id": "<request id>"}')
-        key = (requester(request), request_id)  # only its requester can cancel an evaluation
+        key = (requester(request), request_id)  # only its requester can cancel a job
         job = self.running.get(key)
-        if job is not None:
-            job.cancel.set()
+        stop = job.cancel if job is not None else self.program_runs.get(key)
+        if stop is not None:
+            stop.set()
             log.info("cancel requested for %s", request_id)
             return JSONResponse(to_dict(CancelReply(request_id, cancelled=True)))
         if key in self.done:
             return JSONResponse(to_dict(CancelReply(request_id, cancelled=False, finished=True)))
-        return error_response(404, f"no evaluation with id {request_id!r}")
+        return error_response(404, f"no evaluation or program with id {request_id!r}")
 
     def _over_caps(self, client: str) -> Response | None:
         """The 429 for a client at its cap or a worker at its total, else None."""
@@ -363,7 +367,8 @@ class WorkerService:
 
     async def program(self, request: Request) -> Response:
         """Build and run a token holder's project (:mod:`sandbox.program_wire`): 403 unless the
-        worker allows programs, 429 while another one runs, 409 naming the files it lacks."""
+        worker allows programs, 429 while another one runs, 409 naming the files it lacks.  Its
+        requester's ``POST /cancel`` naming its id, or the client leaving, stops it."""
         host = self.programs
         if host is None:
             return error_response(403, PROGRAMS_OFF)
@@ -394,13 +399,21 @@ class WorkerService:
             if missing := host.missing(parsed):
                 lacks = MissingFiles(f"the worker lacks {len(missing)} file(s): send their bodies", missing)
                 return Response(encode(lacks), status_code=409, media_type="application/json")
+            key = (requester(request), parsed.id)  # one program at a time: never one running
+            stop = self.program_runs[key] = threading.Event()
+            gone = asyncio.create_task(_set_when_disconnected(request, stop))
             handed = True
             try:
-                reply = await run_in_threadpool(_serve_then_release, host, parsed)
+                reply = await run_in_threadpool(_serve_then_release, host, parsed, stop)
             except TooLarge as exc:
                 return AsciiJSON({"error": str(exc), "field": exc.field}, status_code=413)
             except CaptureError as exc:
                 return error_response(422, f"the program could not run: {exc}")
+            finally:
+                gone.cancel()
+                del self.program_runs[key]
+            if reply.cancelled:
+                log.info("program %s cancelled", parsed.id)
             return Response(encode(reply), media_type="application/json")
         finally:
             if not handed:
@@ -442,12 +455,20 @@ class WorkerService:
                 self.done.popitem(last=False)
 
 
-def _serve_then_release(host: ProgramHost, request: ProgramRequest) -> ProgramReply:
+def _serve_then_release(host: ProgramHost, request: ProgramRequest, cancel: threading.Event) -> ProgramReply:
     """Run ``request`` on ``host`` (a thread), then let the next program in."""
     try:
-        return host.serve(request)
+        return host.serve(request, cancel)
     finally:
         host.busy.release()
+
+
+async def _set_when_disconnected(request: Request, event: threading.Event) -> None:
+    """Set ``event`` when the client of ``request`` (its body read) closes the connection."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    log.info("the client of a program left; stopping it")
+    event.set()
 
 
 def _log_outcome(request: EvalRequest, final: FinalEvent | None, abandoned: bool) -> None:

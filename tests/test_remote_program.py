@@ -13,6 +13,10 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -28,8 +32,10 @@ from sandbox.program_wire import (
     PROGRAM_PATH,
     PROGRAMS_OFF,
     ProgramLimits,
+    ProgramReply,
     ProgramRequest,
     ProjectFile,
+    decode,
     encode,
 )
 from sandbox.programs import LocalMachine, ProgramHost
@@ -195,6 +201,120 @@ def test_outputs_through_a_link_are_not_read(tmp_path: Path) -> None:
     assert not (src / "out.txt").exists() and not (src / "sub").exists()
 
 
+# ------------------------------------------------------------------------------ cancel
+
+
+def spinning(pidfile: Path) -> str:
+    """A shell command that starts a 30 s child, writes its pid to ``pidfile`` and waits for it."""
+    return f"sleep 30 & echo $! > {pidfile}; wait"
+
+
+def started(pidfile: Path) -> int:
+    """The pid ``pidfile`` names, once it is written (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while not (pidfile.is_file() and pidfile.read_text().strip()):
+        assert time.monotonic() < deadline, "the program never started"
+        time.sleep(0.02)
+    return int(pidfile.read_text())
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie nobody reaped yet does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def unconfined_host(tmp_path: Path) -> ProgramHost:
+    return ProgramHost(lambda folder: LocalMachine(None, (), str(folder / "scratch")), root=tmp_path / "host")
+
+
+@pytest.mark.parametrize("step", ["build", "run"])
+def test_cancel_stops_the_build_or_run_on_the_worker_and_frees_it(tmp_path: Path, step: str) -> None:
+    src = tmp_path / "proj"
+    src.mkdir()
+    (src / "a").write_text("a")
+    pidfile = tmp_path / "pid"
+    host = unconfined_host(tmp_path)
+    cancel = threading.Event()
+    with running_worker(FakeExecutor(), programs=host) as (url, _), ThreadPoolExecutor(1) as pool:
+        machine = RemoteMachine(url, TOKEN)
+        if step == "build":
+            future = pool.submit(machine.build, spinning(pidfile), str(src), 60.0, cancel)
+        else:
+            argv = ["sh", "-c", spinning(pidfile)]
+            future = pool.submit(machine.run, argv, str(src), timeout=60.0, cancel=cancel, watch=False)
+        pid = started(pidfile)
+        began = time.monotonic()
+        cancel.set()
+        with pytest.raises(CaptureError, match="cancelled"):
+            future.result(timeout=10)
+        took = time.monotonic() - began
+        assert gone_within(pid, 2.0), "the program's child outlived the cancel"
+        after = post(url, one_file("b"))  # the one program slot is free again
+        machine.close()
+    assert took < 3.0, took
+    assert after.status_code == 200 and decode(ProgramReply, after.content).run is not None
+    assert list(host.runs.iterdir()) == []
+
+
+def test_a_client_that_leaves_stops_its_program(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    host = unconfined_host(tmp_path)
+    request = replace(one_file("a"), argv=("sh", "-c", spinning(pidfile)), watch=False)
+    with running_worker(FakeExecutor(), programs=host) as (url, _):
+        with pytest.raises(httpx.ReadTimeout):  # the client gives up: its connection closes
+            httpx.post(
+                f"{url}{PROGRAM_PATH}",
+                content=encode(request),
+                headers={"Content-Type": "application/json", **auth()},
+                timeout=httpx.Timeout(10, read=1.0),
+            )
+        pid = started(pidfile)
+        assert gone_within(pid, 5.0), "the program outlived its client"
+        deadline = time.monotonic() + 5
+        while (after := post(url, one_file("b"))).status_code == 429 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert after.status_code == 200
+
+
+def test_only_the_requester_can_cancel_its_program(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    host = unconfined_host(tmp_path)
+    request = replace(one_file("a"), argv=("sh", "-c", spinning(pidfile)), watch=False)
+    mine, theirs = {"Authorization": "Bearer a"}, {"Authorization": "Bearer b"}
+    with running_worker(FakeExecutor(), token=None, programs=host) as (url, _), ThreadPoolExecutor(1) as pool:
+        future = pool.submit(
+            httpx.post,
+            f"{url}{PROGRAM_PATH}",
+            content=encode(request),
+            headers={"Content-Type": "application/json", **mine},
+            timeout=60,
+        )
+        pid = started(pidfile)
+        refused = httpx.post(f"{url}/cancel", json={"id": request.id}, headers=theirs)
+        time.sleep(0.3)
+        still = alive(pid)
+        accepted = httpx.post(f"{url}/cancel", json={"id": request.id}, headers=mine)
+        answer = future.result(timeout=10)
+        stopped = gone_within(pid, 2.0)
+        late = httpx.post(f"{url}/cancel", json={"id": request.id}, headers=mine)
+    assert refused.status_code == 404 and still  # as if there were no such program
+    assert accepted.json() == {"id": request.id, "cancelled": True, "finished": False}
+    assert answer.status_code == 200 and decode(ProgramReply, answer.content) == ProgramReply(cancelled=True)
+    assert stopped and late.status_code == 404
+
+
 # ------------------------------------------------------------------------------ refusals
 
 
@@ -238,10 +358,12 @@ def test_malformed_requests_are_refused(project: Path, tmp_path: Path) -> None:
         missing = post(url, ProgramRequest((ProjectFile("a", digest),), argv=("true",)))
         nothing = post(url, ProgramRequest((ProjectFile("a", digest),), {digest: b"x"}))
         both = post(url, dual)
-        responses = [wrong, both, missing, nothing]
+        no_id = post(url, replace(one_file("a"), id=""))
+        responses = [wrong, both, missing, nothing, no_id]
         not_json = httpx.post(f"{url}{PROGRAM_PATH}", content=b"{", headers=auth())
-    assert [r.status_code for r in responses] == [422, 422, 409, 422]
+    assert [r.status_code for r in responses] == [422, 422, 409, 422, 422]
     assert wrong.json()["field"] == f"bodies[{digest}]" and both.json()["field"] == "files"
+    assert no_id.json()["field"] == "id"
     assert missing.json()["missing"] == [digest] and nothing.json()["field"] == "argv"
     assert not_json.status_code == 422 and sim.runs == []
 

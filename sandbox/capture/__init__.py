@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -410,15 +411,11 @@ def run_program(
                     cwd=cwd,
                     stdin=None if interactive else subprocess.DEVNULL,
                     stdout=sink,
+                    start_new_session=not interactive,  # a group of its own: stopped whole
                 )
             except OSError as exc:
                 raise CaptureError(f"{argv[0]}: cannot run ({exc.strerror})") from exc
-            try:
-                returncode = _wait(proc, argv[0], timeout, cancel)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+            returncode = wait_or_stop(proc, argv[0], timeout, cancel)
             seconds = time.perf_counter() - start
         text = out.read_text(errors="replace") if out.exists() else ""
         stdout = stdout_path.read_bytes() if capture_stdout else b""
@@ -436,11 +433,26 @@ def run_program(
 CANCEL_POLL_S = 0.1  # how often a cancellable run looks at its cancel event
 
 
-def _wait(
-    proc: subprocess.Popen[bytes], name: str, timeout: float | None, cancel: threading.Event | None
+def wait_or_stop(
+    proc: subprocess.Popen[Any], name: str, timeout: float | None, cancel: threading.Event | None
 ) -> int:
-    """The program's exit status; :class:`CaptureError` when it runs past ``timeout`` or ``cancel``
-    is set (the caller stops it)."""
+    """``proc``'s exit status; :class:`CaptureError` when it runs past ``timeout`` or ``cancel`` is
+    set, once it is stopped: killed, with every process of its group when it leads one (started
+    with ``start_new_session``: a build's compilers, a program's children), and reaped."""
+    try:
+        return _wait(proc, name, timeout, cancel)
+    finally:
+        if proc.poll() is None:
+            if os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+            proc.wait()
+
+
+def _wait(
+    proc: subprocess.Popen[Any], name: str, timeout: float | None, cancel: threading.Event | None
+) -> int:
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         if cancel is not None and cancel.is_set():
