@@ -9,6 +9,7 @@ confined to that folder (:func:`sandbox.isolation.program_prefix`: bubblewrap, o
 writable), puts the saved inputs of a captured launch in the worker's recorded store
 (:mod:`sandbox.recorded`, by digest: evaluation requests name them) and reads back the output
 files asked for, never through a link, within :class:`~sandbox.program_wire.ProgramLimits`.
+A build or run starts a process group of its own, killed whole on a timeout or a cancel.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ larger than ``max_body_bytes`` (413), whose kernels pass :func:`sandbox.boundary
 evaluations per token and ``max_in_flight`` in all at once (429).  A request id names a job only
 for the requester that sent it (its token): only they attach to it or cancel it.  ``POST /program``
 (a token holder's project built and run here, :mod:`sandbox.program_wire`) answers 403 unless the
-worker was started with ``--allow-programs``; one program runs at a time (429).
+worker was started with ``--allow-programs``; one program runs at a time (429), stopped when
+its requester cancels it (``POST /cancel`` with its id) or its client disconnects.
 
 Needs the ``worker`` extra (Starlette, uvicorn).
 """
