@@ -43,6 +43,8 @@ NOT_RUN = {
     "reward score torch.relu model_new.py": "a PyTorch answer runs only in a GPU worker inside bubblewrap",
     "cuda-agent speedup --": "builds and runs the user's program on a GPU (tests/test_program.py runs speedup "
     "end to end on a fixture project with the simulated GPU)",
+    "--allow-programs": "a worker runs programs only where bubblewrap confines them, and refuses to start "
+    "otherwise, as here (tests/test_remote_program.py serves programs over loopback and checks the refusal)",
     "CUDA_AGENT_RAY_ADDRESS=": "needs a Ray cluster with GPUs (tests/test_ray.py runs the Ray executor on a "
     "local CPU-only Ray)",
 }
