@@ -367,12 +367,10 @@ def _block_names(
     groups: dict[int, tuple[_Binding, list[LaunchSite]]] = {}
     for site, _ in ready:
         b = _binding(doc, site, site.block)
-        if (
-            b is None
-            or len(b.values) != (len(new.block) if b.dim3 else 1)
-            or not (b.dim3 or len(new.block) == 1)
+        if b is None or not (
+            len(b.values) >= len(new.block) if b.dim3 else len(b.values) == len(new.block) == 1
         ):
-            continue
+            continue  # a dim3 spells each axis of the block, a number the one
         groups.setdefault(b.decl.start_byte, (b, []))[1].append(site)
     # where a use is the rewritten launches' own: their block and grid, their grid variables
     ours = [(s.block.span.start_byte, s.block.span.end_byte) for s, _ in ready if s.block is not None]
@@ -392,6 +390,7 @@ def _block_names(
             if not constant:
                 continue  # a block over the sizes: spelled at each launch, where the sizes are
             block = [_host(e, {}) for e in new.block]
+            block += ["1"] * (len(b.values) - len(block))  # dim3 block(32, 1): the axes it spells stay
             uses = _uses(doc, b, specs_text)
             if uses is not None and all(_inside(n, ours) for n in uses):
                 edits += _value_edits(doc, b, block)
