@@ -229,10 +229,17 @@ def _declared(
     doc: Document, decl: tree_sitter.Node, init: tree_sitter.Node, name: str, scope: tree_sitter.Node
 ) -> _Binding | None:
     target, value = init.child_by_field_name("declarator"), init.child_by_field_name("value")
-    if init.type != "init_declarator" or target is None or value is None or doc.node_text(target) != name:
-        return None
     kind = decl.child_by_field_name("type")
     dim3 = kind is not None and doc.node_text(kind) == "dim3"
+    if init.type == "function_declarator" and dim3:  # `dim3 block(BLOCK);` parses as a function
+        value = init.child_by_field_name("parameters")
+        params = value.named_children if value is not None else []
+        args = [p.child_by_field_name("type") for p in params if p.child_by_field_name("declarator") is None]
+        if target is None or doc.node_text(target) != name or not params or len(args) != len(params):
+            return None
+        return _Binding(name, decl, target, tuple(a for a in args if a is not None), True, scope)
+    if init.type != "init_declarator" or target is None or value is None or doc.node_text(target) != name:
+        return None
     if value.type == "call_expression" and dim3:
         value = value.child_by_field_name("arguments") or value
     values = tuple(value.named_children) if value.type in ("argument_list", "initializer_list") else (value,)
@@ -251,8 +258,9 @@ def _uses(doc: Document, b: _Binding, specs_text: list[str]) -> list[tree_sitter
             return None
     return [
         n
-        for n in _identifiers(b.scope)
-        if doc.node_text(n) == b.name
+        for n in _descendants(b.scope)
+        if n.type in ("identifier", "type_identifier")  # `dim3 block(BLOCK)` names BLOCK as a type
+        and doc.node_text(n) == b.name
         and n.start_byte != b.name_node.start_byte
         and not (b.decl.type != "preproc_def" and n.start_byte < b.decl.start_byte)
     ]
@@ -296,28 +304,26 @@ def _site_edits(
     grid_vars = {
         s.span.start_byte: g for s, _ in ready if (g := _grid_binding(doc, s, new, ready)) is not None
     }
-    block_names = _block_names(doc, k, spec, new, change, ready, grid_vars, edits)
-    grids: dict[int, set[tuple[str, ...]]] = {}  # each grid variable's new values, from every site
+    moved = new.block != spec.block  # the block changes (not only its spelling)
+    block_names = _block_names(doc, k, new, moved, ready, grid_vars, edits)
     site_parts: list[tuple[LaunchSite, list[tuple[Expr | None, str]]]] = []
     for site, names in ready:
         block_name = block_names.get(site.span.start_byte)
         grid, block, smem = _spelled(new, names, block_name)
         parts: list[tuple[Expr | None, str]] = []
         g = grid_vars.get(site.span.start_byte)
-        if (change.grid or change.block) and not _grid_follows(doc, spec, new, change, site, g, block_name):
+        if (change.grid or change.block) and not _grid_follows(doc, spec, new, site, g, block_name):
             if g is not None:
-                grids.setdefault(id(g.decl), set()).add(tuple(grid))
                 edits += _value_edits(doc, g, grid)
             else:
                 parts.append((site.grid, grid[0] if len(grid) == 1 else f"dim3({', '.join(grid)})"))
-        if change.block and block_name is None:
+        if moved and block_name is None:
             parts.append((site.block, block[0] if len(block) == 1 else f"dim3({', '.join(block)})"))
-        elif change.block and block_name is not None and block_name[1]:  # a new constant
+        elif moved and block_name is not None and block_name[1]:  # a new constant
             parts.append((site.block, block_name[0]))
         if change.shared:
             parts.append((site.shared, smem))
         site_parts.append((site, parts))
-    assert all(len(v) == 1 for v in grids.values())  # _grid_binding: every site renders it alike
     for site, parts in site_parts:
         replaced: list[Expr] = []
         for expr, text in parts:
@@ -353,9 +359,8 @@ def _spelled(
 def _block_names(
     doc: Document,
     k: Kernel,
-    spec: KernelSpec,
     new: KernelSpec,
-    change: LaunchChange,
+    moved: bool,
     ready: list[tuple[LaunchSite, dict[str, str]]],
     grid_vars: dict[int, _Binding],
     edits: list[TextEdit],
@@ -386,7 +391,7 @@ def _block_names(
     taken = {doc.node_text(n) for n in _identifiers(doc.tree.root_node)}
     for b, group in groups.values():
         name, fresh = b.name, False
-        if change.block:
+        if moved:
             if not constant:
                 continue  # a block over the sizes: spelled at each launch, where the sizes are
             block = [_host(e, {}) for e in new.block]
@@ -480,14 +485,22 @@ def _grid_follows(
     doc: Document,
     spec: KernelSpec,
     new: KernelSpec,
-    change: LaunchChange,
     site: LaunchSite,
     g: _Binding | None,
     block_name: tuple[str, bool, bool] | None,
 ) -> bool:
     """Whether ``site``'s grid stays right as written: the spec's grid is unchanged and the site
-    writes it over the block's name, which keeps its name (the name's value changes, or none)."""
-    if new.grid != spec.grid or block_name is None or block_name[1] or site.grid is None:
+    writes it without the block or over the block's name, which stays (its value changes, or none)."""
+    if new.grid != spec.grid:
+        return False
+    if not any(
+        n.id in ("block", "block_x", "block_y", "block_z")
+        for e in new.grid
+        for n in ast.walk(ast.parse(e, mode="eval"))
+        if isinstance(n, ast.Name)
+    ):
+        return True
+    if block_name is None or block_name[1] or site.grid is None:
         return False
     where = g.values if g is not None else (_node(doc, site.grid),)
     return any(doc.node_text(n) == block_name[0] for v in where for n in _identifiers(v))

@@ -150,3 +150,28 @@ void run(float* a, float* c, int n) {
     out, _ = rewrite(SPEC + main, LaunchChange(block="128"))
     assert "const int threads = 32;\n    const int vadd_threads = 128;\n" in out
     assert "other<<<(n + threads - 1) / threads, threads>>>(c, n);" in out
+
+
+def test_a_dim3_of_a_macro_parsed_as_a_declaration_of_a_function_is_still_the_block() -> None:
+    main = """void run(float* a, float* c, int n) {
+    dim3 block(BLOCK);
+    vadd<<<(n + BLOCK - 1) / BLOCK, block>>>(a, c, n);
+}
+"""
+    text = "#define BLOCK 32\n" + SPEC + main
+    out, _ = rewrite(text, LaunchChange(block="128"))
+    assert changed(text, out) == [
+        "-    dim3 block(BLOCK);",
+        "-    vadd<<<(n + BLOCK - 1) / BLOCK, block>>>(a, c, n);",
+        "+    dim3 block(128);",
+        "+    vadd<<<(n + block.x - 1) / block.x, block>>>(a, c, n);",
+    ]
+
+
+def test_a_grid_the_spec_writes_without_the_block_is_kept() -> None:
+    text = SPEC.replace("grid=cdiv(n, block)", "grid=cdiv(n, 32)") + (
+        "void run(float* a, float* c, int n) {\n    const int threads = 32;\n"
+        "    const int blocks = (n + 31) / 32;\n    vadd<<<blocks, threads>>>(a, c, n);\n}\n"
+    )
+    out, _ = rewrite(text, LaunchChange(block="128"))
+    assert changed(text, out) == ["-    const int threads = 32;", "+    const int threads = 128;"]
