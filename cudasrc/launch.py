@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import logging
-import re
 from dataclasses import dataclass, replace
 
 import tree_sitter
@@ -70,7 +69,7 @@ def launch_edits(
             f"launch them with {how}"
         )
     spec_edit = _spec_launch_edit(doc.text, k, spec, new)
-    return LaunchEdits(tuple(sorted((*edits, spec_edit), key=lambda e: e.start)), rewritten, todo)
+    return LaunchEdits(tuple(sorted((*edits, spec_edit), key=lambda e: (e.start, e.end))), rewritten, todo)
 
 
 def sites_edits(
@@ -337,7 +336,8 @@ def _site_edits(
                 edits.append(TextEdit(start, end, text))
                 replaced.append(expr)
         edits += _dead_declarations(doc, site, replaced, " ".join(t for _, t in parts))
-    return tuple(sorted(set(edits), key=lambda e: e.start)), len(ready)
+    # one of each (sites sharing a declaration edit it alike); an insertion before a deletion at its place
+    return tuple(sorted(dict.fromkeys(edits), key=lambda e: (e.start, e.end))), len(ready)
 
 
 def _spelled(
@@ -509,7 +509,7 @@ def _grid_follows(
 def _dead_declarations(
     doc: Document, site: LaunchSite, replaced: list[Expr], new_text: str
 ) -> list[TextEdit]:
-    """Edits deleting the local declarations (``const int threads = 32;``, each on a line of its
+    """Edits deleting the local declarations (``const int per = 32;``, each on a line of its
     own) that only the replaced launch expressions of ``site`` used, directly or through another
     declaration deleted here."""
     if not replaced or site.caller_span is None:
@@ -518,7 +518,8 @@ def _dead_declarations(
     fn = root.descendant_for_byte_range(site.caller_span.start_byte, site.caller_span.end_byte)
     if fn is None:
         return []
-    kept = set(re.findall(r"[A-Za-z_]\w*", new_text))
+    written = Parsed(new_text)
+    kept = {t.text for t, _, _ in macros.tokens(written, written.tree.root_node)}
     gone = [(e.span.start_byte, e.span.end_byte) for e in replaced]
     edits: list[TextEdit] = []
     suspects = [n for a, b in gone for n in _identifiers(root.descendant_for_byte_range(a, b))]

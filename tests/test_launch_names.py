@@ -175,3 +175,22 @@ def test_a_grid_the_spec_writes_without_the_block_is_kept() -> None:
     )
     out, _ = rewrite(text, LaunchChange(block="128"))
     assert changed(text, out) == ["-    const int threads = 32;", "+    const int threads = 128;"]
+
+
+def test_a_new_constant_goes_in_before_a_declaration_that_goes() -> None:
+    main = """void run(float* a, float* c, int n) {
+    const int threads = 32;
+    const int per = 32;
+    vadd<<<(n + per - 1) / per, threads>>>(a, c, n);
+    printf("%d", threads);
+}
+"""
+    out, _ = rewrite(SPEC + main, LaunchChange(block="128"))
+    assert out.endswith(
+        """    const int threads = 32;
+    const int vadd_threads = 128;
+    vadd<<<(n + vadd_threads - 1) / vadd_threads, vadd_threads>>>(a, c, n);
+    printf("%d", threads);
+}
+"""
+    )
