@@ -21,9 +21,10 @@ import logging
 import os
 import stat
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -41,6 +42,11 @@ from sandbox.program_wire import (
     encode,
 )
 from sandbox.remote import CONNECT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from agent.program import ProgramSettings
+    from sandbox.executors import ExecutorSettings
+    from sandbox.programs import Machine
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +215,32 @@ class RemoteMachine:
                     except httpx.HTTPError as exc:
                         log.warning("could not cancel %s on %s: %s", request_id, self.url, exc)
                 return
+
+
+class MachineError(ValueError):
+    """The job cannot go to the worker: a path outside the folder it gets, or no token."""
+
+
+def program_machine(
+    executor: ExecutorSettings, settings: ProgramSettings, local: Callable[[], Machine]
+) -> Machine:
+    """Where the program of ``settings`` runs, for the CLI and the editor alike: the GPU of the
+    worker ``executor`` names (kind ``remote`` with its URL; the job's sources and outputs must lie
+    in its folder, ``settings.cwd``, which is what the worker gets), else ``local()``.
+    :class:`MachineError` says why the worker cannot take the job."""
+    if executor.kind != "remote" or not executor.url:
+        return local()
+    root = Path(settings.cwd).resolve()
+    for path in [*settings.sources, *(o.path for o in settings.outputs)]:
+        where = (root / path).resolve()
+        if where != root and root not in where.parents:
+            raise MachineError(f"{path}: outside the current folder {root}, which is what the worker gets")
+    token = executor.token.resolve()
+    if not token:
+        source = executor.token.source.partition(":")[2] or "no token"
+        raise MachineError(f"the worker {executor.url} needs its token, and {source} gives none")
+    outputs = [(root / o.path).resolve().relative_to(root).as_posix() for o in settings.outputs]
+    return RemoteMachine(executor.url, token, build=settings.build, outputs=outputs)
 
 
 def _message(response: httpx.Response) -> str:

@@ -16,7 +16,11 @@ prediction; ``not_improved`` when nothing faster could be applied; ``error`` whe
 program's outputs differed (nothing proposed), it failed to build or run, or nothing was timed.
 
 The program is the user's own, run with the user's rights, like the CLI (ARCHITECTURE.md, threat
-model); nothing GPU-specific is imported here.
+model); nothing GPU-specific is imported here.  It runs where the CLI's would
+(:func:`agent.program_remote.program_machine`): on the worker named in the user's or machine
+settings (``cudaAgent.machine.executor.url`` and its token; a workspace's settings cannot name
+one), the project uploaded and the outputs brought back, the run's cancel forwarded there; else
+on this machine.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from agent import program as prog
 from agent.outputs import OutputFile, OutputTolerance
+from agent.program_remote import RemoteMachine, program_machine
 from agent.proposers import make_proposer
 from server import protocol as wire
 from server.lsp import CudaLanguageServer
@@ -102,14 +107,21 @@ def _settings(ls: CudaLanguageServer, ref: wire.SpeedupRef) -> prog.ProgramSetti
     )
 
 
-def _machine(ls: CudaLanguageServer, roots: tuple[str, ...]) -> prog.Machine:
-    """This machine's GPU; the simulated program of the test executor (editor tests, demos)."""
-    table = os.environ.get(SIMULATED_PROGRAM_ENV)
-    if ls.settings.executor.kind == "test" and table:
-        from agent.program_sim import SimulatedMachine, load_kernels
+def _machine(ls: CudaLanguageServer, settings: prog.ProgramSettings) -> prog.Machine:
+    """Where the program runs (:func:`agent.program_remote.program_machine`, as for the CLI): the
+    GPU of the worker named in the user's or machine settings (``cudaAgent.machine.executor``,
+    never a workspace's); else this machine's; the simulated program of the test executor
+    (editor tests, demos)."""
 
-        return SimulatedMachine(load_kernels(table), roots)
-    return prog.LocalMachine(program_environment(ls.settings))  # none of our secrets
+    def local() -> prog.Machine:
+        table = os.environ.get(SIMULATED_PROGRAM_ENV)
+        if ls.settings.executor.kind == "test" and table:
+            from agent.program_sim import SimulatedMachine, load_kernels
+
+            return SimulatedMachine(load_kernels(table), settings.sources)
+        return prog.LocalMachine(program_environment(ls.settings))  # none of our secrets
+
+    return program_machine(ls.settings.executor, settings, local)
 
 
 def plan_speedup(ls: CudaLanguageServer, ref: wire.SpeedupRef) -> Plan:
@@ -131,16 +143,20 @@ async def _speedup(
 
     def work(report: Report) -> prog.ProgramReport:
         executor = runs.executor(config.executor)
-        machine = _machine(ls, settings.sources)
+        machine = _machine(ls, settings)
         p = config.proposer
-        return prog.speedup(
-            settings,
-            machine,
-            executor,
-            lambda: make_proposer(p.kind, p.llm() if p.kind == "llm" else None, runs.compiler),
-            progress=lambda step: report(0, step.message, True),
-            cancel=run.cancel,
-        )
+        try:
+            return prog.speedup(
+                settings,
+                machine,
+                executor,
+                lambda: make_proposer(p.kind, p.llm() if p.kind == "llm" else None, runs.compiler),
+                progress=lambda step: report(0, step.message, True),
+                cancel=run.cancel,
+            )
+        finally:
+            if isinstance(machine, RemoteMachine):
+                machine.close()
 
     try:
         report = await run_with_progress(ls, run, progress, f"running {' '.join(settings.argv)}", work)

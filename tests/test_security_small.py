@@ -56,13 +56,13 @@ def test_the_editors_speedup_program_and_build_get_none_of_our_secrets(
 ) -> None:
     from types import SimpleNamespace
 
-    from agent.program import LocalMachine
+    from agent.program import LocalMachine, ProgramSettings
     from server.speedup import _machine
 
     monkeypatch.setenv("CUDA_AGENT_TOKEN", "tok")
     monkeypatch.setenv("OPENAI_API_KEY", "sk")
     settings, _ = parse_settings({}, env={})
-    machine = _machine(SimpleNamespace(settings=settings), (".",))  # type: ignore[arg-type]
+    machine = _machine(SimpleNamespace(settings=settings), ProgramSettings(("true",)))  # type: ignore[arg-type]
     assert isinstance(machine, LocalMachine) and machine.env is not None
     assert "CUDA_AGENT_TOKEN" not in machine.env and "OPENAI_API_KEY" not in machine.env
     assert machine.env.get("PATH") == os.environ.get("PATH")

@@ -1,7 +1,9 @@
 """``cudaAgent.speedup`` over the real language server's stdio (pytest-lsp), on the simulated GPU.
 
 The workspace is the multi-file fixture program with the Python stand-in of tests/test_program.py;
-``CUDA_AGENT_TEST_PROGRAM`` gives the server the simulated program's kernel table."""
+``CUDA_AGENT_TEST_PROGRAM`` gives the server the simulated program's kernel table.  Through a
+worker: a loopback worker (tests/test_remote_program.py) whose program host runs the simulated
+GPU, named in the user's settings (``machine.executor``)."""
 
 # ruff: noqa: F811 - test_server_lsp's pytest fixture (workspace) is imported by name
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,22 +29,69 @@ from test_server_lsp import (
     plain,
     workspace,  # noqa: F401 - fixture
 )
+from test_remote import TOKEN, running_worker
+from test_remote_program import simulated_host
+
+from agent.program_sim import SimulatedMachine
+from sandbox.testing import FakeExecutor
 
 DATA = Path(__file__).parent / "data"
 SPEEDUP_ENV = {**ENV, "CUDA_AGENT_TEST_PROGRAM": str(DATA / "program" / "multi_sim.json")}
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=SPEEDUP_ENV))
-async def client(lsp_client: LanguageClient, workspace: Workspace):
+WORKER_TOKEN_ENV = "SPEEDUP_TEST_WORKER_TOKEN"
+
+
+def copy_program(root: Path) -> None:
+    shutil.copytree(DATA / "capture" / "multi", root, dirs_exist_ok=True)
+    shutil.copy(DATA / "program" / "run.py", root / "run.py")
+
+
+async def initialize(lsp_client: LanguageClient, workspace: Workspace, settings: dict[str, Any]) -> None:
     answer_server_requests(lsp_client, workspace)
-    shutil.copytree(DATA / "capture" / "multi", workspace.root, dirs_exist_ok=True)
-    shutil.copy(DATA / "program" / "run.py", workspace.root / "run.py")
+    lsp_client.set_configuration(settings, section="cudaAgent")  # the workspace/configuration answer
     params = lsp.InitializeParams(
         capabilities=client_capabilities("visual-studio-code"),
         root_uri=workspace.root.as_uri(),
         workspace_folders=[lsp.WorkspaceFolder(uri=workspace.root.as_uri(), name="ws")],
+        initialization_options=settings,
     )
     await lsp_client.initialize_session(params)
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=SPEEDUP_ENV))
+async def client(lsp_client: LanguageClient, workspace: Workspace):
+    copy_program(workspace.root)
+    await initialize(lsp_client, workspace, {})
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.fixture
+def worker(
+    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, SimulatedMachine]]:
+    """A loopback worker whose programs run on the simulated GPU, its definitions the workspace's."""
+    copy_program(workspace.root)
+    monkeypatch.setenv("CUDA_AGENT_RECORDED_DIR", str(tmp_path / "recorded"))  # the worker's store
+    host, sim = simulated_host(workspace.root, tmp_path)
+    with running_worker(FakeExecutor(), programs=host) as (url, _):
+        yield url, sim
+
+
+@pytest_lsp.fixture(
+    config=ClientServerConfig(server_command=SERVER, server_env={**SPEEDUP_ENV, WORKER_TOKEN_ENV: TOKEN})
+)
+async def remote_client(
+    lsp_client: LanguageClient, workspace: Workspace, worker: tuple[str, SimulatedMachine]
+):
+    url, _ = worker
+    user = {"executor": {"kind": "remote"}}
+    await initialize(
+        lsp_client,
+        workspace,
+        {**user, "machine": {"executor": {"url": url, "token": f"env:{WORKER_TOKEN_ENV}"}}},
+    )
     yield
     await lsp_client.shutdown_session()
 
@@ -128,3 +178,27 @@ async def test_bad_arguments_are_refused_at_once(client: LanguageClient, workspa
         await client.workspace_execute_command_async(
             lsp.ExecuteCommandParams("cudaAgent.speedup", [{**ref, "command": ["x"], "rtol": "loose"}])
         )
+
+
+@pytest.mark.slow
+async def test_the_program_runs_on_the_worker_named_in_the_users_settings(
+    remote_client: LanguageClient, workspace: Workspace, worker: tuple[str, SimulatedMachine]
+) -> None:
+    _, sim = worker
+    before = sources(workspace.root)
+    build = "echo built > build.log"
+    result = await speedup(remote_client, workspace, build=build)
+    assert result["status"] == "ok", result
+    assert "outputs equal" in result["message"] and "predicted" in result["message"]
+    # built and run on the worker, every run preceded by the build; nothing built here
+    assert sim.runs and sim.builds and all(b == build for b in sim.builds)
+    assert not (workspace.root / "build.log").exists()
+    assert (workspace.root / "out.bin").is_file()  # the outputs came back
+    assert sources(workspace.root) == before  # checked on disk, then restored
+    (sent,) = workspace.applied
+    assert any(
+        "__restrict__" in e.new_text
+        for c in sent.edit.document_changes or []
+        if isinstance(c, lsp.TextDocumentEdit)
+        for e in c.edits
+    )

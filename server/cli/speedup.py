@@ -195,7 +195,7 @@ def speedup(
         apply=apply_patch,
         seed=seed,
     )
-    machine = _machine(sources or (".",), settings)
+    machine = _machine(settings)
     kind: ProposerKind = "llm" if proposer == "llm" else "builtin"
     llm = None
     if kind == "llm":
@@ -241,38 +241,29 @@ def _json_step(step: Step) -> None:
     click.echo(json.dumps(step.to_json()), err=True)
 
 
-def _machine(sources: tuple[str, ...], settings: ProgramSettings) -> Machine:
-    """Where the program runs: the worker's GPU when ``CUDA_AGENT_WORKER_URL`` names one (the
-    project uploaded, the program built and run there, its outputs brought back); else this
-    machine's; the simulated one for tests and demos (``CUDA_AGENT_TEST_EXECUTOR=1`` with
-    ``CUDA_AGENT_TEST_PROGRAM`` naming a kernel table)."""
-    from agent.program import LocalMachine
+def _machine(settings: ProgramSettings) -> Machine:
+    """Where the program runs (:func:`agent.program_remote.program_machine`): the worker's GPU when
+    ``CUDA_AGENT_WORKER_URL`` names one (the project uploaded, the program built and run there,
+    its outputs brought back); else this machine's; the simulated one for tests and demos
+    (``CUDA_AGENT_TEST_EXECUTOR=1`` with ``CUDA_AGENT_TEST_PROGRAM`` naming a kernel table)."""
+    from agent.program_remote import MachineError, program_machine
     from sandbox.executors import ExecutorSettings, from_environment
 
+    def local() -> Machine:
+        from agent.program import LocalMachine
+
+        table = os.environ.get(SIMULATED_PROGRAM_ENV)
+        if os.environ.get("CUDA_AGENT_TEST_EXECUTOR") == "1" and table:
+            from agent.program_sim import SimulatedMachine, load_kernels
+
+            return SimulatedMachine(load_kernels(table), settings.sources)
+        return LocalMachine()
+
     remote, _ = from_environment(ExecutorSettings(), named=False)
-    if remote.kind == "remote":
-        from agent.program_remote import RemoteMachine
-
-        root = Path(settings.cwd).resolve()
-        for path in [*sources, *(o.path for o in settings.outputs)]:
-            where = (root / path).resolve()
-            if where != root and root not in where.parents:
-                raise UserError(
-                    f"{path}: outside the current folder, which is what the worker gets (run "
-                    "cuda-agent speedup from the project's root)"
-                )
-        if not remote.token.resolve():
-            raise UserError(
-                f"CUDA_AGENT_WORKER_URL is set but {remote.token.source.partition(':')[2]} is not"
-            )
-        outputs = [(root / o.path).resolve().relative_to(root).as_posix() for o in settings.outputs]
-        return RemoteMachine(remote.url, remote.token.resolve(), build=settings.build, outputs=outputs)
-    table = os.environ.get(SIMULATED_PROGRAM_ENV)
-    if os.environ.get("CUDA_AGENT_TEST_EXECUTOR") == "1" and table:
-        from agent.program_sim import SimulatedMachine, load_kernels
-
-        return SimulatedMachine(load_kernels(table), sources)
-    return LocalMachine()
+    try:
+        return program_machine(remote, settings, local)
+    except MachineError as exc:
+        raise UserError(str(exc)) from exc
 
 
 def report_dict(report: ProgramReport, patch_file: str) -> dict[str, Any]:
