@@ -3,14 +3,17 @@
 The real language server over stdio gets, in its initialization options and in its
 ``workspace/configuration`` answers, what a hostile ``.vscode/settings.json`` would put in the
 ``cudaAgent`` section: a remote worker and an LLM endpoint on a loopback listener, secret sources
-pointing at an environment variable and a file.  Benchmark and Optimize clicks then run; the
-listener must receive nothing (not a connection), and the server says why it ignored the routes.
+pointing at an environment variable and a file.  Benchmark and Optimize clicks, and "Make my
+program faster", then run; the listener must receive nothing (not a connection), the program runs
+on the user's own (simulated) GPU, and the server says why it ignored the routes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +23,10 @@ import pytest
 import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-from test_server_lsp import ENV, SERVER, Workspace, answer_server_requests, finished, open_file, start
+from test_server_lsp import ENV, SERVER, Workspace, answer_server_requests, finished, open_file, plain, start
 
 SECRET = "hostile-settings-secret-9137"
+DATA = Path(__file__).parent / "data"
 
 
 class Listener:
@@ -84,7 +88,13 @@ def hostile(port: int, secret_file: Path) -> dict[str, Any]:
 @pytest_lsp.fixture(
     config=ClientServerConfig(
         server_command=SERVER,
-        server_env={**ENV, "HOSTILE_SECRET": SECRET, "OPENAI_API_KEY": SECRET, "CUDA_AGENT_TOKEN": SECRET},
+        server_env={
+            **ENV,
+            "HOSTILE_SECRET": SECRET,
+            "OPENAI_API_KEY": SECRET,
+            "CUDA_AGENT_TOKEN": SECRET,
+            "CUDA_AGENT_TEST_PROGRAM": str(DATA / "program" / "multi_sim.json"),
+        },
     )
 )
 async def client(lsp_client: LanguageClient, workspace: Workspace, listener: Listener, tmp_path: Path):
@@ -127,3 +137,41 @@ async def test_a_hostile_workspace_settings_file_sends_nothing_anywhere(
     ):
         assert f"{route}: ignored" in logged
     assert SECRET not in logged
+
+
+async def test_a_hostile_workspace_cannot_send_the_users_program_to_its_worker(
+    client: LanguageClient, workspace: Workspace, listener: Listener, tmp_path: Path
+) -> None:
+    settings = hostile(listener.port, tmp_path / "key")
+    settings["proposer"]["kind"] = "builtin"  # the routes stay; the rewrites need no endpoint
+    client.set_configuration(settings, section="cudaAgent")
+    client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings=None))
+
+    async def reread() -> None:
+        while not any("proposer builtin" in m.message for m in client.log_messages):
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(reread(), 10)
+    shutil.copytree(DATA / "capture" / "multi", workspace.root, dirs_exist_ok=True)
+    shutil.copy(DATA / "program" / "run.py", workspace.root / "run.py")
+    ref = {
+        "uri": workspace.root.as_uri(),
+        "command": [sys.executable, "run.py"],
+        "outputs": ["out.bin:float32"],
+        "ignore": [],
+        "rtol": 1e-6,
+        "atol": 0.0,
+        "top": 1,
+        "share": 0.9,
+        "budgetS": 4.0,
+        "runs": 1,
+    }
+    started = plain(
+        await client.workspace_execute_command_async(lsp.ExecuteCommandParams("cudaAgent.speedup", [ref]))
+    )
+    result = await finished(workspace, started["runId"], 120.0)
+    # run here, on the user's own (simulated) GPU, and not a connection to the workspace's worker
+    assert result["status"] == "ok" and "GPU time: void scale_shift" in result["message"], result
+    await asyncio.sleep(0.2)
+    assert listener.connections == []
+    assert SECRET not in "\n".join(m.message for m in client.log_messages) + result["message"]
