@@ -425,3 +425,26 @@ def test_speedup_through_a_worker_refuses_paths_outside_the_folder(
     assert main(["speedup", "--output", "../out.bin", "--", "true"]) == 2
     err = capsys.readouterr().err
     assert "/usr/include: outside the current folder" in err and "../out.bin: outside" in err
+
+
+def test_the_machine_is_the_workers_only_when_one_is_named_with_its_token(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent.program_remote import MachineError, program_machine
+    from base.secrets import Secret
+    from sandbox.executors import ExecutorSettings
+
+    job = settings(project)
+    local = LocalMachine()
+    assert program_machine(ExecutorSettings(kind="test"), job, lambda: local) is local
+    assert program_machine(ExecutorSettings(kind="remote"), job, lambda: local) is local  # no URL
+    monkeypatch.setenv("WORKER_TOKEN_OF_TEST", TOKEN)
+    named = ExecutorSettings(
+        kind="remote", url="http://127.0.0.1:9/", token=Secret("env:WORKER_TOKEN_OF_TEST")
+    )
+    machine = program_machine(named, job, lambda: local)
+    assert isinstance(machine, RemoteMachine) and machine.url == "http://127.0.0.1:9"
+    machine.close()
+    monkeypatch.delenv("WORKER_TOKEN_OF_TEST")
+    with pytest.raises(MachineError, match="WORKER_TOKEN_OF_TEST gives none"):
+        program_machine(named, job, lambda: local)

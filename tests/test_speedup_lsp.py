@@ -202,3 +202,14 @@ async def test_the_program_runs_on_the_worker_named_in_the_users_settings(
         if isinstance(c, lsp.TextDocumentEdit)
         for e in c.edits
     )
+
+
+async def test_through_a_worker_paths_outside_the_folder_are_refused(
+    remote_client: LanguageClient, workspace: Workspace, worker: tuple[str, SimulatedMachine]
+) -> None:
+    _, sim = worker
+    result = await speedup(remote_client, workspace, outputs=["../out.bin:float32"])
+    assert result["status"] == "error" and "../out.bin: outside the current folder" in result["message"], (
+        result
+    )
+    assert sim.runs == [] and workspace.applied == []
