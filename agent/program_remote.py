@@ -11,7 +11,8 @@ written here, where the flow reads them; a captured launch's saved inputs stay i
 recorded store, named by digest (``CaptureRun.stored``), which is where the worker's evaluations
 read them.  The user's files change only here (the patch, with ``--apply``), never on the worker.
 A set ``cancel`` stops the build or run on the worker (``POST /cancel`` with the request's random
-id) and raises :class:`~sandbox.capture.CaptureError` as a local run does.
+id) and raises :class:`~sandbox.capture.CaptureError` as a local run does.  Whether the program
+goes to a worker is :func:`program_machine`'s choice, the same for the CLI and the editor.
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ import pytest
 import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from test_remote import TOKEN, running_worker
+from test_remote_program import simulated_host
 from test_server_lsp import (
     ENV,
     SERVER,
@@ -29,8 +31,6 @@ from test_server_lsp import (
     plain,
     workspace,  # noqa: F401 - fixture
 )
-from test_remote import TOKEN, running_worker
-from test_remote_program import simulated_host
 
 from agent.program_sim import SimulatedMachine
 from sandbox.testing import FakeExecutor
