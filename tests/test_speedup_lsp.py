@@ -9,6 +9,7 @@ GPU, named in the user's settings (``machine.executor``)."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from test_remote import TOKEN, running_worker
-from test_remote_program import simulated_host
+from test_remote_program import gone_within, simulated_host, spinning, started
 from test_server_lsp import (
     ENV,
     SERVER,
@@ -100,7 +101,8 @@ def sources(root: Path) -> dict[str, str]:
     return {str(p): p.read_text() for p in sorted(root.rglob("*")) if p.suffix in (".cu", ".cuh", ".cpp")}
 
 
-async def speedup(client: LanguageClient, workspace: Workspace, **extra: Any) -> dict[str, Any]:
+async def start_speedup(client: LanguageClient, workspace: Workspace, **extra: Any) -> str:
+    """Start a speedup run of the workspace's program; its id."""
     ref = {
         "uri": (workspace.root / "inc" / "kernels.cuh").as_uri(),
         "command": [sys.executable, "run.py"],
@@ -118,7 +120,11 @@ async def speedup(client: LanguageClient, workspace: Workspace, **extra: Any) ->
         await client.workspace_execute_command_async(lsp.ExecuteCommandParams("cudaAgent.speedup", [ref]))
     )
     assert started["status"] == "started" and started["kind"] == "speedup", started
-    return await finished(workspace, started["runId"], 120.0)
+    return str(started["runId"])
+
+
+async def speedup(client: LanguageClient, workspace: Workspace, **extra: Any) -> dict[str, Any]:
+    return await finished(workspace, await start_speedup(client, workspace, **extra), 120.0)
 
 
 @pytest.mark.slow
@@ -213,3 +219,23 @@ async def test_through_a_worker_paths_outside_the_folder_are_refused(
         result
     )
     assert sim.runs == [] and workspace.applied == []
+
+
+async def test_cancel_stops_the_build_on_the_worker(
+    remote_client: LanguageClient, workspace: Workspace, worker: tuple[str, SimulatedMachine], tmp_path: Path
+) -> None:
+    _, sim = worker
+    pidfile = tmp_path / "pid"
+    run_id = await start_speedup(remote_client, workspace, build=spinning(pidfile))
+    pid = await asyncio.to_thread(started, pidfile)  # the build spins on the worker
+    await remote_client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams("cudaAgent.cancel", [{"runId": run_id}])
+    )
+    result = await finished(workspace, run_id, 15.0)
+    assert result["status"] == "error" and "cancelled" in result["message"], result
+    assert gone_within(pid, 2.0), "the build's child outlived the cancel"
+    assert sim.runs == [] and workspace.applied == []
+    # the run showed its progress as the local one does: begun cancellable, ended
+    reports = [r for rs in remote_client.progress_reports.values() for r in rs]
+    assert isinstance(reports[0], lsp.WorkDoneProgressBegin) and reports[0].cancellable
+    assert isinstance(reports[-1], lsp.WorkDoneProgressEnd)

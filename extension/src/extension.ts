@@ -249,7 +249,9 @@ class Agent {
    * "Make my program faster…": asks for the command line that runs the program, its build command
    * and the files it writes (each answer remembered for the workspace), and has the server run the
    * whole flow. Its rewrites arrive as one workspace edit that VS Code shows in its Refactor
-   * Preview (see RewriteFlow.applyEdit); the report comes with `cudaAgent/runFinished`.
+   * Preview (see RewriteFlow.applyEdit); the report comes with `cudaAgent/runFinished`. The server
+   * runs the program where `cuda-agent speedup` would: on the worker of the user's settings (the
+   * `machine` object of the configuration, never a workspace's values), else on this machine.
    */
   private async makeProgramFaster(): Promise<unknown> {
     const editor = vscode.window.activeTextEditor;
