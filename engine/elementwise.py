@@ -223,12 +223,16 @@ def _check_body(
 
 
 def _grid_for(subject: Subject, factor: int, max_blocks: int) -> LaunchChange | NotApplicable:
-    """The grid divided by ``factor`` (``block`` -> ``block * factor``), at most ``max_blocks``."""
+    """The grid divided by ``factor`` (``block`` -> ``block * factor``), at most ``max_blocks``; at
+    least one block where the grid divides down (``n / block``: the exact grid of a kernel with no
+    bounds check reaches 0 on a problem smaller than a block's elements, the loop needs one)."""
     grid = subject.grid
     if len(grid) != 1 or not _block_names(grid[0]):
         return NotApplicable("the grid is not 1-D and written over `block`, so it cannot shrink")
     tree = _Scale(factor).visit(ast.parse(grid[0], mode="eval"))
     scaled = ast.unparse(ast.fix_missing_locations(tree))
+    if factor > 1 and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for n in ast.walk(tree)):
+        scaled = f"max({scaled}, 1)"
     return LaunchChange(grid=f"min({scaled}, {max_blocks})" if max_blocks else scaled)
 
 
