@@ -1,6 +1,7 @@
 """What holds where a statement runs, read from the conditions around it: the shared facts of
 the passes that rely on bounds checks (the stencil, the scans, the column reduction and the
-permute read them here; no pass imports another).
+permute read them here, the elementwise passes and the tiled dot product the launch's extent where
+there is none; no pass imports another).
 
 - :func:`guards` / :func:`conjuncts`: the conditions in force at a node (enclosing ``if`` and
   ``?:`` conditions, earlier ``if (...) return;``), each as a term and whether it is negated;

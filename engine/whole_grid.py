@@ -150,16 +150,10 @@ class WholeGridPacks(Pass[WholeGridMatch]):
     def _stores(view: KernelView, stmt: Node, array: str) -> bool:
         """Whether ``stmt`` is ``array[...] = ...;`` (an unconditional store, the thread's element)."""
         expr = stmt.named_children[0] if stmt.type == "expression_statement" and stmt.named_children else None
-        left = (
-            expr.child_by_field_name("left")
-            if expr is not None and expr.type == "assignment_expression"
-            else None
-        )
-        return (
-            left is not None
-            and view.text(expr.children[1]) == "="
-            and any(a.node == left and a.written and a.array == array for a in view.accesses)
-        )
+        if expr is None or expr.type != "assignment_expression" or view.text(expr.children[1]) != "=":
+            return False
+        left = expr.child_by_field_name("left")
+        return any(a.node == left and a.written and a.array == array for a in view.accesses)
 
     @staticmethod
     def _index(view: KernelView, decl: Node) -> str:
