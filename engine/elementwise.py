@@ -3,8 +3,9 @@ loop (:class:`GridStride`) and 8/16-byte packs (:class:`Vectorize`).
 
 :func:`_elementwise` recognises ``[declarations;] T i = <global x index>; [declarations;]`` then
 ``if (i < BOUND) BODY``, ``if (i >= BOUND) return; BODY``, a grid-stride loop ``for (T i = <global
-x index>; i < BOUND; i += blockDim.x * gridDim.x) BODY``, or ``BODY`` alone when the spec's launch
-covers exactly the written array (grid x block is the domain, no bounds check); the guard and
+x index>; i < BOUND; i += blockDim.x * gridDim.x) BODY``, or ``BODY`` alone when the spec's 1-D
+launch covers exactly a count the scalar parameters say (grid x block is the domain, no bounds
+check: :func:`engine.guards.launch_covers`, the bound the rewrite loops to); the guard and
 the grid-stride loop are patterns (:data:`IN_BOUNDS`, :data:`OUT_OF_BOUNDS`, :data:`GRID_STRIDE`:
 :mod:`engine.patterns`) over the global index's canonical polynomial.
 """
@@ -20,8 +21,8 @@ import tree_sitter
 
 from cudasrc.dtypes import dtype_bytes
 from cudasrc.launch import LaunchChange
-from cudasrc.specs import ScalarSpec, evaluate
 from engine import NotApplicable, Outcome, Subject, _block_names, _inside, _pack, _Scale
+from engine.guards import launch_covers
 from engine.passes import PAD, Emitter, Match, Parameterized
 from engine.patterns import ANY, Assign, Bin, For, Poly, Var
 from engine.view import KernelView, global_index, statements, unparenthesized, walk, written
@@ -59,6 +60,17 @@ def _index_declaration(view: KernelView, s: Node) -> tuple[str, str] | None:
         return None
     index_type = " ".join(view.text(ty).split())
     return view.text(name), "long long" if index_type == "auto" else index_type
+
+
+def _moved_index(view: KernelView, s: Node) -> str:
+    """``i = <value>`` when ``s`` declares one local whose value reads ``threadIdx.x`` but is not the
+    global x index (offset, scaled); "" otherwise."""
+    decls = s.children_by_field_name("declarator")
+    value = decls[0].child_by_field_name("value") if len(decls) == 1 else None
+    p = view.poly(value) if value is not None else None
+    if p is None or p == global_index("x") or not any("threadIdx.x" in mono for mono in p):
+        return ""
+    return " ".join(view.text(decls[0]).split())
 
 
 _GX = Poly(global_index("x"))  # the global x index, in any spelling
@@ -130,50 +142,29 @@ def _elementwise(view: KernelView) -> _Elementwise | NotApplicable:
             return _check_body(view, index, index_type, bound, prelude, stmts[k + 1 :])
         break
     if not index:
+        moved = next((d for s in stmts if s.type == "declaration" and (d := _moved_index(view, s))), "")
+        if moved:  # `i = (blockIdx.x * blockDim.x + threadIdx.x) * s`, `... + s`: a strided access
+            return NotApplicable(
+                f"`{moved}` offsets or scales the global x index: its accesses are not one element per "
+                "thread at `[i]`, so packs and loops over the elements do not apply"
+            )
         return NotApplicable("no `i = blockIdx.x * blockDim.x + threadIdx.x` index")
     taken = [k for k, s in enumerate(stmts) if s in prelude or _index_declaration(view, s) is not None]
     rest = stmts[max(taken) + 1 :] if taken else []
     if rest and all(s.type != "if_statement" or _guard(view, s) is None for s in rest):
-        count = _domain(view, index, rest)
+        if len(view.subject.spec.grid) != 1 or len(view.subject.spec.block) != 1:
+            return NotApplicable(
+                f"no bounds check (`if ({index} < N)`) on a launch that is not 1-D: the loop over the "
+                "elements runs on a 1-D launch only"
+            )
+        count = next(iter(launch_covers(view, "x")), "")
         if count:
             return _check_body(view, index, index_type, count, prelude, rest)
+        return NotApplicable(
+            f"no bounds check (`if ({index} < N)`), and no scalar parameter gives the launch's extent: "
+            "a loop over the elements would not know where to stop"
+        )
     return NotApplicable(f"the body is not `if ({index} < N) ...` (one element per thread)")
-
-
-def _domain(view: KernelView, index: str, body: list[Node]) -> str:
-    """For a body without a bounds check (grid x block is the domain): the C expression of the
-    element count, from the spec's count of an array it writes at ``index``, when the spec's
-    launch covers exactly that count in every problem; "" otherwise."""
-    subject = view.subject
-    spec = subject.spec
-    arrays = subject.arrays()
-    by_size = {a.value.strip(): a.name for a in spec.args if isinstance(a, ScalarSpec)}
-    inside = [a for a in view.accesses if a.written and any(_inside(a.node, s) for s in body)]
-    for a in inside:
-        idx = view._index_node(a.node)
-        at = view.poly(idx, frozenset({index})) if idx is not None else None
-        if at != {(index,): 1} or a.array not in arrays or len(spec.grid) != 1 or len(spec.block) != 1:
-            continue
-        count = arrays[a.array].count
-        try:
-            names = {n.id for n in ast.walk(ast.parse(count, mode="eval")) if isinstance(n, ast.Name)}
-            for sizes in (spec.sizes, *({**spec.sizes, **v} for v in spec.verify)):
-                env: dict[str, int | float] = {}
-                for k, v in sizes.items():
-                    env[k] = evaluate(v, env)
-                block = evaluate(spec.block[0], env)
-                env.update(block=block, block_x=block)
-                if evaluate(spec.grid[0], env) * block != evaluate(count, env):
-                    return ""
-        except (ValueError, SyntaxError):
-            return ""
-        if names and all(n in by_size for n in names):
-            tree = ast.parse(count, mode="eval")
-            for n in ast.walk(tree):
-                if isinstance(n, ast.Name):
-                    n.id = by_size[n.id]
-            return ast.unparse(tree)
-    return ""
 
 
 _LOOPS = ("for_statement", "while_statement", "do_statement")
@@ -232,12 +223,16 @@ def _check_body(
 
 
 def _grid_for(subject: Subject, factor: int, max_blocks: int) -> LaunchChange | NotApplicable:
-    """The grid divided by ``factor`` (``block`` -> ``block * factor``), at most ``max_blocks``."""
+    """The grid divided by ``factor`` (``block`` -> ``block * factor``), at most ``max_blocks``; at
+    least one block where the grid divides down (``n / block``: the exact grid of a kernel with no
+    bounds check reaches 0 on a problem smaller than a block's elements, the loop needs one)."""
     grid = subject.grid
     if len(grid) != 1 or not _block_names(grid[0]):
         return NotApplicable("the grid is not 1-D and written over `block`, so it cannot shrink")
     tree = _Scale(factor).visit(ast.parse(grid[0], mode="eval"))
     scaled = ast.unparse(ast.fix_missing_locations(tree))
+    if factor > 1 and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for n in ast.walk(tree)):
+        scaled = f"max({scaled}, 1)"
     return LaunchChange(grid=f"min({scaled}, {max_blocks})" if max_blocks else scaled)
 
 

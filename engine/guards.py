@@ -1,6 +1,7 @@
 """What holds where a statement runs, read from the conditions around it: the shared facts of
 the passes that rely on bounds checks (the stencil, the scans, the column reduction and the
-permute read them here; no pass imports another).
+permute read them here, the elementwise passes and the tiled dot product the launch's extent where
+there is none; no pass imports another).
 
 - :func:`guards` / :func:`conjuncts`: the conditions in force at a node (enclosing ``if`` and
   ``?:`` conditions, earlier ``if (...) return;``), each as a term and whether it is negated;
@@ -9,7 +10,9 @@ permute read them here; no pass imports another).
 - :func:`constant_block`, :func:`over_block`, :func:`grid_follows_block`: what the spec's launch
   says about the block; :func:`at_problems` / :func:`value`: the launch and the scalar
   parameters at every problem of the spec, a polynomial over them; :func:`stores_kept`: whether a
-  new block (the spec's grid over it) keeps the threads that store to global memory the original's.
+  new block (the spec's grid over it) keeps the threads that store to global memory the original's;
+  :func:`launch_covers`: the launch's extent along an axis written over the scalar parameters, where
+  the spec proves it equal at every problem (the bound of a kernel with no bounds check).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import ast
 
 import tree_sitter
 
-from cudasrc.specs import InvalidSpec, bench_sizes, problem, verify_sizes
+from cudasrc.specs import InvalidSpec, ScalarSpec, bench_sizes, problem, verify_sizes
 from engine import constant_dims
 from engine.view import (
     Expander,
@@ -233,3 +236,51 @@ def stores_kept(view: KernelView, expand: Expander, block: tuple[int, int]) -> s
                     f"launches run: a {block[0]}x{block[1]} block would store where the original's threads do not"
                 )
     return ""
+
+
+def launch_covers(view: KernelView, axis: str) -> list[str]:
+    """The launch's extent along ``axis`` (grid times block) as C expressions over the kernel's
+    scalar parameters, each equal to it at the benchmark size and every verify size, so that the
+    original's threads along ``axis`` are exactly its range (a kernel with no bounds check): the
+    scalar parameters whose value it is (in the spec's order), then the arrays' counts that it is,
+    written over the parameters whose spec values name the count's sizes (``w * h`` for ``arg w =
+    w`` and ``arg h = h``).  Empty where the spec does not resolve."""
+    spec = view.subject.spec
+    k = "xyz".index(axis)
+    if len(spec.grid) <= k or len(spec.block) <= k:
+        return []
+    scalars = [
+        a.name
+        for a in spec.args
+        if isinstance(a, ScalarSpec) and a.name in view.params and not view.params[a.name].pointer
+    ]
+    by_size = {a.value.strip(): a.name for a in spec.args if isinstance(a, ScalarSpec) and a.name in scalars}
+    try:
+        resolved = [problem(spec, sizes) for sizes in (bench_sizes(spec), *verify_sizes(spec))]
+    except InvalidSpec:
+        return []
+    extents = [p.launch.grid[k] * p.launch.block[k] for p in resolved]
+    found = [
+        n
+        for n in scalars
+        if all(
+            any(a.name == n and a.value == e for a in p.args) for p, e in zip(resolved, extents, strict=True)
+        )
+    ]
+    for name, array in view.subject.arrays().items():
+        try:
+            tree = ast.parse(array.count, mode="eval")
+        except SyntaxError:
+            continue
+        names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+        if not names or any(n.id not in by_size for n in names):
+            continue
+        counts = [next((a.count for a in p.args if a.name == name), None) for p in resolved]
+        if counts != extents:
+            continue
+        for n in names:
+            n.id = by_size[n.id]
+        expr = ast.unparse(tree)
+        if expr not in found:
+            found.append(expr)
+    return found

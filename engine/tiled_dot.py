@@ -44,8 +44,9 @@ import tree_sitter
 
 from cudasrc.dtypes import canonical_dtype, dtype_bytes
 from cudasrc.launch import LaunchChange
-from cudasrc.specs import InvalidSpec, ScalarSpec, bench_sizes, evaluate, verify_sizes
+from cudasrc.specs import InvalidSpec, ScalarSpec, bench_sizes, evaluate
 from engine import NotApplicable, Outcome, _block_names
+from engine.guards import launch_covers
 from engine.passes import Emitter, Match, Pass
 from engine.view import (
     KernelView,
@@ -951,30 +952,11 @@ def _element_sum(view: KernelView, loop: Loop, expr: Node) -> str | None:
 def _exact_cover(view: KernelView, axis: str, columns: str) -> Poly | None:
     """The bound of the global index along ``axis`` that no guard states: a scalar parameter whose
     value is the launch's extent (grid times block along ``axis``) at the benchmark size and every
-    verify size, so that the original's threads are exactly its range.  Where several are, the
+    verify size (:func:`engine.guards.launch_covers`), so that the original's threads are exactly its
+    range.  Where several are, the
     columns' axis (``columns``) takes the output's row stride and the rows' one a parameter no index
     multiplies."""
-    subject = view.subject
-    i = "xyz".index(axis)
-    grid, block = subject.grid, subject.block
-    if len(grid) <= i or len(block) <= i:
-        return None
-    try:
-        sizes = [dict(bench_sizes(subject.spec)), *(dict(v) for v in verify_sizes(subject.spec))]
-        for z in sizes:  # the block's names, for a grid written over it (``n / block_x``)
-            dims = [int(evaluate(d, z)) for d in block]
-            z.update(block=dims[0], **{f"block_{a}": v for a, v in zip("xyz", dims, strict=False)})
-    except (InvalidSpec, ValueError, TypeError):
-        return None
-    found = []
-    for a in subject.spec.args:
-        if not isinstance(a, ScalarSpec) or a.name not in view.params or view.params[a.name].pointer:
-            continue
-        try:
-            if all(evaluate(f"({grid[i]}) * ({block[i]})", z) == evaluate(a.value, z) for z in sizes):
-                found.append(a.name)
-        except (InvalidSpec, ValueError, TypeError, ZeroDivisionError):
-            continue
+    found = [c for c in launch_covers(view, axis) if c in view.params]
     if not found:
         return None
     strides = {atom for x in view.accesses if x.index for m in x.index for atom in m if len(m) > 1}

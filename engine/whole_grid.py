@@ -6,8 +6,10 @@ body is the declaration of the global thread index ``i`` (``blockIdx.x * blockDi
 threadIdx.x`` in any form, casts allowed, after declarations such as ``tid = threadIdx.x``)
 followed by statements that read no other thread
 position, compare ``i`` with nothing (a bounds-checked kernel is the vectorizer's), use no shared
-memory, barriers, atomics, shuffles, loops or ``return``, and access at least one array at
-``[i]`` — the *streams*.  Accesses at other indices stay scalar.
+memory, barriers, atomics, shuffles or ``return``, run loops only over the thread's own elements
+(every array a loop accesses is a stream), and access at least one array at ``[i]`` — the
+*streams*.  Accesses at other indices stay scalar.  A stream stored only where a statement may
+skip it (under an ``if``, in a loop) is loaded first, so the elements it does not store stay.
 
 Rewrite (params: bytes per pack, 16 or 8): ``V = bytes / (widest stream element)`` elements per
 thread, blocks of ``B / V`` threads on the original grid (its ``block`` held at the original
@@ -28,11 +30,13 @@ import tree_sitter
 from cudasrc.dtypes import canonical_dtype, dtype_bytes
 from cudasrc.launch import LaunchChange
 from cudasrc.specs import ArraySpec, evaluate
+from engine import _inside
 from engine.passes import PAD, Emitter, Match, NotApplicable, Outcome, Pass
 from engine.view import KernelView, global_index, statements, unparenthesized, walk
 
 Node = tree_sitter.Node
 _COMPARE = ("<", "<=", ">", ">=", "==", "!=")
+_LOOPS = ("for_statement", "while_statement", "do_statement")
 _PACK = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
 
 
@@ -75,8 +79,8 @@ class WholeGridPacks(Pass[WholeGridMatch]):
         threads = _block(view)
         if threads is None or len(view.subject.grid) != 1:
             return NotApplicable("the launch is not a constant 1-D block on a 1-D grid")
-        if view.cooperation or view.loops or view.returns:
-            return NotApplicable("the body has loops, returns, or threads that cooperate")
+        if view.cooperation or view.returns:
+            return NotApplicable("the body returns, or threads cooperate")
         body = statements(view.body)
         at = next((k for k, st in enumerate(body) if self._index(view, st)), None)
         if at is None:
@@ -112,6 +116,18 @@ class WholeGridPacks(Pass[WholeGridMatch]):
             seen[1 if a.written else 0] = True
         if not streams:
             return NotApplicable(f"no array is accessed at `[{i}]`")
+        loops = [n for st in rest for n in walk(st) if n.type in _LOOPS]
+        for a in view.accesses:
+            if a.array in view.params and a.array not in streams and any(_inside(a.node, lp) for lp in loops):
+                return NotApplicable(
+                    f"a loop accesses `{view.text(a.node)}`: only loops over the thread's own "
+                    "elements (its packs' registers) stay in a lane"
+                )
+        # a stream whose stores may all be skipped (under an `if`, in a loop) keeps the elements it
+        # does not store: its pack is loaded first
+        for name_, seen in streams.items():
+            if seen[1] and not any(self._stores(view, st, name_) for st in rest):
+                seen[0] = True
         found = []
         for name_, (read, wrote) in streams.items():
             spec: ArraySpec = arrays[name_]
@@ -129,6 +145,15 @@ class WholeGridPacks(Pass[WholeGridMatch]):
         if not any(self._lanes_for(match, p) for p in self.space):
             return NotApplicable(f"no pack fits the block of {threads} with 32 threads or more left")
         return match
+
+    @staticmethod
+    def _stores(view: KernelView, stmt: Node, array: str) -> bool:
+        """Whether ``stmt`` is ``array[...] = ...;`` (an unconditional store, the thread's element)."""
+        expr = stmt.named_children[0] if stmt.type == "expression_statement" and stmt.named_children else None
+        if expr is None or expr.type != "assignment_expression" or view.text(expr.children[1]) != "=":
+            return False
+        left = expr.child_by_field_name("left")
+        return any(a.node == left and a.written and a.array == array for a in view.accesses)
 
     @staticmethod
     def _index(view: KernelView, decl: Node) -> str:

@@ -69,6 +69,8 @@ MATCHED = {
     # a grid-stride loop over the rows (Caffe's CUDA_KERNEL_LOOP) around a thread-per-row reduction
     "rows/caffe__kernel_channel_max.cu:kernel_channel_max": "RowParallel",
     "rows/caffe__kernel_channel_sum.cu:kernel_channel_sum": "RowParallel",
+    # no bounds check, a loop over the thread's own element: packs in registers on the same grid
+    "elementwise/learn-cuda-programming__saxpy_kernels.cu:iterative_saxpy_kernel": "WholeGridPacks",
 }
 MIN_STRUCTURAL_RATE = 100.0  # % of the kernels with a structural expert pair matched, compiled and equal
 

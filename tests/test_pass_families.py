@@ -18,10 +18,12 @@ import pytest
 from test_transforms import DATA as HOST_HEADER_DIR
 from test_transforms import assert_all_verified, compiles, host_program, target
 
-from agent.target import Target
+from agent.target import Target, target_for
 from cudasrc import specs as spec_mod
 from cudasrc.source import Document
 from engine import NotApplicable, Subject
+from engine.elementwise import GridStride, Vectorize
+from engine.guards import launch_covers
 from engine.passes import Apply, Pass
 from engine.registry import PASSES
 from sandbox.contract import Candidate, EvalOptions, EvalRequest
@@ -263,3 +265,92 @@ def test_the_family_bench_kernel_is_matched_and_its_guess_compiles_and_emulates(
     compiles(t, out.code)
     if shutil.which("g++") is not None:
         emulate(t, out, tmp_path / "emulate")
+
+
+def _inline(tmp_path: Path, source: str) -> tuple[Target, Subject]:
+    path = tmp_path / "kernel.cu"
+    path.write_text(source)
+    t = target_for(Document.from_file(path))
+    return t, subject(t)
+
+
+_HALVE = """// @cuda-agent sizes n=1<<12 verify n=768,2560
+// @cuda-agent launch grid=n / block block=256
+// @cuda-agent arg x in float[n] uniform(-1, 1)
+// @cuda-agent arg y out float[n]
+// @cuda-agent arg count = n
+__global__ void halve(const float* x, float* y, int count) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    y[i] = 0.5f * x[i];
+}
+"""
+
+
+def test_the_launch_covers_the_parameters_that_give_its_extent(tmp_path: Path) -> None:
+    """:func:`engine.guards.launch_covers`: the extent along an axis as the scalar parameters equal
+    to it at every problem (``w`` along x, ``h`` along y), then an array's count over them."""
+    _, s = _inline(
+        tmp_path,
+        """// @cuda-agent sizes w=1024 h=64 verify w=64,96 h=8,40
+// @cuda-agent launch grid=(w / 32, h / 8) block=(32, 8)
+// @cuda-agent arg a in float[w * h] uniform(-1, 1)
+// @cuda-agent arg b out float[w * h]
+// @cuda-agent arg w = w
+// @cuda-agent arg h = h
+__global__ void copy2d(const float* a, float* b, int w, int h) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    b[y * w + x] = a[y * w + x];
+}
+""",
+    )
+    view = s.normalized.view
+    assert launch_covers(view, "x") == ["w"] and launch_covers(view, "y") == ["h"]
+    _, flat = _inline(
+        tmp_path,
+        """// @cuda-agent sizes w=1024 h=64 verify w=64,96 h=8,40
+// @cuda-agent launch grid=w * h / block block=256
+// @cuda-agent arg a in float[w * h] uniform(-1, 1)
+// @cuda-agent arg b out float[w * h]
+// @cuda-agent arg w = w
+// @cuda-agent arg h = h
+__global__ void copy(const float* a, float* b, int w, int h) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    b[i] = a[i];
+}
+""",
+    )
+    assert launch_covers(flat.normalized.view, "x") == ["w * h"]
+
+
+@pytest.mark.parametrize("transform", [GridStride(4), Vectorize(16)])
+def test_elementwise_passes_loop_an_unguarded_kernel_to_the_parameter_the_launch_covers(
+    transform: Pass[Any], tmp_path: Path
+) -> None:
+    """No bounds check, but the launch's threads are exactly ``count`` at every problem: the
+    rewrite's loop stops there, and computes the original's outputs."""
+    t, s = _inline(tmp_path, _HALVE)
+    out = Apply(transform, transform).apply(s)
+    assert not isinstance(out, NotApplicable), out.reason
+    rewritten = s.then(out)
+    assert "(long long)(count)" in rewritten.code
+    emulate(t, rewritten, tmp_path / "emulate")
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [  # an offset index (NVIDIA's coalescing demo): not one element per thread at [i]
+        (("int i = blockIdx.x * blockDim.x + threadIdx.x;", "int i = blockIdx.x * blockDim.x + threadIdx.x + 1;"),
+         "offsets or scales the global x index"),
+        # no parameter says the launch's extent: the loop would not know where to stop
+        (("// @cuda-agent arg count = n\n", "// @cuda-agent arg count = 7\n"), "no scalar parameter gives"),
+    ],
+)  # fmt: skip
+def test_elementwise_passes_refuse_an_unguarded_kernel_they_cannot_bound(
+    change: tuple[str, str], reason: str, tmp_path: Path
+) -> None:
+    source = _HALVE.replace(*change).replace("float[n]", "float[n + 1]")
+    _, s = _inline(tmp_path, source)
+    for transform in (GridStride(), Vectorize()):
+        found = transform.match(s.normalized.view)
+        assert isinstance(found, NotApplicable) and reason in found.reason, found

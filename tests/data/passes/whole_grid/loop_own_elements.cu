@@ -1,4 +1,4 @@
-// refused: the body has loops
+// A loop over the thread's own element only (its pack's registers): x^4 by repeated products.
 // @cuda-agent sizes n=1<<12 verify n=512,1024
 // @cuda-agent launch grid=n / block block=256
 // @cuda-agent arg x in float[n] uniform(-1, 1)
