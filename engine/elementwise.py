@@ -68,7 +68,12 @@ def _moved_index(view: KernelView, s: Node) -> str:
     decls = s.children_by_field_name("declarator")
     value = decls[0].child_by_field_name("value") if len(decls) == 1 else None
     p = view.poly(value) if value is not None else None
-    if p is None or p == global_index("x") or not any("threadIdx.x" in mono for mono in p):
+    if (
+        p is None
+        or p == global_index("x")
+        or not any("threadIdx.x" in mono for mono in p)
+        or not any("blockIdx.x" in mono for mono in p)  # a block-local index is not a moved global one
+    ):
         return ""
     return " ".join(view.text(decls[0]).split())
 
@@ -151,7 +156,7 @@ def _elementwise(view: KernelView) -> _Elementwise | NotApplicable:
         return NotApplicable("no `i = blockIdx.x * blockDim.x + threadIdx.x` index")
     taken = [k for k, s in enumerate(stmts) if s in prelude or _index_declaration(view, s) is not None]
     rest = stmts[max(taken) + 1 :] if taken else []
-    if rest and all(s.type != "if_statement" or _guard(view, s) is None for s in rest):
+    if rest and all(s.type != "if_statement" for s in rest):  # no test at all: not a guard unread
         if len(view.subject.spec.grid) != 1 or len(view.subject.spec.block) != 1:
             return NotApplicable(
                 f"no bounds check (`if ({index} < N)`) on a launch that is not 1-D: the loop over the "
