@@ -164,7 +164,7 @@ def test_a_server_without_tool_calling_gets_fenced_code() -> None:
     assert res.best is not None and res.best.proposal.launch == LaunchChange(block="256")
     assert res.best.proposal.assumptions == ("n < 2^31",)
     assert res.best.proposal.description == "Wider blocks, same work per thread."
-    assert "saxpy<<<(n + 255) / 256, 256>>>" in res.rewritten
+    assert "saxpy<<<(n + (256 - 1)) / 256, 256>>>" in res.rewritten
     assert "Speedup 2.200x" in last(server, 2)["content"]
     assert "No kernel found in your reply" in last(server, 3)["content"]
     assert len(server.requests) == 4 and res.attempts == 2  # max_turns=3 ends the conversation

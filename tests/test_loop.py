@@ -89,7 +89,7 @@ def test_a_launch_change_is_resolved_from_the_spec_and_edits_the_launch_site() -
     assert res.launch == change
     assert res.assumptions == ("n fits in int",)
     assert len(res.launch_edits) == 3 and res.launch_sites == 1 and res.launch_todo == ""
-    assert "saxpy<<<(n + 255) / 256, 256>>>(n, 2.0f, x, y);" in res.rewritten  # spelled as it was
+    assert "saxpy<<<(n + (256 - 1)) / 256, 256>>>(n, 2.0f, x, y);" in res.rewritten
     assert "-    saxpy<<<(n + 31) / 32, 32>>>(n, 2.0f, x, y);" in res.diff
     # the spec follows: the next run measures the launch the code now uses
     assert "+// @cuda-agent launch grid=cdiv(n, block) block=256\n" in res.diff
@@ -121,36 +121,18 @@ int main() {
 """
 
 
-def test_launch_rewrite_updates_the_spec_and_keeps_the_users_names() -> None:
+def test_launch_rewrite_updates_the_spec_and_drops_declarations_only_it_used() -> None:
     t = target_for(Document(VADD + MAIN, "vadd.cu"))
     assert t.site_edits is not None
     le = t.site_edits(LaunchChange(grid="cdiv(n, block * 4)", block="256"))
     out = t.file_with(t.definition, le.edits)
     assert le.sites == 2 and le.todo == ""
     assert "// @cuda-agent launch grid=cdiv(n, block * 4) block=256\n" in out
-    # `threads` and `blocks` serve the first launch only: their values change, their names stay
-    assert "const int threads = 256;  // threads per block\n" in out
-    assert (
-        "int blocks = (n + threads * 4 - 1) / (threads * 4);\n    vadd<<<blocks, threads>>>(a, c, n);" in out
-    )
-    # `other` is also used elsewhere: it keeps its value, one new constant carries the block
-    assert "const int other = 64;\n    const int vadd_other = 256;\n" in out
-    assert "vadd<<<(n + vadd_other * 4 - 1) / (vadd_other * 4), vadd_other>>>(a, c, n);" in out
-
-
-def test_a_declaration_the_rewritten_grid_no_longer_uses_goes() -> None:
-    main = """
-void run(const float* a, float* c, int n) {
-    const int per = 32;
-    const int threads = 32;
-    vadd<<<(n + per - 1) / per, threads>>>(a, c, n);
-}
-"""
-    t = target_for(Document(VADD + main, "vadd.cu"))
-    assert t.site_edits is not None
-    out = t.file_with(t.definition, t.site_edits(LaunchChange(block="128")).edits)
-    assert "per" not in out
-    assert "const int threads = 128;\n    vadd<<<(n + threads - 1) / threads, threads>>>(a, c, n);" in out
+    assert "vadd<<<(n + (256 * 4 - 1)) / (256 * 4), 256>>>(a, c, n);" in out
+    # `blocks` was used only by the first launch, and `threads` only by it and `blocks`;
+    # `other` is still used
+    assert "threads" not in out and "blocks" not in out
+    assert "const int other = 64;" in out
 
 
 def test_without_a_launch_site_the_result_says_which_launch_to_use() -> None:

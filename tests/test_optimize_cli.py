@@ -57,7 +57,7 @@ def test_json_write_keeps_a_backup_and_edits_the_launch_site(
     assert [v["label"] for v in out["verification"]] == ["n=1000", "n=4097"]
     assert out["written"] == str(cu) and Path(out["backup"]).read_text() == original
     text = cu.read_text()
-    assert "// wider blocks" in text and "saxpy<<<(n + 255) / 256, 256>>>(n, 2.0f, x, y);" in text
+    assert "// wider blocks" in text and "saxpy<<<(n + (256 - 1)) / 256, 256>>>(n, 2.0f, x, y);" in text
     lines = Path(out["trajectory"]).read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["reward"] > 2
 
