@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from base.errors import InputError
 from sandbox.capture import CANCEL_POLL_S, CaptureError, CaptureRun
 from sandbox.contract import ContractError, to_dict
 from sandbox.executor import AuthError, WorkerUnavailable
@@ -218,7 +219,7 @@ class RemoteMachine:
                 return
 
 
-class MachineError(ValueError):
+class MachineError(InputError, ValueError):
     """The job cannot go to the worker: a path outside the folder it gets, or no token."""
 
 

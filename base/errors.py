@@ -12,6 +12,7 @@ import; each class stays in the module that raises it.
     ├── InputError                     the input is wrong: fix it and retry     exit 2, -32602
     │   ├── sandbox.contract.ContractError          a request breaks the contract
     │   │   └── sandbox.contract.RequestError       ...a field of it, named
+    │   │       └── sandbox.program_wire.TooLarge   ...over a size cap of the worker (413)
     │   ├── cudasrc.specs.model.InvalidSpec         a spec line does not parse or resolve
     │   ├── sandbox.expr.ExpressionError            a spec expression is not in the grammar
     │   ├── agent.target.TargetError                no such kernel / no spec for it
@@ -20,6 +21,7 @@ import; each class stays in the module that raises it.
     │   ├── agent.check.CompileCommandsError        a compile_commands.json is unusable
     │   ├── agent.check.DefineError                 a -D is not NAME[=VALUE]
     │   ├── agent.capture.CaptureMismatch           a captured launch disagrees with the source
+    │   ├── agent.program_remote.MachineError       a program cannot go to the worker
     │   ├── learning.tasks.TaskError                a reward task file is malformed
     │   ├── sandbox.recorded.RecordedMissing        no recorded inputs under that digest
     │   ├── engine.maps.Unmapped                    an index is not quasi-affine at a size
